@@ -1,0 +1,3 @@
+module github.com/kubeplug/kubeplug
+
+go 1.26.8
