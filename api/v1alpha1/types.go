@@ -1,0 +1,443 @@
+package v1alpha1
+
+// GroupVersion is the apiVersion of every kubeplug file.
+const GroupVersion = "kubeplug.dev/v1alpha1"
+
+// Kinds of kubeplug files.
+const (
+	KindPlugin  = "Plugin"
+	KindCluster = "Cluster"
+)
+
+// Values is a free-form tree of plugin values (YAML/JSON objects, lists and scalars).
+type Values = map[string]any
+
+// Plugin is the manifest of a plugin package: plugin.yaml at the package root.
+type Plugin struct {
+	// APIVersion must be kubeplug.dev/v1alpha1.
+	APIVersion string `json:"apiVersion" jsonschema:"enum=kubeplug.dev/v1alpha1"`
+	// Kind must be Plugin.
+	Kind string `json:"kind" jsonschema:"enum=Plugin"`
+	// Metadata names and versions the plugin.
+	Metadata PluginMetadata `json:"metadata"`
+	// Spec says what the plugin needs and what it contributes.
+	Spec PluginSpec `json:"spec"`
+}
+
+// PluginMetadata identifies one version of a plugin.
+type PluginMetadata struct {
+	// Name is a DNS label (lower-case letters, digits and '-', at most 63 characters).
+	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
+	// Version is a semantic version, for example 1.4.0.
+	Version string `json:"version" jsonschema:"minLength=1"`
+	// Description says in one line what the plugin does.
+	Description string `json:"description,omitempty"`
+}
+
+// PluginSpec is what a plugin requires and contributes.
+type PluginSpec struct {
+	// KubernetesVersion is a semver constraint on the cluster's Kubernetes version, for example ">=1.33".
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Requires lists plugins that must be installed, and ordered, before this one.
+	Requires []Dependency `json:"requires,omitempty"`
+	// After lists plugins this one runs after when they are enabled too (a soft hint).
+	After []string `json:"after,omitempty"`
+	// Before lists plugins this one runs before when they are enabled too (a soft hint).
+	Before []string `json:"before,omitempty"`
+	// Conflicts lists plugins that must not be enabled together with this one.
+	Conflicts []string `json:"conflicts,omitempty"`
+	// Values declares the plugin's values: schema, defaults and sensitive paths.
+	Values *ValuesSpec `json:"values,omitempty"`
+	// Contributes is what the plugin adds to the cluster at every layer.
+	Contributes *Contributions `json:"contributes,omitempty"`
+	// Runtime runs an executable from the package for each stage (optional).
+	Runtime *Runtime `json:"runtime,omitempty"`
+	// Validate lists checks that prove the plugin works once deployed.
+	Validate []Check `json:"validate,omitempty"`
+}
+
+// Dependency names a required plugin and an optional version constraint.
+type Dependency struct {
+	// Name of the required plugin.
+	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
+	// Version is a semver constraint, for example ">=1.14" or "^2". Empty means any.
+	Version string `json:"version,omitempty"`
+}
+
+// ValuesSpec declares a plugin's values.
+type ValuesSpec struct {
+	// Schema is the path, inside the package, of a JSON Schema (draft 2020-12) for the values.
+	Schema string `json:"schema,omitempty"`
+	// Defaults are the values used when the cluster sets none.
+	Defaults Values `json:"defaults,omitempty"`
+	// Sensitive lists JSON pointers (for example /clientSecret) to values that are
+	// redacted wherever kubeplug prints or writes values.
+	Sensitive []string `json:"sensitive,omitempty"`
+}
+
+// Contributions are the constructs a plugin adds, grouped by layer.
+type Contributions struct {
+	// ControlPlane adds flags, feature gates and volumes to control-plane components.
+	ControlPlane *ControlPlane `json:"controlPlane,omitempty"`
+	// Nodes adds files, systemd units, kubelet settings and hooks to machines.
+	Nodes []NodeContribution `json:"nodes,omitempty"`
+	// Cloud adds resources, outputs, IAM statements and patches to the cloud template.
+	Cloud *Cloud `json:"cloud,omitempty"`
+	// Kubernetes adds manifests, Helm releases and patches to the running cluster.
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
+}
+
+// ControlPlane contributions.
+type ControlPlane struct {
+	// APIServer configures kube-apiserver.
+	APIServer *Component `json:"apiServer,omitempty"`
+	// ControllerManager configures kube-controller-manager.
+	ControllerManager *Component `json:"controllerManager,omitempty"`
+	// Scheduler configures kube-scheduler.
+	Scheduler *Component `json:"scheduler,omitempty"`
+	// FeatureGates are set on every control-plane component.
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+}
+
+// Component is one control-plane component's flags and volumes.
+type Component struct {
+	// Flags without the leading dashes, for example oidc-issuer-url.
+	Flags map[string]string `json:"flags,omitempty"`
+	// Volumes mounted from the control-plane host into the component.
+	Volumes []HostPathVolume `json:"volumes,omitempty"`
+}
+
+// HostPathVolume mounts a host path into a control-plane component.
+type HostPathVolume struct {
+	// Name of the volume, a DNS label.
+	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
+	// HostPath is the absolute path on the host.
+	HostPath string `json:"hostPath" jsonschema:"minLength=1"`
+	// MountPath is the absolute path inside the component.
+	MountPath string `json:"mountPath" jsonschema:"minLength=1"`
+	// ReadOnly mounts the volume read-only.
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// NodeContribution adds to the machines of some node pools and roles.
+type NodeContribution struct {
+	// Pools limits the contribution to these node pools; empty means every pool.
+	Pools []string `json:"pools,omitempty"`
+	// Roles limits the contribution to these roles (control-plane, worker); empty means every role.
+	Roles []string `json:"roles,omitempty" jsonschema:"uniqueItems=true"`
+	// Files written on the machine.
+	Files []NodeFile `json:"files,omitempty"`
+	// SystemdUnits installed on the machine.
+	SystemdUnits []SystemdUnit `json:"systemdUnits,omitempty"`
+	// Kubelet settings.
+	Kubelet *Kubelet `json:"kubelet,omitempty"`
+	// Hooks run by the node agent at entry points of the machine's boot.
+	Hooks []NodeHook `json:"hooks,omitempty"`
+}
+
+// NodeFile is a file written on a machine. Exactly one of Content and Source is set.
+type NodeFile struct {
+	// Path is the absolute path on the machine.
+	Path string `json:"path" jsonschema:"minLength=1"`
+	// Content is the file's text (a template).
+	Content string `json:"content,omitempty"`
+	// Source is a file inside the package whose bytes are copied.
+	Source string `json:"source,omitempty"`
+	// Mode is the octal permission, for example "0644".
+	Mode string `json:"mode,omitempty" jsonschema:"pattern=^0?[0-7]{3}$"`
+	// Owner is user:group, for example root:root.
+	Owner string `json:"owner,omitempty"`
+}
+
+// SystemdUnit is a unit file and its drop-ins.
+type SystemdUnit struct {
+	// Name of the unit, for example node-exporter.service.
+	Name string `json:"name" jsonschema:"minLength=1"`
+	// Content is the unit file (a template); empty when only drop-ins are added to an existing unit.
+	Content string `json:"content,omitempty"`
+	// Enable starts the unit at boot.
+	Enable bool `json:"enable,omitempty"`
+	// DropIns are added as <name>.d/<dropIn.name>.
+	DropIns []DropIn `json:"dropIns,omitempty"`
+}
+
+// DropIn is a systemd drop-in file.
+type DropIn struct {
+	// Name of the drop-in file, for example 10-proxy.conf.
+	Name string `json:"name" jsonschema:"minLength=1"`
+	// Content of the drop-in (a template).
+	Content string `json:"content"`
+}
+
+// Kubelet settings contributed to nodes.
+type Kubelet struct {
+	// Flags without the leading dashes.
+	Flags map[string]string `json:"flags,omitempty"`
+	// Labels put on the Node.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Taints put on the Node.
+	Taints []Taint `json:"taints,omitempty"`
+	// FeatureGates for the kubelet.
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+}
+
+// Taint on a Node.
+type Taint struct {
+	Key    string `json:"key" jsonschema:"minLength=1"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect" jsonschema:"enum=NoSchedule,enum=PreferNoSchedule,enum=NoExecute"`
+}
+
+// Hook entry points on a machine.
+const (
+	HookBeforeNodeup = "beforeNodeup"
+	HookAfterNodeup  = "afterNodeup"
+	HookAfterDeploy  = "afterDeploy"
+)
+
+// Hook behaviours: sync hooks block the boot, async ones do not; enforce hooks fail
+// the node when they fail, bypass ones are reported only.
+const (
+	BehaviorSyncEnforce  = "sync-enforce"
+	BehaviorSyncBypass   = "sync-bypass"
+	BehaviorAsyncEnforce = "async-enforce"
+	BehaviorAsyncBypass  = "async-bypass"
+)
+
+// NodeHook is something the node agent runs at an entry point of a machine's boot.
+type NodeHook struct {
+	// Name of the hook, unique within the plugin.
+	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
+	// At is the entry point.
+	At string `json:"at" jsonschema:"enum=beforeNodeup,enum=afterNodeup,enum=afterDeploy"`
+	// Run is what the hook executes.
+	Run HookRun `json:"run"`
+	// Behavior says whether the boot waits for the hook and whether its failure fails the node. Default sync-enforce.
+	Behavior string `json:"behavior,omitempty" jsonschema:"enum=sync-enforce,enum=sync-bypass,enum=async-enforce,enum=async-bypass"`
+	// Timeout is a Go duration, for example 2m. Default 5m.
+	Timeout string `json:"timeout,omitempty"`
+	// When is a CEL condition; the hook runs only when it is true.
+	When string `json:"when,omitempty"`
+}
+
+// HookRun is a hook's command or script. Exactly one is set.
+type HookRun struct {
+	// Command is an argv run on the machine.
+	Command []string `json:"command,omitempty"`
+	// Script is a path inside the package, copied to the machine and run.
+	Script string `json:"script,omitempty"`
+}
+
+// Cloud template contributions.
+type Cloud struct {
+	// Resources added to the template, by logical name.
+	Resources map[string]any `json:"resources,omitempty"`
+	// Outputs added to the template, by name.
+	Outputs map[string]any `json:"outputs,omitempty"`
+	// IAM statements added to a role's policy.
+	IAM []IAMStatements `json:"iam,omitempty"`
+	// Patches (RFC 6902) applied to the generated template.
+	Patches []PatchOp `json:"patches,omitempty"`
+}
+
+// IAMStatements adds policy statements to the role of the control plane or of a node pool.
+type IAMStatements struct {
+	// Role is control-plane, worker or a node pool's name.
+	Role string `json:"role" jsonschema:"minLength=1"`
+	// Statements are IAM policy statements.
+	Statements []map[string]any `json:"statements" jsonschema:"minItems=1"`
+}
+
+// PatchOp is one RFC 6902 JSON patch operation.
+type PatchOp struct {
+	Op    string `json:"op" jsonschema:"enum=add,enum=remove,enum=replace,enum=move,enum=copy,enum=test"`
+	Path  string `json:"path"`
+	From  string `json:"from,omitempty"`
+	Value any    `json:"value,omitempty"`
+}
+
+// Kubernetes contributions to the running cluster.
+type Kubernetes struct {
+	// Manifests are paths inside the package: YAML files or directories of them.
+	Manifests []string `json:"manifests,omitempty"`
+	// HelmReleases are charts, inside the package, installed through the Helm SDK.
+	HelmReleases []HelmRelease `json:"helmReleases,omitempty"`
+	// Patches to manifests that other plugins or the core generated.
+	Patches []ManifestPatch `json:"patches,omitempty"`
+}
+
+// HelmRelease is a chart installed as a Helm release.
+type HelmRelease struct {
+	// Name of the release; defaults to the plugin's name.
+	Name string `json:"name,omitempty" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=53"`
+	// Chart is a chart directory inside the package.
+	Chart string `json:"chart" jsonschema:"minLength=1"`
+	// Namespace the release is installed into.
+	Namespace string `json:"namespace" jsonschema:"minLength=1"`
+	// Values passed to the chart (string leaves are templates).
+	Values Values `json:"values,omitempty"`
+}
+
+// ManifestPatch patches the objects that match Target.
+type ManifestPatch struct {
+	// Target selects objects by kind, and optionally name and namespace.
+	Target ObjectRef `json:"target"`
+	// Patch is an RFC 6902 JSON patch.
+	Patch []PatchOp `json:"patch" jsonschema:"minItems=1"`
+}
+
+// ObjectRef names a Kubernetes object.
+type ObjectRef struct {
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind" jsonschema:"minLength=1"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name,omitempty"`
+}
+
+// Runtime types.
+const (
+	RuntimeExec = "exec"
+	RuntimeGRPC = "grpc"
+)
+
+// Runtime runs an executable from the package for each stage.
+type Runtime struct {
+	// Type is exec (JSON on stdin/stdout) or grpc (hashicorp/go-plugin).
+	Type string `json:"type" jsonschema:"enum=exec,enum=grpc"`
+	// Command is the argv; its first element is a path inside the package.
+	Command []string `json:"command" jsonschema:"minItems=1"`
+	// SHA256 is the hex digest of the executable; it runs only when it matches.
+	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// Timeout per stage call, a Go duration. Default 1m.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// Check proves a deployed plugin works.
+type Check struct {
+	// Name of the check, for reports.
+	Name string `json:"name,omitempty"`
+	// Wait waits until an object is ready.
+	Wait *ObjectWait `json:"wait,omitempty"`
+}
+
+// ObjectWait waits for one object to become ready.
+type ObjectWait struct {
+	ObjectRef
+	// Timeout is a Go duration. Default 5m.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// Cluster is cluster.yaml: the cluster and the plugins it enables.
+type Cluster struct {
+	// APIVersion must be kubeplug.dev/v1alpha1.
+	APIVersion string `json:"apiVersion" jsonschema:"enum=kubeplug.dev/v1alpha1"`
+	// Kind must be Cluster.
+	Kind string `json:"kind" jsonschema:"enum=Cluster"`
+	// Metadata names the cluster.
+	Metadata ClusterMetadata `json:"metadata"`
+	// Spec describes the cluster.
+	Spec ClusterSpec `json:"spec"`
+}
+
+// ClusterMetadata names a cluster.
+type ClusterMetadata struct {
+	// Name is a DNS label.
+	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
+}
+
+// ClusterSpec describes a cluster.
+type ClusterSpec struct {
+	// KubernetesVersion is the cluster's version, for example 1.36.3.
+	KubernetesVersion string `json:"kubernetesVersion" jsonschema:"minLength=1"`
+	// Provider brings the machines and the control plane. Default: local.
+	Provider *Provider `json:"provider,omitempty"`
+	// ControlPlane sizes the control plane.
+	ControlPlane *ControlPlaneSpec `json:"controlPlane,omitempty"`
+	// NodePools are groups of identical worker machines.
+	NodePools []NodePool `json:"nodePools,omitempty"`
+	// Plugins says where plugins come from and which are enabled.
+	Plugins *ClusterPlugins `json:"plugins,omitempty"`
+}
+
+// Provider selects the provider; exactly one field is set.
+type Provider struct {
+	// Local runs the control plane on this machine with simulated nodes.
+	Local *LocalProvider `json:"local,omitempty"`
+}
+
+// LocalProvider settings.
+type LocalProvider struct{}
+
+// ControlPlaneSpec sizes the control plane.
+type ControlPlaneSpec struct {
+	// Count of control-plane machines. Default 1.
+	Count int `json:"count,omitempty" jsonschema:"minimum=1"`
+}
+
+// NodePool is a group of identical machines.
+type NodePool struct {
+	// Name of the pool, a DNS label.
+	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
+	// Role of the machines. Default worker.
+	Role string `json:"role,omitempty" jsonschema:"enum=worker,enum=control-plane"`
+	// Count of machines.
+	Count int `json:"count" jsonschema:"minimum=0"`
+	// Labels put on the pool's Nodes.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Taints put on the pool's Nodes.
+	Taints []Taint `json:"taints,omitempty"`
+}
+
+// ClusterPlugins says where plugins come from and which are enabled.
+type ClusterPlugins struct {
+	// Sources are extra plugin locations, searched after the built-in and contrib ones.
+	Sources []Source `json:"sources,omitempty"`
+	// Order optionally fixes the order of some plugins: these first, in this order.
+	Order []string `json:"order,omitempty"`
+	// Enabled plugins.
+	Enabled []PluginRef `json:"enabled,omitempty"`
+}
+
+// Source is a plugin location. Exactly one field is set.
+type Source struct {
+	// Dir is a directory of plugin packages, relative to cluster.yaml.
+	Dir string `json:"dir,omitempty"`
+	// Catalog is a remote catalog URL (https:// index or oci:// repository).
+	Catalog string `json:"catalog,omitempty"`
+}
+
+// PluginRef enables a plugin in a cluster.
+type PluginRef struct {
+	// Name of the plugin.
+	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
+	// Version is a semver constraint. Empty means the newest.
+	Version string `json:"version,omitempty"`
+	// Values for the plugin, deep-merged over its defaults.
+	Values Values `json:"values,omitempty"`
+	// ValuesFrom merges values from files and environment variables after Values, in order.
+	ValuesFrom []ValuesSource `json:"valuesFrom,omitempty"`
+	// NodePools scopes the plugin's node contributions to these pools, each with
+	// optional values deep-merged over the cluster-level ones.
+	NodePools []PoolValues `json:"nodePools,omitempty"`
+}
+
+// ValuesSource is a file or an environment variable holding values. Exactly one of
+// File and Env is set.
+type ValuesSource struct {
+	// File is a YAML file, relative to cluster.yaml, merged at Path (default the root).
+	File string `json:"file,omitempty"`
+	// Env is an environment variable whose string value is set at Path.
+	Env string `json:"env,omitempty" jsonschema:"pattern=^[A-Za-z_][A-Za-z0-9_]*$"`
+	// Path is a JSON pointer into the values; required with Env.
+	Path string `json:"path,omitempty"`
+	// Optional skips a missing file or unset variable instead of failing.
+	Optional bool `json:"optional,omitempty"`
+}
+
+// PoolValues scopes a plugin to a node pool with pool-specific values.
+type PoolValues struct {
+	// Name of the node pool.
+	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
+	// Values deep-merged over the cluster-level values for this pool only.
+	Values Values `json:"values,omitempty"`
+}

@@ -1,0 +1,340 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/yamldoc"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+)
+
+var (
+	manifestSchemaOnce sync.Once
+	manifestSchema     *jsonschema.Schema
+	manifestSchemaErr  error
+)
+
+// ManifestSchema returns the compiled schema of plugin.yaml.
+func ManifestSchema() (*jsonschema.Schema, error) {
+	manifestSchemaOnce.Do(func() {
+		manifestSchema, manifestSchemaErr = yamldoc.CompileSchemaJSON(v1alpha1.PluginSchemaID, v1alpha1.PluginSchema())
+	})
+	return manifestSchema, manifestSchemaErr
+}
+
+// NameRE is what plugin, hook and pool names must match: a DNS label.
+var NameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// DecodeManifest parses and checks plugin.yaml's text on its own, without the rest of
+// the package: syntax, schema, versions, constraints, names and durations. file names
+// the manifest in diagnostics. It never panics, whatever data holds.
+func DecodeManifest(file string, data []byte) (*v1alpha1.Plugin, *yamldoc.Doc, diag.List) {
+	var l diag.List
+	if len(data) > MaxManifestSize {
+		l.Errorf(file, 0, 0, "", "file is %s, larger than the %s limit for %s", size(int64(len(data))), size(MaxManifestSize), ManifestFile)
+		return nil, nil, l
+	}
+	doc, pl := yamldoc.Parse(file, data)
+	l = append(l, pl...)
+	if doc == nil {
+		return nil, nil, l
+	}
+	sch, err := ManifestSchema()
+	if err != nil {
+		l.Errorf(file, 0, 0, "", "internal error: %v", err)
+		return nil, doc, l
+	}
+	if vl := doc.Validate(sch); len(vl) > 0 {
+		return nil, doc, append(l, vl...)
+	}
+	m := &v1alpha1.Plugin{}
+	if err := doc.DecodeInto(m); err != nil {
+		l.Errorf(file, 0, 0, "", "internal error: schema and types disagree: %v", err)
+		return nil, doc, l
+	}
+	checkManifest(doc, m, &l)
+	return m, doc, l
+}
+
+// Load reads the package rooted at fsys and checks it whole. location names the
+// package in diagnostics and in Package.Location. The package is nil when any
+// diagnostic is fatal.
+func Load(fsys fs.FS, origin Origin, location string) (*Package, diag.List) {
+	file := path.Join(location, ManifestFile)
+	var l diag.List
+	data, err := readLimited(fsys, ManifestFile, MaxManifestSize)
+	if err != nil {
+		l.Errorf(file, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	m, doc, ml := DecodeManifest(file, data)
+	l = append(l, ml...)
+	files, digest, wl := walk(fsys, location)
+	l = append(l, wl...)
+	if m == nil {
+		return nil, l
+	}
+	p := &Package{Manifest: m, Name: m.Metadata.Name, Origin: origin, Location: location, Digest: digest, FS: fsys}
+	p.Version, _ = semver.StrictNewVersion(m.Metadata.Version)
+	if m.Spec.KubernetesVersion != "" {
+		p.KubernetesVersion, _ = semver.NewConstraint(m.Spec.KubernetesVersion)
+	}
+	checkRefs(doc, m, files, &l)
+	if m.Spec.Values != nil {
+		p.Schema = loadValuesSchema(fsys, location, doc, m, files, &l)
+		if p.Schema != nil && len(m.Spec.Values.Defaults) > 0 {
+			for _, v := range yamldoc.Check(p.Schema, map[string]any(m.Spec.Values.Defaults)) {
+				ptr := "/spec/values/defaults" + v.Pointer
+				doc.Errorf(&l, ptr, "default value does not match the values schema: %s (schema rule %s)", v.Message, v.Rule)
+			}
+		}
+	}
+	l.Sort()
+	if l.HasFatal() {
+		return nil, l
+	}
+	return p, l
+}
+
+func checkManifest(doc *yamldoc.Doc, m *v1alpha1.Plugin, l *diag.List) {
+	if _, err := semver.StrictNewVersion(m.Metadata.Version); err != nil {
+		doc.Errorf(l, "/metadata/version", "expected a semantic version such as 1.4.0, found %q", m.Metadata.Version)
+	}
+	s := m.Spec
+	if s.KubernetesVersion != "" {
+		checkConstraint(doc, l, "/spec/kubernetesVersion", s.KubernetesVersion)
+	}
+	seen := map[string]int{}
+	for i, r := range s.Requires {
+		ptr := "/spec/requires/" + strconv.Itoa(i)
+		if r.Name == m.Metadata.Name {
+			doc.Errorf(l, ptr+"/name", "a plugin cannot require itself")
+		}
+		if j, dup := seen[r.Name]; dup {
+			doc.Errorf(l, ptr+"/name", "%s is already required at spec.requires[%d]", r.Name, j)
+		}
+		seen[r.Name] = i
+		if r.Version != "" {
+			checkConstraint(doc, l, ptr+"/version", r.Version)
+		}
+	}
+	for _, list := range []struct {
+		field string
+		names []string
+	}{{"after", s.After}, {"before", s.Before}, {"conflicts", s.Conflicts}} {
+		for i, n := range list.names {
+			ptr := "/spec/" + list.field + "/" + strconv.Itoa(i)
+			if !NameRE.MatchString(n) {
+				doc.Errorf(l, ptr, "expected a plugin name (a DNS label), found %q", n)
+			} else if n == m.Metadata.Name {
+				doc.Errorf(l, ptr, "a plugin cannot name itself here")
+			}
+		}
+	}
+	if v := s.Values; v != nil {
+		for i, p := range v.Sensitive {
+			if !strings.HasPrefix(p, "/") {
+				doc.Errorf(l, "/spec/values/sensitive/"+strconv.Itoa(i), "expected a JSON pointer such as /clientSecret, found %q", p)
+			}
+		}
+	}
+	if c := s.Contributes; c != nil {
+		for i, n := range c.Nodes {
+			checkNode(doc, l, "/spec/contributes/nodes/"+strconv.Itoa(i), n)
+		}
+	}
+	if r := s.Runtime; r != nil && r.Timeout != "" {
+		checkDuration(doc, l, "/spec/runtime/timeout", r.Timeout)
+	}
+	for i, c := range s.Validate {
+		ptr := "/spec/validate/" + strconv.Itoa(i)
+		if c.Wait == nil {
+			doc.Errorf(l, ptr, "expected a check such as wait")
+			continue
+		}
+		if c.Wait.Timeout != "" {
+			checkDuration(doc, l, ptr+"/wait/timeout", c.Wait.Timeout)
+		}
+	}
+}
+
+func checkNode(doc *yamldoc.Doc, l *diag.List, ptr string, n v1alpha1.NodeContribution) {
+	for i, r := range n.Roles {
+		if r != "worker" && r != "control-plane" {
+			doc.Errorf(l, ptr+"/roles/"+strconv.Itoa(i), "expected one of \"worker\", \"control-plane\", found %q", r)
+		}
+	}
+	for i, f := range n.Files {
+		fp := ptr + "/files/" + strconv.Itoa(i)
+		if !path.IsAbs(f.Path) {
+			doc.Errorf(l, fp+"/path", "expected an absolute path on the machine, found %q", f.Path)
+		}
+		if doc.Has(fp+"/content") == (f.Source != "") {
+			doc.Errorf(l, fp, "expected exactly one of content and source")
+		}
+	}
+	hooks := map[string]bool{}
+	for i, h := range n.Hooks {
+		hp := ptr + "/hooks/" + strconv.Itoa(i)
+		if hooks[h.Name] {
+			doc.Errorf(l, hp+"/name", "duplicate hook name %q", h.Name)
+		}
+		hooks[h.Name] = true
+		if (len(h.Run.Command) == 0) == (h.Run.Script == "") {
+			doc.Errorf(l, hp+"/run", "expected exactly one of command and script")
+		}
+		if h.Timeout != "" {
+			checkDuration(doc, l, hp+"/timeout", h.Timeout)
+		}
+	}
+}
+
+func checkConstraint(doc *yamldoc.Doc, l *diag.List, ptr, c string) {
+	if _, err := semver.NewConstraint(c); err != nil {
+		doc.Errorf(l, ptr, "expected a version constraint such as \">=1.2\" or \"^2\", found %q", c)
+	}
+}
+
+func checkDuration(doc *yamldoc.Doc, l *diag.List, ptr, d string) {
+	if v, err := time.ParseDuration(d); err != nil || v <= 0 {
+		doc.Errorf(l, ptr, "expected a positive duration such as 30s or 2m, found %q", d)
+	}
+}
+
+// checkRefs checks every file the manifest refers to: a clean relative path inside
+// the package that exists and has the right type.
+func checkRefs(doc *yamldoc.Doc, m *v1alpha1.Plugin, files map[string]fileInfo, l *diag.List) {
+	ref := func(ptr, p string, wantDir bool, what string) {
+		clean, err := CleanRef(p)
+		if err != nil {
+			doc.Errorf(l, ptr, "%v", err)
+			return
+		}
+		fi, ok := files[clean]
+		switch {
+		case !ok:
+			doc.Errorf(l, ptr, "%s %q does not exist in the package", what, p)
+		case wantDir && !fi.dir:
+			doc.Errorf(l, ptr, "%s %q is a file, expected a directory", what, p)
+		case !wantDir && fi.dir:
+			doc.Errorf(l, ptr, "%s %q is a directory, expected a file", what, p)
+		}
+	}
+	s := m.Spec
+	if s.Values != nil && s.Values.Schema != "" {
+		ref("/spec/values/schema", s.Values.Schema, false, "values schema")
+	}
+	if c := s.Contributes; c != nil {
+		for i, n := range c.Nodes {
+			np := "/spec/contributes/nodes/" + strconv.Itoa(i)
+			for j, f := range n.Files {
+				if f.Source != "" {
+					ref(np+"/files/"+strconv.Itoa(j)+"/source", f.Source, false, "file")
+				}
+			}
+			for j, h := range n.Hooks {
+				if h.Run.Script != "" {
+					ref(np+"/hooks/"+strconv.Itoa(j)+"/run/script", h.Run.Script, false, "script")
+				}
+			}
+		}
+		if k := c.Kubernetes; k != nil {
+			for i, mf := range k.Manifests {
+				ptr := "/spec/contributes/kubernetes/manifests/" + strconv.Itoa(i)
+				clean, err := CleanRef(mf)
+				if err != nil {
+					doc.Errorf(l, ptr, "%v", err)
+				} else if _, ok := files[clean]; !ok {
+					doc.Errorf(l, ptr, "manifest %q does not exist in the package", mf)
+				}
+			}
+			for i, h := range k.HelmReleases {
+				ptr := "/spec/contributes/kubernetes/helmReleases/" + strconv.Itoa(i) + "/chart"
+				ref(ptr, h.Chart, true, "chart")
+				if clean, err := CleanRef(h.Chart); err == nil && files[clean].dir {
+					if _, ok := files[path.Join(clean, "Chart.yaml")]; !ok {
+						doc.Errorf(l, ptr, "chart %q has no Chart.yaml", h.Chart)
+					}
+				}
+			}
+		}
+	}
+	if r := s.Runtime; r != nil {
+		ref("/spec/runtime/command/0", r.Command[0], false, "executable")
+	}
+}
+
+// CleanRef turns a file reference from a manifest into a clean slash path inside the
+// package, refusing absolute paths and any path that climbs out of the package.
+func CleanRef(p string) (string, error) {
+	if p == "" {
+		return "", errors.New("expected a path inside the package, found an empty string")
+	}
+	if path.IsAbs(p) || strings.HasPrefix(p, `\`) || (len(p) > 1 && p[1] == ':') {
+		return "", fmt.Errorf("expected a path inside the package, found the absolute path %q", p)
+	}
+	c := path.Clean(strings.TrimSuffix(p, "/"))
+	if c == ".." || strings.HasPrefix(c, "../") || slices.Contains(strings.Split(p, "/"), "..") {
+		return "", fmt.Errorf("expected a path inside the package, found %q which climbs out of it with '..'", p)
+	}
+	return c, nil
+}
+
+func loadValuesSchema(fsys fs.FS, location string, doc *yamldoc.Doc, m *v1alpha1.Plugin, files map[string]fileInfo, l *diag.List) *jsonschema.Schema {
+	ref := m.Spec.Values.Schema
+	if ref == "" {
+		return nil
+	}
+	clean, err := CleanRef(ref)
+	if err != nil || files[clean].dir {
+		return nil // reported by checkRefs
+	}
+	if _, ok := files[clean]; !ok {
+		return nil
+	}
+	file := path.Join(location, clean)
+	data, err := readLimited(fsys, clean, MaxManifestSize)
+	if err != nil {
+		l.Errorf(file, 0, 0, "", "%v", err)
+		return nil
+	}
+	sdoc, sl := yamldoc.Parse(file, data)
+	*l = append(*l, sl...)
+	if sdoc == nil {
+		return nil
+	}
+	sch, err := yamldoc.CompileSchema("kubeplug:///"+m.Metadata.Name+"/"+clean, sdoc.Value)
+	if err != nil {
+		l.Errorf(file, 1, 1, "", "invalid JSON Schema: %v", oneLine(err))
+		return nil
+	}
+	return sch
+}
+
+func oneLine(err error) string {
+	s := err.Error()
+	s = strings.ReplaceAll(s, "\n", "; ")
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	case n >= 1<<10:
+		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}

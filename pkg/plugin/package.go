@@ -1,0 +1,88 @@
+package plugin
+
+import (
+	"io/fs"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+)
+
+// ManifestFile is the name of a package's manifest.
+const ManifestFile = "plugin.yaml"
+
+// Limits on package contents. They keep a hostile or broken package from exhausting
+// memory: kubeplug reads manifests whole.
+const (
+	// MaxManifestSize bounds plugin.yaml and values schemas.
+	MaxManifestSize = 1 << 20
+	// MaxFileSize bounds any one file in a package.
+	MaxFileSize = 16 << 20
+	// MaxPackageSize bounds the sum of a package's files.
+	MaxPackageSize = 64 << 20
+)
+
+// Origin says where a package was found. Origins are listed from the lowest
+// precedence to the highest: a plugin name found at a higher origin shadows the same
+// name at lower ones.
+type Origin string
+
+// Origins.
+const (
+	OriginBuiltin Origin = "builtin"
+	OriginContrib Origin = "contrib"
+	OriginUser    Origin = "user"
+)
+
+// Rank orders origins by precedence, higher wins.
+func (o Origin) Rank() int {
+	switch o {
+	case OriginBuiltin:
+		return 0
+	case OriginContrib:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// Package is one version of one plugin, loaded and checked.
+type Package struct {
+	// Manifest is plugin.yaml, decoded.
+	Manifest *v1alpha1.Plugin
+	// Name and Version come from the manifest's metadata.
+	Name    string
+	Version *semver.Version
+	// Origin and Location say where the package was found; Location is a directory
+	// path for packages on disk and builtin:plugins/NAME for built-in ones.
+	Origin   Origin
+	Location string
+	// Digest is "sha256:" and the hex digest of the package's canonical walk.
+	Digest string
+	// FS is the package's files, rooted at the package directory.
+	FS fs.FS
+	// Schema is the compiled values schema, nil when the package has none.
+	Schema *jsonschema.Schema
+	// KubernetesVersion is the parsed spec.kubernetesVersion, nil when unset.
+	KubernetesVersion *semver.Constraints
+}
+
+// ID returns name@version.
+func (p *Package) ID() string { return p.Name + "@" + p.Version.String() }
+
+// Sensitive returns the JSON pointers of the plugin's sensitive values.
+func (p *Package) Sensitive() []string {
+	if p.Manifest.Spec.Values == nil {
+		return nil
+	}
+	return p.Manifest.Spec.Values.Sensitive
+}
+
+// Defaults returns the plugin's default values (never nil; do not modify).
+func (p *Package) Defaults() v1alpha1.Values {
+	if p.Manifest.Spec.Values == nil || p.Manifest.Spec.Values.Defaults == nil {
+		return v1alpha1.Values{}
+	}
+	return p.Manifest.Spec.Values.Defaults
+}

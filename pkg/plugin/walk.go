@@ -1,0 +1,146 @@
+package plugin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/kubeplug/kubeplug/pkg/diag"
+)
+
+type fileInfo struct {
+	dir  bool
+	size int64
+}
+
+// walk visits every file of the package in lexical order, checks the limits and the
+// symlinks, and computes the digest. It returns the set of paths (files and
+// directories) for reference checks.
+//
+// The digest covers, per entry, its slash path, its type (file or symlink), and its
+// content or link target, length-prefixed so no two packages share a stream.
+// Directories contribute through their files only; modes and times are left out so
+// the digest is the same from a directory, an archive or an embed.FS.
+func walk(fsys fs.FS, location string) (map[string]fileInfo, string, diag.List) {
+	var l diag.List
+	files := map[string]fileInfo{".": {dir: true}}
+	h := sha256.New()
+	var total int64
+	field := func(s string) {
+		_, _ = io.WriteString(h, strconv.Itoa(len(s))+":"+s)
+	}
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			l.Errorf(path.Join(location, p), 0, 0, "", "cannot read: %v", unwrapPath(err))
+			return nil
+		}
+		if p == "." {
+			return nil
+		}
+		name := path.Join(location, p)
+		switch t := d.Type(); {
+		case d.IsDir():
+			if d.Name() == ".git" {
+				return fs.SkipDir
+			}
+			files[p] = fileInfo{dir: true}
+		case t&fs.ModeSymlink != 0:
+			target, err := fs.ReadLink(fsys, p)
+			if err != nil {
+				l.Errorf(name, 0, 0, "", "cannot read symlink: %v", unwrapPath(err))
+				return nil
+			}
+			resolved := path.Join(path.Dir(p), target)
+			if path.IsAbs(target) || resolved == ".." || strings.HasPrefix(resolved, "../") {
+				l.Errorf(name, 0, 0, "", "symlink points outside the package (to %q); packages must be self-contained", target)
+				return nil
+			}
+			fi, err := fs.Stat(fsys, p)
+			if err != nil {
+				l.Errorf(name, 0, 0, "", "broken symlink to %q", target)
+				return nil
+			}
+			files[p] = fileInfo{dir: fi.IsDir(), size: fi.Size()}
+			field("L")
+			field(p)
+			field(target)
+		case t.IsRegular():
+			fi, err := d.Info()
+			if err != nil {
+				l.Errorf(name, 0, 0, "", "cannot stat: %v", unwrapPath(err))
+				return nil
+			}
+			if fi.Size() > MaxFileSize {
+				l.Errorf(name, 0, 0, "", "file is %s, larger than the %s limit for a file in a package", size(fi.Size()), size(MaxFileSize))
+				return nil
+			}
+			total += fi.Size()
+			if total > MaxPackageSize {
+				l.Errorf(name, 0, 0, "", "package is larger than the %s limit", size(MaxPackageSize))
+				return fs.SkipAll
+			}
+			files[p] = fileInfo{size: fi.Size()}
+			data, err := fs.ReadFile(fsys, p)
+			if err != nil {
+				l.Errorf(name, 0, 0, "", "cannot read: %v", unwrapPath(err))
+				return nil
+			}
+			field("F")
+			field(p)
+			field(string(data))
+		default:
+			l.Errorf(name, 0, 0, "", "unsupported file type %s; packages hold regular files, directories and symlinks", t)
+		}
+		return nil
+	})
+	if err != nil {
+		l.Errorf(location, 0, 0, "", "cannot walk the package: %v", err)
+	}
+	return files, "sha256:" + hex.EncodeToString(h.Sum(nil)), l
+}
+
+// Digest computes a package's digest without checking its manifest.
+func Digest(fsys fs.FS) (string, error) {
+	_, d, l := walk(fsys, ".")
+	if err := l.Err(); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+// readLimited reads a file of the package, refusing one larger than limit before
+// reading it.
+func readLimited(fsys fs.FS, name string, limit int64) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s not found: a plugin package has %s at its root", name, ManifestFile)
+		}
+		return nil, fmt.Errorf("cannot read: %w", unwrapPath(err))
+	}
+	defer func() { _ = f.Close() }()
+	if fi, err := f.Stat(); err == nil && fi.Size() > limit {
+		return nil, fmt.Errorf("file is %s, larger than the %s limit for %s", size(fi.Size()), size(limit), path.Base(name))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", unwrapPath(err))
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("file is larger than the %s limit for %s", size(limit), path.Base(name))
+	}
+	return data, nil
+}
+
+func unwrapPath(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
+}
