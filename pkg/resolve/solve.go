@@ -1,0 +1,471 @@
+package resolve
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/Masterminds/semver/v3"
+)
+
+// Resolve picks one version of every enabled plugin and of everything those
+// require, transitively, and orders the result into waves.
+//
+// For each name it picks the highest version that satisfies every constraint
+// placed on the name — by the request and by every selected package that
+// requires it — and the request's Kubernetes version, and that conflicts with
+// no other selected plugin; when a choice leads to a dead end it backtracks to
+// the choice responsible and tries that name's next lower version. Names are
+// decided in a fixed order (enabled names alphabetically, then in the order
+// they are first required), so the result depends only on the catalog's
+// contents and the request, not on the order either lists things in.
+//
+// Errors are the typed errors of this package (see the sentinel errors); if
+// ctx is cancelled first, the error wraps ctx.Err(). Resolve only reads cat;
+// cat must not change during the call.
+func Resolve(ctx context.Context, cat Catalog, req Request) (*Result, error) {
+	s := &solver{
+		ctx:   ctx,
+		cat:   cat,
+		kube:  req.KubernetesVersion,
+		names: make(map[string]*nameState),
+		feas:  make(map[*Package]error),
+	}
+	enabled := make([]Requirement, len(req.Enabled))
+	copy(enabled, req.Enabled)
+	// Stable: a name enabled twice keeps its constraints in the given order,
+	// which only shows in error messages.
+	sort.SliceStable(enabled, func(i, j int) bool { return enabled[i].Name < enabled[j].Name })
+	for _, r := range enabled {
+		st := s.state(r.Name)
+		s.addWant(st, want{c: r.Constraint})
+		s.enqueue(st)
+	}
+	// A request that cannot be met whatever the search does fails here with
+	// the plain reason, before any search.
+	for _, st := range s.queue {
+		if !s.viable(st) {
+			return nil, s.explain(st)
+		}
+	}
+	if _, err := s.solve(0); err != nil {
+		if ctx.Err() != nil && err == ctx.Err() {
+			return nil, fmt.Errorf("resolving plugins: %w", err)
+		}
+		return nil, err
+	}
+	selected := make([]*Package, len(s.queue))
+	for i, st := range s.queue {
+		selected[i] = st.sel
+	}
+	return order(selected, req.Order)
+}
+
+// want is one constraint on a name; by is nil for the request.
+type want struct {
+	by *Package
+	c  *semver.Constraints
+}
+
+// nameState is everything the search knows about one plugin name.
+type nameState struct {
+	name     string
+	versions []*Package // highest first
+	// unsupported[i]: versions[i] refuses the cluster's Kubernetes version.
+	unsupported []bool
+	// excl[i] is -1 while versions[i] satisfies every want, else the index in
+	// wants of the first want it fails. Kept up to date as wants come and go
+	// so that finding the candidates never rechecks old constraints.
+	excl  []int32
+	wants []want
+	// sel is the chosen version, nil while undecided.
+	sel *Package
+	// depth is the position in the decision queue, -1 while nothing
+	// requires the name.
+	depth int
+	// conflictedBy lists selected packages declaring a conflict with name.
+	conflictedBy []*Package
+}
+
+type solver struct {
+	ctx   context.Context
+	cat   Catalog
+	kube  *semver.Version
+	names map[string]*nameState
+	// queue is the decision order; queue[i].depth == i.
+	queue []*nameState
+	// feas memoises feasible: a package whose requirements cannot be met by
+	// any versions at all, whatever else is selected, is never tried again.
+	feas map[*Package]error
+}
+
+func (s *solver) state(name string) *nameState {
+	if st := s.names[name]; st != nil {
+		return st
+	}
+	vs := s.cat.Versions(name)
+	if !sort.SliceIsSorted(vs, func(i, j int) bool { return vs[i].Version.GreaterThan(vs[j].Version) }) {
+		// The Catalog contract says highest first; a catalog that breaks it
+		// must not change which version wins.
+		vs = append([]*Package(nil), vs...)
+		sort.SliceStable(vs, func(i, j int) bool { return vs[i].Version.GreaterThan(vs[j].Version) })
+	}
+	st := &nameState{
+		name:        name,
+		versions:    vs,
+		unsupported: make([]bool, len(vs)),
+		excl:        make([]int32, len(vs)),
+		depth:       -1,
+	}
+	for i, p := range vs {
+		st.excl[i] = -1
+		st.unsupported[i] = s.kube != nil && p.KubernetesVersion != nil && !p.KubernetesVersion.Check(s.kube)
+	}
+	s.names[name] = st
+	return st
+}
+
+func (s *solver) enqueue(st *nameState) {
+	if st.depth < 0 {
+		st.depth = len(s.queue)
+		s.queue = append(s.queue, st)
+	}
+}
+
+func (s *solver) addWant(st *nameState, w want) {
+	k := int32(len(st.wants))
+	st.wants = append(st.wants, w)
+	if w.c == nil {
+		return
+	}
+	for i, p := range st.versions {
+		if st.excl[i] < 0 && !w.c.Check(p.Version) {
+			st.excl[i] = k
+		}
+	}
+}
+
+func (s *solver) removeWant(st *nameState) {
+	k := int32(len(st.wants) - 1)
+	for i := range st.excl {
+		if st.excl[i] == k {
+			st.excl[i] = -1
+		}
+	}
+	st.wants = st.wants[:k]
+}
+
+// feasible reports why p can never be selected, or nil. It looks only at p
+// and what it requires, transitively, not at the rest of the selection, so
+// the answer holds for the whole call and is memoised. While p is being
+// examined it counts as feasible: that can only miss a dead end (the search
+// then finds it), never reject a package that could be selected.
+func (s *solver) feasible(p *Package) error {
+	if err, ok := s.feas[p]; ok {
+		return err
+	}
+	s.feas[p] = nil
+	var err error
+	for _, r := range p.Requires {
+		st := s.state(r.Name)
+		ok := false
+		for i, q := range st.versions {
+			if !st.unsupported[i] && (r.Constraint == nil || r.Constraint.Check(q.Version)) && s.feasible(q) == nil {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			err = s.explainWants(st, []want{{by: p, c: r.Constraint}})
+			break
+		}
+	}
+	s.feas[p] = err
+	return err
+}
+
+// viable reports whether some version of st is still a candidate.
+func (s *solver) viable(st *nameState) bool {
+	for i, p := range st.versions {
+		if st.excl[i] < 0 && !st.unsupported[i] && s.feasible(p) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// solve decides queue[i:] and returns nil once every queued name has a
+// version. On failure it returns the error that explains it and the
+// culprits: the depths of the earlier decisions that contributed to it. A
+// decision that is not a culprit cannot fix the failure by choosing
+// differently, so it passes the failure straight up (conflict-directed
+// backjumping); this is what keeps a dead end deep in the queue from being
+// retried once for every combination of unrelated choices above it.
+func (s *solver) solve(i int) (culprits, error) {
+	if i == len(s.queue) {
+		return nil, nil
+	}
+	if err := s.ctx.Err(); err != nil {
+		return nil, err // no culprits: unwinds straight to the top
+	}
+	st := s.queue[i]
+	var conf culprits
+	// st has to be decided at all only because of who requires it.
+	for _, w := range st.wants {
+		if w.by != nil {
+			conf.add(s.names[w.by.Name].depth)
+		}
+	}
+	if len(st.conflictedBy) > 0 {
+		by := st.conflictedBy[0]
+		conf.add(s.names[by.Name].depth)
+		return conf, s.conflictError(by, st, nil)
+	}
+	var first error
+	for vi, v := range st.versions {
+		if st.excl[vi] >= 0 || st.unsupported[vi] {
+			continue
+		}
+		if err := s.feasible(v); err != nil {
+			first = firstOf(first, err)
+			continue
+		}
+		if c, err := s.conflicts(st, v); err != nil {
+			first = firstOf(first, err)
+			conf.union(c)
+			continue
+		}
+		if c, err := s.choose(st, v); err != nil {
+			first = firstOf(first, err)
+			conf.union(c)
+			continue
+		}
+		sub, err := s.solve(i + 1)
+		if err == nil {
+			return nil, nil
+		}
+		s.unchoose(st, v, len(v.Requires), len(v.Conflicts))
+		if !sub.has(i) {
+			return sub, err
+		}
+		first = firstOf(first, err)
+		sub.del(i)
+		conf.union(sub)
+	}
+	if first == nil {
+		first = s.explain(st)
+	}
+	return conf, first
+}
+
+func firstOf(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// conflicts checks v's declared conflicts against the names that are
+// selected or required.
+func (s *solver) conflicts(st *nameState, v *Package) (culprits, error) {
+	for _, name := range v.Conflicts {
+		o := s.names[name]
+		if o == nil || o == st {
+			continue
+		}
+		var c culprits
+		switch {
+		case o.sel != nil:
+			c.add(o.depth)
+		case o.depth >= 0:
+			for _, w := range o.wants {
+				if w.by != nil {
+					c.add(s.names[w.by.Name].depth)
+				}
+			}
+		default:
+			continue
+		}
+		return c, s.conflictError(v, o, st)
+	}
+	return nil, nil
+}
+
+// choose selects v for st and records what v asks of others. If that
+// leaves a required name without any candidate it undoes everything and
+// returns why, with the culprits other than st itself.
+func (s *solver) choose(st *nameState, v *Package) (culprits, error) {
+	st.sel = v
+	for _, name := range v.Conflicts {
+		o := s.state(name)
+		o.conflictedBy = append(o.conflictedBy, v)
+	}
+	for n, r := range v.Requires {
+		rs := s.state(r.Name)
+		s.addWant(rs, want{by: v, c: r.Constraint})
+		s.enqueue(rs)
+		var err error
+		var c culprits
+		switch {
+		case len(rs.conflictedBy) > 0:
+			by := rs.conflictedBy[0]
+			err = s.conflictError(by, rs, nil)
+			c.add(s.names[by.Name].depth)
+		case rs.sel != nil:
+			if r.Constraint != nil && !r.Constraint.Check(rs.sel.Version) {
+				err = s.explain(rs)
+				c.add(rs.depth)
+				s.addOrigins(&c, rs)
+			}
+		case !s.viable(rs):
+			err = s.explain(rs)
+			s.addOrigins(&c, rs)
+		}
+		if err != nil {
+			s.unchoose(st, v, n+1, len(v.Conflicts))
+			c.del(st.depth)
+			return c, err
+		}
+	}
+	return nil, nil
+}
+
+func (s *solver) addOrigins(c *culprits, st *nameState) {
+	for _, w := range st.wants {
+		if w.by != nil {
+			c.add(s.names[w.by.Name].depth)
+		}
+	}
+}
+
+// unchoose undoes choose for the first nReq requirements and nConf
+// conflicts of v, in reverse.
+func (s *solver) unchoose(st *nameState, v *Package, nReq, nConf int) {
+	for n := nReq - 1; n >= 0; n-- {
+		rs := s.names[v.Requires[n].Name]
+		s.removeWant(rs)
+		if len(rs.wants) == 0 && rs.depth >= 0 {
+			// Only v required it, so it was queued by v and is last.
+			s.queue = s.queue[:rs.depth]
+			rs.depth = -1
+		}
+	}
+	for n := nConf - 1; n >= 0; n-- {
+		o := s.names[v.Conflicts[n]]
+		o.conflictedBy = o.conflictedBy[:len(o.conflictedBy)-1]
+	}
+	st.sel = nil
+}
+
+// explain says why st has no candidate left, given all wants on it.
+func (s *solver) explain(st *nameState) error { return s.explainWants(st, st.wants) }
+
+// explainWants says why no version of st satisfies ws together with the
+// Kubernetes version and its own requirements.
+func (s *solver) explainWants(st *nameState, ws []want) error {
+	pub := make([]Want, len(ws))
+	for i, w := range ws {
+		pub[i] = Want{By: RequestedBy, Name: st.name, Constraint: w.c}
+		if w.by != nil {
+			pub[i].By = w.by.String()
+		}
+	}
+	if len(st.versions) == 0 {
+		return &MissingError{Name: st.name, Wants: pub}
+	}
+	var sat []int
+	for i, p := range st.versions {
+		ok := true
+		for _, w := range ws {
+			if w.c != nil && !w.c.Check(p.Version) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			sat = append(sat, i)
+		}
+	}
+	var unsup []Unsupported
+	for i, p := range st.versions {
+		if st.unsupported[i] {
+			unsup = append(unsup, Unsupported{Version: p.Version, Needs: p.KubernetesVersion})
+		}
+	}
+	someSupported := false
+	for _, i := range sat {
+		if !st.unsupported[i] {
+			someSupported = true
+			if err := s.feasible(st.versions[i]); err != nil {
+				// Only dead ends left: the highest one's reason.
+				return err
+			}
+		}
+	}
+	if len(sat) == len(st.versions) && !someSupported {
+		return &KubernetesVersionError{Name: st.name, Kubernetes: s.kube, Unsupported: unsup}
+	}
+	avail := make([]*semver.Version, len(st.versions))
+	for i, p := range st.versions {
+		avail[i] = p.Version
+	}
+	return &UnsatisfiableError{Name: st.name, Wants: pub, Available: avail, Kubernetes: s.kube, Unsupported: unsup}
+}
+
+// conflictError describes decl, which declares a conflict with o. declSt is
+// decl's own state when decl is not selected yet (a candidate).
+func (s *solver) conflictError(decl *Package, o *nameState, declSt *nameState) error {
+	if declSt == nil {
+		declSt = s.names[decl.Name]
+	}
+	e := &ConflictError{
+		Plugin:           decl.Name,
+		PluginVersion:    decl.Version,
+		PluginRequiredBy: origins(declSt),
+		Other:            o.name,
+		OtherRequiredBy:  origins(o),
+	}
+	if o.sel != nil {
+		e.OtherVersion = o.sel.Version
+	}
+	return e
+}
+
+func origins(st *nameState) []string {
+	out := make([]string, 0, len(st.wants))
+	for _, w := range st.wants {
+		if w.by == nil {
+			out = append(out, RequestedBy)
+		} else {
+			out = append(out, w.by.String())
+		}
+	}
+	return out
+}
+
+// culprits is a set of decision depths.
+type culprits []uint64
+
+func (c *culprits) add(d int) {
+	for len(*c) <= d/64 {
+		*c = append(*c, 0)
+	}
+	(*c)[d/64] |= 1 << (d % 64)
+}
+
+func (c culprits) has(d int) bool { return d/64 < len(c) && c[d/64]&(1<<(d%64)) != 0 }
+
+func (c culprits) del(d int) {
+	if d/64 < len(c) {
+		c[d/64] &^= 1 << (d % 64)
+	}
+}
+
+func (c *culprits) union(o culprits) {
+	for len(*c) < len(o) {
+		*c = append(*c, 0)
+	}
+	for i, w := range o {
+		(*c)[i] |= w
+	}
+}
