@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+)
+
+// Streams are a command's standard streams.
+type Streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// exitError carries an exit status without a message: the command already printed
+// what went wrong.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// errFailed is returned by commands that printed their diagnostics.
+var errFailed = exitError{code: 1}
+
+type options struct {
+	streams    Streams
+	output     string
+	pluginDirs []string
+	contribDir string
+	noBuiltin  bool
+	verbose    int
+	getenv     func(string) (string, bool)
+}
+
+func (o *options) config() *action.Config {
+	level := slog.LevelWarn
+	switch {
+	case o.verbose >= 2:
+		level = slog.LevelDebug
+	case o.verbose == 1:
+		level = slog.LevelInfo
+	}
+	return &action.Config{
+		Logger:     slog.New(slog.NewTextHandler(o.streams.Err, &slog.HandlerOptions{Level: level})),
+		ContribDir: o.contribDir,
+		PluginDirs: o.pluginDirs,
+		NoBuiltin:  o.noBuiltin,
+		Env:        o.getenv,
+	}
+}
+
+// Main runs the kubeplug command line with args (without the program name) and
+// returns the process's exit status.
+func Main(ctx context.Context, args []string, streams Streams) int {
+	return run(ctx, args, streams, os.LookupEnv)
+}
+
+func run(ctx context.Context, args []string, streams Streams, getenv func(string) (string, bool)) int {
+	cmd := newRoot(streams, getenv)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	_, _ = fmt.Fprintln(streams.Err, "Error:", err)
+	return 1
+}
+
+func newRoot(streams Streams, getenv func(string) (string, bool)) *cobra.Command {
+	o := &options{streams: streams, getenv: getenv}
+	if v, ok := getenv("KUBEPLUG_CONTRIB_DIR"); ok {
+		o.contribDir = v
+	}
+	root := &cobra.Command{
+		Use:   "kubeplug",
+		Short: "Extend a Kubernetes cluster's whole lifecycle with versioned plugins",
+		Long: `kubeplug makes a Kubernetes cluster's lifecycle pluggable. Plugins are versioned
+packages that add to a cluster at every layer: machines (files, systemd units, node
+hooks), the control plane (component flags), the cloud template, and the running
+cluster (manifests, Helm charts).
+
+Plugins come from, lowest precedence first: the built-in plugins, the contrib
+directory (--contrib-dir or $KUBEPLUG_CONTRIB_DIR), user directories (--plugin-dir,
+repeatable) and the directories a cluster.yaml names under spec.plugins.sources.`,
+		Example: `  # Write a plugin and check it
+  kubeplug plugin new demo && kubeplug plugin lint demo
+
+  # See what a cluster file enables, with values resolved
+  kubeplug config validate -f examples/quickstart/cluster.yaml
+  kubeplug plugin list -f examples/quickstart/cluster.yaml -o json`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.Err)
+	pf := root.PersistentFlags()
+	pf.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
+	pf.StringArrayVar(&o.pluginDirs, "plugin-dir", nil, "a directory of user plugins (repeatable)")
+	pf.StringVar(&o.contribDir, "contrib-dir", o.contribDir, "the contrib plugin directory (default $KUBEPLUG_CONTRIB_DIR)")
+	pf.BoolVar(&o.noBuiltin, "no-builtin", false, "leave the built-in plugins out")
+	pf.CountVarP(&o.verbose, "verbose", "v", "log more: -v for progress, -vv for debugging")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.MarkPersistentFlagDirname("plugin-dir")
+	_ = root.MarkPersistentFlagDirname("contrib-dir")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		switch o.output {
+		case "text", "json", "yaml":
+			return nil
+		}
+		return fmt.Errorf("invalid --output %q: expected text, json or yaml", o.output)
+	}
+	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o))
+	return root
+}
+
+// report prints diagnostics to stderr and says whether any was fatal.
+func (o *options) report(l diag.List) bool {
+	for _, d := range l {
+		_, _ = fmt.Fprintln(o.streams.Err, d.String())
+	}
+	return l.HasFatal()
+}

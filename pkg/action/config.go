@@ -1,0 +1,68 @@
+package action
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/source"
+)
+
+// Config is what every action shares.
+type Config struct {
+	// Logger receives progress and debugging; a discarding logger when nil.
+	Logger *slog.Logger
+	// ContribDir is the contrib plugin directory; none when empty.
+	ContribDir string
+	// PluginDirs are user plugin directories, searched after the built-in and contrib
+	// ones (and before the cluster file's own sources).
+	PluginDirs []string
+	// NoBuiltin leaves the built-in plugins out (for tests and for tools that bring
+	// their own core).
+	NoBuiltin bool
+	// Env looks up environment variables for valuesFrom; os.LookupEnv when nil.
+	Env config.Env
+}
+
+func (c *Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c.Logger
+}
+
+func (c *Config) env() config.Env {
+	if c.Env == nil {
+		return os.LookupEnv
+	}
+	return c.Env
+}
+
+// Sources returns the configured sources in precedence order, lowest first, followed
+// by extra (a cluster file's sources).
+func (c *Config) Sources(extra ...source.Source) []source.Source {
+	var out []source.Source
+	if !c.NoBuiltin {
+		out = append(out, source.Builtin())
+	}
+	if c.ContribDir != "" {
+		out = append(out, source.Dir(plugin.OriginContrib, c.ContribDir))
+	}
+	for _, d := range c.PluginDirs {
+		out = append(out, source.Dir(plugin.OriginUser, d))
+	}
+	return append(out, extra...)
+}
+
+// LoadIndex scans every configured source plus extra.
+func (c *Config) LoadIndex(ctx context.Context, extra ...source.Source) (*source.Index, diag.List) {
+	srcs := c.Sources(extra...)
+	for _, s := range srcs {
+		c.logger().Debug("scanning plugin source", "location", s.Location, "origin", s.Origin)
+	}
+	return source.Load(ctx, srcs...)
+}

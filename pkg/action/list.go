@@ -1,0 +1,68 @@
+package action
+
+import (
+	"context"
+	"slices"
+
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/source"
+)
+
+// PluginInfo describes one available plugin version.
+type PluginInfo struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	Origin      string `json:"origin"`
+	Location    string `json:"location"`
+	Digest      string `json:"digest"`
+	Description string `json:"description,omitempty"`
+	// Enabled is set when listing for a cluster file: this version is the one the
+	// cluster's constraint selects.
+	Enabled bool `json:"enabled,omitempty"`
+}
+
+// List lists the plugins every source offers.
+type List struct {
+	cfg *Config
+	// ClusterFile, when set, adds the file's sources and marks what it enables.
+	ClusterFile string
+}
+
+// NewList returns a List action.
+func NewList(cfg *Config) *List { return &List{cfg: cfg} }
+
+// Run lists plugins by name, newest version first. Diagnostics hold the sources'
+// problems and shadowing warnings; the list holds every plugin that loaded.
+func (a *List) Run(ctx context.Context) ([]PluginInfo, diag.List) {
+	var l diag.List
+	var extra []source.Source
+	var cl *config.Cluster
+	if a.ClusterFile != "" {
+		var cd diag.List
+		cl, cd = config.Load(a.ClusterFile)
+		l = append(l, cd...)
+		if cl == nil {
+			return nil, l
+		}
+		extra = cl.Sources()
+	}
+	idx, il := a.cfg.LoadIndex(ctx, extra...)
+	l = append(l, il...)
+	enabled := map[string]bool{}
+	if cl != nil {
+		for _, ref := range cl.Enabled() {
+			if p, err := idx.Find(ref.Name, ref.Version); err == nil {
+				enabled[p.ID()] = true
+			}
+		}
+	}
+	var out []PluginInfo
+	for _, p := range idx.All() {
+		pi := info(p)
+		pi.Enabled = enabled[p.ID()]
+		out = append(out, pi)
+	}
+	l.Sort()
+	return slices.Clip(out), l
+}

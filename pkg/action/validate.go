@@ -1,0 +1,70 @@
+package action
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/values"
+)
+
+// ValidatedPlugin is one enabled plugin with its chosen version and redacted values.
+type ValidatedPlugin struct {
+	PluginInfo
+	Values     map[string]any            `json:"values"`
+	PoolValues map[string]map[string]any `json:"poolValues,omitempty"`
+}
+
+// ValidateResult describes a valid cluster file.
+type ValidateResult struct {
+	Cluster           string            `json:"cluster"`
+	KubernetesVersion string            `json:"kubernetesVersion"`
+	Plugins           []ValidatedPlugin `json:"plugins"`
+}
+
+// Validate checks a cluster file and every enabled plugin's values.
+type Validate struct {
+	cfg *Config
+}
+
+// NewValidate returns a Validate action.
+func NewValidate(cfg *Config) *Validate { return &Validate{cfg: cfg} }
+
+// Run checks the cluster file at path: the file itself, that every enabled plugin
+// exists in a version matching its constraint, and every plugin's effective values
+// against its schema (cluster-level and per node pool).
+func (a *Validate) Run(ctx context.Context, path string) (*ValidateResult, diag.List) {
+	cl, l := config.Load(path)
+	if cl == nil {
+		return nil, l
+	}
+	idx, il := a.cfg.LoadIndex(ctx, cl.Sources()...)
+	l = append(l, il...)
+	res := &ValidateResult{Cluster: cl.Spec.Metadata.Name, KubernetesVersion: cl.KubernetesVersion.String()}
+	for i, ref := range cl.Enabled() {
+		ptr := "/spec/plugins/enabled/" + strconv.Itoa(i)
+		pkg, err := idx.Find(ref.Name, ref.Version)
+		if err != nil {
+			field := "/name"
+			if len(idx.Versions(ref.Name)) > 0 {
+				field = "/version"
+			}
+			cl.Errorf(&l, ptr+field, "%v", err)
+			continue
+		}
+		v, vl := cl.Values(i, pkg, a.cfg.env())
+		l = append(l, vl...)
+		vp := ValidatedPlugin{PluginInfo: info(pkg), Values: v.Redacted()}
+		vp.Enabled = true
+		for pool, pv := range v.Pools {
+			if vp.PoolValues == nil {
+				vp.PoolValues = map[string]map[string]any{}
+			}
+			vp.PoolValues[pool] = values.Redact(pv, v.Sensitive)
+		}
+		res.Plugins = append(res.Plugins, vp)
+	}
+	l.Sort()
+	return res, l
+}

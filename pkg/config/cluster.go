@@ -1,0 +1,236 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/yamldoc"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/source"
+)
+
+var errNotFound = errors.New("file not found")
+
+// MaxFileSize bounds cluster.yaml and values files.
+const MaxFileSize = 1 << 20
+
+// Cluster is a loaded, checked cluster.yaml.
+type Cluster struct {
+	// Spec is the decoded file.
+	Spec *v1alpha1.Cluster
+	// File is the path the file was read from; Dir is its directory, against which
+	// relative paths in the file resolve.
+	File, Dir string
+	// KubernetesVersion is spec.kubernetesVersion, parsed.
+	KubernetesVersion *semver.Version
+
+	doc *yamldoc.Doc
+}
+
+var (
+	schemaOnce sync.Once
+	schema     *jsonschema.Schema
+	schemaErr  error
+)
+
+func clusterSchema() (*jsonschema.Schema, error) {
+	schemaOnce.Do(func() {
+		schema, schemaErr = yamldoc.CompileSchemaJSON(v1alpha1.ClusterSchemaID, v1alpha1.ClusterSchema())
+	})
+	return schema, schemaErr
+}
+
+// Load reads and checks a cluster file. The cluster is nil when any diagnostic is fatal.
+func Load(path string) (*Cluster, diag.List) {
+	data, err := readFile(path)
+	if err != nil {
+		var l diag.List
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	return Parse(path, data)
+}
+
+func readFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, errNotFound
+		}
+		return nil, fmt.Errorf("cannot read: %w", err)
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("is a directory, expected a YAML file")
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, fmt.Errorf("file is %d bytes, larger than the %d byte limit", fi.Size(), MaxFileSize)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", err)
+	}
+	return data, nil
+}
+
+// Parse checks a cluster file's text; file names it in diagnostics and anchors its
+// relative paths.
+func Parse(file string, data []byte) (*Cluster, diag.List) {
+	var l diag.List
+	doc, pl := yamldoc.Parse(file, data)
+	l = append(l, pl...)
+	if doc == nil {
+		return nil, l
+	}
+	sch, err := clusterSchema()
+	if err != nil {
+		l.Errorf(file, 0, 0, "", "internal error: %v", err)
+		return nil, l
+	}
+	if vl := doc.Validate(sch); len(vl) > 0 {
+		return nil, append(l, vl...)
+	}
+	spec := &v1alpha1.Cluster{}
+	if err := doc.DecodeInto(spec); err != nil {
+		l.Errorf(file, 0, 0, "", "internal error: schema and types disagree: %v", err)
+		return nil, l
+	}
+	c := &Cluster{Spec: spec, File: file, Dir: filepath.Dir(file), doc: doc}
+	c.check(&l)
+	l.Sort()
+	if l.HasFatal() {
+		return nil, l
+	}
+	return c, l
+}
+
+func (c *Cluster) check(l *diag.List) {
+	d, s := c.doc, c.Spec.Spec
+	v, err := semver.StrictNewVersion(s.KubernetesVersion)
+	if err != nil {
+		d.Errorf(l, "/spec/kubernetesVersion", "expected a Kubernetes version such as 1.36.3, found %q", s.KubernetesVersion)
+	}
+	c.KubernetesVersion = v
+	if s.Provider != nil && s.Provider.Local == nil {
+		d.Errorf(l, "/spec/provider", "expected one provider, such as local: {}")
+	}
+	pools := map[string]bool{}
+	for i, p := range s.NodePools {
+		if pools[p.Name] {
+			d.Errorf(l, "/spec/nodePools/"+strconv.Itoa(i)+"/name", "duplicate node pool %q", p.Name)
+		}
+		pools[p.Name] = true
+	}
+	if s.Plugins == nil {
+		return
+	}
+	for i, src := range s.Plugins.Sources {
+		ptr := "/spec/plugins/sources/" + strconv.Itoa(i)
+		switch {
+		case (src.Dir == "") == (src.Catalog == ""):
+			d.Errorf(l, ptr, "expected exactly one of dir and catalog")
+		case src.Catalog != "":
+			d.Errorf(l, ptr+"/catalog", "remote catalogs are not supported by this version of kubeplug; use dir")
+		default:
+			dir := c.path(src.Dir)
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				d.Errorf(l, ptr+"/dir", "plugin directory %s does not exist", dir)
+			}
+		}
+	}
+	enabled := map[string]bool{}
+	for i, e := range s.Plugins.Enabled {
+		ptr := "/spec/plugins/enabled/" + strconv.Itoa(i)
+		if enabled[e.Name] {
+			d.Errorf(l, ptr+"/name", "plugin %q is enabled twice", e.Name)
+		}
+		enabled[e.Name] = true
+		if e.Version != "" {
+			if _, err := semver.NewConstraint(e.Version); err != nil {
+				d.Errorf(l, ptr+"/version", "expected a version constraint such as \"^1.4\" or \">=2.0\", found %q", e.Version)
+			}
+		}
+		for j, vf := range e.ValuesFrom {
+			vp := ptr + "/valuesFrom/" + strconv.Itoa(j)
+			switch {
+			case (vf.File == "") == (vf.Env == ""):
+				d.Errorf(l, vp, "expected exactly one of file and env")
+			case vf.Env != "" && vf.Path == "":
+				d.Errorf(l, vp, "env needs path, the JSON pointer where the variable's value goes (such as /clientSecret)")
+			}
+			if vf.Path != "" && (!strings.HasPrefix(vf.Path, "/") || vf.Path == "/") {
+				d.Errorf(l, vp+"/path", "expected a JSON pointer such as /clientSecret, found %q", vf.Path)
+			}
+		}
+		seenPool := map[string]bool{}
+		for j, p := range e.NodePools {
+			pp := ptr + "/nodePools/" + strconv.Itoa(j) + "/name"
+			if !pools[p.Name] {
+				d.Errorf(l, pp, "node pool %q is not in spec.nodePools", p.Name)
+			}
+			if seenPool[p.Name] {
+				d.Errorf(l, pp, "duplicate node pool %q", p.Name)
+			}
+			seenPool[p.Name] = true
+		}
+	}
+	seen := map[string]bool{}
+	for i, n := range s.Plugins.Order {
+		ptr := "/spec/plugins/order/" + strconv.Itoa(i)
+		if !plugin.NameRE.MatchString(n) {
+			d.Errorf(l, ptr, "expected a plugin name (a DNS label), found %q", n)
+		}
+		if seen[n] {
+			d.Errorf(l, ptr, "plugin %q is listed twice", n)
+		}
+		seen[n] = true
+		if !enabled[n] {
+			d.Errorf(l, ptr, "plugin %q is not in spec.plugins.enabled", n)
+		}
+	}
+}
+
+// path resolves a path from the file relative to the file's directory.
+func (c *Cluster) path(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
+}
+
+// Sources returns the user directory sources the file names, resolved against its
+// directory.
+func (c *Cluster) Sources() []source.Source {
+	if c.Spec.Spec.Plugins == nil {
+		return nil
+	}
+	var out []source.Source
+	for _, s := range c.Spec.Spec.Plugins.Sources {
+		if s.Dir != "" {
+			out = append(out, source.Dir(plugin.OriginUser, c.path(s.Dir)))
+		}
+	}
+	return out
+}
+
+// Enabled returns the enabled plugins in file order.
+func (c *Cluster) Enabled() []v1alpha1.PluginRef {
+	if c.Spec.Spec.Plugins == nil {
+		return nil
+	}
+	return c.Spec.Spec.Plugins.Enabled
+}
+
+// Errorf reports a problem located at a JSON pointer into the file.
+func (c *Cluster) Errorf(l *diag.List, ptr, format string, args ...any) {
+	c.doc.Errorf(l, ptr, format, args...)
+}

@@ -1,0 +1,205 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kubeplug/kubeplug/internal/yamldoc"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/values"
+)
+
+// Values are one enabled plugin's effective values.
+type Values struct {
+	// Plugin is the package the values are for.
+	Plugin *plugin.Package
+	// Cluster holds the cluster-level values: defaults, the cluster's values and
+	// valuesFrom, merged.
+	Cluster map[string]any
+	// Pools holds, for each node pool the plugin is scoped to, the cluster-level values
+	// with the pool's values merged over them. Nil when the plugin is not scoped, in
+	// which case it applies to every pool with the cluster-level values.
+	Pools map[string]map[string]any
+	// Sensitive lists the JSON pointers that Redact hides.
+	Sensitive []string
+}
+
+// ForPool returns the values that apply on a node pool, and whether the plugin applies
+// to that pool at all.
+func (v *Values) ForPool(pool string) (map[string]any, bool) {
+	if v.Pools == nil {
+		return v.Cluster, true
+	}
+	pv, ok := v.Pools[pool]
+	return pv, ok
+}
+
+// Redacted returns the cluster-level values with sensitive ones hidden.
+func (v *Values) Redacted() map[string]any { return values.Redact(v.Cluster, v.Sensitive) }
+
+// Env looks up an environment variable; os.LookupEnv in production.
+type Env func(name string) (string, bool)
+
+// layer is one source of values, with where to point when a value in it is wrong.
+type layer struct {
+	values map[string]any
+	doc    *yamldoc.Doc // nil when positions are unknown
+	base   string       // pointer prefix of the values inside doc
+	file   string       // used when doc is nil
+	field  string       // used when doc is nil
+	covers string       // for env layers: the one pointer this layer sets
+	strip  string       // prefix of value pointers that the doc does not have (valuesFrom file with path)
+}
+
+// Values computes and checks the effective values of the enabled plugin at index i of
+// spec.plugins.enabled, whose package is pkg. env resolves valuesFrom variables
+// (os.LookupEnv when nil).
+func (c *Cluster) Values(i int, pkg *plugin.Package, env Env) (*Values, diag.List) {
+	if env == nil {
+		env = os.LookupEnv
+	}
+	var l diag.List
+	ref := c.Enabled()[i]
+	ptr := "/spec/plugins/enabled/" + strconv.Itoa(i)
+	layers := []layer{{
+		values: pkg.Defaults(),
+		file:   path.Join(pkg.Location, plugin.ManifestFile),
+		field:  "spec.values.defaults",
+	}, {values: ref.Values, doc: c.doc, base: ptr + "/values"}}
+	for j, vf := range ref.ValuesFrom {
+		vp := ptr + "/valuesFrom/" + strconv.Itoa(j)
+		if vf.File != "" {
+			file := c.path(vf.File)
+			data, err := readFile(file)
+			if err != nil {
+				if !vf.Optional || !errors.Is(err, errNotFound) {
+					c.doc.Errorf(&l, vp+"/file", "values file %s: %v", file, err)
+				}
+				continue
+			}
+			fdoc, fl := yamldoc.Parse(file, data)
+			l = append(l, fl...)
+			if fdoc == nil {
+				continue
+			}
+			m, ok := fdoc.Value.(map[string]any)
+			if !ok {
+				fdoc.Errorf(&l, "", "expected a mapping of values")
+				continue
+			}
+			if vf.Path != "" {
+				nested := map[string]any{}
+				_ = values.Set(nested, vf.Path, m)
+				m = nested
+			}
+			layers = append(layers, layer{values: m, doc: fdoc, strip: vf.Path})
+			continue
+		}
+		s, ok := env(vf.Env)
+		if !ok {
+			if !vf.Optional {
+				c.doc.Errorf(&l, vp+"/env", "environment variable %s is not set (mark the entry optional: true if it may be absent)", vf.Env)
+			}
+			continue
+		}
+		m := map[string]any{}
+		if err := values.Set(m, vf.Path, s); err != nil {
+			c.doc.Errorf(&l, vp+"/path", "%v", err)
+			continue
+		}
+		layers = append(layers, layer{values: m, doc: c.doc, base: vp, covers: vf.Path})
+	}
+	out := &Values{Plugin: pkg, Sensitive: pkg.Sensitive(), Cluster: map[string]any{}}
+	for _, ly := range layers {
+		out.Cluster = values.Merge(out.Cluster, ly.values)
+	}
+	reported := map[string]bool{}
+	c.checkValues(&l, ptr, pkg, out.Cluster, layers, out.Sensitive, reported)
+	if len(ref.NodePools) > 0 {
+		out.Pools = map[string]map[string]any{}
+		for j, p := range ref.NodePools {
+			pv := values.Merge(out.Cluster, p.Values)
+			out.Pools[p.Name] = pv
+			pl := append(slices.Clone(layers), layer{values: p.Values, doc: c.doc, base: ptr + "/nodePools/" + strconv.Itoa(j) + "/values"})
+			c.checkValues(&l, ptr, pkg, pv, pl, out.Sensitive, reported)
+		}
+	}
+	return out, l
+}
+
+// checkValues validates merged values against the plugin's schema, reporting each
+// violation once, at the highest layer that holds the offending value.
+func (c *Cluster) checkValues(l *diag.List, entry string, pkg *plugin.Package, v map[string]any, layers []layer, sensitive []string, reported map[string]bool) {
+	if pkg.Schema == nil {
+		return
+	}
+	for _, viol := range yamldoc.Check(pkg.Schema, v) {
+		msg := viol.Message
+		if values.IsSensitive(viol.Pointer, sensitive) {
+			msg = "value does not match the schema (sensitive, not shown)"
+		}
+		msg = fmt.Sprintf("plugin %s values %s: %s (schema rule %s)", pkg.Name, displayPtr(viol.Pointer), msg, viol.Rule)
+		if reported[msg] {
+			continue
+		}
+		reported[msg] = true
+		ly, at := locate(layers, viol.Pointer)
+		switch {
+		case ly == nil:
+			c.doc.Errorf(l, entry, "%s", msg)
+		case ly.doc == nil:
+			l.Errorf(ly.file, 0, 0, ly.field+yamldoc.FieldPath(nil, at), "%s", msg)
+		case ly.covers != "":
+			ly.doc.Errorf(l, ly.base, "%s", msg)
+		default:
+			ly.doc.Errorf(l, ly.base+strings.TrimPrefix(at, ly.strip), "%s", msg)
+		}
+	}
+}
+
+// locate finds the highest layer holding ptr or, failing that, its nearest ancestor.
+func locate(layers []layer, ptr string) (*layer, string) {
+	for p := ptr; ; {
+		for i := len(layers) - 1; i >= 0; i-- {
+			ly := &layers[i]
+			if p == "" && ly.doc == nil {
+				continue
+			}
+			if ly.covers != "" {
+				if p == ly.covers {
+					return ly, p
+				}
+				continue
+			}
+			if _, ok := values.Get(ly.values, p); ok && (p != "" || len(ly.values) > 0) {
+				return ly, p
+			}
+		}
+		if p == "" {
+			return nil, ""
+		}
+		p = p[:lastSlash(p)]
+	}
+}
+
+func lastSlash(p string) int {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return i
+		}
+	}
+	return 0
+}
+
+func displayPtr(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
+}
