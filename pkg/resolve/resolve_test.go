@@ -439,14 +439,14 @@ func TestResolveErrors(t *testing.T) {
 			wantIs:  ErrConflict,
 		},
 		{
-			name: "conflict with a selected dependency",
+			name: "conflict with another plugin's dependency",
 			pkgs: []*Package{
 				pkg("a 1.0.0", requires("other-oidc")),
 				pkg("sso 2.0.0", conflicts("other-oidc")),
 				pkg("other-oidc 1.0.0"),
 			},
 			enabled: []string{"a", "sso"},
-			wantErr: "sso 2.0.0 (required by cluster) conflicts with other-oidc (required by a 1.0.0)",
+			wantErr: "sso 2.0.0 (required by cluster) conflicts with other-oidc 1.0.0 (required by a 1.0.0)",
 			wantIs:  ErrConflict,
 		},
 		{
@@ -595,5 +595,50 @@ func TestUnsortedCatalog(t *testing.T) {
 	}
 	if vs[0].Version.String() != "1.0.0" {
 		t.Error("Resolve modified the catalog's slice")
+	}
+}
+
+// TestResolveBackjumps would take 2^30 attempts if a failure were retried
+// for every combination of the unrelated choices made since its cause.
+func TestResolveBackjumps(t *testing.T) {
+	pkgs := []*Package{
+		pkg("a 2.0.0", requires("c ^2")), pkg("a 1.0.0", requires("c ^1")),
+		pkg("z 1.0.0", requires("c ^1")),
+		pkg("c 1.0.0"), pkg("c 2.0.0"),
+	}
+	enabled := []string{"a", "z"}
+	for i := range 30 {
+		name := fmt.Sprintf("m%02d", i)
+		pkgs = append(pkgs, pkg(name+" 1.0.0"), pkg(name+" 2.0.0"))
+		enabled = append(enabled, name)
+	}
+	res, err := Resolve(context.Background(), NewCatalog(pkgs...), Request{Enabled: enable(enabled...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Plugins {
+		want := "2.0.0"
+		if p.Name == "a" || p.Name == "c" || p.Name == "z" {
+			want = "1.0.0"
+		}
+		if p.Version.String() != want {
+			t.Errorf("%s, want version %s", p, want)
+		}
+	}
+}
+
+func TestResolveCancelledDuringResolve(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inner := NewCatalog(pkg("a 1.0.0", requires("b")), pkg("b 1.0.0"))
+	cat := CatalogFunc(func(name string) []*Package {
+		if name == "b" {
+			cancel()
+		}
+		return inner.Versions(name)
+	})
+	_, err := Resolve(ctx, cat, Request{Enabled: enable("a")})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Resolve() error = %v, want context.Canceled", err)
 	}
 }

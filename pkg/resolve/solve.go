@@ -1,6 +1,7 @@
 package resolve
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"sort"
@@ -15,15 +16,19 @@ import (
 // placed on the name — by the request and by every selected package that
 // requires it — and the request's Kubernetes version, and that conflicts with
 // no other selected plugin; when a choice leads to a dead end it backtracks to
-// the choice responsible and tries that name's next lower version. Names are
-// decided in a fixed order (enabled names alphabetically, then in the order
-// they are first required), so the result depends only on the catalog's
-// contents and the request, not on the order either lists things in.
+// the choice responsible and tries that name's next lower version. A name is
+// decided only after every name that may require it, so its constraints are
+// all known when its version is picked; ties are broken by name. The result
+// therefore depends only on the catalog's contents and the request, not on
+// the order either lists things in.
 //
 // Errors are the typed errors of this package (see the sentinel errors); if
 // ctx is cancelled first, the error wraps ctx.Err(). Resolve only reads cat;
 // cat must not change during the call.
 func Resolve(ctx context.Context, cat Catalog, req Request) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("resolving plugins: %w", err)
+	}
 	s := &solver{
 		ctx:   ctx,
 		cat:   cat,
@@ -36,6 +41,14 @@ func Resolve(ctx context.Context, cat Catalog, req Request) (*Result, error) {
 	// Stable: a name enabled twice keeps its constraints in the given order,
 	// which only shows in error messages.
 	sort.SliceStable(enabled, func(i, j int) bool { return enabled[i].Name < enabled[j].Name })
+	var roots []*nameState
+	for _, r := range enabled {
+		st := s.state(r.Name)
+		if len(roots) == 0 || roots[len(roots)-1] != st {
+			roots = append(roots, st)
+		}
+	}
+	s.rank(roots)
 	for _, r := range enabled {
 		st := s.state(r.Name)
 		s.addWant(st, want{c: r.Constraint})
@@ -43,19 +56,19 @@ func Resolve(ctx context.Context, cat Catalog, req Request) (*Result, error) {
 	}
 	// A request that cannot be met whatever the search does fails here with
 	// the plain reason, before any search.
-	for _, st := range s.queue {
+	for _, st := range roots {
 		if !s.viable(st) {
 			return nil, s.explain(st)
 		}
 	}
-	if _, err := s.solve(0); err != nil {
+	if _, err := s.solve(); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
 			return nil, fmt.Errorf("resolving plugins: %w", err)
 		}
 		return nil, err
 	}
-	selected := make([]*Package, len(s.queue))
-	for i, st := range s.queue {
+	selected := make([]*Package, len(s.decided))
+	for i, st := range s.decided {
 		selected[i] = st.sel
 	}
 	return order(selected, req.Order)
@@ -80,9 +93,22 @@ type nameState struct {
 	wants []want
 	// sel is the chosen version, nil while undecided.
 	sel *Package
-	// depth is the position in the decision queue, -1 while nothing
-	// requires the name.
+	// queued: something wants the name, so it must be decided.
+	queued bool
+	// depth is the index in solver.decided while selected, else -1.
 	depth int
+	// heapIdx is the index in solver.pending while queued and undecided,
+	// else -1.
+	heapIdx int
+	// rank orders decisions: a name is decided after every name that may
+	// require it (see solver.rank).
+	rank int
+
+	// Scratch space for solver.rank.
+	deps   []*nameState
+	indeg  int
+	seen   bool
+	ranked bool
 	// conflictedBy lists selected packages declaring a conflict with name.
 	conflictedBy []*Package
 }
@@ -92,8 +118,10 @@ type solver struct {
 	cat   Catalog
 	kube  *semver.Version
 	names map[string]*nameState
-	// queue is the decision order; queue[i].depth == i.
-	queue []*nameState
+	// pending holds the queued, undecided names, lowest rank on top.
+	pending pendingHeap
+	// decided holds the selected names in decision order.
+	decided []*nameState
 	// feas memoises feasible: a package whose requirements cannot be met by
 	// any versions at all, whatever else is selected, is never tried again.
 	feas map[*Package]error
@@ -116,6 +144,7 @@ func (s *solver) state(name string) *nameState {
 		unsupported: make([]bool, len(vs)),
 		excl:        make([]int32, len(vs)),
 		depth:       -1,
+		heapIdx:     -1,
 	}
 	for i, p := range vs {
 		st.excl[i] = -1
@@ -126,9 +155,9 @@ func (s *solver) state(name string) *nameState {
 }
 
 func (s *solver) enqueue(st *nameState) {
-	if st.depth < 0 {
-		st.depth = len(s.queue)
-		s.queue = append(s.queue, st)
+	if !st.queued {
+		st.queued = true
+		heap.Push(&s.pending, st)
 	}
 }
 
@@ -194,28 +223,31 @@ func (s *solver) viable(st *nameState) bool {
 	return false
 }
 
-// solve decides queue[i:] and returns nil once every queued name has a
-// version. On failure it returns the error that explains it and the
+// solve decides every pending name and returns nil once all queued names
+// have a version. On failure it returns the error that explains it and the
 // culprits: the depths of the earlier decisions that contributed to it. A
 // decision that is not a culprit cannot fix the failure by choosing
 // differently, so it passes the failure straight up (conflict-directed
-// backjumping); this is what keeps a dead end deep in the queue from being
-// retried once for every combination of unrelated choices above it.
-func (s *solver) solve(i int) (culprits, error) {
-	if i == len(s.queue) {
+// backjumping); this is what keeps a dead end from being retried once for
+// every combination of unrelated choices above it. On failure the solver's
+// state is as it was before the call.
+func (s *solver) solve() (culprits, error) {
+	if len(s.pending) == 0 {
 		return nil, nil
 	}
 	if err := s.ctx.Err(); err != nil {
 		return nil, err // no culprits: unwinds straight to the top
 	}
-	st := s.queue[i]
+	st := heap.Pop(&s.pending).(*nameState)
+	defer func() {
+		if st.sel == nil {
+			heap.Push(&s.pending, st)
+		}
+	}()
+	i := len(s.decided)
 	var conf culprits
 	// st has to be decided at all only because of who requires it.
-	for _, w := range st.wants {
-		if w.by != nil {
-			conf.add(s.names[w.by.Name].depth)
-		}
-	}
+	s.addOrigins(&conf, st)
 	if len(st.conflictedBy) > 0 {
 		by := st.conflictedBy[0]
 		conf.add(s.names[by.Name].depth)
@@ -240,7 +272,7 @@ func (s *solver) solve(i int) (culprits, error) {
 			conf.union(c)
 			continue
 		}
-		sub, err := s.solve(i + 1)
+		sub, err := s.solve()
 		if err == nil {
 			return nil, nil
 		}
@@ -277,12 +309,8 @@ func (s *solver) conflicts(st *nameState, v *Package) (culprits, error) {
 		switch {
 		case o.sel != nil:
 			c.add(o.depth)
-		case o.depth >= 0:
-			for _, w := range o.wants {
-				if w.by != nil {
-					c.add(s.names[w.by.Name].depth)
-				}
-			}
+		case o.queued:
+			s.addOrigins(&c, o)
 		default:
 			continue
 		}
@@ -296,6 +324,8 @@ func (s *solver) conflicts(st *nameState, v *Package) (culprits, error) {
 // returns why, with the culprits other than st itself.
 func (s *solver) choose(st *nameState, v *Package) (culprits, error) {
 	st.sel = v
+	st.depth = len(s.decided)
+	s.decided = append(s.decided, st)
 	for _, name := range v.Conflicts {
 		o := s.state(name)
 		o.conflictedBy = append(o.conflictedBy, v)
@@ -322,8 +352,8 @@ func (s *solver) choose(st *nameState, v *Package) (culprits, error) {
 			s.addOrigins(&c, rs)
 		}
 		if err != nil {
-			s.unchoose(st, v, n+1, len(v.Conflicts))
 			c.del(st.depth)
+			s.unchoose(st, v, n+1, len(v.Conflicts))
 			return c, err
 		}
 	}
@@ -344,10 +374,10 @@ func (s *solver) unchoose(st *nameState, v *Package, nReq, nConf int) {
 	for n := nReq - 1; n >= 0; n-- {
 		rs := s.names[v.Requires[n].Name]
 		s.removeWant(rs)
-		if len(rs.wants) == 0 && rs.depth >= 0 {
-			// Only v required it, so it was queued by v and is last.
-			s.queue = s.queue[:rs.depth]
-			rs.depth = -1
+		if len(rs.wants) == 0 && rs.queued {
+			// Only v wanted it, so v queued it and nothing decided it since.
+			heap.Remove(&s.pending, rs.heapIdx)
+			rs.queued = false
 		}
 	}
 	for n := nConf - 1; n >= 0; n-- {
@@ -355,6 +385,117 @@ func (s *solver) unchoose(st *nameState, v *Package, nReq, nConf int) {
 		o.conflictedBy = o.conflictedBy[:len(o.conflictedBy)-1]
 	}
 	st.sel = nil
+	st.depth = -1
+	s.decided = s.decided[:len(s.decided)-1]
+}
+
+// rank numbers every name reachable from roots through the requirements of
+// any of their versions so that a name ranks after every name that may
+// require it (Kahn's algorithm, ties and cycles broken by name). Deciding
+// names in rank order means that when a name is decided, every constraint
+// it will get is already known, so the search rarely has to come back and
+// lower a version it picked too early.
+func (s *solver) rank(roots []*nameState) {
+	nodes := append([]*nameState(nil), roots...)
+	for _, st := range roots {
+		st.seen = true
+	}
+	for i := 0; i < len(nodes); i++ {
+		st := nodes[i]
+		for _, p := range st.versions {
+			for _, r := range p.Requires {
+				rs := s.state(r.Name)
+				if !rs.seen {
+					rs.seen = true
+					nodes = append(nodes, rs)
+				}
+				if n := len(st.deps); n == 0 || !containsState(st.deps, rs) {
+					st.deps = append(st.deps, rs)
+					rs.indeg++
+				}
+			}
+		}
+	}
+	byName := append([]*nameState(nil), nodes...)
+	sort.Slice(byName, func(i, j int) bool { return byName[i].name < byName[j].name })
+	var ready nameHeap
+	for _, st := range byName {
+		if st.indeg == 0 {
+			ready = append(ready, st)
+		}
+	}
+	next, rank := 0, 0
+	for rank < len(nodes) {
+		if len(ready) == 0 {
+			// A cycle: start it at its smallest unranked name.
+			for byName[next].ranked {
+				next++
+			}
+			st := byName[next]
+			st.indeg = 0
+			heap.Push(&ready, st)
+		}
+		st := heap.Pop(&ready).(*nameState)
+		if st.ranked {
+			continue
+		}
+		st.ranked = true
+		st.rank = rank
+		rank++
+		for _, d := range st.deps {
+			if d.indeg--; d.indeg == 0 && !d.ranked {
+				heap.Push(&ready, d)
+			}
+		}
+		st.deps = nil
+	}
+}
+
+func containsState(sts []*nameState, st *nameState) bool {
+	for _, x := range sts {
+		if x == st {
+			return true
+		}
+	}
+	return false
+}
+
+// nameHeap is a min-heap of names.
+type nameHeap []*nameState
+
+func (h nameHeap) Len() int           { return len(h) }
+func (h nameHeap) Less(i, j int) bool { return h[i].name < h[j].name }
+func (h nameHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *nameHeap) Push(x any)        { *h = append(*h, x.(*nameState)) }
+func (h *nameHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// pendingHeap is a min-heap of names by rank that tracks positions, so that
+// undoing a choice can take out the names it queued.
+type pendingHeap []*nameState
+
+func (h pendingHeap) Len() int           { return len(h) }
+func (h pendingHeap) Less(i, j int) bool { return h[i].rank < h[j].rank }
+func (h pendingHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx = i
+	h[j].heapIdx = j
+}
+func (h *pendingHeap) Push(x any) {
+	st := x.(*nameState)
+	st.heapIdx = len(*h)
+	*h = append(*h, st)
+}
+func (h *pendingHeap) Pop() any {
+	old := *h
+	st := old[len(old)-1]
+	st.heapIdx = -1
+	*h = old[:len(old)-1]
+	return st
 }
 
 // explain says why st has no candidate left, given all wants on it.
