@@ -136,10 +136,43 @@ func Redact(v map[string]any, sensitive []string) map[string]any {
 	out := DeepCopy(v)
 	for _, p := range sensitive {
 		if cur, ok := Get(out, p); ok && cur != nil && cur != "" {
-			_ = Set(out, p, Redacted)
+			replace(out, p, Redacted)
 		}
 	}
 	return out
+}
+
+// replace overwrites the existing value at ptr, descending through mappings and
+// lists alike (Set refuses lists, but a sensitive value may sit in a list item).
+func replace(root map[string]any, ptr string, v any) {
+	toks, err := SplitPointer(ptr)
+	if err != nil || len(toks) == 0 {
+		return
+	}
+	var cur any = root
+	for i, t := range toks {
+		last := i == len(toks)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				c[t] = v
+				return
+			}
+			cur = c[t]
+		case []any:
+			j, err := strconv.Atoi(t)
+			if err != nil || j < 0 || j >= len(c) {
+				return
+			}
+			if last {
+				c[j] = v
+				return
+			}
+			cur = c[j]
+		default:
+			return
+		}
+	}
 }
 
 // IsSensitive reports whether ptr is, or is inside, one of the sensitive pointers.
