@@ -1,0 +1,251 @@
+package model
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/kubeplug/kubeplug/pkg/diag"
+)
+
+// PoolSpec sizes a pool when a model is created.
+type PoolSpec struct {
+	Name  string
+	Role  string
+	Count int
+}
+
+// New returns an empty model with the control-plane components and the given pools
+// (the control-plane pseudo pool is added when missing).
+func New(pools ...PoolSpec) *Model {
+	m := &Model{
+		ControlPlane: ControlPlane{Components: map[string]*Component{}},
+		Pools:        map[string]*Pool{},
+	}
+	for _, c := range Components {
+		m.ControlPlane.Components[c] = &Component{}
+	}
+	if !slices.ContainsFunc(pools, func(p PoolSpec) bool { return p.Name == ControlPlanePool }) {
+		pools = append([]PoolSpec{{Name: ControlPlanePool, Role: RoleControlPlane, Count: 1}}, pools...)
+	}
+	for _, p := range pools {
+		m.Pools[p.Name] = &Pool{Name: p.Name, Role: p.Role, Count: p.Count}
+	}
+	return m
+}
+
+// PoolNames returns the pool names, sorted.
+func (m *Model) PoolNames() []string {
+	names := make([]string, 0, len(m.Pools))
+	for n := range m.Pools {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Add merges the contribution of plugin by into the model. Conflicts with what other
+// plugins set are fatal diagnostics naming both plugins and the key; the rest of the
+// contribution is still merged so every conflict is reported at once.
+func (m *Model) Add(by string, c *Contribution) diag.List {
+	if c == nil {
+		return nil
+	}
+	a := adder{by: by}
+	if cp := c.ControlPlane; cp != nil {
+		for _, name := range sortedKeys(cp.Components) {
+			in := cp.Components[name]
+			cur, ok := m.ControlPlane.Components[name]
+			if !ok {
+				a.errorf("controlPlane."+name, "unknown control-plane component %q (expected one of %s)", name, strings.Join(Components, ", "))
+				continue
+			}
+			setAll(&a, &cur.Flags, in.Flags, "controlPlane."+name+".flags")
+			for _, vn := range sortedKeys(in.Volumes) {
+				v := in.Volumes[vn]
+				v.By = by
+				if cur.Volumes == nil {
+					cur.Volumes = map[string]Volume{}
+				}
+				if prev, ok := cur.Volumes[vn]; ok && !sameVolume(prev, v) {
+					a.conflict(prev.By, "controlPlane."+name+".volumes."+vn)
+					continue
+				}
+				cur.Volumes[vn] = v
+			}
+		}
+		setAll(&a, &m.ControlPlane.FeatureGates, cp.FeatureGates, "controlPlane.featureGates")
+	}
+	for _, pn := range sortedKeys(c.Pools) {
+		in := c.Pools[pn]
+		cur, ok := m.Pools[pn]
+		if !ok {
+			a.errorf("nodes."+pn, "unknown node pool %q", pn)
+			continue
+		}
+		m.addPool(&a, cur, in)
+	}
+	if cl := c.Cloud; cl != nil {
+		setAll(&a, &m.Cloud.Resources, cl.Resources, "cloud.resources")
+		setAll(&a, &m.Cloud.Outputs, cl.Outputs, "cloud.outputs")
+		for _, role := range sortedKeys(cl.IAM) {
+			if m.Cloud.IAM == nil {
+				m.Cloud.IAM = map[string][]Statement{}
+			}
+			for _, s := range cl.IAM[role] {
+				m.Cloud.IAM[role] = append(m.Cloud.IAM[role], Statement{Statement: s.Statement, By: by})
+			}
+		}
+		for _, p := range cl.Patches {
+			m.Cloud.Patches = append(m.Cloud.Patches, Patch{Ops: p.Ops, By: by})
+		}
+	}
+	if k := c.Kubernetes; k != nil {
+		for _, o := range k.Objects {
+			key := ObjectKey(o.Object)
+			if i := slices.IndexFunc(m.Kubernetes.Objects, func(e Object) bool { return ObjectKey(e.Object) == key }); i >= 0 {
+				a.conflict(m.Kubernetes.Objects[i].By, "kubernetes.objects."+key)
+				continue
+			}
+			m.Kubernetes.Objects = append(m.Kubernetes.Objects, Object{Object: o.Object, By: by})
+		}
+		for _, h := range k.HelmReleases {
+			key := h.Namespace + "/" + h.Name
+			if i := slices.IndexFunc(m.Kubernetes.HelmReleases, func(e HelmRelease) bool { return e.Namespace+"/"+e.Name == key }); i >= 0 {
+				a.conflict(m.Kubernetes.HelmReleases[i].By, "kubernetes.helmReleases."+key)
+				continue
+			}
+			h.By = by
+			m.Kubernetes.HelmReleases = append(m.Kubernetes.HelmReleases, h)
+		}
+		for _, p := range k.Patches {
+			p.By = by
+			m.Kubernetes.Patches = append(m.Kubernetes.Patches, p)
+		}
+	}
+	return a.l
+}
+
+func (m *Model) addPool(a *adder, cur, in *Pool) {
+	base := "nodes." + cur.Name
+	for _, path := range sortedKeys(in.Files) {
+		f := in.Files[path]
+		f.By = a.by
+		if cur.Files == nil {
+			cur.Files = map[string]File{}
+		}
+		if prev, ok := cur.Files[path]; ok && (prev.Content != f.Content || prev.Mode != f.Mode || prev.Owner != f.Owner) {
+			a.conflict(prev.By, base+".files."+path)
+			continue
+		}
+		cur.Files[path] = f
+	}
+	for _, name := range sortedKeys(in.Units) {
+		u := in.Units[name]
+		if cur.Units == nil {
+			cur.Units = map[string]*Unit{}
+		}
+		prev, ok := cur.Units[name]
+		if !ok {
+			prev = &Unit{}
+			cur.Units[name] = prev
+		}
+		if u.Content != "" {
+			if prev.Content != "" && (prev.Content != u.Content || prev.Enable != u.Enable) {
+				a.conflict(prev.By, base+".units."+name)
+			} else {
+				prev.Content, prev.Enable, prev.By = u.Content, u.Enable, a.by
+			}
+		}
+		setAll(a, &prev.DropIns, u.DropIns, base+".units."+name+".dropIns")
+	}
+	setAll(a, &cur.Kubelet.Flags, in.Kubelet.Flags, base+".kubelet.flags")
+	setAll(a, &cur.Kubelet.Labels, in.Kubelet.Labels, base+".kubelet.labels")
+	setAll(a, &cur.Kubelet.FeatureGates, in.Kubelet.FeatureGates, base+".kubelet.featureGates")
+	for _, t := range in.Kubelet.Taints {
+		if i := slices.IndexFunc(cur.Kubelet.Taints, func(e Taint) bool { return e.Key == t.Key && e.Effect == t.Effect }); i >= 0 {
+			if cur.Kubelet.Taints[i].Value != t.Value {
+				a.conflict(cur.Kubelet.Taints[i].By, base+".kubelet.taints."+t.Key+":"+t.Effect)
+			}
+			continue
+		}
+		t.By = a.by
+		cur.Kubelet.Taints = append(cur.Kubelet.Taints, t)
+	}
+	for _, h := range in.Hooks {
+		if slices.ContainsFunc(cur.Hooks, func(e Hook) bool { return e.By == a.by && e.Name == h.Name }) {
+			a.errorf(base+".hooks."+h.Name, "hook %q is contributed twice", h.Name)
+			continue
+		}
+		h.By = a.by
+		cur.Hooks = append(cur.Hooks, h)
+	}
+}
+
+type adder struct {
+	by string
+	l  diag.List
+}
+
+func (a *adder) conflict(other, key string) {
+	a.l = append(a.l, diag.Diagnostic{
+		Severity: diag.Fatal, Plugin: a.by, Field: key,
+		Message: fmt.Sprintf("plugins %s and %s set %s to different values", other, a.by, key),
+	})
+}
+
+func (a *adder) errorf(key, format string, args ...any) {
+	a.l = append(a.l, diag.Diagnostic{Severity: diag.Fatal, Plugin: a.by, Field: key, Message: fmt.Sprintf(format, args...)})
+}
+
+// setAll merges settings by key: a key set by another plugin to a different value is
+// a conflict; the same value is accepted and keeps its first owner.
+func setAll[T any](a *adder, dst *map[string]Setting[T], src map[string]Setting[T], base string) {
+	for _, k := range sortedKeys(src) {
+		v := src[k]
+		if *dst == nil {
+			*dst = map[string]Setting[T]{}
+		}
+		if prev, ok := (*dst)[k]; ok {
+			if !reflect.DeepEqual(prev.Value, v.Value) {
+				a.conflict(prev.By, base+"."+k)
+			}
+			continue
+		}
+		(*dst)[k] = Setting[T]{Value: v.Value, By: a.by}
+	}
+}
+
+func sameVolume(a, b Volume) bool {
+	return a.HostPath == b.HostPath && a.MountPath == b.MountPath && a.ReadOnly == b.ReadOnly
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// ObjectKey identifies a Kubernetes object: group/Kind namespace/name.
+func ObjectKey(o map[string]any) string {
+	apiVersion, _ := o["apiVersion"].(string)
+	kind, _ := o["kind"].(string)
+	md, _ := o["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	name, _ := md["name"].(string)
+	group := ""
+	if i := strings.IndexByte(apiVersion, '/'); i >= 0 {
+		group = apiVersion[:i]
+	}
+	if group == "" {
+		group = "core"
+	}
+	if ns == "" {
+		return group + "/" + kind + " " + name
+	}
+	return group + "/" + kind + " " + ns + "/" + name
+}

@@ -1,0 +1,210 @@
+package model
+
+// ControlPlanePool is the name of the pseudo node pool that stands for the
+// control-plane machines; node contributions for role control-plane land there.
+const ControlPlanePool = "control-plane"
+
+// Roles of machines.
+const (
+	RoleControlPlane = "control-plane"
+	RoleWorker       = "worker"
+)
+
+// Control-plane components.
+const (
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+)
+
+// Components lists the control-plane components in a fixed order.
+var Components = []string{KubeAPIServer, KubeControllerManager, KubeScheduler}
+
+// Setting is a value and the plugin that set it.
+type Setting[T any] struct {
+	Value T      `json:"value"`
+	By    string `json:"by"`
+}
+
+// Model is everything the plugins contributed, ready to render.
+type Model struct {
+	ControlPlane ControlPlane `json:"controlPlane"`
+	// Pools are the node pools by name, with ControlPlanePool for the control plane.
+	Pools      map[string]*Pool `json:"pools"`
+	Cloud      Cloud            `json:"cloud"`
+	Kubernetes Kubernetes       `json:"kubernetes"`
+}
+
+// ControlPlane holds the control-plane components' configuration.
+type ControlPlane struct {
+	// Components by name (KubeAPIServer, ...).
+	Components map[string]*Component `json:"components"`
+	// FeatureGates apply to every control-plane component.
+	FeatureGates map[string]Setting[bool] `json:"featureGates,omitempty"`
+}
+
+// Component is one control-plane component.
+type Component struct {
+	// Flags without leading dashes.
+	Flags map[string]Setting[string] `json:"flags,omitempty"`
+	// Volumes by name.
+	Volumes map[string]Volume `json:"volumes,omitempty"`
+}
+
+// Volume is a host path mounted into a component.
+type Volume struct {
+	HostPath  string `json:"hostPath"`
+	MountPath string `json:"mountPath"`
+	ReadOnly  bool   `json:"readOnly,omitempty"`
+	By        string `json:"by,omitempty"`
+}
+
+// Pool is one node pool's machines.
+type Pool struct {
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+	Count int    `json:"count"`
+	// Files by absolute path.
+	Files map[string]File `json:"files,omitempty"`
+	// Units by unit name.
+	Units   map[string]*Unit `json:"units,omitempty"`
+	Kubelet Kubelet          `json:"kubelet"`
+	// Hooks in plugin order, then declaration order.
+	Hooks []Hook `json:"hooks,omitempty"`
+}
+
+// File is written on a machine.
+type File struct {
+	Content string `json:"content"`
+	// Mode is octal, for example "0644".
+	Mode  string `json:"mode"`
+	Owner string `json:"owner,omitempty"`
+	By    string `json:"by,omitempty"`
+}
+
+// Unit is a systemd unit and its drop-ins. A unit with empty Content only carries
+// drop-ins for a unit the machine already has.
+type Unit struct {
+	Content string `json:"content,omitempty"`
+	Enable  bool   `json:"enable,omitempty"`
+	// DropIns by file name.
+	DropIns map[string]Setting[string] `json:"dropIns,omitempty"`
+	By      string                     `json:"by,omitempty"`
+}
+
+// Kubelet settings of a pool.
+type Kubelet struct {
+	Flags        map[string]Setting[string] `json:"flags,omitempty"`
+	Labels       map[string]Setting[string] `json:"labels,omitempty"`
+	FeatureGates map[string]Setting[bool]   `json:"featureGates,omitempty"`
+	Taints       []Taint                    `json:"taints,omitempty"`
+}
+
+// Taint on a pool's Nodes.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+	By     string `json:"by,omitempty"`
+}
+
+// Hook is run by the node agent at an entry point of a machine's boot.
+type Hook struct {
+	// Name is unique within its plugin.
+	Name string `json:"name"`
+	// At is beforeNodeup, afterNodeup or afterDeploy.
+	At string `json:"at"`
+	// Command is the argv to run; for a script hook it runs Script's installed path.
+	Command []string `json:"command,omitempty"`
+	// Script is the script's content, installed on the machine by the renderer.
+	Script   string `json:"script,omitempty"`
+	Behavior string `json:"behavior"`
+	// Timeout is a Go duration.
+	Timeout string `json:"timeout"`
+	// When is a CEL condition, empty for always.
+	When string `json:"when,omitempty"`
+	By   string `json:"by,omitempty"`
+}
+
+// Cloud is the cloud template's contributions.
+type Cloud struct {
+	// Resources by logical name.
+	Resources map[string]Setting[any] `json:"resources,omitempty"`
+	// Outputs by name.
+	Outputs map[string]Setting[any] `json:"outputs,omitempty"`
+	// IAM statements by role (control-plane or worker), in plugin order.
+	IAM map[string][]Statement `json:"iam,omitempty"`
+	// Patches to the generated template, applied in plugin order.
+	Patches []Patch `json:"patches,omitempty"`
+}
+
+// Statement is one IAM policy statement.
+type Statement struct {
+	Statement map[string]any `json:"statement"`
+	By        string         `json:"by,omitempty"`
+}
+
+// Patch is an RFC 6902 JSON patch from one plugin.
+type Patch struct {
+	Ops []PatchOp `json:"ops"`
+	By  string    `json:"by,omitempty"`
+}
+
+// PatchOp is one RFC 6902 operation.
+type PatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	From  string `json:"from,omitempty"`
+	Value any    `json:"value,omitempty"`
+}
+
+// Kubernetes is the content deployed into the running cluster.
+type Kubernetes struct {
+	// Objects in plugin order, then file and document order.
+	Objects []Object `json:"objects,omitempty"`
+	// HelmReleases in plugin order.
+	HelmReleases []HelmRelease `json:"helmReleases,omitempty"`
+	// Patches to objects, applied in plugin order after every plugin contributed.
+	Patches []ObjectPatch `json:"patches,omitempty"`
+}
+
+// Object is one Kubernetes object as plain values.
+type Object struct {
+	Object map[string]any `json:"object"`
+	By     string         `json:"by,omitempty"`
+}
+
+// HelmRelease is a chart from a plugin's package, installed as a release.
+type HelmRelease struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// Chart is the chart directory inside the plugin's package.
+	Chart  string         `json:"chart"`
+	Values map[string]any `json:"values,omitempty"`
+	By     string         `json:"by,omitempty"`
+}
+
+// ObjectPatch patches the objects matching Target.
+type ObjectPatch struct {
+	Target ObjectRef `json:"target"`
+	Ops    []PatchOp `json:"ops"`
+	By     string    `json:"by,omitempty"`
+}
+
+// ObjectRef selects objects; empty fields match anything.
+type ObjectRef struct {
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name,omitempty"`
+}
+
+// Contribution is what one plugin adds at one stage. It uses the model's own types;
+// By fields are ignored and stamped by Add. Pools is keyed by pool name and holds only
+// the pools the contribution applies to.
+type Contribution struct {
+	ControlPlane *ControlPlane    `json:"controlPlane,omitempty"`
+	Pools        map[string]*Pool `json:"pools,omitempty"`
+	Cloud        *Cloud           `json:"cloud,omitempty"`
+	Kubernetes   *Kubernetes      `json:"kubernetes,omitempty"`
+}
