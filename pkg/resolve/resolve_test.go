@@ -395,6 +395,15 @@ func TestResolveErrors(t *testing.T) {
 			wantIs:  ErrUnsatisfiable,
 		},
 		{
+			name: "dead end deep in the dependency tree",
+			pkgs: []*Package{
+				pkg("a 1.0.0", requires("b")), pkg("b 1.0.0", requires("c ^2")), pkg("c 1.0.0"),
+			},
+			enabled: []string{"a"},
+			wantErr: "cannot pick a version of c: b 1.0.0 requires c ^2; available: 1.0.0",
+			wantIs:  ErrUnsatisfiable,
+		},
+		{
 			name:    "kubernetes version",
 			pkgs:    []*Package{pkg("dex 1.4.0", kube(">=1.33")), pkg("dex 1.3.2", kube(">=1.31"))},
 			enabled: []string{"dex"},

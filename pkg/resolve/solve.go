@@ -3,6 +3,7 @@ package resolve
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -62,7 +63,7 @@ func Resolve(ctx context.Context, cat Catalog, req Request) (*Result, error) {
 		}
 	}
 	if _, err := s.solve(); err != nil {
-		if ctx.Err() != nil && err == ctx.Err() {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			return nil, fmt.Errorf("resolving plugins: %w", err)
 		}
 		return nil, err
@@ -93,6 +94,8 @@ type nameState struct {
 	wants []want
 	// sel is the chosen version, nil while undecided.
 	sel *Package
+	// conflictedBy lists selected packages declaring a conflict with name.
+	conflictedBy []*Package
 	// queued: something wants the name, so it must be decided.
 	queued bool
 	// depth is the index in solver.decided while selected, else -1.
@@ -109,8 +112,6 @@ type nameState struct {
 	indeg  int
 	seen   bool
 	ranked bool
-	// conflictedBy lists selected packages declaring a conflict with name.
-	conflictedBy []*Package
 }
 
 type solver struct {
@@ -533,15 +534,22 @@ func (s *solver) explainWants(st *nameState, ws []want) error {
 			unsup = append(unsup, Unsupported{Version: p.Version, Needs: p.KubernetesVersion})
 		}
 	}
-	someSupported := false
+	someSupported, someFeasible := false, false
+	var dead error
 	for _, i := range sat {
-		if !st.unsupported[i] {
-			someSupported = true
-			if err := s.feasible(st.versions[i]); err != nil {
-				// Only dead ends left: the highest one's reason.
-				return err
-			}
+		if st.unsupported[i] {
+			continue
 		}
+		someSupported = true
+		if err := s.feasible(st.versions[i]); err == nil {
+			someFeasible = true
+		} else if dead == nil {
+			dead = err
+		}
+	}
+	if someSupported && !someFeasible {
+		// Only dead ends left: the highest one's reason.
+		return dead
 	}
 	if len(sat) == len(st.versions) && !someSupported {
 		return &KubernetesVersionError{Name: st.name, Kubernetes: s.kube, Unsupported: unsup}
