@@ -8,6 +8,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/source"
 )
@@ -26,6 +27,8 @@ type Config struct {
 	NoBuiltin bool
 	// Env looks up environment variables for valuesFrom; os.LookupEnv when nil.
 	Env config.Env
+	// Runtimes are in-process Go plugins, by plugin name.
+	Runtimes map[string]engine.Runtime
 }
 
 func (c *Config) logger() *slog.Logger {

@@ -15,6 +15,7 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/source"
 )
@@ -128,6 +129,9 @@ func (c *Cluster) check(l *diag.List) {
 		if pools[p.Name] {
 			d.Errorf(l, "/spec/nodePools/"+strconv.Itoa(i)+"/name", "duplicate node pool %q", p.Name)
 		}
+		if p.Name == model.ControlPlanePool {
+			d.Errorf(l, "/spec/nodePools/"+strconv.Itoa(i)+"/name", "the pool name %q is reserved for the control-plane machines (see spec.controlPlane)", p.Name)
+		}
 		pools[p.Name] = true
 	}
 	if s.Plugins == nil {
@@ -186,8 +190,8 @@ func (c *Cluster) check(l *diag.List) {
 	seen := map[string]bool{}
 	for i, n := range s.Plugins.Order {
 		ptr := "/spec/plugins/order/" + strconv.Itoa(i)
-		if !plugin.NameRE.MatchString(n) {
-			d.Errorf(l, ptr, "expected a plugin name (a DNS label), found %q", n)
+		if !plugin.NameRE.MatchString(n) || len(n) > 63 {
+			d.Errorf(l, ptr, "expected a plugin name (a DNS label: at most 63 lower-case letters, digits and '-'), found %q", n)
 		}
 		if seen[n] {
 			d.Errorf(l, ptr, "plugin %q is listed twice", n)

@@ -86,7 +86,7 @@ func Load(fsys fs.FS, origin Origin, location string) (*Package, diag.List) {
 	if m == nil {
 		return nil, l
 	}
-	p := &Package{Manifest: m, Name: m.Metadata.Name, Origin: origin, Location: location, Digest: digest, FS: fsys}
+	p := &Package{Manifest: m, Name: m.Metadata.Name, Origin: origin, Location: location, Digest: digest, FS: fsys, doc: doc}
 	p.Version, _ = semver.StrictNewVersion(m.Metadata.Version)
 	if m.Spec.KubernetesVersion != "" {
 		p.KubernetesVersion, _ = semver.NewConstraint(m.Spec.KubernetesVersion)
@@ -136,8 +136,8 @@ func checkManifest(doc *yamldoc.Doc, m *v1alpha1.Plugin, l *diag.List) {
 	}{{"after", s.After}, {"before", s.Before}, {"conflicts", s.Conflicts}} {
 		for i, n := range list.names {
 			ptr := "/spec/" + list.field + "/" + strconv.Itoa(i)
-			if !NameRE.MatchString(n) {
-				doc.Errorf(l, ptr, "expected a plugin name (a DNS label), found %q", n)
+			if !NameRE.MatchString(n) || len(n) > 63 {
+				doc.Errorf(l, ptr, "expected a plugin name (a DNS label: at most 63 lower-case letters, digits and '-'), found %q", n)
 			} else if n == m.Metadata.Name {
 				doc.Errorf(l, ptr, "a plugin cannot name itself here")
 			}
@@ -226,6 +226,8 @@ func checkRefs(doc *yamldoc.Doc, m *v1alpha1.Plugin, files map[string]fileInfo, 
 		switch {
 		case !ok:
 			doc.Errorf(l, ptr, "%s %q does not exist in the package", what, p)
+		case fi.escapes:
+			doc.Errorf(l, ptr, "%s %q is a symlink that points outside the package", what, p)
 		case wantDir && !fi.dir:
 			doc.Errorf(l, ptr, "%s %q is a file, expected a directory", what, p)
 		case !wantDir && fi.dir:
@@ -298,7 +300,7 @@ func loadValuesSchema(fsys fs.FS, location string, doc *yamldoc.Doc, m *v1alpha1
 		return nil
 	}
 	clean, err := CleanRef(ref)
-	if err != nil || files[clean].dir {
+	if err != nil || files[clean].dir || files[clean].escapes {
 		return nil // reported by checkRefs
 	}
 	if _, ok := files[clean]; !ok {
@@ -317,6 +319,17 @@ func loadValuesSchema(fsys fs.FS, location string, doc *yamldoc.Doc, m *v1alpha1
 	}
 	sch, err := yamldoc.CompileSchema("kubeplug:///"+m.Metadata.Name+"/"+clean, sdoc.Value)
 	if err != nil {
+		if vs := yamldoc.MetaschemaViolations(err); len(vs) > 0 {
+			for _, v := range vs {
+				if v.AtKey {
+					line, col := sdoc.KeyPos(v.Pointer)
+					l.Errorf(file, line, col, yamldoc.FieldPath(sdoc, v.Pointer), "invalid JSON Schema: %s", v.Message)
+					continue
+				}
+				sdoc.Errorf(l, v.Pointer, "invalid JSON Schema: %s", v.Message)
+			}
+			return nil
+		}
 		l.Errorf(file, 1, 1, "", "invalid JSON Schema: %v", oneLine(err))
 		return nil
 	}
@@ -331,8 +344,11 @@ func oneLine(err error) string {
 
 func size(n int64) string {
 	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
 	case n >= 1<<20:
-		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+		// Rounded, a size just over a limit would read as the limit itself.
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB (" + strconv.FormatInt(n, 10) + " bytes)"
 	case n >= 1<<10:
 		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
 	}

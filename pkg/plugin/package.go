@@ -2,11 +2,13 @@ package plugin
 
 import (
 	"io/fs"
+	"path"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/yamldoc"
 )
 
 // ManifestFile is the name of a package's manifest.
@@ -66,6 +68,19 @@ type Package struct {
 	Schema *jsonschema.Schema
 	// KubernetesVersion is the parsed spec.kubernetesVersion, nil when unset.
 	KubernetesVersion *semver.Constraints
+
+	doc *yamldoc.Doc
+}
+
+// ManifestPos locates a JSON pointer into plugin.yaml for diagnostics: the file,
+// line and column (0 when unknown) and the field path.
+func (p *Package) ManifestPos(ptr string) (file string, line, col int, field string) {
+	file = path.Join(p.Location, ManifestFile)
+	if p.doc == nil {
+		return file, 0, 0, yamldoc.FieldPath(nil, ptr)
+	}
+	line, col = p.doc.Pos(ptr)
+	return file, line, col, yamldoc.FieldPath(p.doc, ptr)
 }
 
 // ID returns name@version.

@@ -1,0 +1,434 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/yamldoc"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+)
+
+// Defaults for node constructs the manifest leaves out.
+const (
+	DefaultHookBehavior = v1alpha1.BehaviorSyncEnforce
+	DefaultHookTimeout  = "5m"
+	DefaultFileMode     = "0644"
+)
+
+// Declarative returns the runtime of a plugin's declarative parts: at initialise it
+// renders the contributes block (every string is a Go template over .Cluster,
+// .Values, .Plugins and, in node contributions, .NodePool) and the manifests it
+// names, and contributes the result. scope limits node contributions to these pools;
+// nil means every pool.
+func Declarative(pkg *plugin.Package, scope []string) Runtime {
+	return &declarative{pkg: pkg, scope: scope}
+}
+
+type declarative struct {
+	pkg   *plugin.Package
+	scope []string
+}
+
+// poolData is .NodePool in templates.
+type poolData struct {
+	Name  string
+	Role  string
+	Count int
+}
+
+func (d *declarative) Run(ctx context.Context, req *Request) (*Response, error) {
+	if req.Stage != Initialise || d.pkg.Manifest.Spec.Contributes == nil {
+		return &Response{}, nil
+	}
+	r := &renderer{pkg: d.pkg, req: req}
+	c := &model.Contribution{}
+	src := d.pkg.Manifest.Spec.Contributes
+	data := r.data(req.Values, nil)
+	if src.ControlPlane != nil {
+		var cp v1alpha1.ControlPlane
+		if r.renderInto("/spec/contributes/controlPlane", src.ControlPlane, &cp, data) {
+			c.ControlPlane = controlPlane(&cp)
+		}
+	}
+	for i, n := range src.Nodes {
+		for _, pool := range d.pools(req.Model, n) {
+			vals := req.Values
+			if pv, ok := req.PoolValues[pool.Name]; ok {
+				vals = pv
+			}
+			var rn v1alpha1.NodeContribution
+			ptr := "/spec/contributes/nodes/" + strconv.Itoa(i)
+			if !r.renderInto(ptr, n, &rn, r.data(vals, &poolData{Name: pool.Name, Role: pool.Role, Count: pool.Count})) {
+				continue
+			}
+			if c.Pools == nil {
+				c.Pools = map[string]*model.Pool{}
+			}
+			if c.Pools[pool.Name] == nil {
+				c.Pools[pool.Name] = &model.Pool{Name: pool.Name}
+			}
+			r.addNode(ptr, c.Pools[pool.Name], &rn)
+		}
+	}
+	if src.Cloud != nil {
+		var cl v1alpha1.Cloud
+		if r.renderInto("/spec/contributes/cloud", src.Cloud, &cl, data) {
+			c.Cloud = cloud(&cl)
+		}
+	}
+	if k := src.Kubernetes; k != nil {
+		c.Kubernetes = &model.Kubernetes{}
+		for i, m := range k.Manifests {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			r.manifests("/spec/contributes/kubernetes/manifests/"+strconv.Itoa(i), m, c.Kubernetes, data)
+		}
+		var rk v1alpha1.Kubernetes
+		if r.renderInto("/spec/contributes/kubernetes", &v1alpha1.Kubernetes{HelmReleases: k.HelmReleases, Patches: k.Patches}, &rk, data) {
+			for _, h := range rk.HelmReleases {
+				name := h.Name
+				if name == "" {
+					name = d.pkg.Name
+				}
+				c.Kubernetes.HelmReleases = append(c.Kubernetes.HelmReleases, model.HelmRelease{Name: name, Namespace: h.Namespace, Chart: path.Clean(h.Chart), Values: h.Values})
+			}
+			for _, p := range rk.Patches {
+				c.Kubernetes.Patches = append(c.Kubernetes.Patches, model.ObjectPatch{Target: model.ObjectRef(p.Target), Ops: ops(p.Patch)})
+			}
+		}
+	}
+	return &Response{Contribution: c, Diagnostics: r.l}, nil
+}
+
+// pools returns the model's pools a node contribution applies to: within the
+// plugin's scope, the contribution's pools and its roles.
+func (d *declarative) pools(m *model.Model, n v1alpha1.NodeContribution) []*model.Pool {
+	var out []*model.Pool
+	for _, name := range m.PoolNames() {
+		p := m.Pools[name]
+		if d.scope != nil && !slices.Contains(d.scope, name) {
+			continue
+		}
+		if len(n.Pools) > 0 && !slices.Contains(n.Pools, name) {
+			continue
+		}
+		if len(n.Roles) > 0 && !slices.Contains(n.Roles, p.Role) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+type renderer struct {
+	pkg *plugin.Package
+	req *Request
+	l   diag.List
+}
+
+func (r *renderer) data(values map[string]any, pool *poolData) map[string]any {
+	return map[string]any{"Cluster": r.req.Cluster, "Values": values, "Plugins": r.req.Plugins, "NodePool": pool}
+}
+
+func (r *renderer) errorf(ptr, format string, args ...any) {
+	file, line, col, field := r.pkg.ManifestPos(ptr)
+	r.l = append(r.l, diag.Diagnostic{Severity: diag.Fatal, Plugin: r.pkg.Name, File: file, Line: line, Column: col, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// renderInto renders every string in src as a template and decodes the result into
+// out. ptr is src's place in plugin.yaml, for diagnostics.
+func (r *renderer) renderInto(ptr string, src, out any, data map[string]any) bool {
+	raw, err := json.Marshal(src)
+	if err != nil {
+		r.errorf(ptr, "internal error: %v", err)
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		r.errorf(ptr, "internal error: %v", err)
+		return false
+	}
+	ok := true
+	tree = r.walk(ptr, tree, data, &ok)
+	if !ok {
+		return false
+	}
+	raw, err = json.Marshal(tree)
+	if err == nil {
+		dec = json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		err = dec.Decode(out)
+	}
+	if err != nil {
+		r.errorf(ptr, "rendered contribution does not fit the format: %v", err)
+		return false
+	}
+	return true
+}
+
+func (r *renderer) walk(ptr string, v any, data map[string]any, ok *bool) any {
+	switch t := v.(type) {
+	case string:
+		s, err := execute(ptr, t, data)
+		if err != nil {
+			r.errorf(ptr, "template: %v", err)
+			*ok = false
+			return t
+		}
+		return s
+	case map[string]any:
+		for k, e := range t {
+			t[k] = r.walk(ptr+"/"+escapePtr(k), e, data, ok)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = r.walk(ptr+"/"+strconv.Itoa(i), e, data, ok)
+		}
+	}
+	return v
+}
+
+func escapePtr(k string) string { return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1") }
+
+// settings turns rendered flags into settings, leaving out flags that rendered
+// empty: an optional value left unset removes its flag.
+func settings(m map[string]string) map[string]model.Setting[string] {
+	if len(m) == 0 {
+		return nil
+	}
+	out := map[string]model.Setting[string]{}
+	for k, v := range m {
+		if v != "" {
+			out[k] = model.Setting[string]{Value: v}
+		}
+	}
+	return out
+}
+
+func boolSettings(m map[string]bool) map[string]model.Setting[bool] {
+	if len(m) == 0 {
+		return nil
+	}
+	out := map[string]model.Setting[bool]{}
+	for k, v := range m {
+		out[k] = model.Setting[bool]{Value: v}
+	}
+	return out
+}
+
+func controlPlane(cp *v1alpha1.ControlPlane) *model.ControlPlane {
+	out := &model.ControlPlane{Components: map[string]*model.Component{}, FeatureGates: boolSettings(cp.FeatureGates)}
+	for name, c := range map[string]*v1alpha1.Component{
+		model.KubeAPIServer: cp.APIServer, model.KubeControllerManager: cp.ControllerManager, model.KubeScheduler: cp.Scheduler,
+	} {
+		if c == nil {
+			continue
+		}
+		mc := &model.Component{Flags: settings(c.Flags)}
+		for _, v := range c.Volumes {
+			if mc.Volumes == nil {
+				mc.Volumes = map[string]model.Volume{}
+			}
+			mc.Volumes[v.Name] = model.Volume{HostPath: v.HostPath, MountPath: v.MountPath, ReadOnly: v.ReadOnly}
+		}
+		out.Components[name] = mc
+	}
+	return out
+}
+
+func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContribution) {
+	for i, f := range n.Files {
+		content := f.Content
+		if f.Source != "" {
+			b, err := r.read(f.Source)
+			if err != nil {
+				r.errorf(ptr+"/files/"+strconv.Itoa(i)+"/source", "%v", err)
+				continue
+			}
+			content = string(b)
+		}
+		mode := f.Mode
+		if mode == "" {
+			mode = DefaultFileMode
+		}
+		if len(mode) == 3 {
+			mode = "0" + mode
+		}
+		if p.Files == nil {
+			p.Files = map[string]model.File{}
+		}
+		p.Files[path.Clean(f.Path)] = model.File{Content: content, Mode: mode, Owner: f.Owner}
+	}
+	for _, u := range n.SystemdUnits {
+		if p.Units == nil {
+			p.Units = map[string]*model.Unit{}
+		}
+		mu := &model.Unit{Content: u.Content, Enable: u.Enable}
+		for _, di := range u.DropIns {
+			if mu.DropIns == nil {
+				mu.DropIns = map[string]model.Setting[string]{}
+			}
+			mu.DropIns[di.Name] = model.Setting[string]{Value: di.Content}
+		}
+		p.Units[u.Name] = mu
+	}
+	if k := n.Kubelet; k != nil {
+		p.Kubelet.Flags = settings(k.Flags)
+		p.Kubelet.Labels = settings(k.Labels)
+		p.Kubelet.FeatureGates = boolSettings(k.FeatureGates)
+		for _, t := range k.Taints {
+			p.Kubelet.Taints = append(p.Kubelet.Taints, model.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		}
+	}
+	for i, h := range n.Hooks {
+		mh := model.Hook{Name: h.Name, At: h.At, Command: h.Run.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When}
+		if mh.Behavior == "" {
+			mh.Behavior = DefaultHookBehavior
+		}
+		if mh.Timeout == "" {
+			mh.Timeout = DefaultHookTimeout
+		}
+		if h.Run.Script != "" {
+			b, err := r.read(h.Run.Script)
+			if err != nil {
+				r.errorf(ptr+"/hooks/"+strconv.Itoa(i)+"/run/script", "%v", err)
+				continue
+			}
+			mh.Script = string(b)
+		}
+		p.Hooks = append(p.Hooks, mh)
+	}
+}
+
+func (r *renderer) read(ref string) ([]byte, error) {
+	clean, err := plugin.CleanRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	b, err := fs.ReadFile(r.pkg.FS, clean)
+	if err != nil {
+		return nil, fmt.Errorf("read %s from the package: %w", ref, err)
+	}
+	return b, nil
+}
+
+func cloud(c *v1alpha1.Cloud) *model.Cloud {
+	out := &model.Cloud{}
+	for k, v := range c.Resources {
+		if out.Resources == nil {
+			out.Resources = map[string]model.Setting[any]{}
+		}
+		out.Resources[k] = model.Setting[any]{Value: v}
+	}
+	for k, v := range c.Outputs {
+		if out.Outputs == nil {
+			out.Outputs = map[string]model.Setting[any]{}
+		}
+		out.Outputs[k] = model.Setting[any]{Value: v}
+	}
+	for _, iam := range c.IAM {
+		if out.IAM == nil {
+			out.IAM = map[string][]model.Statement{}
+		}
+		for _, s := range iam.Statements {
+			out.IAM[iam.Role] = append(out.IAM[iam.Role], model.Statement{Statement: s})
+		}
+	}
+	if len(c.Patches) > 0 {
+		out.Patches = []model.Patch{{Ops: ops(c.Patches)}}
+	}
+	return out
+}
+
+func ops(in []v1alpha1.PatchOp) []model.PatchOp {
+	out := make([]model.PatchOp, len(in))
+	for i, o := range in {
+		out[i] = model.PatchOp{Op: o.Op, Path: o.Path, From: o.From, Value: o.Value}
+	}
+	return out
+}
+
+// manifests renders the manifest files at ref (a file or a directory, walked in
+// lexical order) and adds their objects.
+func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[string]any) {
+	clean, err := plugin.CleanRef(ref)
+	if err != nil {
+		r.errorf(ptr, "%v", err)
+		return
+	}
+	var files []string
+	err = fs.WalkDir(r.pkg.FS, clean, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch path.Ext(p) {
+		case ".yaml", ".yml", ".json":
+			if !de.IsDir() {
+				files = append(files, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		r.errorf(ptr, "read manifests %s: %v", ref, err)
+		return
+	}
+	for _, f := range files {
+		name := path.Join(r.pkg.Location, f)
+		b, err := fs.ReadFile(r.pkg.FS, f)
+		if err != nil {
+			r.errorf(ptr, "read %s: %v", f, err)
+			continue
+		}
+		text, err := execute(name, string(b), data)
+		if err != nil {
+			r.l = append(r.l, diag.Diagnostic{Severity: diag.Fatal, Plugin: r.pkg.Name, File: name, Message: "template: " + err.Error()})
+			continue
+		}
+		docs, dl := yamldoc.ParseAll(name+" (rendered)", []byte(text))
+		for i := range dl {
+			dl[i].Plugin = r.pkg.Name
+		}
+		r.l = append(r.l, dl...)
+		for _, d := range docs {
+			obj, ok := d.Value.(map[string]any)
+			if !ok {
+				d.Errorf(&r.l, "", "expected a Kubernetes object (a mapping), found %T", d.Value)
+				continue
+			}
+			if missing := missingObjectFields(obj); missing != "" {
+				d.Errorf(&r.l, "", "expected a Kubernetes object with %s", missing)
+				continue
+			}
+			k.Objects = append(k.Objects, model.Object{Object: obj})
+		}
+	}
+}
+
+func missingObjectFields(o map[string]any) string {
+	var missing []string
+	if s, _ := o["apiVersion"].(string); s == "" {
+		missing = append(missing, "apiVersion")
+	}
+	if s, _ := o["kind"].(string); s == "" {
+		missing = append(missing, "kind")
+	}
+	md, _ := o["metadata"].(map[string]any)
+	if s, _ := md["name"].(string); s == "" {
+		missing = append(missing, "metadata.name")
+	}
+	return strings.Join(missing, ", ")
+}

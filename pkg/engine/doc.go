@@ -1,0 +1,17 @@
+// Package engine runs plugins through kubeplug's stages — initialise, render,
+// deploy, validate — and builds the model they contribute to.
+//
+// A stage completes across every plugin before the next starts. Within a stage,
+// plugins run wave by wave in the resolver's order; the members of one wave run
+// concurrently and see the model as it stood when the wave began, and their
+// contributions are merged in name order, so the result never depends on timing.
+// Every plugin receives the whole cluster, every plugin's effective values (others'
+// sensitive values redacted) and the model so far. A plugin answers with a
+// contribution and diagnostics: a fatal diagnostic stops the run once the stage has
+// finished across all plugins, so a user sees every problem of a stage at once; a
+// warning is reported and the run goes on.
+//
+// How a plugin's code runs is a Runtime. The declarative runtime renders the
+// plugin's contributes block and manifests as Go templates; exec and gRPC runtimes
+// run the plugin's own executables; a library user registers Go values in-process.
+package engine

@@ -1,0 +1,306 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/resolve"
+	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/pkg/values"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Logger receives progress; discarded when nil.
+	Logger *slog.Logger
+	// Env resolves valuesFrom environment variables; os.LookupEnv when nil.
+	Env config.Env
+	// Redact renders with every plugin's sensitive values replaced by "***": for
+	// files meant for review and version control. Deploying needs the real values.
+	Redact bool
+	// Parallelism bounds how many plugins of one wave run at once. Default 4.
+	Parallelism int
+	// Runtimes are in-process Go plugins by plugin name, run after the plugin's
+	// declarative parts.
+	Runtimes map[string]Runtime
+}
+
+// Engine plans and runs the lifecycle stages.
+type Engine struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns an engine.
+func New(opts Options) *Engine {
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = 4
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Engine{opts: opts, log: log}
+}
+
+// Planned is one resolved plugin, ready to run.
+type Planned struct {
+	Package *plugin.Package
+	Values  *config.Values
+	// Wave is the plugin's wave, from 0.
+	Wave     int
+	runtimes []Runtime
+}
+
+// Plan is a resolved cluster: which plugin versions run, in which waves, with which
+// values.
+type Plan struct {
+	Cluster *config.Cluster
+	Plugins []*Planned
+	Waves   [][]*Planned
+}
+
+// Plan resolves the cluster's enabled plugins against the index and computes their
+// values. Diagnostics explain every problem; the plan is nil when any is fatal.
+func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, idx *source.Index) (*Plan, diag.List) {
+	var l diag.List
+	req := resolve.Request{KubernetesVersion: cl.KubernetesVersion}
+	refIndex := map[string]int{}
+	for i, ref := range cl.Enabled() {
+		r := resolve.Requirement{Name: ref.Name}
+		if ref.Version != "" {
+			c, err := semver.NewConstraint(ref.Version)
+			if err != nil {
+				cl.Errorf(&l, fmt.Sprintf("/spec/plugins/enabled/%d/version", i), "invalid version constraint: %v", err)
+				continue
+			}
+			r.Constraint = c
+		}
+		req.Enabled = append(req.Enabled, r)
+		refIndex[ref.Name] = i
+	}
+	if cl.Spec.Spec.Plugins != nil {
+		req.Order = cl.Spec.Spec.Plugins.Order
+	}
+	if l.HasFatal() {
+		return nil, l
+	}
+	res, err := resolve.Resolve(ctx, catalog(idx), req)
+	if err != nil {
+		l.Errorf(cl.File, 0, 0, "spec.plugins", "cannot resolve plugins: %v", err)
+		return nil, l
+	}
+	plan := &Plan{Cluster: cl}
+	byName := map[string]*Planned{}
+	for w, wave := range res.Waves {
+		var pw []*Planned
+		for _, rp := range wave {
+			pkg := rp.Source.(*plugin.Package)
+			p := &Planned{Package: pkg, Wave: w}
+			var scope []string
+			if i, ok := refIndex[pkg.Name]; ok {
+				v, vl := cl.Values(i, pkg, e.opts.Env)
+				l = append(l, vl...)
+				p.Values = v
+				for _, np := range cl.Enabled()[i].NodePools {
+					scope = append(scope, np.Name)
+				}
+			} else {
+				// Pulled in by another plugin's requires: its defaults, already checked
+				// against its schema when the package loaded.
+				p.Values = &config.Values{Plugin: pkg, Cluster: values.DeepCopy(pkg.Defaults()), Sensitive: pkg.Sensitive()}
+			}
+			p.runtimes = []Runtime{Declarative(pkg, scope)}
+			if r, ok := e.opts.Runtimes[pkg.Name]; ok {
+				p.runtimes = append(p.runtimes, r)
+			}
+			pw = append(pw, p)
+			byName[pkg.Name] = p
+		}
+		plan.Waves = append(plan.Waves, pw)
+		plan.Plugins = append(plan.Plugins, pw...)
+	}
+	for name := range e.opts.Runtimes {
+		if byName[name] == nil {
+			l.Warnf("", 0, 0, "", "an in-process runtime is registered for plugin %s, which the cluster does not use", name)
+		}
+	}
+	l.Sort()
+	if l.HasFatal() {
+		return nil, l
+	}
+	return plan, l
+}
+
+func catalog(idx *source.Index) resolve.Catalog {
+	var cache sync.Map
+	return resolve.CatalogFunc(func(name string) []*resolve.Package {
+		if v, ok := cache.Load(name); ok {
+			return v.([]*resolve.Package)
+		}
+		var out []*resolve.Package
+		for _, p := range idx.Versions(name) {
+			rp := &resolve.Package{
+				Name: p.Name, Version: p.Version, KubernetesVersion: p.KubernetesVersion, Source: p,
+				Conflicts: p.Manifest.Spec.Conflicts, After: p.Manifest.Spec.After, Before: p.Manifest.Spec.Before,
+			}
+			for _, r := range p.Manifest.Spec.Requires {
+				req := resolve.Requirement{Name: r.Name}
+				if r.Version != "" {
+					req.Constraint, _ = semver.NewConstraint(r.Version) // checked at load
+				}
+				rp.Requires = append(rp.Requires, req)
+			}
+			out = append(out, rp)
+		}
+		cache.Store(name, out)
+		return out
+	})
+}
+
+// Result is what a run produced.
+type Result struct {
+	Model *model.Model
+	// Stages lists the stages that completed.
+	Stages []Stage
+}
+
+// Run runs the plan's plugins through the stages in order, up to and including
+// until. It stops after the first stage that produced a fatal diagnostic.
+func (e *Engine) Run(ctx context.Context, plan *Plan, until Stage) (*Result, diag.List) {
+	spec := plan.Cluster.Spec
+	pools := []model.PoolSpec{{Name: model.ControlPlanePool, Role: model.RoleControlPlane, Count: 1}}
+	if cp := spec.Spec.ControlPlane; cp != nil && cp.Count > 0 {
+		pools[0].Count = cp.Count
+	}
+	for _, np := range spec.Spec.NodePools {
+		pools = append(pools, model.PoolSpec{Name: np.Name, Role: cmp.Or(np.Role, model.RoleWorker), Count: np.Count})
+	}
+	res := &Result{Model: model.New(pools...)}
+	for _, np := range spec.Spec.NodePools {
+		// The cluster's own pool labels and taints, contributed by the core.
+		p := &model.Pool{Name: np.Name}
+		for k, v := range np.Labels {
+			if p.Kubelet.Labels == nil {
+				p.Kubelet.Labels = map[string]model.Setting[string]{}
+			}
+			p.Kubelet.Labels[k] = model.Setting[string]{Value: v}
+		}
+		for _, t := range np.Taints {
+			p.Kubelet.Taints = append(p.Kubelet.Taints, model.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		}
+		res.Model.Add("cluster.yaml", &model.Contribution{Pools: map[string]*model.Pool{np.Name: p}})
+	}
+	plugins := e.pluginValues(plan)
+	var all diag.List
+	for _, stage := range Stages {
+		l := e.runStage(ctx, plan, stage, res.Model, plugins)
+		all = append(all, l...)
+		if l.HasFatal() || ctx.Err() != nil {
+			return res, all
+		}
+		res.Stages = append(res.Stages, stage)
+		if stage == until {
+			break
+		}
+	}
+	return res, all
+}
+
+// pluginValues returns every plugin's values as others see them: sensitive values
+// redacted.
+func (e *Engine) pluginValues(plan *Plan) map[string]PluginValues {
+	out := map[string]PluginValues{}
+	for _, p := range plan.Plugins {
+		out[p.Package.Name] = PluginValues{Version: p.Package.Version.String(), Values: p.Values.Redacted()}
+	}
+	return out
+}
+
+func (e *Engine) runStage(ctx context.Context, plan *Plan, stage Stage, m *model.Model, plugins map[string]PluginValues) diag.List {
+	var all diag.List
+	e.log.Info("stage started", "stage", stage, "plugins", len(plan.Plugins), "waves", len(plan.Waves))
+	for w, wave := range plan.Waves {
+		e.log.Debug("wave started", "stage", stage, "wave", w, "plugins", len(wave))
+		type answer struct {
+			resps []*Response
+			l     diag.List
+		}
+		answers := make([]answer, len(wave))
+		sem := make(chan struct{}, e.opts.Parallelism)
+		var wg sync.WaitGroup
+		for i, p := range wave {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				req := e.request(plan, p, stage, m, plugins)
+				for _, rt := range p.runtimes {
+					resp, err := rt.Run(ctx, req)
+					if err != nil {
+						answers[i].l = append(answers[i].l, diag.Diagnostic{Severity: diag.Fatal, Plugin: p.Package.Name, Message: fmt.Sprintf("%s stage failed: %v", stage, err)})
+						return
+					}
+					if resp != nil {
+						answers[i].resps = append(answers[i].resps, resp)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		// Merge in wave order (sorted by name), whatever order the plugins finished in.
+		for i, p := range wave {
+			all = append(all, answers[i].l...)
+			for _, resp := range answers[i].resps {
+				for _, d := range resp.Diagnostics {
+					if d.Plugin == "" {
+						d.Plugin = p.Package.Name
+					}
+					all = append(all, d)
+				}
+				all = append(all, m.Add(p.Package.Name, resp.Contribution)...)
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			all.Errorf("", 0, 0, "", "%s stage interrupted: %v", stage, err)
+			return all
+		}
+	}
+	return all
+}
+
+func (e *Engine) request(plan *Plan, p *Planned, stage Stage, m *model.Model, plugins map[string]PluginValues) *Request {
+	vals, pools := p.Values.Cluster, p.Values.Pools
+	if e.opts.Redact {
+		vals = p.Values.Redacted()
+		if pools != nil {
+			red := map[string]map[string]any{}
+			for k, v := range pools {
+				red[k] = values.Redact(v, p.Values.Sensitive)
+			}
+			pools = red
+		}
+	}
+	return &Request{
+		Stage: stage, Cluster: plan.Cluster.Spec, Plugin: p.Package.Name, Version: p.Package.Version.String(),
+		Values: vals, PoolValues: pools, Plugins: plugins, Model: m,
+	}
+}
+
+// Names returns the plan's plugin names in order.
+func (p *Plan) Names() []string {
+	out := make([]string, len(p.Plugins))
+	for i, pl := range p.Plugins {
+		out[i] = pl.Package.Name
+	}
+	return out
+}

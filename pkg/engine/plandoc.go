@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/kubeplug/kubeplug/pkg/model"
+)
+
+// PlanDoc is the reviewable summary of a plan and what each plugin contributed:
+// plan.json in a render, and `kubeplug plan` output.
+type PlanDoc struct {
+	Cluster           string            `json:"cluster"`
+	KubernetesVersion string            `json:"kubernetesVersion"`
+	Plugins           []PlanPlugin      `json:"plugins"`
+	Waves             [][]string        `json:"waves"`
+	Contributions     []ContributionRef `json:"contributions"`
+}
+
+// PlanPlugin is one resolved plugin.
+type PlanPlugin struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Origin  string `json:"origin"`
+	Digest  string `json:"digest"`
+	Wave    int    `json:"wave"`
+	// Enabled is false for plugins only pulled in by another plugin's requires.
+	Enabled bool `json:"enabled"`
+}
+
+// ContributionRef names one construct and the plugin that contributed it.
+type ContributionRef struct {
+	Plugin string `json:"plugin"`
+	// Kind is the construct's kind, for example controlPlane.flag or kubernetes.object.
+	Kind string `json:"kind"`
+	// Key locates the construct, for example kube-apiserver/oidc-issuer-url.
+	Key string `json:"key"`
+}
+
+// Doc summarises the plan and, when m is not nil, the contributions in m.
+func (p *Plan) Doc(m *model.Model) *PlanDoc {
+	d := &PlanDoc{Cluster: p.Cluster.Spec.Metadata.Name, KubernetesVersion: p.Cluster.KubernetesVersion.String(), Plugins: []PlanPlugin{}, Waves: [][]string{}, Contributions: []ContributionRef{}}
+	enabled := map[string]bool{}
+	for _, r := range p.Cluster.Enabled() {
+		enabled[r.Name] = true
+	}
+	rank := map[string]int{}
+	for _, w := range p.Waves {
+		var names []string
+		for _, pl := range w {
+			rank[pl.Package.Name] = len(d.Plugins)
+			d.Plugins = append(d.Plugins, PlanPlugin{
+				Name: pl.Package.Name, Version: pl.Package.Version.String(), Origin: string(pl.Package.Origin),
+				Digest: pl.Package.Digest, Wave: pl.Wave, Enabled: enabled[pl.Package.Name],
+			})
+			names = append(names, pl.Package.Name)
+		}
+		d.Waves = append(d.Waves, names)
+	}
+	if m == nil {
+		return d
+	}
+	d.Contributions = Contributions(m)
+	slices.SortStableFunc(d.Contributions, func(a, b ContributionRef) int {
+		ra, oka := rank[a.Plugin]
+		rb, okb := rank[b.Plugin]
+		if !oka {
+			ra = -1 // the cluster file's own contributions come first
+		}
+		if !okb {
+			rb = -1
+		}
+		return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key))
+	})
+	return d
+}
+
+// Contributions lists every construct in the model with the plugin that set it.
+func Contributions(m *model.Model) []ContributionRef {
+	var out []ContributionRef
+	add := func(by, kind string, key ...string) {
+		out = append(out, ContributionRef{Plugin: by, Kind: kind, Key: strings.Join(key, "/")})
+	}
+	for _, name := range model.Components {
+		c := m.ControlPlane.Components[name]
+		for _, k := range keys(c.Flags) {
+			add(c.Flags[k].By, "controlPlane.flag", name, k)
+		}
+		for _, k := range keys(c.Volumes) {
+			add(c.Volumes[k].By, "controlPlane.volume", name, k)
+		}
+	}
+	for _, k := range keys(m.ControlPlane.FeatureGates) {
+		add(m.ControlPlane.FeatureGates[k].By, "controlPlane.featureGate", k)
+	}
+	for _, pn := range m.PoolNames() {
+		p := m.Pools[pn]
+		for _, k := range keys(p.Files) {
+			add(p.Files[k].By, "nodes.file", pn, k)
+		}
+		for _, k := range keys(p.Units) {
+			u := p.Units[k]
+			if u.Content != "" {
+				add(u.By, "nodes.systemdUnit", pn, k)
+			}
+			for _, di := range keys(u.DropIns) {
+				add(u.DropIns[di].By, "nodes.dropIn", pn, k, di)
+			}
+		}
+		for _, k := range keys(p.Kubelet.Flags) {
+			add(p.Kubelet.Flags[k].By, "nodes.kubeletFlag", pn, k)
+		}
+		for _, k := range keys(p.Kubelet.Labels) {
+			add(p.Kubelet.Labels[k].By, "nodes.label", pn, k)
+		}
+		for _, k := range keys(p.Kubelet.FeatureGates) {
+			add(p.Kubelet.FeatureGates[k].By, "nodes.featureGate", pn, k)
+		}
+		for _, t := range p.Kubelet.Taints {
+			add(t.By, "nodes.taint", pn, t.Key+":"+t.Effect)
+		}
+		for _, h := range p.Hooks {
+			add(h.By, "nodes.hook", pn, h.At, h.Name)
+		}
+	}
+	for _, k := range keys(m.Cloud.Resources) {
+		add(m.Cloud.Resources[k].By, "cloud.resource", k)
+	}
+	for _, k := range keys(m.Cloud.Outputs) {
+		add(m.Cloud.Outputs[k].By, "cloud.output", k)
+	}
+	for _, role := range keys(m.Cloud.IAM) {
+		for _, s := range m.Cloud.IAM[role] {
+			add(s.By, "cloud.iamStatement", role)
+		}
+	}
+	for _, p := range m.Cloud.Patches {
+		for _, op := range p.Ops {
+			add(p.By, "cloud.patch", op.Op+" "+op.Path)
+		}
+	}
+	for _, o := range m.Kubernetes.Objects {
+		add(o.By, "kubernetes.object", model.ObjectKey(o.Object))
+	}
+	for _, h := range m.Kubernetes.HelmReleases {
+		add(h.By, "kubernetes.helmRelease", h.Namespace, h.Name)
+	}
+	for _, p := range m.Kubernetes.Patches {
+		add(p.By, "kubernetes.patch", p.Target.Kind, p.Target.Namespace, p.Target.Name)
+	}
+	return out
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
