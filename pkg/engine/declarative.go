@@ -201,7 +201,9 @@ func (r *renderer) walk(ptr string, v any, data map[string]any, ok *bool) any {
 	return v
 }
 
-func escapePtr(k string) string { return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1") }
+func escapePtr(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+}
 
 // settings turns rendered flags into settings, leaving out flags that rendered
 // empty: an optional value left unset removes its flag.

@@ -30,10 +30,10 @@ type PluginValues struct {
 
 // Request is what a plugin receives at a stage.
 type Request struct {
-	Stage   Stage              `json:"stage"`
-	Cluster *v1alpha1.Cluster  `json:"cluster"`
-	Plugin  string             `json:"plugin"`
-	Version string             `json:"version"`
+	Stage   Stage             `json:"stage"`
+	Cluster *v1alpha1.Cluster `json:"cluster"`
+	Plugin  string            `json:"plugin"`
+	Version string            `json:"version"`
 	// Values are this plugin's cluster-level values, sensitive ones included.
 	Values map[string]any `json:"values"`
 	// PoolValues are this plugin's values per node pool it applies to.
