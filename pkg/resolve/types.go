@@ -114,6 +114,9 @@ type Request struct {
 
 	// KubernetesVersion is the cluster's Kubernetes version, checked against
 	// each package's KubernetesVersion constraint; nil skips the check.
+	// Semver rules apply: build metadata (+k3s1) is ignored, and a
+	// pre-release (1.34.0-rc.1) only satisfies constraints that name a
+	// pre-release, so pass the release version if that is not wanted.
 	KubernetesVersion *semver.Version
 
 	// Order optionally fixes the installation order: the named plugins come
