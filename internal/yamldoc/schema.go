@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,7 +115,15 @@ func collect(e *jsonschema.ValidationError, out *[]Violation) {
 			*out = append(*out, Violation{Pointer: ptr + "/" + escape(p), Message: fmt.Sprintf("missing required field %q", p), Rule: rule})
 		}
 	case *kind.Type:
-		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected %s, found %s", strings.Join(k.Want, " or "), k.Got), Rule: rule})
+		want := make([]string, len(k.Want))
+		for i, w := range k.Want {
+			want[i] = typeName(w)
+		}
+		msg := fmt.Sprintf("expected %s, found %s", strings.Join(want, " or "), typeName(k.Got))
+		if len(k.Want) == 1 && k.Want[0] == "string" && (k.Got == "number" || k.Got == "integer" || k.Got == "boolean") {
+			msg += "; quote the value to make it a string"
+		}
+		*out = append(*out, Violation{Pointer: ptr, Message: msg, Rule: rule})
 	case *kind.Enum:
 		want := make([]string, len(k.Want))
 		for i, w := range k.Want {
@@ -122,7 +131,25 @@ func collect(e *jsonschema.ValidationError, out *[]Violation) {
 		}
 		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected one of %s, found %s", strings.Join(want, ", "), show(k.Got)), Rule: rule})
 	case *kind.Pattern:
+		if k.Want == dnsLabel {
+			*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected a name of lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS label), found %q", k.Got), Rule: rule})
+			break
+		}
 		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected a value matching %s, found %q", k.Want, k.Got), Rule: rule})
+	case *kind.MaxLength:
+		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected at most %d characters, found %d", k.Want, k.Got), Rule: rule})
+	case *kind.MinItems:
+		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected at least %d items, found %d", k.Want, k.Got), Rule: rule})
+	case *kind.MaxItems:
+		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected at most %d items, found %d", k.Want, k.Got), Rule: rule})
+	case *kind.Minimum:
+		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected at least %s, found %s", ratString(k.Want), ratString(k.Got)), Rule: rule})
+	case *kind.Maximum:
+		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected at most %s, found %s", ratString(k.Want), ratString(k.Got)), Rule: rule})
+	case *kind.ExclusiveMinimum:
+		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected more than %s, found %s", ratString(k.Want), ratString(k.Got)), Rule: rule})
+	case *kind.ExclusiveMaximum:
+		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected less than %s, found %s", ratString(k.Want), ratString(k.Got)), Rule: rule})
 	case *kind.MinLength:
 		if k.Want == 1 {
 			*out = append(*out, Violation{Pointer: ptr, Message: "expected a non-empty string", Rule: rule})
@@ -132,6 +159,57 @@ func collect(e *jsonschema.ValidationError, out *[]Violation) {
 	default:
 		*out = append(*out, Violation{Pointer: ptr, Message: e.ErrorKind.LocalizedString(printer), Rule: rule})
 	}
+}
+
+// dnsLabel is the pattern the kubeplug schemas use for names.
+const dnsLabel = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+// typeName names a JSON Schema type the way YAML users call it.
+func typeName(t string) string {
+	switch t {
+	case "object":
+		return "a mapping"
+	case "array":
+		return "a list"
+	case "string":
+		return "a string"
+	case "integer":
+		return "an integer"
+	case "number":
+		return "a number"
+	case "boolean":
+		return "a boolean (true or false)"
+	}
+	return t // null
+}
+
+func ratString(r *big.Rat) string {
+	if r == nil {
+		return "?"
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	f, _ := r.Float64()
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// MetaschemaViolations returns how a schema document breaks the JSON Schema
+// metaschema when err, from CompileSchema, says so; pointers are into the schema
+// document. It returns nil for any other error.
+func MetaschemaViolations(err error) []Violation {
+	var se *jsonschema.SchemaValidationError
+	if !errors.As(err, &se) {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(se.Err, &ve) {
+		return nil
+	}
+	var out []Violation
+	collect(ve, &out)
+	slices.SortStableFunc(out, func(a, b Violation) int { return strings.Compare(a.Pointer, b.Pointer) })
+	return slices.CompactFunc(out, func(a, b Violation) bool { return a.Pointer == b.Pointer && a.Message == b.Message })
 }
 
 func show(v any) string {

@@ -49,7 +49,7 @@ func Parse(file string, data []byte) (*Doc, diag.List) {
 			d.pos[""] = position{line: 1, col: 1}
 			return d, nil
 		}
-		return nil, syntaxDiag(file, err)
+		return nil, syntaxDiag(file, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
@@ -57,7 +57,7 @@ func Parse(file string, data []byte) (*Doc, diag.List) {
 		l.Errorf(file, extra.Line, extra.Column, "", "expected one YAML document, found more (a '---' separator)")
 		return nil, l
 	} else if !errors.Is(err, io.EOF) {
-		return nil, syntaxDiag(file, err)
+		return nil, syntaxDiag(file, data, err)
 	}
 	var l diag.List
 	n := &root
@@ -73,7 +73,10 @@ func Parse(file string, data []byte) (*Doc, diag.List) {
 
 var lineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 
-func syntaxDiag(file string, err error) diag.List {
+// syntaxDiag turns a YAML syntax error in data into a diagnostic. The parser gives
+// a line but no column and drops what it was parsing, so for the common mistakes
+// the text of the line supplies the column and a hint.
+func syntaxDiag(file string, data []byte, err error) diag.List {
 	var l diag.List
 	msg := err.Error()
 	line := 0
@@ -84,6 +87,32 @@ func syntaxDiag(file string, err error) diag.List {
 	col := 0
 	if line > 0 {
 		col = 1
+	}
+	text := ""
+	if lines := strings.Split(string(data), "\n"); line > 0 && line <= len(lines) {
+		text = lines[line-1]
+	}
+	at := func(chars string) {
+		if i := strings.IndexAny(text, chars); i >= 0 {
+			col = i + 1
+		}
+	}
+	indent := text[:len(text)-len(strings.TrimLeft(text, " \t"))]
+	switch {
+	case strings.Contains(indent, "\t"):
+		at("\t")
+		msg += " (a tab indents this line; YAML indents with spaces only)"
+	case msg == "found unexpected end of stream":
+		at(`"'`)
+		msg = "the quoted string that starts here is never closed"
+	case msg == "did not find expected ',' or '}'":
+		at("{")
+		msg = "the flow mapping {...} that starts here is not closed: expected ',' or '}'"
+	case msg == "did not find expected ',' or ']'":
+		at("[")
+		msg = "the flow list [...] that starts here is not closed: expected ',' or ']'"
+	case msg == "mapping values are not allowed in this context":
+		msg += " (is this line indented differently from the keys next to it, or does an unquoted value hold ': '?)"
 	}
 	l.Errorf(file, line, col, "", "invalid YAML: %s", msg)
 	return l
@@ -119,7 +148,7 @@ func (d *Doc) convert(n *yaml.Node, ptr string, keyLine, keyCol int, l *diag.Lis
 			}
 			child := ptr + "/" + escape(k.Value)
 			if _, dup := m[k.Value]; dup {
-				l.Errorf(d.File, k.Line, k.Column, FieldPath(d, child), "duplicate key %q", k.Value)
+				l.Errorf(d.File, k.Line, k.Column, FieldPath(d, child), "duplicate key %q, first set on line %d", k.Value, d.pos[child].keyLine)
 				continue
 			}
 			m[k.Value] = d.convert(v, child, k.Line, k.Column, l)

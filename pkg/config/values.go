@@ -54,6 +54,7 @@ type layer struct {
 	file   string       // used when doc is nil
 	field  string       // used when doc is nil
 	covers string       // for env layers: the one pointer this layer sets
+	env    string       // for env layers: the variable's name
 	strip  string       // prefix of value pointers that the doc does not have (valuesFrom file with path)
 }
 
@@ -113,7 +114,7 @@ func (c *Cluster) Values(i int, pkg *plugin.Package, env Env) (*Values, diag.Lis
 			c.doc.Errorf(&l, vp+"/path", "%v", err)
 			continue
 		}
-		layers = append(layers, layer{values: m, doc: c.doc, base: vp, covers: vf.Path})
+		layers = append(layers, layer{values: m, doc: c.doc, base: vp, covers: vf.Path, env: vf.Env})
 	}
 	out := &Values{Plugin: pkg, Sensitive: pkg.Sensitive(), Cluster: map[string]any{}}
 	for _, ly := range layers {
@@ -156,7 +157,7 @@ func (c *Cluster) checkValues(l *diag.List, entry string, pkg *plugin.Package, v
 		case ly.doc == nil:
 			l.Errorf(ly.file, 0, 0, ly.field+yamldoc.FieldPath(nil, at), "%s", msg)
 		case ly.covers != "":
-			ly.doc.Errorf(l, ly.base, "%s", msg)
+			ly.doc.Errorf(l, ly.base+"/env", "%s; the value comes from environment variable %s", msg, ly.env)
 		default:
 			ly.doc.Errorf(l, ly.base+strings.TrimPrefix(at, ly.strip), "%s", msg)
 		}

@@ -17,6 +17,9 @@ import (
 type fileInfo struct {
 	dir  bool
 	size int64
+	// escapes marks a symlink refused because it points outside the package; it
+	// is kept so references to it say so rather than "does not exist".
+	escapes bool
 }
 
 // walk visits every file of the package in lexical order, checks the limits and the
@@ -59,6 +62,7 @@ func walk(fsys fs.FS, location string) (map[string]fileInfo, string, diag.List) 
 			resolved := path.Join(path.Dir(p), target)
 			if path.IsAbs(target) || resolved == ".." || strings.HasPrefix(resolved, "../") {
 				l.Errorf(name, 0, 0, "", "symlink points outside the package (to %q); packages must be self-contained", target)
+				files[p] = fileInfo{escapes: true}
 				return nil
 			}
 			fi, err := fs.Stat(fsys, p)
