@@ -63,7 +63,7 @@ func Main(ctx context.Context, args []string, streams Streams) int {
 }
 
 func run(ctx context.Context, args []string, streams Streams, getenv func(string) (string, bool)) int {
-	cmd := newRoot(streams, getenv)
+	cmd := newRoot(streams, getenv) //nolint:contextcheck // commands get ctx from ExecuteContext below
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {

@@ -292,7 +292,8 @@ func plainKey(k string) bool {
 		return false
 	}
 	for _, r := range k {
-		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+		ok := r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !ok {
 			return false
 		}
 	}

@@ -93,7 +93,7 @@ func Load(fsys fs.FS, origin Origin, location string) (*Package, diag.List) {
 	}
 	checkRefs(doc, m, files, &l)
 	if m.Spec.Values != nil {
-		p.Schema = loadValuesSchema(fsys, location, doc, m, files, &l)
+		p.Schema = loadValuesSchema(fsys, location, m, files, &l)
 		if p.Schema != nil && len(m.Spec.Values.Defaults) > 0 {
 			for _, v := range yamldoc.Check(p.Schema, map[string]any(m.Spec.Values.Defaults)) {
 				ptr := "/spec/values/defaults" + v.Pointer
@@ -294,7 +294,7 @@ func CleanRef(p string) (string, error) {
 	return c, nil
 }
 
-func loadValuesSchema(fsys fs.FS, location string, doc *yamldoc.Doc, m *v1alpha1.Plugin, files map[string]fileInfo, l *diag.List) *jsonschema.Schema {
+func loadValuesSchema(fsys fs.FS, location string, m *v1alpha1.Plugin, files map[string]fileInfo, l *diag.List) *jsonschema.Schema {
 	ref := m.Spec.Values.Schema
 	if ref == "" {
 		return nil
