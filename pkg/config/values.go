@@ -142,7 +142,7 @@ func (c *Cluster) checkValues(l *diag.List, entry string, pkg *plugin.Package, v
 	}
 	for _, viol := range yamldoc.Check(pkg.Schema, v) {
 		msg := viol.Message
-		if values.IsSensitive(viol.Pointer, sensitive) {
+		if values.IsSensitive(viol.Pointer, sensitive) || reveals(msg, v, viol.Pointer, sensitive) {
 			msg = "value does not match the schema (sensitive, not shown)"
 		}
 		msg = fmt.Sprintf("plugin %s values %s: %s (schema rule %s)", pkg.Name, displayPtr(viol.Pointer), msg, viol.Rule)
@@ -162,6 +162,20 @@ func (c *Cluster) checkValues(l *diag.List, entry string, pkg *plugin.Package, v
 			ly.doc.Errorf(l, ly.base+strings.TrimPrefix(at, ly.strip), "%s", msg)
 		}
 	}
+}
+
+// reveals reports whether msg, about the value at ptr, quotes a sensitive value
+// inside it: a rule such as enum on a mapping prints the whole mapping.
+func reveals(msg string, v map[string]any, ptr string, sensitive []string) bool {
+	for _, s := range sensitive {
+		if !strings.HasPrefix(s, ptr+"/") {
+			continue
+		}
+		if sv, ok := values.Get(v, s); ok && sv != nil && sv != "" && strings.Contains(msg, fmt.Sprint(sv)) {
+			return true
+		}
+	}
+	return false
 }
 
 // locate finds the highest layer holding ptr or, failing that, its nearest ancestor.
