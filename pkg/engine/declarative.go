@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -182,7 +183,7 @@ func (r *renderer) renderInto(ptr string, src, out any, data map[string]any) boo
 func (r *renderer) walk(ptr string, v any, data map[string]any, ok *bool) any {
 	switch t := v.(type) {
 	case string:
-		s, err := execute(ptr, t, data)
+		s, err := execute(t, data)
 		if err != nil {
 			r.errorf(ptr, "template: %v", err)
 			*ok = false
@@ -395,9 +396,13 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 			r.errorf(ptr, "read %s: %v", f, err)
 			continue
 		}
-		text, err := execute(name, string(b), data)
+		text, err := execute(string(b), data)
 		if err != nil {
-			r.l = append(r.l, diag.Diagnostic{Severity: diag.Fatal, Plugin: r.pkg.Name, File: name, Message: "template: " + err.Error()})
+			d := diag.Diagnostic{Severity: diag.Fatal, Plugin: r.pkg.Name, File: name, Message: "template: " + err.Error()}
+			if te, ok := errors.AsType[*templateError](err); ok {
+				d.Line, d.Column = te.Line, te.Column
+			}
+			r.l = append(r.l, d)
 			continue
 		}
 		docs, dl := yamldoc.ParseAll(name+" (rendered)", []byte(text))

@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -33,25 +35,42 @@ var funcs = func() template.FuncMap {
 	return f
 }()
 
-// execute renders text as a template named name. A missing map key is an error, so a
-// typo in a values path fails loudly instead of rendering "<no value>".
-func execute(name, text string, data any) (string, error) {
+// templateError is a template failure located inside the template's text.
+type templateError struct {
+	Line, Column int // 1-based, 0 when unknown
+	Msg          string
+}
+
+func (e *templateError) Error() string { return e.Msg }
+
+// execute renders text as a template, the way Helm does: a missing value is nil (so
+// `{{ .Values.x | default "y" }}` works) and renders as nothing; `required` makes a
+// value mandatory.
+func execute(text string, data any) (string, error) {
 	if !strings.Contains(text, "{{") {
 		return text, nil
 	}
-	t, err := template.New(name).Funcs(funcs).Option("missingkey=error").Parse(text)
+	t, err := template.New("t").Funcs(funcs).Option("missingkey=zero").Parse(text)
 	if err != nil {
-		return "", cleanTemplateErr(err)
+		return "", locate(err)
 	}
 	var b bytes.Buffer
 	if err := t.Execute(&b, data); err != nil {
-		return "", cleanTemplateErr(err)
+		return "", locate(err)
 	}
-	return b.String(), nil
+	return strings.ReplaceAll(b.String(), "<no value>", ""), nil
 }
 
-// cleanTemplateErr drops text/template's "template: " prefix; the caller names the
-// file and field.
-func cleanTemplateErr(err error) error {
-	return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "template: "))
+var templateErrRE = regexp.MustCompile(`^template: t:(\d+)(?::(\d+))?: (?:executing "t" )?(.*)$`)
+
+// locate turns text/template's "template: t:3:7: executing "t" at <.x>: ..." into a
+// position and the part of the message a user needs.
+func locate(err error) error {
+	m := templateErrRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &templateError{Msg: strings.TrimPrefix(err.Error(), "template: ")}
+	}
+	line, _ := strconv.Atoi(m[1])
+	col, _ := strconv.Atoi(m[2])
+	return &templateError{Line: line, Column: col, Msg: m[3]}
 }

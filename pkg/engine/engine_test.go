@@ -1,0 +1,211 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/source"
+)
+
+// pkgs loads packages from name -> files, failing the test on any diagnostic.
+func pkgs(t testing.TB, defs map[string]fstest.MapFS) *source.Index {
+	t.Helper()
+	var all []*plugin.Package
+	for name, fsys := range defs {
+		p, l := plugin.Load(fsys, plugin.OriginUser, "plugins/"+name)
+		if l.HasFatal() {
+			t.Fatalf("load %s:\n%s", name, l)
+		}
+		all = append(all, p)
+	}
+	idx, l := source.NewIndex(all)
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	return idx
+}
+
+// manifest returns a package: plugin.yaml from body, then path/content pairs.
+func manifest(body string, files ...string) fstest.MapFS {
+	fsys := fstest.MapFS{"plugin.yaml": {Data: []byte("apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\n" + body)}}
+	for i := 0; i+1 < len(files); i += 2 {
+		fsys[files[i]] = &fstest.MapFile{Data: []byte(files[i+1])}
+	}
+	return fsys
+}
+
+func cluster(t testing.TB, enabled string) *config.Cluster {
+	t.Helper()
+	cl, l := config.Parse("cluster.yaml", []byte(`apiVersion: kubeplug.dev/v1alpha1
+kind: Cluster
+metadata: {name: test}
+spec:
+  kubernetesVersion: 1.36.3
+  nodePools:
+    - {name: workers, count: 2}
+    - {name: edge, count: 1}
+  plugins:
+    enabled:
+`+enabled))
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	return cl
+}
+
+func run(t testing.TB, cl *config.Cluster, idx *source.Index, opts engine.Options) (*engine.Plan, *engine.Result, diag.List) {
+	t.Helper()
+	e := engine.New(opts)
+	plan, l := e.Plan(context.Background(), cl, idx)
+	if plan == nil {
+		return nil, nil, l
+	}
+	res, rl := e.Run(context.Background(), plan, engine.Validate)
+	return plan, res, append(l, rl...)
+}
+
+func TestDeclarativeContributions(t *testing.T) {
+	idx := pkgs(t, map[string]fstest.MapFS{
+		"base": manifest(`metadata: {name: base, version: 1.0.0}
+spec:
+  values: {defaults: {issuer: dex.example.com, secret: s3cret}, sensitive: [/secret]}
+  contributes:
+    controlPlane:
+      apiServer: {flags: {oidc-issuer-url: "https://{{ .Values.issuer }}", oidc-ca-file: "{{ .Values.ca | default \"\" }}"}}
+    nodes:
+      - roles: [worker]
+        kubelet: {labels: {pool: "{{ .NodePool.Name }}", size: "{{ .Values.size | default \"m\" }}"}}
+`),
+		"app": manifest(`metadata: {name: app, version: 2.0.0}
+spec:
+  requires: [{name: base}]
+  contributes:
+    kubernetes:
+      manifests: [manifests/]
+`, "manifests/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: default}\ndata:\n  issuer: {{ .Plugins.base.Values.issuer }}\n  secret: {{ .Plugins.base.Values.secret | quote }}\n"),
+	})
+	cl := cluster(t, `      - {name: app}
+      - name: base
+        nodePools: [{name: edge, values: {size: xl}}, {name: workers}]
+`)
+	plan, res, l := run(t, cl, idx, engine.Options{})
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	if got := strings.Join(plan.Names(), ","); got != "base,app" {
+		t.Errorf("order = %s, want base,app", got)
+	}
+	m := res.Model
+	flags := m.ControlPlane.Components[model.KubeAPIServer].Flags
+	if f := flags["oidc-issuer-url"]; f.Value != "https://dex.example.com" || f.By != "base" {
+		t.Errorf("oidc-issuer-url = %+v", f)
+	}
+	if _, ok := flags["oidc-ca-file"]; ok {
+		t.Errorf("a flag that renders empty must be left out")
+	}
+	if got := m.Pools["edge"].Kubelet.Labels["size"].Value; got != "xl" {
+		t.Errorf("edge size label = %q, want the pool's value xl", got)
+	}
+	if got := m.Pools["workers"].Kubelet.Labels["pool"].Value; got != "workers" {
+		t.Errorf("workers pool label = %q", got)
+	}
+	if _, ok := m.Pools[model.ControlPlanePool].Kubelet.Labels["pool"]; ok {
+		t.Errorf("a worker-role contribution reached the control plane")
+	}
+	if len(m.Kubernetes.Objects) != 1 {
+		t.Fatalf("objects = %d, want 1", len(m.Kubernetes.Objects))
+	}
+	data := m.Kubernetes.Objects[0].Object["data"].(map[string]any)
+	if data["issuer"] != "dex.example.com" || data["secret"] != "***" {
+		t.Errorf("another plugin's values: issuer %v, secret %v (want the secret redacted)", data["issuer"], data["secret"])
+	}
+}
+
+func TestConflictNamesBothPlugins(t *testing.T) {
+	idx := pkgs(t, map[string]fstest.MapFS{
+		"a": manifest("metadata: {name: a, version: 1.0.0}\nspec: {contributes: {controlPlane: {apiServer: {flags: {audit-log-maxage: \"7\"}}}}}\n"),
+		"b": manifest("metadata: {name: b, version: 1.0.0}\nspec: {contributes: {controlPlane: {apiServer: {flags: {audit-log-maxage: \"30\"}}}}}\n"),
+		"c": manifest("metadata: {name: c, version: 1.0.0}\nspec: {contributes: {controlPlane: {apiServer: {flags: {audit-log-maxage: \"7\"}}}}}\n"),
+	})
+	_, _, l := run(t, cluster(t, "      - {name: a}\n      - {name: b}\n      - {name: c}\n"), idx, engine.Options{})
+	want := "plugin b: controlPlane.kube-apiserver.flags.audit-log-maxage: plugins a and b set controlPlane.kube-apiserver.flags.audit-log-maxage to different values"
+	if got := l.Fatal().String(); got != want {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestTemplateErrorPointsAtTheField(t *testing.T) {
+	idx := pkgs(t, map[string]fstest.MapFS{
+		"a": manifest("metadata: {name: a, version: 1.0.0}\nspec:\n  contributes:\n    controlPlane:\n      apiServer:\n        flags:\n          x: \"{{ required \\\"x is required\\\" .Values.missing }}\"\n"),
+	})
+	_, res, l := run(t, cluster(t, "      - {name: a}\n"), idx, engine.Options{})
+	got := l.Fatal().String()
+	if want := "plugins/a/plugin.yaml:9:14: spec.contributes.controlPlane.apiServer.flags.x: template: at <required \"x is required\" .Values.missing>: error calling required: x is required"; got != want {
+		t.Errorf("diagnostic = %q", got)
+	}
+	if len(res.Stages) != 0 {
+		t.Errorf("stages after a fatal initialise = %v, want none", res.Stages)
+	}
+}
+
+func TestInProcessRuntimeSeesTheModel(t *testing.T) {
+	idx := pkgs(t, map[string]fstest.MapFS{
+		"base": manifest("metadata: {name: base, version: 1.0.0}\nspec: {contributes: {controlPlane: {apiServer: {flags: {v: \"2\"}}}}}\n"),
+		"code": manifest("metadata: {name: code, version: 1.0.0}\nspec: {requires: [{name: base}]}\n"),
+	})
+	var stages []engine.Stage
+	rt := engine.RuntimeFunc(func(_ context.Context, req *engine.Request) (*engine.Response, error) {
+		stages = append(stages, req.Stage)
+		if req.Stage != engine.Initialise {
+			return nil, nil
+		}
+		v := req.Model.ControlPlane.Components[model.KubeAPIServer].Flags["v"].Value
+		return &engine.Response{
+			Contribution: &model.Contribution{Cloud: &model.Cloud{Outputs: map[string]model.Setting[any]{"verbosity": {Value: v}}}},
+			Diagnostics:  diag.List{{Severity: diag.Warning, Message: "deprecated: use something else"}},
+		}, nil
+	})
+	_, res, l := run(t, cluster(t, "      - {name: code}\n"), idx, engine.Options{Runtimes: map[string]engine.Runtime{"code": rt}})
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	if got := res.Model.Cloud.Outputs["verbosity"]; got.Value != "2" || got.By != "code" {
+		t.Errorf("output = %+v", got)
+	}
+	if w := l.Warnings().String(); w != "warning: plugin code: deprecated: use something else" {
+		t.Errorf("warnings = %q", w)
+	}
+	if got := len(stages); got != 4 {
+		t.Errorf("stages run = %v, want all four", stages)
+	}
+}
+
+func TestManifestTemplateErrorHasLine(t *testing.T) {
+	idx := pkgs(t, map[string]fstest.MapFS{
+		"a": manifest("metadata: {name: a, version: 1.0.0}\nspec: {contributes: {kubernetes: {manifests: [m.yaml]}}}\n",
+			"m.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name.first }}\n"),
+	})
+	_, _, l := run(t, cluster(t, "      - {name: a}\n"), idx, engine.Options{})
+	want := `plugins/a/m.yaml:4:18: template: at <.Values.name.first>: nil pointer evaluating interface {}.first`
+	if got := l.Fatal().String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestResolveErrorIsFatal(t *testing.T) {
+	idx := pkgs(t, map[string]fstest.MapFS{
+		"a": manifest("metadata: {name: a, version: 1.0.0}\nspec: {requires: [{name: b}]}\n"),
+		"b": manifest("metadata: {name: b, version: 1.0.0}\nspec: {requires: [{name: a}]}\n"),
+	})
+	_, _, l := run(t, cluster(t, "      - {name: a}\n"), idx, engine.Options{})
+	if got := l.Fatal().String(); !strings.Contains(got, "cannot resolve plugins") || !strings.Contains(got, "a -> b") {
+		t.Errorf("diagnostics = %q, want a cycle", got)
+	}
+}
