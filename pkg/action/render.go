@@ -1,0 +1,176 @@
+package action
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/render"
+)
+
+// Render writes a cluster's reviewable files: control-plane static Pods, per-pool
+// cloud-init and Ignition, the cloud template, Kubernetes manifests and rendered
+// Helm charts, and plan.json. Sensitive values are rendered as ***.
+type Render struct {
+	cfg *Config
+	// Stage is Render (every file) or Initialise (the model itself, as model.json,
+	// with plan.json).
+	Stage engine.Stage
+}
+
+// NewRender returns a Render action that renders every file.
+func NewRender(cfg *Config) *Render { return &Render{cfg: cfg, Stage: engine.Render} }
+
+// Files renders the cluster file at path into memory.
+func (a *Render) Files(ctx context.Context, path string) (map[string][]byte, diag.List) {
+	p, l := a.cfg.prepare(ctx, path, true)
+	if p == nil {
+		return nil, l
+	}
+	stage := a.Stage
+	if stage == "" {
+		stage = engine.Render
+	}
+	res, rl := p.engine.Run(ctx, p.plan, stage)
+	l = append(l, rl...)
+	if l.HasFatal() {
+		l.Sort()
+		return nil, l
+	}
+	doc := p.plan.Doc(res.Model)
+	if stage == engine.Initialise {
+		files := map[string][]byte{}
+		for name, v := range map[string]any{"model.json": res.Model, "plan.json": doc} {
+			b, err := marshal(v)
+			if err != nil {
+				l.Errorf(name, 0, 0, "", "encode: %v", err)
+				return nil, l
+			}
+			files[name] = b
+		}
+		return files, l
+	}
+	pkgs := map[string]fs.FS{}
+	for _, pl := range p.plan.Plugins {
+		pkgs[pl.Package.Name] = pl.Package.FS
+	}
+	files, fl := render.Files(ctx, render.Input{
+		ClusterName:       p.cluster.Spec.Metadata.Name,
+		KubernetesVersion: p.cluster.KubernetesVersion.String(),
+		Model:             res.Model,
+		Order:             p.plan.Names(),
+		Charts:            func(name string) fs.FS { return pkgs[name] },
+		Plan:              doc,
+	})
+	l = append(l, fl...)
+	l.Sort()
+	return files, l
+}
+
+// Run renders the cluster file at path into dir, replacing a previous render
+// atomically; on any error dir is left as it was.
+func (a *Render) Run(ctx context.Context, path, dir string) diag.List {
+	files, l := a.Files(ctx, path)
+	if l.HasFatal() {
+		return l
+	}
+	return append(l, render.WriteFiles(ctx, dir, files)...)
+}
+
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Diff compares what a render would write with a directory.
+type Diff struct {
+	render *Render
+}
+
+// NewDiff returns a Diff action.
+func NewDiff(cfg *Config) *Diff { return &Diff{render: NewRender(cfg)} }
+
+// Run renders the cluster file at path in memory and returns a unified diff against
+// dir (empty when nothing would change). Both sides are redacted renders, so no
+// sensitive value can appear.
+func (a *Diff) Run(ctx context.Context, path, dir string) (string, diag.List) {
+	files, l := a.render.Files(ctx, path)
+	if l.HasFatal() {
+		return "", l
+	}
+	old := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == render.MarkerFile {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		old[rel] = b
+		return nil
+	})
+	if err != nil {
+		l.Errorf(dir, 0, 0, "", "cannot read the previous render: %v", err)
+		return "", l
+	}
+	var names []string
+	for n := range files {
+		names = append(names, n)
+	}
+	for n := range old {
+		if _, ok := files[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	var out bytes.Buffer
+	for _, n := range names {
+		a, b := old[n], files[n]
+		if bytes.Equal(a, b) {
+			continue
+		}
+		from, to := "a/"+n, "b/"+n
+		if _, ok := old[n]; !ok {
+			from = "/dev/null"
+		}
+		if _, ok := files[n]; !ok {
+			to = "/dev/null"
+		}
+		text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+			A: difflib.SplitLines(string(a)), B: difflib.SplitLines(string(b)),
+			FromFile: from, ToFile: to, Context: 3,
+		})
+		if err != nil {
+			l.Errorf(n, 0, 0, "", "diff: %v", err)
+			continue
+		}
+		out.WriteString(text)
+	}
+	return out.String(), l
+}
