@@ -1,0 +1,39 @@
+package plugins_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/kubeplug/kubeplug/pkg/source"
+)
+
+// TestBuiltinPluginsLoadClean loads the built-in plugins the way the binary does and
+// fails on any diagnostic, warning included: a built-in that stops linting (a schema
+// change, a default that no longer matches its values schema, a missing file) breaks
+// every user, so it must break this test first.
+func TestBuiltinPluginsLoadClean(t *testing.T) {
+	idx, l := source.Load(context.Background(), source.Builtin())
+	for _, d := range l {
+		t.Errorf("%s", d.String())
+	}
+	want := []string{
+		"bastion",
+		"control-plane",
+		"ingress-nginx",
+		"metrics-server",
+		"node-monitoring",
+		"oidc",
+	}
+	names := idx.Names()
+	for _, n := range want {
+		if !slices.Contains(names, n) {
+			t.Errorf("built-in plugin %q is missing; built-ins found: %v", n, names)
+		}
+	}
+	for _, p := range idx.All() {
+		if p.Schema == nil {
+			t.Errorf("built-in plugin %s has no values schema; every built-in declares one", p.ID())
+		}
+	}
+}
