@@ -158,6 +158,11 @@ func (c *Cluster) checkValues(l *diag.List, entry string, pkg *plugin.Package, v
 			l.Errorf(ly.file, 0, 0, ly.field+yamldoc.FieldPath(nil, at), "%s", msg)
 		case ly.covers != "":
 			ly.doc.Errorf(l, ly.base+"/env", "%s; the value comes from environment variable %s", msg, ly.env)
+		case viol.AtKey && at == viol.Pointer:
+			// An unknown field: point at its key, as the cluster schema does.
+			p := ly.base + strings.TrimPrefix(at, ly.strip)
+			line, col := ly.doc.KeyPos(p)
+			l.Errorf(ly.doc.File, line, col, yamldoc.FieldPath(ly.doc, p), "%s", msg)
 		default:
 			ly.doc.Errorf(l, ly.base+strings.TrimPrefix(at, ly.strip), "%s", msg)
 		}

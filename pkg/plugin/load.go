@@ -96,6 +96,11 @@ func Load(fsys fs.FS, origin Origin, location string) (*Package, diag.List) {
 		p.Schema = loadValuesSchema(fsys, location, m, files, &l)
 		if p.Schema != nil && len(m.Spec.Values.Defaults) > 0 {
 			for _, v := range yamldoc.Check(p.Schema, map[string]any(m.Spec.Values.Defaults)) {
+				if strings.HasSuffix(v.Rule, "/required") {
+					// Defaults are one layer: a required value may come from the
+					// cluster file, and is checked once the layers are merged.
+					continue
+				}
 				ptr := "/spec/values/defaults" + v.Pointer
 				doc.Errorf(&l, ptr, "default value does not match the values schema: %s (schema rule %s)", v.Message, v.Rule)
 			}
