@@ -47,10 +47,11 @@ var generated = map[string]func(t *testing.T, dir string){
 // fileLevel lists the cases whose problems are about files rather than their
 // content, so some diagnostics carry no line and column.
 var fileLevel = map[string]bool{
-	"plugin-file-too-large":     true,
-	"plugin-manifest-too-large": true,
-	"plugin-symlink-escape":     true,
-	"cluster-duplicate-plugins": true,
+	"plugin-file-too-large":          true,
+	"plugin-manifest-too-large":      true,
+	"plugin-symlink-escape":          true,
+	"plugin-manifest-symlink-escape": true,
+	"cluster-duplicate-plugins":      true,
 }
 
 var (

@@ -74,6 +74,12 @@ func DecodeManifest(file string, data []byte) (*v1alpha1.Plugin, *yamldoc.Doc, d
 func Load(fsys fs.FS, origin Origin, location string) (*Package, diag.List) {
 	file := path.Join(location, ManifestFile)
 	var l diag.List
+	// Walk first: a plugin.yaml that is a symlink out of the package must not be
+	// read (and its text must not end up in diagnostics).
+	files, digest, wl := walk(fsys, location)
+	if files[ManifestFile].escapes {
+		return nil, wl
+	}
 	data, err := readLimited(fsys, ManifestFile, MaxManifestSize)
 	if err != nil {
 		l.Errorf(file, 0, 0, "", "%v", err)
@@ -81,7 +87,6 @@ func Load(fsys fs.FS, origin Origin, location string) (*Package, diag.List) {
 	}
 	m, doc, ml := DecodeManifest(file, data)
 	l = append(l, ml...)
-	files, digest, wl := walk(fsys, location)
 	l = append(l, wl...)
 	if m == nil {
 		return nil, l
