@@ -29,7 +29,7 @@ type PluginMetadata struct {
 	// Name is a DNS label (lower-case letters, digits and '-', at most 63 characters).
 	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
 	// Version is a semantic version, for example 1.4.0.
-	Version string `json:"version" jsonschema:"minLength=1"`
+	Version string `json:"version" jsonschema:"pattern=^(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\\+[0-9A-Za-z.-]+)?$"`
 	// Description says in one line what the plugin does.
 	Description string `json:"description,omitempty"`
 }

@@ -135,6 +135,10 @@ func collect(e *jsonschema.ValidationError, out *[]Violation) {
 			*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected a name of lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS label), found %q", k.Got), Rule: rule})
 			break
 		}
+		if k.Want == SemverPattern {
+			*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected a semantic version such as 1.4.0, found %q", k.Got), Rule: rule})
+			break
+		}
 		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected a value matching %s, found %q", k.Want, k.Got), Rule: rule})
 	case *kind.MaxLength:
 		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected at most %d characters, found %d", k.Want, k.Got), Rule: rule})
@@ -160,6 +164,10 @@ func collect(e *jsonschema.ValidationError, out *[]Violation) {
 		*out = append(*out, Violation{Pointer: ptr, Message: e.ErrorKind.LocalizedString(printer), Rule: rule})
 	}
 }
+
+// SemverPattern is the pattern the kubeplug schemas use for versions (semver 2.0,
+// without a leading v), so a bad version is reported with every other schema problem.
+const SemverPattern = `^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`
 
 // dnsLabel is the pattern the kubeplug schemas use for names.
 const dnsLabel = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
