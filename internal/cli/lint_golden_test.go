@@ -50,6 +50,7 @@ var fileLevel = map[string]bool{
 	"plugin-file-too-large":          true,
 	"plugin-manifest-too-large":      true,
 	"plugin-symlink-escape":          true,
+	"plugin-symlink-chain-escape":    true,
 	"plugin-manifest-symlink-escape": true,
 	"cluster-duplicate-plugins":      true,
 }

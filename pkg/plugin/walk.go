@@ -59,8 +59,12 @@ func walk(fsys fs.FS, location string) (map[string]fileInfo, string, diag.List) 
 				l.Errorf(name, 0, 0, "", "cannot read symlink: %v", unwrapPath(err))
 				return nil
 			}
-			resolved := path.Join(path.Dir(p), target)
-			if path.IsAbs(target) || resolved == ".." || strings.HasPrefix(resolved, "../") {
+			if escapes(fsys, p) {
+				if resolved := path.Join(path.Dir(p), target); !path.IsAbs(target) && resolved != ".." && !strings.HasPrefix(resolved, "../") {
+					l.Errorf(name, 0, 0, "", "symlink to %q leads outside the package through further links; packages must be self-contained", target)
+					files[p] = fileInfo{escapes: true}
+					return nil
+				}
 				l.Errorf(name, 0, 0, "", "symlink points outside the package (to %q); packages must be self-contained", target)
 				files[p] = fileInfo{escapes: true}
 				return nil
@@ -107,6 +111,43 @@ func walk(fsys fs.FS, location string) (map[string]fileInfo, string, diag.List) 
 		l.Errorf(location, 0, 0, "", "cannot walk the package: %v", err)
 	}
 	return files, "sha256:" + hex.EncodeToString(h.Sum(nil)), l
+}
+
+// escapes reports whether following the symlinks in p, component by component,
+// ever leaves fsys: through an absolute target, a ".." above the root, or a chain
+// of links each of which looks harmless on its own (a -> b, b -> ../..).
+func escapes(fsys fs.FS, p string) bool {
+	var done []string
+	todo := strings.Split(p, "/")
+	for hops := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return true
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		cur := path.Join(append(done, c)...)
+		fi, err := fs.Lstat(fsys, cur)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			done = append(done, c)
+			continue
+		}
+		if hops++; hops > 40 {
+			return true // a loop, or a chain too long to trust
+		}
+		target, err := fs.ReadLink(fsys, cur)
+		if err != nil || path.IsAbs(target) {
+			return true
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return false
 }
 
 // Digest computes a package's digest without checking its manifest.
