@@ -102,12 +102,19 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 		}
 	}
 	if k := c.Kubernetes; k != nil {
+		if m.objects == nil {
+			m.objects = make(map[string]int, len(m.Kubernetes.Objects))
+			for i, o := range m.Kubernetes.Objects {
+				m.objects[ObjectKey(o.Object)] = i
+			}
+		}
 		for _, o := range k.Objects {
 			key := ObjectKey(o.Object)
-			if i := slices.IndexFunc(m.Kubernetes.Objects, func(e Object) bool { return ObjectKey(e.Object) == key }); i >= 0 {
+			if i, ok := m.objects[key]; ok {
 				a.conflict(m.Kubernetes.Objects[i].By, "kubernetes.objects."+key)
 				continue
 			}
+			m.objects[key] = len(m.Kubernetes.Objects)
 			m.Kubernetes.Objects = append(m.Kubernetes.Objects, Object{Object: o.Object, By: by})
 		}
 		for _, h := range k.HelmReleases {

@@ -33,6 +33,10 @@ type Model struct {
 	Pools      map[string]*Pool `json:"pools"`
 	Cloud      Cloud            `json:"cloud"`
 	Kubernetes Kubernetes       `json:"kubernetes"`
+
+	// objects indexes Kubernetes.Objects by ObjectKey, so adding many objects stays
+	// linear.
+	objects map[string]int
 }
 
 // ControlPlane holds the control-plane components' configuration.
