@@ -29,7 +29,7 @@ tools: $(GOLANGCI_LINT)
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run ./...
 
-unit:
+unit: localcluster validators
 	$(GO) test ./...
 
 test: lint unit
@@ -37,7 +37,42 @@ test: lint unit
 # The README's main-job command: the furthest real step on the quickstart.
 quickstart: build
 	$(KUBEPLUG) config validate -f examples/quickstart/cluster.yaml
-	$(KUBEPLUG) plugin list -f examples/quickstart/cluster.yaml
+	$(KUBEPLUG) plan -f examples/quickstart/cluster.yaml
+	$(KUBEPLUG) render -f examples/quickstart/cluster.yaml -o out/quickstart
+
+# Benchmarks against the DESIGN.md targets; figures go into the issue notes.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/resolve ./pkg/engine
+
+# The local control plane: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl and kwok built from the ./localcluster module as one
+# multicall binary plus symlinks named after the components, so the directory also
+# serves as controller-runtime envtest assets (KUBEBUILDER_ASSETS). Tests find it
+# here or through $KUBEPLUG_LOCALCLUSTER_BIN. A real file target: it rebuilds only
+# when the module's sources change, and then mostly from the Go build cache.
+LOCALCLUSTER_BIN := $(ROOT)/_output/localcluster/bin
+LOCALCLUSTER := $(LOCALCLUSTER_BIN)/kubeplug-localcluster
+LOCALCLUSTER_COMPONENTS := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok
+LOCALCLUSTER_SRCS := $(shell find localcluster -type f \( -name '*.go' -o -name go.mod -o -name go.sum \))
+
+.PHONY: localcluster
+localcluster: $(LOCALCLUSTER)
+
+$(LOCALCLUSTER): $(LOCALCLUSTER_SRCS)
+	@mkdir -p $(LOCALCLUSTER_BIN)
+	cd localcluster && $(GO) build -ldflags='-s -w' -o $@.tmp .
+	mv -f $@.tmp $@
+	for c in $(LOCALCLUSTER_COMPONENTS); do ln -sfn kubeplug-localcluster $(LOCALCLUSTER_BIN)/$$c; done
+
+# The validators the render tests run on rendered node files, from Debian. Installed
+# only when one is missing; `apt-get update` only when the install fails without it.
+VALIDATOR_PKGS := cloud-init ignition systemd
+.PHONY: validators
+validators:
+	@command -v cloud-init >/dev/null && command -v ignition-validate >/dev/null && command -v systemd-analyze >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y --no-install-recommends $(VALIDATOR_PKGS) || \
+	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $(VALIDATOR_PKGS); }; }
 
 clean:
 	rm -rf bin _output
