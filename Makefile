@@ -42,7 +42,7 @@ quickstart: build
 
 # Benchmarks against the DESIGN.md targets; figures go into the issue notes.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/resolve ./pkg/engine
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/resolve ./pkg/action
 
 # The local control plane: etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl and kwok built from the ./localcluster module as one
