@@ -131,6 +131,10 @@ func collect(e *jsonschema.ValidationError, out *[]Violation) {
 		}
 		*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected one of %s, found %s", strings.Join(want, ", "), show(k.Got)), Rule: rule})
 	case *kind.Pattern:
+		if k.Want == envName {
+			*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected an environment variable name (letters, digits and '_', not starting with a digit), found %q", k.Got), Rule: rule})
+			break
+		}
 		if k.Want == dnsLabel {
 			*out = append(*out, Violation{Pointer: ptr, Message: fmt.Sprintf("expected a name of lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS label), found %q", k.Got), Rule: rule})
 			break
@@ -171,6 +175,9 @@ const SemverPattern = `^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A
 
 // dnsLabel is the pattern the kubeplug schemas use for names.
 const dnsLabel = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+// envName is the pattern of an environment variable's name in valuesFrom.
+const envName = "^[A-Za-z_][A-Za-z0-9_]*$"
 
 // typeName names a JSON Schema type the way YAML users call it.
 func typeName(t string) string {

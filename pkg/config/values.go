@@ -91,7 +91,14 @@ func (c *Cluster) Values(i int, pkg *plugin.Package, env Env) (*Values, diag.Lis
 			}
 			m, ok := fdoc.Value.(map[string]any)
 			if !ok {
-				fdoc.Errorf(&l, "", "expected a mapping of values")
+				found := "a scalar"
+				switch fdoc.Value.(type) {
+				case []any:
+					found = "a list"
+				case nil:
+					found = "null"
+				}
+				fdoc.Errorf(&l, "", "expected a mapping of values, found %s", found)
 				continue
 			}
 			if vf.Path != "" {
