@@ -1,0 +1,209 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/ignore"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/pkg/model"
+)
+
+// maxChartSize bounds what a chart directory may hold, as Helm bounds archives.
+var maxChartSize = archive.MaxDecompressedChartSize
+
+// helmRelease renders a release the way `helm template` does, through the Helm SDK:
+// an install in client-only dry-run mode for the cluster's Kubernetes version, with
+// CRDs and hooks (but not test hooks) included. The objects come back in Helm's
+// install order.
+func (r *renderer) helmRelease(ctx context.Context, h model.HelmRelease) ([]*kubeObject, error) {
+	if r.in.Charts == nil {
+		return nil, errors.New("the render has no access to plugin packages")
+	}
+	pkg := r.in.Charts(h.By)
+	if pkg == nil {
+		return nil, fmt.Errorf("plugin %s has no package files", h.By)
+	}
+	dir := path.Clean(strings.TrimPrefix(h.Chart, "./"))
+	if !fs.ValidPath(dir) {
+		return nil, fmt.Errorf("chart directory %q must be a relative path inside the plugin's package", h.Chart)
+	}
+	sub, err := fs.Sub(pkg, dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening chart directory %s: %w", dir, err)
+	}
+	files, err := chartFiles(sub)
+	if err != nil {
+		return nil, fmt.Errorf("reading chart directory %s: %w", dir, err)
+	}
+	chrt, err := loader.LoadFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("loading chart: %w", err)
+	}
+	kv, err := common.ParseKubeVersion("v" + r.version)
+	if err != nil {
+		return nil, fmt.Errorf("parsing Kubernetes version: %w", err)
+	}
+	values, err := copyValues(h.Values)
+	if err != nil {
+		return nil, fmt.Errorf("copying values: %w", err)
+	}
+
+	// Helm logs through the configuration's logger; a render stays quiet and never
+	// risks printing values.
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
+	install := action.NewInstall(cfg)
+	install.DryRunStrategy = action.DryRunClient
+	install.ReleaseName = h.Name
+	install.Namespace = h.Namespace
+	install.Replace = true // no release store to check the name against
+	install.IncludeCRDs = true
+	install.KubeVersion = kv
+	rel, err := install.RunWithContext(ctx, chrt, values)
+	if err != nil {
+		return nil, err
+	}
+	rv, ok := rel.(*releasev1.Release)
+	if !ok {
+		return nil, fmt.Errorf("unexpected release type %T", rel)
+	}
+
+	var objs []*kubeObject
+	src := "helm release " + h.Namespace + "/" + h.Name + ", "
+	split := releaseutil.SplitManifests(rv.Manifest)
+	keys := make([]string, 0, len(split))
+	for k := range split {
+		keys = append(keys, k)
+	}
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	for _, k := range keys {
+		o, err := helmObject(h.By, src, split[k], "")
+		if err != nil {
+			return nil, err
+		}
+		if o != nil {
+			objs = append(objs, o)
+		}
+	}
+	for _, hk := range rv.Hooks {
+		if slices.Contains(hk.Events, releasev1.HookTest) {
+			continue
+		}
+		o, err := helmObject(h.By, src+"hook ", hk.Manifest, hk.Path)
+		if err != nil {
+			return nil, err
+		}
+		if o != nil {
+			objs = append(objs, o)
+		}
+	}
+	return objs, nil
+}
+
+// helmObject turns one rendered document into an object; documents holding only
+// comments yield nil. source is taken from Helm's "# Source:" line unless given.
+func helmObject(plugin, prefix, doc, source string) (*kubeObject, error) {
+	if source == "" {
+		for line := range strings.Lines(doc) {
+			if s, ok := strings.CutPrefix(line, "# Source: "); ok {
+				source = strings.TrimSpace(s)
+				break
+			}
+		}
+	}
+	j, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		return nil, fmt.Errorf("parsing rendered %s: %w", source, err)
+	}
+	j = bytes.TrimSpace(j)
+	if bytes.Equal(j, []byte("null")) || len(j) == 0 {
+		return nil, nil
+	}
+	if j[0] != '{' {
+		return nil, fmt.Errorf("rendered %s is not an object", source)
+	}
+	return &kubeObject{plugin: plugin, doc: j, source: sourceComment(prefix + source)}, nil
+}
+
+// chartFiles reads a chart directory the way Helm's directory loader does: honouring
+// .helmignore, refusing irregular files, and bounded in size.
+func chartFiles(fsys fs.FS) ([]*archive.BufferedFile, error) {
+	rules := ignore.Empty()
+	if b, err := fs.ReadFile(fsys, ignore.HelmIgnore); err == nil {
+		if rules, err = ignore.Parse(bytes.NewReader(b)); err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", ignore.HelmIgnore, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading %s: %w", ignore.HelmIgnore, err)
+	}
+	rules.AddDefaults()
+	var files []*archive.BufferedFile
+	var total int64
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if name == "." {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if rules.Ignore(name, fi) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", name)
+		}
+		if total += fi.Size(); total > maxChartSize {
+			return fmt.Errorf("chart is larger than %d bytes", maxChartSize)
+		}
+		data, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		// ModTime stays zero: nothing rendered may depend on when files were touched.
+		files = append(files, &archive.BufferedFile{Name: name, Data: bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))})
+		return nil
+	})
+	return files, err
+}
+
+// copyValues deep-copies values so that Helm's coalescing cannot change the model.
+func copyValues(v map[string]any) (map[string]any, error) {
+	if v == nil {
+		return map[string]any{}, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,220 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/pkg/model"
+)
+
+// kubeObject is one Kubernetes object on its way into a plugin's file, as JSON so that
+// patches apply to exactly what is written.
+type kubeObject struct {
+	plugin string
+	doc    []byte
+	// source is a comment saying where a Helm-rendered object came from.
+	source string
+}
+
+// ref reads the fields a patch target matches on.
+func (o *kubeObject) ref() model.ObjectRef {
+	var h struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(o.doc, &h) // every doc was produced by json.Marshal or YAMLToJSON
+	return model.ObjectRef{APIVersion: h.APIVersion, Kind: h.Kind, Namespace: h.Metadata.Namespace, Name: h.Metadata.Name}
+}
+
+func matches(t, o model.ObjectRef) bool {
+	return t.Kind == o.Kind &&
+		(t.APIVersion == "" || t.APIVersion == o.APIVersion) &&
+		(t.Namespace == "" || t.Namespace == o.Namespace) &&
+		(t.Name == "" || t.Name == o.Name)
+}
+
+// refText describes an object or a patch target for a diagnostic.
+func refText(t model.ObjectRef) string {
+	s := t.Kind
+	if t.APIVersion != "" {
+		s = t.APIVersion + " " + s
+	}
+	switch {
+	case t.Namespace != "" && t.Name != "":
+		s += " " + t.Namespace + "/" + t.Name
+	case t.Name != "":
+		s += " " + t.Name
+	case t.Namespace != "":
+		s += " in namespace " + t.Namespace
+	}
+	return s
+}
+
+// kubernetes renders kubernetes/<NN>-<plugin>.yaml: each plugin's objects in model
+// order, then its Helm releases' objects in Helm's install order, after every object
+// patch has been applied in plugin order.
+func (r *renderer) kubernetes(ctx context.Context) {
+	k := r.in.Model.Kubernetes
+	byPlugin := map[string][]*kubeObject{}
+	var all []*kubeObject
+	for i, o := range k.Objects {
+		doc, err := json.Marshal(o.Object)
+		if err != nil {
+			r.fatalf(o.By, fmt.Sprintf("kubernetes.objects[%d]", i), "encoding %s: %v", model.ObjectKey(o.Object), err)
+			continue
+		}
+		ko := &kubeObject{plugin: o.By, doc: doc}
+		byPlugin[o.By] = append(byPlugin[o.By], ko)
+	}
+	for _, h := range k.HelmReleases {
+		if ctx.Err() != nil {
+			return
+		}
+		objs, err := r.helmRelease(ctx, h)
+		if err != nil {
+			r.fatalf(h.By, "kubernetes.helmReleases."+h.Namespace+"/"+h.Name,
+				"rendering chart %s of plugin %s as release %s/%s: %v", h.Chart, h.By, h.Namespace, h.Name, err)
+			continue
+		}
+		byPlugin[h.By] = append(byPlugin[h.By], objs...)
+	}
+	order := r.kubeOrder(byPlugin)
+	for _, p := range order {
+		all = append(all, byPlugin[p]...)
+	}
+
+	for i, p := range k.Patches {
+		field := fmt.Sprintf("kubernetes.patches[%d]", i)
+		target := refText(p.Target)
+		if p.Target.Kind == "" {
+			r.fatalf(p.By, field+".target.kind", "a patch target needs a kind")
+			continue
+		}
+		n := 0
+		for _, o := range all {
+			if !matches(p.Target, o.ref()) {
+				continue
+			}
+			n++
+			doc, err := applyOps(o.doc, p.Ops)
+			if err != nil {
+				r.patchFailed(p.By, field, refText(o.ref()), err)
+				continue
+			}
+			o.doc = doc
+		}
+		if n == 0 {
+			r.fatalf(p.By, field+".target", "patch target %s matches no object", target)
+		}
+	}
+
+	width := max(2, len(fmt.Sprint(len(order)-1)))
+	for i, p := range order {
+		if !nameRE.MatchString(p) {
+			r.fatalf(p, "kubernetes", "plugin name %q cannot name a file", p)
+			continue
+		}
+		var b bytes.Buffer
+		for j, o := range byPlugin[p] {
+			y, err := yaml.JSONToYAML(o.doc)
+			if err != nil {
+				r.fatalf(p, "kubernetes", "encoding %s: %v", refText(o.ref()), err)
+				continue
+			}
+			if j > 0 {
+				b.WriteString("---\n")
+			}
+			if o.source != "" {
+				b.WriteString("# Source: " + o.source + "\n")
+			}
+			b.Write(y)
+		}
+		r.out[fmt.Sprintf("kubernetes/%0*d-%s.yaml", width, i, p)] = b.Bytes()
+	}
+}
+
+// kubeOrder is the deploy order of the plugins that have Kubernetes content: the
+// resolved order when the input has one, else the order the model's lists imply.
+func (r *renderer) kubeOrder(byPlugin map[string][]*kubeObject) []string {
+	var out []string
+	for _, p := range append(slices.Clone(r.in.Order), modelOrder(r.in.Model)...) {
+		if len(byPlugin[p]) > 0 && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// modelOrder recovers the plugin order from the model's lists, each of which is in
+// plugin order: plugin a comes before b when some list has a's items before b's. What
+// no list orders is broken by name, so the result is stable but may differ from the
+// resolved order; that is why Input.Order exists.
+func modelOrder(m *model.Model) []string {
+	var seqs [][]string
+	seq := func(n int, by func(int) string) {
+		s := make([]string, n)
+		for i := range n {
+			s[i] = by(i)
+		}
+		seqs = append(seqs, s)
+	}
+	k := m.Kubernetes
+	seq(len(k.Objects), func(i int) string { return k.Objects[i].By })
+	seq(len(k.HelmReleases), func(i int) string { return k.HelmReleases[i].By })
+	seq(len(k.Patches), func(i int) string { return k.Patches[i].By })
+	seq(len(m.Cloud.Patches), func(i int) string { return m.Cloud.Patches[i].By })
+	for _, role := range sortedKeys(m.Cloud.IAM) {
+		st := m.Cloud.IAM[role]
+		seq(len(st), func(i int) string { return st[i].By })
+	}
+	for _, name := range m.PoolNames() {
+		p := m.Pools[name]
+		seq(len(p.Hooks), func(i int) string { return p.Hooks[i].By })
+		seq(len(p.Kubelet.Taints), func(i int) string { return p.Kubelet.Taints[i].By })
+	}
+	after := map[string]map[string]bool{} // plugin -> plugins that must come before it
+	for _, s := range seqs {
+		for i, p := range s {
+			if after[p] == nil {
+				after[p] = map[string]bool{}
+			}
+			if i > 0 && s[i-1] != p {
+				after[p][s[i-1]] = true
+			}
+		}
+	}
+	var out []string
+	for len(after) > 0 {
+		var ready []string
+		for p, before := range after {
+			if len(before) == 0 {
+				ready = append(ready, p)
+			}
+		}
+		if len(ready) == 0 {
+			// The lists disagree, which a model built by Add cannot do; fall back to names.
+			ready = sortedKeys(after)
+		}
+		p := slices.Min(ready)
+		out = append(out, p)
+		delete(after, p)
+		for _, before := range after {
+			delete(before, p)
+		}
+	}
+	return out
+}
+
+func sourceComment(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

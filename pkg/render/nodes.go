@@ -1,0 +1,361 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/validate/content"
+
+	"github.com/kubeplug/kubeplug/pkg/model"
+)
+
+// Names of what the renderer adds to every machine.
+const (
+	// kubeletDropIn points the kubelet at its flags in KubeletEnvPath.
+	kubeletUnit   = "kubelet.service"
+	kubeletDropIn = "10-kubeplug.conf"
+	// beforeNodeupUnit and afterNodeupUnit run the node agent's phases on machines
+	// booted with Ignition, which has no runcmd.
+	beforeNodeupUnit = "kubeplug-before-nodeup.service"
+	afterNodeupUnit  = "kubeplug-after-nodeup.service"
+	unitDir          = "/etc/systemd/system"
+)
+
+// Hook entry points the node agent runs at boot; afterDeploy is triggered by the deploy.
+const (
+	PhaseBeforeNodeup = "beforeNodeup"
+	PhaseAfterNodeup  = "afterNodeup"
+	PhaseAfterDeploy  = "afterDeploy"
+)
+
+var (
+	unitRE   = regexp.MustCompile(`^[A-Za-z0-9:_.\\@-]+\.(service|socket|target|timer|mount|automount|path|slice|swap|device|scope)$`)
+	dropInRE = regexp.MustCompile(`^[A-Za-z0-9:_.@-]+\.conf$`)
+	modeRE   = regexp.MustCompile(`^0?[0-7]{3,4}$`)
+	effects  = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
+	phases   = []string{PhaseBeforeNodeup, PhaseAfterNodeup, PhaseAfterDeploy}
+	// safeArgRE is what a kubelet flag value may hold: the systemd environment file and
+	// the unquoted $KUBELET_ARGS split on whitespace and treat quotes, '\' and '$'
+	// specially, so those are refused instead of escaped.
+	safeArgRE = regexp.MustCompile(`^[^\s"'\\$]*$`)
+)
+
+// machine is the configuration of one pool's machines, independent of the format
+// (cloud-init or Ignition) it is written in.
+type machine struct {
+	pool  string
+	files []machineFile // sorted by path
+	units []machineUnit // sorted by name
+}
+
+type machineFile struct {
+	path    string
+	mode    int64 // permission bits
+	owner   string
+	content string
+}
+
+type machineUnit struct {
+	name    string
+	content string // empty for a unit the machine already has
+	enable  bool
+	dropIns []machineDropIn // sorted by name
+}
+
+type machineDropIn struct{ name, content string }
+
+// hookEntry is one hook in HooksManifestPath, the node agent's input.
+type hookEntry struct {
+	Plugin   string   `json:"plugin"`
+	Name     string   `json:"name"`
+	At       string   `json:"at"`
+	Command  []string `json:"command"`
+	Script   string   `json:"script,omitempty"`
+	Behavior string   `json:"behavior"`
+	Timeout  string   `json:"timeout"`
+	When     string   `json:"when,omitempty"`
+}
+
+func (r *renderer) nodes(ctx context.Context) {
+	for _, name := range r.in.Model.PoolNames() {
+		if ctx.Err() != nil {
+			return
+		}
+		m, ok := r.machine(r.in.Model.Pools[name])
+		if !ok {
+			continue
+		}
+		dir := "nodes/" + name + "/"
+		if b, ok := r.cloudInit(m); ok {
+			r.out[dir+"cloud-init.yaml"] = b
+		}
+		if b, ok := r.ignition(m); ok {
+			r.out[dir+"ignition.json"] = b
+		}
+	}
+}
+
+// machine collects everything a pool's machines get; ok is false after a fatal
+// diagnostic. Two sources writing one path is fatal, naming both.
+func (r *renderer) machine(p *model.Pool) (*machine, bool) {
+	before := len(r.diags.Fatal())
+	base := "nodes." + p.Name
+	m := &machine{pool: p.Name}
+	owners := map[string]string{} // machine path -> who wrote it
+	claim := func(by, field, path string) bool {
+		if prev, ok := owners[path]; ok {
+			r.fatalf(by, field, "%s is written by both %s and %s", path, describe(prev), describe(by))
+			return false
+		}
+		owners[path] = by
+		return true
+	}
+
+	for _, fp := range sortedKeys(p.Files) {
+		f := p.Files[fp]
+		field := base + ".files." + fp
+		if !path.IsAbs(fp) || path.Clean(fp) != fp {
+			r.fatalf(f.By, field, "expected a clean absolute path, found %q", fp)
+			continue
+		}
+		if !modeRE.MatchString(f.Mode) {
+			r.fatalf(f.By, field+".mode", "expected an octal mode like 0644, found %q", f.Mode)
+			continue
+		}
+		mode, _ := strconv.ParseInt(f.Mode, 8, 32)
+		if claim(f.By, field, fp) {
+			m.files = append(m.files, machineFile{path: fp, mode: mode, owner: f.Owner, content: f.Content})
+		}
+	}
+
+	units := map[string]*machineUnit{}
+	for _, un := range sortedKeys(p.Units) {
+		u := p.Units[un]
+		field := base + ".units." + un
+		if !unitRE.MatchString(un) {
+			r.fatalf(u.By, field, "expected a systemd unit name like foo.service, found %q", un)
+			continue
+		}
+		mu := &machineUnit{name: un, content: u.Content, enable: u.Enable}
+		if u.Content != "" && !claim(u.By, field, path.Join(unitDir, un)) {
+			continue
+		}
+		for _, dn := range sortedKeys(u.DropIns) {
+			d := u.DropIns[dn]
+			if !dropInRE.MatchString(dn) {
+				r.fatalf(d.By, field+".dropIns."+dn, "expected a drop-in file name like 10-foo.conf, found %q", dn)
+				continue
+			}
+			if claim(d.By, field+".dropIns."+dn, path.Join(unitDir, un+".d", dn)) {
+				mu.dropIns = append(mu.dropIns, machineDropIn{name: dn, content: d.Value})
+			}
+		}
+		units[un] = mu
+	}
+
+	// The agent's units are reserved on every machine, though only Ignition writes them.
+	for _, un := range []string{beforeNodeupUnit, afterNodeupUnit} {
+		claim("", base+".units."+un, path.Join(unitDir, un))
+	}
+
+	hooks := r.hooks(p, func(h model.Hook, scriptPath string) bool {
+		return claim(h.By, base+".hooks."+h.Name, scriptPath)
+	}, m)
+	if b, err := marshalJSON(map[string]any{"hooks": hooks}); err != nil {
+		r.fatalf("", base+".hooks", "encoding the hooks manifest: %v", err)
+	} else if claim("", base+".hooks", HooksManifestPath) {
+		m.files = append(m.files, machineFile{path: HooksManifestPath, mode: 0o644, owner: "root:root", content: string(b)})
+	}
+
+	if env, ok := r.kubeletEnv(p); ok && claim("", base+".kubelet", KubeletEnvPath) {
+		m.files = append(m.files, machineFile{path: KubeletEnvPath, mode: 0o644, owner: "root:root", content: env})
+	}
+	ku := units[kubeletUnit]
+	if ku == nil {
+		ku = &machineUnit{name: kubeletUnit}
+		units[kubeletUnit] = ku
+	}
+	// Enabling the kubelet is the nodeup step; the agent's phases run around it.
+	ku.enable = true
+	if claim("", base+".kubelet", path.Join(unitDir, kubeletUnit+".d", kubeletDropIn)) {
+		ku.dropIns = append(ku.dropIns, machineDropIn{name: kubeletDropIn, content: kubeletDropInContent})
+		slices.SortFunc(ku.dropIns, func(a, b machineDropIn) int { return strings.Compare(a.name, b.name) })
+	}
+
+	if p.Name == model.ControlPlanePool {
+		for _, c := range model.Components {
+			fp := path.Join(StaticPodDir, c+".yaml")
+			if b, ok := r.out["control-plane/"+c+".yaml"]; ok && claim("", base+".staticPods", fp) {
+				// 0600: the kubelet is the only reader and flags may carry secrets' paths.
+				m.files = append(m.files, machineFile{path: fp, mode: 0o600, owner: "root:root", content: string(b)})
+			}
+		}
+	}
+
+	for _, un := range sortedKeys(units) {
+		m.units = append(m.units, *units[un])
+	}
+	sortFiles(m.files)
+	return m, len(r.diags.Fatal()) == before
+}
+
+func describe(by string) string {
+	if by == "" {
+		return "kubeplug"
+	}
+	return "plugin " + by
+}
+
+// hooks installs script hooks and returns the hooks manifest's entries in the model's
+// order (plugin order, then declaration order), which is the order the agent runs them.
+func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *machine) []hookEntry {
+	entries := []hookEntry{}
+	for _, h := range p.Hooks {
+		field := "nodes." + p.Name + ".hooks." + h.Name
+		switch {
+		case !nameRE.MatchString(h.By) || !nameRE.MatchString(h.Name):
+			r.fatalf(h.By, field, "hook %q of plugin %q: both names must be lower-case letters, digits, '.', '_' or '-'", h.Name, h.By)
+			continue
+		case !slices.Contains(phases, h.At):
+			r.fatalf(h.By, field+".at", "expected one of %s, found %q", strings.Join(phases, ", "), h.At)
+			continue
+		case len(h.Command) == 0 && h.Script == "":
+			r.fatalf(h.By, field, "a hook needs a command or a script")
+			continue
+		}
+		e := hookEntry{Plugin: h.By, Name: h.Name, At: h.At, Command: h.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When}
+		if h.Script != "" {
+			e.Script = path.Join(HooksDir, h.By, h.Name)
+			if len(e.Command) == 0 {
+				e.Command = []string{e.Script}
+			}
+			if !claim(h, e.Script) {
+				continue
+			}
+			m.files = append(m.files, machineFile{path: e.Script, mode: 0o755, owner: "root:root", content: h.Script})
+		}
+		entries = append(entries, e)
+	}
+	return entries
+}
+
+// kubeletEnvContent is the drop-in that makes the kubelet read its flags from
+// KubeletEnvPath. "$KUBELET_ARGS" (unbraced) splits the value into one argument per flag.
+var kubeletDropInContent = "[Service]\n" +
+	"EnvironmentFile=" + KubeletEnvPath + "\n" +
+	"ExecStart=\n" +
+	"ExecStart=" + KubeletPath + " $KUBELET_ARGS\n"
+
+// kubeletEnv renders the kubelet's flags as a systemd environment file: flags sorted by
+// name, labels as --node-labels and taints as --register-with-taints, both sorted.
+func (r *renderer) kubeletEnv(p *model.Pool) (string, bool) {
+	base := "nodes." + p.Name + ".kubelet"
+	k := p.Kubelet
+	ok := true
+	flags := map[string]model.Setting[string]{}
+	for _, f := range sortedKeys(k.Flags) {
+		s := k.Flags[f]
+		if !flagRE.MatchString(f) {
+			r.fatalf(s.By, base+".flags."+f, "flag name %q must be letters, digits, '.', '_' or '-' without leading dashes", f)
+			ok = false
+			continue
+		}
+		flags[f] = s
+	}
+	gates, gok := r.mergeGates(base, k.FeatureGates, flags["feature-gates"])
+	ok = ok && gok
+	if gates != "" {
+		flags["feature-gates"] = model.Setting[string]{Value: gates}
+	}
+	if len(k.Labels) > 0 {
+		if s, set := flags["node-labels"]; set {
+			r.fatalf(s.By, base+".flags.node-labels", "set node labels as kubelet labels, not as the node-labels flag, so they merge with other plugins' labels")
+			ok = false
+		}
+		var parts []string
+		for _, l := range sortedKeys(k.Labels) {
+			s := k.Labels[l]
+			if errs := append(content.IsLabelKey(l), content.IsLabelValue(s.Value)...); len(errs) > 0 {
+				r.fatalf(s.By, base+".labels."+l, "invalid label %s=%s: %s", l, s.Value, strings.Join(errs, "; "))
+				ok = false
+				continue
+			}
+			parts = append(parts, l+"="+s.Value)
+		}
+		flags["node-labels"] = model.Setting[string]{Value: strings.Join(parts, ",")}
+	}
+	if len(k.Taints) > 0 {
+		if s, set := flags["register-with-taints"]; set {
+			r.fatalf(s.By, base+".flags.register-with-taints", "set taints as kubelet taints, not as the register-with-taints flag, so they merge with other plugins' taints")
+			ok = false
+		}
+		taints := slices.Clone(k.Taints)
+		slices.SortFunc(taints, func(a, b model.Taint) int {
+			if c := strings.Compare(a.Key, b.Key); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Effect, b.Effect)
+		})
+		var parts []string
+		for _, t := range taints {
+			errs := content.IsLabelKey(t.Key)
+			if t.Value != "" {
+				errs = append(errs, content.IsLabelValue(t.Value)...)
+			}
+			if !slices.Contains(effects, t.Effect) {
+				errs = append(errs, fmt.Sprintf("effect must be one of %s", strings.Join(effects, ", ")))
+			}
+			if len(errs) > 0 {
+				r.fatalf(t.By, base+".taints."+t.Key, "invalid taint %s=%s:%s: %s", t.Key, t.Value, t.Effect, strings.Join(errs, "; "))
+				ok = false
+				continue
+			}
+			s := t.Key
+			if t.Value != "" {
+				s += "=" + t.Value
+			}
+			parts = append(parts, s+":"+t.Effect)
+		}
+		flags["register-with-taints"] = model.Setting[string]{Value: strings.Join(parts, ",")}
+	}
+	args := make([]string, 0, len(flags))
+	for _, f := range sortedKeys(flags) {
+		s := flags[f]
+		if !safeArgRE.MatchString(s.Value) {
+			r.fatalf(s.By, base+".flags."+f, "a kubelet flag value may not hold whitespace, quotes, '\\' or '$'")
+			ok = false
+			continue
+		}
+		args = append(args, "--"+f+"="+s.Value)
+	}
+	return "# Written by kubeplug: the kubelet's flags, read by " + kubeletUnit + ".d/" + kubeletDropIn + ".\n" +
+		"KUBELET_ARGS=" + strings.Join(args, " ") + "\n", ok
+}
+
+// agentUnit is the oneshot unit that runs the node agent's phase on machines booted
+// with Ignition. The before phase runs ahead of the kubelet, the after phase once it
+// has started.
+func agentUnit(phase string) string {
+	order := "Before=" + kubeletUnit
+	if phase == PhaseAfterNodeup {
+		order = "After=" + kubeletUnit + "\nRequires=" + kubeletUnit
+	}
+	return "[Unit]\n" +
+		"Description=kubeplug node hooks, phase " + phase + "\n" +
+		"Wants=network-online.target\n" +
+		"After=network-online.target\n" +
+		order + "\n" +
+		"\n" +
+		"[Service]\n" +
+		"Type=oneshot\n" +
+		"RemainAfterExit=yes\n" +
+		"ExecStart=" + AgentPath + " node run --phase " + phase + "\n" +
+		"\n" +
+		"[Install]\n" +
+		"WantedBy=multi-user.target\n"
+}

@@ -1,0 +1,167 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/model"
+)
+
+// Paths on the machines that the rendered node configuration relies on. The node agent
+// and the machine images agree on them, so they are part of the package's contract.
+const (
+	// AgentPath is where machine images install the kubeplug node agent.
+	AgentPath = "/usr/local/bin/kubeplug"
+	// KubeletPath is where machine images install the kubelet.
+	KubeletPath = "/usr/bin/kubelet"
+	// HooksDir holds hook scripts as HooksDir/<plugin>/<hook>.
+	HooksDir = "/var/lib/kubeplug/hooks"
+	// HooksManifestPath lists every hook of the machine for the node agent.
+	HooksManifestPath = "/etc/kubeplug/hooks.json"
+	// KubeletEnvPath is the systemd environment file carrying the kubelet's flags.
+	KubeletEnvPath = "/etc/kubeplug/kubelet.env"
+	// StaticPodDir is where control-plane machines get the static Pod manifests.
+	StaticPodDir = "/etc/kubernetes/manifests"
+)
+
+// Input is everything a render needs. Model is read, never modified.
+type Input struct {
+	// ClusterName names the cluster in the cloud template.
+	ClusterName string
+	// KubernetesVersion like "1.37.2" (a leading "v" is accepted) picks the control-plane
+	// images and the Kubernetes version Helm charts are rendered for.
+	KubernetesVersion string
+	// Model is the finished model of the cluster.
+	Model *model.Model
+	// Order is the resolved plugin order. It fixes the NN prefix of kubernetes/NN-<plugin>.yaml;
+	// when empty the order is the order in which plugins first appear in the model, which
+	// is the same as long as every plugin contributes Kubernetes content.
+	Order []string
+	// Charts gives access to a plugin's package files; a Helm release's Chart is a
+	// directory inside it. It may be nil when the model has no Helm releases.
+	Charts func(plugin string) fs.FS
+	// Plan is written as plan.json as-is; nil writes no plan.json.
+	Plan any
+}
+
+// Files renders everything into memory: relative slash path -> content. It returns no
+// files when a diagnostic is fatal, so a caller cannot write half a render by mistake.
+// Cancelling ctx stops the render between steps with a fatal diagnostic.
+func Files(ctx context.Context, in Input) (map[string][]byte, diag.List) {
+	r := &renderer{in: in, out: map[string][]byte{}}
+	if !r.check() {
+		return nil, r.diags
+	}
+	steps := []func(context.Context){r.controlPlane, r.nodes, r.cloud, r.kubernetes, r.plan}
+	for _, step := range steps {
+		if err := ctx.Err(); err != nil {
+			r.fatalf("", "", "render cancelled: %v", err)
+			break
+		}
+		step(ctx)
+	}
+	if r.diags.HasFatal() {
+		return nil, r.diags
+	}
+	return r.out, r.diags
+}
+
+// renderer accumulates files and diagnostics; every step reports all of its problems
+// instead of stopping at the first.
+type renderer struct {
+	in      Input
+	version string // without the leading "v"
+	out     map[string][]byte
+	diags   diag.List
+}
+
+func (r *renderer) fatalf(plugin, field, format string, args ...any) {
+	r.diags = append(r.diags, diag.Diagnostic{Severity: diag.Fatal, Plugin: plugin, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// nameRE is what kubeplug accepts as a pool or plugin name: it becomes a path
+// component and part of file names, so it must be one plain component.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
+
+func (r *renderer) check() bool {
+	if r.in.Model == nil {
+		r.fatalf("", "", "no model to render")
+		return false
+	}
+	v, err := semver.StrictNewVersion(strings.TrimPrefix(r.in.KubernetesVersion, "v"))
+	if err != nil {
+		r.fatalf("", "kubernetesVersion", "expected a version like 1.37.2, found %q", r.in.KubernetesVersion)
+		return false
+	}
+	r.version = v.String()
+	for _, name := range r.in.Model.PoolNames() {
+		if !nameRE.MatchString(name) {
+			r.fatalf("", "nodes."+name, "pool name %q must be lower-case letters, digits, '.', '_' or '-'", name)
+		}
+	}
+	return !r.diags.HasFatal()
+}
+
+func (r *renderer) plan(context.Context) {
+	if r.in.Plan == nil {
+		return
+	}
+	b, err := marshalJSON(r.in.Plan)
+	if err != nil {
+		r.fatalf("", "plan", "encoding the plan: %v", err)
+		return
+	}
+	r.out["plan.json"] = b
+}
+
+// marshalJSON encodes indented, with map keys sorted (encoding/json's rule), without
+// HTML escaping (these files are for people and tools, not browsers) and with a
+// trailing newline.
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// normalizeJSON decodes and re-encodes a document, keeping numbers exactly as written,
+// so that patched and unpatched documents are laid out alike.
+func normalizeJSON(doc []byte) ([]byte, error) {
+	v, err := decodeJSON(doc)
+	if err != nil {
+		return nil, err
+	}
+	return marshalJSON(v)
+}
+
+func decodeJSON(doc []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
