@@ -33,6 +33,10 @@ type Options struct {
 	// Runtimes are in-process Go plugins by plugin name, run after the plugin's
 	// declarative parts.
 	Runtimes map[string]Runtime
+	// CodeRuntime returns the runtime of a package's spec.runtime (exec or grpc),
+	// run after its declarative parts. Nil leaves packages with a spec.runtime
+	// unplannable: the engine cannot run their code.
+	CodeRuntime func(pkg *plugin.Package) (Runtime, error)
 }
 
 // Engine plans and runs the lifecycle stages.
@@ -121,6 +125,20 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, idx *source.Index
 				p.Values = &config.Values{Plugin: pkg, Cluster: values.DeepCopy(pkg.Defaults()), Sensitive: pkg.Sensitive()}
 			}
 			p.runtimes = []Runtime{Declarative(pkg, scope)}
+			if pkg.Manifest.Spec.Runtime != nil {
+				if e.opts.CodeRuntime == nil {
+					file, line, col, field := pkg.ManifestPos("/spec/runtime")
+					l.Errorf(file, line, col, field, "plugin %s has a %s runtime, but this engine runs no plugin code", pkg.Name, pkg.Manifest.Spec.Runtime.Type)
+					continue
+				}
+				rt, err := e.opts.CodeRuntime(pkg)
+				if err != nil {
+					file, line, col, field := pkg.ManifestPos("/spec/runtime")
+					l.Errorf(file, line, col, field, "plugin %s: %v", pkg.Name, err)
+					continue
+				}
+				p.runtimes = append(p.runtimes, rt)
+			}
 			if r, ok := e.opts.Runtimes[pkg.Name]; ok {
 				p.runtimes = append(p.runtimes, r)
 			}
