@@ -138,7 +138,7 @@ func helmObject(plugin, prefix, doc, source string) (*kubeObject, error) {
 	if j[0] != '{' {
 		return nil, fmt.Errorf("rendered %s is not an object", source)
 	}
-	return &kubeObject{plugin: plugin, doc: j, source: sourceComment(prefix + source)}, nil
+	return newKubeObject(plugin, j, sourceComment(prefix+source)), nil
 }
 
 // chartFiles reads a chart directory the way Helm's directory loader does: honouring

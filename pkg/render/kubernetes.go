@@ -18,8 +18,16 @@ import (
 type kubeObject struct {
 	plugin string
 	doc    []byte
+	// target is what patch targets match, read from doc once and after every patch.
+	target model.ObjectRef
 	// source is a comment saying where a Helm-rendered object came from.
 	source string
+}
+
+func newKubeObject(plugin string, doc []byte, source string) *kubeObject {
+	o := &kubeObject{plugin: plugin, doc: doc, source: source}
+	o.target = o.ref()
+	return o
 }
 
 // ref reads the fields a patch target matches on.
@@ -73,8 +81,7 @@ func (r *renderer) kubernetes(ctx context.Context) {
 			r.fatalf(o.By, fmt.Sprintf("kubernetes.objects[%d]", i), "encoding %s: %v", model.ObjectKey(o.Object), err)
 			continue
 		}
-		ko := &kubeObject{plugin: o.By, doc: doc}
-		byPlugin[o.By] = append(byPlugin[o.By], ko)
+		byPlugin[o.By] = append(byPlugin[o.By], newKubeObject(o.By, doc, ""))
 	}
 	for _, h := range k.HelmReleases {
 		if ctx.Err() != nil {
@@ -102,16 +109,17 @@ func (r *renderer) kubernetes(ctx context.Context) {
 		}
 		n := 0
 		for _, o := range all {
-			if !matches(p.Target, o.ref()) {
+			if !matches(p.Target, o.target) {
 				continue
 			}
 			n++
 			doc, err := applyOps(o.doc, p.Ops)
 			if err != nil {
-				r.patchFailed(p.By, field, refText(o.ref()), err)
+				r.patchFailed(p.By, field, refText(o.target), err)
 				continue
 			}
 			o.doc = doc
+			o.target = o.ref()
 		}
 		if n == 0 {
 			r.fatalf(p.By, field+".target", "patch target %s matches no object", target)
@@ -128,7 +136,7 @@ func (r *renderer) kubernetes(ctx context.Context) {
 		for j, o := range byPlugin[p] {
 			y, err := yaml.JSONToYAML(o.doc)
 			if err != nil {
-				r.fatalf(p, "kubernetes", "encoding %s: %v", refText(o.ref()), err)
+				r.fatalf(p, "kubernetes", "encoding %s: %v", refText(o.target), err)
 				continue
 			}
 			if j > 0 {

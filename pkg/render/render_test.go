@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -142,5 +143,45 @@ func TestLayout(t *testing.T) {
 		if strings.Contains(dex, s) {
 			t.Errorf("01-dex.yaml has %q, which Helm leaves out:\n%s", s, dex)
 		}
+	}
+}
+
+// TestOrderFromModel checks the file order when the input has no resolved order: it
+// follows what the model's lists imply (beta's IAM statement comes before alpha's),
+// not plugin names.
+func TestOrderFromModel(t *testing.T) {
+	m := model.New(model.PoolSpec{Name: "workers", Role: model.RoleWorker, Count: 1})
+	obj := func(name string) *model.Kubernetes {
+		return &model.Kubernetes{Objects: []model.Object{{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name}}}}}
+	}
+	iam := func(action string) *model.Cloud {
+		return &model.Cloud{IAM: map[string][]model.Statement{model.RoleWorker: {{Statement: map[string]any{"Effect": "Allow", "Action": action, "Resource": "*"}}}}}
+	}
+	for _, c := range []struct {
+		plugin string
+		c      *model.Contribution
+	}{
+		{"zeta", &model.Contribution{Kubernetes: obj("zeta"), Cloud: iam("a:A")}},
+		{"beta", &model.Contribution{Kubernetes: obj("beta"), Cloud: iam("b:B")}},
+		{"alpha", &model.Contribution{Kubernetes: &model.Kubernetes{HelmReleases: []model.HelmRelease{{Name: "dex", Namespace: "dex", Chart: "charts/dex"}}}, Cloud: iam("c:C")}},
+	} {
+		if d := m.Add(c.plugin, c.c); len(d) > 0 {
+			t.Fatal(d)
+		}
+	}
+	files := mustRender(t, render.Input{
+		ClusterName: "t", KubernetesVersion: "1.37.2", Model: m,
+		Charts: func(string) fs.FS { return dexPackage },
+	})
+	var got []string
+	for name := range files {
+		if strings.HasPrefix(name, "kubernetes/") {
+			got = append(got, name)
+		}
+	}
+	slices.Sort(got)
+	want := []string{"kubernetes/00-zeta.yaml", "kubernetes/01-beta.yaml", "kubernetes/02-alpha.yaml"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -55,47 +57,42 @@ func pools(files map[string][]byte) []string {
 			out = append(out, p)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
 func TestCloudInitSchema(t *testing.T) {
 	bin := lookPath(t, "cloud-init")
-	files := mustRender(t, fullInput(t))
-	dir := t.TempDir()
-	for _, pool := range pools(files) {
-		t.Run(pool, func(t *testing.T) {
-			p := writeTemp(t, dir, "nodes/"+pool+"/cloud-init.yaml", files["nodes/"+pool+"/cloud-init.yaml"])
-			out, err := run(t, bin, "schema", "--config-file", p)
-			if err != nil || !strings.Contains(out, "Valid cloud-config") {
-				t.Fatalf("cloud-init schema --config-file %s: %v\n%s", p, err, out)
-			}
-		})
-	}
+	eachPool(t, func(t *testing.T, files map[string][]byte, pool string) {
+		dir := t.TempDir()
+		p := writeTemp(t, dir, "nodes/"+pool+"/cloud-init.yaml", files["nodes/"+pool+"/cloud-init.yaml"])
+		out, err := run(t, bin, "schema", "--config-file", p)
+		if err != nil || !strings.Contains(out, "Valid cloud-config") {
+			t.Fatalf("cloud-init schema --config-file %s: %v\n%s", p, err, out)
+		}
+	})
 }
 
 func TestIgnitionValidate(t *testing.T) {
 	bin := lookPath(t, "ignition-validate")
-	files := mustRender(t, fullInput(t))
-	dir := t.TempDir()
-	for _, pool := range pools(files) {
-		t.Run(pool, func(t *testing.T) {
-			name := "nodes/" + pool + "/ignition.json"
-			p := writeTemp(t, dir, name, files[name])
-			out, err := run(t, bin, p)
-			if err != nil && strings.Contains(out, "unsupported config version") {
-				// Debian bookworm ships Ignition 2.14, which knows spec 3.4.0 only as
-				// 3.4.0-experimental; the fields kubeplug writes are the same in both.
-				t.Logf("%s does not know spec 3.4.0 (%s); validating as 3.4.0-experimental", bin, strings.TrimSpace(out))
-				exp := bytes.Replace(files[name], []byte(`"version": "3.4.0"`), []byte(`"version": "3.4.0-experimental"`), 1)
-				p = writeTemp(t, dir, "experimental/"+name, exp)
-				out, err = run(t, bin, p)
-			}
-			// Warnings are failures too: ignition-validate prints nothing for a clean config.
-			if err != nil || strings.TrimSpace(out) != "" {
-				t.Fatalf("ignition-validate %s: %v\n%s", p, err, out)
-			}
-		})
-	}
+	eachPool(t, func(t *testing.T, files map[string][]byte, pool string) {
+		dir := t.TempDir()
+		name := "nodes/" + pool + "/ignition.json"
+		p := writeTemp(t, dir, name, files[name])
+		out, err := run(t, bin, p)
+		if err != nil && strings.Contains(out, "unsupported config version") {
+			// Debian bookworm ships Ignition 2.14, which knows spec 3.4.0 only as
+			// 3.4.0-experimental; the fields kubeplug writes are the same in both.
+			t.Logf("%s does not know spec 3.4.0 (%s); validating as 3.4.0-experimental", bin, strings.TrimSpace(out))
+			exp := bytes.Replace(files[name], []byte(`"version": "3.4.0"`), []byte(`"version": "3.4.0-experimental"`), 1)
+			p = writeTemp(t, dir, "experimental/"+name, exp)
+			out, err = run(t, bin, p)
+		}
+		// Warnings are failures too: ignition-validate prints nothing for a clean config.
+		if err != nil || strings.TrimSpace(out) != "" {
+			t.Fatalf("ignition-validate %s: %v\n%s", p, err, out)
+		}
+	})
 }
 
 // ignitionConfig is the part of an Ignition config the test reads back.
@@ -131,83 +128,98 @@ type ignitionConfig struct {
 func TestSystemdAnalyzeVerify(t *testing.T) {
 	bin := lookPath(t, "systemd-analyze")
 	cp := lookPath(t, "cp")
-	files := mustRender(t, fullInput(t))
-	for _, pool := range pools(files) {
-		t.Run(pool, func(t *testing.T) {
-			root := t.TempDir()
-			if err := os.MkdirAll(filepath.Join(root, "usr/lib/systemd"), 0o755); err != nil {
+	eachPool(t, func(t *testing.T, files map[string][]byte, pool string) {
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, "usr/lib/systemd"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := run(t, cp, "-a", "/usr/lib/systemd/system", filepath.Join(root, "usr/lib/systemd/")); err != nil {
+			t.Fatalf("copying the host's systemd units: %v\n%s", err, out)
+		}
+		for _, stub := range []string{render.AgentPath, render.KubeletPath, "/usr/bin/true"} {
+			p := writeTemp(t, root, stub, []byte("#!/bin/sh\n"))
+			if err := os.Chmod(p, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if out, err := run(t, cp, "-a", "/usr/lib/systemd/system", filepath.Join(root, "usr/lib/systemd/")); err != nil {
-				t.Fatalf("copying the host's systemd units: %v\n%s", err, out)
-			}
-			for _, stub := range []string{render.AgentPath, render.KubeletPath, "/usr/bin/true"} {
-				p := writeTemp(t, root, stub, []byte("#!/bin/sh\n"))
-				if err := os.Chmod(p, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for _, base := range []string{"containerd.service", "kubelet.service"} {
-				writeTemp(t, root, "usr/lib/systemd/system/"+base, []byte("[Unit]\nDescription=image's "+base+"\n\n[Service]\nExecStart=/usr/bin/true\n"))
-			}
+		}
+		for _, base := range []string{"containerd.service", "kubelet.service"} {
+			writeTemp(t, root, "usr/lib/systemd/system/"+base, []byte("[Unit]\nDescription=image's "+base+"\n\n[Service]\nExecStart=/usr/bin/true\n"))
+		}
 
-			written := map[string][]byte{}
-			put := func(p string, b []byte) {
-				t.Helper()
-				if prev, ok := written[p]; ok && !bytes.Equal(prev, b) {
-					t.Fatalf("cloud-init and Ignition write different contents to %s", p)
-				}
-				written[p] = b
-				writeTemp(t, root, p, b)
+		written := map[string][]byte{}
+		put := func(p string, b []byte) {
+			t.Helper()
+			if prev, ok := written[p]; ok && !bytes.Equal(prev, b) {
+				t.Fatalf("cloud-init and Ignition write different contents to %s", p)
 			}
-			var cc struct {
-				WriteFiles []struct {
-					Path    string `yaml:"path"`
-					Content string `yaml:"content"`
-				} `yaml:"write_files"`
+			written[p] = b
+			writeTemp(t, root, p, b)
+		}
+		var cc struct {
+			WriteFiles []struct {
+				Path    string `yaml:"path"`
+				Content string `yaml:"content"`
+			} `yaml:"write_files"`
+		}
+		if err := yaml.Unmarshal(files["nodes/"+pool+"/cloud-init.yaml"], &cc); err != nil {
+			t.Fatal(err)
+		}
+		var units []string
+		for _, f := range cc.WriteFiles {
+			put(f.Path, []byte(f.Content))
+			if d, name := path.Split(f.Path); d == "/etc/systemd/system/" {
+				units = append(units, name)
 			}
-			if err := yaml.Unmarshal(files["nodes/"+pool+"/cloud-init.yaml"], &cc); err != nil {
-				t.Fatal(err)
+		}
+		var ign ignitionConfig
+		if err := json.Unmarshal(files["nodes/"+pool+"/ignition.json"], &ign); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range ign.Storage.Files {
+			b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(f.Contents.Source, "data:;base64,"))
+			if err != nil {
+				t.Fatalf("%s: %v", f.Path, err)
 			}
-			var units []string
-			for _, f := range cc.WriteFiles {
-				put(f.Path, []byte(f.Content))
-				if d, name := path.Split(f.Path); d == "/etc/systemd/system/" {
-					units = append(units, name)
-				}
+			put(f.Path, b)
+		}
+		for _, u := range ign.Systemd.Units {
+			if u.Contents != "" {
+				put("/etc/systemd/system/"+u.Name, []byte(u.Contents))
 			}
-			var ign ignitionConfig
-			if err := json.Unmarshal(files["nodes/"+pool+"/ignition.json"], &ign); err != nil {
-				t.Fatal(err)
+			for _, d := range u.Dropins {
+				put("/etc/systemd/system/"+u.Name+".d/"+d.Name, []byte(d.Contents))
 			}
-			for _, f := range ign.Storage.Files {
-				b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(f.Contents.Source, "data:;base64,"))
-				if err != nil {
-					t.Fatalf("%s: %v", f.Path, err)
-				}
-				put(f.Path, b)
+			units = append(units, u.Name)
+		}
+		units = dedupe(units)
+		for _, want := range []string{"kubelet.service", "kubeplug-before-nodeup.service", "kubeplug-after-nodeup.service"} {
+			if !contains(units, want) {
+				t.Fatalf("%s is not among the rendered units %v", want, units)
 			}
-			for _, u := range ign.Systemd.Units {
-				if u.Contents != "" {
-					put("/etc/systemd/system/"+u.Name, []byte(u.Contents))
-				}
-				for _, d := range u.Dropins {
-					put("/etc/systemd/system/"+u.Name+".d/"+d.Name, []byte(d.Contents))
-				}
-				units = append(units, u.Name)
-			}
-			units = dedupe(units)
-			for _, want := range []string{"kubelet.service", "kubeplug-before-nodeup.service", "kubeplug-after-nodeup.service"} {
-				if !contains(units, want) {
-					t.Fatalf("%s is not among the rendered units %v", want, units)
-				}
-			}
-			args := append([]string{"verify", "--man=no", "--root=" + root}, units...)
-			out, err := run(t, bin, args...)
-			if err != nil || strings.TrimSpace(out) != "" {
-				t.Fatalf("systemd-analyze %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-		})
+		}
+		args := append([]string{"verify", "--man=no", "--root=" + root}, units...)
+		out, err := run(t, bin, args...)
+		if err != nil || strings.TrimSpace(out) != "" {
+			t.Fatalf("systemd-analyze %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	})
+}
+
+// eachPool runs check on every pool of the full model and of a model nobody
+// contributed to, the two ends of what the renderers see.
+func eachPool(t *testing.T, check func(t *testing.T, files map[string][]byte, pool string)) {
+	inputs := []struct {
+		name string
+		in   render.Input
+	}{
+		{"full", fullInput(t)},
+		{"empty", render.Input{ClusterName: "empty", KubernetesVersion: "1.37.2", Model: model.New(model.PoolSpec{Name: "workers", Role: model.RoleWorker, Count: 1})}},
+	}
+	for _, in := range inputs {
+		files := mustRender(t, in.in)
+		for _, pool := range pools(files) {
+			t.Run(in.name+"/"+pool, func(t *testing.T) { check(t, files, pool) })
+		}
 	}
 }
 
