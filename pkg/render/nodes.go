@@ -244,7 +244,7 @@ func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *
 	return entries
 }
 
-// kubeletEnvContent is the drop-in that makes the kubelet read its flags from
+// kubeletDropInContent is the drop-in that makes the kubelet read its flags from
 // KubeletEnvPath. "$KUBELET_ARGS" (unbraced) splits the value into one argument per flag.
 var kubeletDropInContent = "[Service]\n" +
 	"EnvironmentFile=" + KubeletEnvPath + "\n" +

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	ignv34 "github.com/coreos/ignition/v2/config/v3_4"
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
@@ -91,6 +92,18 @@ func TestIgnitionValidate(t *testing.T) {
 		// Warnings are failures too: ignition-validate prints nothing for a clean config.
 		if err != nil || strings.TrimSpace(out) != "" {
 			t.Fatalf("ignition-validate %s: %v\n%s", p, err, out)
+		}
+	})
+}
+
+// TestIgnitionSpec34 parses the configs with Ignition's own config package for spec
+// 3.4.0 (the code ignition-validate runs, at a release that has 3.4.0 stable), since
+// Debian's ignition-validate only knows the experimental draft of it.
+func TestIgnitionSpec34(t *testing.T) {
+	eachPool(t, func(t *testing.T, files map[string][]byte, pool string) {
+		_, rpt, err := ignv34.Parse(files["nodes/"+pool+"/ignition.json"])
+		if err != nil || len(rpt.Entries) > 0 {
+			t.Fatalf("nodes/%s/ignition.json is not a clean Ignition 3.4.0 config: %v\n%s", pool, err, rpt.String())
 		}
 	})
 }
