@@ -37,6 +37,11 @@ type Options struct {
 	// run after its declarative parts. Nil leaves packages with a spec.runtime
 	// unplannable: the engine cannot run their code.
 	CodeRuntime func(pkg *plugin.Package) (Runtime, error)
+	// Deploy brings a wave's content to the cluster. It is called in the deploy
+	// stage after the wave's plugins ran, with the finished model; a fatal diagnostic
+	// stops the run before the next wave, so a plugin's dependents only start once
+	// it is deployed and ready. Nil deploys nothing.
+	Deploy func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List
 }
 
 // Engine plans and runs the lifecycle stages.
@@ -55,6 +60,12 @@ func New(opts Options) *Engine {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Engine{opts: opts, log: log}
+}
+
+// SetDeploy sets Options.Deploy, for callers that need the plan before they can
+// build the deploy function.
+func (e *Engine) SetDeploy(f func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List) {
+	e.opts.Deploy = f
 }
 
 // Planned is one resolved plugin, ready to run.
@@ -291,6 +302,16 @@ func (e *Engine) runStage(ctx context.Context, plan *Plan, stage Stage, m *model
 		if err := ctx.Err(); err != nil {
 			all.Errorf("", 0, 0, "", "%s stage interrupted: %v", stage, err)
 			return all
+		}
+		if stage == Deploy && e.opts.Deploy != nil {
+			if all.HasFatal() {
+				return all
+			}
+			l := e.opts.Deploy(ctx, w, wave, m)
+			all = append(all, l...)
+			if l.HasFatal() {
+				return all
+			}
 		}
 	}
 	return all

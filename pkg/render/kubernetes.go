@@ -68,10 +68,10 @@ func refText(t model.ObjectRef) string {
 	return s
 }
 
-// kubernetes renders kubernetes/<NN>-<plugin>.yaml: each plugin's objects in model
-// order, then its Helm releases' objects in Helm's install order, after every object
-// patch has been applied in plugin order.
-func (r *renderer) kubernetes(ctx context.Context) {
+// objects computes each plugin's objects in deploy order: its manifests in model
+// order, then its Helm releases' objects in Helm's install order, with every object
+// patch applied in plugin order.
+func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObject) {
 	k := r.in.Model.Kubernetes
 	byPlugin := map[string][]*kubeObject{}
 	var all []*kubeObject
@@ -85,7 +85,7 @@ func (r *renderer) kubernetes(ctx context.Context) {
 	}
 	for _, h := range k.HelmReleases {
 		if ctx.Err() != nil {
-			return
+			return nil, nil
 		}
 		objs, err := r.helmRelease(ctx, h)
 		if err != nil {
@@ -126,6 +126,15 @@ func (r *renderer) kubernetes(ctx context.Context) {
 		}
 	}
 
+	return order, byPlugin
+}
+
+// kubernetes renders kubernetes/<NN>-<plugin>.yaml from objects.
+func (r *renderer) kubernetes(ctx context.Context) {
+	order, byPlugin := r.objects(ctx)
+	if ctx.Err() != nil {
+		return
+	}
 	width := max(2, len(fmt.Sprint(len(order)-1)))
 	for i, p := range order {
 		if !nameRE.MatchString(p) {

@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+)
+
+func clusterFlags(cmd *cobra.Command, c *action.Cluster) {
+	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVar(&c.Context, "context", "", "the kubeconfig context to use (default its current context)")
+	_ = cmd.MarkFlagFilename("kubeconfig")
+}
+
+// progress prints deploy events: one line per plugin step on a terminal or in a log,
+// or one JSON object per event with -o json.
+type progress struct {
+	o     *options
+	mu    sync.Mutex
+	tty   bool
+	start time.Time
+	ready bool // a \r-updated line is open on the terminal
+}
+
+func newProgress(o *options) *progress {
+	tty := false
+	if f, ok := o.streams.Err.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	return &progress{o: o, tty: tty, start: time.Now()}
+}
+
+func (p *progress) event(e deploy.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.o.output == "json" {
+		b, _ := json.Marshal(e)
+		_, _ = fmt.Fprintln(p.o.streams.Out, string(b))
+		return
+	}
+	w := p.o.streams.Err
+	elapsed := e.Time.Sub(p.start).Round(100 * time.Millisecond)
+	if e.Type == deploy.ObjectReady {
+		if p.tty {
+			_, _ = fmt.Fprintf(w, "\r  %s: ready %d/%d", e.Plugin, e.Ready, e.Total)
+			p.ready = true
+		}
+		return
+	}
+	if p.ready {
+		_, _ = fmt.Fprint(w, "\r\033[K")
+		p.ready = false
+	}
+	switch e.Type {
+	case deploy.WaveStarted:
+		_, _ = fmt.Fprintf(w, "wave %d: %s, %d object(s) [%s]\n", e.Wave, e.Message, e.Total, elapsed)
+	case deploy.PluginApplied:
+		_, _ = fmt.Fprintf(w, "  %s: applied %d/%d\n", e.Plugin, e.Applied, e.Total)
+	case deploy.PluginReady:
+		_, _ = fmt.Fprintf(w, "  %s: ready %d/%d [%s]\n", e.Plugin, e.Ready, e.Total, elapsed)
+	case deploy.PluginPruned:
+		_, _ = fmt.Fprintf(w, "  %s: pruned %d object(s) its new version no longer has\n", e.Plugin, e.Total)
+	case deploy.PluginFailed:
+		_, _ = fmt.Fprintf(w, "  %s: FAILED: %s\n", e.Plugin, e.Message)
+	case deploy.PluginRemoved:
+		_, _ = fmt.Fprintf(w, "  %s: uninstalled (%d object(s) deleted)\n", e.Plugin, e.Total)
+	case deploy.UninstallFailed:
+		_, _ = fmt.Fprintf(w, "  %s: uninstall FAILED: %s\n", e.Plugin, e.Message)
+	}
+}
+
+func newApplyCmd(o *options) *cobra.Command {
+	var file, dryRun string
+	a := action.NewApply(nil)
+	cmd := &cobra.Command{
+		Use:   "apply -f cluster.yaml",
+		Short: "Apply every enabled plugin to a running cluster, wave by wave",
+		Long: `Run every stage of the cluster file against the cluster your kubeconfig points at.
+Each wave's Kubernetes content is server-side applied (field manager "kubeplug"),
+CRDs and Namespaces first; kubeplug waits until the wave's objects are ready
+(kstatus) before the next wave starts, so a plugin's dependents never start before
+it works. Objects a plugin's new version or values no longer produce are pruned;
+plugins the file no longer enables are uninstalled, dependents first.
+
+What each plugin applied is recorded in an inventory (ConfigMaps in
+kubeplug-system); a failed or interrupted apply leaves it true to the cluster, and
+re-running converges.`,
+		Example: `  kubeplug apply -f cluster.yaml
+  kubeplug apply -f cluster.yaml --context staging --timeout 10m
+  kubeplug apply -f cluster.yaml --dry-run=server
+  kubeplug apply -f cluster.yaml -o json | jq 'select(.type=="PluginReady")'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch dryRun {
+			case "", "none":
+			case "server":
+				a.DryRun = true
+			default:
+				return fmt.Errorf("invalid --dry-run %q: expected none or server (client-side dry runs are kubeplug render)", dryRun)
+			}
+			pr := newProgress(o)
+			b := action.NewApply(o.config())
+			b.Cluster, b.DryRun, b.Timeout, b.ForceConflicts, b.Events = a.Cluster, a.DryRun, a.Timeout, a.ForceConflicts, pr.event
+			res, l := b.Run(cmd.Context(), file)
+			failed := o.report(l)
+			if res == nil {
+				return errFailed
+			}
+			if o.output == "json" {
+				bs, _ := json.Marshal(map[string]any{"type": "Summary", "result": res, "failed": failed})
+				_, _ = fmt.Fprintln(o.streams.Out, string(bs))
+			} else if !failed {
+				verb := "applied"
+				if res.DryRun {
+					verb = "validated by the server (dry run)"
+				}
+				_, _ = fmt.Fprintf(o.streams.Out, "%s: %d plugin(s), %d object(s) %s, %d pruned in %s\n", file, len(res.Plugins), res.Applied, verb, res.Pruned, res.Duration)
+				if len(res.Removed) > 0 {
+					_, _ = fmt.Fprintf(o.streams.Out, "uninstalled: %s\n", strings.Join(res.Removed, ", "))
+				}
+			}
+			if failed {
+				return errFailed
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server" to have the API server check everything without persisting it`)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
+	cmd.Flags().DurationVar(&a.Timeout, "timeout", 5*time.Minute, "how long each plugin may take to become ready")
+	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
+	clusterFlags(cmd, &a.Cluster)
+	_ = cmd.MarkFlagRequired("file")
+	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{"none", "server"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func newStatusCmd(o *options) *cobra.Command {
+	var c action.Cluster
+	var file string
+	cmd := &cobra.Command{
+		Use:   "status [-f cluster.yaml]",
+		Short: "Show the plugins installed in a cluster and whether their objects are ready",
+		Long: `List every plugin kubeplug installed in the cluster (from its inventories): version,
+phase of the last apply, and how many of its objects exist and are ready. With -f,
+plugins the cluster file enables but the cluster does not have are listed too.`,
+		Example: `  kubeplug status
+  kubeplug status -f cluster.yaml -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a := action.NewStatus(o.config())
+			a.Cluster = c
+			st, l := a.Run(cmd.Context())
+			if o.report(l) {
+				return errFailed
+			}
+			if file != "" {
+				cl, cl2 := config.Load(file)
+				if o.report(cl2) {
+					return errFailed
+				}
+				have := map[string]bool{}
+				for _, s := range st {
+					have[s.Plugin] = true
+				}
+				for _, r := range cl.Enabled() {
+					if !have[r.Name] {
+						st = append(st, deploy.PluginStatus{Plugin: r.Name, Phase: "NotInstalled"})
+					}
+				}
+			}
+			if st == nil {
+				st = []deploy.PluginStatus{}
+			}
+			return o.print(st, func(w io.Writer) error {
+				rows := make([][]string, 0, len(st))
+				for _, s := range st {
+					rows = append(rows, []string{s.Plugin, s.Version, s.Phase, fmt.Sprintf("%d/%d", s.Ready, s.Objects), fmt.Sprint(s.Missing), s.Message})
+				}
+				return table(w, []string{"PLUGIN", "VERSION", "PHASE", "READY", "MISSING", "MESSAGE"}, rows)
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "a cluster file whose enabled plugins to include")
+	clusterFlags(cmd, &c)
+	return cmd
+}
+
+func newUninstallCmd(o *options) *cobra.Command {
+	var c action.Cluster
+	var file string
+	var cascade bool
+	cmd := &cobra.Command{
+		Use:   "uninstall PLUGIN... [-f cluster.yaml]",
+		Short: "Remove plugins from a cluster, dependents first",
+		Long: `Delete everything the named plugins applied (from their inventories) and their
+inventories. A plugin that another installed plugin requires is not removed unless
+--cascade removes its dependents too; plugins go dependents first, and CRDs and
+Namespaces after the objects in them. With -f, kubeplug warns about plugins the
+cluster file still enables: the next apply would install them again.`,
+		Example: `  kubeplug uninstall metrics-server
+  kubeplug uninstall cert-manager --cascade -f cluster.yaml`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if file != "" {
+				cl, l := config.Load(file)
+				if o.report(l) {
+					return errFailed
+				}
+				for _, r := range cl.Enabled() {
+					for _, a := range args {
+						if r.Name == a {
+							_, _ = fmt.Fprintf(o.streams.Err, "warning: %s still enables %s; the next apply installs it again\n", file, a)
+						}
+					}
+				}
+			}
+			a := action.NewUninstall(o.config())
+			a.Cluster, a.Cascade, a.Events = c, cascade, newProgress(o).event
+			done, l := a.Run(cmd.Context(), args...)
+			if o.report(l) {
+				return errFailed
+			}
+			return o.print(map[string][]string{"removed": done}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "uninstalled: %s\n", strings.Join(done, ", "))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file, to warn about plugins it still enables")
+	cmd.Flags().BoolVar(&cascade, "cascade", false, "also remove installed plugins that require the named ones")
+	clusterFlags(cmd, &c)
+	return cmd
+}

@@ -1,0 +1,239 @@
+package action
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/render"
+)
+
+// Cluster says which running cluster to talk to, as kubectl does.
+type Cluster struct {
+	// Kubeconfig is a kubeconfig file; empty means $KUBECONFIG or ~/.kube/config.
+	Kubeconfig string
+	// Context is a context in it; empty means its current context.
+	Context string
+	// RESTConfig, when set, is used instead of the kubeconfig (library users, tests).
+	RESTConfig *rest.Config
+}
+
+// Config returns the REST config of the cluster.
+func (c *Cluster) Config() (*rest.Config, error) {
+	if c.RESTConfig != nil {
+		return rest.CopyConfig(c.RESTConfig), nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = c.Kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// Apply runs every stage of a cluster file against a running cluster: it deploys
+// each wave's Kubernetes content, waits until it is ready before the next wave,
+// prunes what plugins no longer produce and uninstalls plugins the file no longer
+// enables.
+type Apply struct {
+	cfg     *Config
+	Cluster Cluster
+	// DryRun asks the API server to validate everything without persisting it.
+	DryRun bool
+	// Timeout bounds how long each plugin may take to become ready. Default 5m.
+	Timeout time.Duration
+	// ForceConflicts takes over fields other field managers own.
+	ForceConflicts bool
+	// Events receives progress.
+	Events func(deploy.Event)
+}
+
+// NewApply returns an Apply action.
+func NewApply(cfg *Config) *Apply { return &Apply{cfg: cfg} }
+
+// ApplyResult summarises an apply.
+type ApplyResult struct {
+	Plugins   []string      `json:"plugins"`
+	Applied   int           `json:"applied"`
+	Pruned    int           `json:"pruned"`
+	Removed   []string      `json:"removed,omitempty"`
+	Duration  time.Duration `json:"duration"`
+	DryRun    bool          `json:"dryRun,omitempty"`
+	Validated bool          `json:"validated"`
+}
+
+// Run applies the cluster file at path.
+func (a *Apply) Run(ctx context.Context, path string) (*ApplyResult, diag.List) {
+	start := time.Now()
+	p, l := a.cfg.prepare(ctx, path, false)
+	if p == nil {
+		return nil, l
+	}
+	d, err := a.deployer()
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	if err := d.Ping(ctx); err != nil {
+		l.Errorf("", 0, 0, "", "cannot reach the cluster: %v", err)
+		return nil, l
+	}
+	res := &ApplyResult{Plugins: p.plan.Names(), DryRun: a.DryRun}
+	var once sync.Once
+	var objects map[string][]map[string]any
+	var objDiags diag.List
+	p.engine.SetDeploy(func(ctx context.Context, wave int, plugins []*engine.Planned, m *model.Model) diag.List {
+		once.Do(func() { objects, objDiags = kubeObjects(ctx, p, m) })
+		if objDiags.HasFatal() {
+			return objDiags
+		}
+		var units []deploy.Unit
+		for _, pl := range plugins {
+			u, err := unit(pl, objects[pl.Package.Name])
+			if err != nil {
+				var dl diag.List
+				dl.Errorf("", 0, 0, "", "plugin %s: %v", pl.Package.Name, err)
+				return dl
+			}
+			units = append(units, u)
+		}
+		wr, err := d.ApplyWave(ctx, wave, units)
+		if wr != nil {
+			res.Applied += wr.Applied
+			res.Pruned += wr.Pruned
+		}
+		return unitDiags(err)
+	})
+	run, rl := p.engine.Run(ctx, p.plan, engine.Validate)
+	l = append(l, rl...)
+	if l.HasFatal() {
+		l.Sort()
+		return res, l
+	}
+	res.Validated = slices.Contains(run.Stages, engine.Validate)
+	if !a.DryRun {
+		removed, err := a.removeUnlisted(ctx, d, p.plan.Names())
+		res.Removed = removed
+		if err != nil {
+			l.Errorf("", 0, 0, "", "%v", err)
+		}
+	}
+	res.Duration = time.Since(start).Round(time.Millisecond)
+	l.Sort()
+	return res, l
+}
+
+func (a *Apply) deployer() (*deploy.Deployer, error) {
+	rc, err := a.Cluster.Config()
+	if err != nil {
+		return nil, err
+	}
+	return deploy.New(rc, deploy.Options{
+		Logger: a.cfg.logger(), Events: a.Events, Timeout: a.Timeout, DryRun: a.DryRun, ForceConflicts: a.ForceConflicts,
+	})
+}
+
+// removeUnlisted uninstalls installed plugins the plan no longer has. Nothing in the
+// plan requires them (the resolver would have kept them), so they go without cascade.
+func (a *Apply) removeUnlisted(ctx context.Context, d *deploy.Deployer, planned []string) ([]string, error) {
+	invs, err := d.Inventories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, inv := range invs {
+		if !slices.Contains(planned, inv.Plugin) {
+			gone = append(gone, inv.Plugin)
+		}
+	}
+	if len(gone) == 0 {
+		return nil, nil
+	}
+	return d.Uninstall(ctx, gone, false)
+}
+
+// kubeObjects renders every plugin's Kubernetes objects (manifests and Helm charts,
+// with object patches applied) from the finished model.
+func kubeObjects(ctx context.Context, p *prepared, m *model.Model) (map[string][]map[string]any, diag.List) {
+	pkgs := map[string]fs.FS{}
+	for _, pl := range p.plan.Plugins {
+		pkgs[pl.Package.Name] = pl.Package.FS
+	}
+	return render.Objects(ctx, render.Input{
+		ClusterName:       p.cluster.Spec.Metadata.Name,
+		KubernetesVersion: p.cluster.KubernetesVersion.String(),
+		Model:             m,
+		Order:             p.plan.Names(),
+		Charts:            func(name string) fs.FS { return pkgs[name] },
+	})
+}
+
+func unit(pl *engine.Planned, objs []map[string]any) (deploy.Unit, error) {
+	u := deploy.Unit{Plugin: pl.Package.Name, Version: pl.Package.Version.String()}
+	for _, r := range pl.Package.Manifest.Spec.Requires {
+		u.Requires = append(u.Requires, r.Name)
+	}
+	raw, err := json.Marshal(pl.Values.Cluster)
+	if err != nil {
+		return u, fmt.Errorf("digest values: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	u.ValuesDigest = "sha256:" + hex.EncodeToString(sum[:])
+	for _, o := range objs {
+		// A JSON round trip turns json.Number into the int64 and float64 that
+		// unstructured objects hold.
+		b, err := json.Marshal(o)
+		if err != nil {
+			return u, fmt.Errorf("encode an object: %w", err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(b); err != nil {
+			return u, fmt.Errorf("decode %s: %w", model.ObjectKey(o), err)
+		}
+		u.Objects = append(u.Objects, obj)
+	}
+	return u, nil
+}
+
+// unitDiags turns a wave's error into one diagnostic per failed plugin.
+func unitDiags(err error) diag.List {
+	if err == nil {
+		return nil
+	}
+	var l diag.List
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // splitting a join, not matching
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		var ue *deploy.UnitError
+		if errors.As(e, &ue) {
+			msg := ue.Err.Error()
+			if ue.Object != "" {
+				msg = ue.Object + ": " + msg
+			}
+			l = append(l, diag.Diagnostic{Severity: diag.Fatal, Plugin: ue.Plugin, Message: msg})
+			continue
+		}
+		l.Errorf("", 0, 0, "", "%v", e)
+	}
+	return l
+}

@@ -1,0 +1,95 @@
+package action
+
+import (
+	"context"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+)
+
+// Status reports the plugins installed in a cluster, from their inventories.
+type Status struct {
+	cfg     *Config
+	Cluster Cluster
+}
+
+// NewStatus returns a Status action.
+func NewStatus(cfg *Config) *Status { return &Status{cfg: cfg} }
+
+// Run returns every installed plugin with its version and how many of its objects
+// exist and are ready.
+func (a *Status) Run(ctx context.Context) ([]deploy.PluginStatus, diag.List) {
+	var l diag.List
+	rc, err := a.Cluster.Config()
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	d, err := deploy.New(rc, deploy.Options{Logger: a.cfg.logger()})
+	if err == nil {
+		err = d.Ping(ctx)
+	}
+	if err != nil {
+		l.Errorf("", 0, 0, "", "cannot reach the cluster: %v", err)
+		return nil, l
+	}
+	st, err := d.Status(ctx)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	return st, l
+}
+
+// Uninstall removes plugins from a cluster, dependents first.
+type Uninstall struct {
+	cfg     *Config
+	Cluster Cluster
+	// Cascade removes the installed plugins that require the named ones too.
+	Cascade bool
+	Events  func(deploy.Event)
+}
+
+// NewUninstall returns an Uninstall action.
+func NewUninstall(cfg *Config) *Uninstall { return &Uninstall{cfg: cfg} }
+
+// Run uninstalls the named plugins and returns those removed, in order.
+func (a *Uninstall) Run(ctx context.Context, plugins ...string) ([]string, diag.List) {
+	var l diag.List
+	rc, err := a.Cluster.Config()
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	d, err := deploy.New(rc, deploy.Options{Logger: a.cfg.logger(), Events: a.Events})
+	if err == nil {
+		err = d.Ping(ctx)
+	}
+	if err != nil {
+		l.Errorf("", 0, 0, "", "cannot reach the cluster: %v", err)
+		return nil, l
+	}
+	invs, err := d.Inventories(ctx)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	installed := map[string]bool{}
+	for _, inv := range invs {
+		installed[inv.Plugin] = true
+	}
+	for _, p := range plugins {
+		if !installed[p] {
+			l.Errorf("", 0, 0, "", "plugin %s is not installed in this cluster", p)
+		}
+	}
+	if l.HasFatal() {
+		return nil, l
+	}
+	done, err := d.Uninstall(ctx, plugins, a.Cascade)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+	}
+	return done, l
+}
+

@@ -1,0 +1,316 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// UnitError is one plugin's failure in a wave.
+type UnitError struct {
+	Plugin string
+	// Object is the object that failed, when one did.
+	Object string
+	Err    error
+}
+
+func (e *UnitError) Error() string {
+	if e.Object != "" {
+		return fmt.Sprintf("plugin %s: %s: %v", e.Plugin, e.Object, e.Err)
+	}
+	return fmt.Sprintf("plugin %s: %v", e.Plugin, e.Err)
+}
+
+func (e *UnitError) Unwrap() error { return e.Err }
+
+// WaveResult is what applying one wave did.
+type WaveResult struct {
+	Applied, Pruned int
+}
+
+// ApplyWave applies the units of one wave, waits until each is ready, prunes what
+// their previous versions had that they no longer produce, and records their
+// inventories. Every unit is attempted; the error joins one *UnitError per failed unit.
+func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*WaveResult, error) {
+	res := &WaveResult{}
+	total := 0
+	for _, u := range units {
+		total += len(u.Objects)
+	}
+	d.emit(Event{Type: WaveStarted, Wave: wave, Total: total, Message: fmt.Sprintf("%d plugin(s)", len(units))})
+	if !d.opts.DryRun {
+		if err := d.ensureNamespace(ctx); err != nil {
+			return nil, err
+		}
+	}
+	type state struct {
+		unit    Unit
+		old     *Inventory
+		applied []*unstructured.Unstructured
+		err     error
+	}
+	states := make([]*state, len(units))
+	for i, u := range units {
+		s := &state{unit: u}
+		states[i] = s
+		for _, o := range u.Objects {
+			// Resolve scope now, so that the inventory records the namespace a
+			// namespaced object without one will land in. Kinds whose CRD comes in this
+			// wave are resolved when they are applied.
+			_, _ = d.mapping(o)
+			labels := o.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[LabelManagedBy] = FieldManager
+			labels[LabelPlugin] = u.Plugin
+			o.SetLabels(labels)
+		}
+		if d.opts.DryRun {
+			continue
+		}
+		old, err := d.readInventory(ctx, u.Plugin)
+		if err != nil {
+			s.err = err
+			continue
+		}
+		s.old = old
+		// Widen first: if this run dies, the inventory still covers every object the
+		// plugin may own, old or new.
+		widened := union(old.refs(), refsOf(u.Objects))
+		if err := d.writeInventory(ctx, &Inventory{Plugin: u.Plugin, Version: u.Version, ValuesDigest: u.ValuesDigest, Requires: u.Requires, Objects: widened, Phase: PhaseApplying}); err != nil {
+			s.err = err
+		}
+	}
+	// Definitions first: CRDs and Namespaces of every unit, then wait for the CRDs.
+	for pass := range 2 {
+		var jobs []applyJob
+		for i, s := range states {
+			if s.err != nil {
+				continue
+			}
+			for _, o := range s.unit.Objects {
+				if isDefinition(o) == (pass == 0) {
+					jobs = append(jobs, applyJob{unit: i, obj: o})
+				}
+			}
+		}
+		out := d.applyAll(ctx, jobs)
+		for j, r := range out {
+			s := states[jobs[j].unit]
+			if r.err != nil {
+				if s.err == nil {
+					s.err = &UnitError{Plugin: s.unit.Plugin, Object: refOf(jobs[j].obj).String(), Err: r.err}
+				}
+				continue
+			}
+			s.applied = append(s.applied, r.obj)
+		}
+		if pass == 0 && !d.opts.DryRun {
+			for _, s := range states {
+				if s.err != nil {
+					continue
+				}
+				if err := d.waitEstablished(ctx, s.applied); err != nil {
+					s.err = &UnitError{Plugin: s.unit.Plugin, Err: err}
+				}
+			}
+			d.mapper.Reset()
+		}
+	}
+	for _, s := range states {
+		if s.err == nil {
+			res.Applied += len(s.applied)
+			d.emit(Event{Type: PluginApplied, Wave: wave, Plugin: s.unit.Plugin, Applied: len(s.applied), Total: len(s.unit.Objects)})
+		}
+	}
+	if d.opts.DryRun {
+		return res, joinStates(states, func(s *state) (string, error) { return s.unit.Plugin, s.err })
+	}
+	// Readiness, prune and the narrowed inventory, plugin by plugin in parallel.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, s := range states {
+		if s.err != nil {
+			d.emit(Event{Type: PluginFailed, Wave: wave, Plugin: s.unit.Plugin, Message: s.err.Error()})
+			continue
+		}
+		wg.Go(func() {
+			if err := d.waitReady(ctx, wave, s.unit.Plugin, s.applied); err != nil {
+				s.err = &UnitError{Plugin: s.unit.Plugin, Err: err}
+				d.emit(Event{Type: PluginFailed, Wave: wave, Plugin: s.unit.Plugin, Message: err.Error()})
+				return
+			}
+			d.emit(Event{Type: PluginReady, Wave: wave, Plugin: s.unit.Plugin, Ready: len(s.applied), Total: len(s.applied)})
+			stale := minus(s.old.refs(), refsOf(s.unit.Objects))
+			if n, err := d.deleteAll(ctx, stale); err != nil {
+				s.err = &UnitError{Plugin: s.unit.Plugin, Err: fmt.Errorf("prune: %w", err)}
+				return
+			} else if n > 0 {
+				mu.Lock()
+				res.Pruned += n
+				mu.Unlock()
+				d.emit(Event{Type: PluginPruned, Wave: wave, Plugin: s.unit.Plugin, Total: n})
+			}
+			inv := &Inventory{Plugin: s.unit.Plugin, Version: s.unit.Version, ValuesDigest: s.unit.ValuesDigest, Requires: s.unit.Requires, Objects: sortedRefs(refsOf(s.unit.Objects)), Phase: PhaseReady}
+			if err := d.writeInventory(ctx, inv); err != nil {
+				s.err = &UnitError{Plugin: s.unit.Plugin, Err: err}
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range states {
+		if s.err != nil && s.old != nil {
+			// Keep the widened inventory, but say the plugin failed.
+			_ = d.setPhase(context.WithoutCancel(ctx), s.unit.Plugin, PhaseFailed, s.err.Error())
+		}
+	}
+	d.emit(Event{Type: WaveFinished, Wave: wave, Applied: res.Applied, Total: total})
+	return res, joinStates(states, func(s *state) (string, error) { return s.unit.Plugin, s.err })
+}
+
+func joinStates[S any](states []S, f func(S) (string, error)) error {
+	var errs []error
+	for _, s := range states {
+		name, err := f(s)
+		if err == nil {
+			continue
+		}
+		var ue *UnitError
+		if !errors.As(err, &ue) {
+			err = &UnitError{Plugin: name, Err: err}
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func isDefinition(o *unstructured.Unstructured) bool {
+	gk := o.GroupVersionKind().GroupKind()
+	return gk.Kind == "Namespace" && gk.Group == "" || gk.Kind == "CustomResourceDefinition" && gk.Group == "apiextensions.k8s.io"
+}
+
+type applyJob struct {
+	unit int
+	obj  *unstructured.Unstructured
+}
+
+type applyResult struct {
+	obj *unstructured.Unstructured
+	err error
+}
+
+// applyAll applies objects concurrently, bounded by Options.Concurrency.
+func (d *Deployer) applyAll(ctx context.Context, jobs []applyJob) []applyResult {
+	out := make([]applyResult, len(jobs))
+	sem := make(chan struct{}, d.opts.Concurrency)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i].obj, out[i].err = d.apply(ctx, j.obj)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// apply server-side applies one object and returns what the server stored.
+func (d *Deployer) apply(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	ri, err := d.mapping(o)
+	if err != nil {
+		return nil, err
+	}
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: d.opts.ForceConflicts}
+	if d.opts.DryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	var got *unstructured.Unstructured
+	err = d.retry(ctx, func(ctx context.Context) error {
+		var err error
+		got, err = ri.Apply(ctx, o.GetName(), o, opts)
+		return err
+	})
+	if err != nil {
+		return nil, describeApplyError(err)
+	}
+	return got, nil
+}
+
+// describeApplyError keeps the API server's own words, which name the field and,
+// for a conflict, the field manager that owns it.
+func describeApplyError(err error) error {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		st := se.Status()
+		switch {
+		case apierrors.IsConflict(err):
+			return fmt.Errorf("field conflict (another field manager owns it; apply with --force-conflicts to take it over): %s", st.Message)
+		case apierrors.IsInvalid(err):
+			return fmt.Errorf("rejected by the API server: %s", st.Message)
+		}
+		return fmt.Errorf("%s", st.Message)
+	}
+	return err
+}
+
+// deleteAll deletes objects, namespaced ones and other kinds first, then CRDs and
+// Namespaces, and returns how many existed.
+func (d *Deployer) deleteAll(ctx context.Context, refs []ObjRef) (int, error) {
+	var first, last []ObjRef
+	for _, r := range refs {
+		if (r.Kind == "Namespace" && r.Group == "") || (r.Kind == "CustomResourceDefinition" && r.Group == "apiextensions.k8s.io") {
+			last = append(last, r)
+		} else {
+			first = append(first, r)
+		}
+	}
+	n := 0
+	var errs []error
+	for _, batch := range [][]ObjRef{first, last} {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, d.opts.Concurrency)
+		for _, r := range batch {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				existed, err := d.delete(ctx, r)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", r, err))
+				} else if existed {
+					n++
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return n, errors.Join(errs...)
+}
+
+func (d *Deployer) delete(ctx context.Context, r ObjRef) (bool, error) {
+	ri, err := d.resourceFor(r)
+	if err != nil {
+		if strings.Contains(err.Error(), "serves no") {
+			return false, nil // its CRD is gone, and the object with it
+		}
+		return false, err
+	}
+	policy := metav1.DeletePropagationBackground
+	err = d.retry(ctx, func(ctx context.Context) error {
+		return ri.Delete(ctx, r.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
+	})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}

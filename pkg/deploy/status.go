@@ -1,0 +1,70 @@
+package deploy
+
+import (
+	"context"
+	"sync"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PluginStatus is an installed plugin as the cluster has it now.
+type PluginStatus struct {
+	Plugin  string `json:"plugin"`
+	Version string `json:"version"`
+	Phase   string `json:"phase"`
+	Message string `json:"message,omitempty"`
+	Objects int    `json:"objects"`
+	Ready   int    `json:"ready"`
+	Missing int    `json:"missing"`
+	// NotReady names the objects that exist but are not Current.
+	NotReady []string `json:"notReady,omitempty"`
+}
+
+// Status reports every installed plugin: its inventory and how many of its objects
+// exist and are Current.
+func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
+	invs, err := d.Inventories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PluginStatus, len(invs))
+	for i, inv := range invs {
+		ps := PluginStatus{Plugin: inv.Plugin, Version: inv.Version, Phase: inv.Phase, Message: inv.Message, Objects: len(inv.Objects)}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, d.opts.Concurrency)
+		for _, r := range inv.Objects {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				ri, err := d.resourceFor(r)
+				if err != nil {
+					mu.Lock()
+					ps.Missing++
+					mu.Unlock()
+					return
+				}
+				got, err := ri.Get(ctx, r.Name, metav1.GetOptions{})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case apierrors.IsNotFound(err):
+					ps.Missing++
+				case err != nil:
+					ps.NotReady = append(ps.NotReady, r.String()+": "+err.Error())
+				default:
+					if res, err := status.Compute(got); err == nil && res.Status == status.CurrentStatus {
+						ps.Ready++
+					} else {
+						ps.NotReady = append(ps.NotReady, r.String())
+					}
+				}
+			})
+		}
+		wg.Wait()
+		out[i] = ps
+	}
+	return out, nil
+}

@@ -1,0 +1,118 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ErrRequired is returned when removing a plugin that an installed plugin requires.
+var ErrRequired = errors.New("required by an installed plugin")
+
+// Uninstall removes the named plugins' objects and inventories. Plugins are removed
+// dependents first: a plugin is removed only after every installed plugin that
+// requires it. Removing a plugin that an installed plugin outside the set requires is
+// refused (ErrRequired) unless cascade is set, in which case those dependents are
+// removed too. It returns the plugins removed, in order.
+func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool) ([]string, error) {
+	invs, err := d.Inventories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*Inventory{}
+	for _, inv := range invs {
+		byName[inv.Plugin] = inv
+	}
+	remove := map[string]bool{}
+	for _, p := range plugins {
+		if byName[p] != nil {
+			remove[p] = true
+		}
+	}
+	// Dependents of what is removed: refuse, or add them with cascade.
+	for changed := true; changed; {
+		changed = false
+		for _, inv := range invs {
+			if remove[inv.Plugin] {
+				continue
+			}
+			for _, r := range inv.Requires {
+				if !remove[r] {
+					continue
+				}
+				if !cascade {
+					return nil, fmt.Errorf("cannot uninstall %s: %w %s (uninstall it too, or use --cascade)", r, ErrRequired, inv.Plugin)
+				}
+				remove[inv.Plugin] = true
+				changed = true
+			}
+		}
+	}
+	order, err := reverseOrder(byName, remove)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	for _, p := range order {
+		n, err := d.deleteAll(ctx, byName[p].Objects)
+		if err != nil {
+			d.emit(Event{Type: UninstallFailed, Plugin: p, Message: err.Error()})
+			return done, fmt.Errorf("uninstall %s: %w", p, err)
+		}
+		if err := d.deleteInventory(ctx, p); err != nil {
+			return done, fmt.Errorf("uninstall %s: %w", p, err)
+		}
+		d.emit(Event{Type: PluginRemoved, Plugin: p, Total: n})
+		done = append(done, p)
+	}
+	return done, nil
+}
+
+// reverseOrder orders the plugins to remove so that each comes after every plugin
+// that requires it; ties break by name.
+func reverseOrder(byName map[string]*Inventory, remove map[string]bool) ([]string, error) {
+	var names []string
+	for p := range remove {
+		names = append(names, p)
+	}
+	slices.Sort(names)
+	// dependents[p] counts the plugins still to remove that require p.
+	dependents := map[string]int{}
+	for _, p := range names {
+		for _, r := range byName[p].Requires {
+			if remove[r] {
+				dependents[r]++
+			}
+		}
+	}
+	var out []string
+	done := map[string]bool{}
+	for len(out) < len(names) {
+		progress := false
+		for _, p := range names {
+			if done[p] || dependents[p] > 0 {
+				continue
+			}
+			done[p] = true
+			out = append(out, p)
+			progress = true
+			for _, r := range byName[p].Requires {
+				if remove[r] {
+					dependents[r]--
+				}
+			}
+		}
+		if !progress {
+			var left []string
+			for _, p := range names {
+				if !done[p] {
+					left = append(left, p)
+				}
+			}
+			return nil, fmt.Errorf("the installed plugins %s require each other in a cycle", strings.Join(left, ", "))
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,167 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// pollInterval is how often objects that are not ready yet are looked at again.
+const pollInterval = 250 * time.Millisecond
+
+// waitEstablished waits until every CRD among objs is Established and its names
+// accepted, so that its custom resources can be applied.
+func (d *Deployer) waitEstablished(ctx context.Context, objs []*unstructured.Unstructured) error {
+	var crds []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+		}
+	}
+	if len(crds) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
+	defer cancel()
+	for _, c := range crds {
+		ri, err := d.mapping(c)
+		if err != nil {
+			return err
+		}
+		for {
+			got, err := ri.Get(ctx, c.GetName(), metav1.GetOptions{})
+			if err == nil && conditionTrue(got, "Established") && conditionTrue(got, "NamesAccepted") {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				why := "not Established"
+				if got != nil {
+					why = conditionsText(got)
+				}
+				return fmt.Errorf("CustomResourceDefinition %s did not become Established within %s: %s", c.GetName(), d.opts.Timeout, why)
+			case <-time.After(pollInterval):
+			}
+		}
+	}
+	return nil
+}
+
+func conditionTrue(u *unstructured.Unstructured, typ string) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			return m["status"] == "True"
+		}
+	}
+	return false
+}
+
+// conditionsText summarises an object's conditions: "Available=False (MinimumReplicasUnavailable: ...)".
+func conditionsText(u *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var parts []string
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		p := fmt.Sprintf("%v=%v", m["type"], m["status"])
+		if r, _ := m["reason"].(string); r != "" {
+			msg, _ := m["message"].(string)
+			p += " (" + r
+			if msg != "" {
+				p += ": " + msg
+			}
+			p += ")"
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return "no conditions"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// waitReady waits until every object is Current by kstatus. Objects that are Current
+// as the server returned them from the apply (ConfigMaps, RBAC, Services...) need
+// no further request; the rest are polled.
+func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs []*unstructured.Unstructured) error {
+	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
+	defer cancel()
+	pending := map[int]*status.Result{}
+	for i, o := range objs {
+		r, err := status.Compute(o)
+		if err != nil || r.Status != status.CurrentStatus {
+			pending[i] = r
+		}
+	}
+	ready := len(objs) - len(pending)
+	for len(pending) > 0 {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, d.opts.Concurrency)
+		keys := make([]int, 0, len(pending))
+		for i := range pending {
+			keys = append(keys, i)
+		}
+		for _, i := range keys {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				o := objs[i]
+				ri, err := d.mapping(o)
+				if err != nil {
+					return
+				}
+				got, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+				if err != nil {
+					return
+				}
+				r, err := status.Compute(got)
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil && r.Status == status.CurrentStatus {
+					delete(pending, i)
+					ready++
+					d.emit(Event{Type: ObjectReady, Wave: wave, Plugin: plugin, Object: refOf(o).String(), Ready: ready, Total: len(objs)})
+					return
+				}
+				objs[i] = got
+				pending[i] = r
+			})
+		}
+		wg.Wait()
+		if len(pending) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return notReady(objs, pending, d.opts.Timeout)
+		case <-time.After(pollInterval):
+		}
+	}
+	return nil
+}
+
+func notReady(objs []*unstructured.Unstructured, pending map[int]*status.Result, timeout time.Duration) error {
+	var lines []string
+	for i, r := range pending {
+		line := refOf(objs[i]).String()
+		if r != nil {
+			line += " is " + string(r.Status)
+			if r.Message != "" {
+				line += ": " + r.Message
+			}
+		}
+		line += " [" + conditionsText(objs[i]) + "]"
+		lines = append(lines, line)
+	}
+	slices.Sort(lines)
+	return fmt.Errorf("not ready after %s: %s", timeout, strings.Join(lines, "; "))
+}
