@@ -92,4 +92,3 @@ func (a *Uninstall) Run(ctx context.Context, plugins ...string) ([]string, diag.
 	}
 	return done, l
 }
-

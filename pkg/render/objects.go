@@ -41,4 +41,3 @@ func Objects(ctx context.Context, in Input) (map[string][]map[string]any, diag.L
 	}
 	return out, r.diags
 }
-
