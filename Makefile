@@ -40,9 +40,17 @@ quickstart: build
 	$(KUBEPLUG) plan -f examples/quickstart/cluster.yaml
 	$(KUBEPLUG) render -f examples/quickstart/cluster.yaml -o out/quickstart
 
-# Benchmarks against the DESIGN.md targets; figures go into the issue notes.
-bench:
+# Benchmarks against the DESIGN.md targets; figures go into the issue notes. The
+# apply benchmark compares kubeplug with kubectl (from the local control plane build)
+# and helm (built here from its Go module) side by side on the local control plane.
+HELM := $(TOOLS)/helm
+$(HELM): go.mod
+	@mkdir -p $(TOOLS)
+	$(GO) build -o $@ helm.sh/helm/v4/cmd/helm
+
+bench: localcluster $(HELM)
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/resolve ./pkg/action
+	KUBEPLUG_HELM=$(HELM) $(GO) test -run '^$$' -bench BenchmarkApply1000 -benchtime 1x -timeout 30m -v ./test/bench
 
 # The local control plane: etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl and kwok built from the ./localcluster module as one
