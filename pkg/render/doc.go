@@ -1,21 +1,29 @@
 // Package render turns a finished model of a cluster into files that people review and
 // keep in version control, and that providers and the deployer act on.
 //
-// Files renders into memory and Write replaces a directory with the result atomically.
-// The layout of a render:
+// Files renders into memory and Write replaces a directory with the result atomically
+// (only a directory that is empty or holds MarkerFile from a previous render). The
+// layout of a render:
 //
-//	control-plane/<component>.yaml    static Pods of kube-apiserver, -controller-manager, -scheduler
-//	nodes/<pool>/cloud-init.yaml      per node pool (and the control-plane pseudo pool)
-//	nodes/<pool>/ignition.json        the same machine configuration as Ignition v3.4.0
+//	control-plane/<component>.yaml    static Pods of kube-apiserver, kube-controller-manager, kube-scheduler
+//	nodes/<pool>/cloud-init.yaml      per node pool, including the control-plane pseudo pool
+//	nodes/<pool>/ignition.json        the same machine configuration as Ignition spec 3.4.0
 //	cloud/template.json               the CloudFormation-style cloud template, patches applied
-//	kubernetes/<NN>-<plugin>.yaml     each plugin's objects and rendered Helm releases, in deploy order
-//	plan.json                         the engine's plan
+//	kubernetes/<NN>-<plugin>.yaml     each plugin's objects, then its Helm releases, in deploy order
+//	plan.json                         Input.Plan as-is
+//
+// Every machine gets its plugins' files, units and drop-ins, its hook scripts under
+// HooksDir and their list in HooksManifestPath for the node agent, and its kubelet
+// flags (labels and taints included) in KubeletEnvPath, read by a kubelet.service
+// drop-in. Boot runs the agent's beforeNodeup phase, starts the kubelet (the nodeup
+// step), then runs afterNodeup: through runcmd with cloud-init, through oneshot units
+// with Ignition. Control-plane machines also get the static Pods in StaticPodDir.
 //
 // The one idea: output is a pure function of the input, byte for byte. Every map is
 // walked in sorted order, lists keep the model's plugin order, and nothing depends on
 // time, the host or the environment, so a re-render of an unchanged cluster is no diff.
 //
 // Problems are diagnostics, not errors: a render reports every problem it finds (a
-// patch whose path does not exist, a chart that fails to render, two plugins writing
-// the same machine path) and then returns no files if any of them is fatal.
+// patch whose path does not exist, a chart that fails to render, two writers of the
+// same machine path) and then returns no files if any of them is fatal.
 package render

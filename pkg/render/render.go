@@ -97,6 +97,9 @@ func (r *renderer) check() bool {
 		r.fatalf("", "", "no model to render")
 		return false
 	}
+	if !nameRE.MatchString(r.in.ClusterName) {
+		r.fatalf("", "metadata.name", "expected a cluster name of lower-case letters, digits, '.', '_' or '-', found %q", r.in.ClusterName)
+	}
 	v, err := semver.StrictNewVersion(strings.TrimPrefix(r.in.KubernetesVersion, "v"))
 	if err != nil {
 		r.fatalf("", "kubernetesVersion", "expected a version like 1.37.2, found %q", r.in.KubernetesVersion)
