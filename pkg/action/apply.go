@@ -218,7 +218,7 @@ func unitDiags(err error) diag.List {
 	}
 	var l diag.List
 	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // splitting a join, not matching
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
 	} else {
 		errs = []error{err}
