@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -53,7 +55,7 @@ are shown as ***.`,
 					if _, err := fmt.Fprintf(w, "\n%s %s (%s, %s)\n%s", p.Name, p.Version, p.Origin, shortDigest(p.Digest), indent(string(vals))); err != nil {
 						return err
 					}
-					for _, pool := range sortedKeys(p.PoolValues) {
+					for _, pool := range slices.Sorted(maps.Keys(p.PoolValues)) {
 						pv, err := yaml.Marshal(p.PoolValues[pool])
 						if err != nil {
 							return fmt.Errorf("render values: %w", err)

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -143,7 +144,7 @@ func showText(w io.Writer, d *action.PluginDetail) error {
 		return fmt.Errorf("render values: %w", err)
 	}
 	fmt.Fprintf(&b, "Values:\n%s", indent(string(vals)))
-	for _, pool := range sortedKeys(d.PoolValues) {
+	for _, pool := range slices.Sorted(maps.Keys(d.PoolValues)) {
 		pv, err := yaml.Marshal(d.PoolValues[pool])
 		if err != nil {
 			return fmt.Errorf("render values: %w", err)
@@ -162,15 +163,6 @@ func indent(s string) string {
 		}
 	}
 	return strings.Join(lines, "")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 type lintResult struct {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -29,6 +30,9 @@ type Config struct {
 	Env config.Env
 	// Runtimes are in-process Go plugins, by plugin name.
 	Runtimes map[string]engine.Runtime
+	// PluginTimeout, when positive, overrides every plugin's spec.runtime.timeout
+	// (how long one stage call of its executable may take; default 1m).
+	PluginTimeout time.Duration
 }
 
 func (c *Config) logger() *slog.Logger {
@@ -59,6 +63,22 @@ func (c *Config) Sources(extra ...source.Source) []source.Source {
 		out = append(out, source.Dir(plugin.OriginUser, d))
 	}
 	return append(out, extra...)
+}
+
+// loadFor loads the optional cluster file and indexes the configured sources plus
+// the file's own. The cluster is nil when file is empty; the index is nil when the
+// file is broken.
+func (c *Config) loadFor(ctx context.Context, file string) (*config.Cluster, *source.Index, diag.List) {
+	if file == "" {
+		idx, l := c.LoadIndex(ctx)
+		return nil, idx, l
+	}
+	cl, l := config.Load(file)
+	if cl == nil {
+		return nil, nil, l
+	}
+	idx, il := c.LoadIndex(ctx, cl.Sources()...)
+	return cl, idx, append(l, il...)
 }
 
 // LoadIndex scans every configured source plus extra.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
-	"github.com/kubeplug/kubeplug/pkg/source"
 )
 
 // PluginInfo describes one available plugin version.
@@ -35,20 +33,10 @@ func NewList(cfg *Config) *List { return &List{cfg: cfg} }
 // Run lists plugins by name, newest version first. Diagnostics hold the sources'
 // problems and shadowing warnings; the list holds every plugin that loaded.
 func (a *List) Run(ctx context.Context) ([]PluginInfo, diag.List) {
-	var l diag.List
-	var extra []source.Source
-	var cl *config.Cluster
-	if a.ClusterFile != "" {
-		var cd diag.List
-		cl, cd = config.Load(a.ClusterFile)
-		l = append(l, cd...)
-		if cl == nil {
-			return nil, l
-		}
-		extra = cl.Sources()
+	cl, idx, l := a.cfg.loadFor(ctx, a.ClusterFile)
+	if idx == nil {
+		return nil, l
 	}
-	idx, il := a.cfg.LoadIndex(ctx, extra...)
-	l = append(l, il...)
 	enabled := map[string]bool{}
 	if cl != nil {
 		for _, ref := range cl.Enabled() {

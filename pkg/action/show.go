@@ -5,10 +5,8 @@ import (
 	"strings"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
-	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
-	"github.com/kubeplug/kubeplug/pkg/source"
 	"github.com/kubeplug/kubeplug/pkg/values"
 )
 
@@ -40,20 +38,12 @@ func NewShow(cfg *Config) *Show { return &Show{cfg: cfg} }
 // Run shows NAME or NAME@VERSION (VERSION may be a constraint; the newest match wins).
 func (a *Show) Run(ctx context.Context, ref string) (*PluginDetail, diag.List) {
 	name, constraint, _ := strings.Cut(ref, "@")
-	var l diag.List
-	var extra []source.Source
-	var cl *config.Cluster
-	if a.ClusterFile != "" {
-		var cd diag.List
-		cl, cd = config.Load(a.ClusterFile)
-		l = append(l, cd...)
-		if cl == nil {
-			return nil, l
-		}
-		extra = cl.Sources()
+	cl, idx, l := a.cfg.loadFor(ctx, a.ClusterFile)
+	if idx == nil {
+		return nil, l
 	}
-	idx, il := a.cfg.LoadIndex(ctx, extra...)
-	l = append(l, il.Fatal()...)
+	// Shadowing warnings belong to plugin list; show reports only what breaks it.
+	l = l.Fatal()
 	pkg, err := idx.Find(name, constraint)
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 
@@ -84,37 +85,37 @@ func Contributions(m *model.Model) []ContributionRef {
 	}
 	for _, name := range model.Components {
 		c := m.ControlPlane.Components[name]
-		for _, k := range keys(c.Flags) {
+		for _, k := range slices.Sorted(maps.Keys(c.Flags)) {
 			add(c.Flags[k].By, "controlPlane.flag", name, k)
 		}
-		for _, k := range keys(c.Volumes) {
+		for _, k := range slices.Sorted(maps.Keys(c.Volumes)) {
 			add(c.Volumes[k].By, "controlPlane.volume", name, k)
 		}
 	}
-	for _, k := range keys(m.ControlPlane.FeatureGates) {
+	for _, k := range slices.Sorted(maps.Keys(m.ControlPlane.FeatureGates)) {
 		add(m.ControlPlane.FeatureGates[k].By, "controlPlane.featureGate", k)
 	}
 	for _, pn := range m.PoolNames() {
 		p := m.Pools[pn]
-		for _, k := range keys(p.Files) {
+		for _, k := range slices.Sorted(maps.Keys(p.Files)) {
 			add(p.Files[k].By, "nodes.file", pn, k)
 		}
-		for _, k := range keys(p.Units) {
+		for _, k := range slices.Sorted(maps.Keys(p.Units)) {
 			u := p.Units[k]
 			if u.Content != "" {
 				add(u.By, "nodes.systemdUnit", pn, k)
 			}
-			for _, di := range keys(u.DropIns) {
+			for _, di := range slices.Sorted(maps.Keys(u.DropIns)) {
 				add(u.DropIns[di].By, "nodes.dropIn", pn, k, di)
 			}
 		}
-		for _, k := range keys(p.Kubelet.Flags) {
+		for _, k := range slices.Sorted(maps.Keys(p.Kubelet.Flags)) {
 			add(p.Kubelet.Flags[k].By, "nodes.kubeletFlag", pn, k)
 		}
-		for _, k := range keys(p.Kubelet.Labels) {
+		for _, k := range slices.Sorted(maps.Keys(p.Kubelet.Labels)) {
 			add(p.Kubelet.Labels[k].By, "nodes.label", pn, k)
 		}
-		for _, k := range keys(p.Kubelet.FeatureGates) {
+		for _, k := range slices.Sorted(maps.Keys(p.Kubelet.FeatureGates)) {
 			add(p.Kubelet.FeatureGates[k].By, "nodes.featureGate", pn, k)
 		}
 		for _, t := range p.Kubelet.Taints {
@@ -124,13 +125,13 @@ func Contributions(m *model.Model) []ContributionRef {
 			add(h.By, "nodes.hook", pn, h.At, h.Name)
 		}
 	}
-	for _, k := range keys(m.Cloud.Resources) {
+	for _, k := range slices.Sorted(maps.Keys(m.Cloud.Resources)) {
 		add(m.Cloud.Resources[k].By, "cloud.resource", k)
 	}
-	for _, k := range keys(m.Cloud.Outputs) {
+	for _, k := range slices.Sorted(maps.Keys(m.Cloud.Outputs)) {
 		add(m.Cloud.Outputs[k].By, "cloud.output", k)
 	}
-	for _, role := range keys(m.Cloud.IAM) {
+	for _, role := range slices.Sorted(maps.Keys(m.Cloud.IAM)) {
 		for _, s := range m.Cloud.IAM[role] {
 			add(s.By, "cloud.iamStatement", role)
 		}
@@ -149,14 +150,5 @@ func Contributions(m *model.Model) []ContributionRef {
 	for _, p := range m.Kubernetes.Patches {
 		add(p.By, "kubernetes.patch", p.Target.Kind, p.Target.Namespace, p.Target.Name)
 	}
-	return out
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }

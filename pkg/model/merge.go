@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -54,7 +55,7 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 	}
 	a := adder{by: by}
 	if cp := c.ControlPlane; cp != nil {
-		for _, name := range sortedKeys(cp.Components) {
+		for _, name := range slices.Sorted(maps.Keys(cp.Components)) {
 			in := cp.Components[name]
 			cur, ok := m.ControlPlane.Components[name]
 			if !ok {
@@ -62,7 +63,7 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 				continue
 			}
 			setAll(&a, &cur.Flags, in.Flags, "controlPlane."+name+".flags")
-			for _, vn := range sortedKeys(in.Volumes) {
+			for _, vn := range slices.Sorted(maps.Keys(in.Volumes)) {
 				v := in.Volumes[vn]
 				v.By = by
 				if cur.Volumes == nil {
@@ -77,7 +78,7 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 		}
 		setAll(&a, &m.ControlPlane.FeatureGates, cp.FeatureGates, "controlPlane.featureGates")
 	}
-	for _, pn := range sortedKeys(c.Pools) {
+	for _, pn := range slices.Sorted(maps.Keys(c.Pools)) {
 		in := c.Pools[pn]
 		cur, ok := m.Pools[pn]
 		if !ok {
@@ -89,7 +90,7 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 	if cl := c.Cloud; cl != nil {
 		setAll(&a, &m.Cloud.Resources, cl.Resources, "cloud.resources")
 		setAll(&a, &m.Cloud.Outputs, cl.Outputs, "cloud.outputs")
-		for _, role := range sortedKeys(cl.IAM) {
+		for _, role := range slices.Sorted(maps.Keys(cl.IAM)) {
 			if m.Cloud.IAM == nil {
 				m.Cloud.IAM = map[string][]Statement{}
 			}
@@ -136,7 +137,7 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 
 func (m *Model) addPool(a *adder, cur, in *Pool) {
 	base := "nodes." + cur.Name
-	for _, path := range sortedKeys(in.Files) {
+	for _, path := range slices.Sorted(maps.Keys(in.Files)) {
 		f := in.Files[path]
 		f.By = a.by
 		if cur.Files == nil {
@@ -148,7 +149,7 @@ func (m *Model) addPool(a *adder, cur, in *Pool) {
 		}
 		cur.Files[path] = f
 	}
-	for _, name := range sortedKeys(in.Units) {
+	for _, name := range slices.Sorted(maps.Keys(in.Units)) {
 		u := in.Units[name]
 		if cur.Units == nil {
 			cur.Units = map[string]*Unit{}
@@ -209,7 +210,7 @@ func (a *adder) errorf(key, format string, args ...any) {
 // setAll merges settings by key: a key set by another plugin to a different value is
 // a conflict; the same value is accepted and keeps its first owner.
 func setAll[T any](a *adder, dst *map[string]Setting[T], src map[string]Setting[T], base string) {
-	for _, k := range sortedKeys(src) {
+	for _, k := range slices.Sorted(maps.Keys(src)) {
 		v := src[k]
 		if *dst == nil {
 			*dst = map[string]Setting[T]{}
@@ -226,15 +227,6 @@ func setAll[T any](a *adder, dst *map[string]Setting[T], src map[string]Setting[
 
 func sameVolume(a, b Volume) bool {
 	return a.HostPath == b.HostPath && a.MountPath == b.MountPath && a.ReadOnly == b.ReadOnly
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // ObjectKey identifies a Kubernetes object: group/Kind namespace/name.
