@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeplug/kubeplug/pkg/nodeagent"
+)
+
+func newNodeCmd(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Commands that run on a cluster's machines",
+	}
+	cmd.AddCommand(newNodeRunCmd(o))
+	return cmd
+}
+
+func newNodeRunCmd(o *options) *cobra.Command {
+	var (
+		phase  string
+		opts   nodeagent.Options
+		labels map[string]string
+	)
+	cmd := &cobra.Command{
+		Use:   "run --phase beforeNodeup|afterNodeup|afterDeploy",
+		Short: "Run the plugins' node hooks of one boot phase on this machine",
+		Long: `Run the node hooks that plugins contributed to this machine's pool, for one phase.
+The machine's boot runs this for beforeNodeup, starts the kubelet (nodeup), then runs it
+for afterNodeup; the deploy triggers afterDeploy.
+
+The hooks come from ` + nodeagent.HooksManifestPath + `, which kubeplug render writes into the
+machine's cloud-init or Ignition config together with each script hook's script under
+` + nodeagent.HooksDir + `/<plugin>/<hook>. They run in file order, each according to its behavior:
+
+  sync-enforce   the next hook waits for it; a failure fails the node and stops the phase
+  sync-bypass    the next hook waits for it; a failure is only reported
+  async-enforce  runs alongside the hooks after it; a failure fails the node when it ends
+  async-bypass   runs alongside the hooks after it; a failure is only reported
+
+The command waits for async hooks before it exits. A hook runs in its own process group
+with the root as working directory and KUBEPLUG_ROOT, KUBEPLUG_PHASE, KUBEPLUG_PLUGIN,
+KUBEPLUG_HOOK and KUBEPLUG_NODE set; past its timeout (default 5m) the group is killed.
+A hook whose CEL condition ("when") is false is skipped; one that does not compile fails.
+Conditions see cluster.{name,kubernetesVersion} and node.{name,pool,role,labels}; compare
+versions with versionAtLeast(cluster.kubernetesVersion, '1.30') or semver(a) >= semver(b).
+
+Every path is under --root (default /), so a directory can stand for a machine. What ran
+is reported on stdout and written to <root>` + nodeagent.ReportsDir + `/<phase>.json. Hooks
+that succeeded are recorded under <root>` + nodeagent.StateDir + ` and skipped when the phase
+runs again, so an interrupted boot converges; --force runs them again.
+
+The exit status is 1 when an enforced hook failed, naming the hook and the node.`,
+		Example: `  # What the boot runs before starting the kubelet
+  kubeplug node run --phase beforeNodeup
+
+  # A simulated node in a directory, with the facts its conditions see
+  kubeplug node run --phase afterNodeup --root /tmp/node-1 --node-name node-1 \
+    --pool workers --role worker --kubernetes-version 1.37.2 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Node.Labels = labels
+			opts.Logger = o.config().Logger
+			a, err := nodeagent.New(opts)
+			if err != nil {
+				return err
+			}
+			rep, err := a.Run(cmd.Context(), phase)
+			if rep == nil {
+				return err
+			}
+			if perr := o.print(rep, func(w io.Writer) error { return nodeReportTable(w, rep) }); perr != nil {
+				return errors.Join(err, perr)
+			}
+			if err != nil {
+				_, _ = fmt.Fprintln(o.streams.Err, "Error:", err)
+				return errFailed
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&phase, "phase", "", "the entry point to run: beforeNodeup, afterNodeup or afterDeploy")
+	f.StringVar(&opts.Root, "root", "/", "the directory the machine's paths are relative to")
+	f.StringVar(&opts.Node.Name, "node-name", "", "the node's name for conditions and messages (default: the manifest's, else the host name)")
+	f.StringVar(&opts.Node.Pool, "pool", "", "the node pool, as node.pool in conditions (default: the manifest's)")
+	f.StringVar(&opts.Node.Role, "role", "", "the node's role, as node.role in conditions (default: the manifest's)")
+	f.StringToStringVar(&labels, "label", nil, "a node label key=value, as node.labels in conditions (repeatable)")
+	f.StringVar(&opts.Cluster.Name, "cluster-name", "", "the cluster's name, as cluster.name in conditions (default: the manifest's)")
+	f.StringVar(&opts.Cluster.KubernetesVersion, "kubernetes-version", "", "as cluster.kubernetesVersion in conditions (default: the manifest's)")
+	f.BoolVar(&opts.Force, "force", false, "run hooks that already succeeded in an earlier run of the phase")
+	_ = cmd.MarkFlagRequired("phase")
+	_ = cmd.MarkFlagDirname("root")
+	_ = cmd.RegisterFlagCompletionFunc("phase", cobra.FixedCompletions(nodeagent.Phases, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func nodeReportTable(w io.Writer, rep *nodeagent.Report) error {
+	if len(rep.Hooks) == 0 {
+		_, err := fmt.Fprintf(w, "no hooks for phase %s on node %s\n", rep.Phase, rep.Node)
+		return err
+	}
+	rows := make([][]string, 0, len(rep.Hooks))
+	for _, h := range rep.Hooks {
+		exit := ""
+		if h.ExitCode != nil {
+			exit = strconv.Itoa(*h.ExitCode)
+		}
+		dur := ""
+		if !h.StartedAt.IsZero() {
+			dur = time.Duration(h.Duration).Round(time.Millisecond).String()
+		}
+		rows = append(rows, []string{h.Plugin, h.Name, h.Behavior, string(h.Status), exit, dur, oneLine(h.Reason)})
+	}
+	if err := table(w, []string{"PLUGIN", "HOOK", "BEHAVIOR", "STATUS", "EXIT", "DURATION", "REASON"}, rows); err != nil {
+		return err
+	}
+	for _, h := range rep.Hooks {
+		if h.Warning != "" {
+			if _, err := fmt.Fprintf(w, "warning: hook %s of plugin %s: %s\n", h.Name, h.Plugin, h.Warning); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func oneLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}

@@ -1,0 +1,450 @@
+package nodeagent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"cel.dev/cel-go/cel"
+)
+
+// Options configure an Agent. The zero value runs the machine's own hooks at "/".
+type Options struct {
+	// Root is the directory every machine path is relative to: the manifest, the
+	// scripts, the reports and the state, and the hooks' working directory. Default "/".
+	// A test or the local provider gives each simulated node a root of its own.
+	Root string
+	// Logger receives progress; default discards.
+	Logger *slog.Logger
+	// Cluster and Node are the facts conditions see. Fields left empty are taken from
+	// the manifest's cluster and node objects; Node.Name defaults to the host name.
+	Cluster Cluster
+	Node    Node
+	// ReportDir receives <phase>.json after every run. Default Root+ReportsDir.
+	ReportDir string
+	// StateDir holds <phase>.json with the hooks that succeeded, and <phase>.lock.
+	// Default Root+StateDir.
+	StateDir string
+	// Force runs hooks that already succeeded in an earlier run of the phase.
+	Force bool
+	// OutputTail is how many bytes of each of a hook's stdout and stderr are kept.
+	// Default 4096.
+	OutputTail int
+	// KillGrace is how long a timed-out or canceled hook's group has between SIGTERM
+	// and SIGKILL. Default 5s.
+	KillGrace time.Duration
+}
+
+// Agent runs a machine's node hooks, one phase per Run. It is safe for concurrent
+// Runs of different phases; a second Run of the same phase and root fails at once.
+type Agent struct {
+	opts Options
+	env  *cel.Env
+}
+
+// New checks opts and fills in its defaults.
+func New(opts Options) (*Agent, error) {
+	if opts.Root == "" {
+		opts.Root = "/"
+	}
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("node agent root %q: %w", opts.Root, err)
+	}
+	if fi, err := os.Stat(root); err != nil {
+		return nil, fmt.Errorf("node agent root: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("node agent root %s: not a directory", root)
+	}
+	opts.Root = root
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ReportDir == "" {
+		opts.ReportDir = opts.path(ReportsDir)
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = opts.path(StateDir)
+	}
+	if opts.OutputTail <= 0 {
+		opts.OutputTail = 4096
+	}
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = 5 * time.Second
+	}
+	env, err := newEnv()
+	if err != nil {
+		return nil, fmt.Errorf("hook condition environment: %w", err)
+	}
+	return &Agent{opts: opts, env: env}, nil
+}
+
+// path maps a machine path under the root.
+func (o *Options) path(p string) string { return filepath.Join(o.Root, filepath.FromSlash(p)) }
+
+// HookError is an enforced hook's failure: the node has failed.
+type HookError struct {
+	Phase, Node, Plugin, Hook string
+	Status                    Status
+	// Reason is the cause, like "exit status 3" or "timed out after 2m".
+	Reason string
+}
+
+func (e *HookError) Error() string {
+	return fmt.Sprintf("hook %s of plugin %s %s in phase %s on node %s: %s", e.Hook, e.Plugin, e.Status, e.Phase, e.Node, e.Reason)
+}
+
+// ErrLocked is returned when another agent is running the same phase on the root.
+var ErrLocked = errors.New("another node agent is running this phase")
+
+// Run runs the phase's hooks in manifest order and returns what happened.
+//
+// A sync hook finishes before the next hook starts; an async hook starts and the next
+// hook starts at once. Run waits for every async hook before it returns, so that its
+// report is complete and nothing outlives the command that started it. A hook whose
+// condition is false, or that succeeded in an earlier run with the same definition, is
+// skipped. After a sync-enforce failure no further hook starts. Each hook runs in its
+// own process group, which is killed on timeout or when ctx is canceled.
+//
+// The error is a *ManifestError when nothing could run; errors.Join of *HookError for
+// every enforced failure; or wraps ctx.Err() when canceled. The report, written to
+// ReportDir/<phase>.json, is returned whenever hooks were considered, also with an error.
+func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
+	if !slices.Contains(Phases, phase) {
+		return nil, fmt.Errorf("phase %q: expected one of %s", phase, strings.Join(Phases, ", "))
+	}
+	unlock, err := a.lock(phase)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	manifestPath := a.opts.path(HooksManifestPath)
+	m, err := readManifest(manifestPath)
+	if err != nil {
+		return nil, err
+	}
+	cluster, node := a.facts(m)
+	st, err := readState(filepath.Join(a.opts.StateDir, phase+".json"))
+	if err != nil {
+		return nil, err
+	}
+	log := a.opts.Logger.With("phase", phase, "node", node.Name)
+
+	var hooks []Hook
+	for _, h := range m.Hooks {
+		if h.At == phase {
+			hooks = append(hooks, h)
+		}
+	}
+	rep := &Report{Phase: phase, Node: node.Name, Root: a.opts.Root, StartedAt: time.Now().UTC(), Hooks: make([]HookResult, len(hooks))}
+	var (
+		wg      sync.WaitGroup
+		stopped string // why no further hook starts
+		errs    = make([]error, len(hooks))
+	)
+	for i := range hooks {
+		h := &hooks[i]
+		res := &rep.Hooks[i]
+		*res = HookResult{Plugin: h.Plugin, Name: h.Name, Behavior: h.Behavior}
+		if stopped == "" && ctx.Err() != nil {
+			stopped = "the run was canceled"
+		}
+		if stopped != "" {
+			res.Status, res.Reason = StatusNotRun, stopped
+			continue
+		}
+		if !a.admit(ctx, h, res, st, cluster, node, log) {
+			if res.Status.Failed() && h.enforce() {
+				errs[i] = hookError(phase, node.Name, h, res)
+				if h.sync() {
+					stopped = "hook " + h.ID() + " failed before it"
+				}
+			}
+			continue
+		}
+		run := func() {
+			a.runHook(ctx, phase, h, node.Name, res, st, log)
+			if res.Status.Failed() && h.enforce() {
+				errs[i] = hookError(phase, node.Name, h, res)
+			}
+		}
+		if h.sync() {
+			run()
+			if errs[i] != nil {
+				stopped = "hook " + h.ID() + " failed before it"
+			}
+			continue
+		}
+		wg.Go(run)
+	}
+	wg.Wait()
+
+	rep.FinishedAt = time.Now().UTC()
+	err = errors.Join(errs...)
+	rep.Failed = err != nil
+	if cerr := ctx.Err(); cerr != nil {
+		err = errors.Join(fmt.Errorf("run phase %s on node %s: %w", phase, node.Name, cerr), err)
+	}
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	if werr := writeJSON(filepath.Join(a.opts.ReportDir, phase+".json"), rep); werr != nil {
+		err = errors.Join(err, fmt.Errorf("write the report: %w", werr))
+	}
+	return rep, err
+}
+
+func hookError(phase, node string, h *Hook, res *HookResult) error {
+	return &HookError{Phase: phase, Node: node, Plugin: h.Plugin, Hook: h.Name, Status: res.Status, Reason: res.Reason}
+}
+
+// lock keeps a second agent off the phase until the first one is done.
+func (a *Agent) lock(phase string) (func(), error) {
+	if err := os.MkdirAll(a.opts.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("lock phase %s: %w", phase, err)
+	}
+	file := filepath.Join(a.opts.StateDir, phase+".lock")
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_RDWR, 0o644) //nolint:gosec // the state directory is the agent's configuration
+	if err != nil {
+		return nil, fmt.Errorf("lock phase %s: %w", phase, err)
+	}
+	if err := lockFile(f); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock %s: %w", file, ErrLocked)
+		}
+		return nil, fmt.Errorf("lock %s: %w", file, err)
+	}
+	return func() { _ = f.Close() }, nil
+}
+
+// facts merges the options' facts over the manifest's.
+func (a *Agent) facts(m *Manifest) (Cluster, Node) {
+	c, n := a.opts.Cluster, a.opts.Node
+	if m.Cluster != nil {
+		c.Name = cmp(c.Name, m.Cluster.Name)
+		c.KubernetesVersion = cmp(c.KubernetesVersion, m.Cluster.KubernetesVersion)
+	}
+	if m.Node != nil {
+		n.Name = cmp(n.Name, m.Node.Name)
+		n.Pool = cmp(n.Pool, m.Node.Pool)
+		n.Role = cmp(n.Role, m.Node.Role)
+		if n.Labels == nil {
+			n.Labels = m.Node.Labels
+		}
+	}
+	if n.Name == "" {
+		n.Name, _ = os.Hostname()
+	}
+	return c, n
+}
+
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// admit decides whether h runs; when not, it fills res.
+func (a *Agent) admit(ctx context.Context, h *Hook, res *HookResult, st *state, cluster Cluster, node Node, log *slog.Logger) bool {
+	if h.When != "" {
+		c, err := compile(a.env, h.When)
+		if err != nil {
+			res.Status, res.Reason = StatusFailed, err.Error()
+			log.Warn("hook condition invalid", "plugin", h.Plugin, "hook", h.Name, "error", err)
+			return false
+		}
+		res.Warning = c.warning
+		if c.warning != "" {
+			log.Warn("hook condition compares versions as strings", "plugin", h.Plugin, "hook", h.Name, "when", h.When)
+		}
+		ok, err := c.eval(ctx, cluster, node)
+		if err != nil {
+			res.Status, res.Reason = StatusFailed, fmt.Sprintf("%v (when %q)", err, h.When)
+			log.Warn("hook condition failed", "plugin", h.Plugin, "hook", h.Name, "error", err)
+			return false
+		}
+		if !ok {
+			res.Status, res.Reason = StatusSkipped, fmt.Sprintf("when %q is false", h.When)
+			log.Info("hook skipped", "plugin", h.Plugin, "hook", h.Name, "reason", res.Reason)
+			return false
+		}
+	}
+	if !a.opts.Force && st.done(h.ID(), a.digest(h)) {
+		res.Status, res.Reason = StatusSkipped, "succeeded in an earlier run"
+		log.Info("hook skipped", "plugin", h.Plugin, "hook", h.Name, "reason", res.Reason)
+		return false
+	}
+	return true
+}
+
+// digest identifies what a hook runs: its entry and its script's content. A new
+// render that changes either makes the hook run again.
+func (a *Agent) digest(h *Hook) string {
+	s := sha256.New()
+	b, _ := json.Marshal(h) //nolint:errchkjson // a Hook always encodes
+	s.Write(b)
+	if h.Script != "" {
+		if sb, err := os.ReadFile(a.opts.path(h.Script)); err == nil {
+			s.Write(sb)
+		}
+	}
+	return "sha256:" + hex.EncodeToString(s.Sum(nil))
+}
+
+// argv is what the hook runs. A script runs with the interpreter its #! line names,
+// else /bin/sh, so that it needs no executable bit and its path maps under the root.
+func (a *Agent) argv(h *Hook) ([]string, error) {
+	if h.Script == "" || (len(h.Command) > 0 && !slices.Equal(h.Command, []string{h.Script})) {
+		return h.Command, nil
+	}
+	file := a.opts.path(h.Script)
+	f, err := os.Open(file) //nolint:gosec // the script's path is checked against HooksDir
+	if err != nil {
+		return nil, fmt.Errorf("open the hook's script: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	if interp, ok := strings.CutPrefix(line, "#!"); ok {
+		if fields := strings.Fields(interp); len(fields) > 0 {
+			return append(fields, file), nil
+		}
+	}
+	return []string{"/bin/sh", file}, nil
+}
+
+// runHook runs h and fills res; a success is recorded in st.
+func (a *Agent) runHook(ctx context.Context, phase string, h *Hook, node string, res *HookResult, st *state, log *slog.Logger) {
+	log = log.With("plugin", h.Plugin, "hook", h.Name)
+	res.StartedAt = time.Now().UTC()
+	defer func() { res.Duration = Duration(time.Since(res.StartedAt)) }()
+	argv, err := a.argv(h)
+	if err != nil {
+		res.Status, res.Reason = StatusFailed, err.Error()
+		return
+	}
+	stdout, stderr := newTail(a.opts.OutputTail), newTail(a.opts.OutputTail)
+	cmd := exec.Command(argv[0], argv[1:]...) //nolint:gosec // running the machine's hooks is the agent's purpose
+	cmd.Dir = a.opts.Root
+	cmd.Env = append(os.Environ(),
+		"KUBEPLUG_ROOT="+a.opts.Root,
+		"KUBEPLUG_PHASE="+phase,
+		"KUBEPLUG_PLUGIN="+h.Plugin,
+		"KUBEPLUG_HOOK="+h.Name,
+		"KUBEPLUG_NODE="+node,
+	)
+	cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// A hook may leave a background child holding its output open; do not wait for it.
+	cmd.WaitDelay = time.Second
+	ownGroup(cmd)
+	log.Info("hook started", "argv", argv)
+	if err := cmd.Start(); err != nil {
+		res.Status, res.Reason = StatusFailed, fmt.Sprintf("start: %v", err)
+		log.Warn("hook failed", "reason", res.Reason)
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	timer := time.NewTimer(h.timeout())
+	defer timer.Stop()
+	select {
+	case err = <-done:
+	case <-timer.C:
+		res.Status, res.Reason = StatusTimedOut, "timed out after "+h.timeout().String()
+		err = a.kill(cmd, done)
+	case <-ctx.Done():
+		res.Status, res.Reason = StatusCanceled, "canceled: "+context.Cause(ctx).Error()
+		err = a.kill(cmd, done)
+	}
+	res.Stdout, res.Stderr = stdout.String(), stderr.String()
+	code := cmd.ProcessState.ExitCode()
+	res.ExitCode = &code
+	if res.Status == "" {
+		if err != nil {
+			res.Status, res.Reason = StatusFailed, err.Error()
+		} else {
+			res.Status = StatusSucceeded
+		}
+	}
+	if res.Status == StatusSucceeded {
+		if err := st.record(h.ID(), a.digest(h), time.Now()); err != nil {
+			// The hook ran; only the next run's skip is lost.
+			res.Warning = strings.TrimPrefix(res.Warning+"; ", "; ") + "not recorded as succeeded: " + err.Error()
+		}
+		log.Info("hook succeeded", "duration", time.Since(res.StartedAt))
+	} else {
+		if err := st.forget(h.ID()); err != nil {
+			log.Warn("hook state not updated", "error", err)
+		}
+		log.Warn("hook failed", "status", res.Status, "reason", res.Reason)
+	}
+}
+
+// kill ends the hook's group: SIGTERM, then SIGKILL after the grace period. It
+// returns Wait's error.
+func (a *Agent) kill(cmd *exec.Cmd, done <-chan error) error {
+	_ = signalGroup(cmd.Process, syscall.SIGTERM)
+	grace := time.NewTimer(a.opts.KillGrace)
+	defer grace.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-grace.C:
+		_ = signalGroup(cmd.Process, syscall.SIGKILL)
+		err = <-done
+	}
+	// The leader may have exited on SIGTERM while a child ignored it.
+	_ = signalGroup(cmd.Process, syscall.SIGKILL)
+	return err
+}
+
+// tail keeps the last n bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	n   int
+	buf []byte
+	cut bool
+}
+
+var _ io.Writer = (*tail)(nil)
+
+func newTail(n int) *tail { return &tail{n: n} }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.n; over > 0 {
+		t.buf = slices.Clone(t.buf[over:])
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := string(bytes.ToValidUTF8(t.buf, []byte("\uFFFD")))
+	if t.cut {
+		return "…" + s
+	}
+	return s
+}

@@ -1,0 +1,64 @@
+// Package nodeagent runs the plugins' node hooks on a machine: the part of kubeplug
+// that lives on the node, behind `kubeplug node run --phase <phase>`.
+//
+// The renderer (pkg/render) writes every hook of a machine to HooksManifestPath and
+// each script hook's script to HooksDir/<plugin>/<hook>; the boot runs the agent for
+// beforeNodeup, starts the kubelet (the nodeup step), runs it for afterNodeup, and the
+// deploy triggers afterDeploy. One Run is one phase: the phase's hooks run in
+// manifest order, and the Report of what ran is written to ReportsDir/<phase>.json.
+//
+// Every path is relative to Options.Root ("/" on a real machine), so a test or the
+// local provider gives each simulated node a directory of its own.
+//
+// # Behaviours
+//
+//   - sync-enforce: the next hook waits for it; its failure fails the node, and no
+//     further hook of the phase starts.
+//   - sync-bypass: the next hook waits for it; its failure is only reported.
+//   - async-enforce: it runs alongside the hooks after it; its failure fails the node
+//     once it ends.
+//   - async-bypass: it runs alongside the hooks after it; its failure is only reported.
+//
+// "Async" means "does not hold up the next hook", not "outlives the agent": Run waits
+// for every async hook before it returns, so the report is complete, the node's
+// failure is known when `kubeplug node run` exits, and no hook is left running
+// unsupervised. A failed, timed-out or canceled hook is a failure; so is a condition
+// that does not compile or evaluate. An enforced failure makes Run return a
+// *HookError naming the hook, plugin, phase and node.
+//
+// A hook runs its command argv, or its script with the interpreter of its #! line
+// (else /bin/sh), in its own process group, with the root as working directory and
+// KUBEPLUG_ROOT, KUBEPLUG_PHASE, KUBEPLUG_PLUGIN, KUBEPLUG_HOOK and KUBEPLUG_NODE in
+// its environment. On its timeout (default 5m) or when the context is canceled the
+// whole group gets SIGTERM, then SIGKILL after Options.KillGrace, so children die too.
+//
+// # Re-runs converge
+//
+// A hook that succeeded is recorded in StateDir/<phase>.json with a digest of its
+// definition and script. A later run of the phase skips it, so a boot interrupted
+// half-way resumes where it stopped; a changed hook, a failed one or Options.Force runs
+// it again. A lock file keeps two agents off one phase of one root.
+//
+// # Conditions
+//
+// A hook's `when` is a CEL expression (cel.dev/cel-go) that must be a bool. It sees:
+//
+//	cluster.name               string
+//	cluster.kubernetesVersion  string, like "1.37.2"
+//	node.name                  string
+//	node.pool                  string
+//	node.role                  string, like "worker" or "control-plane"
+//	node.labels                map(string, string)
+//
+// with CEL's standard library, the strings extension (ext.Strings), and for versions:
+//
+//	versionAtLeast(v, min)     bool: semantic v >= min; versionAtLeast('1.9', '1.30') is false
+//	semver(s)                  a version, ordered by <, <=, >, >=, ==, != semantically
+//	semver(s).major(), .minor() int
+//
+// Versions may be partial ("1.30" is 1.30.0) and have a leading "v". A string that is
+// not a version makes evaluation fail, as does a missing label (use
+// `'k' in node.labels`): a failure of the hook, not a silent skip.
+// `cluster.kubernetesVersion >= '1.30'` still compiles, but compares strings; the
+// report carries a warning pointing at versionAtLeast.
+package nodeagent

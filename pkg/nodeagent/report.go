@@ -1,0 +1,186 @@
+package nodeagent
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Status is what became of a hook in a run.
+type Status string
+
+const (
+	// StatusSucceeded means the hook ran and exited 0.
+	StatusSucceeded Status = "succeeded"
+	// StatusFailed means the hook exited non-zero, could not start, or its condition could
+	// not be compiled or evaluated.
+	StatusFailed Status = "failed"
+	// StatusTimedOut means the hook ran past its timeout and its process group was killed.
+	StatusTimedOut Status = "timed-out"
+	// StatusCanceled means the run was canceled while the hook ran; its group was killed.
+	StatusCanceled Status = "canceled"
+	// StatusSkipped means the condition was false, or the hook succeeded in an earlier run.
+	StatusSkipped Status = "skipped"
+	// StatusNotRun means an enforced failure or a cancel stopped the run before the hook.
+	StatusNotRun Status = "not-run"
+)
+
+// Failed says whether the status counts as the hook's failure.
+func (s Status) Failed() bool {
+	return s == StatusFailed || s == StatusTimedOut || s == StatusCanceled
+}
+
+// Duration is a time.Duration written as a Go duration string in JSON.
+type Duration time.Duration
+
+// MarshalJSON writes d like "1.5s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// HookResult is one hook's outcome.
+type HookResult struct {
+	Plugin   string `json:"plugin"`
+	Name     string `json:"name"`
+	Behavior string `json:"behavior"`
+	Status   Status `json:"status"`
+	// Reason says why a hook was skipped, failed or not run.
+	Reason string `json:"reason,omitempty"`
+	// Warning is about the hook's definition, for example a condition comparing
+	// versions as strings.
+	Warning string `json:"warning,omitempty"`
+	// ExitCode is the process's exit status; -1 when it did not exit by itself.
+	ExitCode  *int      `json:"exitCode,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	Duration  Duration  `json:"duration"`
+	// Stdout and Stderr are the last bytes the hook wrote (Options.OutputTail).
+	Stdout string `json:"stdout,omitempty"`
+	Stderr string `json:"stderr,omitempty"`
+}
+
+// Report is what a run did, also written to ReportsDir/<phase>.json.
+type Report struct {
+	Phase      string       `json:"phase"`
+	Node       string       `json:"node"`
+	Root       string       `json:"root"`
+	StartedAt  time.Time    `json:"startedAt"`
+	FinishedAt time.Time    `json:"finishedAt"`
+	Hooks      []HookResult `json:"hooks"`
+	// Failed is true when an enforced hook failed, so the node has failed.
+	Failed bool `json:"failed"`
+	// Error is Run's error, if any.
+	Error string `json:"error,omitempty"`
+}
+
+// writeFileAtomic replaces file with b so that a reader or a crash sees the old or
+// the new content, never a part.
+func writeFileAtomic(file string, b []byte) error {
+	dir := filepath.Dir(file)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(file)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	defer func() { _ = os.Remove(f.Name()) }()
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil { //nolint:gosec // reports and state hold no secrets and are read by operators
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if err := os.Rename(f.Name(), file); err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	return nil
+}
+
+func writeJSON(file string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", file, err)
+	}
+	return writeFileAtomic(file, append(b, '\n'))
+}
+
+// state records, per phase, the hooks that succeeded and the digest of what they ran,
+// so that a re-run skips them until their definition changes.
+type state struct {
+	mu        sync.Mutex
+	file      string
+	Succeeded map[string]stateEntry `json:"succeeded"`
+}
+
+type stateEntry struct {
+	Digest string    `json:"digest"`
+	At     time.Time `json:"at"`
+}
+
+// readState loads file; a missing or unreadable state only means hooks run again.
+func readState(file string) (*state, error) {
+	s := &state{file: file, Succeeded: map[string]stateEntry{}}
+	b, err := os.ReadFile(file) //nolint:gosec // the state's path is the agent's configuration
+	if os.IsNotExist(err) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state %s: %w", file, err)
+	}
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, fmt.Errorf("read state %s: expected JSON: %w", file, err)
+	}
+	if s.Succeeded == nil {
+		s.Succeeded = map[string]stateEntry{}
+	}
+	return s, nil
+}
+
+func (s *state) done(id, digest string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.Succeeded[id]
+	return ok && e.Digest == digest
+}
+
+// record saves a success at once, so that a boot interrupted later keeps it.
+func (s *state) record(id, digest string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Succeeded[id] = stateEntry{Digest: digest, At: at.UTC()}
+	return writeJSON(s.file, s)
+}
+
+// forget drops a hook that failed, so that the state says only what is true now.
+func (s *state) forget(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.Succeeded[id]; !ok {
+		return nil
+	}
+	delete(s.Succeeded, id)
+	return writeJSON(s.file, s)
+}
