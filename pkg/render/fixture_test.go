@@ -237,6 +237,20 @@ spec:
         - name: migrate
           image: {{ .Values.image }}:{{ .Chart.AppVersion }}
 `)},
+	"charts/dex/templates/rbac.yaml": {Data: []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ .Release.Name }}
+rules:
+  - apiGroups: [dex.coreos.com]
+    resources: ["*"]
+    verbs: ["*"]
+---
+apiVersion: dex.coreos.com/v1
+kind: Connector
+metadata:
+  name: github
+`)},
 	"charts/dex/templates/tests/test-connection.yaml": {Data: []byte(`apiVersion: v1
 kind: Pod
 metadata:

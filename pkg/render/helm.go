@@ -93,7 +93,7 @@ func (r *renderer) helmRelease(ctx context.Context, h model.HelmRelease) ([]*kub
 	}
 	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
 	for _, k := range keys {
-		o, err := helmObject(h.By, src, split[k], "")
+		o, err := helmObject(h, src, split[k], "")
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +105,7 @@ func (r *renderer) helmRelease(ctx context.Context, h model.HelmRelease) ([]*kub
 		if slices.Contains(hk.Events, releasev1.HookTest) {
 			continue
 		}
-		o, err := helmObject(h.By, src+"hook ", hk.Manifest, hk.Path)
+		o, err := helmObject(h, src+"hook ", hk.Manifest, hk.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +118,7 @@ func (r *renderer) helmRelease(ctx context.Context, h model.HelmRelease) ([]*kub
 
 // helmObject turns one rendered document into an object; documents holding only
 // comments yield nil. source is taken from Helm's "# Source:" line unless given.
-func helmObject(plugin, prefix, doc, source string) (*kubeObject, error) {
+func helmObject(h model.HelmRelease, prefix, doc, source string) (*kubeObject, error) {
 	if source == "" {
 		for line := range strings.Lines(doc) {
 			if s, ok := strings.CutPrefix(line, "# Source: "); ok {
@@ -138,7 +138,9 @@ func helmObject(plugin, prefix, doc, source string) (*kubeObject, error) {
 	if j[0] != '{' {
 		return nil, fmt.Errorf("rendered %s is not an object", source)
 	}
-	return newKubeObject(plugin, j, sourceComment(prefix+source)), nil
+	o := newKubeObject(h.By, j, sourceComment(prefix+source))
+	o.releaseNamespace = h.Namespace
+	return o, nil
 }
 
 // chartFiles reads a chart directory the way Helm's directory loader does: honouring

@@ -22,6 +22,8 @@ type kubeObject struct {
 	target model.ObjectRef
 	// source is a comment saying where a Helm-rendered object came from.
 	source string
+	// releaseNamespace is the namespace of the Helm release an object came from.
+	releaseNamespace string
 }
 
 func newKubeObject(plugin string, doc []byte, source string) *kubeObject {
@@ -99,6 +101,7 @@ func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObj
 	for _, p := range order {
 		all = append(all, byPlugin[p]...)
 	}
+	r.releaseNamespaces(all)
 
 	for i, p := range k.Patches {
 		field := fmt.Sprintf("kubernetes.patches[%d]", i)
@@ -127,6 +130,89 @@ func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObj
 	}
 
 	return order, byPlugin
+}
+
+// releaseNamespaces puts Helm-rendered objects that name no namespace into their
+// release's namespace, as `helm install --namespace` does, unless their kind is
+// cluster-scoped: a built-in one, or a custom resource whose CRD in this render says so.
+// Without it such objects would land in whatever namespace the applier defaults to.
+func (r *renderer) releaseNamespaces(all []*kubeObject) {
+	clusterKinds := map[string]bool{}
+	for gk := range clusterScoped {
+		clusterKinds[gk] = true
+	}
+	for _, o := range all {
+		if o.target.Kind != "CustomResourceDefinition" {
+			continue
+		}
+		var crd struct {
+			Spec struct {
+				Group string `json:"group"`
+				Scope string `json:"scope"`
+				Names struct {
+					Kind string `json:"kind"`
+				} `json:"names"`
+			} `json:"spec"`
+		}
+		if json.Unmarshal(o.doc, &crd) == nil && crd.Spec.Scope == "Cluster" {
+			clusterKinds[crd.Spec.Group+"/"+crd.Spec.Names.Kind] = true
+		}
+	}
+	for _, o := range all {
+		if o.releaseNamespace == "" || o.target.Namespace != "" || clusterKinds[groupKind(o.target)] {
+			continue
+		}
+		v, err := decodeJSON(o.doc)
+		obj, ok := v.(map[string]any)
+		if err != nil || !ok {
+			continue // helmObject only lets objects through
+		}
+		md, _ := obj["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			obj["metadata"] = md
+		}
+		md["namespace"] = o.releaseNamespace
+		doc, err := json.Marshal(obj)
+		if err != nil {
+			r.fatalf(o.plugin, "kubernetes", "encoding %s: %v", refText(o.target), err)
+			continue
+		}
+		o.doc = doc
+		o.target = o.ref()
+	}
+}
+
+func groupKind(t model.ObjectRef) string {
+	group, _, found := strings.Cut(t.APIVersion, "/")
+	if !found {
+		group = ""
+	}
+	return group + "/" + t.Kind
+}
+
+// clusterScoped are the built-in cluster-scoped kinds by group/kind ("" is core).
+var clusterScoped = map[string]bool{
+	"/Namespace": true, "/Node": true, "/PersistentVolume": true, "/ComponentStatus": true,
+	"rbac.authorization.k8s.io/ClusterRole": true, "rbac.authorization.k8s.io/ClusterRoleBinding": true,
+	"apiextensions.k8s.io/CustomResourceDefinition":                 true,
+	"apiregistration.k8s.io/APIService":                             true,
+	"admissionregistration.k8s.io/MutatingWebhookConfiguration":     true,
+	"admissionregistration.k8s.io/ValidatingWebhookConfiguration":   true,
+	"admissionregistration.k8s.io/ValidatingAdmissionPolicy":        true,
+	"admissionregistration.k8s.io/ValidatingAdmissionPolicyBinding": true,
+	"admissionregistration.k8s.io/MutatingAdmissionPolicy":          true,
+	"admissionregistration.k8s.io/MutatingAdmissionPolicyBinding":   true,
+	"storage.k8s.io/StorageClass":                                   true, "storage.k8s.io/CSIDriver": true, "storage.k8s.io/CSINode": true,
+	"storage.k8s.io/VolumeAttachment": true, "storage.k8s.io/VolumeAttributesClass": true,
+	"scheduling.k8s.io/PriorityClass": true,
+	"networking.k8s.io/IngressClass":  true, "networking.k8s.io/IPAddress": true, "networking.k8s.io/ServiceCIDR": true,
+	"node.k8s.io/RuntimeClass":                                true,
+	"flowcontrol.apiserver.k8s.io/FlowSchema":                 true,
+	"flowcontrol.apiserver.k8s.io/PriorityLevelConfiguration": true,
+	"certificates.k8s.io/CertificateSigningRequest":           true,
+	"certificates.k8s.io/ClusterTrustBundle":                  true,
+	"resource.k8s.io/DeviceClass":                             true,
 }
 
 // kubernetes renders kubernetes/<NN>-<plugin>.yaml from objects.
