@@ -35,6 +35,7 @@ func (a *Render) Files(ctx context.Context, path string) (map[string][]byte, dia
 	if p == nil {
 		return nil, l
 	}
+	defer p.close()
 	stage := a.Stage
 	if stage == "" {
 		stage = engine.Render
