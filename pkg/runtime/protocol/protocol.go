@@ -29,14 +29,14 @@ var ErrProtocol = errors.New("protocol violation")
 // the engine's request.
 type Request struct {
 	// ProtocolVersion is always Version.
-	ProtocolVersion string `json:"protocolVersion" jsonschema:"enum=kubeplug.dev/exec/v1"`
+	ProtocolVersion string `json:"protocolVersion" jsonschema:"required,enum=kubeplug.dev/exec/v1"`
 	engine.Request
 }
 
 // Response is the JSON a plugin answers with.
 type Response struct {
 	// ProtocolVersion must be Version.
-	ProtocolVersion string `json:"protocolVersion" jsonschema:"enum=kubeplug.dev/exec/v1"`
+	ProtocolVersion string `json:"protocolVersion" jsonschema:"required,enum=kubeplug.dev/exec/v1"`
 	// Unsupported says the plugin does not implement the stage; the host treats it
 	// as an empty answer. Contribution and diagnostics must then be empty.
 	Unsupported bool `json:"unsupported,omitempty"`
@@ -49,7 +49,7 @@ type Response struct {
 // Diagnostic is one finding of a plugin. The host fills in the plugin's name.
 type Diagnostic struct {
 	// Severity is fatal (stops the run after the stage) or warning.
-	Severity string `json:"severity" jsonschema:"enum=fatal,enum=warning"`
+	Severity string `json:"severity" jsonschema:"required,enum=fatal,enum=warning"`
 	// File, Line and Column optionally locate the problem in the plugin's input.
 	File   string `json:"file,omitempty"`
 	Line   int    `json:"line,omitempty" jsonschema:"minimum=0"`
@@ -57,12 +57,24 @@ type Diagnostic struct {
 	// Field is the path of the offending field, for example values.replicas.
 	Field string `json:"field,omitempty"`
 	// Message says what was expected and what was found.
-	Message string `json:"message" jsonschema:"minLength=1"`
+	Message string `json:"message" jsonschema:"required,minLength=1"`
 }
 
-// EncodeRequest returns req as the JSON envelope.
+// EncodeRequest returns req as the JSON envelope. Absent values, pool values and
+// plugins are sent as empty objects, never null, so that plugins in any language
+// can index them without checking.
 func EncodeRequest(req *engine.Request) ([]byte, error) {
-	b, err := json.Marshal(Request{ProtocolVersion: Version, Request: *req})
+	r := *req
+	if r.Values == nil {
+		r.Values = map[string]any{}
+	}
+	if r.PoolValues == nil {
+		r.PoolValues = map[string]map[string]any{}
+	}
+	if r.Plugins == nil {
+		r.Plugins = map[string]engine.PluginValues{}
+	}
+	b, err := json.Marshal(Request{ProtocolVersion: Version, Request: r})
 	if err != nil {
 		return nil, fmt.Errorf("encode %s request: %w", req.Stage, err)
 	}
