@@ -17,10 +17,12 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/runtime/exec"
+	"github.com/kubeplug/kubeplug/pkg/source"
 )
 
 // script returns a package holding a shell script as bin/plugin, pinned by its real
@@ -265,4 +267,31 @@ func processes(t testing.TB, name string, args ...string) []string {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return found
+}
+
+// TestEngineMakesFailuresFatalDiagnostics runs a crashing plugin through the
+// engine: the run goes on to report, the diagnostic names plugin and stage.
+func TestEngineMakesFailuresFatalDiagnostics(t *testing.T) {
+	pkg := script(t, "echo 'cannot parse values' >&2\nexit 1\n", false)
+	idx, l := source.NewIndex([]*plugin.Package{pkg})
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	cl, l := config.Parse("cluster.yaml", []byte("apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c}\nspec:\n  kubernetesVersion: 1.36.3\n  plugins: {enabled: [{name: sh}]}\n"))
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	e := engine.New(engine.Options{CodeRuntime: func(p *plugin.Package) (engine.Runtime, error) { return exec.New(p, exec.Options{}) }})
+	plan, l := e.Plan(t.Context(), cl, idx)
+	if plan == nil {
+		t.Fatal(l)
+	}
+	res, l := e.Run(t.Context(), plan, engine.Validate)
+	want := "plugin sh: initialise stage failed: bin/plugin exited with status 1; stderr:\n    cannot parse values"
+	if got := l.Fatal().String(); got != want {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
+	}
+	if len(res.Stages) != 0 {
+		t.Errorf("stages completed: %v", res.Stages)
+	}
 }

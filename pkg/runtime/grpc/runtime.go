@@ -158,15 +158,17 @@ func (r *Runtime) failed(ctx context.Context, p *process, stage engine.Stage, er
 	fail := func(cause error, format string, args ...any) error {
 		return &Error{Err: cause, Msg: fmt.Sprintf(format, args...), Stderr: r.stderr.Tail()}
 	}
+	st, _ := status.FromError(err)
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, ErrTimeout):
+	// The server enforces the deadline gRPC propagates, and may report it a
+	// moment before the host's own timer fires.
+	case errors.Is(cause, ErrTimeout), cause == nil && st.Code() == codes.DeadlineExceeded:
 		r.drop(p)
 		return fail(ErrTimeout, "%s did not answer %s within %s and was killed", r.argv[0], stage, r.timeout)
 	case cause != nil:
 		r.drop(p)
 		return fail(cause, "%s was stopped: %v", r.argv[0], cause)
 	}
-	st, _ := status.FromError(err)
 	if st.Code() == codes.Unknown {
 		// The handler returned an error: the plugin is alive and said why.
 		return fail(ErrPlugin, "%s: %s", ErrPlugin, st.Message())

@@ -1,0 +1,24 @@
+package grpc_test
+
+import (
+	"testing"
+
+	"github.com/kubeplug/kubeplug/pkg/engine"
+)
+
+// BenchmarkRun measures the per-stage overhead of the gRPC runtime once the
+// plugin process runs: one call on the local socket, JSON both ways. Target: < 1ms.
+//
+//	go test ./pkg/runtime/grpc -run '^$' -bench . -benchtime 2000x
+func BenchmarkRun(b *testing.B) {
+	rt := newRuntime(b, "ok", 0)
+	req := request(engine.Render)
+	if _, err := rt.Run(b.Context(), req); err != nil { // start the process
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := rt.Run(b.Context(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
