@@ -85,6 +85,7 @@ func (a *Apply) Run(ctx context.Context, path string) (*ApplyResult, diag.List) 
 	if p == nil {
 		return nil, l
 	}
+	defer p.close()
 	d, err := a.deployer()
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
