@@ -166,7 +166,18 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 	hooks := r.hooks(p, func(h model.Hook, scriptPath string) bool {
 		return claim(h.By, base+".hooks."+h.Name, scriptPath)
 	}, m)
-	if b, err := marshalJSON(map[string]any{"hooks": hooks}); err != nil {
+	// The facts hooks' `when` conditions see; the node agent reads them from here
+	// (the node's own name it learns on the machine).
+	labels := map[string]string{}
+	for k, v := range p.Kubelet.Labels {
+		labels[k] = v.Value
+	}
+	facts := map[string]any{
+		"cluster": map[string]any{"name": r.in.ClusterName, "kubernetesVersion": strings.TrimPrefix(r.in.KubernetesVersion, "v")},
+		"node":    map[string]any{"pool": p.Name, "role": p.Role, "labels": labels},
+		"hooks":   hooks,
+	}
+	if b, err := marshalJSON(facts); err != nil {
 		r.fatalf("", base+".hooks", "encoding the hooks manifest: %v", err)
 	} else if claim("", base+".hooks", HooksManifestPath) {
 		m.files = append(m.files, machineFile{path: HooksManifestPath, mode: 0o644, owner: "root:root", content: string(b)})
