@@ -50,10 +50,11 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 		}
 	}
 	type state struct {
-		unit    Unit
-		old     *Inventory
-		applied []*unstructured.Unstructured
-		err     error
+		unit     Unit
+		old      *Inventory
+		recorded bool // the widened inventory was written
+		applied  []*unstructured.Unstructured
+		err      error
 	}
 	states := make([]*state, len(units))
 	for i, u := range units {
@@ -86,7 +87,9 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 		widened := union(old.refs(), refsOf(u.Objects))
 		if err := d.writeInventory(ctx, &Inventory{Plugin: u.Plugin, Version: u.Version, ValuesDigest: u.ValuesDigest, Requires: u.Requires, Objects: widened, Phase: PhaseApplying}); err != nil {
 			s.err = err
+			continue
 		}
+		s.recorded = true
 	}
 	// Definitions first: CRDs and Namespaces of every unit, then wait for the CRDs.
 	for pass := range 2 {
@@ -166,7 +169,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 	}
 	wg.Wait()
 	for _, s := range states {
-		if s.err != nil && s.old != nil {
+		if s.err != nil && s.recorded {
 			// Keep the widened inventory, but say the plugin failed.
 			_ = d.setPhase(context.WithoutCancel(ctx), s.unit.Plugin, PhaseFailed, s.err.Error())
 		}
