@@ -62,13 +62,22 @@ LOCALCLUSTER_BIN := $(ROOT)/_output/localcluster/bin
 LOCALCLUSTER := $(LOCALCLUSTER_BIN)/kubeplug-localcluster
 LOCALCLUSTER_COMPONENTS := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok
 LOCALCLUSTER_SRCS := $(shell find localcluster -type f \( -name '*.go' -o -name go.mod -o -name go.sum \))
+# Release builds of Kubernetes stamp their version at link time; without it the
+# API server would report v0.0.0-master. Taken from localcluster/go.mod.
+LOCALCLUSTER_KUBE_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes \(v[0-9.]*\).*|\1|p' localcluster/go.mod)
+LOCALCLUSTER_KUBE_VERSION_PARTS := $(subst ., ,$(patsubst v%,%,$(LOCALCLUSTER_KUBE_VERSION)))
+LOCALCLUSTER_LDFLAGS := -s -w $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(pkg).gitVersion=$(LOCALCLUSTER_KUBE_VERSION) \
+	-X $(pkg).gitMajor=$(word 1,$(LOCALCLUSTER_KUBE_VERSION_PARTS)) \
+	-X $(pkg).gitMinor=$(word 2,$(LOCALCLUSTER_KUBE_VERSION_PARTS)) \
+	-X $(pkg).gitTreeState=clean)
 
 .PHONY: localcluster
 localcluster: $(LOCALCLUSTER)
 
 $(LOCALCLUSTER): $(LOCALCLUSTER_SRCS)
 	@mkdir -p $(LOCALCLUSTER_BIN)
-	cd localcluster && $(GO) build -ldflags='-s -w' -o $@.tmp .
+	cd localcluster && $(GO) build -ldflags='$(LOCALCLUSTER_LDFLAGS)' -o $@.tmp .
 	mv -f $@.tmp $@
 	for c in $(LOCALCLUSTER_COMPONENTS); do ln -sfn kubeplug-localcluster $(LOCALCLUSTER_BIN)/$$c; done
 

@@ -1,0 +1,204 @@
+package controlplane
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// pki holds the paths of the files Start generates in DataDir/pki. The
+// certificates are valid for ten years: a reused data directory must not expire
+// under a long-lived local cluster.
+type pki struct {
+	dir string
+}
+
+func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
+
+// File names inside DataDir/pki.
+const (
+	caCert           = "ca.crt"
+	caKey            = "ca.key"
+	apiServerCert    = "apiserver.crt"
+	apiServerKey     = "apiserver.key"
+	servingCert      = "loopback-serving.crt" // kube-controller-manager, kube-scheduler
+	servingKey       = "loopback-serving.key"
+	adminCert        = "admin.crt"
+	adminKey         = "admin.key"
+	frontProxyCACert = "front-proxy-ca.crt"
+	frontProxyCAKey  = "front-proxy-ca.key"
+	frontProxyCert   = "front-proxy-client.crt"
+	frontProxyKey    = "front-proxy-client.key"
+	saKey            = "sa.key"
+	saPub            = "sa.pub"
+)
+
+// AdminUser is the user name in the cluster-admin client certificate; its group
+// is system:masters.
+const AdminUser = "kubeplug-admin"
+
+// frontProxyClientName is the CN the API server presents to aggregated API
+// servers; it is in --requestheader-allowed-names.
+const frontProxyClientName = "front-proxy-client"
+
+// ensurePKI creates the CA, certificates and keys unless DataDir/pki already
+// holds them (a reused data directory keeps its identity, so clients and stored
+// service account tokens stay valid).
+func ensurePKI(dir string, serviceIP net.IP) (pki, error) {
+	p := pki{dir: dir}
+	if _, err := os.Stat(p.path(saPub)); err == nil {
+		return p, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return p, fmt.Errorf("create pki directory %s: %w", dir, err)
+	}
+	ca, caSigner, err := newCA("kubeplug-local-ca")
+	if err != nil {
+		return p, err
+	}
+	fpCA, fpSigner, err := newCA("kubeplug-local-front-proxy-ca")
+	if err != nil {
+		return p, err
+	}
+	loopback := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	leaves := []struct {
+		cert, key string
+		issuer    *x509.Certificate
+		signer    crypto.Signer
+		tmpl      x509.Certificate
+	}{
+		{apiServerCert, apiServerKey, ca, caSigner, x509.Certificate{
+			Subject:     pkix.Name{CommonName: "kube-apiserver"},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+				"kubernetes.default.svc.cluster.local"},
+			IPAddresses: append(loopback, serviceIP),
+		}},
+		{servingCert, servingKey, ca, caSigner, x509.Certificate{
+			Subject:     pkix.Name{CommonName: "localhost"},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			DNSNames:    []string{"localhost"},
+			IPAddresses: loopback,
+		}},
+		{adminCert, adminKey, ca, caSigner, x509.Certificate{
+			Subject:     pkix.Name{CommonName: AdminUser, Organization: []string{"system:masters"}},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}},
+		{frontProxyCert, frontProxyKey, fpCA, fpSigner, x509.Certificate{
+			Subject:     pkix.Name{CommonName: frontProxyClientName},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}},
+	}
+	for _, l := range leaves {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return p, fmt.Errorf("generate key for %s: %w", l.cert, err)
+		}
+		tmpl := l.tmpl
+		der, err := sign(&tmpl, l.issuer, key.Public(), l.signer)
+		if err != nil {
+			return p, fmt.Errorf("sign %s: %w", l.cert, err)
+		}
+		if err := writeCertAndKey(p.path(l.cert), p.path(l.key), der, key); err != nil {
+			return p, err
+		}
+	}
+	if err := writeCertAndKey(p.path(caCert), p.path(caKey), ca.Raw, caSigner); err != nil {
+		return p, err
+	}
+	if err := writeCertAndKey(p.path(frontProxyCACert), p.path(frontProxyCAKey), fpCA.Raw, fpSigner); err != nil {
+		return p, err
+	}
+	// The service account key pair is written last: its presence marks a
+	// complete pki directory (see the check at the top).
+	sa, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return p, fmt.Errorf("generate service account key: %w", err)
+	}
+	if err := writeKey(p.path(saKey), sa); err != nil {
+		return p, err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(sa.Public())
+	if err != nil {
+		return p, fmt.Errorf("marshal service account public key: %w", err)
+	}
+	if err := writePEM(p.path(saPub), "PUBLIC KEY", pub, 0o644); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+func newCA(cn string) (*x509.Certificate, crypto.Signer, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate key for CA %s: %w", cn, err)
+	}
+	tmpl := &x509.Certificate{
+		Subject:               pkix.Name{CommonName: cn},
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := sign(tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("self-sign CA %s: %w", cn, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse CA %s: %w", cn, err)
+	}
+	return cert, key, nil
+}
+
+// sign fills in serial number and validity and signs tmpl with the issuer's key.
+func sign(tmpl, issuer *x509.Certificate, pub crypto.PublicKey, signer crypto.Signer) ([]byte, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, fmt.Errorf("generate serial number: %w", err)
+	}
+	now := time.Now()
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore = now.Add(-time.Hour) // tolerate small clock differences
+	tmpl.NotAfter = now.Add(10 * 365 * 24 * time.Hour)
+	if !tmpl.IsCA {
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	}
+	return x509.CreateCertificate(rand.Reader, tmpl, issuer, pub, signer)
+}
+
+func writeCertAndKey(certPath, keyPath string, der []byte, key crypto.Signer) error {
+	if err := writePEM(certPath, "CERTIFICATE", der, 0o644); err != nil {
+		return err
+	}
+	return writeKey(keyPath, key)
+}
+
+func writeKey(path string, key crypto.Signer) error {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("marshal private key %s: %w", path, err)
+	}
+	return writePEM(path, "PRIVATE KEY", der, 0o600)
+}
+
+func writePEM(path, blockType string, der []byte, mode os.FileMode) error {
+	data := pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der})
+	if data == nil {
+		return fmt.Errorf("encode %s: %w", path, errors.New("pem encoding failed"))
+	}
+	if err := os.WriteFile(path, data, mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,555 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Component names one process of the control plane. The values are the names
+// of the binaries.
+type Component string
+
+// The components, in start order.
+const (
+	Etcd              Component = "etcd"
+	APIServer         Component = "kube-apiserver"
+	ControllerManager Component = "kube-controller-manager"
+	Scheduler         Component = "kube-scheduler"
+	Kwok              Component = "kwok"
+)
+
+// startOrder is also the reverse of the stop order.
+var startOrder = []Component{Etcd, APIServer, ControllerManager, Scheduler, Kwok}
+
+// ControlPlane is a running local control plane. Its methods are safe for
+// concurrent use.
+type ControlPlane struct {
+	opts          Options
+	log           *slog.Logger
+	binDir        string
+	dataDir       string
+	removeDataDir bool
+	pki           pki
+	kubeconfig    string
+	restConfig    *rest.Config
+	client        kubernetes.Interface
+	ports         map[Component]int
+	etcdPeerPort  int
+	args          map[Component][]string
+
+	mu      sync.Mutex
+	procs   map[Component]*process
+	stopped bool
+	nodeSeq map[string]int
+}
+
+// Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+// kwok on free loopback ports and returns once the cluster is usable: the API
+// server is ready, every component reports healthy and the "default" service
+// account exists, so Pods can be created. Nodes are added with AddNodes.
+//
+// Start is bounded by ctx and by opts.StartTimeout. On error, everything it
+// started is stopped again and a temporary data directory removed. The caller
+// must call Stop on success.
+func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
+	began := time.Now()
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+
+	binDir, err := FindBinDir(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	c := &ControlPlane{
+		opts:    opts,
+		log:     opts.Logger,
+		binDir:  binDir,
+		dataDir: opts.DataDir,
+		procs:   map[Component]*process{},
+		nodeSeq: map[string]int{},
+		args:    map[Component][]string{},
+	}
+	if c.dataDir == "" {
+		if c.dataDir, err = os.MkdirTemp("", "kubeplug-controlplane-"); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+		c.removeDataDir = !opts.KeepDataDir
+	} else if c.dataDir, err = filepath.Abs(c.dataDir); err != nil {
+		return nil, fmt.Errorf("resolve data directory %q: %w", opts.DataDir, err)
+	}
+	if err := c.start(ctx); err != nil {
+		// Clean up with a fresh context: ctx may be the reason we failed.
+		stopCtx, stopCancel := context.WithTimeout(context.WithoutCancel(ctx), 2*opts.StopGracePeriod)
+		defer stopCancel()
+		if stopErr := c.Stop(stopCtx); stopErr != nil {
+			c.log.Warn("stop after failed start", "err", stopErr)
+		}
+		return nil, err
+	}
+	c.log.Info("control plane ready", "duration", time.Since(began), "kubeconfig", c.kubeconfig, "datadir", c.dataDir)
+	return c, nil
+}
+
+func (c *ControlPlane) start(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Join(c.dataDir, "logs"), 0o755); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
+	}
+	_, svcNet, err := net.ParseCIDR(DefaultServiceClusterIPRange)
+	if err != nil {
+		return fmt.Errorf("parse service range: %w", err)
+	}
+	svcIP := append(net.IP(nil), svcNet.IP.To4()...)
+	svcIP[3]++
+	if c.pki, err = ensurePKI(filepath.Join(c.dataDir, "pki"), svcIP); err != nil {
+		return err
+	}
+	ports, err := freePorts(len(startOrder) + 1)
+	if err != nil {
+		return err
+	}
+	c.ports = map[Component]int{}
+	for i, comp := range startOrder {
+		c.ports[comp] = ports[i]
+	}
+	c.etcdPeerPort = ports[len(startOrder)]
+	if err := c.writeKubeconfig(); err != nil {
+		return err
+	}
+	c.buildArgs()
+
+	// etcd and the API server must come up in order; the rest only need the API
+	// server and start together.
+	for _, comp := range []Component{Etcd, APIServer} {
+		if err := c.startComponent(comp); err != nil {
+			return err
+		}
+		if err := c.waitReady(ctx, comp); err != nil {
+			return err
+		}
+	}
+	for _, comp := range []Component{ControllerManager, Scheduler, Kwok} {
+		if err := c.startComponent(comp); err != nil {
+			return err
+		}
+	}
+	for _, comp := range []Component{ControllerManager, Scheduler, Kwok} {
+		if err := c.waitReady(ctx, comp); err != nil {
+			return err
+		}
+	}
+	// The service account controller creates "default" in every namespace;
+	// until it did, the ServiceAccount admission plugin rejects Pods.
+	return c.poll(ctx, ControllerManager, "default service account", func(ctx context.Context) error {
+		_, err := c.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+}
+
+// RESTConfig returns a new copy of the cluster-admin client configuration. Its
+// QPS and Burst are raised (200/400) because the cluster serves one user on
+// loopback; change them on the copy if a test needs client-side throttling.
+func (c *ControlPlane) RESTConfig() *rest.Config { return rest.CopyConfig(c.restConfig) }
+
+// KubeconfigPath is the cluster-admin kubeconfig file, for kubectl and for other
+// processes. It is rewritten by every Start.
+func (c *ControlPlane) KubeconfigPath() string { return c.kubeconfig }
+
+// DataDir is the directory with etcd data, certificates, kubeconfig and logs.
+func (c *ControlPlane) DataDir() string { return c.dataDir }
+
+// LogPath is the file a component's output is appended to.
+func (c *ControlPlane) LogPath(comp Component) string {
+	return filepath.Join(c.dataDir, "logs", string(comp)+".log")
+}
+
+// BinDir is the directory the component binaries were run from.
+func (c *ControlPlane) BinDir() string { return c.binDir }
+
+// Host is the API server URL, https://127.0.0.1:PORT.
+func (c *ControlPlane) Host() string { return c.restConfig.Host }
+
+// ProcessGroups returns the process group id of every running component (which
+// is also its pid). Tests use it to check that Stop left nothing behind.
+func (c *ControlPlane) ProcessGroups() map[Component]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[Component]int, len(c.procs))
+	for comp, p := range c.procs {
+		out[comp] = p.pid()
+	}
+	return out
+}
+
+// Restart stops one component (SIGTERM, then SIGKILL after the grace period),
+// starts it again with the same flags and ports, and waits until it is healthy
+// again. Clients see the outage and must recover by themselves: that is what
+// fault tests want to observe.
+func (c *ControlPlane) Restart(ctx context.Context, comp Component) error {
+	if _, ok := c.ports[comp]; !ok {
+		return fmt.Errorf("restart %q: %w", comp, ErrUnknownComponent)
+	}
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return fmt.Errorf("restart %s: %w", comp, ErrStopped)
+	}
+	p := c.procs[comp]
+	delete(c.procs, comp)
+	c.mu.Unlock()
+	if p != nil {
+		if err := p.stop(ctx, c.opts.StopGracePeriod); err != nil {
+			return fmt.Errorf("restart %s: %w", comp, err)
+		}
+	}
+	c.log.Info("component stopped for restart", "component", comp)
+	if err := c.startComponent(comp); err != nil {
+		return fmt.Errorf("restart %s: %w", comp, err)
+	}
+	if err := c.waitReady(ctx, comp); err != nil {
+		return fmt.Errorf("restart %s: %w", comp, err)
+	}
+	return nil
+}
+
+// Stop stops all components in reverse start order, each with SIGTERM to its
+// process group and SIGKILL after the grace period or when ctx is done, and
+// removes a temporary data directory. It waits until every process is reaped.
+// Stop is idempotent; calls after the first return nil.
+func (c *ControlPlane) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return nil
+	}
+	c.stopped = true
+	procs := c.procs
+	c.procs = map[Component]*process{}
+	c.mu.Unlock()
+
+	var errs []error
+	for i := len(startOrder) - 1; i >= 0; i-- {
+		comp := startOrder[i]
+		p := procs[comp]
+		if p == nil {
+			continue
+		}
+		if err := p.stop(ctx, c.opts.StopGracePeriod); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", comp, err))
+			continue
+		}
+		c.log.Debug("component stopped", "component", comp)
+	}
+	if c.removeDataDir && len(errs) == 0 {
+		if err := os.RemoveAll(c.dataDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove data directory %s: %w", c.dataDir, err))
+		}
+	}
+	c.log.Info("control plane stopped", "datadir", c.dataDir, "removed", c.removeDataDir && len(errs) == 0)
+	return errors.Join(errs...)
+}
+
+// buildArgs computes every component's command line once, so that Restart
+// reuses it exactly.
+func (c *ControlPlane) buildArgs() {
+	p := c.pki.path
+	loopback := "127.0.0.1"
+	c.args[Etcd] = buildArgs([]flag{
+		{"name", "kubeplug"},
+		{"data-dir", filepath.Join(c.dataDir, "etcd")},
+		{"listen-client-urls", c.etcdURL()},
+		{"advertise-client-urls", c.etcdURL()},
+		{"listen-peer-urls", "http://" + net.JoinHostPort(loopback, strconv.Itoa(c.etcdPeerPort))},
+		{"unsafe-no-fsync", strconv.FormatBool(!c.opts.EtcdFsync)},
+		{"log-level", "warn"},
+	}, nil, nil)
+	c.args[APIServer] = buildArgs([]flag{
+		{"advertise-address", loopback},
+		{"bind-address", loopback},
+		{"secure-port", strconv.Itoa(c.ports[APIServer])},
+		{"cert-dir", filepath.Join(c.dataDir, "apiserver")},
+		{"tls-cert-file", p(apiServerCert)},
+		{"tls-private-key-file", p(apiServerKey)},
+		{"client-ca-file", p(caCert)},
+		{"etcd-servers", c.etcdURL()},
+		// The "kubernetes" Service cannot have a loopback endpoint, and nothing
+		// in a simulated cluster could reach it anyway.
+		{"endpoint-reconciler-type", "none"},
+		{"authorization-mode", "Node,RBAC"},
+		{"allow-privileged", "true"},
+		{"service-cluster-ip-range", DefaultServiceClusterIPRange},
+		{"service-account-issuer", "https://kubernetes.default.svc.cluster.local"},
+		{"service-account-key-file", p(saPub)},
+		{"service-account-signing-key-file", p(saKey)},
+		// Front-proxy identity, so aggregated API servers (APIService) work.
+		{"requestheader-client-ca-file", p(frontProxyCACert)},
+		{"requestheader-allowed-names", frontProxyClientName},
+		{"requestheader-username-headers", "X-Remote-User"},
+		{"requestheader-group-headers", "X-Remote-Group"},
+		{"requestheader-extra-headers-prefix", "X-Remote-Extra-"},
+		{"proxy-client-cert-file", p(frontProxyCert)},
+		{"proxy-client-key-file", p(frontProxyKey)},
+		{"profiling", "false"},
+	}, c.opts.APIServerFlags, c.opts.FeatureGates)
+	c.args[ControllerManager] = buildArgs([]flag{
+		{"kubeconfig", c.kubeconfig},
+		{"authentication-kubeconfig", c.kubeconfig},
+		{"authorization-kubeconfig", c.kubeconfig},
+		{"bind-address", loopback},
+		{"secure-port", strconv.Itoa(c.ports[ControllerManager])},
+		{"tls-cert-file", p(servingCert)},
+		{"tls-private-key-file", p(servingKey)},
+		// One instance: leader election would only delay start and restarts.
+		{"leader-elect", "false"},
+		{"root-ca-file", p(caCert)},
+		{"service-account-private-key-file", p(saKey)},
+		{"cluster-signing-cert-file", p(caCert)},
+		{"cluster-signing-key-file", p(caKey)},
+		{"service-cluster-ip-range", DefaultServiceClusterIPRange},
+		{"profiling", "false"},
+	}, c.opts.ControllerManagerFlags, c.opts.FeatureGates)
+	c.args[Scheduler] = buildArgs([]flag{
+		{"kubeconfig", c.kubeconfig},
+		{"authentication-kubeconfig", c.kubeconfig},
+		{"authorization-kubeconfig", c.kubeconfig},
+		{"bind-address", loopback},
+		{"secure-port", strconv.Itoa(c.ports[Scheduler])},
+		{"tls-cert-file", p(servingCert)},
+		{"tls-private-key-file", p(servingKey)},
+		{"leader-elect", "false"},
+	}, c.opts.SchedulerFlags, c.opts.FeatureGates)
+	c.args[Kwok] = buildArgs([]flag{
+		{"kubeconfig", c.kubeconfig},
+		{"manage-all-nodes", "false"},
+		{"manage-nodes-with-annotation-selector", KwokNodeAnnotation + "=fake"},
+		{"server-address", net.JoinHostPort(loopback, strconv.Itoa(c.ports[Kwok]))},
+		{"cidr", DefaultPodCIDR},
+		{"node-lease-duration-seconds", "40"},
+	}, nil, nil)
+}
+
+func (c *ControlPlane) etcdURL() string {
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports[Etcd]))
+}
+
+func (c *ControlPlane) startComponent(comp Component) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return fmt.Errorf("start %s: %w", comp, ErrStopped)
+	}
+	p, err := startProcess(filepath.Join(c.binDir, string(comp)), c.args[comp], c.LogPath(comp))
+	if err != nil {
+		return err
+	}
+	c.procs[comp] = p
+	c.log.Debug("component started", "component", comp, "pid", p.pid(), "port", c.ports[comp])
+	return nil
+}
+
+// waitReady polls comp's health endpoint until it answers ok.
+func (c *ControlPlane) waitReady(ctx context.Context, comp Component) error {
+	began := time.Now()
+	var check func(ctx context.Context) error
+	switch comp {
+	case Etcd:
+		check = c.httpCheck(http.DefaultClient, c.etcdURL()+"/health", `"health":"true"`)
+	case APIServer:
+		hc, err := rest.HTTPClientFor(c.restConfig)
+		if err != nil {
+			return fmt.Errorf("build api server client: %w", err)
+		}
+		check = c.httpCheck(hc, c.restConfig.Host+"/readyz", "ok")
+	case ControllerManager, Scheduler:
+		hc, err := c.loopbackTLSClient()
+		if err != nil {
+			return err
+		}
+		check = c.httpCheck(hc, "https://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports[comp]))+"/healthz", "ok")
+	case Kwok:
+		check = c.httpCheck(http.DefaultClient, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports[comp]))+"/healthz", "ok")
+	default:
+		return fmt.Errorf("wait for %q: %w", comp, ErrUnknownComponent)
+	}
+	if err := c.poll(ctx, comp, "health", check); err != nil {
+		return err
+	}
+	c.log.Info("component ready", "component", comp, "duration", time.Since(began))
+	return nil
+}
+
+// poll runs check every 100ms until it succeeds, ctx is done or comp exits. The
+// error names the last failure and, if comp exited, the tail of its log.
+func (c *ControlPlane) poll(ctx context.Context, comp Component, what string, check func(context.Context) error) error {
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	var last error
+	for {
+		attemptCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		last = check(attemptCtx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		c.mu.Lock()
+		p := c.procs[comp]
+		c.mu.Unlock()
+		if p != nil {
+			if exited, exitErr := p.exited(); exited {
+				if exitErr == nil {
+					exitErr = errors.New("exit status 0")
+				}
+				return fmt.Errorf("wait for %s %s: %w (%w); log %s ends with:\n%s",
+					comp, what, ErrComponentExited, exitErr, c.LogPath(comp), tail(c.LogPath(comp), 2048))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s %s (last error: %w): %w", comp, what, last, ctx.Err())
+		case <-ticker.C:
+		}
+	}
+}
+
+func (c *ControlPlane) httpCheck(hc *http.Client, url, want string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("build request %s: %w", url, err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("get %s: %w", url, err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if err != nil {
+			return fmt.Errorf("read %s: %w", url, err)
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			return fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		return nil
+	}
+}
+
+// loopbackTLSClient trusts the local CA, which signed the components' serving
+// certificates.
+func (c *ControlPlane) loopbackTLSClient() (*http.Client, error) {
+	pem, err := os.ReadFile(c.pki.path(caCert))
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("parse CA %s: no certificate", c.pki.path(caCert))
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}, nil
+}
+
+// writeKubeconfig writes a self-contained cluster-admin kubeconfig (certificates
+// embedded) and builds the REST config and client from it.
+func (c *ControlPlane) writeKubeconfig() error {
+	read := func(name string) ([]byte, error) {
+		b, err := os.ReadFile(c.pki.path(name))
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		return b, nil
+	}
+	ca, err := read(caCert)
+	if err != nil {
+		return err
+	}
+	cert, err := read(adminCert)
+	if err != nil {
+		return err
+	}
+	key, err := read(adminKey)
+	if err != nil {
+		return err
+	}
+	const name = "kubeplug-local"
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[name] = &clientcmdapi.Cluster{
+		Server:                   "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports[APIServer])),
+		CertificateAuthorityData: ca,
+	}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	cfg.CurrentContext = name
+	c.kubeconfig = filepath.Join(c.dataDir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, c.kubeconfig); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", c.kubeconfig, err)
+	}
+	rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("build rest config from %s: %w", c.kubeconfig, err)
+	}
+	rc.QPS, rc.Burst = 200, 400
+	c.restConfig = rc
+	if c.client, err = kubernetes.NewForConfig(rc); err != nil {
+		return fmt.Errorf("build client: %w", err)
+	}
+	return nil
+}
+
+// freePorts reserves n distinct free loopback ports by listening on port 0 and
+// releasing them together. Another process could take one in between; the
+// window is milliseconds and a component that cannot bind fails Start loudly.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var lis []net.Listener
+	defer func() {
+		for _, l := range lis {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("reserve a loopback port: %w", err)
+		}
+		lis = append(lis, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// tail returns up to the last n bytes of a file, for error messages.
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	defer func() { _ = f.Close() }()
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		_, _ = f.Seek(-n, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
