@@ -44,9 +44,9 @@ quickstart: build
 # apply benchmark compares kubeplug with kubectl (from the local control plane build)
 # and helm (built here from its Go module) side by side on the local control plane.
 HELM := $(TOOLS)/helm
-$(HELM): go.mod
+$(HELM): tools/helm/go.mod
 	@mkdir -p $(TOOLS)
-	$(GO) build -o $@ helm.sh/helm/v4/cmd/helm
+	cd tools/helm && $(GO) build -o $@ helm.sh/helm/v4/cmd/helm
 
 bench: localcluster $(HELM)
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/resolve ./pkg/action
