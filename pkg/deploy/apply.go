@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -72,6 +73,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 			labels[LabelManagedBy] = FieldManager
 			labels[LabelPlugin] = u.Plugin
 			o.SetLabels(labels)
+			stampDigest(o)
 		}
 		if d.opts.DryRun {
 			continue
@@ -83,13 +85,28 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 		}
 		s.old = old
 		// Widen first: if this run dies, the inventory still covers every object the
-		// plugin may own, old or new.
+		// plugin may own, old or new. An inventory that already covers them all needs
+		// no write.
 		widened := union(old.refs(), refsOf(u.Objects))
+		if old != nil && len(widened) == len(old.Objects) {
+			s.recorded = true
+			continue
+		}
 		if err := d.writeInventory(ctx, &Inventory{Plugin: u.Plugin, Version: u.Version, ValuesDigest: u.ValuesDigest, Requires: u.Requires, Objects: widened, Phase: PhaseApplying}); err != nil {
 			s.err = err
 			continue
 		}
 		s.recorded = true
+	}
+	// Objects the cluster already holds as desired need no request: on a re-apply
+	// with nothing changed, one LIST per kind replaces a thousand applies.
+	skip := make([]map[string]*unstructured.Unstructured, len(states))
+	if !d.opts.DryRun {
+		for i, s := range states {
+			if s.err == nil {
+				skip[i] = d.liveObjects(ctx, s.unit.Plugin, s.unit.Objects)
+			}
+		}
 	}
 	// Definitions first: CRDs and Namespaces of every unit, then wait for the CRDs.
 	for pass := range 2 {
@@ -99,9 +116,14 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				continue
 			}
 			for _, o := range s.unit.Objects {
-				if isDefinition(o) == (pass == 0) {
-					jobs = append(jobs, applyJob{unit: i, obj: o})
+				if isDefinition(o) != (pass == 0) {
+					continue
 				}
+				if live := skip[i][refOf(o).key()]; unchanged(o, live) {
+					s.applied = append(s.applied, live)
+					continue
+				}
+				jobs = append(jobs, applyJob{unit: i, obj: o})
 			}
 		}
 		out := d.applyAll(ctx, jobs)
@@ -162,6 +184,9 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				d.emit(Event{Type: PluginPruned, Wave: wave, Plugin: s.unit.Plugin, Total: n})
 			}
 			inv := &Inventory{Plugin: s.unit.Plugin, Version: s.unit.Version, ValuesDigest: s.unit.ValuesDigest, Requires: s.unit.Requires, Objects: sortedRefs(refsOf(s.unit.Objects)), Phase: PhaseReady}
+			if reflect.DeepEqual(inv, s.old) {
+				return // nothing changed since the last apply
+			}
 			if err := d.writeInventory(ctx, inv); err != nil {
 				s.err = &UnitError{Plugin: s.unit.Plugin, Err: err}
 			}

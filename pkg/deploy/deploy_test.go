@@ -367,3 +367,40 @@ spec:
 		t.Errorf("inventory = %+v", inv)
 	}
 }
+
+func TestReapplySkipsUnchangedAndCorrectsDrift(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	plugin := unique(t, "drift")
+	d := newDeployer(t, deploy.Options{Timeout: time.Minute})
+	t.Cleanup(func() { _, _ = d.Uninstall(context.WithoutCancel(t.Context()), []string{plugin}, true) })
+	content := func() []*unstructured.Unstructured {
+		return objs(t, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: NS}\ndata: {level: info}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: NS}\ndata: {level: info}\n")
+	}
+	if _, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: content()}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: content()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied != 2 {
+		t.Errorf("applied %d, want both objects counted as applied", res.Applied)
+	}
+	// Someone edits b out of band; the next apply puts it back.
+	cms := testcluster.Client(t).CoreV1().ConfigMaps(ns)
+	b, err := cms.Get(t.Context(), "b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Data["level"] = "debug"
+	if _, err := cms.Update(t.Context(), b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: content()}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err = cms.Get(t.Context(), "b", metav1.GetOptions{})
+	if err != nil || b.Data["level"] != "info" {
+		t.Errorf("drifted value after re-apply = %q (%v), want info", b.Data["level"], err)
+	}
+}

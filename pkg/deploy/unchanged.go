@@ -1,0 +1,146 @@
+package deploy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// liveObjects lists what the cluster holds of a plugin's objects, by ObjRef key: one
+// LIST per resource and namespace (label selector on the plugin), instead of one
+// request per object. Kinds that cannot be listed yet (a CRD in this very wave) are
+// left out; their objects are simply applied.
+func (d *Deployer) liveObjects(ctx context.Context, plugin string, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	type scope struct {
+		gvr schema.GroupVersionResource
+		ns  string
+	}
+	scopes := map[scope]bool{}
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			continue
+		}
+		scopes[scope{m.Resource, o.GetNamespace()}] = true
+	}
+	live := map[string]*unstructured.Unstructured{}
+	for s := range scopes {
+		list, err := d.dyn.Resource(s.gvr).Namespace(s.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelPlugin + "=" + plugin})
+		if err != nil {
+			continue // the objects are applied, which reports any real problem
+		}
+		for i := range list.Items {
+			u := &list.Items[i]
+			if u.GetAPIVersion() == "" {
+				u.SetAPIVersion(s.gvr.GroupVersion().String())
+			}
+			live[refOf(u).key()] = u
+		}
+	}
+	return live
+}
+
+// AnnotationDigest holds the digest of the content kubeplug last applied to an object.
+const AnnotationDigest = "kubeplug.dev/applied-digest"
+
+// stampDigest records the digest of the object's desired content on it, so that a
+// later apply can tell that the content is unchanged without sending it.
+func stampDigest(o *unstructured.Unstructured) {
+	ann := o.GetAnnotations()
+	delete(ann, AnnotationDigest)
+	o.SetAnnotations(ann)
+	raw, _ := json.Marshal(o.Object) // plain JSON values: cannot fail
+	sum := sha256.Sum256(raw)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationDigest] = hex.EncodeToString(sum[:16])
+	o.SetAnnotations(ann)
+}
+
+// unchanged reports whether an apply of desired would change nothing: live carries
+// the digest of the same desired content (so no field was added or dropped since the
+// last apply), and every field desired sets is in live with the same value (so no
+// one changed it out of band; fields the server defaults or other managers set are
+// ignored). Drift is therefore corrected on every apply.
+func unchanged(desired, live *unstructured.Unstructured) bool {
+	if live == nil || live.GetAnnotations()[AnnotationDigest] != desired.GetAnnotations()[AnnotationDigest] {
+		return false
+	}
+	d := desired.DeepCopy().Object
+	delete(d, "status")
+	return subset(d, live.Object)
+}
+
+func subset(want, have any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			hv, ok := h[k]
+			if !ok {
+				if isEmpty(wv) {
+					continue
+				}
+				return false
+			}
+			if !subset(wv, hv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !subset(w[i], h[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return have == nil
+	}
+	return reflect.DeepEqual(want, have) || fmt.Sprint(want) == fmt.Sprint(have) && sameNumber(want, have)
+}
+
+// isEmpty is a value the API server drops when it stores an object.
+func isEmpty(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(t) == 0
+	case []any:
+		return len(t) == 0
+	case string:
+		return t == ""
+	}
+	return false
+}
+
+// sameNumber lets an int64 from a manifest equal the float64 or int64 the server
+// returns for the same number.
+func sameNumber(a, b any) bool {
+	num := func(v any) bool {
+		switch v.(type) {
+		case int, int32, int64, float32, float64:
+			return true
+		}
+		return false
+	}
+	return num(a) && num(b)
+}
