@@ -396,7 +396,14 @@ func TestReapplySkipsUnchangedAndCorrectsDrift(t *testing.T) {
 	if _, err := cms.Update(t.Context(), b, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: content()}}); err != nil {
+	// The drift is noticed (b is applied again, not skipped); the editor now owns the
+	// field, so the apply reports the conflict, and a forced apply takes it back.
+	_, err = d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: content()}})
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap/"+ns+"/b: field conflict") {
+		t.Fatalf("re-apply after drift: %v, want a conflict on b", err)
+	}
+	forced := newDeployer(t, deploy.Options{Timeout: time.Minute, ForceConflicts: true})
+	if _, err := forced.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: content()}}); err != nil {
 		t.Fatal(err)
 	}
 	b, err = cms.Get(t.Context(), "b", metav1.GetOptions{})
