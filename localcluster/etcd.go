@@ -6,10 +6,12 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/version"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -50,8 +52,15 @@ func runEtcd(args []string) int {
 	fs.StringVar(&cfg.ClientTLSInfo.TrustedCAFile, "trusted-ca-file", "", "client server TLS trusted CA file")
 	fs.BoolVar(&cfg.ClientTLSInfo.ClientCertAuth, "client-cert-auth", false, "enable client cert authentication")
 	fs.DurationVar(&waitStart, "start-timeout", time.Minute, "how long to wait for the member to become ready")
+	printVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *printVersion {
+		// The same first lines as etcd's own --version, for tools that parse it.
+		fmt.Printf("etcd Version: %s\nGit SHA: %s\nGo Version: %s\nGo OS/Arch: %s/%s\n",
+			version.Version, version.GitSHA, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "etcd: unexpected arguments %q\n", fs.Args())

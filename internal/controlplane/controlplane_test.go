@@ -145,6 +145,22 @@ func TestControlPlane(t *testing.T) {
 		})
 	})
 
+	t.Run("kubectl from the bin dir uses the kubeconfig", func(t *testing.T) {
+		kubectl := filepath.Join(cp.BinDir(), "kubectl")
+		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath(), "get", "nodes", "-o", "name").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "node/"+nodes[0]) {
+			t.Fatalf("kubectl get nodes: %v\n%s", err, out)
+		}
+		apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.KubeconfigPath(), "apply", "--server-side", "-f", "-")
+		apply.Stdin = strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: by-kubectl, namespace: " + ns.Name + "}\ndata: {a: b}\n")
+		if out, err := apply.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl apply --server-side: %v\n%s", err, out)
+		}
+		if _, err := client.CoreV1().ConfigMaps(ns.Name).Get(ctx, "by-kubectl", metav1.GetOptions{}); err != nil {
+			t.Errorf("configmap applied by kubectl: %v", err)
+		}
+	})
+
 	t.Run("client recovers from an api server restart", func(t *testing.T) {
 		oldPID := cp.ProcessGroups()[controlplane.APIServer]
 		restartBegan := time.Now()
