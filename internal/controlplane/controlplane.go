@@ -41,7 +41,8 @@ const (
 var startOrder = []Component{Etcd, APIServer, ControllerManager, Scheduler, Kwok}
 
 // ControlPlane is a running local control plane. Its methods are safe for
-// concurrent use.
+// concurrent use. A component that crashes after Start is not restarted (a test
+// should see the failure, not have it papered over); LogPath tells why it died.
 type ControlPlane struct {
 	opts          Options
 	log           *slog.Logger
