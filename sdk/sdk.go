@@ -10,9 +10,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
-	"github.com/kubeplug/kubeplug/pkg/engine"
-	rtgrpc "github.com/kubeplug/kubeplug/pkg/runtime/grpc"
 	"github.com/kubeplug/kubeplug/pkg/runtime/protocol"
+	"github.com/kubeplug/kubeplug/pkg/runtime/wire"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Version is the SDK's semantic version, reported to the host, which refuses
@@ -22,10 +22,10 @@ const Version = "0.1.0"
 // Request is what a plugin receives at a stage: the cluster, the plugin's own
 // values (sensitive ones in clear), every plugin's values (others' sensitive values
 // redacted) and the model so far.
-type Request = engine.Request
+type Request = stage.Request
 
 // Response is a plugin's answer: a contribution to the model and diagnostics.
-type Response = engine.Response
+type Response = stage.Response
 
 // Initialiser validates values and contributes to the model.
 type Initialiser interface {
@@ -51,21 +51,21 @@ type Validator interface {
 var ErrNoStages = errors.New("the plugin implements no stage: expected at least one of Initialise, Render, Deploy or Validate")
 
 // stageFunc returns p's method for stage, nil when p does not implement it.
-func stageFunc(p any, stage engine.Stage) func(context.Context, *Request) (*Response, error) {
-	switch stage {
-	case engine.Initialise:
+func stageFunc(p any, st stage.Stage) func(context.Context, *Request) (*Response, error) {
+	switch st {
+	case stage.Initialise:
 		if s, ok := p.(Initialiser); ok {
 			return s.Initialise
 		}
-	case engine.Render:
+	case stage.Render:
 		if s, ok := p.(Renderer); ok {
 			return s.Render
 		}
-	case engine.Deploy:
+	case stage.Deploy:
 		if s, ok := p.(Deployer); ok {
 			return s.Deploy
 		}
-	case engine.Validate:
+	case stage.Validate:
 		if s, ok := p.(Validator); ok {
 			return s.Validate
 		}
@@ -75,9 +75,9 @@ func stageFunc(p any, stage engine.Stage) func(context.Context, *Request) (*Resp
 
 // Handler returns the gRPC service handler for p, for tests and for hosts that
 // serve plugins their own way; Serve uses it.
-func Handler(p any) (rtgrpc.Handler, error) {
+func Handler(p any) (wire.Handler, error) {
 	h := &handler{p: p}
-	for _, s := range engine.Stages {
+	for _, s := range stage.Stages {
 		if stageFunc(p, s) != nil {
 			h.stages = append(h.stages, s)
 		}
@@ -90,20 +90,20 @@ func Handler(p any) (rtgrpc.Handler, error) {
 
 type handler struct {
 	p      any
-	stages []engine.Stage
+	stages []stage.Stage
 }
 
-func (h *handler) Info(context.Context) (*rtgrpc.Info, error) {
-	return &rtgrpc.Info{SDKVersion: Version, Stages: h.stages}, nil
+func (h *handler) Info(context.Context) (*wire.Info, error) {
+	return &wire.Info{SDKVersion: Version, Stages: h.stages}, nil
 }
 
-func (h *handler) Stage(ctx context.Context, stage engine.Stage, in []byte) ([]byte, error) {
-	return answer(ctx, h.p, stage, in)
+func (h *handler) Stage(ctx context.Context, st stage.Stage, in []byte) ([]byte, error) {
+	return answer(ctx, h.p, st, in)
 }
 
 // answer decodes a request envelope, runs p's stage and encodes the answer.
-func answer(ctx context.Context, p any, stage engine.Stage, in []byte) ([]byte, error) {
-	f := stageFunc(p, stage)
+func answer(ctx context.Context, p any, st stage.Stage, in []byte) ([]byte, error) {
+	f := stageFunc(p, st)
 	if f == nil {
 		return protocol.EncodeUnsupported(), nil
 	}
@@ -111,12 +111,12 @@ func answer(ctx context.Context, p any, stage engine.Stage, in []byte) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	if req.Stage != stage {
-		return nil, fmt.Errorf("%w: %s request sent to the %s stage", protocol.ErrProtocol, req.Stage, stage)
+	if req.Stage != st {
+		return nil, fmt.Errorf("%w: %s request sent to the %s stage", protocol.ErrProtocol, req.Stage, st)
 	}
 	resp, err := f(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", stage, err)
+		return nil, fmt.Errorf("%s: %w", st, err)
 	}
 	return protocol.EncodeResponse(resp)
 }
@@ -132,8 +132,8 @@ func Serve(p any) {
 		os.Exit(1)
 	}
 	goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig:  rtgrpc.Handshake,
-		VersionedPlugins: map[int]goplugin.PluginSet{rtgrpc.ProtocolVersion: {rtgrpc.PluginName: &rtgrpc.Plugin{Handler: h}}},
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: map[int]goplugin.PluginSet{wire.ProtocolVersion: {wire.PluginName: &wire.Plugin{Handler: h}}},
 		GRPCServer:       goplugin.DefaultGRPCServer,
 		Logger:           ServeLogger(),
 	})

@@ -25,6 +25,7 @@ import (
 	kexec "github.com/kubeplug/kubeplug/pkg/runtime/exec"
 	"github.com/kubeplug/kubeplug/pkg/runtime/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/runtime/protocol"
+	"github.com/kubeplug/kubeplug/pkg/runtime/wire"
 )
 
 // DefaultTimeout bounds one stage call, and the start of the process, when
@@ -85,7 +86,7 @@ type Runtime struct {
 // process is one started plugin.
 type process struct {
 	client *goplugin.Client
-	rpc    *client
+	rpc    *wire.Client
 	cmd    *osexec.Cmd
 	tmp    string
 	// end ends the process's lifetime context, which kills its process group.
@@ -141,7 +142,7 @@ func (r *Runtime) Run(ctx context.Context, req *engine.Request) (*engine.Respons
 	}
 	callCtx, cancel := context.WithTimeoutCause(ctx, r.timeout, ErrTimeout)
 	defer cancel()
-	out, err := p.rpc.invoke(callCtx, method(req.Stage), in)
+	out, err := p.rpc.Invoke(callCtx, wire.Method(req.Stage), in)
 	if err != nil {
 		return nil, r.failed(callCtx, p, req.Stage, err)
 	}
@@ -260,10 +261,10 @@ func (r *Runtime) start(ctx context.Context) (*process, error) {
 	if err != nil {
 		return nil, fail(ErrProtocol, "start %s: %v", r.argv[0], err)
 	}
-	p.rpc = raw.(*client)
+	p.rpc = raw.(*wire.Client)
 	infoCtx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	info, err := p.rpc.info(infoCtx)
+	info, err := p.rpc.Info(infoCtx)
 	if err != nil {
 		return nil, fail(ErrProtocol, "ask %s for its info: %v", r.argv[0], err)
 	}

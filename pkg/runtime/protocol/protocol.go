@@ -8,8 +8,8 @@ import (
 	"io"
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Version names the JSON envelope. A host refuses a response carrying any other
@@ -30,7 +30,7 @@ var ErrProtocol = errors.New("protocol violation")
 type Request struct {
 	// ProtocolVersion is always Version.
 	ProtocolVersion string `json:"protocolVersion" jsonschema:"required,enum=kubeplug.dev/exec/v1"`
-	engine.Request
+	stage.Request
 }
 
 // Response is the JSON a plugin answers with.
@@ -63,7 +63,7 @@ type Diagnostic struct {
 // EncodeRequest returns req as the JSON envelope. Absent values, pool values and
 // plugins are sent as empty objects, never null, so that plugins in any language
 // can index them without checking.
-func EncodeRequest(req *engine.Request) ([]byte, error) {
+func EncodeRequest(req *stage.Request) ([]byte, error) {
 	r := *req
 	if r.Values == nil {
 		r.Values = map[string]any{}
@@ -72,7 +72,7 @@ func EncodeRequest(req *engine.Request) ([]byte, error) {
 		r.PoolValues = map[string]map[string]any{}
 	}
 	if r.Plugins == nil {
-		r.Plugins = map[string]engine.PluginValues{}
+		r.Plugins = map[string]stage.PluginValues{}
 	}
 	b, err := json.Marshal(Request{ProtocolVersion: Version, Request: r})
 	if err != nil {
@@ -83,7 +83,7 @@ func EncodeRequest(req *engine.Request) ([]byte, error) {
 
 // DecodeRequest reads a request envelope. Unknown fields are ignored so that a host
 // may add optional fields without breaking plugins; the version must match.
-func DecodeRequest(b []byte) (*engine.Request, error) {
+func DecodeRequest(b []byte) (*stage.Request, error) {
 	var r Request
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%w: request is not valid JSON: %w", ErrProtocol, err)
@@ -95,7 +95,7 @@ func DecodeRequest(b []byte) (*engine.Request, error) {
 }
 
 // EncodeResponse returns resp as the JSON envelope; a nil resp is an empty answer.
-func EncodeResponse(resp *engine.Response) ([]byte, error) {
+func EncodeResponse(resp *stage.Response) ([]byte, error) {
 	out := Response{ProtocolVersion: Version}
 	if resp != nil {
 		out.Contribution = resp.Contribution
@@ -122,7 +122,7 @@ func EncodeUnsupported() []byte {
 // unknown fields, the right version and valid severities, since a plugin that says
 // more or other than the protocol allows is more likely broken than ahead of us. It
 // returns a nil response for an unsupported stage.
-func DecodeResponse(b []byte) (*engine.Response, error) {
+func DecodeResponse(b []byte) (*stage.Response, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, fmt.Errorf("%w: empty response", ErrProtocol)
 	}
@@ -144,7 +144,7 @@ func DecodeResponse(b []byte) (*engine.Response, error) {
 		}
 		return nil, nil
 	}
-	resp := &engine.Response{Contribution: r.Contribution}
+	resp := &stage.Response{Contribution: r.Contribution}
 	for i, d := range r.Diagnostics {
 		var sev diag.Severity
 		switch d.Severity {

@@ -39,7 +39,7 @@ func generate(t *testing.T, v any, id, title string) []byte {
 	// AddGoComments names a package by joining base with a directory relative to
 	// this one; base is therefore this package's own import path.
 	const base = "github.com/kubeplug/kubeplug/pkg/runtime/protocol"
-	for _, dir := range []string{".", "../../engine", "../../model", "../../../api/v1alpha1"} {
+	for _, dir := range []string{".", "../../stage", "../../model", "../../../api/v1alpha1"} {
 		if err := r.AddGoComments(base, dir); err != nil {
 			t.Fatal(err)
 		}

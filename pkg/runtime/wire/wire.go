@@ -1,4 +1,4 @@
-package grpc
+package wire
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	ggrpc "google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Wire constants shared by the host and the SDK.
@@ -39,7 +39,7 @@ type Info struct {
 	// SDKVersion is the semantic version of the SDK the plugin was built with.
 	SDKVersion string `json:"sdkVersion"`
 	// Stages are the stages the plugin implements.
-	Stages []engine.Stage `json:"stages"`
+	Stages []stage.Stage `json:"stages"`
 }
 
 // Handler is the plugin side of the service; the SDK implements it.
@@ -49,7 +49,7 @@ type Handler interface {
 	// Stage answers one stage. req and the answer are protocol envelopes (JSON); a
 	// stage the plugin does not implement answers protocol.EncodeUnsupported(). An
 	// error means the plugin could not answer at all; the host makes it fatal.
-	Stage(ctx context.Context, stage engine.Stage, req []byte) ([]byte, error)
+	Stage(ctx context.Context, stage stage.Stage, req []byte) ([]byte, error)
 }
 
 // Plugin is the go-plugin definition of the service, for both sides: the host
@@ -72,12 +72,12 @@ func (p *Plugin) GRPCServer(_ *goplugin.GRPCBroker, s *ggrpc.Server) error {
 
 // GRPCClient returns the host's client of the service.
 func (p *Plugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, conn *ggrpc.ClientConn) (any, error) {
-	return &client{conn: conn}, nil
+	return &Client{conn: conn}, nil
 }
 
-// method returns the RPC name of a stage: Initialise, Render, Deploy, Validate.
-func method(stage engine.Stage) string {
-	s := string(stage)
+// Method returns the RPC name of a stage: Initialise, Render, Deploy, Validate.
+func Method(st stage.Stage) string {
+	s := string(st)
 	if s == "" {
 		return s
 	}
@@ -100,11 +100,11 @@ var serviceDesc = func() ggrpc.ServiceDesc {
 			}),
 		}},
 	}
-	for _, stage := range engine.Stages {
+	for _, st := range stage.Stages {
 		d.Methods = append(d.Methods, ggrpc.MethodDesc{
-			MethodName: method(stage),
-			Handler: unary(method(stage), func(ctx context.Context, h Handler, req []byte) ([]byte, error) {
-				return h.Stage(ctx, stage, req)
+			MethodName: Method(st),
+			Handler: unary(Method(st), func(ctx context.Context, h Handler, req []byte) ([]byte, error) {
+				return h.Stage(ctx, st, req)
 			}),
 		})
 	}
@@ -132,12 +132,13 @@ func unary(name string, f func(ctx context.Context, h Handler, req []byte) ([]by
 	}
 }
 
-// client is the host's side of the service.
-type client struct {
+// Client is the host's side of the service.
+type Client struct {
 	conn *ggrpc.ClientConn
 }
 
-func (c *client) invoke(ctx context.Context, name string, req []byte) ([]byte, error) {
+// Invoke calls the RPC name with a request envelope and returns the answer.
+func (c *Client) Invoke(ctx context.Context, name string, req []byte) ([]byte, error) {
 	out := new(wrapperspb.BytesValue)
 	if err := c.conn.Invoke(ctx, "/"+ServiceName+"/"+name, wrapperspb.Bytes(req), out); err != nil {
 		return nil, err
@@ -145,8 +146,9 @@ func (c *client) invoke(ctx context.Context, name string, req []byte) ([]byte, e
 	return out.GetValue(), nil
 }
 
-func (c *client) info(ctx context.Context) (*Info, error) {
-	b, err := c.invoke(ctx, "Info", nil)
+// Info asks the plugin to describe itself.
+func (c *Client) Info(ctx context.Context) (*Info, error) {
+	b, err := c.Invoke(ctx, "Info", nil)
 	if err != nil {
 		return nil, err
 	}
