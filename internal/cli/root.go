@@ -98,7 +98,12 @@ repeatable) and the directories a cluster.yaml names under spec.plugins.sources.
 
   # See what a cluster file enables, with values resolved
   kubeplug config validate -f examples/quickstart/cluster.yaml
-  kubeplug plugin list -f examples/quickstart/cluster.yaml -o json`,
+  kubeplug plugin list -f examples/quickstart/cluster.yaml -o json
+
+  # Review what the plugins build, then deploy it to the cluster of your kubeconfig
+  kubeplug plan -f examples/quickstart/cluster.yaml
+  kubeplug render -f examples/quickstart/cluster.yaml -o out
+  kubeplug apply -f examples/quickstart/cluster.yaml --context dev`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
