@@ -54,6 +54,21 @@ type PluginSpec struct {
 	Runtime *Runtime `json:"runtime,omitempty"`
 	// Validate lists checks that prove the plugin works once deployed.
 	Validate []Check `json:"validate,omitempty"`
+	// Health adds readiness conditions per kind: an object of a kind named here is
+	// ready only when kstatus says Current and the expression is true.
+	Health []HealthCheck `json:"health,omitempty"`
+}
+
+// HealthCheck is a readiness condition for the plugin's objects of one kind.
+type HealthCheck struct {
+	// APIVersion restricts the check to one API version, for example "apps/v1";
+	// empty matches every version of the kind.
+	APIVersion string `json:"apiVersion,omitempty"`
+	// Kind of the objects the check applies to, for example "Certificate".
+	Kind string `json:"kind" jsonschema:"minLength=1"`
+	// Expression is a CEL expression over `object`, the live object as a map, that
+	// must be true, for example `object.status.phase == "Ready"`.
+	Expression string `json:"expression" jsonschema:"minLength=1"`
 }
 
 // Dependency names a required plugin and an optional version constraint.

@@ -111,7 +111,7 @@ re-running converges.`,
 			}
 			pr := newProgress(o)
 			b := action.NewApply(o.config())
-			b.Cluster, b.DryRun, b.Timeout, b.ForceConflicts, b.Events = a.Cluster, a.DryRun, a.Timeout, a.ForceConflicts, pr.event
+			b.Cluster, b.DryRun, b.Timeout, b.ForceConflicts, b.RollbackOnFailure, b.Events = a.Cluster, a.DryRun, a.Timeout, a.ForceConflicts, a.RollbackOnFailure, pr.event
 			res, l := b.Run(cmd.Context(), file)
 			failed := o.report(l)
 			if res == nil {
@@ -141,6 +141,7 @@ re-running converges.`,
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
 	cmd.Flags().DurationVar(&a.Timeout, "timeout", 5*time.Minute, "how long each plugin may take to become ready")
 	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
+	cmd.Flags().BoolVar(&a.RollbackOnFailure, "rollback-on-failure", false, "roll back a Helm release whose objects do not become ready (uninstall it when it was new)")
 	clusterFlags(cmd, &a.Cluster)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
@@ -188,9 +189,9 @@ plugins the cluster file enables but the cluster does not have are listed too.`,
 			return o.print(st, func(w io.Writer) error {
 				rows := make([][]string, 0, len(st))
 				for _, s := range st {
-					rows = append(rows, []string{s.Plugin, s.Version, s.Phase, fmt.Sprintf("%d/%d", s.Ready, s.Objects), fmt.Sprint(s.Missing), s.Message})
+					rows = append(rows, []string{s.Plugin, s.Version, s.Phase, fmt.Sprintf("%d/%d", s.Ready, s.Objects), fmt.Sprint(s.Missing), strings.Join(s.Releases, ", "), s.Message})
 				}
-				return table(w, []string{"PLUGIN", "VERSION", "PHASE", "READY", "MISSING", "MESSAGE"}, rows)
+				return table(w, []string{"PLUGIN", "VERSION", "PHASE", "READY", "MISSING", "HELM RELEASES", "MESSAGE"}, rows)
 			})
 		},
 	}

@@ -60,6 +60,9 @@ type Apply struct {
 	Timeout time.Duration
 	// ForceConflicts takes over fields other field managers own.
 	ForceConflicts bool
+	// RollbackOnFailure rolls back a Helm release whose objects do not become ready,
+	// or uninstalls it when it was new.
+	RollbackOnFailure bool
 	// Events receives progress.
 	Events func(deploy.Event)
 }
@@ -98,15 +101,16 @@ func (a *Apply) Run(ctx context.Context, path string) (*ApplyResult, diag.List) 
 	res := &ApplyResult{Plugins: p.plan.Names(), DryRun: a.DryRun}
 	var once sync.Once
 	var objects map[string][]map[string]any
+	var releases map[string][]render.Release
 	var objDiags diag.List
 	p.engine.SetDeploy(func(ctx context.Context, wave int, plugins []*engine.Planned, m *model.Model) diag.List {
-		once.Do(func() { objects, objDiags = kubeObjects(ctx, p, m) })
+		once.Do(func() { objects, releases, objDiags = kubeContent(ctx, p, m) })
 		if objDiags.HasFatal() {
 			return objDiags
 		}
 		var units []deploy.Unit
 		for _, pl := range plugins {
-			u, err := unit(pl, objects[pl.Package.Name])
+			u, err := unit(pl, objects[pl.Package.Name], releases[pl.Package.Name])
 			if err != nil {
 				var dl diag.List
 				dl.Errorf("", 0, 0, "", "plugin %s: %v", pl.Package.Name, err)
@@ -147,6 +151,7 @@ func (a *Apply) deployer() (*deploy.Deployer, error) {
 	}
 	return deploy.New(rc, deploy.Options{
 		Logger: a.cfg.logger(), Events: a.Events, Timeout: a.Timeout, DryRun: a.DryRun, ForceConflicts: a.ForceConflicts,
+		RollbackOnFailure: a.RollbackOnFailure,
 	})
 }
 
@@ -169,14 +174,14 @@ func (a *Apply) removeUnlisted(ctx context.Context, d *deploy.Deployer, planned 
 	return d.Uninstall(ctx, gone, false)
 }
 
-// kubeObjects renders every plugin's Kubernetes objects (manifests and Helm charts,
-// with object patches applied) from the finished model.
-func kubeObjects(ctx context.Context, p *prepared, m *model.Model) (map[string][]map[string]any, diag.List) {
+// kubeContent renders every plugin's Kubernetes objects (manifests, with object
+// patches applied) and loads its Helm releases' charts, from the finished model.
+func kubeContent(ctx context.Context, p *prepared, m *model.Model) (map[string][]map[string]any, map[string][]render.Release, diag.List) {
 	pkgs := map[string]fs.FS{}
 	for _, pl := range p.plan.Plugins {
 		pkgs[pl.Package.Name] = pl.Package.FS
 	}
-	return render.Objects(ctx, render.Input{
+	return render.Content(ctx, render.Input{
 		ClusterName:       p.cluster.Spec.Metadata.Name,
 		KubernetesVersion: p.cluster.KubernetesVersion.String(),
 		Model:             m,
@@ -185,8 +190,14 @@ func kubeObjects(ctx context.Context, p *prepared, m *model.Model) (map[string][
 	})
 }
 
-func unit(pl *engine.Planned, objs []map[string]any) (deploy.Unit, error) {
+func unit(pl *engine.Planned, objs []map[string]any, rels []render.Release) (deploy.Unit, error) {
 	u := deploy.Unit{Plugin: pl.Package.Name, Version: pl.Package.Version.String()}
+	for _, h := range pl.Package.Manifest.Spec.Health {
+		u.Health = append(u.Health, deploy.HealthCheck{APIVersion: h.APIVersion, Kind: h.Kind, Expression: h.Expression})
+	}
+	for _, r := range rels {
+		u.Releases = append(u.Releases, deploy.HelmRelease{Name: r.Name, Namespace: r.Namespace, Chart: r.Chart, Values: r.Values, PostRenderer: r.PostRenderer})
+	}
 	for _, r := range pl.Package.Manifest.Spec.Requires {
 		u.Requires = append(u.Requires, r.Name)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -52,6 +53,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 	}
 	type state struct {
 		unit     Unit
+		health   health
 		old      *Inventory
 		recorded bool // the widened inventory was written
 		applied  []*unstructured.Unstructured
@@ -61,6 +63,9 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 	for i, u := range units {
 		s := &state{unit: u}
 		states[i] = s
+		if s.health, s.err = compileHealth(u.Health); s.err != nil {
+			continue
+		}
 		for _, o := range u.Objects {
 			// Resolve scope now, so that the inventory records the namespace a
 			// namespaced object without one will land in. Kinds whose CRD comes in this
@@ -88,11 +93,12 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 		// plugin may own, old or new. An inventory that already covers them all needs
 		// no write.
 		widened := union(old.refs(), refsOf(u.Objects))
-		if old != nil && len(widened) == len(old.Objects) {
+		releases := unionReleases(old.releases(), releaseRefs(u.Releases))
+		if old != nil && len(widened) == len(old.Objects) && len(releases) == len(old.Releases) {
 			s.recorded = true
 			continue
 		}
-		if err := d.writeInventory(ctx, &Inventory{Plugin: u.Plugin, Version: u.Version, ValuesDigest: u.ValuesDigest, Requires: u.Requires, Objects: widened, Phase: PhaseApplying}); err != nil {
+		if err := d.writeInventory(ctx, &Inventory{Plugin: u.Plugin, Version: u.Version, ValuesDigest: u.ValuesDigest, Requires: u.Requires, Objects: widened, Releases: releases, Phase: PhaseApplying}); err != nil {
 			s.err = err
 			continue
 		}
@@ -156,6 +162,16 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 		}
 	}
 	if d.opts.DryRun {
+		for _, s := range states {
+			for _, h := range s.unit.Releases {
+				if s.err != nil {
+					break
+				}
+				if _, err := d.installRelease(ctx, s.unit.Plugin, h); err != nil {
+					s.err = &UnitError{Plugin: s.unit.Plugin, Err: err}
+				}
+			}
+		}
 		return res, joinStates(states, func(s *state) (string, error) { return s.unit.Plugin, s.err })
 	}
 	// Readiness, prune and the narrowed inventory, plugin by plugin in parallel.
@@ -167,13 +183,27 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 			continue
 		}
 		wg.Go(func() {
-			if err := d.waitReady(ctx, wave, s.unit.Plugin, s.applied); err != nil {
+			relObjs, err := d.releases(ctx, s.unit)
+			if err == nil {
+				err = d.waitReady(ctx, wave, s.unit.Plugin, append(slices.Clone(s.applied), relObjs.objects...), s.health)
+				if err != nil {
+					err = d.releasesFailed(ctx, relObjs.done, err)
+				}
+			}
+			if err != nil {
 				s.err = &UnitError{Plugin: s.unit.Plugin, Err: err}
 				d.emit(Event{Type: PluginFailed, Wave: wave, Plugin: s.unit.Plugin, Message: err.Error()})
 				return
 			}
-			d.emit(Event{Type: PluginReady, Wave: wave, Plugin: s.unit.Plugin, Ready: len(s.applied), Total: len(s.applied)})
-			stale := minus(s.old.refs(), refsOf(s.unit.Objects))
+			all := append(refsOf(s.unit.Objects), refsOf(relObjs.objects)...)
+			d.emit(Event{Type: PluginReady, Wave: wave, Plugin: s.unit.Plugin, Ready: len(all), Total: len(all)})
+			for _, r := range minusReleases(s.old.releases(), releaseRefs(s.unit.Releases)) {
+				if err := d.uninstallRelease(ctx, r); err != nil {
+					s.err = &UnitError{Plugin: s.unit.Plugin, Err: fmt.Errorf("prune: %w", err)}
+					return
+				}
+			}
+			stale := minus(s.old.refs(), all)
 			if n, err := d.deleteAll(ctx, stale); err != nil {
 				s.err = &UnitError{Plugin: s.unit.Plugin, Err: fmt.Errorf("prune: %w", err)}
 				return
@@ -183,7 +213,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				mu.Unlock()
 				d.emit(Event{Type: PluginPruned, Wave: wave, Plugin: s.unit.Plugin, Total: n})
 			}
-			inv := &Inventory{Plugin: s.unit.Plugin, Version: s.unit.Version, ValuesDigest: s.unit.ValuesDigest, Requires: s.unit.Requires, Objects: sortedRefs(refsOf(s.unit.Objects)), Phase: PhaseReady}
+			inv := &Inventory{Plugin: s.unit.Plugin, Version: s.unit.Version, ValuesDigest: s.unit.ValuesDigest, Requires: s.unit.Requires, Objects: sortedRefs(union(nil, all)), Releases: releaseRefs(s.unit.Releases), Phase: PhaseReady}
 			if reflect.DeepEqual(inv, s.old) {
 				return // nothing changed since the last apply
 			}
@@ -341,4 +371,75 @@ func (d *Deployer) delete(ctx context.Context, r ObjRef) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// releaseObjs is what installing a unit's Helm releases did.
+type releaseObjs struct {
+	done    []*releaseDone
+	objects []*unstructured.Unstructured
+}
+
+// releases installs or upgrades a unit's Helm releases in order and returns the
+// objects of their manifests. When one fails, those already changed are reverted if
+// Options.RollbackOnFailure says so.
+func (d *Deployer) releases(ctx context.Context, u Unit) (*releaseObjs, error) {
+	out := &releaseObjs{}
+	for _, h := range u.Releases {
+		done, err := d.installRelease(ctx, u.Plugin, h)
+		if done != nil {
+			out.done = append(out.done, done)
+		}
+		if err != nil {
+			return nil, d.releasesFailed(ctx, out.done, err)
+		}
+		objs, err := d.releaseObjects(done.rel)
+		if err != nil {
+			return nil, d.releasesFailed(ctx, out.done, err)
+		}
+		out.objects = append(out.objects, objs...)
+	}
+	return out, nil
+}
+
+// releasesFailed reverts (with RollbackOnFailure) or marks failed the releases that
+// changed, after cause, and returns cause with what the rollback did.
+func (d *Deployer) releasesFailed(ctx context.Context, done []*releaseDone, cause error) error {
+	var errs []error
+	rolled := 0
+	for i := len(done) - 1; i >= 0; i-- {
+		r := done[i]
+		if !r.changed {
+			continue
+		}
+		if !d.opts.RollbackOnFailure {
+			d.failRelease(r, cause)
+			continue
+		}
+		// Roll back even when ctx is done: a half-upgraded release is worse.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.Timeout)
+		err := d.undoRelease(rctx, r)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rolled++
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w; rollback failed: %w", cause, errors.Join(errs...))
+	}
+	if rolled > 0 {
+		return fmt.Errorf("%w (rolled back %d Helm release(s))", cause, rolled)
+	}
+	return cause
+}
+
+func minusReleases(a, b []ReleaseRef) []ReleaseRef {
+	var out []ReleaseRef
+	for _, r := range a {
+		if !slices.Contains(b, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -56,6 +56,9 @@ type Options struct {
 	// ForceConflicts takes ownership of fields another field manager owns, instead of
 	// failing with a conflict that names the manager.
 	ForceConflicts bool
+	// RollbackOnFailure reverts a Helm release whose objects did not become ready:
+	// back to its previous revision, or uninstalled when it was new.
+	RollbackOnFailure bool
 	// Namespace holds the inventories. Default kubeplug-system.
 	Namespace string
 	// Retry is how transient API errors (unreachable server, throttling, timeouts)
@@ -93,6 +96,7 @@ func (o *Options) defaults() {
 // Deployer applies, waits for, records, prunes and uninstalls plugins' content.
 type Deployer struct {
 	opts   Options
+	cfg    *rest.Config
 	dyn    dynamic.Interface
 	core   kubernetes.Interface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
@@ -118,7 +122,7 @@ func New(cfg *rest.Config, opts Options) (*Deployer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create a discovery client: %w", err)
 	}
-	return &Deployer{opts: opts, dyn: dyn, core: core, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	return &Deployer{opts: opts, cfg: cfg, dyn: dyn, core: core, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
 }
 
 // Unit is one plugin's content for one apply.
@@ -131,6 +135,12 @@ type Unit struct {
 	// them while this one is installed.
 	Requires []string
 	Objects  []*unstructured.Unstructured
+	// Releases are installed through the Helm SDK after Objects are applied; their
+	// objects are waited for and recorded with the plugin's.
+	Releases []HelmRelease
+	// Health adds conditions to readiness: an object of a kind a check names is ready
+	// only when kstatus says Current and the check's expression holds.
+	Health []HealthCheck
 }
 
 // emit sends an event, one at a time.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +37,8 @@ type Inventory struct {
 	ValuesDigest string   `json:"valuesDigest,omitempty"`
 	Requires     []string `json:"requires,omitempty"`
 	Objects      []ObjRef `json:"objects"`
+	// Releases are the plugin's Helm releases; their objects are in Objects too.
+	Releases []ReleaseRef `json:"releases,omitempty"`
 	// Phase is Applying while an apply runs (the objects are then old ∪ new), Ready
 	// after one succeeded, Failed after one failed.
 	Phase   string `json:"phase"`
@@ -47,6 +50,34 @@ func (inv *Inventory) refs() []ObjRef {
 		return nil
 	}
 	return inv.Objects
+}
+
+func (inv *Inventory) releases() []ReleaseRef {
+	if inv == nil {
+		return nil
+	}
+	return inv.Releases
+}
+
+func releaseRefs(rels []HelmRelease) []ReleaseRef {
+	out := make([]ReleaseRef, 0, len(rels))
+	for _, r := range rels {
+		out = append(out, ReleaseRef{Namespace: r.Namespace, Name: r.Name})
+	}
+	slices.SortFunc(out, func(a, b ReleaseRef) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// unionReleases returns a ∪ b, sorted.
+func unionReleases(a, b []ReleaseRef) []ReleaseRef {
+	out := slices.Clone(a)
+	for _, r := range b {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b ReleaseRef) int { return strings.Compare(a.String(), b.String()) })
+	return out
 }
 
 func inventoryName(plugin string) string { return "kubeplug-inventory-" + plugin }

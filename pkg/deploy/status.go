@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -20,6 +21,9 @@ type PluginStatus struct {
 	Missing int    `json:"missing"`
 	// NotReady names the objects that exist but are not Current.
 	NotReady []string `json:"notReady,omitempty"`
+	// Releases are the plugin's Helm releases as Helm records them:
+	// "namespace/name: deployed (revision 2)".
+	Releases []string `json:"releases,omitempty"`
 }
 
 // Status reports every installed plugin: its inventory and how many of its objects
@@ -64,7 +68,27 @@ func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
 			})
 		}
 		wg.Wait()
+		for _, r := range inv.Releases {
+			ps.Releases = append(ps.Releases, r.String()+": "+d.releaseStatus(r))
+		}
 		out[i] = ps
 	}
 	return out, nil
+}
+
+// releaseStatus is the status Helm records for the release's last revision.
+func (d *Deployer) releaseStatus(r ReleaseRef) string {
+	cfg, err := d.helmConfig(r.Namespace)
+	if err != nil {
+		return err.Error()
+	}
+	hist, err := history(cfg, r.Name)
+	if err != nil {
+		return err.Error()
+	}
+	if len(hist) == 0 {
+		return "missing"
+	}
+	last := hist[len(hist)-1]
+	return fmt.Sprintf("%s (revision %d)", last.Info.Status, last.Version)
 }

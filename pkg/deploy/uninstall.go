@@ -56,6 +56,14 @@ func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool
 	}
 	var done []string
 	for _, p := range order {
+		// Releases first, the reverse of install; Helm deletes their objects, which
+		// deleteAll then finds gone.
+		for _, r := range slices.Backward(byName[p].Releases) {
+			if err := d.uninstallRelease(ctx, r); err != nil {
+				d.emit(Event{Type: UninstallFailed, Plugin: p, Message: err.Error()})
+				return done, fmt.Errorf("uninstall %s: %w", p, err)
+			}
+		}
 		n, err := d.deleteAll(ctx, byName[p].Objects)
 		if err != nil {
 			d.emit(Event{Type: UninstallFailed, Plugin: p, Message: err.Error()})

@@ -88,17 +88,16 @@ func conditionsText(u *unstructured.Unstructured) string {
 	return strings.Join(parts, ", ")
 }
 
-// waitReady waits until every object is Current by kstatus. Objects that are Current
-// as the server returned them from the apply (ConfigMaps, RBAC, Services...) need
-// no further request; the rest are polled.
-func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs []*unstructured.Unstructured) error {
+// waitReady waits until every object is Current by kstatus and passes the health
+// checks for its kind. Objects that are ready as the server returned them from the
+// apply (ConfigMaps, RBAC, Services...) need no further request; the rest are polled.
+func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs []*unstructured.Unstructured, checks health) error {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
-	pending := map[int]*status.Result{}
+	pending := map[int]*pendingObj{}
 	for i, o := range objs {
-		r, err := status.Compute(o)
-		if err != nil || r.Status != status.CurrentStatus {
-			pending[i] = r
+		if p := checkReady(o, checks); p != nil {
+			pending[i] = p
 		}
 	}
 	ready := len(objs) - len(pending)
@@ -123,17 +122,17 @@ func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs 
 				if err != nil {
 					return
 				}
-				r, err := status.Compute(got)
+				p := checkReady(got, checks)
 				mu.Lock()
 				defer mu.Unlock()
-				if err == nil && r.Status == status.CurrentStatus {
+				if p == nil {
 					delete(pending, i)
 					ready++
 					d.emit(Event{Type: ObjectReady, Wave: wave, Plugin: plugin, Object: refOf(o).String(), Ready: ready, Total: len(objs)})
 					return
 				}
 				objs[i] = got
-				pending[i] = r
+				pending[i] = p
 			})
 		}
 		wg.Wait()
@@ -149,17 +148,41 @@ func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs 
 	return nil
 }
 
-func notReady(objs []*unstructured.Unstructured, pending map[int]*status.Result, timeout time.Duration) error {
+// pendingObj says why an object is not ready: its kstatus, or a health expression.
+type pendingObj struct {
+	status *status.Result
+	// expr and why are set when kstatus says Current but a health expression fails.
+	expr, why string
+}
+
+// checkReady returns nil when o is ready, else why not.
+func checkReady(o *unstructured.Unstructured, checks health) *pendingObj {
+	r, err := status.Compute(o)
+	if err != nil || r.Status != status.CurrentStatus {
+		return &pendingObj{status: r}
+	}
+	if expr, why := checks.failing(o); expr != "" {
+		return &pendingObj{status: r, expr: expr, why: why}
+	}
+	return nil
+}
+
+func notReady(objs []*unstructured.Unstructured, pending map[int]*pendingObj, timeout time.Duration) error {
 	var lines []string
-	for i, r := range pending {
+	for i, p := range pending {
 		line := refOf(objs[i]).String()
-		if r != nil {
-			line += " is " + string(r.Status)
-			if r.Message != "" {
-				line += ": " + r.Message
+		switch {
+		case p.expr != "":
+			line += " is Current but its health expression `" + p.expr + "` " + p.why
+		case p.status != nil:
+			line += " is " + string(p.status.Status)
+			if p.status.Message != "" {
+				line += ": " + p.status.Message
 			}
+			line += " [" + conditionsText(objs[i]) + "]"
+		default:
+			line += " [" + conditionsText(objs[i]) + "]"
 		}
-		line += " [" + conditionsText(objs[i]) + "]"
 		lines = append(lines, line)
 	}
 	slices.Sort(lines)

@@ -97,6 +97,7 @@ func Load(fsys fs.FS, origin Origin, location string) (*Package, diag.List) {
 		p.KubernetesVersion, _ = semver.NewConstraint(m.Spec.KubernetesVersion)
 	}
 	checkRefs(doc, m, files, &l)
+	checkHealth(doc, m, &l)
 	if m.Spec.Values != nil {
 		p.Schema = loadValuesSchema(fsys, location, m, files, &l)
 		if p.Schema != nil && len(m.Spec.Values.Defaults) > 0 {

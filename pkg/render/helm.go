@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/ignore"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -33,28 +34,9 @@ var maxChartSize = archive.MaxDecompressedChartSize
 // CRDs and hooks (but not test hooks) included. The objects come back in Helm's
 // install order.
 func (r *renderer) helmRelease(ctx context.Context, h model.HelmRelease) ([]*kubeObject, error) {
-	if r.in.Charts == nil {
-		return nil, errors.New("the render has no access to plugin packages")
-	}
-	pkg := r.in.Charts(h.By)
-	if pkg == nil {
-		return nil, fmt.Errorf("plugin %s has no package files", h.By)
-	}
-	dir := path.Clean(strings.TrimPrefix(h.Chart, "./"))
-	if !fs.ValidPath(dir) {
-		return nil, fmt.Errorf("chart directory %q must be a relative path inside the plugin's package", h.Chart)
-	}
-	sub, err := fs.Sub(pkg, dir)
+	chrt, err := r.loadChart(h)
 	if err != nil {
-		return nil, fmt.Errorf("opening chart directory %s: %w", dir, err)
-	}
-	files, err := chartFiles(sub)
-	if err != nil {
-		return nil, fmt.Errorf("reading chart directory %s: %w", dir, err)
-	}
-	chrt, err := loader.LoadFiles(files)
-	if err != nil {
-		return nil, fmt.Errorf("loading chart: %w", err)
+		return nil, err
 	}
 	kv, err := common.ParseKubeVersion("v" + r.version)
 	if err != nil {
@@ -141,6 +123,34 @@ func helmObject(h model.HelmRelease, prefix, doc, source string) (*kubeObject, e
 	o := newKubeObject(h.By, j, sourceComment(prefix+source))
 	o.releaseNamespace = h.Namespace
 	return o, nil
+}
+
+// loadChart loads a release's chart from its plugin's package.
+func (r *renderer) loadChart(h model.HelmRelease) (*chartv2.Chart, error) {
+	if r.in.Charts == nil {
+		return nil, errors.New("the render has no access to plugin packages")
+	}
+	pkg := r.in.Charts(h.By)
+	if pkg == nil {
+		return nil, fmt.Errorf("plugin %s has no package files", h.By)
+	}
+	dir := path.Clean(strings.TrimPrefix(h.Chart, "./"))
+	if !fs.ValidPath(dir) {
+		return nil, fmt.Errorf("chart directory %q must be a relative path inside the plugin's package", h.Chart)
+	}
+	sub, err := fs.Sub(pkg, dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening chart directory %s: %w", dir, err)
+	}
+	files, err := chartFiles(sub)
+	if err != nil {
+		return nil, fmt.Errorf("reading chart directory %s: %w", dir, err)
+	}
+	chrt, err := loader.LoadFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("loading chart: %w", err)
+	}
+	return chrt, nil
 }
 
 // chartFiles reads a chart directory the way Helm's directory loader does: honouring

@@ -24,10 +24,15 @@ type kubeObject struct {
 	source string
 	// releaseNamespace is the namespace of the Helm release an object came from.
 	releaseNamespace string
+	// release is the index in Model.Kubernetes.HelmReleases of the release the object
+	// came from, -1 for a manifest.
+	release int
+	// patched says an object patch changed the object.
+	patched bool
 }
 
 func newKubeObject(plugin string, doc []byte, source string) *kubeObject {
-	o := &kubeObject{plugin: plugin, doc: doc, source: source}
+	o := &kubeObject{plugin: plugin, doc: doc, source: source, release: -1}
 	o.target = o.ref()
 	return o
 }
@@ -85,7 +90,7 @@ func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObj
 		}
 		byPlugin[o.By] = append(byPlugin[o.By], newKubeObject(o.By, doc, ""))
 	}
-	for _, h := range k.HelmReleases {
+	for i, h := range k.HelmReleases {
 		if ctx.Err() != nil {
 			return nil, nil
 		}
@@ -94,6 +99,9 @@ func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObj
 			r.fatalf(h.By, "kubernetes.helmReleases."+h.Namespace+"/"+h.Name,
 				"rendering chart %s of plugin %s as release %s/%s: %v", h.Chart, h.By, h.Namespace, h.Name, err)
 			continue
+		}
+		for _, o := range objs {
+			o.release = i
 		}
 		byPlugin[h.By] = append(byPlugin[h.By], objs...)
 	}
@@ -123,6 +131,7 @@ func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObj
 			}
 			o.doc = doc
 			o.target = o.ref()
+			o.patched = true
 		}
 		if n == 0 {
 			r.fatalf(p.By, field+".target", "patch target %s matches no object", target)

@@ -23,9 +23,21 @@ func Objects(ctx context.Context, in Input) (map[string][]map[string]any, diag.L
 	if r.diags.HasFatal() {
 		return nil, r.diags
 	}
+	out := r.decode(order, byPlugin, func(*kubeObject) bool { return true })
+	if r.diags.HasFatal() {
+		return nil, r.diags
+	}
+	return out, r.diags
+}
+
+// decode turns the objects keep selects into plain JSON values, by plugin.
+func (r *renderer) decode(order []string, byPlugin map[string][]*kubeObject, keep func(*kubeObject) bool) map[string][]map[string]any {
 	out := make(map[string][]map[string]any, len(order))
 	for _, p := range order {
 		for _, o := range byPlugin[p] {
+			if !keep(o) {
+				continue
+			}
 			dec := json.NewDecoder(bytes.NewReader(o.doc))
 			dec.UseNumber()
 			var v map[string]any
@@ -36,8 +48,5 @@ func Objects(ctx context.Context, in Input) (map[string][]map[string]any, diag.L
 			out[p] = append(out[p], v)
 		}
 	}
-	if r.diags.HasFatal() {
-		return nil, r.diags
-	}
-	return out, r.diags
+	return out
 }
