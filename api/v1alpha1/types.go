@@ -233,14 +233,28 @@ type NodeHook struct {
 	Timeout string `json:"timeout,omitempty"`
 	// When is a CEL condition; the hook runs only when it is true.
 	When string `json:"when,omitempty"`
+	// Before names hooks of the same phase that start only after this one ends:
+	// "plugin/hook", or a bare name for a hook of this plugin. Ordering only.
+	Before []string `json:"before,omitempty"`
+	// Requires names hooks of the same phase that must succeed before this one runs;
+	// when one fails or is skipped, this hook is not run.
+	Requires []string `json:"requires,omitempty"`
+	// Once makes a hook that succeeded on a machine never run again there, even when
+	// its definition changes: for one-time steps like formatting a disk.
+	Once bool `json:"once,omitempty"`
 }
 
-// HookRun is a hook's command or script. Exactly one is set.
+// HookRun is a hook's command, script or URL. Exactly one is set.
 type HookRun struct {
 	// Command is an argv run on the machine.
 	Command []string `json:"command,omitempty"`
 	// Script is a path inside the package, copied to the machine and run.
 	Script string `json:"script,omitempty"`
+	// URL is a script the node agent downloads when the hook runs: https://host/path
+	// or s3://bucket/key. It requires SHA256.
+	URL string `json:"url,omitempty"`
+	// SHA256 is the hex digest the downloaded script must have; a mismatch refuses to run it.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Cloud template contributions.

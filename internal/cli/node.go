@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -35,9 +36,12 @@ func newNodeRunCmd(o *options) *cobra.Command {
 The machine's boot runs this for beforeNodeup, starts the kubelet (nodeup), then runs it
 for afterNodeup; the deploy triggers afterDeploy.
 
-The hooks come from ` + nodeagent.HooksManifestPath + `, which kubeplug render writes into the
-machine's cloud-init or Ignition config together with each script hook's script under
-` + nodeagent.HooksDir + `/<plugin>/<hook>. They run in file order, each according to its behavior:
+The hooks come from ` + nodeagent.HooksManifestPath + ` (or --config), which kubeplug render writes
+into the machine's cloud-init or Ignition config together with each script hook's script
+under ` + nodeagent.HooksDir + `/<plugin>/<hook>. They run in file order, except that a hook
+runs after the hooks it requires and those naming it in before (a hook whose required
+hook failed, was skipped or did not run is not run; a loop is an error naming it). Each
+runs according to its behavior:
 
   sync-enforce   the next hook waits for it; a failure fails the node and stops the phase
   sync-bypass    the next hook waits for it; a failure is only reported
@@ -51,10 +55,15 @@ A hook whose CEL condition ("when") is false is skipped; one that does not compi
 Conditions see cluster.{name,kubernetesVersion} and node.{name,pool,role,labels}; compare
 versions with versionAtLeast(cluster.kubernetesVersion, '1.30') or semver(a) >= semver(b).
 
+A url hook's script is downloaded when it runs (https://, or s3:// with the AWS SDK's
+credentials and --s3-endpoint for an S3-compatible store), within --fetch-timeout, and
+runs only when its sha256 matches; it is cached by digest under <root>` + nodeagent.CacheDir + `.
+
 Every path is under --root (default /), so a directory can stand for a machine. What ran
 is reported on stdout and written to <root>` + nodeagent.ReportsDir + `/<phase>.json. Hooks
 that succeeded are recorded under <root>` + nodeagent.StateDir + ` and skipped when the phase
-runs again, so an interrupted boot converges; --force runs them again.
+runs again, so an interrupted boot converges; --force runs them again, except hooks
+marked once, which never run again after a success.
 
 The exit status is 1 when an enforced hook failed, naming the hook and the node.`,
 		Example: `  # What the boot runs before starting the kubelet
@@ -94,9 +103,13 @@ The exit status is 1 when an enforced hook failed, naming the hook and the node.
 	f.StringToStringVar(&labels, "label", nil, "a node label key=value, as node.labels in conditions (repeatable)")
 	f.StringVar(&opts.Cluster.Name, "cluster-name", "", "the cluster's name, as cluster.name in conditions (default: the manifest's)")
 	f.StringVar(&opts.Cluster.KubernetesVersion, "kubernetes-version", "", "as cluster.kubernetesVersion in conditions (default: the manifest's)")
-	f.BoolVar(&opts.Force, "force", false, "run hooks that already succeeded in an earlier run of the phase")
+	f.BoolVar(&opts.Force, "force", false, "run hooks that already succeeded in an earlier run of the phase (not once hooks)")
+	f.StringVar(&opts.Manifest, "config", "", "the hooks manifest to run (default <root>"+nodeagent.HooksManifestPath+")")
+	f.StringVar(&opts.S3Endpoint, "s3-endpoint", os.Getenv("KUBEPLUG_S3_ENDPOINT"), "the URL of an S3-compatible store for s3:// hooks, addressed path-style ($KUBEPLUG_S3_ENDPOINT; default AWS S3)")
+	f.DurationVar(&opts.FetchTimeout, "fetch-timeout", 2*time.Minute, "how long the download of one url hook's script may take")
 	_ = cmd.MarkFlagRequired("phase")
 	_ = cmd.MarkFlagDirname("root")
+	_ = cmd.MarkFlagFilename("config", "json")
 	_ = cmd.RegisterFlagCompletionFunc("phase", cobra.FixedCompletions(nodeagent.Phases, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

@@ -297,7 +297,8 @@ func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContributi
 		}
 	}
 	for i, h := range n.Hooks {
-		mh := model.Hook{Name: h.Name, At: h.At, Command: h.Run.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When}
+		mh := model.Hook{Name: h.Name, At: h.At, Command: h.Run.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When,
+			URL: h.Run.URL, SHA256: h.Run.SHA256, Before: h.Before, Requires: h.Requires, Once: h.Once}
 		if mh.Behavior == "" {
 			mh.Behavior = DefaultHookBehavior
 		}

@@ -127,7 +127,15 @@ type Hook struct {
 	Timeout string `json:"timeout"`
 	// When is a CEL condition, empty for always.
 	When string `json:"when,omitempty"`
-	By   string `json:"by,omitempty"`
+	// URL is a script the node agent downloads (https:// or s3://), pinned by SHA256.
+	URL    string `json:"url,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	// Before and Requires name hooks of the same phase, "plugin/hook" or a bare name
+	// within the plugin; Once runs a hook that succeeded on a machine never again.
+	Before   []string `json:"before,omitempty"`
+	Requires []string `json:"requires,omitempty"`
+	Once     bool     `json:"once,omitempty"`
+	By       string   `json:"by,omitempty"`
 }
 
 // Cloud is the cloud template's contributions.

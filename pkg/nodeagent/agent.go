@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"cel.dev/cel-go/cel"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // Options configure an Agent. The zero value runs the machine's own hooks at "/".
@@ -48,13 +50,31 @@ type Options struct {
 	// KillGrace is how long a timed-out or canceled hook's group has between SIGTERM
 	// and SIGKILL. Default 5s.
 	KillGrace time.Duration
+	// Manifest is the hooks manifest to run. Default Root+HooksManifestPath.
+	Manifest string
+	// CacheDir keeps downloaded hook scripts by digest. Default Root+CacheDir.
+	CacheDir string
+	// FetchTimeout bounds the download of one url hook's script, so that an
+	// unreachable URL fails the hook instead of hanging the boot. Default 2m.
+	FetchTimeout time.Duration
+	// HTTPClient downloads https:// hooks. Default http.DefaultClient; a test passes
+	// an httptest server's client.
+	HTTPClient *http.Client
+	// S3Endpoint, when set, is the URL of an S3-compatible store that s3:// hooks are
+	// read from, addressed path-style (http://127.0.0.1:9000/bucket/key). Empty means
+	// AWS S3 in the configured region.
+	S3Endpoint string
+	// S3Client reads s3:// hooks; nil builds one from the AWS SDK's default
+	// configuration (environment, shared config, instance role) and S3Endpoint.
+	S3Client *s3.Client
 }
 
 // Agent runs a machine's node hooks, one phase per Run. It is safe for concurrent
 // Runs of different phases; a second Run of the same phase and root fails at once.
 type Agent struct {
-	opts Options
-	env  *cel.Env
+	opts  Options
+	env   *cel.Env
+	fetch *fetcher
 }
 
 // New checks opts and fills in its defaults.
@@ -87,11 +107,25 @@ func New(opts Options) (*Agent, error) {
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = 5 * time.Second
 	}
+	if opts.Manifest == "" {
+		opts.Manifest = opts.path(HooksManifestPath)
+	}
+	if opts.CacheDir == "" {
+		opts.CacheDir = opts.path(CacheDir)
+	}
+	if opts.FetchTimeout <= 0 {
+		opts.FetchTimeout = 2 * time.Minute
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = http.DefaultClient
+	}
 	env, err := newEnv()
 	if err != nil {
 		return nil, fmt.Errorf("hook condition environment: %w", err)
 	}
-	return &Agent{opts: opts, env: env}, nil
+	a := &Agent{opts: opts, env: env}
+	a.fetch = &fetcher{dir: opts.CacheDir, opts: &a.opts}
+	return a, nil
 }
 
 // path maps a machine path under the root.
@@ -112,17 +146,23 @@ func (e *HookError) Error() string {
 // ErrLocked is returned when another agent is running the same phase on the root.
 var ErrLocked = errors.New("another node agent is running this phase")
 
-// Run runs the phase's hooks in manifest order and returns what happened.
+// Run runs the phase's hooks and returns what happened.
 //
-// A sync hook finishes before the next hook starts; an async hook starts and the next
-// hook starts at once. Run waits for every async hook before it returns, so that its
-// report is complete and nothing outlives the command that started it. A hook whose
-// condition is false, or that succeeded in an earlier run with the same definition, is
-// skipped. After a sync-enforce failure no further hook starts. Each hook runs in its
-// own process group, which is killed on timeout or when ctx is canceled.
+// The hooks run in manifest order, except that a hook waits for the hooks it requires
+// and for those that name it in before (a topological order; the manifest's order
+// breaks ties). A sync hook finishes before the next hook starts; an async hook
+// starts and the next hook starts at once. Run waits for every async hook before it
+// returns, so that its report is complete and nothing outlives the command that
+// started it. A hook whose condition is false, or that succeeded in an earlier run
+// with the same definition (with any definition, for a once hook), is skipped. A hook
+// whose required hook failed, was skipped for its condition or did not run is not
+// run; one that succeeded in an earlier run counts as succeeded. After a sync-enforce
+// failure no further hook starts. Each hook runs in its own process group, which is
+// killed on timeout or when ctx is canceled.
 //
-// The error is a *ManifestError when nothing could run; errors.Join of *HookError for
-// every enforced failure; or wraps ctx.Err() when canceled. The report, written to
+// The error is a *ManifestError when nothing could run (wrapping a *CycleError for
+// hooks that order each other in a loop); errors.Join of *HookError for every
+// enforced failure; or wraps ctx.Err() when canceled. The report, written to
 // ReportDir/<phase>.json, is returned whenever hooks were considered, also with an error.
 func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 	if !slices.Contains(Phases, phase) {
@@ -134,7 +174,7 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 	}
 	defer unlock()
 
-	manifestPath := a.opts.path(HooksManifestPath)
+	manifestPath := a.opts.Manifest
 	m, err := readManifest(manifestPath)
 	if err != nil {
 		return nil, err
@@ -147,51 +187,89 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 	log := a.opts.Logger.With("phase", phase, "node", node.Name)
 
 	var hooks []Hook
+	elsewhere := map[string]string{} // hook ID -> phase, for the hooks of other phases
 	for _, h := range m.Hooks {
 		if h.At == phase {
 			hooks = append(hooks, h)
+		} else {
+			elsewhere[h.ID()] = h.At
 		}
 	}
+	hooks, deps, err := order(hooks, elsewhere)
+	if err != nil {
+		return nil, &ManifestError{Path: manifestPath, Err: fmt.Errorf("phase %s: %w", phase, err)}
+	}
+	index := make(map[string]int, len(hooks))
+	for i := range hooks {
+		index[hooks[i].ID()] = i
+	}
+
 	rep := &Report{Phase: phase, Node: node.Name, Root: a.opts.Root, StartedAt: time.Now().UTC(), Hooks: make([]HookResult, len(hooks))}
 	var (
 		wg      sync.WaitGroup
-		stopped string // why no further hook starts
+		mu      sync.Mutex
+		stopped string // why no further hook starts; under mu
 		errs    = make([]error, len(hooks))
+		// done[i] is closed once hook i's result is final; succeeded[i] is then
+		// whether it succeeded, now or in an earlier run.
+		done      = make([]chan struct{}, len(hooks))
+		succeeded = make([]bool, len(hooks))
 	)
-	for i := range hooks {
-		h := &hooks[i]
-		res := &rep.Hooks[i]
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	stop := func(why string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped == "" {
+			stopped = why
+		}
+		return stopped
+	}
+	// one decides and runs hook i, from the loop for a sync hook, else alongside.
+	one := func(i int) {
+		defer close(done[i])
+		h, res := &hooks[i], &rep.Hooks[i]
 		*res = HookResult{Plugin: h.Plugin, Name: h.Name, Behavior: h.Behavior}
-		if stopped == "" && ctx.Err() != nil {
-			stopped = "the run was canceled"
-		}
-		if stopped != "" {
-			res.Status, res.Reason = StatusNotRun, stopped
-			continue
-		}
-		if !a.admit(ctx, h, res, st, cluster, node, log) {
-			if res.Status.Failed() && h.enforce() {
-				errs[i] = hookError(phase, node.Name, h, res)
-				if h.sync() {
-					stopped = "hook " + h.ID() + " failed before it"
-				}
+		for _, j := range deps[i] {
+			select {
+			case <-done[j]:
+			case <-ctx.Done():
 			}
-			continue
 		}
-		run := func() {
+		why := ""
+		if ctx.Err() != nil {
+			why = stop("the run was canceled")
+		} else {
+			why = stop("")
+		}
+		if why == "" {
+			why = unmet(h, index, succeeded, rep)
+		}
+		if why != "" {
+			res.Status, res.Reason = StatusNotRun, why
+			log.Info("hook not run", "plugin", h.Plugin, "hook", h.Name, "reason", why)
+			return
+		}
+		run, ok := a.admit(ctx, h, res, st, cluster, node, log)
+		if run {
 			a.runHook(ctx, phase, h, node.Name, res, st, log)
-			if res.Status.Failed() && h.enforce() {
-				errs[i] = hookError(phase, node.Name, h, res)
+			ok = res.Status == StatusSucceeded
+		}
+		succeeded[i] = ok
+		if res.Status.Failed() && h.enforce() {
+			errs[i] = hookError(phase, node.Name, h, res)
+			if h.sync() {
+				stop("hook " + h.ID() + " failed before it")
 			}
 		}
-		if h.sync() {
-			run()
-			if errs[i] != nil {
-				stopped = "hook " + h.ID() + " failed before it"
-			}
+	}
+	for i := range hooks {
+		if hooks[i].sync() {
+			one(i)
 			continue
 		}
-		wg.Go(run)
+		wg.Go(func() { one(i) })
 	}
 	wg.Wait()
 
@@ -208,6 +286,22 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 		err = errors.Join(err, fmt.Errorf("write the report: %w", werr))
 	}
 	return rep, err
+}
+
+// unmet says why h cannot run for its requires, or "" when every hook it requires
+// succeeded. The required hooks have ended: they are among h's dependencies.
+func unmet(h *Hook, index map[string]int, succeeded []bool, rep *Report) string {
+	for _, r := range h.Requires {
+		id := h.ref(r)
+		j, ok := index[id]
+		switch {
+		case !ok:
+			return "requires " + id + ", which is not on this machine"
+		case !succeeded[j]:
+			return "requires " + id + ", which " + rep.Hooks[j].Status.phrase()
+		}
+	}
+	return ""
 }
 
 func hookError(phase, node string, h *Hook, res *HookResult) error {
@@ -262,14 +356,22 @@ func cmp(a, b string) string {
 	return b
 }
 
-// admit decides whether h runs; when not, it fills res.
-func (a *Agent) admit(ctx context.Context, h *Hook, res *HookResult, st *state, cluster Cluster, node Node, log *slog.Logger) bool {
+// admit decides whether h runs; when not, it fills res, and done says whether h
+// succeeded in an earlier run, which satisfies the hooks that require it.
+func (a *Agent) admit(ctx context.Context, h *Hook, res *HookResult, st *state, cluster Cluster, node Node, log *slog.Logger) (run, done bool) {
+	if h.Once && st.succeeded(h.ID()) {
+		// Neither a new definition nor Force: a once hook does what must not be done
+		// twice, like formatting a disk.
+		res.Status, res.Reason = StatusSkipped, "a once hook, succeeded in an earlier run"
+		log.Info("hook skipped", "plugin", h.Plugin, "hook", h.Name, "reason", res.Reason)
+		return false, true
+	}
 	if h.When != "" {
 		c, err := compile(a.env, h.When)
 		if err != nil {
 			res.Status, res.Reason = StatusFailed, err.Error()
 			log.Warn("hook condition invalid", "plugin", h.Plugin, "hook", h.Name, "error", err)
-			return false
+			return false, false
 		}
 		res.Warning = c.warning
 		if c.warning != "" {
@@ -279,20 +381,20 @@ func (a *Agent) admit(ctx context.Context, h *Hook, res *HookResult, st *state, 
 		if err != nil {
 			res.Status, res.Reason = StatusFailed, fmt.Sprintf("%v (when %q)", err, h.When)
 			log.Warn("hook condition failed", "plugin", h.Plugin, "hook", h.Name, "error", err)
-			return false
+			return false, false
 		}
 		if !ok {
 			res.Status, res.Reason = StatusSkipped, fmt.Sprintf("when %q is false", h.When)
 			log.Info("hook skipped", "plugin", h.Plugin, "hook", h.Name, "reason", res.Reason)
-			return false
+			return false, false
 		}
 	}
 	if !a.opts.Force && st.done(h.ID(), a.digest(h)) {
 		res.Status, res.Reason = StatusSkipped, "succeeded in an earlier run"
 		log.Info("hook skipped", "plugin", h.Plugin, "hook", h.Name, "reason", res.Reason)
-		return false
+		return false, true
 	}
-	return true
+	return true, false
 }
 
 // digest identifies what a hook runs: its entry and its script's content. A new
@@ -309,13 +411,17 @@ func (a *Agent) digest(h *Hook) string {
 	return "sha256:" + hex.EncodeToString(s.Sum(nil))
 }
 
-// argv is what the hook runs. A script runs with the interpreter its #! line names,
-// else /bin/sh, so that it needs no executable bit and its path maps under the root.
-func (a *Agent) argv(h *Hook) ([]string, error) {
-	if h.Script == "" || (len(h.Command) > 0 && !slices.Equal(h.Command, []string{h.Script})) {
-		return h.Command, nil
+// argv is what the hook runs. A script, or the file a url hook downloaded (fetched),
+// runs with the interpreter its #! line names, else /bin/sh, so that it needs no
+// executable bit and its path maps under the root.
+func (a *Agent) argv(h *Hook, fetched string) ([]string, error) {
+	file := fetched
+	if file == "" {
+		if h.Script == "" || (len(h.Command) > 0 && !slices.Equal(h.Command, []string{h.Script})) {
+			return h.Command, nil
+		}
+		file = a.opts.path(h.Script)
 	}
-	file := a.opts.path(h.Script)
 	f, err := os.Open(file) //nolint:gosec // the script's path is checked against HooksDir
 	if err != nil {
 		return nil, fmt.Errorf("open the hook's script: %w", err)
@@ -335,7 +441,19 @@ func (a *Agent) runHook(ctx context.Context, phase string, h *Hook, node string,
 	log = log.With("plugin", h.Plugin, "hook", h.Name)
 	res.StartedAt = time.Now().UTC()
 	defer func() { res.Duration = Duration(time.Since(res.StartedAt)) }()
-	argv, err := a.argv(h)
+	fetched := ""
+	if h.URL != "" {
+		var err error
+		if fetched, err = a.fetch.fetch(ctx, h.URL, h.SHA256); err != nil {
+			res.Status, res.Reason = StatusFailed, err.Error()
+			if ctx.Err() != nil {
+				res.Status = StatusCanceled
+			}
+			log.Warn("hook failed", "reason", res.Reason)
+			return
+		}
+	}
+	argv, err := a.argv(h, fetched)
 	if err != nil {
 		res.Status, res.Reason = StatusFailed, err.Error()
 		return

@@ -468,7 +468,7 @@ func TestManifestErrors(t *testing.T) {
 		{name: "timeout", manifest: `{"hooks":[{"plugin":"p","name":"h","at":"beforeNodeup","command":["true"],"timeout":"soon"}]}`, field: "hooks[0].timeout", msg: `expected a positive Go duration like 90s or 5m, found "soon"`},
 		{name: "behavior", manifest: `{"hooks":[{"plugin":"p","name":"h","at":"beforeNodeup","command":["true"],"behavior":"later"}]}`, field: "hooks[0].behavior", msg: "expected one of sync-enforce"},
 		{name: "phase", manifest: `{"hooks":[{"plugin":"p","name":"h","at":"boot","command":["true"]}]}`, field: "hooks[0].at", msg: `found "boot"`},
-		{name: "nothing to run", manifest: `{"hooks":[{"plugin":"p","name":"h","at":"beforeNodeup"}]}`, field: "hooks[0].command", msg: "a hook needs a command or a script"},
+		{name: "nothing to run", manifest: `{"hooks":[{"plugin":"p","name":"h","at":"beforeNodeup"}]}`, field: "hooks[0].command", msg: "a hook needs a command, a script or a url"},
 		{name: "script outside the hooks dir", manifest: `{"hooks":[{"plugin":"p","name":"h","at":"beforeNodeup","script":"/etc/passwd"}]}`, field: "hooks[0].script", msg: "expected /var/lib/kubeplug/hooks/p/h"},
 		{name: "duplicate", manifest: `{"hooks":[{"plugin":"p","name":"h","at":"beforeNodeup","command":["true"]},{"plugin":"p","name":"h","at":"afterNodeup","command":["true"]}]}`, field: "hooks[1].name", msg: "hook p/h is also hooks[0]"},
 	}

@@ -5,7 +5,8 @@
 // each script hook's script to HooksDir/<plugin>/<hook>; the boot runs the agent for
 // beforeNodeup, starts the kubelet (the nodeup step), runs it for afterNodeup, and the
 // deploy triggers afterDeploy. One Run is one phase: the phase's hooks run in
-// manifest order, and the Report of what ran is written to ReportsDir/<phase>.json.
+// manifest order (see Ordering), and the Report of what ran is written to
+// ReportsDir/<phase>.json. Options.Manifest reads another manifest instead.
 //
 // Every path is relative to Options.Root ("/" on a real machine), so a test or the
 // local provider gives each simulated node a directory of its own.
@@ -32,12 +33,33 @@
 // its environment. On its timeout (default 5m) or when the context is canceled the
 // whole group gets SIGTERM, then SIGKILL after Options.KillGrace, so children die too.
 //
+// # Ordering
+//
+// A hook's requires and before name other hooks of the phase, as "plugin/hook" or a
+// bare name of the same plugin. A hook starts only after the hooks it requires and
+// the hooks naming it in before have ended, async ones included; otherwise the
+// manifest's order holds (a stable topological sort). A hook whose required hook
+// failed, was skipped for its condition, did not run, or is not on the machine is
+// not run; one that succeeded in an earlier run counts as succeeded. Hooks that
+// wait for each other in a loop are a *ManifestError wrapping a *CycleError whose
+// message names the chain, a -> b -> a; nothing runs.
+//
+// # Scripts from a URL
+//
+// A hook's url (https://host/path, or s3://bucket/key read with the AWS SDK, at
+// Options.S3Endpoint for an S3-compatible store) is downloaded when the hook runs,
+// within Options.FetchTimeout, and run only when its content has the hook's sha256;
+// otherwise the hook fails and nothing of it runs. Verified scripts are kept in
+// CacheDir by digest, so a re-run needs no network.
+//
 // # Re-runs converge
 //
 // A hook that succeeded is recorded in StateDir/<phase>.json with a digest of its
 // definition and script. A later run of the phase skips it, so a boot interrupted
 // half-way resumes where it stopped; a changed hook, a failed one or Options.Force runs
-// it again. A lock file keeps two agents off one phase of one root.
+// it again. A hook marked once runs again only while it has not succeeded: after a
+// success, neither a changed definition nor Force runs it (deleting its entry from
+// the state does). A lock file keeps two agents off one phase of one root.
 //
 // # Conditions
 //

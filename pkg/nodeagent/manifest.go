@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path"
 	"regexp"
@@ -23,6 +24,9 @@ const (
 	ReportsDir = "/var/lib/kubeplug/reports"
 	// StateDir holds one file per phase recording the hooks that succeeded.
 	StateDir = "/var/lib/kubeplug/state"
+	// CacheDir holds the scripts of url hooks, one file per sha256 digest, so that a
+	// re-run or a second hook with the same script does not download it again.
+	CacheDir = "/var/lib/kubeplug/cache"
 )
 
 // Entry points, in boot order; afterDeploy is triggered by the deploy, not the boot.
@@ -54,7 +58,8 @@ const (
 var (
 	behaviors = []string{BehaviorSyncEnforce, BehaviorSyncBypass, BehaviorAsyncEnforce, BehaviorAsyncBypass}
 	// nameRE keeps plugin and hook names usable as path elements.
-	nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$`)
+	nameRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$`)
+	sha256RE = regexp.MustCompile(`^[a-f0-9]{64}$`)
 )
 
 // Manifest is the content of HooksManifestPath.
@@ -82,6 +87,19 @@ type Hook struct {
 	Timeout string `json:"timeout,omitempty"`
 	// When is a CEL condition; empty means always.
 	When string `json:"when,omitempty"`
+	// URL is a script downloaded when the hook runs: https://host/path or
+	// s3://bucket/key. SHA256 is its hex digest, required with URL: a script whose
+	// digest differs is not run.
+	URL    string `json:"url,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	// Before names hooks of the phase that start only after this one ends; Requires
+	// names hooks that must succeed (now or in an earlier run) before this one runs.
+	// A name is "plugin/hook", or a bare hook name of the same plugin.
+	Before   []string `json:"before,omitempty"`
+	Requires []string `json:"requires,omitempty"`
+	// Once means that after one success the hook never runs again on the machine, even
+	// when its definition changes, and even with Options.Force.
+	Once bool `json:"once,omitempty"`
 }
 
 // ID is plugin/name, unique on a machine.
@@ -92,6 +110,57 @@ func (h *Hook) sync() bool { return strings.HasPrefix(h.Behavior, "sync-") }
 
 // enforce says whether the hook's failure fails the node.
 func (h *Hook) enforce() bool { return strings.HasSuffix(h.Behavior, "-enforce") }
+
+// ref resolves a name in Before or Requires to a hook ID: a bare name is a hook of
+// the same plugin.
+func (h *Hook) ref(name string) string {
+	if strings.Contains(name, "/") {
+		return name
+	}
+	return h.Plugin + "/" + name
+}
+
+// CheckRef checks a name in a hook's before or requires: "plugin/hook" or "hook".
+func CheckRef(ref string) error {
+	p, n, qualified := strings.Cut(ref, "/")
+	if !qualified {
+		p, n = "plugin", p
+	}
+	if !nameRE.MatchString(p) || !nameRE.MatchString(n) {
+		return fmt.Errorf("expected a hook name or plugin/hook of lower-case letters, digits, '.', '_' or '-', found %q", ref)
+	}
+	return nil
+}
+
+// CheckURL checks a url hook's source: an https:// or s3:// URL with a host (the
+// bucket) and, for s3, a key. Plain http is refused: the digest protects the
+// content, but a node should not tell the network which scripts it runs.
+func CheckURL(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	switch {
+	case err != nil:
+		return fmt.Errorf("expected an https:// or s3:// URL: %w", err)
+	case u.Scheme != "https" && u.Scheme != "s3":
+		return fmt.Errorf("expected an https:// or s3:// URL, found scheme %q in %q", u.Scheme, rawURL)
+	case u.Host == "":
+		return fmt.Errorf("expected a host (for s3, the bucket) in %q", rawURL)
+	case u.Scheme == "s3" && strings.Trim(u.Path, "/") == "":
+		return fmt.Errorf("expected s3://bucket/key, found %q", rawURL)
+	}
+	return nil
+}
+
+// CheckSHA256 checks the digest a url hook pins its script with: required, 64
+// lower-case hex digits.
+func CheckSHA256(sha string) error {
+	switch {
+	case sha == "":
+		return fmt.Errorf("a url needs sha256, the hex digest of the script it serves")
+	case !sha256RE.MatchString(sha):
+		return fmt.Errorf("expected sha256 as 64 lower-case hex digits, found %q", sha)
+	}
+	return nil
+}
 
 // ManifestError is a manifest that cannot be run; nothing was run.
 type ManifestError struct {
@@ -139,10 +208,30 @@ func readManifest(file string) (*Manifest, error) {
 			return nil, bad("name", "expected a hook name of lower-case letters, digits, '.', '_' or '-', found %q", h.Name)
 		case !slices.Contains(Phases, h.At):
 			return nil, bad("at", "expected one of %s, found %q", strings.Join(Phases, ", "), h.At)
-		case len(h.Command) == 0 && h.Script == "":
-			return nil, bad("command", "a hook needs a command or a script")
+		case len(h.Command) == 0 && h.Script == "" && h.URL == "":
+			return nil, bad("command", "a hook needs a command, a script or a url")
+		case h.URL != "" && (len(h.Command) > 0 || h.Script != ""):
+			return nil, bad("url", "a url hook has no command or script")
 		case h.Script != "" && h.Script != path.Join(HooksDir, h.Plugin, h.Name):
 			return nil, bad("script", "expected %s, found %q", path.Join(HooksDir, h.Plugin, h.Name), h.Script)
+		}
+		if h.URL != "" {
+			if err := CheckURL(h.URL); err != nil {
+				return nil, bad("url", "%w", err)
+			}
+			if err := CheckSHA256(h.SHA256); err != nil {
+				return nil, bad("sha256", "%w", err)
+			}
+		}
+		for _, list := range []struct {
+			field string
+			refs  []string
+		}{{"before", h.Before}, {"requires", h.Requires}} {
+			for j, r := range list.refs {
+				if err := CheckRef(r); err != nil {
+					return nil, bad(fmt.Sprintf("%s[%d]", list.field, j), "%w", err)
+				}
+			}
 		}
 		if h.Behavior == "" {
 			h.Behavior = DefaultBehavior

@@ -22,15 +22,32 @@ const (
 	StatusTimedOut Status = "timed-out"
 	// StatusCanceled means the run was canceled while the hook ran; its group was killed.
 	StatusCanceled Status = "canceled"
-	// StatusSkipped means the condition was false, or the hook succeeded in an earlier run.
+	// StatusSkipped means the condition was false, or the hook succeeded in an earlier
+	// run (a once hook: in any earlier run).
 	StatusSkipped Status = "skipped"
-	// StatusNotRun means an enforced failure or a cancel stopped the run before the hook.
+	// StatusNotRun means an enforced failure or a cancel stopped the run before the hook,
+	// or a hook it requires did not succeed.
 	StatusNotRun Status = "not-run"
 )
 
 // Failed says whether the status counts as the hook's failure.
 func (s Status) Failed() bool {
 	return s == StatusFailed || s == StatusTimedOut || s == StatusCanceled
+}
+
+// phrase completes "which ..." in the reason of a hook that required one with s.
+func (s Status) phrase() string {
+	switch s {
+	case StatusSucceeded, StatusFailed:
+		return string(s)
+	case StatusTimedOut:
+		return "timed out"
+	case StatusCanceled:
+		return "was canceled"
+	case StatusSkipped:
+		return "was skipped"
+	}
+	return "did not run"
 }
 
 // Duration is a time.Duration written as a Go duration string in JSON.
@@ -157,6 +174,14 @@ func readState(file string) (*state, error) {
 		s.Succeeded = map[string]stateEntry{}
 	}
 	return s, nil
+}
+
+// succeeded says whether the hook succeeded in an earlier run, whatever it ran then.
+func (s *state) succeeded(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.Succeeded[id]
+	return ok
 }
 
 func (s *state) done(id, digest string) bool {

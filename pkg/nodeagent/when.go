@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
+	"sync"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
@@ -154,7 +156,13 @@ type condition struct {
 func compile(env *cel.Env, expr string) (*condition, error) {
 	checked, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, fmt.Errorf("compile when %q: %w", expr, iss.Err())
+		// One line per condition, "column: message", instead of CEL's multi-line
+		// rendering with a caret: it ends up in reports, tables and lint output.
+		var msgs []string
+		for _, e := range iss.Errors() {
+			msgs = append(msgs, fmt.Sprintf("column %d: %s", e.Location.Column()+1, e.Message))
+		}
+		return nil, fmt.Errorf("compile when %q: %s", expr, strings.Join(msgs, "; "))
 	}
 	if !checked.OutputType().IsExactType(cel.BoolType) {
 		return nil, fmt.Errorf("when %q is of type %s, expected bool", expr, checked.OutputType())
@@ -197,3 +205,24 @@ func (c *condition) eval(ctx context.Context, cluster Cluster, node Node) (bool,
 	}
 	return bool(b), nil
 }
+
+// CheckCondition compiles a hook's `when` in the agent's own environment, so that
+// `kubeplug plugin lint` rejects what the agent would fail on the machine. The error
+// says what does not compile, or that the result is not a bool.
+func CheckCondition(expr string) error {
+	env, err := conditionEnv()
+	if err != nil {
+		return err
+	}
+	_, err = compile(env, expr)
+	return err
+}
+
+// conditionEnv is built once: lint checks every hook of every plugin.
+var conditionEnv = sync.OnceValues(func() (*cel.Env, error) {
+	env, err := newEnv()
+	if err != nil {
+		return nil, fmt.Errorf("hook condition environment: %w", err)
+	}
+	return env, nil
+})

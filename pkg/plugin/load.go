@@ -203,13 +203,14 @@ func checkNode(doc *yamldoc.Doc, l *diag.List, ptr string, n v1alpha1.NodeContri
 			doc.Errorf(l, hp+"/name", "duplicate hook name %q", h.Name)
 		}
 		hooks[h.Name] = true
-		if (len(h.Run.Command) == 0) == (h.Run.Script == "") {
-			doc.Errorf(l, hp+"/run", "expected exactly one of command and script")
+		if runSources(h.Run) != 1 {
+			doc.Errorf(l, hp+"/run", "expected exactly one of command, script and url")
 		}
 		if h.Timeout != "" {
 			checkDuration(doc, l, hp+"/timeout", h.Timeout)
 		}
 	}
+	checkHooks(doc, l, ptr, n.Hooks)
 }
 
 func checkConstraint(doc *yamldoc.Doc, l *diag.List, ptr, c string) {

@@ -79,6 +79,11 @@ type hookEntry struct {
 	Behavior string   `json:"behavior"`
 	Timeout  string   `json:"timeout"`
 	When     string   `json:"when,omitempty"`
+	URL      string   `json:"url,omitempty"`
+	SHA256   string   `json:"sha256,omitempty"`
+	Before   []string `json:"before,omitempty"`
+	Requires []string `json:"requires,omitempty"`
+	Once     bool     `json:"once,omitempty"`
 }
 
 func (r *renderer) nodes(ctx context.Context) {
@@ -235,11 +240,12 @@ func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *
 		case !slices.Contains(phases, h.At):
 			r.fatalf(h.By, field+".at", "expected one of %s, found %q", strings.Join(phases, ", "), h.At)
 			continue
-		case len(h.Command) == 0 && h.Script == "":
-			r.fatalf(h.By, field, "a hook needs a command or a script")
+		case len(h.Command) == 0 && h.Script == "" && h.URL == "":
+			r.fatalf(h.By, field, "a hook needs a command, a script or a url")
 			continue
 		}
-		e := hookEntry{Plugin: h.By, Name: h.Name, At: h.At, Command: h.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When}
+		e := hookEntry{Plugin: h.By, Name: h.Name, At: h.At, Command: h.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When,
+			URL: h.URL, SHA256: h.SHA256, Before: h.Before, Requires: h.Requires, Once: h.Once}
 		if h.Script != "" {
 			e.Script = path.Join(HooksDir, h.By, h.Name)
 			if len(e.Command) == 0 {

@@ -1,0 +1,148 @@
+package nodeagent
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// CycleError is a loop in the hooks' before and requires: no order can satisfy it.
+type CycleError struct {
+	// Chain is the loop's hook IDs, the first repeated at the end, each waiting for
+	// the next (it requires it, or the next names it in before): a -> b -> a.
+	Chain []string
+}
+
+func (e *CycleError) Error() string {
+	return "hooks order each other in a cycle: " + strings.Join(e.Chain, " -> ")
+}
+
+// order returns the phase's hooks, given in manifest order, so that every hook comes
+// after the hooks it requires and the hooks that name it in before. Among hooks free
+// to go, the one first in the manifest goes first, so a manifest without before or
+// requires runs as written. deps[i] holds the indexes (into the result) of the hooks
+// that must end before the i-th starts. A before naming a hook that is not in the
+// phase only orders against nothing; a requires naming one is for the caller to
+// report, as is the hook in other that names it.
+func order(hooks []Hook, other map[string]string) (sorted []Hook, deps [][]int, err error) {
+	index := make(map[string]int, len(hooks))
+	for i := range hooks {
+		index[hooks[i].ID()] = i
+	}
+	// after[i] are the hooks that must end before hook i, in the manifest's indexes.
+	after := make([][]int, len(hooks))
+	add := func(first, then int) {
+		if !slices.Contains(after[then], first) {
+			after[then] = append(after[then], first)
+		}
+	}
+	for i := range hooks {
+		h := &hooks[i]
+		for _, r := range h.Requires {
+			if j, ok := index[h.ref(r)]; ok {
+				add(j, i)
+			} else if at, ok := other[h.ref(r)]; ok {
+				return nil, nil, fmt.Errorf("hook %s requires %s, which runs in phase %s", h.ID(), h.ref(r), at)
+			}
+		}
+		for _, b := range h.Before {
+			if j, ok := index[h.ref(b)]; ok {
+				add(i, j)
+			} else if at, ok := other[h.ref(b)]; ok {
+				return nil, nil, fmt.Errorf("hook %s is to run before %s, which runs in phase %s", h.ID(), h.ref(b), at)
+			}
+		}
+	}
+	for i := range after {
+		slices.Sort(after[i])
+	}
+	if chain := findCycle(hooks, after); chain != nil {
+		return nil, nil, &CycleError{Chain: chain}
+	}
+
+	// Kahn's algorithm, always taking the earliest ready hook in manifest order.
+	pending := make([]int, len(hooks))
+	then := make([][]int, len(hooks))
+	for i, a := range after {
+		pending[i] = len(a)
+		for _, j := range a {
+			then[j] = append(then[j], i)
+		}
+	}
+	pos := make([]int, len(hooks)) // manifest index -> result index
+	placed := make([]bool, len(hooks))
+	for n := range hooks {
+		next := -1
+		for i := range hooks {
+			if !placed[i] && pending[i] == 0 {
+				next = i
+				break
+			}
+		}
+		placed[next] = true
+		pos[next] = n
+		sorted = append(sorted, hooks[next])
+		for _, k := range then[next] {
+			pending[k]--
+		}
+	}
+	deps = make([][]int, len(hooks))
+	for i, a := range after {
+		for _, j := range a {
+			deps[pos[i]] = append(deps[pos[i]], pos[j])
+		}
+		slices.Sort(deps[pos[i]])
+	}
+	return sorted, deps, nil
+}
+
+// findCycle returns a loop in the graph as hook IDs, or nil. It searches from hooks in
+// manifest order and follows edges in index order, so the same manifest always
+// names the same loop.
+func findCycle(hooks []Hook, after [][]int) []string {
+	const (
+		unseen = iota
+		onPath
+		finished
+	)
+	mark := make([]int, len(hooks))
+	var path []int
+	var visit func(i int) []string
+	visit = func(i int) []string {
+		mark[i] = onPath
+		path = append(path, i)
+		for _, j := range after[i] {
+			switch mark[j] {
+			case onPath:
+				var chain []string
+				for _, k := range path[slices.Index(path, j):] {
+					chain = append(chain, hooks[k].ID())
+				}
+				return append(chain, hooks[j].ID())
+			case unseen:
+				if c := visit(j); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		mark[i] = finished
+		return nil
+	}
+	for i := range hooks {
+		if mark[i] == unseen {
+			if c := visit(i); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// Order sorts one phase's hooks, given in manifest order, the way Run does: after
+// the hooks each requires and those naming it in before, ties kept in manifest
+// order. Names of hooks not in the list are ignored. A loop is a *CycleError.
+func Order(hooks []Hook) ([]Hook, error) {
+	sorted, _, err := order(hooks, nil)
+	return sorted, err
+}
