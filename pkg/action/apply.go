@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +43,19 @@ func (c *Cluster) Config() (*rest.Config, error) {
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = c.Kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context})
+	if c.Context != "" {
+		// Name the file and the contexts it has: clientcmd's own message names neither.
+		if raw, err := loader.RawConfig(); err == nil && raw.Contexts[c.Context] == nil {
+			files := rules.GetLoadingPrecedence()
+			if rules.ExplicitPath != "" {
+				files = []string{rules.ExplicitPath}
+			}
+			return nil, fmt.Errorf("the kubeconfig (%s) has no context %q; it has: %s",
+				strings.Join(files, string(filepath.ListSeparator)), c.Context, strings.Join(slices.Sorted(maps.Keys(raw.Contexts)), ", "))
+		}
+	}
+	cfg, err := loader.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
