@@ -74,7 +74,7 @@ type hookEntry struct {
 	Plugin   string   `json:"plugin"`
 	Name     string   `json:"name"`
 	At       string   `json:"at"`
-	Command  []string `json:"command"`
+	Command  []string `json:"command,omitempty"`
 	Script   string   `json:"script,omitempty"`
 	Behavior string   `json:"behavior"`
 	Timeout  string   `json:"timeout"`
