@@ -185,7 +185,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 		wg.Go(func() {
 			relObjs, err := d.releases(ctx, s.unit)
 			if err == nil {
-				err = d.waitReady(ctx, wave, s.unit.Plugin, append(slices.Clone(s.applied), relObjs.objects...), s.health)
+				err = d.waitReady(ctx, wave, s.unit.Plugin, append(slices.Clone(s.applied), relObjs.objects...), len(s.applied), s.health)
 				if err != nil {
 					err = d.releasesFailed(ctx, relObjs.done, err)
 				}

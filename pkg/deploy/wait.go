@@ -89,14 +89,18 @@ func conditionsText(u *unstructured.Unstructured) string {
 }
 
 // waitReady waits until every object is Current by kstatus and passes the health
-// checks for its kind. Objects that are ready as the server returned them from the
-// apply (ConfigMaps, RBAC, Services...) need no further request; the rest are polled.
-func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs []*unstructured.Unstructured, checks health) error {
+// checks for its kind. The first live objects are what the server returned from the
+// apply: those already ready (ConfigMaps, RBAC, Services...) need no further
+// request. The rest (a Helm release's manifest, which says nothing of the live
+// object) and every object not ready yet are polled.
+func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs []*unstructured.Unstructured, live int, checks health) error {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
 	pending := map[int]*pendingObj{}
 	for i, o := range objs {
-		if p := checkReady(o, checks); p != nil {
+		if i >= live {
+			pending[i] = &pendingObj{}
+		} else if p := checkReady(o, checks); p != nil {
 			pending[i] = p
 		}
 	}
@@ -120,6 +124,11 @@ func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs 
 				}
 				got, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
 				if err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						pending[i] = &pendingObj{err: err}
+						mu.Unlock()
+					}
 					return
 				}
 				p := checkReady(got, checks)
@@ -153,6 +162,8 @@ type pendingObj struct {
 	status *status.Result
 	// expr and why are set when kstatus says Current but a health expression fails.
 	expr, why string
+	// err is why the object could not be read.
+	err error
 }
 
 // checkReady returns nil when o is ready, else why not.
@@ -172,6 +183,8 @@ func notReady(objs []*unstructured.Unstructured, pending map[int]*pendingObj, ti
 	for i, p := range pending {
 		line := refOf(objs[i]).String()
 		switch {
+		case p.err != nil:
+			line += " could not be read: " + p.err.Error()
 		case p.expr != "":
 			line += " is Current but its health expression `" + p.expr + "` " + p.why
 		case p.status != nil:
