@@ -93,11 +93,18 @@ CRDs and Namespaces first; kubeplug waits until the wave's objects are ready
 it works. Objects a plugin's new version or values no longer produce are pruned;
 plugins the file no longer enables are uninstalled, dependents first.
 
+A plugin's Helm charts are installed as real Helm releases (helm list shows
+them) and upgraded only when the chart or values changed; with
+--rollback-on-failure a release whose objects do not become ready is rolled back,
+or uninstalled when it was new. A release a crashed run left pending is recovered
+first. A plugin's health expressions (spec.health) must hold too.
+
 What each plugin applied is recorded in an inventory (ConfigMaps in
 kubeplug-system); a failed or interrupted apply leaves it true to the cluster, and
 re-running converges.`,
 		Example: `  kubeplug apply -f cluster.yaml
   kubeplug apply -f cluster.yaml --context staging --timeout 10m
+  kubeplug apply -f cluster.yaml --rollback-on-failure
   kubeplug apply -f cluster.yaml --dry-run=server
   kubeplug apply -f cluster.yaml -o json | jq 'select(.type=="PluginReady")'`,
 		Args: cobra.NoArgs,
