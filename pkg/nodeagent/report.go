@@ -92,12 +92,14 @@ type HookResult struct {
 
 // Report is what a run did, also written to ReportsDir/<phase>.json.
 type Report struct {
-	Phase      string       `json:"phase"`
-	Node       string       `json:"node"`
-	Root       string       `json:"root"`
-	StartedAt  time.Time    `json:"startedAt"`
-	FinishedAt time.Time    `json:"finishedAt"`
-	Hooks      []HookResult `json:"hooks"`
+	Phase      string    `json:"phase"`
+	Node       string    `json:"node"`
+	Root       string    `json:"root"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+	// Hooks are the phase's hooks in the order they were considered: the manifest's,
+	// as rearranged by requires and before.
+	Hooks []HookResult `json:"hooks"`
 	// Failed is true when an enforced hook failed, so the node has failed.
 	Failed bool `json:"failed"`
 	// Error is Run's error, if any.
