@@ -230,22 +230,36 @@ func (d *Deployer) rollbackRelease(ctx context.Context, cfg *action.Configuratio
 
 // uninstallRelease removes a release and its objects; a missing release is no error.
 func (d *Deployer) uninstallRelease(ctx context.Context, ref ReleaseRef) error {
+	_, err := d.removeRelease(ctx, ref)
+	return err
+}
+
+// removeRelease is uninstallRelease, returning how many objects the release had.
+func (d *Deployer) removeRelease(ctx context.Context, ref ReleaseRef) (int, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	cfg, err := d.helmConfig(ref.Namespace)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	un := action.NewUninstall(cfg)
 	un.IgnoreNotFound = true
 	un.WaitStrategy = kube.HookOnlyStrategy
 	un.Timeout = d.opts.Timeout
 	un.DeletionPropagation = "background"
-	if _, err := un.Run(ref.Name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return fmt.Errorf("uninstall Helm release %s: %w", ref, err)
+	resp, err := un.Run(ref.Name)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return 0, fmt.Errorf("uninstall Helm release %s: %w", ref, err)
 	}
-	return nil
+	if resp == nil || resp.Release == nil {
+		return 0, nil
+	}
+	rel, err := asV1(resp.Release)
+	if err != nil {
+		return 0, nil //nolint:nilerr // the release is gone; only the count is unknown
+	}
+	return len(releaseutil.SplitManifests(rel.Manifest)), nil
 }
 
 // undoRelease reverts what installRelease did after its objects failed to become

@@ -58,13 +58,17 @@ func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool
 	for _, p := range order {
 		// Releases first, the reverse of install; Helm deletes their objects, which
 		// deleteAll then finds gone.
+		released := 0
 		for _, r := range slices.Backward(byName[p].Releases) {
-			if err := d.uninstallRelease(ctx, r); err != nil {
+			n, err := d.removeRelease(ctx, r)
+			if err != nil {
 				d.emit(Event{Type: UninstallFailed, Plugin: p, Message: err.Error()})
 				return done, fmt.Errorf("uninstall %s: %w", p, err)
 			}
+			released += n
 		}
 		n, err := d.deleteAll(ctx, byName[p].Objects)
+		n += released
 		if err != nil {
 			d.emit(Event{Type: UninstallFailed, Plugin: p, Message: err.Error()})
 			return done, fmt.Errorf("uninstall %s: %w", p, err)
