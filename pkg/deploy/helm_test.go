@@ -235,3 +235,32 @@ func TestHelmPendingReleaseIsRecovered(t *testing.T) {
 		})
 	}
 }
+
+// Without RollbackOnFailure a release whose objects do not become ready is marked
+// failed, so `helm list` tells the truth and the next apply upgrades it again.
+func TestHelmNotReadyWithoutRollbackIsMarkedFailed(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	plugin := unique(t, "failed")
+	chrt := testChart(t)
+	d := newDeployer(t, deploy.Options{Timeout: 4 * time.Second})
+	t.Cleanup(func() { _, _ = d.Uninstall(context.WithoutCancel(t.Context()), []string{plugin}, true) })
+	units := func(stuck bool) []deploy.Unit {
+		return []deploy.Unit{{Plugin: plugin, Version: "1", Releases: []deploy.HelmRelease{{Name: "web", Namespace: ns, Chart: chrt, Values: map[string]any{"stuck": stuck}}}}}
+	}
+	if _, err := d.ApplyWave(t.Context(), 0, units(true)); err == nil {
+		t.Fatal("a Deployment that cannot schedule became ready")
+	}
+	if rev, st := revision(t, ns, "web"); rev != 1 || st != "failed" {
+		t.Errorf("after a failed install: revision %d %s, want 1 failed", rev, st)
+	}
+	if inv := inventory(t, d, plugin); inv == nil || inv.Phase != deploy.PhaseFailed || len(inv.Releases) != 1 {
+		t.Errorf("inventory = %+v, want Failed with the release", inv)
+	}
+	// A release that never deployed is installed afresh.
+	if _, err := d.ApplyWave(t.Context(), 0, units(false)); err != nil {
+		t.Fatal(err)
+	}
+	if rev, st := revision(t, ns, "web"); rev != 1 || st != "deployed" {
+		t.Errorf("after the fix: revision %d %s, want 1 deployed", rev, st)
+	}
+}
