@@ -60,60 +60,58 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 		err      error
 	}
 	states := make([]*state, len(units))
-	for i, u := range units {
-		s := &state{unit: u}
-		states[i] = s
-		if s.health, s.err = compileHealth(u.Health); s.err != nil {
-			continue
-		}
-		for _, o := range u.Objects {
-			// Resolve scope now, so that the inventory records the namespace a
-			// namespaced object without one will land in. Kinds whose CRD comes in this
-			// wave are resolved when they are applied.
-			_, _ = d.mapping(o)
-			labels := o.GetLabels()
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			labels[LabelManagedBy] = FieldManager
-			labels[LabelPlugin] = u.Plugin
-			o.SetLabels(labels)
-			stampDigest(o)
-		}
-		if d.opts.DryRun {
-			continue
-		}
-		old, err := d.readInventory(ctx, u.Plugin)
-		if err != nil {
-			s.err = err
-			continue
-		}
-		s.old = old
-		// Widen first: if this run dies, the inventory still covers every object the
-		// plugin may own, old or new. An inventory that already covers them all needs
-		// no write.
-		widened := union(old.refs(), refsOf(u.Objects))
-		releases := unionReleases(old.releases(), releaseRefs(u.Releases))
-		if old != nil && len(widened) == len(old.Objects) && len(releases) == len(old.Releases) {
-			s.recorded = true
-			continue
-		}
-		if err := d.writeInventory(ctx, &Inventory{Plugin: u.Plugin, Version: u.Version, ValuesDigest: u.ValuesDigest, Requires: u.Requires, Objects: widened, Releases: releases, Phase: PhaseApplying}); err != nil {
-			s.err = err
-			continue
-		}
-		s.recorded = true
-	}
 	// Objects the cluster already holds as desired need no request: on a re-apply
 	// with nothing changed, one LIST per kind replaces a thousand applies.
 	skip := make([]map[string]*unstructured.Unstructured, len(states))
-	if !d.opts.DryRun {
-		for i, s := range states {
-			if s.err == nil {
-				skip[i] = d.liveObjects(ctx, s.unit.Plugin, s.unit.Objects)
+	// Each unit's preparation (its inventory, its live objects) is independent of the
+	// others', so a wide wave does them concurrently.
+	var prep sync.WaitGroup
+	for i, u := range units {
+		s := &state{unit: u}
+		states[i] = s
+		prep.Go(func() {
+			if s.health, s.err = compileHealth(u.Health); s.err != nil {
+				return
 			}
-		}
+			for _, o := range u.Objects {
+				// Resolve scope now, so that the inventory records the namespace a
+				// namespaced object without one will land in. Kinds whose CRD comes in
+				// this wave are resolved when they are applied.
+				_, _ = d.mapping(o)
+				labels := o.GetLabels()
+				if labels == nil {
+					labels = map[string]string{}
+				}
+				labels[LabelManagedBy] = FieldManager
+				labels[LabelPlugin] = u.Plugin
+				o.SetLabels(labels)
+				stampDigest(o)
+			}
+			if d.opts.DryRun {
+				return
+			}
+			old, err := d.readInventory(ctx, u.Plugin)
+			if err != nil {
+				s.err = err
+				return
+			}
+			s.old = old
+			// Widen first: if this run dies, the inventory still covers every object
+			// the plugin may own, old or new. An inventory that already covers them
+			// all needs no write.
+			widened := union(old.refs(), refsOf(u.Objects))
+			releases := unionReleases(old.releases(), releaseRefs(u.Releases))
+			if old == nil || len(widened) != len(old.Objects) || len(releases) != len(old.Releases) {
+				if err := d.writeInventory(ctx, &Inventory{Plugin: u.Plugin, Version: u.Version, ValuesDigest: u.ValuesDigest, Requires: u.Requires, Objects: widened, Releases: releases, Phase: PhaseApplying}); err != nil {
+					s.err = err
+					return
+				}
+			}
+			s.recorded = true
+			skip[i] = d.liveObjects(ctx, u.Plugin, u.Objects)
+		})
 	}
+	prep.Wait()
 	// Definitions first: CRDs and Namespaces of every unit, then wait for the CRDs.
 	for pass := range 2 {
 		var jobs []applyJob
