@@ -22,3 +22,20 @@ func BenchmarkRun(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStart measures starting a plugin process: digest check, exec, the
+// go-plugin handshake with AutoMTLS, the SDK version check and a first call.
+//
+//	go test ./pkg/runtime/grpc -run '^$' -bench Start -benchtime 20x
+func BenchmarkStart(b *testing.B) {
+	req := request(engine.Render)
+	for b.Loop() {
+		rt := newRuntime(b, "ok", 0)
+		if _, err := rt.Run(b.Context(), req); err != nil {
+			b.Fatal(err)
+		}
+		if err := rt.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
