@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -409,5 +410,18 @@ func TestReapplySkipsUnchangedAndCorrectsDrift(t *testing.T) {
 	b, err = cms.Get(t.Context(), "b", metav1.GetOptions{})
 	if err != nil || b.Data["level"] != "info" {
 		t.Errorf("drifted value after re-apply = %q (%v), want info", b.Data["level"], err)
+	}
+}
+
+func TestUnreachableAPIServerIsOneClearError(t *testing.T) {
+	cfg := testcluster.RESTConfig(t)
+	cfg.Host = "https://127.0.0.1:1" // nothing listens on port 1
+	d, err := deploy.New(cfg, deploy.Options{Retry: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Ping(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "the API server did not answer after 3 tries") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("ping of a closed port: %v", err)
 	}
 }
