@@ -21,7 +21,7 @@ import (
 // `cluster`.
 type Cluster struct {
 	// Name of the cluster.
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 	// KubernetesVersion like "1.37.2". Compare it with versionAtLeast or semver(),
 	// never as a string: '1.9' >= '1.30' is true for strings.
 	KubernetesVersion string `json:"kubernetesVersion"`
@@ -30,7 +30,7 @@ type Cluster struct {
 // Node is what a hook's condition knows about the machine, as the CEL variable `node`.
 type Node struct {
 	// Name of the node (the host name unless told otherwise).
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 	// Pool is the node pool the machine belongs to.
 	Pool string `json:"pool"`
 	// Role is the pool's role, for example worker or control-plane.

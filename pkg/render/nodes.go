@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
 
 // Names of what the renderer adds to every machine.
@@ -28,9 +29,9 @@ const (
 
 // Hook entry points the node agent runs at boot; afterDeploy is triggered by the deploy.
 const (
-	PhaseBeforeNodeup = "beforeNodeup"
-	PhaseAfterNodeup  = "afterNodeup"
-	PhaseAfterDeploy  = "afterDeploy"
+	PhaseBeforeNodeup = nodeagent.PhaseBeforeNodeup
+	PhaseAfterNodeup  = nodeagent.PhaseAfterNodeup
+	PhaseAfterDeploy  = nodeagent.PhaseAfterDeploy
 )
 
 var (
@@ -68,23 +69,6 @@ type machineUnit struct {
 }
 
 type machineDropIn struct{ name, content string }
-
-// hookEntry is one hook in HooksManifestPath, the node agent's input.
-type hookEntry struct {
-	Plugin   string   `json:"plugin"`
-	Name     string   `json:"name"`
-	At       string   `json:"at"`
-	Command  []string `json:"command,omitempty"`
-	Script   string   `json:"script,omitempty"`
-	Behavior string   `json:"behavior"`
-	Timeout  string   `json:"timeout"`
-	When     string   `json:"when,omitempty"`
-	URL      string   `json:"url,omitempty"`
-	SHA256   string   `json:"sha256,omitempty"`
-	Before   []string `json:"before,omitempty"`
-	Requires []string `json:"requires,omitempty"`
-	Once     bool     `json:"once,omitempty"`
-}
 
 func (r *renderer) nodes(ctx context.Context) {
 	for _, name := range r.in.Model.PoolNames() {
@@ -172,15 +156,16 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 		return claim(h.By, base+".hooks."+h.Name, scriptPath)
 	}, m)
 	// The facts hooks' `when` conditions see; the node agent reads them from here
-	// (the node's own name it learns on the machine).
+	// (the node's own name it learns on the machine). The file's format is the
+	// agent's Manifest, so writer and reader cannot drift apart.
 	labels := map[string]string{}
 	for k, v := range p.Kubelet.Labels {
 		labels[k] = v.Value
 	}
-	facts := map[string]any{
-		"cluster": map[string]any{"name": r.in.ClusterName, "kubernetesVersion": strings.TrimPrefix(r.in.KubernetesVersion, "v")},
-		"node":    map[string]any{"pool": p.Name, "role": p.Role, "labels": labels},
-		"hooks":   hooks,
+	facts := nodeagent.Manifest{
+		Cluster: &nodeagent.Cluster{Name: r.in.ClusterName, KubernetesVersion: strings.TrimPrefix(r.in.KubernetesVersion, "v")},
+		Node:    &nodeagent.Node{Pool: p.Name, Role: p.Role, Labels: labels},
+		Hooks:   hooks,
 	}
 	if b, err := marshalJSON(facts); err != nil {
 		r.fatalf("", base+".hooks", "encoding the hooks manifest: %v", err)
@@ -229,8 +214,8 @@ func describe(by string) string {
 
 // hooks installs script hooks and returns the hooks manifest's entries in the model's
 // order (plugin order, then declaration order), which is the order the agent runs them.
-func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *machine) []hookEntry {
-	entries := []hookEntry{}
+func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *machine) []nodeagent.Hook {
+	entries := []nodeagent.Hook{}
 	for _, h := range p.Hooks {
 		field := "nodes." + p.Name + ".hooks." + h.Name
 		switch {
@@ -244,7 +229,7 @@ func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *
 			r.fatalf(h.By, field, "a hook needs a command, a script or a url")
 			continue
 		}
-		e := hookEntry{Plugin: h.By, Name: h.Name, At: h.At, Command: h.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When,
+		e := nodeagent.Hook{Plugin: h.By, Name: h.Name, At: h.At, Command: h.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When,
 			URL: h.URL, SHA256: h.SHA256, Before: h.Before, Requires: h.Requires, Once: h.Once}
 		if h.Script != "" {
 			e.Script = path.Join(HooksDir, h.By, h.Name)

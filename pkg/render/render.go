@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
 
 // Paths on the machines that the rendered node configuration relies on. The node agent
@@ -23,10 +24,11 @@ const (
 	AgentPath = "/usr/local/bin/kubeplug"
 	// KubeletPath is where machine images install the kubelet.
 	KubeletPath = "/usr/bin/kubelet"
-	// HooksDir holds hook scripts as HooksDir/<plugin>/<hook>.
-	HooksDir = "/var/lib/kubeplug/hooks"
+	// HooksDir holds hook scripts as HooksDir/<plugin>/<hook>; the node agent
+	// defines it, since it reads what is there.
+	HooksDir = nodeagent.HooksDir
 	// HooksManifestPath lists every hook of the machine for the node agent.
-	HooksManifestPath = "/etc/kubeplug/hooks.json"
+	HooksManifestPath = nodeagent.HooksManifestPath
 	// KubeletEnvPath is the systemd environment file carrying the kubelet's flags.
 	KubeletEnvPath = "/etc/kubeplug/kubelet.env"
 	// StaticPodDir is where control-plane machines get the static Pod manifests.
