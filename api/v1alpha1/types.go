@@ -57,6 +57,33 @@ type PluginSpec struct {
 	// Health adds readiness conditions per kind: an object of a kind named here is
 	// ready only when kstatus says Current and the expression is true.
 	Health []HealthCheck `json:"health,omitempty"`
+	// Upgrade says how the plugin moves between its versions once installed.
+	Upgrade *UpgradePolicy `json:"upgrade,omitempty"`
+	// Drift lists changes to the plugin's live objects that are expected (an
+	// autoscaler setting replicas) and so are not drift.
+	Drift *DriftPolicy `json:"drift,omitempty"`
+}
+
+// UpgradePolicy says how a plugin moves between its versions.
+type UpgradePolicy struct {
+	// AllowDowngrade declares that what this version leaves in the cluster can be
+	// read by older versions, so moving from this version to an older one needs no
+	// --allow-downgrade. It is recorded when the version is installed.
+	AllowDowngrade bool `json:"allowDowngrade,omitempty"`
+}
+
+// DriftPolicy lists fields that are not drift.
+type DriftPolicy struct {
+	// Ignore lists fields of the plugin's objects that others may change.
+	Ignore []DriftIgnore `json:"ignore,omitempty"`
+}
+
+// DriftIgnore names fields, by JSON pointer, of the plugin's objects of one kind
+// (and optionally one name and namespace) that drift detection ignores.
+type DriftIgnore struct {
+	ObjectRef
+	// Paths are JSON pointers into the object, for example /spec/replicas.
+	Paths []string `json:"paths" jsonschema:"minItems=1"`
 }
 
 // HealthCheck is a readiness condition for the plugin's objects of one kind.
@@ -342,11 +369,41 @@ type Runtime struct {
 }
 
 // Check proves a deployed plugin works.
+//
+// A check runs after the deploy stage; exactly one of Wait, Expression and Exec is
+// set. Checks are retried until they pass or their timeout ends.
 type Check struct {
 	// Name of the check, for reports.
 	Name string `json:"name,omitempty"`
-	// Wait waits until an object is ready.
+	// Wait waits until an object exists and is ready (kstatus Current).
 	Wait *ObjectWait `json:"wait,omitempty"`
+	// Expression waits until a CEL expression over live objects is true.
+	Expression *ExpressionCheck `json:"expression,omitempty"`
+	// Exec runs an executable from the package against the cluster; exit status 0 passes.
+	Exec *ExecCheck `json:"exec,omitempty"`
+}
+
+// ExpressionCheck is a CEL expression over the objects its reference selects: with
+// a name, `object` is that object; without one, `objects` is the list of every
+// object of the kind (in the namespace, when one is given).
+type ExpressionCheck struct {
+	ObjectRef
+	// Expression must evaluate to true, for example
+	// `object.status.readyReplicas >= 1` or `objects.size() > 0`.
+	Expression string `json:"expression" jsonschema:"minLength=1"`
+	// Message is reported when the check fails; default: the expression.
+	Message string `json:"message,omitempty"`
+	// Timeout is a Go duration. Default 2m.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// ExecCheck runs a command whose first element is an executable inside the package,
+// with KUBECONFIG naming the cluster. Its output is reported when it fails.
+type ExecCheck struct {
+	// Command is the executable's path inside the package and its arguments.
+	Command []string `json:"command" jsonschema:"minItems=1"`
+	// Timeout is a Go duration. Default 2m.
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // ObjectWait waits for one object to become ready.
@@ -395,7 +452,11 @@ type Provider struct {
 }
 
 // LocalProvider settings.
-type LocalProvider struct{}
+type LocalProvider struct {
+	// APIServerPort is the port the API server listens on, on 127.0.0.1.
+	// Default: a free port, chosen when the cluster is first created and kept.
+	APIServerPort int `json:"apiServerPort,omitempty" jsonschema:"minimum=1,maximum=65535"`
+}
 
 // ControlPlaneSpec sizes the control plane.
 type ControlPlaneSpec struct {

@@ -171,12 +171,36 @@ func checkManifest(doc *yamldoc.Doc, m *v1alpha1.Plugin, l *diag.List) {
 	}
 	for i, c := range s.Validate {
 		ptr := "/spec/validate/" + strconv.Itoa(i)
-		if c.Wait == nil {
-			doc.Errorf(l, ptr, "expected a check such as wait")
-			continue
+		n := 0
+		if c.Wait != nil {
+			n++
+			if c.Wait.Timeout != "" {
+				checkDuration(doc, l, ptr+"/wait/timeout", c.Wait.Timeout)
+			}
 		}
-		if c.Wait.Timeout != "" {
-			checkDuration(doc, l, ptr+"/wait/timeout", c.Wait.Timeout)
+		if c.Expression != nil {
+			n++
+			if c.Expression.Timeout != "" {
+				checkDuration(doc, l, ptr+"/expression/timeout", c.Expression.Timeout)
+			}
+		}
+		if c.Exec != nil {
+			n++
+			if c.Exec.Timeout != "" {
+				checkDuration(doc, l, ptr+"/exec/timeout", c.Exec.Timeout)
+			}
+		}
+		if n != 1 {
+			doc.Errorf(l, ptr, "expected exactly one of wait, expression and exec")
+		}
+	}
+	if d := s.Drift; d != nil {
+		for i, ig := range d.Ignore {
+			for j, p := range ig.Paths {
+				if !strings.HasPrefix(p, "/") {
+					doc.Errorf(l, "/spec/drift/ignore/"+strconv.Itoa(i)+"/paths/"+strconv.Itoa(j), "expected a JSON pointer such as /spec/replicas, found %q", p)
+				}
+			}
 		}
 	}
 }
