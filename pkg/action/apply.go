@@ -98,28 +98,69 @@ type ApplyResult struct {
 
 // Run applies the cluster file at path.
 func (a *Apply) Run(ctx context.Context, path string) (*ApplyResult, diag.List) {
+	return a.run(ctx, path, lifecycle{})
+}
+
+// lifecycle lets a caller that owns the cluster (kubeplug up) bring it to the
+// rendered state before the first wave is deployed, and run the machines' after-deploy
+// work once every wave is.
+type lifecycle struct {
+	// bringUp runs once, with the finished model, before the first wave; it returns
+	// the cluster's REST config.
+	bringUp func(ctx context.Context, p *prepared, m *model.Model) (*rest.Config, diag.List)
+	// afterDeploy runs after the last wave is deployed and ready.
+	afterDeploy func(ctx context.Context) diag.List
+}
+
+func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResult, diag.List) {
 	start := time.Now()
 	p, l := a.cfg.prepare(ctx, path, false)
 	if p == nil {
 		return nil, l
 	}
 	defer p.close()
-	d, err := a.deployer()
-	if err != nil {
-		l.Errorf("", 0, 0, "", "%v", err)
-		return nil, l
+	var d *deploy.Deployer
+	connect := func(ctx context.Context) error {
+		var err error
+		if d, err = a.deployer(); err != nil {
+			return err
+		}
+		if err := d.Ping(ctx); err != nil {
+			return fmt.Errorf("cannot reach the cluster: %w", err)
+		}
+		return nil
 	}
-	if err := d.Ping(ctx); err != nil {
-		l.Errorf("", 0, 0, "", "cannot reach the cluster: %v", err)
-		return nil, l
+	if lc.bringUp == nil {
+		// Fail before rendering anything when the cluster cannot be reached.
+		if err := connect(ctx); err != nil {
+			l.Errorf("", 0, 0, "", "%v", err)
+			return nil, l
+		}
 	}
 	res := &ApplyResult{Plugins: p.plan.Names(), DryRun: a.DryRun}
 	var once sync.Once
 	var objects map[string][]map[string]any
 	var releases map[string][]render.Release
 	var objDiags diag.List
+	last := len(p.plan.Waves) - 1
 	p.engine.SetDeploy(func(ctx context.Context, wave int, plugins []*engine.Planned, m *model.Model) diag.List {
-		once.Do(func() { objects, releases, objDiags = kubeContent(ctx, p, m) })
+		once.Do(func() {
+			if lc.bringUp != nil {
+				rc, bl := lc.bringUp(ctx, p, m)
+				objDiags = append(objDiags, bl...)
+				if bl.HasFatal() {
+					return
+				}
+				a.Cluster.RESTConfig = rc
+				if err := connect(ctx); err != nil {
+					objDiags.Errorf("", 0, 0, "", "%v", err)
+					return
+				}
+			}
+			var cl diag.List
+			objects, releases, cl = kubeContent(ctx, p, m)
+			objDiags = append(objDiags, cl...)
+		})
 		if objDiags.HasFatal() {
 			return objDiags
 		}
@@ -138,7 +179,11 @@ func (a *Apply) Run(ctx context.Context, path string) (*ApplyResult, diag.List) 
 			res.Applied += wr.Applied
 			res.Pruned += wr.Pruned
 		}
-		return unitDiags(err)
+		dl := unitDiags(err)
+		if wave == last && !dl.HasFatal() && lc.afterDeploy != nil {
+			dl = append(dl, lc.afterDeploy(ctx)...)
+		}
+		return dl
 	})
 	run, rl := p.engine.Run(ctx, p.plan, engine.Validate)
 	l = append(l, rl...)
@@ -147,7 +192,7 @@ func (a *Apply) Run(ctx context.Context, path string) (*ApplyResult, diag.List) 
 		return res, l
 	}
 	res.Validated = slices.Contains(run.Stages, engine.Validate)
-	if !a.DryRun {
+	if !a.DryRun && d != nil {
 		removed, err := a.removeUnlisted(ctx, d, p.plan.Names())
 		res.Removed = removed
 		if err != nil {
