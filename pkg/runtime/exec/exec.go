@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
-	"github.com/kubeplug/kubeplug/pkg/runtime/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/runtime/protocol"
 )
 

@@ -20,10 +20,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	kexec "github.com/kubeplug/kubeplug/pkg/runtime/exec"
-	"github.com/kubeplug/kubeplug/pkg/runtime/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/runtime/protocol"
 	"github.com/kubeplug/kubeplug/pkg/runtime/wire"
 )

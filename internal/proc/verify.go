@@ -36,6 +36,23 @@ const maxExecutable = 512 << 20
 // their sha256 is expected (hex). Callers run these bytes, never the file again,
 // so the file cannot be swapped between the check and the run.
 func Verified(fsys fs.FS, name, expected string) ([]byte, error) {
+	b, err := Read(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	actual := hex.EncodeToString(sum[:])
+	if !strings.EqualFold(actual, expected) {
+		return nil, &DigestError{Path: name, Expected: expected, Actual: actual}
+	}
+	return b, nil
+}
+
+// Read reads the executable at name in fsys once, refusing anything but a regular
+// file within the size limit. It is Verified without a pinned digest, for
+// executables plugin.yaml does not pin (validate exec checks); callers still run
+// the bytes returned, never the file again.
+func Read(fsys fs.FS, name string) ([]byte, error) {
 	info, err := fs.Stat(fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("read executable %s: %w", name, err)
@@ -49,11 +66,6 @@ func Verified(fsys fs.FS, name, expected string) ([]byte, error) {
 	b, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("read executable %s: %w", name, err)
-	}
-	sum := sha256.Sum256(b)
-	actual := hex.EncodeToString(sum[:])
-	if !strings.EqualFold(actual, expected) {
-		return nil, &DigestError{Path: name, Expected: expected, Actual: actual}
 	}
 	return b, nil
 }

@@ -1,4 +1,0 @@
-// Package proc holds what the exec and gRPC runtimes share about running a
-// package's executable: checking its digest and running exactly the checked bytes,
-// its environment, killing its whole process group, and capturing its stderr.
-package proc
