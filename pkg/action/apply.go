@@ -78,6 +78,10 @@ type Apply struct {
 	// RollbackOnFailure rolls back a Helm release whose objects do not become ready,
 	// or uninstalls it when it was new.
 	RollbackOnFailure bool
+	// AllowDowngrade applies plugin versions lower than the installed ones.
+	AllowDowngrade bool
+	// HistoryMax bounds the revisions recorded per plugin. Default 10.
+	HistoryMax int
 	// Events receives progress.
 	Events func(deploy.Event)
 }
@@ -138,6 +142,16 @@ func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResul
 		}
 	}
 	res := &ApplyResult{Plugins: p.plan.Names(), DryRun: a.DryRun}
+	// A refused downgrade stops the apply before any wave changes anything.
+	for _, pl := range p.plan.Plugins {
+		if err := d.CheckDowngrade(ctx, pl.Package.Name, pl.Package.Version.String()); err != nil {
+			l = append(l, diag.Diagnostic{Severity: diag.Fatal, Plugin: pl.Package.Name, Message: err.Error()})
+		}
+	}
+	if l.HasFatal() {
+		l.Sort()
+		return nil, l
+	}
 	var once sync.Once
 	var objects map[string][]map[string]any
 	var releases map[string][]render.Release
@@ -211,7 +225,7 @@ func (a *Apply) deployer() (*deploy.Deployer, error) {
 	}
 	return deploy.New(rc, deploy.Options{
 		Logger: a.cfg.logger(), Events: a.Events, Timeout: a.Timeout, DryRun: a.DryRun, ForceConflicts: a.ForceConflicts,
-		RollbackOnFailure: a.RollbackOnFailure,
+		RollbackOnFailure: a.RollbackOnFailure, AllowDowngrade: a.AllowDowngrade, HistoryMax: a.HistoryMax,
 	})
 }
 
@@ -251,7 +265,10 @@ func kubeContent(ctx context.Context, p *prepared, m *model.Model) (map[string][
 }
 
 func unit(pl *engine.Planned, objs []map[string]any, rels []render.Release) (deploy.Unit, error) {
-	u := deploy.Unit{Plugin: pl.Package.Name, Version: pl.Package.Version.String()}
+	u := deploy.Unit{Plugin: pl.Package.Name, Version: pl.Package.Version.String(), Digest: pl.Package.Digest}
+	if up := pl.Package.Manifest.Spec.Upgrade; up != nil {
+		u.AllowDowngrade = up.AllowDowngrade
+	}
 	for _, h := range pl.Package.Manifest.Spec.Health {
 		u.Health = append(u.Health, deploy.HealthCheck{APIVersion: h.APIVersion, Kind: h.Kind, Expression: h.Expression})
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -52,12 +51,14 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 		}
 	}
 	type state struct {
-		unit     Unit
-		health   health
-		old      *Inventory
-		recorded bool // the widened inventory was written
-		applied  []*unstructured.Unstructured
-		err      error
+		unit    Unit
+		health  health
+		old     *Record   // the plugin's newest revision before this run
+		hist    []*Record // all its revisions, oldest first
+		rec     *Record   // the revision this run records
+		same    bool      // nothing changed: rec is old, written only if the result differs
+		applied []*unstructured.Unstructured
+		err     error
 	}
 	states := make([]*state, len(units))
 	// Objects the cluster already holds as desired need no request: on a re-apply
@@ -87,31 +88,38 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				o.SetLabels(labels)
 				stampDigest(o)
 			}
-			if d.opts.DryRun {
-				return
-			}
-			old, err := d.readInventory(ctx, u.Plugin)
-			if err != nil {
-				s.err = err
-				return
-			}
-			s.old = old
-			// Widen first: if this run dies, the inventory still covers every object
-			// the plugin may own, old or new. An inventory that already covers them
-			// all needs no write.
-			widened := union(old.refs(), refsOf(u.Objects))
-			releases := unionReleases(old.releases(), releaseRefs(u.Releases))
-			if old == nil || len(widened) != len(old.Objects) || len(releases) != len(old.Releases) {
-				if err := d.writeInventory(ctx, &Inventory{Plugin: u.Plugin, Version: u.Version, ValuesDigest: u.ValuesDigest, Requires: u.Requires, Objects: widened, Releases: releases, Phase: PhaseApplying}); err != nil {
-					s.err = err
-					return
-				}
-			}
-			s.recorded = true
-			skip[i] = d.liveObjects(ctx, u.Plugin, u.Objects)
+			s.old, s.hist, s.err = d.latest(ctx, u.Plugin)
 		})
 	}
 	prep.Wait()
+	// A refused downgrade stops the whole wave before anything is changed.
+	var refused []error
+	for _, s := range states {
+		if s.err == nil && s.unit.rollback == nil {
+			if err := d.downgrade(s.old, s.unit.Plugin, s.unit.Version); err != nil {
+				refused = append(refused, &UnitError{Plugin: s.unit.Plugin, Err: err})
+			}
+		}
+	}
+	if len(refused) > 0 {
+		return res, errors.Join(refused...)
+	}
+	if !d.opts.DryRun {
+		for i, s := range states {
+			if s.err != nil {
+				continue
+			}
+			prep.Go(func() {
+				// Record first: if this run dies, the newest revision covers every
+				// object the plugin may own, old or new, and holds what it applies.
+				if s.rec, s.same, s.err = d.begin(ctx, s.unit, s.old); s.err != nil {
+					return
+				}
+				skip[i] = d.liveObjects(ctx, s.unit.Plugin, s.unit.Objects)
+			})
+		}
+		prep.Wait()
+	}
 	// Definitions first: CRDs and Namespaces of every unit, then wait for the CRDs.
 	for pass := range 2 {
 		var jobs []applyJob
@@ -181,7 +189,13 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 			continue
 		}
 		wg.Go(func() {
-			relObjs, err := d.releases(ctx, s.unit)
+			var relObjs *releaseObjs
+			var err error
+			if s.unit.rollback != nil {
+				relObjs, err = d.restoreReleases(ctx, s.unit)
+			} else {
+				relObjs, err = d.releases(ctx, s.unit)
+			}
 			if err == nil {
 				err = d.waitReady(ctx, wave, s.unit.Plugin, append(slices.Clone(s.applied), relObjs.objects...), len(s.applied), s.health)
 				if err != nil {
@@ -195,7 +209,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 			}
 			all := append(refsOf(s.unit.Objects), refsOf(relObjs.objects)...)
 			d.emit(Event{Type: PluginReady, Wave: wave, Plugin: s.unit.Plugin, Ready: len(all), Total: len(all)})
-			for _, r := range minusReleases(s.old.releases(), releaseRefs(s.unit.Releases)) {
+			for _, r := range minusReleases(s.old.releases(), unitReleases(s.unit)) {
 				if err := d.uninstallRelease(ctx, r); err != nil {
 					s.err = &UnitError{Plugin: s.unit.Plugin, Err: fmt.Errorf("prune: %w", err)}
 					return
@@ -211,20 +225,22 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				mu.Unlock()
 				d.emit(Event{Type: PluginPruned, Wave: wave, Plugin: s.unit.Plugin, Total: n})
 			}
-			inv := &Inventory{Plugin: s.unit.Plugin, Version: s.unit.Version, ValuesDigest: s.unit.ValuesDigest, Requires: s.unit.Requires, Objects: sortedRefs(union(nil, all)), Releases: releaseRefs(s.unit.Releases), Phase: PhaseReady}
-			if reflect.DeepEqual(inv, s.old) {
-				return // nothing changed since the last apply
-			}
-			if err := d.writeInventory(ctx, inv); err != nil {
+			if err := d.finish(ctx, s.unit, s.rec, s.same, all, relObjs.done); err != nil {
 				s.err = &UnitError{Plugin: s.unit.Plugin, Err: err}
 			}
 		})
 	}
 	wg.Wait()
 	for _, s := range states {
-		if s.err != nil && s.recorded {
-			// Keep the widened inventory, but say the plugin failed.
-			_ = d.setPhase(context.WithoutCancel(ctx), s.unit.Plugin, PhaseFailed, s.err.Error())
+		if s.err != nil && s.rec != nil {
+			// Keep the widened inventory, but say the plugin failed; with
+			// RollbackOnFailure, restore its previous revision.
+			var ue *UnitError
+			if errors.As(s.err, &ue) {
+				ue.Err = d.failed(ctx, wave, s.unit, s.hist, s.rec, s.same, ue.Err, s.err.Error())
+			} else {
+				s.err = d.failed(ctx, wave, s.unit, s.hist, s.rec, s.same, s.err, s.err.Error())
+			}
 		}
 	}
 	d.emit(Event{Type: WaveFinished, Wave: wave, Applied: res.Applied, Total: total})

@@ -59,7 +59,12 @@ type Options struct {
 	// RollbackOnFailure reverts a Helm release whose objects did not become ready:
 	// back to its previous revision, or uninstalled when it was new.
 	RollbackOnFailure bool
-	// Namespace holds the inventories. Default kubeplug-system.
+	// AllowDowngrade applies a plugin version lower than the installed one, which
+	// is otherwise refused unless the installed version declared it safe.
+	AllowDowngrade bool
+	// HistoryMax bounds the revisions kept per plugin. Default 10.
+	HistoryMax int
+	// Namespace holds the release records. Default kubeplug-system.
 	Namespace string
 	// Retry is how transient API errors (unreachable server, throttling, timeouts)
 	// are retried. Default: 6 tries, from 200ms doubling to 5s.
@@ -84,6 +89,9 @@ func (o *Options) defaults() {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Minute
+	}
+	if o.HistoryMax <= 0 {
+		o.HistoryMax = 10
 	}
 	if o.Namespace == "" {
 		o.Namespace = "kubeplug-system"
@@ -129,8 +137,14 @@ func New(cfg *rest.Config, opts Options) (*Deployer, error) {
 type Unit struct {
 	Plugin  string
 	Version string
+	// Digest is the digest of the plugin package the content came from.
+	Digest string
 	// ValuesDigest identifies the values the content was rendered with.
 	ValuesDigest string
+	// AllowDowngrade is what this version's plugin.yaml declares
+	// (spec.upgrade.allowDowngrade); it is recorded and lets a later apply move
+	// from this version to an older one.
+	AllowDowngrade bool
 	// Requires names the plugins this one requires; uninstall refuses to remove
 	// them while this one is installed.
 	Requires []string
@@ -141,6 +155,12 @@ type Unit struct {
 	// Health adds conditions to readiness: an object of a kind a check names is ready
 	// only when kstatus says Current and the check's expression holds.
 	Health []HealthCheck
+
+	// rollback is the revision a rollback restores: its objects are Objects, its
+	// Helm releases are rolled back to the revisions it recorded.
+	rollback *Record
+	// description, when set, describes the revision the apply records.
+	description string
 }
 
 // emit sends an event, one at a time.

@@ -14,11 +14,13 @@ import (
 type PluginStatus struct {
 	Plugin  string `json:"plugin"`
 	Version string `json:"version"`
-	Phase   string `json:"phase"`
-	Message string `json:"message,omitempty"`
-	Objects int    `json:"objects"`
-	Ready   int    `json:"ready"`
-	Missing int    `json:"missing"`
+	// Revision is the plugin's newest recorded revision.
+	Revision int    `json:"revision"`
+	Phase    string `json:"phase"`
+	Message  string `json:"message,omitempty"`
+	Objects  int    `json:"objects"`
+	Ready    int    `json:"ready"`
+	Missing  int    `json:"missing"`
 	// NotReady names the objects that exist but are not Current.
 	NotReady []string `json:"notReady,omitempty"`
 	// Releases are the plugin's Helm releases as Helm records them:
@@ -26,7 +28,7 @@ type PluginStatus struct {
 	Releases []string `json:"releases,omitempty"`
 }
 
-// Status reports every installed plugin: its inventory and how many of its objects
+// Status reports every installed plugin: its newest release record and how many of its objects
 // exist and are Current.
 func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
 	invs, err := d.Inventories(ctx)
@@ -35,7 +37,7 @@ func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
 	}
 	out := make([]PluginStatus, len(invs))
 	for i, inv := range invs {
-		ps := PluginStatus{Plugin: inv.Plugin, Version: inv.Version, Phase: inv.Phase, Message: inv.Message, Objects: len(inv.Objects)}
+		ps := PluginStatus{Plugin: inv.Plugin, Version: inv.Version, Revision: inv.Revision, Phase: inv.Phase, Message: inv.Message, Objects: len(inv.Objects)}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, d.opts.Concurrency)

@@ -11,7 +11,7 @@ import (
 // ErrRequired is returned when removing a plugin that an installed plugin requires.
 var ErrRequired = errors.New("required by an installed plugin")
 
-// Uninstall removes the named plugins' objects and inventories. Plugins are removed
+// Uninstall removes the named plugins' objects and release records. Plugins are removed
 // dependents first: a plugin is removed only after every installed plugin that
 // requires it. Removing a plugin that an installed plugin outside the set requires is
 // refused (ErrRequired) unless cascade is set, in which case those dependents are
@@ -21,7 +21,7 @@ func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]*Inventory{}
+	byName := map[string]*Record{}
 	for _, inv := range invs {
 		byName[inv.Plugin] = inv
 	}
@@ -56,24 +56,9 @@ func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool
 	}
 	var done []string
 	for _, p := range order {
-		// Releases first, the reverse of install; Helm deletes their objects, which
-		// deleteAll then finds gone.
-		released := 0
-		for _, r := range slices.Backward(byName[p].Releases) {
-			n, err := d.removeRelease(ctx, r)
-			if err != nil {
-				d.emit(Event{Type: UninstallFailed, Plugin: p, Message: err.Error()})
-				return done, fmt.Errorf("uninstall %s: %w", p, err)
-			}
-			released += n
-		}
-		n, err := d.deleteAll(ctx, byName[p].Objects)
-		n += released
+		n, err := d.remove(ctx, byName[p])
 		if err != nil {
 			d.emit(Event{Type: UninstallFailed, Plugin: p, Message: err.Error()})
-			return done, fmt.Errorf("uninstall %s: %w", p, err)
-		}
-		if err := d.deleteInventory(ctx, p); err != nil {
 			return done, fmt.Errorf("uninstall %s: %w", p, err)
 		}
 		d.emit(Event{Type: PluginRemoved, Plugin: p, Total: n})
@@ -82,9 +67,33 @@ func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool
 	return done, nil
 }
 
+// remove deletes what a plugin's newest release record lists, then every record of
+// the plugin, and returns how many objects existed. It needs nothing but the
+// record: a plugin no catalog has any more is removed all the same.
+func (d *Deployer) remove(ctx context.Context, rec *Record) (int, error) {
+	// Releases first, the reverse of install; Helm deletes their objects, which
+	// deleteAll then finds gone.
+	released := 0
+	for _, r := range slices.Backward(rec.Releases) {
+		n, err := d.removeRelease(ctx, r)
+		if err != nil {
+			return 0, err
+		}
+		released += n
+	}
+	n, err := d.deleteAll(ctx, rec.Objects)
+	if err != nil {
+		return 0, err
+	}
+	if err := d.deleteRecords(ctx, rec.Plugin); err != nil {
+		return 0, err
+	}
+	return n + released, nil
+}
+
 // reverseOrder orders the plugins to remove so that each comes after every plugin
 // that requires it; ties break by name.
-func reverseOrder(byName map[string]*Inventory, remove map[string]bool) ([]string, error) {
+func reverseOrder(byName map[string]*Record, remove map[string]bool) ([]string, error) {
 	var names []string
 	for p := range remove {
 		names = append(names, p)

@@ -1,0 +1,379 @@
+package deploy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+)
+
+// ErrDowngrade is returned when a plugin's new version is lower than the installed
+// one and nothing allows the downgrade.
+var ErrDowngrade = errors.New("downgrade refused")
+
+// contentDigest identifies what a unit would apply: its objects (by the digest
+// stamped on each) and its Helm releases' charts and values.
+func contentDigest(u Unit) string {
+	lines := make([]string, 0, len(u.Objects)+len(u.Releases))
+	for _, o := range u.Objects {
+		lines = append(lines, refOf(o).key()+" "+o.GetAnnotations()[AnnotationDigest])
+	}
+	for _, h := range u.Releases {
+		lines = append(lines, "helm "+h.Namespace+"/"+h.Name+" "+chartDigest(h.Chart)+" "+valuesDigest(h.Values))
+	}
+	slices.Sort(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// older reports whether version a is lower than b; versions that do not parse are
+// not ordered.
+func older(a, b string) bool {
+	va, err1 := semver.NewVersion(a)
+	vb, err2 := semver.NewVersion(b)
+	return err1 == nil && err2 == nil && va.LessThan(vb)
+}
+
+// downgrade refuses moving from the installed record to version, unless
+// Options.AllowDowngrade or the installed version declared it safe.
+func (d *Deployer) downgrade(installed *Record, plugin, version string) error {
+	if installed == nil || !older(version, installed.Version) || d.opts.AllowDowngrade || installed.AllowDowngrade {
+		return nil
+	}
+	return fmt.Errorf("%w: plugin %s %s is installed (revision %d) and %s is older; nothing was changed. "+
+		"Apply with --allow-downgrade if %s can run on what %s left in the cluster "+
+		"(or %s %s's plugin.yaml declares spec.upgrade.allowDowngrade: true)",
+		ErrDowngrade, plugin, installed.Version, installed.Revision, version, version, installed.Version, plugin, installed.Version)
+}
+
+// CheckDowngrade returns an ErrDowngrade error when version is lower than the
+// plugin's installed version and nothing allows it, without changing anything.
+func (d *Deployer) CheckDowngrade(ctx context.Context, plugin, version string) error {
+	cur, _, err := d.latest(ctx, plugin)
+	if err != nil {
+		return err
+	}
+	return d.downgrade(cur, plugin, version)
+}
+
+func unitReleases(u Unit) []ReleaseRef {
+	if u.rollback != nil {
+		return slices.Clone(u.rollback.Releases)
+	}
+	return releaseRefs(u.Releases)
+}
+
+// begin decides which revision an apply of u records and writes it, Applying, with
+// old ∪ new as its inventory, before anything is applied. Nothing is written when
+// the newest revision is Ready with the same version, package, values and content
+// (same is then true and rec is a copy of old): a re-apply is no new revision. A
+// revision whose apply failed or was interrupted is retried in place when the
+// content is the same; anything else is a new revision.
+func (d *Deployer) begin(ctx context.Context, u Unit, old *Record) (rec *Record, same bool, err error) {
+	if old != nil && old.legacy {
+		if err := d.migrate(ctx, old); err != nil {
+			return nil, false, err
+		}
+	}
+	digest := contentDigest(u)
+	rels := unitReleases(u)
+	if u.rollback != nil {
+		digest = u.rollback.ContentDigest
+	}
+	sameContent := old != nil && u.rollback == nil && old.ContentDigest == digest && old.Version == u.Version &&
+		old.PackageDigest == u.Digest && old.ValuesDigest == u.ValuesDigest
+	widened := union(old.refs(), refsOf(u.Objects))
+	widenedRels := unionReleases(old.releases(), rels)
+	if sameContent && old.Phase == PhaseReady && len(widened) == len(old.Objects) && len(widenedRels) == len(old.Releases) {
+		return old.clone(), true, nil
+	}
+	rec = &Record{
+		Plugin: u.Plugin, Revision: 1, Version: u.Version, PackageDigest: u.Digest, ValuesDigest: u.ValuesDigest,
+		ContentDigest: digest, AllowDowngrade: u.AllowDowngrade, Requires: u.Requires,
+		Objects: widened, Releases: widenedRels, Phase: PhaseApplying,
+		Description: u.description, Started: time.Now().UTC().Round(time.Second),
+	}
+	switch {
+	case old == nil:
+		if rec.Description == "" {
+			rec.Description = "install " + u.Version
+		}
+	case sameContent:
+		rec.Revision, rec.HelmRevisions = old.Revision, old.HelmRevisions
+		if rec.Description == "" {
+			rec.Description = old.Description
+		}
+	default:
+		rec.Revision = old.Revision + 1
+		if rec.Description == "" {
+			rec.Description = describe(old, u)
+		}
+	}
+	if err := d.writeRecord(ctx, rec, u.Objects); err != nil {
+		return nil, false, err
+	}
+	return rec, false, nil
+}
+
+// describe says what moving from old to u is.
+func describe(old *Record, u Unit) string {
+	switch {
+	case older(old.Version, u.Version):
+		return "upgrade " + old.Version + " to " + u.Version
+	case older(u.Version, old.Version):
+		return "downgrade " + old.Version + " to " + u.Version
+	case old.ValuesDigest != u.ValuesDigest:
+		return "apply " + u.Version + ": values changed"
+	case old.PackageDigest != u.Digest:
+		return "apply " + u.Version + ": package changed"
+	}
+	return "apply " + u.Version + ": content changed"
+}
+
+// finish narrows the revision to what the plugin now has and marks it Ready. An
+// unchanged re-apply writes nothing unless its result differs from the record.
+func (d *Deployer) finish(ctx context.Context, u Unit, rec *Record, same bool, all []ObjRef, done []*releaseDone) error {
+	next := rec.clone()
+	next.Objects = sortedRefs(union(nil, all))
+	next.Releases = unitReleases(u)
+	next.HelmRevisions = nil
+	for _, r := range done {
+		if r.rel != nil {
+			if next.HelmRevisions == nil {
+				next.HelmRevisions = map[string]int{}
+			}
+			next.HelmRevisions[r.ref.String()] = r.rel.Version
+		}
+	}
+	next.Phase, next.Message = PhaseReady, ""
+	if same && slices.Equal(next.Objects, rec.Objects) && slices.Equal(next.Releases, rec.Releases) &&
+		maps.Equal(next.HelmRevisions, rec.HelmRevisions) && rec.Phase == PhaseReady && rec.Message == "" {
+		return nil
+	}
+	next.Finished = time.Now().UTC().Round(time.Second)
+	return d.writeHead(ctx, next)
+}
+
+// failed marks the revision an apply recorded Failed with the cause, and with
+// Options.RollbackOnFailure restores the plugin's previous Ready revision, or
+// uninstalls the plugin when it had none; the error says what was done.
+func (d *Deployer) failed(ctx context.Context, wave int, u Unit, hist []*Record, rec *Record, same bool, cause error, msg string) error {
+	// Record the failure even when ctx is done: a record that says Applying lies.
+	wctx := context.WithoutCancel(ctx)
+	if err := d.setPhase(wctx, rec.clone(), PhaseFailed, msg); err != nil {
+		d.opts.Logger.Warn("could not record a failed apply", "plugin", u.Plugin, "error", err)
+	}
+	if !d.opts.RollbackOnFailure || u.rollback != nil || same || ctx.Err() != nil {
+		return cause
+	}
+	var prev *Record
+	for _, r := range slices.Backward(hist) {
+		if r.Revision < rec.Revision && r.Phase == PhaseReady {
+			prev = r
+			break
+		}
+	}
+	what := ""
+	var err error
+	switch {
+	case prev != nil && len(prev.Chunks) > 0:
+		what = fmt.Sprintf("rolled plugin %s back to revision %d (%s)", u.Plugin, prev.Revision, prev.Version)
+		_, err = d.rollbackTo(ctx, wave, prev, fmt.Sprintf("rollback to %d: revision %d failed", prev.Revision, rec.Revision))
+	case prev != nil:
+		return fmt.Errorf("%w; not rolled back: revision %d of %s recorded no objects", cause, prev.Revision, u.Plugin)
+	case len(hist) == 0:
+		what = fmt.Sprintf("uninstalled plugin %s, which was new", u.Plugin)
+		cur, _, rerr := d.latest(wctx, u.Plugin)
+		if rerr == nil && cur != nil {
+			_, err = d.remove(ctx, cur)
+		} else {
+			err = rerr
+		}
+	default:
+		return fmt.Errorf("%w; not rolled back: %s has no earlier Ready revision", cause, u.Plugin)
+	}
+	if err != nil {
+		return fmt.Errorf("%w; automatic rollback failed: %w", cause, err)
+	}
+	return fmt.Errorf("%w; %s", cause, what)
+}
+
+// Rollback restores a recorded revision of a plugin (0: the newest Ready revision
+// before the current one): it applies the objects that revision applied, prunes
+// what it did not have, rolls the plugin's Helm releases back to the revisions it
+// recorded, waits until everything is ready and records a new revision, "rollback
+// to N". It returns that revision.
+func (d *Deployer) Rollback(ctx context.Context, plugin string, revision int) (*Record, error) {
+	cur, hist, err := d.latest(ctx, plugin)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil {
+		return nil, fmt.Errorf("plugin %s is not installed in this cluster", plugin)
+	}
+	var target *Record
+	for _, r := range slices.Backward(hist) {
+		if revision == 0 && r.Revision < cur.Revision && r.Phase == PhaseReady || revision != 0 && r.Revision == revision {
+			target = r
+			break
+		}
+	}
+	if target == nil {
+		have := make([]string, 0, len(hist))
+		for _, r := range hist {
+			have = append(have, fmt.Sprint(r.Revision))
+		}
+		if revision == 0 {
+			return nil, fmt.Errorf("plugin %s has no Ready revision before its current one (%d) to roll back to; revisions: %s", plugin, cur.Revision, strings.Join(have, ", "))
+		}
+		return nil, fmt.Errorf("plugin %s has no revision %d; kubeplug keeps %d, it has: %s", plugin, revision, d.opts.HistoryMax, strings.Join(have, ", "))
+	}
+	return d.rollbackTo(ctx, 0, target, fmt.Sprintf("rollback to %d", target.Revision))
+}
+
+// rollbackTo applies a recorded revision as a new revision described by desc.
+func (d *Deployer) rollbackTo(ctx context.Context, wave int, target *Record, desc string) (*Record, error) {
+	objs, err := d.objects(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	u := Unit{
+		Plugin: target.Plugin, Version: target.Version, Digest: target.PackageDigest, ValuesDigest: target.ValuesDigest,
+		AllowDowngrade: target.AllowDowngrade, Requires: target.Requires, Objects: objs, rollback: target, description: desc,
+	}
+	if _, err := d.ApplyWave(ctx, wave, []Unit{u}); err != nil {
+		return nil, err
+	}
+	cur, _, err := d.latest(ctx, target.Plugin)
+	if err != nil {
+		return nil, err
+	}
+	return cur, nil
+}
+
+// restoreReleases rolls a rollback unit's Helm releases back to the revisions its
+// target recorded; one already deployed with that revision's chart and values is
+// left alone.
+func (d *Deployer) restoreReleases(ctx context.Context, u Unit) (*releaseObjs, error) {
+	out := &releaseObjs{}
+	for _, ref := range u.rollback.Releases {
+		done, err := d.restoreRelease(ctx, ref, u.rollback.HelmRevisions[ref.String()])
+		if done != nil {
+			out.done = append(out.done, done)
+		}
+		if err != nil {
+			return nil, d.releasesFailed(ctx, out.done, err)
+		}
+		objs, err := d.releaseObjects(done.rel)
+		if err != nil {
+			return nil, d.releasesFailed(ctx, out.done, err)
+		}
+		out.objects = append(out.objects, objs...)
+	}
+	return out, nil
+}
+
+func (d *Deployer) restoreRelease(ctx context.Context, ref ReleaseRef, revision int) (*releaseDone, error) {
+	cfg, err := d.helmConfig(ref.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := history(cfg, ref.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
+	}
+	if len(hist) == 0 {
+		return nil, fmt.Errorf("Helm release %s is no longer installed, so its revision %d cannot be restored; apply the cluster file of that version instead", ref, revision) //nolint:staticcheck // Helm is a name
+	}
+	if last := hist[len(hist)-1]; last.Info.Status.IsPending() {
+		if err := d.recoverPending(ctx, cfg, hist); err != nil {
+			return nil, fmt.Errorf("recover Helm release %s from %s: %w", ref, last.Info.Status, err)
+		}
+		if hist, err = history(cfg, ref.Name); err != nil || len(hist) == 0 {
+			return nil, fmt.Errorf("read the history of Helm release %s: %v", ref, err)
+		}
+	}
+	last := hist[len(hist)-1]
+	var want *releasev1.Release
+	for _, h := range hist {
+		if h.Version == revision {
+			want = h
+		}
+	}
+	if revision == 0 {
+		want = last // not recorded: keep what is deployed
+	}
+	if want == nil {
+		return nil, fmt.Errorf("Helm release %s no longer has revision %d (Helm keeps %d); its oldest is %d", ref, revision, helmMaxHistory, hist[0].Version) //nolint:staticcheck // Helm is a name
+	}
+	if last.Info.Status == rcommon.StatusDeployed && chartDigest(last.Chart) == chartDigest(want.Chart) && valuesDigest(last.Config) == valuesDigest(want.Config) {
+		return &releaseDone{ref: ref, rel: last, previous: last.Version}, nil
+	}
+	previous := last.Version
+	if last.Info.Status != rcommon.StatusDeployed {
+		previous = goodRevision(hist)
+	}
+	if err := d.rollbackRelease(ctx, cfg, ref, revision); err != nil {
+		return &releaseDone{ref: ref, changed: true, previous: previous}, err
+	}
+	hist, err = history(cfg, ref.Name)
+	if err != nil || len(hist) == 0 {
+		return &releaseDone{ref: ref, changed: true, previous: previous}, fmt.Errorf("read the history of Helm release %s: %v", ref, err)
+	}
+	return &releaseDone{ref: ref, changed: true, previous: previous, rel: hist[len(hist)-1]}, nil
+}
+
+// Revision is one entry of a plugin's history.
+type Revision struct {
+	Revision int    `json:"revision"`
+	Version  string `json:"version"`
+	// Values is the values digest, shortened.
+	Values      string        `json:"values,omitempty"`
+	Status      string        `json:"status"`
+	Started     time.Time     `json:"started,omitzero"`
+	Duration    time.Duration `json:"duration,omitempty"`
+	Description string        `json:"description,omitempty"`
+	Message     string        `json:"message,omitempty"`
+	Objects     int           `json:"objects"`
+}
+
+// History returns a plugin's recorded revisions, oldest first. A Ready revision a
+// later one replaced is Superseded; an Applying one that is not the newest (its run
+// died) is Interrupted. It returns an empty list when the plugin is not installed.
+func (d *Deployer) History(ctx context.Context, plugin string) ([]Revision, error) {
+	recs, err := d.history(ctx, plugin)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Revision, 0, len(recs))
+	for i, r := range recs {
+		st := r.Phase
+		if i < len(recs)-1 {
+			switch st {
+			case PhaseReady:
+				st = PhaseSuperseded
+			case PhaseApplying:
+				st = PhaseInterrupted
+			}
+		}
+		v := strings.TrimPrefix(r.ValuesDigest, "sha256:")
+		if len(v) > 12 {
+			v = v[:12]
+		}
+		rev := Revision{Revision: r.Revision, Version: r.Version, Values: v, Status: st, Started: r.Started, Description: r.Description, Message: r.Message, Objects: len(r.Objects)}
+		if !r.Finished.IsZero() && !r.Started.IsZero() {
+			rev.Duration = r.Finished.Sub(r.Started)
+		}
+		out = append(out, rev)
+	}
+	return out, nil
+}
