@@ -1,0 +1,495 @@
+package deploy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeplug/kubeplug/internal/faultpoint"
+)
+
+// LeaseName is the coordination.k8s.io Lease in the state namespace that every
+// operation changing a cluster's plugins holds while it runs.
+const LeaseName = "kubeplug-operation"
+
+// Annotations on the Lease saying who holds it.
+const (
+	AnnotationOperation = "kubeplug.dev/operation"
+	AnnotationHolder    = "kubeplug.dev/holder"
+	AnnotationSince     = "kubeplug.dev/since"
+)
+
+// DefaultLeaseDuration is how long a lease lasts without renewal.
+const DefaultLeaseDuration = 30 * time.Second
+
+// ErrLocked is returned by Lock when another operation holds the lease; the error
+// is a *LockedError saying which.
+var ErrLocked = errors.New("another kubeplug operation holds the cluster's lease")
+
+// ErrLeaseLost is the cause of the context Lock returns being cancelled: the lease
+// could not be renewed before it expired, or another operation took it over.
+var ErrLeaseLost = errors.New("lost the cluster's operation lease")
+
+// LockedError says which operation holds the lease.
+type LockedError struct {
+	// Operation is the command of the holder (apply, uninstall, rollback).
+	Operation string
+	// Holder is the holder's host/pid.
+	Holder string
+	// Since is when the holder took the lease.
+	Since time.Time
+	// ExpiresIn is how long the lease lasts if its holder stops renewing it.
+	ExpiresIn time.Duration
+	// Waited is how long Lock waited for it.
+	Waited time.Duration
+}
+
+func (e *LockedError) Error() string {
+	op, holder := e.Operation, e.Holder
+	if op == "" {
+		op = "an operation"
+	}
+	if holder == "" {
+		holder = "an unknown holder"
+	}
+	s := fmt.Sprintf("%v: %s by %s", ErrLocked, op, holder)
+	if !e.Since.IsZero() {
+		s += " since " + e.Since.UTC().Format("15:04:05") + " UTC"
+	}
+	s += fmt.Sprintf(" (expires in %s)", max(e.ExpiresIn, 0).Round(time.Second))
+	if e.Waited >= time.Second {
+		s += fmt.Sprintf("; waited %s; wait longer with --lock-timeout or retry", e.Waited.Round(time.Second))
+	} else {
+		s += "; wait with --lock-timeout or retry"
+	}
+	return s
+}
+
+func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// LockOptions configure Lock. The zero value of each field means its default.
+type LockOptions struct {
+	// Operation names the command taking the lease (apply, uninstall, rollback); it
+	// is shown to a run that finds the lease held. Required.
+	Operation string
+	// Duration is how long the lease lasts without renewal; it is renewed every
+	// third of it. A run killed while holding the lease blocks others for at most
+	// this long. Default DefaultLeaseDuration; at least one second.
+	Duration time.Duration
+	// Wait is how long to wait for a lease another operation holds before failing
+	// with a *LockedError. Zero fails at once.
+	Wait time.Duration
+	// Identity identifies this holder. Default: host/pid/random suffix.
+	Identity string
+}
+
+// Lock takes the cluster's operation lease before an operation changes plugins,
+// waiting up to opts.Wait for another holder to release it or for its lease to
+// expire (a holder that died stops renewing, so its lease expires). It renews the
+// lease until release is called. The returned context is ctx, cancelled with cause
+// ErrLeaseLost when the lease is lost: the operation should stop, since another
+// may have started. release stops the renewal and frees the lease for the next
+// run; it works even when ctx is done, and returns an error only when the lease
+// could not be freed (it then expires by itself). A dry run takes no lease.
+//
+// Two runs never both hold the lease: every take-over and renewal is an update
+// conditioned on the resourceVersion read.
+func (d *Deployer) Lock(ctx context.Context, opts LockOptions) (context.Context, func(context.Context) error, error) {
+	if d.opts.DryRun {
+		return ctx, func(context.Context) error { return nil }, nil
+	}
+	if opts.Duration <= 0 {
+		opts.Duration = DefaultLeaseDuration
+	}
+	opts.Duration = max(opts.Duration.Round(time.Second), time.Second)
+	if opts.Identity == "" {
+		opts.Identity = newIdentity()
+	}
+	l, err := d.newLeaser(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := d.ensureNamespace(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := l.acquire(ctx); err != nil {
+		return nil, nil, err
+	}
+	faultpoint.Hit("lease:taken")
+	octx, cancel := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := l.renew(octx, stop); err != nil {
+			d.opts.Logger.Error("lost the operation lease", "lease", d.opts.Namespace+"/"+LeaseName, "error", err)
+			cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+		}
+	}()
+	var once sync.Once
+	var relErr error
+	release := func(ctx context.Context) error {
+		once.Do(func() {
+			close(stop)
+			<-done
+			cancel(nil)
+			// Free the lease even when the operation was cancelled.
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer rcancel()
+			relErr = l.release(rctx)
+		})
+		return relErr
+	}
+	return octx, release, nil
+}
+
+func newIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// holderName is the host/pid part of an identity, for messages.
+func holderName(l *coordinationv1.Lease) string {
+	if h := l.Annotations[AnnotationHolder]; h != "" {
+		return h
+	}
+	if l.Spec.HolderIdentity != nil {
+		return *l.Spec.HolderIdentity
+	}
+	return ""
+}
+
+// leaser holds the state of one Lock.
+type leaser struct {
+	d    *Deployer
+	opts LockOptions
+	// client reads and writes the Lease; its transport notes the API server's
+	// clock from every response's Date header.
+	client kubernetes.Interface
+	clock  *serverClock
+	// lease is the last version of the Lease this holder wrote.
+	lease *coordinationv1.Lease
+	// seen is the Lease version another holder's record had when first observed,
+	// and when (by the local monotonic clock): a record unchanged for longer than
+	// its duration has expired whatever the clocks say.
+	seenVersion string
+	seenAt      time.Time
+}
+
+func (d *Deployer) newLeaser(opts LockOptions) (*leaser, error) {
+	clock := &serverClock{}
+	cfg := rest.CopyConfig(d.cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &clockTransport{next: rt, clock: clock} })
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create a client for the operation lease: %w", err)
+	}
+	return &leaser{d: d, opts: opts, client: c, clock: clock}, nil
+}
+
+func (l *leaser) leases() interface {
+	Get(context.Context, string, metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(context.Context, *coordinationv1.Lease, metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(context.Context, *coordinationv1.Lease, metav1.UpdateOptions) (*coordinationv1.Lease, error)
+} {
+	return l.client.CoordinationV1().Leases(l.d.opts.Namespace)
+}
+
+// acquire takes the lease: creates it, takes it over when free or expired, or
+// waits for it up to opts.Wait.
+func (l *leaser) acquire(ctx context.Context) error {
+	start := time.Now()
+	for {
+		var cur *coordinationv1.Lease
+		err := l.d.retry(ctx, func(ctx context.Context) error {
+			var err error
+			cur, err = l.leases().Get(ctx, LeaseName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				cur = nil
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read the operation lease %s/%s: %w", l.d.opts.Namespace, LeaseName, err)
+		}
+		var expiresIn time.Duration
+		if cur == nil {
+			err = l.write(ctx, nil)
+		} else if expiresIn = l.expiresIn(cur); expiresIn <= 0 {
+			if h := holderName(cur); h != "" && cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity != "" {
+				l.d.opts.Logger.Info("taking over an expired operation lease", "holder", h, "operation", cur.Annotations[AnnotationOperation])
+			}
+			err = l.write(ctx, cur)
+		} else {
+			err = l.lockedError(cur, expiresIn, time.Since(start))
+		}
+		switch {
+		case err == nil:
+			return nil
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+			continue // another run wrote it first; look again
+		case !errors.Is(err, ErrLocked):
+			return fmt.Errorf("take the operation lease %s/%s: %w", l.d.opts.Namespace, LeaseName, err)
+		}
+		waited := time.Since(start)
+		if waited >= l.opts.Wait {
+			return err
+		}
+		// Poll: a release is seen within a second, an expiry when it is due.
+		pause := min(time.Second, l.opts.Wait-waited, max(expiresIn, 100*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the operation lease: %w", context.Cause(ctx))
+		case <-time.After(pause):
+		}
+	}
+}
+
+func (l *leaser) lockedError(cur *coordinationv1.Lease, expiresIn, waited time.Duration) error {
+	e := &LockedError{Operation: cur.Annotations[AnnotationOperation], Holder: holderName(cur), ExpiresIn: expiresIn, Waited: waited}
+	if cur.Spec.AcquireTime != nil {
+		e.Since = cur.Spec.AcquireTime.Time
+	}
+	return e
+}
+
+// expiresIn is how long cur's holder keeps the lease without renewing it; zero or
+// less when the lease is free or expired. A lease is expired when its renewTime
+// plus its duration is past by the API server's clock (the holder writes its
+// times by the server's clock too, so hosts' clocks need not agree), or when this
+// run has watched the same record for longer than its duration — which holds
+// whatever any clock says.
+func (l *leaser) expiresIn(cur *coordinationv1.Lease) time.Duration {
+	if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity == "" {
+		return 0
+	}
+	dur := DefaultLeaseDuration
+	if cur.Spec.LeaseDurationSeconds != nil {
+		dur = time.Duration(*cur.Spec.LeaseDurationSeconds) * time.Second
+	}
+	if cur.ResourceVersion != l.seenVersion {
+		l.seenVersion, l.seenAt = cur.ResourceVersion, time.Now()
+	}
+	byObservation := dur - time.Since(l.seenAt)
+	renewed := cur.Spec.RenewTime
+	if renewed == nil {
+		renewed = cur.Spec.AcquireTime
+	}
+	if renewed == nil {
+		return byObservation
+	}
+	// The Date header has a resolution of a second: a second of slack keeps a lease
+	// that is being renewed from being taken over early.
+	byClock := renewed.Add(dur + time.Second).Sub(l.clock.now())
+	return min(byClock, byObservation)
+}
+
+// write takes the lease for this holder: creates it when cur is nil, else updates
+// cur (conditioned on its resourceVersion).
+func (l *leaser) write(ctx context.Context, cur *coordinationv1.Lease) error {
+	now := metav1.NewMicroTime(l.clock.now())
+	secs := int32(l.opts.Duration / time.Second)
+	id := l.opts.Identity
+	host := id
+	if i := lastSlash(id); i > 0 {
+		host = id[:i]
+	}
+	next := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: l.d.opts.Namespace}}
+	if cur != nil {
+		next = cur.DeepCopy()
+	}
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	next.Labels[LabelManagedBy] = FieldManager
+	if next.Annotations == nil {
+		next.Annotations = map[string]string{}
+	}
+	next.Annotations[AnnotationOperation] = l.opts.Operation
+	next.Annotations[AnnotationHolder] = host
+	next.Annotations[AnnotationSince] = now.UTC().Format(time.RFC3339)
+	next.Spec.HolderIdentity = &id
+	next.Spec.LeaseDurationSeconds = &secs
+	next.Spec.AcquireTime = &now
+	next.Spec.RenewTime = &now
+	var transitions int32
+	if next.Spec.LeaseTransitions != nil {
+		transitions = *next.Spec.LeaseTransitions + 1
+	}
+	next.Spec.LeaseTransitions = &transitions
+	var got *coordinationv1.Lease
+	var err error
+	if cur == nil {
+		got, err = l.leases().Create(ctx, next, metav1.CreateOptions{FieldManager: FieldManager})
+	} else {
+		got, err = l.leases().Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+	}
+	if err != nil {
+		return err
+	}
+	l.lease = got
+	return nil
+}
+
+func lastSlash(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '/' {
+			return i
+		}
+	}
+	return -1
+}
+
+// renew renews the lease every third of its duration until stop is closed or ctx
+// is done. It returns an error when the lease is lost: another holder has it, or
+// it could not be renewed before it expired.
+func (l *leaser) renew(ctx context.Context, stop <-chan struct{}) error {
+	every := l.opts.Duration / 3
+	deadline := time.Now().Add(l.opts.Duration)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		err := l.renewOnce(ctx)
+		switch {
+		case err == nil:
+			deadline = time.Now().Add(l.opts.Duration)
+		case errors.Is(err, ErrLeaseLost):
+			return err
+		case time.Now().After(deadline):
+			return fmt.Errorf("not renewed for %s: %w", l.opts.Duration, err)
+		default:
+			l.d.opts.Logger.Debug("renewing the operation lease failed; retrying", "error", err)
+		}
+	}
+}
+
+func (l *leaser) renewOnce(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, l.opts.Duration/3)
+	defer cancel()
+	next := l.lease.DeepCopy()
+	now := metav1.NewMicroTime(l.clock.now())
+	next.Spec.RenewTime = &now
+	got, err := l.leases().Update(rctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+	if apierrors.IsConflict(err) {
+		// Someone wrote the lease: still ours only if the holder is unchanged.
+		cur, gerr := l.leases().Get(rctx, LeaseName, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != l.opts.Identity {
+			return fmt.Errorf("%w: now held by %s", ErrLeaseLost, holderName(cur))
+		}
+		l.lease = cur
+		return err
+	}
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: the Lease was deleted", ErrLeaseLost)
+	}
+	if err != nil {
+		return err
+	}
+	l.lease = got
+	return nil
+}
+
+// release frees the lease if this holder still has it, keeping the object (its
+// leaseTransitions count) for the next run.
+func (l *leaser) release(ctx context.Context) error {
+	for range 5 {
+		var cur *coordinationv1.Lease
+		err := l.d.retry(ctx, func(ctx context.Context) error {
+			var err error
+			cur, err = l.leases().Get(ctx, LeaseName, metav1.GetOptions{})
+			return err
+		})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("release the operation lease: %w", err)
+		}
+		if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != l.opts.Identity {
+			return nil // taken over: not ours to free
+		}
+		cur.Spec.HolderIdentity = nil
+		cur.Spec.AcquireTime = nil
+		cur.Spec.RenewTime = nil
+		delete(cur.Annotations, AnnotationOperation)
+		delete(cur.Annotations, AnnotationHolder)
+		delete(cur.Annotations, AnnotationSince)
+		err = l.d.retry(ctx, func(ctx context.Context) error {
+			_, err := l.leases().Update(ctx, cur, metav1.UpdateOptions{FieldManager: FieldManager})
+			return err
+		})
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				return fmt.Errorf("release the operation lease: %w", err)
+			}
+			return nil
+		}
+		// Renewed between the read and the write: look again.
+	}
+	return fmt.Errorf("release the operation lease: it kept changing")
+}
+
+// serverClock estimates the API server's clock from the Date headers of its
+// responses, so that every holder writes and judges lease times by one clock.
+type serverClock struct {
+	mu     sync.Mutex
+	offset time.Duration // server time minus local time
+}
+
+func (c *serverClock) observe(serverNow time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset = serverNow.Sub(time.Now())
+}
+
+// now is the API server's time as best known: the local time until a response
+// has been seen.
+func (c *serverClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+type clockTransport struct {
+	next  http.RoundTripper
+	clock *serverClock
+}
+
+func (t *clockTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil {
+		if d, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+			// The header truncates to the second: the middle of that second is closer.
+			t.clock.observe(d.Add(500 * time.Millisecond))
+		}
+	}
+	return resp, err
+}

@@ -1,0 +1,275 @@
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+)
+
+func getLease(t *testing.T, ns string) *coordinationv1.Lease {
+	t.Helper()
+	l, err := testcluster.Client(t).CoordinationV1().Leases(ns).Get(context.Background(), deploy.LeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get the lease: %v", err)
+	}
+	return l
+}
+
+func holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// TestLockSecondRunFailsOrWaits takes the lease, checks that a second run fails at
+// once with a message naming the holder, and that one willing to wait gets the
+// lease only after the first released it.
+func TestLockSecondRunFailsOrWaits(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	d1 := newDeployer(t, deploy.Options{Namespace: ns})
+	d2 := newDeployer(t, deploy.Options{Namespace: ns})
+	ctx := t.Context()
+
+	_, release1, err := d1.Lock(ctx, deploy.LockOptions{Operation: "apply", Identity: "host-a/111/aaaaaa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := getLease(t, ns)
+	if holder(l) != "host-a/111/aaaaaa" || l.Annotations[deploy.AnnotationOperation] != "apply" || l.Annotations[deploy.AnnotationHolder] != "host-a/111" {
+		t.Errorf("lease holder %q, annotations %v", holder(l), l.Annotations)
+	}
+
+	_, _, err = d2.Lock(ctx, deploy.LockOptions{Operation: "uninstall"})
+	var le *deploy.LockedError
+	if !errors.As(err, &le) || !errors.Is(err, deploy.ErrLocked) {
+		t.Fatalf("second Lock = %v, want a *LockedError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"another kubeplug operation holds the cluster's lease: apply by host-a/111 since ", " UTC (expires in ", "; wait with --lock-timeout or retry"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+
+	var released atomic.Bool
+	got := make(chan error, 1)
+	go func() {
+		_, release2, err := d2.Lock(ctx, deploy.LockOptions{Operation: "uninstall", Wait: time.Minute})
+		if err == nil {
+			if !released.Load() {
+				err = errors.New("took the lease while the first run held it")
+			}
+			err = errors.Join(err, release2(ctx))
+		}
+		got <- err
+	}()
+	// Let the waiter see the lease held at least once before releasing it.
+	time.Sleep(1500 * time.Millisecond)
+	released.Store(true)
+	if err := release1(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiting Lock: %v", err)
+	}
+	l = getLease(t, ns)
+	if holder(l) != "" {
+		t.Errorf("lease still held by %q after both released", holder(l))
+	}
+	if l.Spec.LeaseTransitions == nil || *l.Spec.LeaseTransitions != 1 {
+		t.Errorf("leaseTransitions = %v, want 1", l.Spec.LeaseTransitions)
+	}
+}
+
+// TestLockConcurrent starts several runs at once: exactly one gets the lease.
+func TestLockConcurrent(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	const n = 6
+	type result struct {
+		release func(context.Context) error
+		err     error
+	}
+	results := make(chan result, n)
+	for range n {
+		d := newDeployer(t, deploy.Options{Namespace: ns})
+		go func() {
+			_, release, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply"})
+			results <- result{release, err}
+		}()
+	}
+	var winners []func(context.Context) error
+	for range n {
+		r := <-results
+		switch {
+		case r.err == nil:
+			winners = append(winners, r.release)
+		case !errors.Is(r.err, deploy.ErrLocked):
+			t.Errorf("Lock = %v, want ErrLocked or success", r.err)
+		}
+	}
+	if len(winners) != 1 {
+		t.Fatalf("%d runs got the lease, want exactly 1", len(winners))
+	}
+	if err := winners[0](t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLockTakesOverExpired finds the lease of a run that died (never renewed
+// since long ago) and takes it over without waiting; and one whose holder's clock
+// runs an hour ahead, once it has stayed unchanged for its duration.
+func TestLockTakesOverExpired(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	leases := testcluster.Client(t).CoordinationV1().Leases(ns)
+	old := metav1.NewMicroTime(time.Now().Add(-time.Minute))
+	_, err := leases.Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: deploy.LeaseName, Annotations: map[string]string{deploy.AnnotationOperation: "apply", deploy.AnnotationHolder: "dead/1"}},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("dead/1/abcdef"), LeaseDurationSeconds: ptr.To[int32](30),
+			AcquireTime: &old, RenewTime: &old, LeaseTransitions: ptr.To[int32](4),
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDeployer(t, deploy.Options{Namespace: ns})
+	_, release, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply"})
+	if err != nil {
+		t.Fatalf("Lock over an expired lease: %v", err)
+	}
+	l := getLease(t, ns)
+	if h := holder(l); h == "dead/1/abcdef" || h == "" {
+		t.Errorf("holder = %q after taking over", h)
+	}
+	if *l.Spec.LeaseTransitions != 5 {
+		t.Errorf("leaseTransitions = %d, want 5", *l.Spec.LeaseTransitions)
+	}
+	if err := release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	// A holder whose clock is an hour ahead wrote a renewTime in the future: the
+	// record, unchanged for longer than its duration, has expired all the same.
+	l = getLease(t, ns)
+	future := metav1.NewMicroTime(time.Now().Add(time.Hour))
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = ptr.To("skewed/2/abcdef"), ptr.To[int32](2)
+	l.Spec.AcquireTime, l.Spec.RenewTime = &future, &future
+	if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply"}); !errors.Is(err, deploy.ErrLocked) {
+		t.Fatalf("Lock without waiting = %v, want ErrLocked", err)
+	}
+	_, release, err = d.Lock(t.Context(), deploy.LockOptions{Operation: "apply", Wait: time.Minute})
+	if err != nil {
+		t.Fatalf("Lock over a skewed holder's stale lease: %v", err)
+	}
+	if err := release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLockRenews holds a 2s lease for several of its durations: renewal keeps it,
+// so another run still finds it held, and the holder's context is not cancelled.
+func TestLockRenews(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	d1 := newDeployer(t, deploy.Options{Namespace: ns})
+	ctx, release, err := d1.Lock(t.Context(), deploy.LockOptions{Operation: "apply", Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := getLease(t, ns).Spec.RenewTime.Time
+	time.Sleep(5 * time.Second)
+	if err := context.Cause(ctx); err != nil {
+		t.Fatalf("operation context ended: %v", err)
+	}
+	if renewed := getLease(t, ns).Spec.RenewTime.Time; !renewed.After(first) {
+		t.Errorf("renewTime %v not after %v", renewed, first)
+	}
+	d2 := newDeployer(t, deploy.Options{Namespace: ns})
+	if _, _, err := d2.Lock(t.Context(), deploy.LockOptions{Operation: "apply"}); !errors.Is(err, deploy.ErrLocked) {
+		t.Fatalf("Lock while a renewed lease is held = %v, want ErrLocked", err)
+	}
+	if err := release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if h := holder(getLease(t, ns)); h != "" {
+		t.Errorf("holder = %q after release", h)
+	}
+}
+
+// TestLockLost has another writer take the lease over: the holder's context is
+// cancelled with ErrLeaseLost, and its release leaves the new holder alone.
+func TestLockLost(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	d := newDeployer(t, deploy.Options{Namespace: ns})
+	ctx, release, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply", Duration: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := getLease(t, ns)
+	l.Spec.HolderIdentity = ptr.To("thief/3/abcdef")
+	if _, err := testcluster.Client(t).CoordinationV1().Leases(ns).Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the operation context was not cancelled after the lease was taken")
+	}
+	if err := context.Cause(ctx); !errors.Is(err, deploy.ErrLeaseLost) {
+		t.Errorf("cause = %v, want ErrLeaseLost", err)
+	}
+	if err := release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if h := holder(getLease(t, ns)); h != "thief/3/abcdef" {
+		t.Errorf("holder = %q after the loser released, want the thief", h)
+	}
+}
+
+// TestLockReleaseAfterCancel releases with a cancelled context, as a run
+// interrupted by Ctrl-C does: the lease is freed all the same.
+func TestLockReleaseAfterCancel(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	d := newDeployer(t, deploy.Options{Namespace: ns})
+	ctx, cancel := context.WithCancel(t.Context())
+	opCtx, release, err := d.Lock(ctx, deploy.LockOptions{Operation: "apply"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-opCtx.Done()
+	if err := release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := holder(getLease(t, ns)); h != "" {
+		t.Errorf("holder = %q after release", h)
+	}
+}
+
+// TestLockDryRun takes no lease.
+func TestLockDryRun(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	d := newDeployer(t, deploy.Options{Namespace: ns, DryRun: true})
+	_, release, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = release(t.Context()) }()
+	_, err = testcluster.Client(t).CoordinationV1().Leases(ns).Get(t.Context(), deploy.LeaseName, metav1.GetOptions{})
+	if err == nil {
+		t.Error("a dry run created the lease")
+	}
+}
