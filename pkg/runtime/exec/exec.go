@@ -177,7 +177,7 @@ func (r *Runtime) Run(ctx context.Context, req *engine.Request) (*engine.Respons
 		cmd.WaitDelay = waitDelay
 		return cmd
 	}
-	cmd, err := startRetrying(ctx, command)
+	cmd, err := proc.Start(ctx, command)
 	_ = outW.Close()
 	_ = errW.Close()
 	var readers sync.WaitGroup
@@ -200,27 +200,6 @@ func (r *Runtime) Run(ctx context.Context, req *engine.Request) (*engine.Respons
 	_ = errR.Close()
 	<-drained
 	return r.answer(ctx, err, stdout, stderr)
-}
-
-// startRetrying starts a command, retrying briefly on ETXTBSY: another goroutine
-// may fork while the private copy is still open for writing, and its child holds
-// that descriptor until it execs (golang/go#22315).
-func startRetrying(ctx context.Context, command func() *osexec.Cmd) (*osexec.Cmd, error) {
-	for delay := time.Millisecond; ; delay *= 2 {
-		cmd := command()
-		err := cmd.Start()
-		if err == nil {
-			return cmd, nil
-		}
-		if !errors.Is(err, syscall.ETXTBSY) || delay > 200*time.Millisecond {
-			return nil, fmt.Errorf("start %s: %w", cmd.Args[0], err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(delay):
-		}
-	}
 }
 
 func (r *Runtime) answer(ctx context.Context, runErr error, stdout *capped, stderr *proc.Stderr) (*engine.Response, error) {

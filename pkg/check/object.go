@@ -1,0 +1,191 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+)
+
+// resource is where the API server serves a kind.
+type resource struct {
+	gvr        schema.GroupVersionResource
+	namespaced bool
+}
+
+// resolve finds the resource of o's kind: in o.APIVersion when set, else in the
+// preferred version of the one API group that has the kind. It asks discovery on
+// every call: a check is retried until its kind is served (a CRD applied in the
+// same run may not be yet).
+func (r *Runner) resolve(o v1alpha1.ObjectRef) (resource, error) {
+	if o.APIVersion != "" {
+		gv, err := schema.ParseGroupVersion(o.APIVersion)
+		if err != nil {
+			return resource{}, fmt.Errorf("apiVersion %q: %w", o.APIVersion, err)
+		}
+		list, err := r.disc.ServerResourcesForGroupVersion(o.APIVersion)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return resource{}, fmt.Errorf("discover %s: %w", o.APIVersion, err)
+		}
+		if list != nil {
+			for _, ar := range list.APIResources {
+				if ar.Kind == o.Kind && !strings.Contains(ar.Name, "/") {
+					return resource{gvr: gv.WithResource(ar.Name), namespaced: ar.Namespaced}, nil
+				}
+			}
+		}
+		return resource{}, fmt.Errorf("the API server serves no kind %s in %s", o.Kind, o.APIVersion)
+	}
+	// Discovery may fail for some groups (an aggregated API that is down) and still
+	// answer for the others.
+	lists, err := r.disc.ServerPreferredResources()
+	var found []resource
+	for _, l := range lists {
+		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
+		if perr != nil {
+			continue
+		}
+		for _, ar := range l.APIResources {
+			if ar.Kind == o.Kind && !strings.Contains(ar.Name, "/") {
+				found = append(found, resource{gvr: gv.WithResource(ar.Name), namespaced: ar.Namespaced})
+			}
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) > 1:
+		var groups []string
+		for _, f := range found {
+			groups = append(groups, f.gvr.GroupVersion().String())
+		}
+		slices.Sort(groups)
+		return resource{}, fmt.Errorf("kind %s is served in several API groups (%s); set apiVersion", o.Kind, strings.Join(groups, ", "))
+	case err != nil:
+		return resource{}, fmt.Errorf("the API server serves no kind %s (discovery was incomplete: %w)", o.Kind, err)
+	}
+	return resource{}, fmt.Errorf("the API server serves no kind %s", o.Kind)
+}
+
+// client returns the client for o's resource, in o's namespace ("default" for a
+// namespaced kind without one, as kubectl does) or across namespaces when o names
+// no object and no namespace.
+func (r *Runner) client(res resource, o v1alpha1.ObjectRef) dynamic.ResourceInterface {
+	if !res.namespaced {
+		return r.dyn.Resource(res.gvr)
+	}
+	ns := o.Namespace
+	if ns == "" && o.Name != "" {
+		ns = metav1.NamespaceDefault
+	}
+	return r.dyn.Resource(res.gvr).Namespace(ns)
+}
+
+// get reads the object o names; its error is a *failing worded for state.
+func (r *Runner) get(ctx context.Context, o v1alpha1.ObjectRef, state string) (*unstructured.Unstructured, error) {
+	res, err := r.resolve(o)
+	if err != nil {
+		return nil, &failing{state: state, detail: err.Error()}
+	}
+	if res.namespaced && o.Namespace == "" {
+		o.Namespace = metav1.NamespaceDefault // for messages; client does the same
+	}
+	got, err := r.client(res, o).Get(ctx, o.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, &failing{state: state, detail: ref(o) + " does not exist"}
+	}
+	if err != nil {
+		return nil, &failing{state: state, detail: "read " + ref(o) + ": " + err.Error(), transient: true}
+	}
+	return got, nil
+}
+
+// wait passes when the object exists and kstatus says it is Current.
+func (r *Runner) wait(o v1alpha1.ObjectRef) attempt {
+	return func(ctx context.Context) (string, error) {
+		if o.Name == "" {
+			return "", terminal{errors.New("the wait names no object")}
+		}
+		got, err := r.get(ctx, o, "is not ready")
+		var f *failing
+		if errors.As(err, &f) && strings.HasSuffix(f.detail, " does not exist") {
+			// The subject already names the object.
+			return "", &failing{state: "does not exist"}
+		}
+		if err != nil {
+			return "", err
+		}
+		st, err := status.Compute(got)
+		if err != nil {
+			return "", &failing{state: "is not ready", detail: "its status cannot be read: " + err.Error()}
+		}
+		if st.Status != status.CurrentStatus {
+			detail := string(st.Status)
+			if st.Message != "" {
+				detail += ": " + st.Message
+			}
+			return "", &failing{state: "is not ready", detail: detail}
+		}
+		return ref(o) + " is Current", nil
+	}
+}
+
+// expression passes when the expression is true of the object, or of the list of
+// objects when the check names none.
+func (r *Runner) expression(c *v1alpha1.ExpressionCheck) (attempt, error) {
+	named := c.Name != ""
+	prg, err := CompileExpression(c.Expression, named)
+	if err != nil {
+		return nil, fmt.Errorf("compile: %w", err)
+	}
+	o := c.ObjectRef
+	return func(ctx context.Context) (string, error) {
+		var (
+			vars   map[string]any
+			detail string
+		)
+		if named {
+			got, err := r.get(ctx, o, "cannot be evaluated")
+			if err != nil {
+				return "", err
+			}
+			vars, detail = map[string]any{"object": got.Object}, ref(o)
+		} else {
+			res, err := r.resolve(o)
+			if err != nil {
+				return "", &failing{state: "cannot be evaluated", detail: err.Error()}
+			}
+			list, err := r.client(res, o).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return "", &failing{state: "cannot be evaluated", detail: "list " + ref(o) + ": " + err.Error(), transient: true}
+			}
+			objs := make([]any, len(list.Items))
+			for i := range list.Items {
+				objs[i] = list.Items[i].Object
+			}
+			vars, detail = map[string]any{"objects": objs}, fmt.Sprintf("%s (%d)", ref(o), len(objs))
+		}
+		v, _, err := prg.ContextEval(ctx, vars)
+		if err != nil {
+			return "", &failing{state: "cannot be evaluated", detail: detail + ": " + err.Error()}
+		}
+		b, ok := v.Value().(bool)
+		if !ok {
+			return "", &failing{state: "does not yield a bool", detail: fmt.Sprintf("%s: it yields %v", detail, v.Type())}
+		}
+		if !b {
+			return "", &failing{state: "is false", detail: detail}
+		}
+		return "true of " + detail, nil
+	}, nil
+}
