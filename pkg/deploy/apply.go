@@ -74,6 +74,9 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 			if s.health, s.err = compileHealth(u.Health); s.err != nil {
 				return
 			}
+			if s.err = d.checkCRDs(ctx, u.Plugin, u.Objects); s.err != nil {
+				return
+			}
 			for _, o := range u.Objects {
 				// Resolve scope now, so that the inventory records the namespace a
 				// namespaced object without one will land in. Kinds whose CRD comes in
@@ -131,7 +134,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				if isDefinition(o) != (pass == 0) {
 					continue
 				}
-				if live := skip[i][refOf(o).key()]; unchanged(o, live) {
+				if live := skip[i][refOf(o).key()]; unchanged(o, live, ignoredPaths(s.unit.DriftIgnore, o)) {
 					s.applied = append(s.applied, live)
 					continue
 				}

@@ -56,6 +56,10 @@ type Options struct {
 	// ForceConflicts takes ownership of fields another field manager owns, instead of
 	// failing with a conflict that names the manager.
 	ForceConflicts bool
+	// ForceCRDChanges applies CustomResourceDefinition changes that would break
+	// existing objects or clients (a removed version or field, a narrowed type),
+	// which are otherwise refused before anything of the plugin is applied.
+	ForceCRDChanges bool
 	// RollbackOnFailure reverts a Helm release whose objects did not become ready:
 	// back to its previous revision, or uninstalled when it was new.
 	RollbackOnFailure bool
@@ -155,6 +159,9 @@ type Unit struct {
 	// Health adds conditions to readiness: an object of a kind a check names is ready
 	// only when kstatus says Current and the check's expression holds.
 	Health []HealthCheck
+	// DriftIgnore names fields of the plugin's objects that others may change
+	// (an autoscaler's /spec/replicas): not drift, and no reason to re-apply.
+	DriftIgnore []DriftIgnore
 
 	// rollback is the revision a rollback restores: its objects are Objects, its
 	// Helm releases are rolled back to the revisions it recorded.

@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -70,17 +73,25 @@ func stampDigest(o *unstructured.Unstructured) {
 // the digest of the same desired content (so no field was added or dropped since the
 // last apply), and every field desired sets is in live with the same value (so no
 // one changed it out of band; fields the server defaults or other managers set are
-// ignored). Drift is therefore corrected on every apply.
-func unchanged(desired, live *unstructured.Unstructured) bool {
+// ignored). Drift is therefore corrected on every apply — except at the ignored
+// JSON pointers (and below them), which others own by the plugin's declaration: an
+// autoscaler's /spec/replicas is not fought on every apply. A change of the
+// plugin's own content is still applied whole.
+func unchanged(desired, live *unstructured.Unstructured, ignore []string) bool {
 	if live == nil || live.GetAnnotations()[AnnotationDigest] != desired.GetAnnotations()[AnnotationDigest] {
 		return false
 	}
 	d := desired.DeepCopy().Object
 	delete(d, "status")
-	return subset(d, live.Object)
+	return subset(d, live.Object, "", ignore)
 }
 
-func subset(want, have any) bool {
+// subset reports whether every value in want is in have, at path (a JSON pointer),
+// skipping the ignored pointers.
+func subset(want, have any, path string, ignore []string) bool {
+	if ignored(path, ignore) {
+		return true
+	}
 	switch w := want.(type) {
 	case map[string]any:
 		h, ok := have.(map[string]any)
@@ -88,14 +99,18 @@ func subset(want, have any) bool {
 			return false
 		}
 		for k, wv := range w {
+			child := ""
+			if len(ignore) > 0 { // paths only when needed: this runs for every field of every object
+				child = path + "/" + escapePointer(k)
+			}
 			hv, ok := h[k]
 			if !ok {
-				if isEmpty(wv) {
+				if isEmpty(wv) || ignored(child, ignore) {
 					continue
 				}
 				return false
 			}
-			if !subset(wv, hv) {
+			if !subset(wv, hv, child, ignore) {
 				return false
 			}
 		}
@@ -106,7 +121,11 @@ func subset(want, have any) bool {
 			return false
 		}
 		for i := range w {
-			if !subset(w[i], h[i]) {
+			child := ""
+			if len(ignore) > 0 {
+				child = path + "/" + strconv.Itoa(i)
+			}
+			if !subset(w[i], h[i], child, ignore) {
 				return false
 			}
 		}
@@ -115,6 +134,21 @@ func subset(want, have any) bool {
 		return have == nil
 	}
 	return reflect.DeepEqual(want, have) || fmt.Sprint(want) == fmt.Sprint(have) && sameNumber(want, have)
+}
+
+// underPointer reports whether path is pointer p or lies below it.
+func underPointer(path, p string) bool {
+	return path == p || strings.HasPrefix(path, p+"/")
+}
+
+// ignored reports whether path is one of the ignored pointers or below one.
+func ignored(path string, ignore []string) bool {
+	return slices.ContainsFunc(ignore, func(p string) bool { return underPointer(path, p) })
+}
+
+// escapePointer escapes a key for a JSON pointer (RFC 6901).
+func escapePointer(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
 // isEmpty is a value the API server drops when it stores an object.
