@@ -314,20 +314,8 @@ func (d *Deployer) migrate(ctx context.Context, r *Record) error {
 // head is written, naming the chunks r already has.
 func (d *Deployer) writeRecord(ctx context.Context, r *Record, objects []*unstructured.Unstructured) error {
 	if objects != nil {
-		raw, err := json.Marshal(objects)
-		if err != nil {
-			return fmt.Errorf("encode the objects of %s revision %d: %w", r.Plugin, r.Revision, err)
-		}
-		payload := gz(raw)
-		sum := sha256.Sum256(payload)
-		r.Manifests, r.Count, r.Chunks = "sha256:"+hex.EncodeToString(sum[:]), len(objects), nil
-		for i := 0; i == 0 || i*ChunkSize < len(payload); i++ {
-			part := payload[i*ChunkSize : min((i+1)*ChunkSize, len(payload))]
-			name := fmt.Sprintf("%s.%s.%d", recordName(r.Plugin, r.Revision), hex.EncodeToString(sum[:5]), i)
-			if err := d.createChunk(ctx, r, name, part); err != nil {
-				return err
-			}
-			r.Chunks = append(r.Chunks, name)
+		if err := d.writeChunks(ctx, r, objects); err != nil {
+			return err
 		}
 	}
 	if err := d.writeHead(ctx, r); err != nil {
@@ -337,6 +325,26 @@ func (d *Deployer) writeRecord(ctx context.Context, r *Record, objects []*unstru
 		if err := d.collect(ctx, r.Plugin); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// writeChunks stores the objects of a revision in chunk Secrets and names them in r.
+func (d *Deployer) writeChunks(ctx context.Context, r *Record, objects []*unstructured.Unstructured) error {
+	raw, err := json.Marshal(objects)
+	if err != nil {
+		return fmt.Errorf("encode the objects of %s revision %d: %w", r.Plugin, r.Revision, err)
+	}
+	payload := gz(raw)
+	sum := sha256.Sum256(payload)
+	r.Manifests, r.Count, r.Chunks = "sha256:"+hex.EncodeToString(sum[:]), len(objects), nil
+	for i := 0; i == 0 || i*ChunkSize < len(payload); i++ {
+		part := payload[i*ChunkSize : min((i+1)*ChunkSize, len(payload))]
+		name := fmt.Sprintf("%s.%s.%d", recordName(r.Plugin, r.Revision), hex.EncodeToString(sum[:5]), i)
+		if err := d.createChunk(ctx, r, name, part); err != nil {
+			return err
+		}
+		r.Chunks = append(r.Chunks, name)
 	}
 	return nil
 }

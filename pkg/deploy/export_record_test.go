@@ -1,0 +1,30 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// RecordedObjects exposes the objects a revision recorded to tests.
+func (d *Deployer) RecordedObjects(ctx context.Context, plugin string, revision int) ([]*unstructured.Unstructured, error) {
+	recs, err := d.history(ctx, plugin)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if r.Revision == revision {
+			return d.objects(ctx, r)
+		}
+	}
+	return nil, fmt.Errorf("plugin %s has no revision %d", plugin, revision)
+}
+
+// WriteChunksOnly writes the chunks of a revision and not its head, as a run
+// killed between the two leaves them, and returns their names.
+func (d *Deployer) WriteChunksOnly(ctx context.Context, plugin string, revision int, objs []*unstructured.Unstructured) ([]string, error) {
+	r := &Record{Plugin: plugin, Revision: revision}
+	err := d.writeChunks(ctx, r, objs)
+	return r.Chunks, err
+}
