@@ -1,7 +1,9 @@
 package check
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"cel.dev/cel-go/cel"
@@ -38,10 +40,27 @@ func CompileExpression(expr string, named bool) (cel.Program, error) {
 	}
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, iss.Err()
+		return nil, issues(iss)
 	}
 	if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
 		return nil, fmt.Errorf("the expression yields %s, expected bool", t)
 	}
 	return env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(100))
+}
+
+// issues turns CEL's compile errors, which span lines to draw a caret under the
+// expression, into one line: diagnostics are one line each.
+func issues(iss *cel.Issues) error {
+	var msgs []string
+	for _, e := range iss.Errors() {
+		at := fmt.Sprintf("column %d", e.Location.Column()+1)
+		if e.Location.Line() > 1 {
+			at = fmt.Sprintf("line %d, %s", e.Location.Line(), at)
+		}
+		msgs = append(msgs, e.Message+" ("+at+")")
+	}
+	if len(msgs) == 0 {
+		return iss.Err()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
+	"github.com/kubeplug/kubeplug/pkg/check"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 )
 
@@ -174,6 +175,9 @@ func checkManifest(doc *yamldoc.Doc, m *v1alpha1.Plugin, l *diag.List) {
 		n := 0
 		if c.Wait != nil {
 			n++
+			if c.Wait.Name == "" {
+				doc.Errorf(l, ptr+"/wait", "expected the name of the %s to wait for", c.Wait.Kind)
+			}
 			if c.Wait.Timeout != "" {
 				checkDuration(doc, l, ptr+"/wait/timeout", c.Wait.Timeout)
 			}
@@ -182,6 +186,14 @@ func checkManifest(doc *yamldoc.Doc, m *v1alpha1.Plugin, l *diag.List) {
 			n++
 			if c.Expression.Timeout != "" {
 				checkDuration(doc, l, ptr+"/expression/timeout", c.Expression.Timeout)
+			}
+			named := c.Expression.Name != ""
+			if _, err := check.CompileExpression(c.Expression.Expression, named); err != nil {
+				over := "objects (the list of every " + c.Expression.Kind + "; name one to use object)"
+				if named {
+					over = "object (the " + c.Expression.Kind + " named " + c.Expression.Name + ")"
+				}
+				doc.Errorf(l, ptr+"/expression/expression", "expected a CEL expression over %s that yields a bool: %v", over, err)
 			}
 		}
 		if c.Exec != nil {
@@ -311,6 +323,11 @@ func checkRefs(doc *yamldoc.Doc, m *v1alpha1.Plugin, files map[string]fileInfo, 
 	}
 	if r := s.Runtime; r != nil {
 		ref("/spec/runtime/command/0", r.Command[0], false, "executable")
+	}
+	for i, c := range s.Validate {
+		if c.Exec != nil && len(c.Exec.Command) > 0 {
+			ref("/spec/validate/"+strconv.Itoa(i)+"/exec/command/0", c.Exec.Command[0], false, "executable")
+		}
 	}
 }
 
