@@ -17,6 +17,14 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 )
 
+// leaseFlags binds how a command that changes plugins takes the cluster's
+// operation lease.
+func leaseFlags(cmd *cobra.Command, l *action.Lease) {
+	cmd.Flags().DurationVar(&l.Wait, "lock-timeout", time.Minute, "how long to wait while another kubeplug operation holds the cluster's lease (0: fail at once)")
+	cmd.Flags().DurationVar(&l.Duration, "lease-duration", deploy.DefaultLeaseDuration, "how long the operation lease lasts unless renewed; a killed run blocks the next for at most this long")
+	_ = cmd.Flags().MarkHidden("lease-duration")
+}
+
 func clusterFlags(cmd *cobra.Command, c *action.Cluster) {
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&c.Context, "context", "", "the kubeconfig context to use (default its current context)")
@@ -101,7 +109,12 @@ first. A plugin's health expressions (spec.health) must hold too.
 
 What each plugin applied is recorded in an inventory (ConfigMaps in
 kubeplug-system); a failed or interrupted apply leaves it true to the cluster, and
-re-running converges.`,
+re-running converges.
+
+A run holds the Lease kubeplug-operation in kubeplug-system while it changes the
+cluster (not with --dry-run): a second run waits up to --lock-timeout for it, then
+fails naming the holder. The lease of a run that was killed expires within 30s
+and the next run takes it over.`,
 		Example: `  kubeplug apply -f cluster.yaml
   kubeplug apply -f cluster.yaml --context staging --timeout 10m
   kubeplug apply -f cluster.yaml --rollback-on-failure
@@ -119,6 +132,7 @@ re-running converges.`,
 			pr := newProgress(o)
 			b := action.NewApply(o.config())
 			b.Cluster, b.DryRun, b.Timeout, b.ForceConflicts, b.RollbackOnFailure, b.Events = a.Cluster, a.DryRun, a.Timeout, a.ForceConflicts, a.RollbackOnFailure, pr.event
+			b.Lease = a.Lease
 			res, l := b.Run(cmd.Context(), file)
 			failed := o.report(l)
 			if res == nil {
@@ -150,6 +164,7 @@ re-running converges.`,
 	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
 	cmd.Flags().BoolVar(&a.RollbackOnFailure, "rollback-on-failure", false, "roll back a Helm release whose objects do not become ready (uninstall it when it was new)")
 	clusterFlags(cmd, &a.Cluster)
+	leaseFlags(cmd, &a.Lease)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{"none", "server"}, cobra.ShellCompDirectiveNoFileComp))
@@ -211,6 +226,7 @@ func newUninstallCmd(o *options) *cobra.Command {
 	var c action.Cluster
 	var file string
 	var cascade bool
+	var lease action.Lease
 	cmd := &cobra.Command{
 		Use:   "uninstall PLUGIN... [-f cluster.yaml]",
 		Short: "Remove plugins from a cluster, dependents first",
@@ -237,7 +253,7 @@ cluster file still enables: the next apply would install them again.`,
 				}
 			}
 			a := action.NewUninstall(o.config())
-			a.Cluster, a.Cascade, a.Events = c, cascade, newProgress(o).event
+			a.Cluster, a.Cascade, a.Lease, a.Events = c, cascade, lease, newProgress(o).event
 			done, l := a.Run(cmd.Context(), args...)
 			if o.report(l) {
 				return errFailed
@@ -251,5 +267,6 @@ cluster file still enables: the next apply would install them again.`,
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file, to warn about plugins it still enables")
 	cmd.Flags().BoolVar(&cascade, "cascade", false, "also remove installed plugins that require the named ones")
 	clusterFlags(cmd, &c)
+	leaseFlags(cmd, &lease)
 	return cmd
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubeplug/kubeplug/internal/faultpoint"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
@@ -75,6 +76,9 @@ type Apply struct {
 	Timeout time.Duration
 	// ForceConflicts takes over fields other field managers own.
 	ForceConflicts bool
+	// ForceCRDChanges applies CustomResourceDefinition changes that would break
+	// existing objects or clients, which are otherwise refused.
+	ForceCRDChanges bool
 	// RollbackOnFailure rolls back a Helm release whose objects do not become ready,
 	// or uninstalls it when it was new.
 	RollbackOnFailure bool
@@ -82,6 +86,8 @@ type Apply struct {
 	AllowDowngrade bool
 	// HistoryMax bounds the revisions recorded per plugin. Default 10.
 	HistoryMax int
+	// Lease says how the run takes the cluster's operation lease (not in a dry run).
+	Lease Lease
 	// Events receives progress.
 	Events func(deploy.Event)
 }
@@ -123,6 +129,11 @@ func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResul
 		return nil, l
 	}
 	defer p.close()
+	// Losing the operation lease cancels the whole run: another may have started.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	unlock := func() {}
+	defer func() { unlock() }()
 	var d *deploy.Deployer
 	connect := func(ctx context.Context) error {
 		var err error
@@ -132,6 +143,19 @@ func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResul
 		if err := d.Ping(ctx); err != nil {
 			return fmt.Errorf("cannot reach the cluster: %w", err)
 		}
+		if a.DryRun {
+			return nil
+		}
+		op := "apply"
+		if lc.bringUp != nil {
+			op = "up"
+		}
+		lctx, u, err := a.Lease.lock(ctx, d, op, a.cfg.logger())
+		if err != nil {
+			return err
+		}
+		unlock = u
+		context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
 		return nil
 	}
 	if lc.bringUp == nil {
@@ -224,7 +248,7 @@ func (a *Apply) deployer() (*deploy.Deployer, error) {
 		return nil, err
 	}
 	return deploy.New(rc, deploy.Options{
-		Logger: a.cfg.logger(), Events: a.Events, Timeout: a.Timeout, DryRun: a.DryRun, ForceConflicts: a.ForceConflicts,
+		Logger: a.cfg.logger(), Events: a.Events, Timeout: a.Timeout, DryRun: a.DryRun, ForceConflicts: a.ForceConflicts, ForceCRDChanges: a.ForceCRDChanges,
 		RollbackOnFailure: a.RollbackOnFailure, AllowDowngrade: a.AllowDowngrade, HistoryMax: a.HistoryMax,
 	})
 }
@@ -245,6 +269,7 @@ func (a *Apply) removeUnlisted(ctx context.Context, d *deploy.Deployer, planned 
 	if len(gone) == 0 {
 		return nil, nil
 	}
+	faultpoint.Hit("apply:before-remove-unlisted")
 	return d.Uninstall(ctx, gone, false)
 }
 
@@ -271,6 +296,11 @@ func unit(pl *engine.Planned, objs []map[string]any, rels []render.Release) (dep
 	}
 	for _, h := range pl.Package.Manifest.Spec.Health {
 		u.Health = append(u.Health, deploy.HealthCheck{APIVersion: h.APIVersion, Kind: h.Kind, Expression: h.Expression})
+	}
+	if dp := pl.Package.Manifest.Spec.Drift; dp != nil {
+		for _, i := range dp.Ignore {
+			u.DriftIgnore = append(u.DriftIgnore, deploy.DriftIgnore{APIVersion: i.APIVersion, Kind: i.Kind, Namespace: i.Namespace, Name: i.Name, Paths: i.Paths})
+		}
 	}
 	for _, r := range rels {
 		u.Releases = append(u.Releases, deploy.HelmRelease{Name: r.Name, Namespace: r.Namespace, Chart: r.Chart, Values: r.Values, PostRenderer: r.PostRenderer})

@@ -47,7 +47,9 @@ type Uninstall struct {
 	Cluster Cluster
 	// Cascade removes the installed plugins that require the named ones too.
 	Cascade bool
-	Events  func(deploy.Event)
+	// Lease says how the run takes the cluster's operation lease.
+	Lease  Lease
+	Events func(deploy.Event)
 }
 
 // NewUninstall returns an Uninstall action.
@@ -69,6 +71,12 @@ func (a *Uninstall) Run(ctx context.Context, plugins ...string) ([]string, diag.
 		l.Errorf("", 0, 0, "", "cannot reach the cluster: %v", err)
 		return nil, l
 	}
+	ctx, unlock, err := a.Lease.lock(ctx, d, "uninstall", a.cfg.logger())
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	defer unlock()
 	invs, err := d.Inventories(ctx)
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)

@@ -1,0 +1,38 @@
+package action
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+)
+
+// Lease says how an action that changes a cluster's plugins (apply, uninstall,
+// rollback) takes the cluster's operation lease, so that two runs never change
+// the plugins at once. Dry runs and read-only actions take none.
+type Lease struct {
+	// Wait is how long to wait for a lease another run holds; zero fails at once
+	// with an error naming the holder.
+	Wait time.Duration
+	// Duration is how long the lease lasts unless renewed; a run that dies holding
+	// it blocks the next one for at most this long. Default
+	// deploy.DefaultLeaseDuration.
+	Duration time.Duration
+}
+
+// lock takes the lease for op. The returned context is ctx, cancelled as well
+// when the lease is lost; unlock frees the lease (logging a failure, after which
+// the lease expires by itself) and must be called once the operation ends,
+// however it ends.
+func (l Lease) lock(ctx context.Context, d *deploy.Deployer, op string, log *slog.Logger) (context.Context, func(), error) {
+	opCtx, release, err := d.Lock(ctx, deploy.LockOptions{Operation: op, Duration: l.Duration, Wait: l.Wait})
+	if err != nil {
+		return ctx, func() {}, err
+	}
+	return opCtx, func() {
+		if err := release(ctx); err != nil {
+			log.Warn("could not release the operation lease; it expires by itself", "error", err)
+		}
+	}, nil
+}

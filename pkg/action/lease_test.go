@@ -1,0 +1,113 @@
+package action_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+)
+
+// writeFiles writes files (path → content) under a new directory and returns it.
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, c := range files {
+		p = filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestApplyLease checks the operation lease through the Apply and Uninstall
+// actions: a run finds the lease held and fails naming the holder, and a run that
+// fails half-way releases it.
+func TestApplyLease(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"cluster.yaml": `apiVersion: kubeplug.dev/v1alpha1
+kind: Cluster
+metadata: {name: lease}
+spec:
+  kubernetesVersion: 1.37.1
+  provider: {local: {}}
+  plugins:
+    sources: [{dir: ./plugins}]
+    enabled: [{name: broken}]
+`,
+		"plugins/broken/plugin.yaml": `apiVersion: kubeplug.dev/v1alpha1
+kind: Plugin
+metadata: {name: broken, version: 0.1.0}
+spec:
+  contributes:
+    kubernetes: {manifests: [manifests/]}
+`,
+		// The API server rejects a ConfigMap named so: the apply fails in its wave.
+		"plugins/broken/manifests/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Not_A_Name, namespace: default}\n",
+	})
+	cfg := &action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }}
+	rc := testcluster.RESTConfig(t)
+	leases := testcluster.Client(t).CoordinationV1().Leases("kubeplug-system")
+	holder := func() string {
+		l, err := leases.Get(t.Context(), deploy.LeaseName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+
+	other, err := deploy.New(rc, deploy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, release, err := other.Lock(t.Context(), deploy.LockOptions{Operation: "rollback", Identity: "elsewhere/42/abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := action.NewApply(cfg)
+	apply.Cluster.RESTConfig = rc
+	_, l := apply.Run(t.Context(), filepath.Join(dir, "cluster.yaml"))
+	if !l.HasFatal() || !strings.Contains(l.String(), "another kubeplug operation holds the cluster's lease: rollback by elsewhere/42 since ") {
+		t.Errorf("apply while the lease is held: %v", l)
+	}
+	un := action.NewUninstall(cfg)
+	un.Cluster.RESTConfig = rc
+	if _, l := un.Run(t.Context(), "broken"); !l.HasFatal() || !strings.Contains(l.String(), "rollback by elsewhere/42") {
+		t.Errorf("uninstall while the lease is held: %v", l)
+	}
+	// A dry run takes no lease, so it runs.
+	dry := action.NewApply(cfg)
+	dry.Cluster.RESTConfig, dry.DryRun = rc, true
+	if _, l := dry.Run(t.Context(), filepath.Join(dir, "cluster.yaml")); strings.Contains(l.String(), "lease") {
+		t.Errorf("dry run: %v", l)
+	}
+	if err := release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	_, l = apply.Run(t.Context(), filepath.Join(dir, "cluster.yaml"))
+	if !l.HasFatal() || !strings.Contains(l.String(), "Not_A_Name") {
+		t.Fatalf("apply of an invalid object: %v", l)
+	}
+	if h := holder(); h != "" {
+		t.Errorf("the lease is held by %q after a failed apply", h)
+	}
+	if _, l := un.Run(t.Context(), "broken"); l.HasFatal() {
+		t.Fatalf("uninstall: %v", l)
+	}
+	if h := holder(); h != "" {
+		t.Errorf("the lease is held by %q after uninstall", h)
+	}
+}
