@@ -57,6 +57,11 @@ type ControlPlane struct {
 	etcdPeerPort  int
 	args          map[Component][]string
 
+	// owned is set once Start chose the ports, so that a Start that failed
+	// earlier (the data directory's cluster runs already, a port is taken)
+	// does not overwrite the data directory's state.
+	owned bool
+
 	mu      sync.Mutex
 	procs   map[Component]*process
 	stopped bool
@@ -127,15 +132,10 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	if c.pki, err = ensurePKI(filepath.Join(c.dataDir, "pki"), svcIP); err != nil {
 		return err
 	}
-	ports, err := freePorts(len(startOrder) + 1)
-	if err != nil {
+	if err := c.choosePorts(); err != nil {
 		return err
 	}
-	c.ports = map[Component]int{}
-	for i, comp := range startOrder {
-		c.ports[comp] = ports[i]
-	}
-	c.etcdPeerPort = ports[len(startOrder)]
+	c.owned = true
 	if err := c.writeKubeconfig(); err != nil {
 		return err
 	}
@@ -160,6 +160,12 @@ func (c *ControlPlane) start(ctx context.Context) error {
 		if err := c.waitReady(ctx, comp); err != nil {
 			return err
 		}
+	}
+	c.mu.Lock()
+	err = c.saveStateLocked()
+	c.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	// The service account controller creates "default" in every namespace;
 	// until it did, the ServiceAccount admission plugin rejects Pods.
@@ -263,6 +269,13 @@ func (c *ControlPlane) Stop(ctx context.Context) error {
 		}
 		c.log.Debug("component stopped", "component", comp)
 	}
+	if c.opts.Detach && len(errs) == 0 {
+		c.mu.Lock()
+		if err := c.saveStateLocked(); err != nil {
+			errs = append(errs, err)
+		}
+		c.mu.Unlock()
+	}
 	if c.removeDataDir && len(errs) == 0 {
 		if err := os.RemoveAll(c.dataDir); err != nil {
 			errs = append(errs, fmt.Errorf("remove data directory %s: %w", c.dataDir, err))
@@ -274,19 +287,24 @@ func (c *ControlPlane) Stop(ctx context.Context) error {
 
 // buildArgs computes every component's command line once, so that Restart
 // reuses it exactly.
-func (c *ControlPlane) buildArgs() {
+func (c *ControlPlane) buildArgs() { c.args = c.computeArgs(c.opts) }
+
+// computeArgs renders every component's command line from o, the ports
+// and paths.
+func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 	p := c.pki.path
 	loopback := "127.0.0.1"
-	c.args[Etcd] = buildArgs([]flag{
+	args := map[Component][]string{}
+	args[Etcd] = buildArgs([]flag{
 		{"name", "kubeplug"},
 		{"data-dir", filepath.Join(c.dataDir, "etcd")},
 		{"listen-client-urls", c.etcdURL()},
 		{"advertise-client-urls", c.etcdURL()},
 		{"listen-peer-urls", "http://" + net.JoinHostPort(loopback, strconv.Itoa(c.etcdPeerPort))},
-		{"unsafe-no-fsync", strconv.FormatBool(!c.opts.EtcdFsync)},
+		{"unsafe-no-fsync", strconv.FormatBool(!o.EtcdFsync)},
 		{"log-level", "warn"},
 	}, nil, nil)
-	c.args[APIServer] = buildArgs([]flag{
+	args[APIServer] = buildArgs([]flag{
 		{"advertise-address", loopback},
 		{"bind-address", loopback},
 		{"secure-port", strconv.Itoa(c.ports[APIServer])},
@@ -313,8 +331,8 @@ func (c *ControlPlane) buildArgs() {
 		{"proxy-client-cert-file", p(frontProxyCert)},
 		{"proxy-client-key-file", p(frontProxyKey)},
 		{"profiling", "false"},
-	}, c.opts.APIServerFlags, c.opts.FeatureGates)
-	c.args[ControllerManager] = buildArgs([]flag{
+	}, o.APIServerFlags, o.FeatureGates)
+	args[ControllerManager] = buildArgs([]flag{
 		{"kubeconfig", c.kubeconfig},
 		{"authentication-kubeconfig", c.kubeconfig},
 		{"authorization-kubeconfig", c.kubeconfig},
@@ -330,8 +348,8 @@ func (c *ControlPlane) buildArgs() {
 		{"cluster-signing-key-file", p(caKey)},
 		{"service-cluster-ip-range", DefaultServiceClusterIPRange},
 		{"profiling", "false"},
-	}, c.opts.ControllerManagerFlags, c.opts.FeatureGates)
-	c.args[Scheduler] = buildArgs([]flag{
+	}, o.ControllerManagerFlags, o.FeatureGates)
+	args[Scheduler] = buildArgs([]flag{
 		{"kubeconfig", c.kubeconfig},
 		{"authentication-kubeconfig", c.kubeconfig},
 		{"authorization-kubeconfig", c.kubeconfig},
@@ -340,8 +358,8 @@ func (c *ControlPlane) buildArgs() {
 		{"tls-cert-file", p(servingCert)},
 		{"tls-private-key-file", p(servingKey)},
 		{"leader-elect", "false"},
-	}, c.opts.SchedulerFlags, c.opts.FeatureGates)
-	c.args[Kwok] = buildArgs([]flag{
+	}, o.SchedulerFlags, o.FeatureGates)
+	args[Kwok] = buildArgs([]flag{
 		{"kubeconfig", c.kubeconfig},
 		{"manage-all-nodes", "false"},
 		{"manage-nodes-with-annotation-selector", KwokNodeAnnotation + "=fake"},
@@ -349,6 +367,50 @@ func (c *ControlPlane) buildArgs() {
 		{"cidr", DefaultPodCIDR},
 		{"node-lease-duration-seconds", "40"},
 	}, nil, nil)
+	return args
+}
+
+// choosePorts picks every component's port: the API server's from
+// Options.APIServerPort or a detached cluster's record, the others from the
+// record when still free. A detached data directory whose control plane still
+// runs is ErrRunning.
+func (c *ControlPlane) choosePorts() error {
+	st, err := readState(c.dataDir)
+	if err != nil {
+		return err
+	}
+	want := map[string]int{}
+	if st != nil {
+		if alive := st.alive(); len(alive) > 0 {
+			return fmt.Errorf("start control plane in %s: %w (pids %v)", c.dataDir, ErrRunning, pids(alive))
+		}
+		want = st.Ports
+	}
+	if c.opts.APIServerPort != 0 {
+		want[string(APIServer)] = c.opts.APIServerPort
+	}
+	keys := []string{etcdPeer}
+	for _, comp := range startOrder {
+		keys = append(keys, string(comp))
+	}
+	ports, err := allocatePorts(keys, want, map[string]bool{string(APIServer): want[string(APIServer)] != 0})
+	if err != nil {
+		return fmt.Errorf("start control plane: %w", err)
+	}
+	c.ports = map[Component]int{}
+	for _, comp := range startOrder {
+		c.ports[comp] = ports[string(comp)]
+	}
+	c.etcdPeerPort = ports[etcdPeer]
+	return nil
+}
+
+func pids(procs map[Component]*process) map[Component]int {
+	out := map[Component]int{}
+	for comp, p := range procs {
+		out[comp] = p.pid()
+	}
+	return out
 }
 
 func (c *ControlPlane) etcdURL() string {
@@ -361,11 +423,14 @@ func (c *ControlPlane) startComponent(comp Component) error {
 	if c.stopped {
 		return fmt.Errorf("start %s: %w", comp, ErrStopped)
 	}
-	p, err := startProcess(filepath.Join(c.binDir, string(comp)), c.args[comp], c.LogPath(comp))
+	p, err := startProcess(filepath.Join(c.binDir, string(comp)), c.args[comp], c.LogPath(comp), c.opts.Detach)
 	if err != nil {
 		return err
 	}
 	c.procs[comp] = p
+	if err := c.saveStateLocked(); err != nil {
+		return err
+	}
 	c.log.Debug("component started", "component", comp, "pid", p.pid(), "port", c.ports[comp])
 	return nil
 }
@@ -494,7 +559,7 @@ func (c *ControlPlane) writeKubeconfig() error {
 	if err != nil {
 		return err
 	}
-	const name = "kubeplug-local"
+	name := c.opts.ContextName
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[name] = &clientcmdapi.Cluster{
 		Server:                   "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports[APIServer])),
@@ -517,28 +582,6 @@ func (c *ControlPlane) writeKubeconfig() error {
 		return fmt.Errorf("build client: %w", err)
 	}
 	return nil
-}
-
-// freePorts reserves n distinct free loopback ports by listening on port 0 and
-// releasing them together. Another process could take one in between; the
-// window is milliseconds and a component that cannot bind fails Start loudly.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var lis []net.Listener
-	defer func() {
-		for _, l := range lis {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("reserve a loopback port: %w", err)
-		}
-		lis = append(lis, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // tail returns up to the last n bytes of a file, for error messages.

@@ -20,3 +20,24 @@ var (
 	// constants of this package.
 	ErrUnknownComponent = errors.New("unknown component")
 )
+
+// Sentinel errors of detached control planes.
+var (
+	// ErrNotRunning means the data directory records no running control plane.
+	ErrNotRunning = errors.New("control plane not running")
+
+	// ErrRunning means Start found the data directory's control plane running;
+	// use Attach.
+	ErrRunning = errors.New("control plane already running")
+
+	// ErrDegraded means some components of a detached control plane run and
+	// others do not, or its API server is not ready.
+	ErrDegraded = errors.New("control plane degraded")
+
+	// ErrIncompatibleState means the data directory was written by a version
+	// of this package that this one cannot read; remove the data directory.
+	ErrIncompatibleState = errors.New("incompatible control plane state")
+
+	// ErrPortInUse means a fixed port is held by another process.
+	ErrPortInUse = errors.New("port in use")
+)

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // KwokNodeAnnotation marks the Nodes that kwok manages (with value "fake"). A
@@ -48,14 +52,6 @@ func (c *ControlPlane) AddNodes(ctx context.Context, n int, opts NodeOptions) ([
 	if prefix == "" {
 		prefix = DefaultNodeNamePrefix
 	}
-	capacity := opts.Capacity
-	if capacity == nil {
-		capacity = corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("32"),
-			corev1.ResourceMemory: resource.MustParse("256Gi"),
-			corev1.ResourcePods:   resource.MustParse("110"),
-		}
-	}
 	names := make([]string, 0, n)
 	for len(names) < n {
 		c.mu.Lock()
@@ -63,26 +59,7 @@ func (c *ControlPlane) AddNodes(ctx context.Context, n int, opts NodeOptions) ([
 		c.nodeSeq[prefix]++
 		c.mu.Unlock()
 		name := prefix + strconv.Itoa(i)
-		labels := map[string]string{
-			"kubernetes.io/hostname": name,
-			"kubernetes.io/os":       "linux",
-			"kubernetes.io/arch":     "amd64",
-			"type":                   "kwok",
-		}
-		maps.Copy(labels, opts.Labels)
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        name,
-				Labels:      labels,
-				Annotations: map[string]string{KwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-			},
-			Spec: corev1.NodeSpec{Taints: opts.Taints},
-			Status: corev1.NodeStatus{
-				Capacity:    capacity.DeepCopy(),
-				Allocatable: capacity.DeepCopy(),
-			},
-		}
-		_, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		_, err := c.client.CoreV1().Nodes().Create(ctx, newNode(name, opts), metav1.CreateOptions{})
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			continue // a reused data directory: take the next number
@@ -113,4 +90,114 @@ func (c *ControlPlane) waitNodeReady(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("node %s not ready yet", name)
 	})
+}
+
+// ManagedLabelsAnnotation lists, comma-separated, the label keys EnsureNode set
+// from NodeOptions.Labels, so that a later EnsureNode removes the ones no longer
+// wanted and leaves labels others set alone.
+const ManagedLabelsAnnotation = "kubeplug.dev/managed-labels"
+
+// systemTaintPrefix marks the taints that the node lifecycle controller manages
+// (not-ready, unreachable, ...); EnsureNode keeps them.
+const systemTaintPrefix = "node.kubernetes.io/"
+
+// newNode is a kwok-managed Node with the standard labels, opts.Labels over them,
+// and opts' taints and capacity.
+func newNode(name string, opts NodeOptions) *corev1.Node {
+	capacity := opts.Capacity
+	if capacity == nil {
+		capacity = corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("32"),
+			corev1.ResourceMemory: resource.MustParse("256Gi"),
+			corev1.ResourcePods:   resource.MustParse("110"),
+		}
+	}
+	labels := map[string]string{
+		"kubernetes.io/hostname": name,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     "amd64",
+		"type":                   "kwok",
+	}
+	maps.Copy(labels, opts.Labels)
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   name,
+			Labels: labels,
+			Annotations: map[string]string{
+				KwokNodeAnnotation:             "fake",
+				"node.alpha.kubernetes.io/ttl": "0",
+				ManagedLabelsAnnotation:        strings.Join(slices.Sorted(maps.Keys(opts.Labels)), ","),
+			},
+		},
+		Spec: corev1.NodeSpec{Taints: opts.Taints},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity.DeepCopy(),
+			Allocatable: capacity.DeepCopy(),
+		},
+	}
+}
+
+// EnsureNode makes the kwok-managed Node name exist with opts' labels and taints
+// (opts.NamePrefix is ignored): it creates a missing Node, and on an existing one
+// sets opts.Labels, removes the labels an earlier EnsureNode set that opts no
+// longer has (see ManagedLabelsAnnotation), and replaces the taints except the
+// node lifecycle controller's node.kubernetes.io/ ones. It does not wait for
+// Ready (WaitNodeReady does) and reports whether it created the Node.
+func (c *ControlPlane) EnsureNode(ctx context.Context, name string, opts NodeOptions) (created bool, err error) {
+	want := newNode(name, opts)
+	_, err = c.client.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
+	if err == nil {
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("create node %s: %w", name, err)
+	}
+	return false, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get node %s: %w", name, err)
+		}
+		next := cur.DeepCopy()
+		if next.Labels == nil {
+			next.Labels = map[string]string{}
+		}
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		for _, k := range strings.Split(cur.Annotations[ManagedLabelsAnnotation], ",") {
+			if _, keep := opts.Labels[k]; !keep && k != "" {
+				delete(next.Labels, k)
+			}
+		}
+		maps.Copy(next.Labels, opts.Labels)
+		next.Annotations[ManagedLabelsAnnotation] = want.Annotations[ManagedLabelsAnnotation]
+		var taints []corev1.Taint
+		for _, t := range cur.Spec.Taints {
+			if strings.HasPrefix(t.Key, systemTaintPrefix) {
+				taints = append(taints, t)
+			}
+		}
+		next.Spec.Taints = append(taints, opts.Taints...)
+		if equality.Semantic.DeepEqual(cur.ObjectMeta, next.ObjectMeta) && equality.Semantic.DeepEqual(cur.Spec, next.Spec) {
+			return nil
+		}
+		if _, err := c.client.CoreV1().Nodes().Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update node %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// WaitNodeReady waits until the Node is Ready, ctx is done or kwok exits.
+func (c *ControlPlane) WaitNodeReady(ctx context.Context, name string) error {
+	return c.waitNodeReady(ctx, name)
+}
+
+// DeleteNode deletes a Node; one that does not exist is not an error.
+func (c *ControlPlane) DeleteNode(ctx context.Context, name string) error {
+	err := c.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete node %s: %w", name, err)
+	}
+	return nil
 }

@@ -73,6 +73,27 @@ type Options struct {
 	// Default: DefaultStopGracePeriod.
 	StopGracePeriod time.Duration
 
+	// Detach starts the components so that they outlive the calling process:
+	// each in a session of its own, without a parent-death signal, with pids,
+	// ports and command lines recorded in DataDir/state.json (see StateVersion)
+	// so that Attach can reconnect from another process and Stop or
+	// StopDetached end them. Requires DataDir, which Stop then keeps. Start
+	// fails with ErrRunning when DataDir's control plane already runs.
+	// Default: false — components die with the caller.
+	Detach bool
+
+	// APIServerPort is the API server's port on 127.0.0.1. A port in use is an
+	// error wrapping ErrPortInUse that names the port and, when it can tell,
+	// the process holding it. Default: the port recorded in DataDir/state.json
+	// by an earlier detached Start (so kubeconfigs stay valid), else a free port.
+	// The other components reuse their recorded ports when free, else take free
+	// ones.
+	APIServerPort int
+
+	// ContextName names the cluster, user and context in the kubeconfig.
+	// Default: "kubeplug-local".
+	ContextName string
+
 	// Logger receives the control plane's own progress messages (component
 	// started, ready, stopped), never the components' output, which goes to
 	// DataDir/logs. Default: a logger that discards everything.
@@ -90,6 +111,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.StopGracePeriod == 0 {
 		o.StopGracePeriod = DefaultStopGracePeriod
+	}
+	if o.APIServerPort < 0 || o.APIServerPort > 65535 {
+		return o, fmt.Errorf("validate options: API server port %d out of range 1-65535", o.APIServerPort)
+	}
+	if o.Detach && o.DataDir == "" {
+		return o, fmt.Errorf("validate options: a detached control plane needs a DataDir")
+	}
+	if o.ContextName == "" {
+		o.ContextName = "kubeplug-local"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -1,0 +1,57 @@
+// Package local is kubeplug's default provider: a cluster on this machine, made
+// of a real Kubernetes control plane on loopback (internal/controlplane) and
+// simulated kubelets (kwok), with one directory per node standing for the
+// machine where the node agent runs the plugins' hooks.
+//
+// # The state directory
+//
+// Everything of a cluster lives under one directory (DefaultStateDir, or
+// Options.StateDir), and nothing outside it is written or removed:
+//
+//	provider.json                   the nodes of the last Up; marks the directory as kubeplug's
+//	controlplane/                   etcd data, certificates, kubeconfig, logs/, state.json (pids, ports, flags)
+//	machines/<node>/root/           the node's "/": its rendered files, unit files, hook scripts, the agent's reports and state
+//	machines/<node>/files.json      the files written under root, so files a new render drops are removed
+//
+// The control plane runs detached: its processes outlive `kubeplug up`, and a
+// later Up, Down or Running finds them through controlplane/state.json. The API
+// server keeps the port it got at creation (or spec.provider.local.apiServerPort)
+// across down and up, and the certificates are reused, so a kubeconfig stays
+// valid. A state directory of another StateVersion is refused with an error
+// wrapping provider.ErrIncompatibleState that says to run `kubeplug down --purge`.
+//
+// # Control-plane flags
+//
+// The model's flags of kube-apiserver, kube-controller-manager and
+// kube-scheduler, and its feature gates, are passed to the components and
+// replace the local control plane's own defaults of the same name (so a plugin
+// can break the cluster by setting, say, --secure-port). A flag that changed
+// restarts only its component, on the same port with the same certificates.
+//
+// The control-plane pool's rendered files are written under
+// machines/control-plane-0/root. A flag value that is a clean absolute path is a
+// path on the control-plane machine, as it is for the rendered static Pods:
+// when it lies under a volume's mountPath it is first mapped to the volume's
+// hostPath, and the result is rewritten to the same path under that root. So
+// --audit-policy-file=/etc/kubernetes/audit/policy.yaml reads the policy a plugin
+// contributed as a node file, and --audit-log-path=/var/log/kubernetes/audit.log
+// writes under the root. The volumes' host directories and the parent directory
+// of every rewritten path are created. Paths inside files (a structured
+// authentication config naming a CA file) are not rewritten.
+//
+// # Nodes
+//
+// Every pool other than the control plane gets count Nodes named <pool>-<i>,
+// carrying the pool's kubelet labels, kubeplug.dev/pool=<pool> and the pool's
+// taints. The control plane gets one Node, control-plane-0, labelled
+// node-role.kubernetes.io/control-plane and tainted NoSchedule as kubeadm does,
+// so that workloads behave as on a real cluster; its hooks run too (beforeNodeup
+// before the control plane starts). For each node, Up writes the machine's files
+// under its root, runs the node agent's beforeNodeup phase in-process, creates
+// the Node (it joins) and waits for Ready, then runs afterNodeup; AfterDeploy
+// runs afterDeploy on every node. A failed enforced hook keeps its node from
+// joining and is an error naming node, plugin, hook and phase; a failed bypass
+// hook is an event. Nodes of pools that shrank or vanished are deleted with
+// their machine directories. The node agent records which hooks succeeded, so a
+// second Up re-runs none unless its definition changed.
+package local

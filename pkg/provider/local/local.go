@@ -1,0 +1,415 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeplug/kubeplug/internal/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/nodeagent"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+)
+
+// Labels and taints the provider puts on Nodes.
+const (
+	// PoolLabel carries the Node's pool name; it is how Up finds the Nodes it
+	// made.
+	PoolLabel = "kubeplug.dev/pool"
+	// ControlPlaneRoleLabel marks the control-plane Node, as kubeadm does.
+	ControlPlaneRoleLabel = "node-role.kubernetes.io/control-plane"
+	// ControlPlaneNode is the name of the control plane's machine and Node.
+	ControlPlaneNode = model.ControlPlanePool + "-0"
+)
+
+// Provider is the local provider. Its methods must not be called concurrently.
+type Provider struct {
+	opts Options
+	log  *slog.Logger
+	cp   *controlplane.ControlPlane // set by Up or attach
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New checks opts. It starts nothing.
+func New(opts Options) (*Provider, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{opts: opts, log: opts.Logger}, nil
+}
+
+// StateDir is the state directory in use.
+func (p *Provider) StateDir() string { return p.opts.StateDir }
+
+func (p *Provider) event(step, node, msg string) {
+	p.opts.Events(provider.Event{Time: time.Now(), Step: step, Node: node, Message: msg})
+	p.log.Info(msg, "step", step, "node", node)
+}
+
+func (p *Provider) cpOptions() controlplane.Options {
+	return controlplane.Options{
+		BinDir:          p.opts.BinDir,
+		DataDir:         filepath.Join(p.opts.StateDir, controlPlaneDir),
+		Detach:          true,
+		APIServerPort:   p.opts.APIServerPort,
+		ContextName:     "kubeplug-" + p.opts.ClusterName,
+		StopGracePeriod: p.opts.StopGracePeriod,
+		Logger:          p.log,
+	}
+}
+
+// Up implements provider.Provider; see the package doc for what it does on
+// this machine.
+func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Cluster, error) {
+	if d == nil || d.Model == nil {
+		return nil, errors.New("local provider: up: no model")
+	}
+	st, err := readState(p.opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil && st.ClusterName != "" && st.ClusterName != p.opts.ClusterName {
+		return nil, fmt.Errorf("state directory %s belongs to cluster %q, not %q; use another --state-dir", p.opts.StateDir, st.ClusterName, p.opts.ClusterName)
+	}
+	if err := os.MkdirAll(filepath.Join(p.opts.StateDir, machinesDir), 0o755); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	if st == nil {
+		st = &state{}
+	}
+	st.ClusterName = p.opts.ClusterName
+	if err := writeState(p.opts.StateDir, st); err != nil {
+		return nil, err
+	}
+
+	nodes := p.desiredNodes(d)
+	cpNode := nodes[0]
+	// The control-plane machine first: the flags may name its files.
+	if err := p.writeMachine(cpNode.name, cpNode.machine); err != nil {
+		return nil, err
+	}
+	flags, err := controlPlaneFlags(d.Model, p.machineRoot(cpNode.name))
+	if err != nil {
+		return nil, err
+	}
+	statuses := map[string]*provider.NodeStatus{}
+	for _, n := range nodes {
+		statuses[n.name] = &provider.NodeStatus{Name: n.name, Pool: n.pool, Role: n.role, Hooks: map[string]provider.HookSummary{}}
+	}
+	sum, err := p.runPhase(ctx, cpNode, nodeagent.PhaseBeforeNodeup)
+	statuses[cpNode.name].Hooks[nodeagent.PhaseBeforeNodeup] = sum
+	if err != nil {
+		return nil, err
+	}
+	cl := &provider.Cluster{Kubeconfig: Kubeconfig(p.opts.StateDir)}
+	if err := p.controlPlane(ctx, flags, cl); err != nil {
+		return nil, err
+	}
+	cl.RESTConfig = p.cp.RESTConfig()
+
+	// Record the nodes before touching them, so that an interrupted Up leaves
+	// a state dir that names every machine directory it may have created.
+	st.Nodes = nil
+	for _, n := range nodes {
+		st.Nodes = append(st.Nodes, nodeState{Name: n.name, Pool: n.pool, Role: n.role})
+	}
+	if err := writeState(p.opts.StateDir, st); err != nil {
+		return cl, err
+	}
+	if err := p.removeStale(ctx, nodes); err != nil {
+		return cl, err
+	}
+
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, p.opts.Parallel)
+	)
+	for _, n := range nodes {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("node %s: %w", n.name, ctx.Err()))
+				mu.Unlock()
+				return
+			}
+			status := statuses[n.name]
+			err := p.upNode(ctx, n, status, n.name == cpNode.name)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, name := range slices.Sorted(maps.Keys(statuses)) {
+		cl.Nodes = append(cl.Nodes, *statuses[name])
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return cl, errors.Join(errs...)
+}
+
+// controlPlane attaches to the running control plane and applies flags, or
+// starts it.
+func (p *Provider) controlPlane(ctx context.Context, flags controlplane.Flags, cl *provider.Cluster) error {
+	opts := p.cpOptions()
+	cp, err := controlplane.Attach(ctx, opts)
+	switch {
+	case err == nil:
+		p.cp = cp
+		if want := p.opts.APIServerPort; want != 0 && portOf(cp.Host()) != want {
+			return fmt.Errorf("cluster %s runs its API server on port %d, cluster.yaml asks for %d: run `kubeplug down` first to move it",
+				p.opts.ClusterName, portOf(cp.Host()), want)
+		}
+		restarted, err := cp.Reconfigure(ctx, flags)
+		for _, c := range restarted {
+			cl.Restarted = append(cl.Restarted, string(c))
+			p.event("control-plane", "", "restarted "+string(c)+" with new flags")
+		}
+		return err
+	case errors.Is(err, controlplane.ErrIncompatibleState):
+		return incompatible(p.opts.StateDir, err)
+	case errors.Is(err, controlplane.ErrDegraded):
+		p.event("control-plane", "", "control plane partly running; restarting it: "+err.Error())
+		if err := controlplane.StopDetached(ctx, opts); err != nil && !errors.Is(err, controlplane.ErrNotRunning) {
+			return fmt.Errorf("stop the partly running control plane: %w", err)
+		}
+	case !errors.Is(err, controlplane.ErrNotRunning):
+		return err
+	}
+	opts.APIServerFlags = flags.APIServerFlags
+	opts.ControllerManagerFlags = flags.ControllerManagerFlags
+	opts.SchedulerFlags = flags.SchedulerFlags
+	opts.FeatureGates = flags.FeatureGates
+	p.event("control-plane", "", "starting the control plane")
+	began := time.Now()
+	cp, err = controlplane.Start(ctx, opts)
+	if err != nil {
+		return incompatible(p.opts.StateDir, fmt.Errorf("start the control plane: %w", err))
+	}
+	p.cp = cp
+	cl.Started = true
+	p.event("control-plane", "", fmt.Sprintf("control plane ready at %s in %s", cp.Host(), time.Since(began).Round(time.Millisecond)))
+	return nil
+}
+
+func portOf(host string) int {
+	for i := len(host) - 1; i >= 0; i-- {
+		if host[i] == ':' {
+			n, _ := strconv.Atoi(host[i+1:])
+			return n
+		}
+	}
+	return 0
+}
+
+// desiredNodes lists the control-plane node first, then every pool's nodes in
+// pool and index order.
+func (p *Provider) desiredNodes(d *provider.Desired) []*desiredNode {
+	node := func(name string, pool *model.Pool) *desiredNode {
+		labels := map[string]string{}
+		for k, s := range pool.Kubelet.Labels {
+			labels[k] = s.Value
+		}
+		labels[PoolLabel] = pool.Name
+		if pool.Role == model.RoleControlPlane {
+			labels[ControlPlaneRoleLabel] = ""
+		}
+		return &desiredNode{name: name, pool: pool.Name, role: pool.Role, labels: labels, machine: d.Machines[pool.Name], spec: pool}
+	}
+	cpPool := d.Model.Pools[model.ControlPlanePool]
+	if cpPool == nil {
+		cpPool = &model.Pool{Name: model.ControlPlanePool, Role: model.RoleControlPlane, Count: 1}
+	}
+	out := []*desiredNode{node(ControlPlaneNode, cpPool)}
+	for _, name := range d.Model.PoolNames() {
+		pool := d.Model.Pools[name]
+		if name == model.ControlPlanePool {
+			continue
+		}
+		for i := range pool.Count {
+			out = append(out, node(name+"-"+strconv.Itoa(i), pool))
+		}
+	}
+	return out
+}
+
+// upNode brings one node to its pool's state: machine files, beforeNodeup,
+// join and Ready, afterNodeup. The control-plane node ran beforeNodeup before
+// the control plane started.
+func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.NodeStatus, isControlPlane bool) error {
+	if !isControlPlane {
+		if err := p.writeMachine(n.name, n.machine); err != nil {
+			return err
+		}
+		sum, err := p.runPhase(ctx, n, nodeagent.PhaseBeforeNodeup)
+		status.Hooks[nodeagent.PhaseBeforeNodeup] = sum
+		if err != nil {
+			// The node does not join; a Node from an earlier Up stays, so a
+			// hook that broke on an update does not take running Pods away.
+			return err
+		}
+	}
+	taints := nodeTaints(n.spec)
+	if isControlPlane {
+		taints = append(taints, corev1.Taint{Key: ControlPlaneRoleLabel, Effect: corev1.TaintEffectNoSchedule})
+	}
+	created, err := p.cp.EnsureNode(ctx, n.name, controlplane.NodeOptions{Labels: n.labels, Taints: taints})
+	if err != nil {
+		return fmt.Errorf("node %s: join: %w", n.name, err)
+	}
+	if err := p.cp.WaitNodeReady(ctx, n.name); err != nil {
+		return fmt.Errorf("node %s: wait for Ready: %w", n.name, err)
+	}
+	status.Ready = true
+	if created {
+		p.event("node", n.name, "node "+n.name+" Ready")
+	}
+	sum, err := p.runPhase(ctx, n, nodeagent.PhaseAfterNodeup)
+	status.Hooks[nodeagent.PhaseAfterNodeup] = sum
+	return err
+}
+
+func nodeTaints(pool *model.Pool) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range pool.Kubelet.Taints {
+		out = append(out, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	return out
+}
+
+// removeStale deletes the Nodes of pools that shrank or vanished, and every
+// machine directory without a desired node.
+func (p *Provider) removeStale(ctx context.Context, nodes []*desiredNode) error {
+	want := map[string]bool{}
+	for _, n := range nodes {
+		want[n.name] = true
+	}
+	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+	if err != nil {
+		return fmt.Errorf("build client: %w", err)
+	}
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: PoolLabel})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	for _, n := range list.Items {
+		if want[n.Name] {
+			continue
+		}
+		if err := p.cp.DeleteNode(ctx, n.Name); err != nil {
+			return err
+		}
+		p.event("node", n.Name, "node "+n.Name+" removed (pool "+n.Labels[PoolLabel]+")")
+	}
+	entries, err := os.ReadDir(filepath.Join(p.opts.StateDir, machinesDir))
+	if err != nil {
+		return fmt.Errorf("list machines: %w", err)
+	}
+	for _, e := range entries {
+		if !want[e.Name()] {
+			if err := os.RemoveAll(p.machineDir(e.Name())); err != nil {
+				return fmt.Errorf("remove machine directory of node %s: %w", e.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// AfterDeploy implements provider.Provider: every node recorded by the last Up
+// runs its afterDeploy phase.
+func (p *Provider) AfterDeploy(ctx context.Context) error {
+	st, err := readState(p.opts.StateDir)
+	if err != nil {
+		return err
+	}
+	if st == nil || len(st.Nodes) == 0 {
+		return fmt.Errorf("after deploy: cluster %s has no nodes in %s: %w", p.opts.ClusterName, p.opts.StateDir, provider.ErrNotRunning)
+	}
+	var errs []error
+	for _, ns := range st.Nodes {
+		n := &desiredNode{name: ns.Name, pool: ns.Pool, role: ns.Role}
+		if _, err := p.runPhase(ctx, n, nodeagent.PhaseAfterDeploy); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Down implements provider.Provider.
+func (p *Provider) Down(ctx context.Context, purge bool) error {
+	dir := p.opts.StateDir
+	_, stateErr := readState(dir)
+	running, runErr := controlplane.Running(filepath.Join(dir, controlPlaneDir))
+	if stateErr == nil && runErr == nil && running {
+		p.event("control-plane", "", "stopping the control plane")
+		if err := controlplane.StopDetached(ctx, p.cpOptions()); err != nil && !errors.Is(err, controlplane.ErrNotRunning) {
+			return fmt.Errorf("stop cluster %s: %w", p.opts.ClusterName, err)
+		}
+		p.cp = nil
+	}
+	if purge {
+		if err := p.purge(); err != nil {
+			return err
+		}
+	}
+	switch {
+	case stateErr != nil && !purge:
+		return stateErr
+	case runErr != nil && !purge:
+		return incompatible(dir, runErr)
+	case stateErr != nil || runErr != nil:
+		p.event("state", "", "removed state directory "+dir+" written by an incompatible kubeplug; processes it may have started are not known to this version")
+		return nil
+	case !running:
+		return fmt.Errorf("cluster %s (state directory %s): %w", p.opts.ClusterName, dir, provider.ErrNotRunning)
+	}
+	return nil
+}
+
+// purge removes the state dir, but only one that is kubeplug's: it holds
+// StateFile or the control plane's data, or does not exist.
+func (p *Provider) purge() error {
+	dir := p.opts.StateDir
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("purge %s: %w", dir, err)
+	}
+	ours := len(entries) == 0
+	for _, e := range entries {
+		if e.Name() == StateFile || e.Name() == controlPlaneDir {
+			ours = true
+		}
+	}
+	if !ours {
+		return fmt.Errorf("purge %s: not a kubeplug state directory (no %s), left alone", dir, StateFile)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("purge %s: %w", dir, err)
+	}
+	p.event("state", "", "removed state directory "+dir)
+	return nil
+}

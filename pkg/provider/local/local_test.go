@@ -1,0 +1,521 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/nodeagent"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/local"
+	"github.com/kubeplug/kubeplug/pkg/render"
+)
+
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+- level: Metadata
+`
+
+// spec is what a test varies of the cluster.
+type spec struct {
+	workers      int
+	apiFlags     map[string]string
+	failingPool  bool   // adds pool "bad" whose enforced beforeNodeup hook fails
+	slowHook     string // when set, workers' beforeNodeup hook "slow" runs this script
+	bypassFailed bool   // adds a failing bypass hook to the workers
+}
+
+var alwaysPull = map[string]string{"enable-admission-plugins": "AlwaysPullImages"}
+
+func add(t *testing.T, m *model.Model, by string, c *model.Contribution) {
+	t.Helper()
+	if d := m.Add(by, c); d.HasFatal() {
+		t.Fatalf("model add %s: %s", by, d)
+	}
+}
+
+func desired(t *testing.T, s spec) *provider.Desired {
+	t.Helper()
+	pools := []model.PoolSpec{{Name: "workers", Role: model.RoleWorker, Count: s.workers}}
+	if s.failingPool {
+		pools = append(pools, model.PoolSpec{Name: "bad", Role: model.RoleWorker, Count: 1})
+	}
+	m := model.New(pools...)
+	flags := map[string]model.Setting[string]{
+		"audit-policy-file": {Value: "/etc/kubernetes/audit/policy.yaml"},
+		// Under the volume's mountPath: lands in its hostPath under the root.
+		"audit-log-path": {Value: "/var/log/audit/audit.log"},
+	}
+	for k, v := range s.apiFlags {
+		flags[k] = model.Setting[string]{Value: v}
+	}
+	add(t, m, "audit", &model.Contribution{
+		ControlPlane: &model.ControlPlane{Components: map[string]*model.Component{model.KubeAPIServer: {
+			Flags:   flags,
+			Volumes: map[string]model.Volume{"audit-log": {HostPath: "/var/log/kubernetes/audit", MountPath: "/var/log/audit"}},
+		}}},
+		Pools: map[string]*model.Pool{model.ControlPlanePool: {
+			Files: map[string]model.File{"/etc/kubernetes/audit/policy.yaml": {Content: auditPolicy, Mode: "0600"}},
+		}},
+	})
+	hooks := []model.Hook{
+		{Name: "install", At: nodeagent.PhaseBeforeNodeup, Script: "#!/bin/sh\necho \"$KUBEPLUG_NODE\" > \"$KUBEPLUG_ROOT/etc/mon/installed\"\n"},
+		{Name: "check", At: nodeagent.PhaseAfterNodeup, Command: []string{"sh", "-c", "touch \"$KUBEPLUG_ROOT/etc/mon/joined\""}},
+		{Name: "register", At: nodeagent.PhaseAfterDeploy, Command: []string{"sh", "-c", "touch \"$KUBEPLUG_ROOT/etc/mon/deployed\""}},
+	}
+	if s.slowHook != "" {
+		hooks = append(hooks, model.Hook{Name: "slow", At: nodeagent.PhaseBeforeNodeup, Script: s.slowHook})
+	}
+	if s.bypassFailed {
+		hooks = append(hooks, model.Hook{Name: "optional", At: nodeagent.PhaseAfterNodeup, Behavior: nodeagent.BehaviorSyncBypass, Command: []string{"false"}})
+	}
+	add(t, m, "mon", &model.Contribution{Pools: map[string]*model.Pool{"workers": {
+		Files: map[string]model.File{"/etc/mon/config.yaml": {Content: "level: info\n", Mode: "0640"}},
+		Units: map[string]*model.Unit{"mon.service": {Content: "[Service]\nExecStart=/usr/bin/mon\n", Enable: true}},
+		Kubelet: model.Kubelet{
+			Labels: map[string]model.Setting[string]{"mon.example/enabled": {Value: "true"}},
+			Taints: []model.Taint{{Key: "dedicated", Value: "mon", Effect: "NoSchedule"}},
+		},
+		Hooks: hooks,
+	}}})
+	if s.failingPool {
+		add(t, m, "node-monitoring", &model.Contribution{Pools: map[string]*model.Pool{"bad": {
+			Hooks: []model.Hook{{Name: "install", At: nodeagent.PhaseBeforeNodeup, Script: "#!/bin/sh\necho disk full >&2\nexit 1\n"}},
+		}}})
+	}
+	in := render.Input{ClusterName: "test", KubernetesVersion: "1.37.2", Model: m}
+	machines, diags := render.Machines(t.Context(), in)
+	if diags.HasFatal() {
+		t.Fatalf("render machines: %s", diags)
+	}
+	return &provider.Desired{ClusterName: "test", KubernetesVersion: "1.37.2", Model: m, Machines: machines}
+}
+
+func newProvider(t *testing.T, dir string, port int) *local.Provider {
+	t.Helper()
+	p, err := local.New(local.Options{
+		StateDir:      dir,
+		ClusterName:   "test",
+		APIServerPort: port,
+		Logger:        slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Events:        func(e provider.Event) { t.Logf("event %s %s: %s", e.Step, e.Node, e.Message) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// recordedPIDs reads the control plane's pids from its state file.
+func recordedPIDs(t *testing.T, dir string) []int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "controlplane", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Components map[string]struct{ PID int } `json:"components"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, c := range st.Components {
+		pids = append(pids, c.PID)
+	}
+	return pids
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	return !strings.HasPrefix(strings.TrimSpace(s[strings.LastIndexByte(s, ')')+1:]), "Z")
+}
+
+func caData(t *testing.T, kubeconfig string) []byte {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		return c.CertificateAuthorityData
+	}
+	t.Fatal("kubeconfig without cluster")
+	return nil
+}
+
+// TestLifecycle walks one local cluster through up, a no-op up, a flag change,
+// a pool change, a failing enforced hook, an interrupted up, down and up again.
+func TestLifecycle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "state")
+	p := newProvider(t, dir, 0)
+	t.Cleanup(func() { _ = p.Down(context.Background(), false) })
+
+	began := time.Now()
+	cl, err := p.Up(ctx, desired(t, spec{workers: 2, bypassFailed: true}))
+	if err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	t.Logf("first up: %s", time.Since(began).Round(time.Millisecond))
+	client := kubernetes.NewForConfigOrDie(cl.RESTConfig)
+	if running, err := local.Running(dir); err != nil || !running {
+		t.Fatalf("Running = %v, %v after up", running, err)
+	}
+	if cl.Kubeconfig != local.Kubeconfig(dir) || !cl.Started {
+		t.Fatalf("cluster = %+v", cl)
+	}
+
+	t.Run("nodes joined with labels and taints", func(t *testing.T) {
+		for _, name := range []string{"workers-0", "workers-1"} {
+			n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Labels["mon.example/enabled"] != "true" || n.Labels[local.PoolLabel] != "workers" {
+				t.Errorf("node %s labels = %v", name, n.Labels)
+			}
+			if !slices.ContainsFunc(n.Spec.Taints, func(tt corev1.Taint) bool { return tt.Key == "dedicated" && tt.Value == "mon" }) {
+				t.Errorf("node %s taints = %v", name, n.Spec.Taints)
+			}
+		}
+		cpn, err := client.CoreV1().Nodes().Get(ctx, local.ControlPlaneNode, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := cpn.Labels[local.ControlPlaneRoleLabel]; !ok {
+			t.Errorf("control-plane node labels = %v", cpn.Labels)
+		}
+		var ready int
+		for _, ns := range cl.Nodes {
+			if ns.Ready {
+				ready++
+			}
+		}
+		if ready != 3 {
+			t.Errorf("ready nodes = %d of %+v", ready, cl.Nodes)
+		}
+	})
+
+	t.Run("files and hooks under the node roots", func(t *testing.T) {
+		root := filepath.Join(dir, "machines", "workers-1", "root")
+		got, err := os.ReadFile(filepath.Join(root, "etc/mon/installed"))
+		if err != nil || string(got) != "workers-1\n" {
+			t.Errorf("beforeNodeup marker = %q, %v", got, err)
+		}
+		for _, f := range []string{"etc/mon/joined", "etc/systemd/system/mon.service", "etc/systemd/system/kubelet.service.d/10-kubeplug.conf", "etc/kubeplug/kubelet.env"} {
+			if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+				t.Errorf("machine file: %v", err)
+			}
+		}
+		if fi, err := os.Stat(filepath.Join(root, "etc/mon/config.yaml")); err != nil || fi.Mode().Perm() != 0o640 {
+			t.Errorf("config.yaml: %v, %v", fi, err)
+		}
+		if _, err := os.Stat(filepath.Join(root, "etc/mon/deployed")); err == nil {
+			t.Error("afterDeploy hook ran before AfterDeploy")
+		}
+		var rep nodeagent.Report
+		b, err := os.ReadFile(filepath.Join(root, nodeagent.ReportsDir, nodeagent.PhaseAfterNodeup+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Node != "workers-1" || len(rep.Hooks) != 2 {
+			t.Errorf("afterNodeup report = %+v", rep)
+		}
+		// The bypass failure is reported, not fatal.
+		for _, ns := range cl.Nodes {
+			if ns.Pool == "workers" && ns.Hooks[nodeagent.PhaseAfterNodeup].Failed != 1 {
+				t.Errorf("node %s afterNodeup = %+v", ns.Name, ns.Hooks[nodeagent.PhaseAfterNodeup])
+			}
+		}
+		if err := p.AfterDeploy(ctx); err != nil {
+			t.Fatalf("after deploy: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(root, "etc/mon/deployed")); err != nil {
+			t.Errorf("afterDeploy hook: %v", err)
+		}
+	})
+
+	t.Run("audit flags from a plugin write audit events", func(t *testing.T) {
+		// The policy is the control-plane pool's node file; the log path lies under
+		// the volume's mountPath, so it is written at the hostPath under the root.
+		log := filepath.Join(dir, "machines", local.ControlPlaneNode, "root", "var/log/kubernetes/audit/audit.log")
+		if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "audited"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			b, _ := os.ReadFile(log)
+			if bytes.Contains(b, []byte(`"name":"audited"`)) || bytes.Contains(b, []byte(`"resource":"configmaps"`)) && bytes.Contains(b, []byte("audited")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no audit event for configmap audited in %s (%d bytes)", log, len(b))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	t.Run("second up changes nothing", func(t *testing.T) {
+		began := time.Now()
+		cl2, err := p.Up(ctx, desired(t, spec{workers: 2, bypassFailed: true}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("no-op up: %s", time.Since(began).Round(time.Millisecond))
+		if len(cl2.Restarted) != 0 || cl2.Started {
+			t.Errorf("restarted %v, started %v", cl2.Restarted, cl2.Started)
+		}
+		for _, ns := range cl2.Nodes {
+			for phase, s := range ns.Hooks {
+				if s.Succeeded != 0 {
+					t.Errorf("node %s %s re-ran hooks: %+v", ns.Name, phase, s)
+				}
+			}
+		}
+	})
+
+	t.Run("an API server flag change restarts only the API server", func(t *testing.T) {
+		pids := recordedPIDs(t, dir)
+		cl3, err := p.Up(ctx, desired(t, spec{workers: 2, apiFlags: alwaysPull}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(cl3.Restarted, []string{"kube-apiserver"}) {
+			t.Fatalf("restarted = %v", cl3.Restarted)
+		}
+		after := recordedPIDs(t, dir)
+		if same := len(slices.DeleteFunc(slices.Clone(after), func(p int) bool { return !slices.Contains(pids, p) })); same != len(pids)-1 {
+			t.Errorf("pids before %v, after %v: want exactly one changed", pids, after)
+		}
+		// Behaviour: AlwaysPullImages rewrites every container's pull policy.
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: "default"},
+			Spec: corev1.PodSpec{
+				Containers:  []corev1.Container{{Name: "c", Image: "example.com/app:1", ImagePullPolicy: corev1.PullIfNotPresent}},
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			},
+		}
+		var got *corev1.Pod
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err = client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+			if err == nil || time.Now().After(deadline) || apierrors.IsAlreadyExists(err) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond) // the restarted API server may still refuse
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pp := got.Spec.Containers[0].ImagePullPolicy; pp != corev1.PullAlways {
+			t.Errorf("imagePullPolicy = %s, want Always from the AlwaysPullImages admission plugin", pp)
+		}
+	})
+
+	t.Run("a shrunk pool loses its last node", func(t *testing.T) {
+		cl, err := p.Up(ctx, desired(t, spec{workers: 1, apiFlags: alwaysPull}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cl.Restarted) != 0 {
+			t.Errorf("restarted %v for a pool change", cl.Restarted)
+		}
+		if _, err := client.CoreV1().Nodes().Get(ctx, "workers-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("node workers-1 after shrink: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "machines", "workers-1")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("machine dir of workers-1: %v", err)
+		}
+	})
+
+	t.Run("a failing enforced hook keeps its node out", func(t *testing.T) {
+		_, err := p.Up(ctx, desired(t, spec{workers: 1, failingPool: true, apiFlags: alwaysPull}))
+		if !errors.Is(err, provider.ErrHookFailed) {
+			t.Fatalf("up = %v, want ErrHookFailed", err)
+		}
+		want := "node bad-0: hook node-monitoring/install (beforeNodeup) failed: exit status 1: disk full"
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q\nwant it to contain %q", err, want)
+		}
+		if _, err := client.CoreV1().Nodes().Get(ctx, "bad-0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("node bad-0: %v, want not found", err)
+		}
+	})
+
+	t.Run("an interrupted up is continued by the next", func(t *testing.T) {
+		root := filepath.Join(dir, "machines", "workers-0", "root")
+		upCtx, upCancel := context.WithCancel(ctx)
+		defer upCancel()
+		go func() {
+			for upCtx.Err() == nil {
+				if _, err := os.Stat(filepath.Join(root, "slow-started")); err == nil {
+					upCancel()
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		_, err := p.Up(upCtx, desired(t, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntouch \"$KUBEPLUG_ROOT/slow-started\"\nsleep 60\n"}))
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("interrupted up = %v, want context.Canceled", err)
+		}
+		cl4, err := p.Up(ctx, desired(t, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntrue\n"}))
+		if err != nil {
+			t.Fatalf("up after interrupt: %v", err)
+		}
+		if s := cl4.Nodes[slices.IndexFunc(cl4.Nodes, func(n provider.NodeStatus) bool { return n.Name == "workers-0" })].Hooks[nodeagent.PhaseBeforeNodeup]; s.Succeeded != 1 {
+			t.Errorf("workers-0 beforeNodeup after interrupt = %+v, want the changed hook to run", s)
+		}
+	})
+
+	t.Run("down, down again, up again on the same port and certificates", func(t *testing.T) {
+		kc := local.Kubeconfig(dir)
+		ca, host := caData(t, kc), cl.RESTConfig.Host
+		pids := recordedPIDs(t, dir)
+		if err := p.Down(ctx, false); err != nil {
+			t.Fatalf("down: %v", err)
+		}
+		for _, pid := range pids {
+			if alive(pid) {
+				t.Errorf("process %d alive after down", pid)
+			}
+		}
+		if running, err := local.Running(dir); err != nil || running {
+			t.Errorf("Running after down = %v, %v", running, err)
+		}
+		if err := p.Down(ctx, false); !errors.Is(err, provider.ErrNotRunning) {
+			t.Errorf("second down = %v, want ErrNotRunning", err)
+		}
+		cl5, err := p.Up(ctx, desired(t, spec{workers: 1}))
+		if err != nil {
+			t.Fatalf("up after down: %v", err)
+		}
+		if cl5.RESTConfig.Host != host || !bytes.Equal(caData(t, kc), ca) {
+			t.Errorf("after down/up host %s (was %s), CA changed %v", cl5.RESTConfig.Host, host, !bytes.Equal(caData(t, kc), ca))
+		}
+		// etcd kept the cluster: the ConfigMap from before is still there.
+		c5 := kubernetes.NewForConfigOrDie(cl5.RESTConfig)
+		if _, err := c5.CoreV1().ConfigMaps("default").Get(ctx, "audited", metav1.GetOptions{}); err != nil {
+			t.Errorf("configmap after down/up: %v", err)
+		}
+		if err := p.Down(ctx, true); err != nil {
+			t.Fatalf("down --purge: %v", err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("state dir after purge: %v", err)
+		}
+	})
+}
+
+func TestPortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	port := l.Addr().(*net.TCPAddr).Port
+	dir := filepath.Join(t.TempDir(), "state")
+	p := newProvider(t, dir, port)
+	_, err = p.Up(t.Context(), desired(t, spec{workers: 1}))
+	if err == nil {
+		_ = p.Down(context.Background(), true)
+		t.Fatal("up on a port in use succeeded")
+	}
+	want := "port 127.0.0.1:" + strconv.Itoa(port) + " is in use by process " + strconv.Itoa(os.Getpid())
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q\nwant it to contain %q", err, want)
+	}
+	if running, _ := local.Running(dir); running {
+		t.Error("a control plane runs after the failed up")
+	}
+}
+
+func TestIncompatibleState(t *testing.T) {
+	for name, files := range map[string]map[string]string{
+		"provider state":      {"provider.json": `{"version": 99}`},
+		"control plane state": {"provider.json": `{"version": 1, "clusterName": "test"}`, "controlplane/state.json": `{"version": 99}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			for f, content := range files {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := newProvider(t, dir, 0)
+			_, err := p.Up(t.Context(), desired(t, spec{workers: 1}))
+			if !errors.Is(err, provider.ErrIncompatibleState) || !strings.Contains(err.Error(), "kubeplug down --purge") {
+				t.Fatalf("up = %v, want ErrIncompatibleState saying to purge", err)
+			}
+			if err := p.Down(t.Context(), false); !errors.Is(err, provider.ErrIncompatibleState) {
+				t.Errorf("down = %v, want ErrIncompatibleState", err)
+			}
+			if err := p.Down(t.Context(), true); err != nil {
+				t.Errorf("down --purge = %v", err)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("state dir after purge: %v", err)
+			}
+		})
+	}
+}
+
+func TestDownNotRunning(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(dir, "keep")
+	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider(t, filepath.Join(dir, "never-created"), 0)
+	if err := p.Down(t.Context(), false); !errors.Is(err, provider.ErrNotRunning) {
+		t.Errorf("down = %v, want ErrNotRunning", err)
+	}
+	if err := p.Down(t.Context(), true); !errors.Is(err, provider.ErrNotRunning) {
+		t.Errorf("down --purge = %v, want ErrNotRunning", err)
+	}
+	// A directory that is not kubeplug's is never purged.
+	p = newProvider(t, dir, 0)
+	if err := p.Down(t.Context(), true); err == nil || !strings.Contains(err.Error(), "not a kubeplug state directory") {
+		t.Errorf("purge of a foreign directory = %v", err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("file outside the state dir: %v", err)
+	}
+}

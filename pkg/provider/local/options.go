@@ -1,0 +1,85 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kubeplug/kubeplug/pkg/provider"
+)
+
+// Options configure the local provider. ClusterName is required; every other
+// field documents its default.
+type Options struct {
+	// StateDir holds everything of the cluster: the control plane's data,
+	// certificates, kubeconfig and logs, and one machine directory per node.
+	// Default: DefaultStateDir(ClusterName).
+	StateDir string
+	// ClusterName names the cluster.
+	ClusterName string
+	// APIServerPort is the API server's port on 127.0.0.1 (cluster.yaml's
+	// spec.provider.local.apiServerPort). Default 0: the port recorded when the
+	// cluster was first created, else a free one.
+	APIServerPort int
+	// Events receives progress; default none.
+	Events func(provider.Event)
+	// Logger receives diagnostics; default discards.
+	Logger *slog.Logger
+	// BinDir holds the local control plane's binaries; default see
+	// controlplane.FindBinDir.
+	BinDir string
+	// Parallel bounds how many nodes are brought up at once. Default 4.
+	Parallel int
+	// StopGracePeriod is how long each component gets to exit after SIGTERM.
+	// Default: the control plane's default.
+	StopGracePeriod time.Duration
+}
+
+// DefaultStateDir is $XDG_STATE_HOME/kubeplug/clusters/<name>, else
+// ~/.local/state/kubeplug/clusters/<name>.
+func DefaultStateDir(clusterName string) (string, error) {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("default state directory: %w", err)
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "kubeplug", "clusters", clusterName), nil
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.ClusterName == "" {
+		return o, errors.New("local provider: no cluster name")
+	}
+	if o.StateDir == "" {
+		dir, err := DefaultStateDir(o.ClusterName)
+		if err != nil {
+			return o, err
+		}
+		o.StateDir = dir
+	}
+	dir, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return o, fmt.Errorf("state directory %q: %w", o.StateDir, err)
+	}
+	o.StateDir = dir
+	if o.APIServerPort < 0 || o.APIServerPort > 65535 {
+		return o, fmt.Errorf("local provider: apiServerPort %d out of range 1-65535", o.APIServerPort)
+	}
+	if o.Events == nil {
+		o.Events = func(provider.Event) {}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	return o, nil
+}

@@ -1,0 +1,106 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/render"
+)
+
+// Desired is the state a provider brings machines and the control plane to: the
+// model after the render stage (control-plane flags, feature gates, volumes;
+// node pools with count, role, labels, taints, files, systemd units, hooks) and
+// the rendered machines.
+type Desired struct {
+	ClusterName       string
+	KubernetesVersion string
+	// Model is the finished model after the render stage; read, never modified.
+	Model *model.Model
+	// Machines are the rendered machines by pool name (render.Machines),
+	// the control-plane pseudo pool included.
+	Machines map[string]*render.Machine
+}
+
+// Event is a step of progress, for the user: "starting kube-apiserver",
+// "node workers-0: beforeNodeup 3 hooks ok", "node workers-1 Ready".
+type Event struct {
+	Time time.Time
+	// Step is a short constant naming what happens: "control-plane", "node", "hooks", ...
+	Step string
+	// Node is the node the event is about, empty for the cluster.
+	Node    string
+	Message string
+}
+
+// Provider brings a cluster to a Desired state and tears it down.
+//
+// Cancelling a method's context stops it as soon as possible (running hooks get
+// SIGTERM, then SIGKILL) and leaves the state consistent: the next Up continues
+// where this one stopped.
+type Provider interface {
+	// Up brings the control plane and node pools to d and returns when the API
+	// server is ready and every node of every pool ran beforeNodeup, joined
+	// (Ready) and ran afterNodeup. Idempotent: on a running cluster it applies
+	// the difference (restarts only components whose flags, gates or volumes
+	// changed, adds and removes nodes, re-runs hooks whose definitions changed
+	// per the node agent's own state rules). A node whose enforced hook fails
+	// does not join; the error names the node, hook, plugin and phase. The
+	// returned Cluster is valid also with such an error, when the control
+	// plane runs.
+	Up(ctx context.Context, d *Desired) (*Cluster, error)
+	// AfterDeploy runs every node's afterDeploy hooks. An enforced failure is an
+	// error naming the node and hook; the other nodes still run theirs.
+	AfterDeploy(ctx context.Context) error
+	// Down stops the control plane and nodes; purge also deletes the state dir.
+	// Down on a cluster that is not running says so (an error wrapping
+	// ErrNotRunning) and touches nothing outside the state dir.
+	Down(ctx context.Context, purge bool) error
+}
+
+// Cluster is a running cluster.
+type Cluster struct {
+	// Kubeconfig is the path of a cluster-admin kubeconfig file in the state dir.
+	Kubeconfig string
+	RESTConfig *rest.Config
+	// Nodes in name order.
+	Nodes []NodeStatus
+	// Restarted are the control-plane components this Up restarted because
+	// their configuration changed; empty on a fresh start and on a no-op Up.
+	Restarted []string
+	// Started is true when this Up started the control plane (it was not running).
+	Started bool
+}
+
+// NodeStatus is one node after Up.
+type NodeStatus struct {
+	Name, Pool, Role string
+	// Ready is whether the Node joined and is Ready.
+	Ready bool
+	// Hooks summarises each phase that ran on the node in this Up, by phase.
+	Hooks map[string]HookSummary
+}
+
+// HookSummary counts what became of a phase's hooks on one node.
+type HookSummary struct {
+	// Succeeded ran and succeeded now; Skipped succeeded earlier or their
+	// condition was false; Failed failed (enforced or not); NotRun did not start.
+	Succeeded, Skipped, Failed, NotRun int
+	// Failures describe each failed hook, "plugin/hook: reason".
+	Failures []string
+}
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrNotRunning means the cluster is not running (Down, get-kubeconfig).
+	ErrNotRunning = errors.New("cluster is not running")
+	// ErrIncompatibleState means the state dir was written by an incompatible
+	// version of kubeplug; `kubeplug down --purge` removes it.
+	ErrIncompatibleState = errors.New("state directory written by an incompatible kubeplug")
+	// ErrHookFailed means an enforced node hook failed; the node did not join
+	// (beforeNodeup) or the phase failed.
+	ErrHookFailed = errors.New("node hook failed")
+)
