@@ -42,6 +42,11 @@ type Options struct {
 	// stops the run before the next wave, so a plugin's dependents only start once
 	// it is deployed and ready. Nil deploys nothing.
 	Deploy func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List
+	// Validate proves a wave's plugins work on the cluster (their plugin.yaml
+	// checks). It is called in the validate stage after the wave's plugins ran
+	// their own validate; a fatal diagnostic stops the run before the next wave.
+	// Nil checks nothing.
+	Validate func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List
 }
 
 // Engine plans and runs the lifecycle stages.
@@ -66,6 +71,12 @@ func New(opts Options) *Engine {
 // build the deploy function.
 func (e *Engine) SetDeploy(f func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List) {
 	e.opts.Deploy = f
+}
+
+// SetValidate sets Options.Validate, for callers that need the plan before they
+// can build the validate function.
+func (e *Engine) SetValidate(f func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List) {
+	e.opts.Validate = f
 }
 
 // Planned is one resolved plugin, ready to run.
@@ -303,11 +314,19 @@ func (e *Engine) runStage(ctx context.Context, plan *Plan, stage Stage, m *model
 			all.Errorf("", 0, 0, "", "%s stage interrupted: %v", stage, err)
 			return all
 		}
-		if stage == Deploy && e.opts.Deploy != nil {
+		// The stages that reach the cluster call the caller's hook per wave.
+		var hook func(context.Context, int, []*Planned, *model.Model) diag.List
+		switch stage {
+		case Deploy:
+			hook = e.opts.Deploy
+		case Validate:
+			hook = e.opts.Validate
+		}
+		if hook != nil {
 			if all.HasFatal() {
 				return all
 			}
-			l := e.opts.Deploy(ctx, w, wave, m)
+			l := hook(ctx, w, wave, m)
 			all = append(all, l...)
 			if l.HasFatal() {
 				return all

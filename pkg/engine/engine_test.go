@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -207,5 +209,50 @@ func TestResolveErrorIsFatal(t *testing.T) {
 	_, _, l := run(t, cluster(t, "      - {name: a}\n"), idx, engine.Options{})
 	if got := l.Fatal().String(); !strings.Contains(got, "cannot resolve plugins") || !strings.Contains(got, "a -> b") {
 		t.Errorf("diagnostics = %q, want a cycle", got)
+	}
+}
+
+// TestValidateHook: the validate hook runs per wave after the wave's plugins ran
+// their own validate, and a fatal diagnostic from it stops the run before the
+// next wave, with the stage not completed.
+func TestValidateHook(t *testing.T) {
+	idx := pkgs(t, map[string]fstest.MapFS{
+		"base": manifest("metadata: {name: base, version: 1.0.0}\nspec: {}\n"),
+		"code": manifest("metadata: {name: code, version: 1.0.0}\nspec: {requires: [{name: base}]}\n"),
+	})
+	var calls []string
+	rt := engine.RuntimeFunc(func(_ context.Context, req *engine.Request) (*engine.Response, error) {
+		if req.Stage == engine.Validate {
+			calls = append(calls, "code validates itself")
+		}
+		return nil, nil
+	})
+	for _, failWave := range []int{-1, 0} {
+		calls = nil
+		e := engine.New(engine.Options{Runtimes: map[string]engine.Runtime{"code": rt}})
+		e.SetValidate(func(_ context.Context, wave int, plugins []*engine.Planned, _ *model.Model) diag.List {
+			calls = append(calls, fmt.Sprintf("checks of wave %d: %s", wave, plugins[0].Package.Name))
+			if wave == failWave {
+				return diag.List{{Severity: diag.Fatal, Plugin: plugins[0].Package.Name, Message: "validate check failed"}}
+			}
+			return nil
+		})
+		plan, l := e.Plan(context.Background(), cluster(t, "      - {name: code}\n"), idx)
+		if plan == nil {
+			t.Fatal(l)
+		}
+		res, l := e.Run(context.Background(), plan, engine.Validate)
+		want := []string{"checks of wave 0: base", "code validates itself", "checks of wave 1: code"}
+		if failWave == 0 {
+			want = want[:1]
+			if !l.HasFatal() || slices.Contains(res.Stages, engine.Validate) {
+				t.Errorf("a failing check: diagnostics %v, stages %v", l, res.Stages)
+			}
+		} else if l.HasFatal() || !slices.Contains(res.Stages, engine.Validate) {
+			t.Errorf("passing checks: diagnostics %v, stages %v", l, res.Stages)
+		}
+		if !slices.Equal(calls, want) {
+			t.Errorf("fail wave %d: calls %q, want %q", failWave, calls, want)
+		}
 	}
 }
