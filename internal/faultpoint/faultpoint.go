@@ -55,3 +55,10 @@ var kill = func() {
 	// SIGKILL cannot be caught; wait for it rather than run on past the point.
 	select {}
 }
+
+// Enabled reports whether a fault point is set, for code that arranges extra
+// points (wrapping a client) only then.
+func Enabled() bool {
+	t, _ := target()
+	return t != ""
+}

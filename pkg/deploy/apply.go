@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeplug/kubeplug/internal/faultpoint"
 )
 
 // UnitError is one plugin's failure in a wave.
@@ -45,6 +47,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 		total += len(u.Objects)
 	}
 	d.emit(Event{Type: WaveStarted, Wave: wave, Total: total, Message: fmt.Sprintf("%d plugin(s)", len(units))})
+	faultpoint.Hit("apply:wave-start")
 	if !d.opts.DryRun {
 		if err := d.ensureNamespace(ctx); err != nil {
 			return nil, err
@@ -118,6 +121,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				if s.rec, s.same, s.err = d.begin(ctx, s.unit, s.old); s.err != nil {
 					return
 				}
+				faultpoint.Hit("apply:recorded")
 				skip[i] = d.liveObjects(ctx, s.unit.Plugin, s.unit.Objects)
 			})
 		}
@@ -162,6 +166,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				}
 			}
 			d.mapper.Reset()
+			faultpoint.Hit("apply:definitions-ready")
 		}
 	}
 	for _, s := range states {
@@ -194,6 +199,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 		wg.Go(func() {
 			var relObjs *releaseObjs
 			var err error
+			faultpoint.Hit("apply:before-releases")
 			if s.unit.rollback != nil {
 				relObjs, err = d.restoreReleases(ctx, s.unit)
 			} else {
@@ -212,6 +218,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 			}
 			all := append(refsOf(s.unit.Objects), refsOf(relObjs.objects)...)
 			d.emit(Event{Type: PluginReady, Wave: wave, Plugin: s.unit.Plugin, Ready: len(all), Total: len(all)})
+			faultpoint.Hit("apply:before-prune")
 			for _, r := range minusReleases(s.old.releases(), unitReleases(s.unit)) {
 				if err := d.uninstallRelease(ctx, r); err != nil {
 					s.err = &UnitError{Plugin: s.unit.Plugin, Err: fmt.Errorf("prune: %w", err)}
@@ -228,6 +235,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				mu.Unlock()
 				d.emit(Event{Type: PluginPruned, Wave: wave, Plugin: s.unit.Plugin, Total: n})
 			}
+			faultpoint.Hit("apply:before-finish")
 			if err := d.finish(ctx, s.unit, s.rec, s.same, all, relObjs.done); err != nil {
 				s.err = &UnitError{Plugin: s.unit.Plugin, Err: err}
 			}
@@ -246,6 +254,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 			}
 		}
 	}
+	faultpoint.Hit("apply:wave-end")
 	d.emit(Event{Type: WaveFinished, Wave: wave, Applied: res.Applied, Total: total})
 	return res, joinStates(states, func(s *state) (string, error) { return s.unit.Plugin, s.err })
 }
@@ -291,6 +300,9 @@ func (d *Deployer) applyAll(ctx context.Context, jobs []applyJob) []applyResult 
 		wg.Go(func() {
 			defer func() { <-sem }()
 			out[i].obj, out[i].err = d.apply(ctx, j.obj)
+			if out[i].err == nil {
+				faultpoint.Hit("apply:object-applied")
+			}
 		})
 	}
 	wg.Wait()
@@ -358,6 +370,9 @@ func (d *Deployer) deleteAll(ctx context.Context, refs []ObjRef) (int, error) {
 			wg.Go(func() {
 				defer func() { <-sem }()
 				existed, err := d.delete(ctx, r)
+				if existed {
+					faultpoint.Hit("delete:object-deleted")
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {

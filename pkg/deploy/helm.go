@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/internal/faultpoint"
 )
 
 // HelmRelease is a Helm release a plugin installs. It is installed and upgraded
@@ -73,6 +75,9 @@ func (d *Deployer) helmConfig(namespace string) (*action.Configuration, error) {
 	}
 	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
 		kc.Namespace = namespace
+	}
+	if faultpoint.Enabled() {
+		cfg.Releases.Driver = faultDriver{cfg.Releases.Driver}
 	}
 	return cfg, nil
 }
@@ -167,7 +172,9 @@ func (d *Deployer) installRelease(ctx context.Context, plugin string, h HelmRele
 		in.PostRenderer = h.PostRenderer
 		in.DryRunStrategy = dryRun
 		in.Labels = labels
+		faultpoint.Hit("helm:before-install")
 		rel, err := in.RunWithContext(ctx, h.Chart, h.Values)
+		faultpoint.Hit("helm:after-install")
 		if err != nil {
 			return &releaseDone{ref: ref, changed: true}, fmt.Errorf("install Helm release %s: %w", ref, err)
 		}
@@ -190,7 +197,9 @@ func (d *Deployer) installRelease(ctx context.Context, plugin string, h HelmRele
 	if last.Info.Status != rcommon.StatusDeployed {
 		previous = goodRevision(hist)
 	}
+	faultpoint.Hit("helm:before-upgrade")
 	rel, err := up.RunWithContext(ctx, h.Name, h.Chart, h.Values)
+	faultpoint.Hit("helm:after-upgrade")
 	if err != nil {
 		return &releaseDone{ref: ref, changed: true, previous: previous}, fmt.Errorf("upgrade Helm release %s: %w", ref, err)
 	}

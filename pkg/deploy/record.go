@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/metadata"
+
+	"github.com/kubeplug/kubeplug/internal/faultpoint"
 )
 
 // Phases of a release record.
@@ -317,10 +319,12 @@ func (d *Deployer) writeRecord(ctx context.Context, r *Record, objects []*unstru
 		if err := d.writeChunks(ctx, r, objects); err != nil {
 			return err
 		}
+		faultpoint.Hit("state:chunks-written")
 	}
 	if err := d.writeHead(ctx, r); err != nil {
 		return err
 	}
+	faultpoint.Hit("state:head-written")
 	if objects != nil {
 		if err := d.collect(ctx, r.Plugin); err != nil {
 			return err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/kubeplug/kubeplug/internal/faultpoint"
 )
 
 // ErrRequired is returned when removing a plugin that an installed plugin requires.
@@ -56,12 +58,14 @@ func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool
 	}
 	var done []string
 	for _, p := range order {
+		faultpoint.Hit("uninstall:before-plugin")
 		n, err := d.remove(ctx, byName[p])
 		if err != nil {
 			d.emit(Event{Type: UninstallFailed, Plugin: p, Message: err.Error()})
 			return done, fmt.Errorf("uninstall %s: %w", p, err)
 		}
 		d.emit(Event{Type: PluginRemoved, Plugin: p, Total: n})
+		faultpoint.Hit("uninstall:plugin-removed")
 		done = append(done, p)
 	}
 	return done, nil
@@ -85,6 +89,7 @@ func (d *Deployer) remove(ctx context.Context, rec *Record) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	faultpoint.Hit("uninstall:objects-deleted")
 	if err := d.deleteRecords(ctx, rec.Plugin); err != nil {
 		return 0, err
 	}
