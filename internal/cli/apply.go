@@ -102,14 +102,19 @@ it works. Objects a plugin's new version or values no longer produce are pruned;
 plugins the file no longer enables are uninstalled, dependents first.
 
 A plugin's Helm charts are installed as real Helm releases (helm list shows
-them) and upgraded only when the chart or values changed; with
---rollback-on-failure a release whose objects do not become ready is rolled back,
-or uninstalled when it was new. A release a crashed run left pending is recovered
-first. A plugin's health expressions (spec.health) must hold too.
+them) and upgraded only when the chart or values changed. A release a crashed run
+left pending is recovered first. A plugin's health expressions (spec.health) must
+hold too.
 
-What each plugin applied is recorded in an inventory (ConfigMaps in
-kubeplug-system); a failed or interrupted apply leaves it true to the cluster, and
-re-running converges.
+What each plugin applied is recorded as a revision of its release record
+(Secrets in kubeplug-system; kubeplug history PLUGIN lists them): a changed
+version, package, values or content is a new revision, a re-apply that changes
+nothing is not. A failed or interrupted apply leaves the record true to the
+cluster, and re-running converges. With --rollback-on-failure a plugin whose
+objects do not become ready is restored to its previous revision (objects and
+Helm releases), or uninstalled when it was new. A version lower than the
+installed one is refused before anything changes, unless --allow-downgrade or
+the installed version declares spec.upgrade.allowDowngrade.
 
 A run holds the Lease kubeplug-operation in kubeplug-system while it changes the
 cluster (not with --dry-run): a second run waits up to --lock-timeout for it, then
@@ -118,6 +123,7 @@ and the next run takes it over.`,
 		Example: `  kubeplug apply -f cluster.yaml
   kubeplug apply -f cluster.yaml --context staging --timeout 10m
   kubeplug apply -f cluster.yaml --rollback-on-failure
+  kubeplug apply -f cluster.yaml --allow-downgrade --history-max 20
   kubeplug apply -f cluster.yaml --dry-run=server
   kubeplug apply -f cluster.yaml -o json | jq 'select(.type=="PluginReady")'`,
 		Args: cobra.NoArgs,
@@ -132,6 +138,7 @@ and the next run takes it over.`,
 			pr := newProgress(o)
 			b := action.NewApply(o.config())
 			b.Cluster, b.DryRun, b.Timeout, b.ForceConflicts, b.RollbackOnFailure, b.Events = a.Cluster, a.DryRun, a.Timeout, a.ForceConflicts, a.RollbackOnFailure, pr.event
+			b.AllowDowngrade, b.HistoryMax = a.AllowDowngrade, a.HistoryMax
 			b.Lease = a.Lease
 			res, l := b.Run(cmd.Context(), file)
 			failed := o.report(l)
@@ -162,7 +169,9 @@ and the next run takes it over.`,
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
 	cmd.Flags().DurationVar(&a.Timeout, "timeout", 5*time.Minute, "how long each plugin may take to become ready")
 	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
-	cmd.Flags().BoolVar(&a.RollbackOnFailure, "rollback-on-failure", false, "roll back a Helm release whose objects do not become ready (uninstall it when it was new)")
+	cmd.Flags().BoolVar(&a.RollbackOnFailure, "rollback-on-failure", false, "restore the previous revision of a plugin whose objects do not become ready (uninstall it when it was new)")
+	cmd.Flags().BoolVar(&a.AllowDowngrade, "allow-downgrade", false, "apply plugin versions lower than the installed ones")
+	cmd.Flags().IntVar(&a.HistoryMax, "history-max", 10, "how many revisions to keep per plugin")
 	clusterFlags(cmd, &a.Cluster)
 	leaseFlags(cmd, &a.Lease)
 	_ = cmd.MarkFlagRequired("file")

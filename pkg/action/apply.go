@@ -169,7 +169,7 @@ func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResul
 	// A refused downgrade stops the apply before any wave changes anything.
 	for _, pl := range p.plan.Plugins {
 		if err := d.CheckDowngrade(ctx, pl.Package.Name, pl.Package.Version.String()); err != nil {
-			l = append(l, diag.Diagnostic{Severity: diag.Fatal, Plugin: pl.Package.Name, Message: err.Error()})
+			l.Errorf("", 0, 0, "", "%v", err)
 		}
 	}
 	if l.HasFatal() {

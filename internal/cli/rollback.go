@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
+)
+
+func newRollbackCmd(o *options) *cobra.Command {
+	var c action.Cluster
+	var file string
+	a := action.NewRollback(nil)
+	cmd := &cobra.Command{
+		Use:   "rollback PLUGIN [--to-revision N] [-f cluster.yaml]",
+		Short: "Restore a recorded revision of an installed plugin",
+		Long: `Restore a revision from the plugin's history (kubeplug history PLUGIN): the objects
+that revision applied are applied again, objects it did not have are pruned, the
+plugin's Helm releases are rolled back to the Helm revisions it recorded, and
+kubeplug waits until everything is ready. Like Helm, a rollback is a new revision
+("rollback to N"). Without --to-revision it restores the newest Ready revision
+before the current one.
+
+The rollback needs only the release records in the cluster, not the plugin's
+package, so no cluster file is needed. The cluster file still names the version
+and values it wants: the next apply moves the plugin there again. With -f,
+kubeplug warns about exactly that.`,
+		Example: `  kubeplug rollback cert-manager
+  kubeplug rollback cert-manager --to-revision 3 --timeout 10m
+  kubeplug rollback cert-manager -f cluster.yaml -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			plugin := args[0]
+			if file != "" {
+				if cl, l := config.Load(file); !l.HasFatal() {
+					for _, r := range cl.Enabled() {
+						if r.Name == plugin {
+							_, _ = fmt.Fprintf(o.streams.Err, "warning: %s still enables %s; the next apply moves it to the version and values the file names\n", file, plugin)
+						}
+					}
+				}
+			}
+			b := action.NewRollback(o.config())
+			b.Cluster, b.Revision, b.Timeout, b.ForceConflicts, b.Events = c, a.Revision, a.Timeout, a.ForceConflicts, newProgress(o).event
+			rec, l := b.Run(cmd.Context(), plugin)
+			if o.report(l) {
+				return errFailed
+			}
+			return o.print(rec, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "%s: %s (version %s), recorded as revision %d\n", plugin, rec.Description, rec.Version, rec.Revision)
+				return err
+			})
+		},
+	}
+	cmd.Flags().IntVar(&a.Revision, "to-revision", 0, "the revision to restore (default: the newest Ready one before the current)")
+	cmd.Flags().DurationVar(&a.Timeout, "timeout", 5*time.Minute, "how long the plugin may take to become ready")
+	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file, to warn that its next apply undoes the rollback (optional)")
+	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
+	clusterFlags(cmd, &c)
+	return cmd
+}

@@ -1,0 +1,56 @@
+package action
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+)
+
+// History lists a plugin's recorded revisions in a cluster, from its release
+// records alone: the plugin need not be in any catalog.
+type History struct {
+	cfg     *Config
+	Cluster Cluster
+}
+
+// NewHistory returns a History action.
+func NewHistory(cfg *Config) *History { return &History{cfg: cfg} }
+
+// Run returns the plugin's revisions, oldest first.
+func (a *History) Run(ctx context.Context, plugin string) ([]deploy.Revision, diag.List) {
+	var l diag.List
+	d, err := connect(ctx, a.cfg, a.Cluster, deploy.Options{})
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	h, err := d.History(ctx, plugin)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	if len(h) == 0 {
+		l.Errorf("", 0, 0, "", "plugin %s is not installed in this cluster (it has no release record)", plugin)
+		return nil, l
+	}
+	return h, l
+}
+
+// connect returns a deployer for the cluster once its API server answers.
+func connect(ctx context.Context, cfg *Config, c Cluster, opts deploy.Options) (*deploy.Deployer, error) {
+	rc, err := c.Config()
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger = cfg.logger()
+	d, err := deploy.New(rc, opts)
+	if err == nil {
+		err = d.Ping(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the cluster: %w", err)
+	}
+	return d, nil
+}

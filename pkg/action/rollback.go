@@ -1,0 +1,46 @@
+package action
+
+import (
+	"context"
+	"time"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+)
+
+// Rollback restores a recorded revision of an installed plugin: the objects that
+// revision applied, its Helm releases at the revisions it recorded, and prunes what
+// it did not have. It needs only the release records, not the plugin's package.
+type Rollback struct {
+	cfg     *Config
+	Cluster Cluster
+	// Revision to restore; 0 means the newest Ready revision before the current one.
+	Revision int
+	// Timeout bounds how long the plugin may take to become ready. Default 5m.
+	Timeout time.Duration
+	// ForceConflicts takes over fields other field managers own.
+	ForceConflicts bool
+	// HistoryMax bounds the revisions recorded per plugin. Default 10.
+	HistoryMax int
+	Events     func(deploy.Event)
+}
+
+// NewRollback returns a Rollback action.
+func NewRollback(cfg *Config) *Rollback { return &Rollback{cfg: cfg} }
+
+// Run rolls the plugin back and returns the revision it recorded.
+func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag.List) {
+	var l diag.List
+	d, err := connect(ctx, a.cfg, a.Cluster, deploy.Options{
+		Events: a.Events, Timeout: a.Timeout, ForceConflicts: a.ForceConflicts, HistoryMax: a.HistoryMax,
+	})
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	rec, err := d.Rollback(ctx, plugin, a.Revision)
+	if err != nil {
+		return nil, unitDiags(err)
+	}
+	return rec, l
+}
