@@ -2,22 +2,35 @@
 # Makes sure node_exporter is installed, in the expected version, before the node
 # joins (kubeplug node-monitoring, hook install-node-exporter, beforeNodeup).
 #
-# Settings come from /etc/default/node-exporter, written from the plugin's values
-# (NODE_EXPORTER_CONF overrides the path, for testing):
-#   NODE_EXPORTER_BIN      where the binary goes
+# Every path the machine owns is under the machine's root, ${KUBEPLUG_ROOT} (set by
+# the node agent; "/" or unset on a real machine, <state>/machines/<node>/root on a
+# simulated node of the local provider): the settings file, the binary and the
+# textfile directory. Settings come from <root>/etc/default/node-exporter, written
+# from the plugin's values (NODE_EXPORTER_CONF names another file, as given, for
+# testing):
+#   NODE_EXPORTER_BIN      where the binary goes (a path on the machine)
 #   NODE_EXPORTER_VERSION  the version expected; empty accepts any installed one
 #   NODE_EXPORTER_SOURCE   an absolute path (binary or release .tar.gz) or https URL
 #   NODE_EXPORTER_SHA256   the source's sha256, required for a URL
-#   NODE_EXPORTER_ARGS     read for --collector.textfile.directory
+#   NODE_EXPORTER_ARGS     read for --collector.textfile.directory (on the machine)
+# A source path is looked up on the machine (under the root) first, then as given:
+# on the local provider a host path acts like a mount every machine shares, so one
+# binary built on the host serves every simulated node.
 # Exits 0 when the binary is in place, non-zero with what is missing otherwise.
 set -eu
 
-conf=${NODE_EXPORTER_CONF:-/etc/default/node-exporter}
+# "/" becomes "", so a real machine's paths stay as they are.
+root=${KUBEPLUG_ROOT:-}
+root=${root%/}
+
+conf=${NODE_EXPORTER_CONF:-$root/etc/default/node-exporter}
 if [ -r "$conf" ]; then
 	# shellcheck disable=SC1090
 	. "$conf"
+else
+	echo "node-monitoring: $conf is missing; using the defaults" >&2
 fi
-bin=${NODE_EXPORTER_BIN:-/usr/local/bin/node_exporter}
+bin=$root${NODE_EXPORTER_BIN:-/usr/local/bin/node_exporter}
 want=${NODE_EXPORTER_VERSION:-}
 src=${NODE_EXPORTER_SOURCE:-}
 sum=${NODE_EXPORTER_SHA256:-}
@@ -36,8 +49,8 @@ installed_version() {
 # The textfile collector's directory, so node-local jobs can drop *.prom files.
 textdir=$(printf '%s\n' "${NODE_EXPORTER_ARGS:-}" | tr ' ' '\n' | sed -n 's/^--collector\.textfile\.directory=//p' | head -n 1)
 if [ -n "$textdir" ]; then
-	mkdir -p "$textdir"
-	chmod 0755 "$textdir"
+	mkdir -p "$root$textdir"
+	chmod 0755 "$root$textdir"
 fi
 
 if [ -x "$bin" ]; then
@@ -69,8 +82,16 @@ https://*)
 	fi
 	;;
 /*)
-	[ -f "$src" ] || fail "source $src does not exist on this machine"
-	file=$src
+	if [ -n "$root" ] && [ -f "$root$src" ]; then
+		file=$root$src
+	elif [ -f "$src" ]; then
+		file=$src
+		[ -z "$root" ] || log "source $src is not on this machine ($root$src); using the host's"
+	elif [ -n "$root" ]; then
+		fail "source $src exists neither on this machine ($root$src) nor on the host"
+	else
+		fail "source $src does not exist on this machine"
+	fi
 	;;
 *)
 	fail "source $src is neither an absolute path nor an https URL"
