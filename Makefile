@@ -91,5 +91,26 @@ validators:
 	  $$SUDO apt-get install -y --no-install-recommends $(VALIDATOR_PKGS) || \
 	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $(VALIDATOR_PKGS); }; }
 
+# node_exporter for the node-monitoring plugin on simulated nodes (examples/baseline
+# sets the plugin's `source` to it through NODE_EXPORTER_SOURCE): built from its Go
+# module, pinned in tools/node-exporter (a separate module, so its dependencies stay
+# out of kubeplug's go.mod), and stamped like a release build so `node_exporter
+# --version` reports the version the plugin's install hook expects. Nothing
+# prebuilt is downloaded. A file target, built only when missing.
+NODE_EXPORTER := $(ROOT)/_output/tools/node_exporter
+NODE_EXPORTER_VERSION := $(shell sed -n 's|^[[:space:]]*github.com/prometheus/node_exporter v\([0-9.]*\).*|\1|p' tools/node-exporter/go.mod)
+NODE_EXPORTER_LDFLAGS := -s -w \
+	-X github.com/prometheus/common/version.Version=$(NODE_EXPORTER_VERSION) \
+	-X github.com/prometheus/common/version.Revision=v$(NODE_EXPORTER_VERSION) \
+	-X github.com/prometheus/common/version.Branch=HEAD \
+	-X github.com/prometheus/common/version.BuildUser=kubeplug-make
+.PHONY: node-exporter
+node-exporter: $(NODE_EXPORTER)
+
+$(NODE_EXPORTER):
+	@mkdir -p $(dir $@)
+	cd tools/node-exporter && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(NODE_EXPORTER_LDFLAGS)' -o $@.tmp github.com/prometheus/node_exporter
+	mv -f $@.tmp $@
+
 clean:
 	rm -rf bin _output
