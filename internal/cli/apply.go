@@ -116,6 +116,13 @@ Helm releases), or uninstalled when it was new. A version lower than the
 installed one is refused before anything changes, unless --allow-downgrade or
 the installed version declares spec.upgrade.allowDowngrade.
 
+Before a plugin's CustomResourceDefinitions replace those in the cluster, the
+change is checked: a removed stored or served version, a removed field, a new
+required field, a narrowed enum, a changed type or scope, or a dropped
+x-kubernetes-preserve-unknown-fields would break existing objects or clients, so
+the plugin is refused (every finding listed, nothing of it applied) unless
+--force-crd-changes. Adding versions, fields and enum values is safe.
+
 A run holds the Lease kubeplug-operation in kubeplug-system while it changes the
 cluster (not with --dry-run): a second run waits up to --lock-timeout for it, then
 fails naming the holder. The lease of a run that was killed expires within 30s
@@ -140,6 +147,7 @@ and the next run takes it over.`,
 			b.Cluster, b.DryRun, b.Timeout, b.ForceConflicts, b.RollbackOnFailure, b.Events = a.Cluster, a.DryRun, a.Timeout, a.ForceConflicts, a.RollbackOnFailure, pr.event
 			b.AllowDowngrade, b.HistoryMax = a.AllowDowngrade, a.HistoryMax
 			b.Lease = a.Lease
+			b.ForceCRDChanges = a.ForceCRDChanges
 			res, l := b.Run(cmd.Context(), file)
 			failed := o.report(l)
 			if res == nil {
@@ -169,6 +177,7 @@ and the next run takes it over.`,
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
 	cmd.Flags().DurationVar(&a.Timeout, "timeout", 5*time.Minute, "how long each plugin may take to become ready")
 	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
+	cmd.Flags().BoolVar(&a.ForceCRDChanges, "force-crd-changes", false, "apply CustomResourceDefinition changes that would break existing objects or clients (removed versions or fields, narrowed types)")
 	cmd.Flags().BoolVar(&a.RollbackOnFailure, "rollback-on-failure", false, "restore the previous revision of a plugin whose objects do not become ready (uninstall it when it was new)")
 	cmd.Flags().BoolVar(&a.AllowDowngrade, "allow-downgrade", false, "apply plugin versions lower than the installed ones")
 	cmd.Flags().IntVar(&a.HistoryMax, "history-max", 10, "how many revisions to keep per plugin")
@@ -185,48 +194,47 @@ func newStatusCmd(o *options) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "status [-f cluster.yaml]",
-		Short: "Show the plugins installed in a cluster and whether their objects are ready",
+		Short: "Show the plugins installed in a cluster, whether their objects are ready, and drift",
 		Long: `List every plugin kubeplug installed in the cluster (from its inventories): version,
-phase of the last apply, and how many of its objects exist and are ready. With -f,
-plugins the cluster file enables but the cluster does not have are listed too.`,
+phase of the last apply, and how many of its objects exist and are ready.
+
+With -f, plugins the cluster file enables but the cluster does not have are listed
+too, and DRIFT counts each installed plugin's objects that differ from what the
+file would apply (changed by someone since kubeplug applied them, or missing;
+'kubeplug diff -f FILE --live' shows the fields). Without -f there is nothing to
+compare with, and DRIFT is "-" (unknown).`,
 		Example: `  kubeplug status
   kubeplug status -f cluster.yaml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a := action.NewStatus(o.config())
 			a.Cluster = c
-			st, l := a.Run(cmd.Context())
-			if o.report(l) {
-				return errFailed
-			}
-			if file != "" {
-				cl, cl2 := config.Load(file)
-				if o.report(cl2) {
+			st, l := a.Report(cmd.Context(), file)
+			failed := o.report(l)
+			if st == nil {
+				if failed {
 					return errFailed
 				}
-				have := map[string]bool{}
-				for _, s := range st {
-					have[s.Plugin] = true
-				}
-				for _, r := range cl.Enabled() {
-					if !have[r.Name] {
-						st = append(st, deploy.PluginStatus{Plugin: r.Name, Phase: "NotInstalled"})
-					}
-				}
+				st = []action.PluginReport{}
 			}
-			if st == nil {
-				st = []deploy.PluginStatus{}
-			}
-			return o.print(st, func(w io.Writer) error {
+			err := o.print(st, func(w io.Writer) error {
 				rows := make([][]string, 0, len(st))
 				for _, s := range st {
-					rows = append(rows, []string{s.Plugin, s.Version, s.Phase, fmt.Sprintf("%d/%d", s.Ready, s.Objects), fmt.Sprint(s.Missing), strings.Join(s.Releases, ", "), s.Message})
+					drift := "-"
+					if s.Drift != nil {
+						drift = fmt.Sprint(*s.Drift)
+					}
+					rows = append(rows, []string{s.Plugin, s.Version, s.Phase, fmt.Sprintf("%d/%d", s.Ready, s.Objects), fmt.Sprint(s.Missing), drift, strings.Join(s.Releases, ", "), s.Message})
 				}
-				return table(w, []string{"PLUGIN", "VERSION", "PHASE", "READY", "MISSING", "HELM RELEASES", "MESSAGE"}, rows)
+				return table(w, []string{"PLUGIN", "VERSION", "PHASE", "READY", "MISSING", "DRIFT", "HELM RELEASES", "MESSAGE"}, rows)
 			})
+			if err == nil && failed {
+				err = errFailed
+			}
+			return err
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "a cluster file whose enabled plugins to include")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "a cluster file: include the plugins it enables and count drift from what it would apply")
 	clusterFlags(cmd, &c)
 	return cmd
 }

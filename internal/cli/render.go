@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 )
 
@@ -63,16 +66,54 @@ Sensitive values are written as ***.`,
 
 func newDiffCmd(o *options) *cobra.Command {
 	var file, dir string
-	var exitCode bool
+	var live, exitCode bool
+	var c action.Cluster
 	cmd := &cobra.Command{
-		Use:   "diff -f cluster.yaml --against DIR",
-		Short: "Show what a re-render would change in a rendered directory",
-		Long: `Render the cluster in memory and print a unified diff against DIR, a previous
-'kubeplug render'. Nothing is written. Sensitive values are *** on both sides.
-With --exit-code, exit 2 when there are differences (for CI drift checks).`,
-		Example: `  kubeplug diff -f examples/quickstart/cluster.yaml --against out`,
-		Args:    cobra.NoArgs,
+		Use:   "diff -f cluster.yaml (--against DIR | --live)",
+		Short: "Show what a re-render would change, or how the cluster drifted from the file",
+		Long: `With --against DIR, render the cluster in memory and print a unified diff against
+DIR, a previous 'kubeplug render'. Nothing is written. Sensitive values are *** on
+both sides.
+
+With --live, compare every object the file's plugins would apply with the cluster
+your kubeconfig points at: the API server dry-runs a server-side apply of each
+(field manager "kubeplug", nothing is changed) and each field where that differs
+from the live object is printed as a JSON pointer with the live and the desired
+value — someone changed it since kubeplug applied it, or the file now says
+otherwise — and missing objects are listed. Metadata the server maintains, status
+and the paths a plugin declares in spec.drift.ignore are not drift. Values of
+Secrets and values containing a plugin's sensitive values are never shown. Helm
+releases' objects are not compared. 'kubeplug apply' corrects what this shows
+(--force-conflicts to take back fields another field manager now owns).
+
+With --exit-code, exit 2 when there are differences (exit 1 means the command
+failed), for CI drift checks.`,
+		Example: `  kubeplug diff -f examples/quickstart/cluster.yaml --against out
+  kubeplug diff -f cluster.yaml --live --exit-code
+  kubeplug diff -f cluster.yaml --live -o json | jq '.[].objects[]?.object'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if live == (dir != "") {
+				return fmt.Errorf("give either --against DIR or --live")
+			}
+			if live {
+				a := action.NewDrift(o.config())
+				a.Cluster = c
+				drift, l := a.Run(cmd.Context(), file)
+				if o.report(l) {
+					return errFailed
+				}
+				if drift == nil {
+					drift = []deploy.PluginDrift{}
+				}
+				if err := o.print(drift, func(w io.Writer) error { return printDrift(w, o.streams.Err, drift) }); err != nil {
+					return err
+				}
+				if exitCode && drifted(drift) {
+					return exitError{code: 2}
+				}
+				return nil
+			}
 			text, l := action.NewDiff(o.config()).Run(cmd.Context(), file, dir)
 			if o.report(l) {
 				return errFailed
@@ -87,11 +128,77 @@ With --exit-code, exit 2 when there are differences (for CI drift checks).`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
-	cmd.Flags().StringVar(&dir, "against", "", "a previous render to compare with (required)")
+	cmd.Flags().StringVar(&dir, "against", "", "a previous render to compare with")
+	cmd.Flags().BoolVar(&live, "live", false, "compare with the running cluster instead (drift)")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 2 when there are differences")
+	clusterFlags(cmd, &c)
+	cmd.MarkFlagsMutuallyExclusive("against", "live")
 	_ = cmd.MarkFlagRequired("file")
-	_ = cmd.MarkFlagRequired("against")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	_ = cmd.MarkFlagDirname("against")
 	return cmd
+}
+
+func drifted(drift []deploy.PluginDrift) bool {
+	for _, pd := range drift {
+		if len(pd.Objects) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// printDrift writes one block per drifted plugin: each object, and each field as
+// "POINTER: live VALUE, desired VALUE". A summary goes to status (stderr), so that
+// no drift prints nothing on out, as diff does.
+func printDrift(out, status io.Writer, drift []deploy.PluginDrift) error {
+	var b strings.Builder
+	objects, changed := 0, 0
+	for _, pd := range drift {
+		objects += pd.Checked
+		if len(pd.Objects) == 0 {
+			continue
+		}
+		changed += len(pd.Objects)
+		fmt.Fprintf(&b, "plugin %s: %d of %d object(s) drifted\n", pd.Plugin, len(pd.Objects), pd.Checked)
+		for _, od := range pd.Objects {
+			if od.Missing {
+				fmt.Fprintf(&b, "  %s: missing\n", od.Object)
+				continue
+			}
+			fmt.Fprintf(&b, "  %s:\n", od.Object)
+			for _, f := range od.Fields {
+				var what string
+				switch {
+				case f.Redacted && od.Object.Kind == "Secret" && od.Object.Group == "":
+					what = deploy.RedactedValue
+				case f.Redacted:
+					what = "(sensitive value changed)"
+				default:
+					what = "live " + driftValue(f.Live) + ", desired " + driftValue(f.Desired)
+				}
+				if len(f.ChangedBy) > 0 {
+					what += " (changed by " + strings.Join(f.ChangedBy, ", ") + ")"
+				}
+				fmt.Fprintf(&b, "    %s: %s\n", f.Path, what)
+			}
+		}
+	}
+	if _, err := io.WriteString(out, b.String()); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(status, "%d of %d object(s) of %d plugin(s) drifted\n", changed, objects, len(drift))
+	return err
+}
+
+// driftValue renders a JSON value compactly; an absent field is "(absent)".
+func driftValue(v any) string {
+	if v == nil {
+		return "(absent)"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }

@@ -1,0 +1,217 @@
+package action
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/values"
+)
+
+// Drift compares what a cluster file's plugins would apply with the running
+// cluster: objects someone changed since kubeplug applied them, and objects that
+// are missing (kubeplug diff --live). Nothing is changed: the API server's dry run
+// says what an apply would store.
+type Drift struct {
+	cfg     *Config
+	Cluster Cluster
+}
+
+// NewDrift returns a Drift action.
+func NewDrift(cfg *Config) *Drift { return &Drift{cfg: cfg} }
+
+// Run renders the cluster file at path and returns, per plugin in plan order, the
+// objects that differ from what an apply would make them. Values of Secrets and
+// values that contain a plugin's sensitive values are never returned. The objects
+// of Helm releases are not compared.
+func (a *Drift) Run(ctx context.Context, path string) ([]deploy.PluginDrift, diag.List) {
+	p, l := a.cfg.prepare(ctx, path, false)
+	if p == nil {
+		return nil, l
+	}
+	defer p.close()
+	rc, err := a.Cluster.Config()
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	d, err := deploy.New(rc, deploy.Options{Logger: a.cfg.logger()})
+	if err == nil {
+		err = d.Ping(ctx)
+	}
+	if err != nil {
+		l.Errorf("", 0, 0, "", "cannot reach the cluster: %v", err)
+		return nil, l
+	}
+	res, rl := p.engine.Run(ctx, p.plan, engine.Render)
+	l = append(l, rl...)
+	if l.HasFatal() {
+		l.Sort()
+		return nil, l
+	}
+	objects, releases, cl := kubeContent(ctx, p, res.Model)
+	l = append(l, cl...)
+	if l.HasFatal() {
+		l.Sort()
+		return nil, l
+	}
+	units := make([]deploy.Unit, 0, len(p.plan.Plugins))
+	secrets := map[string][]string{}
+	for _, pl := range p.plan.Plugins {
+		u, err := unit(pl, objects[pl.Package.Name], releases[pl.Package.Name])
+		if err != nil {
+			l.Errorf("", 0, 0, "", "plugin %s: %v", pl.Package.Name, err)
+			continue
+		}
+		units = append(units, u)
+		secrets[u.Plugin] = sensitiveStrings(pl.Values)
+	}
+	if l.HasFatal() {
+		l.Sort()
+		return nil, l
+	}
+	drift, err := d.Drift(ctx, units)
+	l = append(l, unitDiags(err)...)
+	for i := range drift {
+		redactSensitive(&drift[i], secrets[drift[i].Plugin])
+	}
+	l.Sort()
+	return drift, l
+}
+
+// sensitiveStrings returns the string values at a plugin's sensitive pointers.
+func sensitiveStrings(v *config.Values) []string {
+	if v == nil {
+		return nil
+	}
+	var out []string
+	var walk func(x any)
+	walk = func(x any) {
+		switch t := x.(type) {
+		case string:
+			if t != "" {
+				out = append(out, t)
+			}
+		case map[string]any:
+			for _, e := range t {
+				walk(e)
+			}
+		case []any:
+			for _, e := range t {
+				walk(e)
+			}
+		}
+	}
+	roots := []map[string]any{v.Cluster}
+	for _, pv := range v.Pools {
+		roots = append(roots, pv)
+	}
+	for _, ptr := range v.Sensitive {
+		for _, r := range roots {
+			if x, ok := values.Get(r, ptr); ok {
+				walk(x)
+			}
+		}
+	}
+	return out
+}
+
+// redactSensitive hides the values of every drifted field whose live or desired
+// value contains one of the sensitive strings (numbers and booleans marked
+// sensitive are not recognised in other objects).
+func redactSensitive(pd *deploy.PluginDrift, secrets []string) {
+	if len(secrets) == 0 {
+		return
+	}
+	var reveals func(v any) bool
+	reveals = func(v any) bool {
+		switch t := v.(type) {
+		case string:
+			return slices.ContainsFunc(secrets, func(sec string) bool { return strings.Contains(t, sec) })
+		case map[string]any:
+			for k, e := range t {
+				if reveals(k) || reveals(e) {
+					return true
+				}
+			}
+		case []any:
+			return slices.ContainsFunc(t, reveals)
+		}
+		return false
+	}
+	for i := range pd.Objects {
+		for j := range pd.Objects[i].Fields {
+			f := &pd.Objects[i].Fields[j]
+			if reveals(f.Live) || reveals(f.Desired) {
+				f.Live, f.Desired, f.Redacted = nil, nil, true
+			}
+		}
+	}
+}
+
+// PluginReport is an installed (or enabled but not installed) plugin's status with
+// its drift.
+type PluginReport struct {
+	deploy.PluginStatus
+	// Drift counts the plugin's objects that differ from what the cluster file
+	// would apply (changed or missing); nil when unknown: no cluster file was
+	// given, the file no longer enables the plugin, or it is not installed.
+	Drift *int `json:"drift,omitempty"`
+	// Drifted names those objects.
+	Drifted []string `json:"drifted,omitempty"`
+}
+
+// Report returns Run's statuses. With a cluster file, it adds the plugins the file
+// enables that the cluster does not have (phase NotInstalled), and each installed
+// plugin's drift from what the file would apply; without one, drift is unknown.
+func (a *Status) Report(ctx context.Context, file string) ([]PluginReport, diag.List) {
+	st, l := a.Run(ctx)
+	if l.HasFatal() {
+		return nil, l
+	}
+	out := make([]PluginReport, 0, len(st))
+	for _, s := range st {
+		out = append(out, PluginReport{PluginStatus: s})
+	}
+	if file == "" {
+		return out, l
+	}
+	cl, cll := config.Load(file)
+	l = append(l, cll...)
+	if cl == nil {
+		return nil, l
+	}
+	have := map[string]int{}
+	for i, s := range out {
+		have[s.Plugin] = i
+	}
+	for _, r := range cl.Enabled() {
+		if _, ok := have[r.Name]; !ok {
+			out = append(out, PluginReport{PluginStatus: deploy.PluginStatus{Plugin: r.Name, Phase: PhaseNotInstalled}})
+		}
+	}
+	dr := NewDrift(a.cfg)
+	dr.Cluster = a.Cluster
+	drift, dl := dr.Run(ctx, file)
+	l = append(l, dl...)
+	for _, pd := range drift {
+		i, ok := have[pd.Plugin]
+		if !ok {
+			continue // not installed: all of it is missing, which says nothing new
+		}
+		n := len(pd.Objects)
+		out[i].Drift = &n
+		for _, o := range pd.Objects {
+			out[i].Drifted = append(out[i].Drifted, o.Object.String())
+		}
+	}
+	return out, l
+}
+
+// PhaseNotInstalled is the phase Status.Report gives a plugin the cluster file
+// enables but the cluster does not have.
+const PhaseNotInstalled = "NotInstalled"
