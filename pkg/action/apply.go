@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
+	"github.com/kubeplug/kubeplug/pkg/check"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
@@ -104,6 +105,8 @@ type ApplyResult struct {
 	Duration  time.Duration `json:"duration"`
 	DryRun    bool          `json:"dryRun,omitempty"`
 	Validated bool          `json:"validated"`
+	// Checks are the plugins' validate checks, in wave order (none in a dry run).
+	Checks []check.Result `json:"checks,omitempty"`
 }
 
 // Run applies the cluster file at path.
@@ -223,6 +226,7 @@ func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResul
 		}
 		return dl
 	})
+	p.engine.SetValidate(a.validateHook(p, res))
 	run, rl := p.engine.Run(ctx, p.plan, engine.Validate)
 	l = append(l, rl...)
 	if l.HasFatal() {
