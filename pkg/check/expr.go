@@ -17,12 +17,14 @@ const costLimit = 10_000_000
 // The CEL environments of expression checks: one variable each, `object` (a map)
 // for a check that names its object, `objects` (a list of maps) for one that does
 // not. Using the other variable is a compile error, caught when the plugin loads.
+// Optional field selection (object.?status.?readyReplicas.orValue(0)) reads fields
+// that may not be set yet.
 var (
 	objectEnv = sync.OnceValues(func() (*cel.Env, error) {
-		return cel.NewEnv(cel.Variable("object", cel.MapType(cel.StringType, cel.DynType)), ext.Strings())
+		return cel.NewEnv(cel.Variable("object", cel.MapType(cel.StringType, cel.DynType)), ext.Strings(), cel.OptionalTypes())
 	})
 	objectsEnv = sync.OnceValues(func() (*cel.Env, error) {
-		return cel.NewEnv(cel.Variable("objects", cel.ListType(cel.MapType(cel.StringType, cel.DynType))), ext.Strings())
+		return cel.NewEnv(cel.Variable("objects", cel.ListType(cel.MapType(cel.StringType, cel.DynType))), ext.Strings(), cel.OptionalTypes())
 	})
 )
 
