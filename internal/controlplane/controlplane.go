@@ -215,6 +215,10 @@ func (c *ControlPlane) ProcessGroups() map[Component]int {
 // again. Clients see the outage and must recover by themselves: that is what
 // fault tests want to observe.
 func (c *ControlPlane) Restart(ctx context.Context, comp Component) error {
+	return c.restart(ctx, comp, c.opts.StopGracePeriod)
+}
+
+func (c *ControlPlane) restart(ctx context.Context, comp Component, grace time.Duration) error {
 	if _, ok := c.ports[comp]; !ok {
 		return fmt.Errorf("restart %q: %w", comp, ErrUnknownComponent)
 	}
@@ -227,7 +231,7 @@ func (c *ControlPlane) Restart(ctx context.Context, comp Component) error {
 	delete(c.procs, comp)
 	c.mu.Unlock()
 	if p != nil {
-		if err := p.stop(ctx, c.opts.StopGracePeriod); err != nil {
+		if err := p.stop(ctx, grace); err != nil {
 			return fmt.Errorf("restart %s: %w", comp, err)
 		}
 	}

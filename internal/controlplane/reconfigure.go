@@ -5,7 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 )
+
+// reconfigureGrace bounds the wait for a component to exit when it restarts for
+// new flags. kube-apiserver keeps running until its clients' watches end, which
+// they never do by themselves; it holds no state of its own, so a short grace
+// loses nothing but in-flight requests, which clients retry.
+const reconfigureGrace = time.Second
 
 // Flags are the settings of a running control plane that Reconfigure changes;
 // they mean what the Options fields of the same names mean.
@@ -19,7 +26,8 @@ type Flags struct {
 // Reconfigure gives kube-apiserver, kube-controller-manager and kube-scheduler
 // the flags f (replacing the ones Start or an earlier Reconfigure gave) and
 // restarts, in that order, only the components whose command line changed; each
-// keeps its port and certificates. It returns the restarted components. A
+// keeps its port and certificates, and gets at most a second to exit (see
+// reconfigureGrace). It returns the restarted components. A
 // component that fails to come back is an error naming it and its log; the
 // components after it keep their old flags.
 func (c *ControlPlane) Reconfigure(ctx context.Context, f Flags) ([]Component, error) {
@@ -48,7 +56,7 @@ func (c *ControlPlane) Reconfigure(ctx context.Context, f Flags) ([]Component, e
 			continue
 		}
 		c.log.Info("component flags changed", "component", comp)
-		if err := c.Restart(ctx, comp); err != nil {
+		if err := c.restart(ctx, comp, min(c.opts.StopGracePeriod, reconfigureGrace)); err != nil {
 			return restarted, err
 		}
 		restarted = append(restarted, comp)

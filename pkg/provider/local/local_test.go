@@ -52,7 +52,7 @@ func add(t *testing.T, m *model.Model, by string, c *model.Contribution) {
 	}
 }
 
-func desired(t *testing.T, s spec) *provider.Desired {
+func desired(ctx context.Context, t *testing.T, s spec) *provider.Desired {
 	t.Helper()
 	pools := []model.PoolSpec{{Name: "workers", Role: model.RoleWorker, Count: s.workers}}
 	if s.failingPool {
@@ -102,7 +102,7 @@ func desired(t *testing.T, s spec) *provider.Desired {
 		}}})
 	}
 	in := render.Input{ClusterName: "test", KubernetesVersion: "1.37.2", Model: m}
-	machines, diags := render.Machines(t.Context(), in)
+	machines, diags := render.Machines(ctx, in)
 	if diags.HasFatal() {
 		t.Fatalf("render machines: %s", diags)
 	}
@@ -183,7 +183,7 @@ func TestLifecycle(t *testing.T) {
 	t.Cleanup(func() { _ = p.Down(context.Background(), false) })
 
 	began := time.Now()
-	cl, err := p.Up(ctx, desired(t, spec{workers: 2, bypassFailed: true}))
+	cl, err := p.Up(ctx, desired(ctx, t, spec{workers: 2, bypassFailed: true}))
 	if err != nil {
 		t.Fatalf("up: %v", err)
 	}
@@ -291,7 +291,7 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("second up changes nothing", func(t *testing.T) {
 		began := time.Now()
-		cl2, err := p.Up(ctx, desired(t, spec{workers: 2, bypassFailed: true}))
+		cl2, err := p.Up(ctx, desired(ctx, t, spec{workers: 2, bypassFailed: true}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +310,7 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("an API server flag change restarts only the API server", func(t *testing.T) {
 		pids := recordedPIDs(t, dir)
-		cl3, err := p.Up(ctx, desired(t, spec{workers: 2, apiFlags: alwaysPull}))
+		cl3, err := p.Up(ctx, desired(ctx, t, spec{workers: 2, apiFlags: alwaysPull}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +347,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("a shrunk pool loses its last node", func(t *testing.T) {
-		cl, err := p.Up(ctx, desired(t, spec{workers: 1, apiFlags: alwaysPull}))
+		cl, err := p.Up(ctx, desired(ctx, t, spec{workers: 1, apiFlags: alwaysPull}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +363,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("a failing enforced hook keeps its node out", func(t *testing.T) {
-		_, err := p.Up(ctx, desired(t, spec{workers: 1, failingPool: true, apiFlags: alwaysPull}))
+		_, err := p.Up(ctx, desired(ctx, t, spec{workers: 1, failingPool: true, apiFlags: alwaysPull}))
 		if !errors.Is(err, provider.ErrHookFailed) {
 			t.Fatalf("up = %v, want ErrHookFailed", err)
 		}
@@ -389,11 +389,11 @@ func TestLifecycle(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}()
-		_, err := p.Up(upCtx, desired(t, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntouch \"$KUBEPLUG_ROOT/slow-started\"\nsleep 60\n"}))
+		_, err := p.Up(upCtx, desired(ctx, t, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntouch \"$KUBEPLUG_ROOT/slow-started\"\nsleep 60\n"}))
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("interrupted up = %v, want context.Canceled", err)
 		}
-		cl4, err := p.Up(ctx, desired(t, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntrue\n"}))
+		cl4, err := p.Up(ctx, desired(ctx, t, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntrue\n"}))
 		if err != nil {
 			t.Fatalf("up after interrupt: %v", err)
 		}
@@ -420,7 +420,7 @@ func TestLifecycle(t *testing.T) {
 		if err := p.Down(ctx, false); !errors.Is(err, provider.ErrNotRunning) {
 			t.Errorf("second down = %v, want ErrNotRunning", err)
 		}
-		cl5, err := p.Up(ctx, desired(t, spec{workers: 1}))
+		cl5, err := p.Up(ctx, desired(ctx, t, spec{workers: 1}))
 		if err != nil {
 			t.Fatalf("up after down: %v", err)
 		}
@@ -450,7 +450,7 @@ func TestPortInUse(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	dir := filepath.Join(t.TempDir(), "state")
 	p := newProvider(t, dir, port)
-	_, err = p.Up(t.Context(), desired(t, spec{workers: 1}))
+	_, err = p.Up(t.Context(), desired(t.Context(), t, spec{workers: 1}))
 	if err == nil {
 		_ = p.Down(context.Background(), true)
 		t.Fatal("up on a port in use succeeded")
@@ -480,7 +480,7 @@ func TestIncompatibleState(t *testing.T) {
 				}
 			}
 			p := newProvider(t, dir, 0)
-			_, err := p.Up(t.Context(), desired(t, spec{workers: 1}))
+			_, err := p.Up(t.Context(), desired(t.Context(), t, spec{workers: 1}))
 			if !errors.Is(err, provider.ErrIncompatibleState) || !strings.Contains(err.Error(), "kubeplug down --purge") {
 				t.Fatalf("up = %v, want ErrIncompatibleState saying to purge", err)
 			}
