@@ -28,7 +28,8 @@ before the current one.
 The rollback needs only the release records in the cluster, not the plugin's
 package, so no cluster file is needed. The cluster file still names the version
 and values it wants: the next apply moves the plugin there again. With -f,
-kubeplug warns about exactly that.`,
+kubeplug warns about exactly that. Like apply, a rollback holds the cluster's
+operation lease while it runs.`,
 		Example: `  kubeplug rollback cert-manager
   kubeplug rollback cert-manager --to-revision 3 --timeout 10m
   kubeplug rollback cert-manager -f cluster.yaml -o json`,
@@ -45,7 +46,7 @@ kubeplug warns about exactly that.`,
 				}
 			}
 			b := action.NewRollback(o.config())
-			b.Cluster, b.Revision, b.Timeout, b.ForceConflicts, b.Events = c, a.Revision, a.Timeout, a.ForceConflicts, newProgress(o).event
+			b.Cluster, b.Revision, b.Timeout, b.ForceConflicts, b.Lease, b.Events = c, a.Revision, a.Timeout, a.ForceConflicts, a.Lease, newProgress(o).event
 			rec, l := b.Run(cmd.Context(), plugin)
 			if o.report(l) {
 				return errFailed
@@ -62,5 +63,6 @@ kubeplug warns about exactly that.`,
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file, to warn that its next apply undoes the rollback (optional)")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	clusterFlags(cmd, &c)
+	leaseFlags(cmd, &a.Lease)
 	return cmd
 }

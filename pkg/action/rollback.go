@@ -22,7 +22,9 @@ type Rollback struct {
 	ForceConflicts bool
 	// HistoryMax bounds the revisions recorded per plugin. Default 10.
 	HistoryMax int
-	Events     func(deploy.Event)
+	// Lease says how the run takes the cluster's operation lease.
+	Lease  Lease
+	Events func(deploy.Event)
 }
 
 // NewRollback returns a Rollback action.
@@ -38,6 +40,12 @@ func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l
 	}
+	ctx, unlock, err := a.Lease.lock(ctx, d, "rollback "+plugin, a.cfg.logger())
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	defer unlock()
 	rec, err := d.Rollback(ctx, plugin, a.Revision)
 	if err != nil {
 		return nil, unitDiags(err)
