@@ -58,7 +58,7 @@ func (p *Provider) StateDir() string { return p.opts.StateDir }
 
 func (p *Provider) event(step, node, msg string) {
 	p.opts.Events(provider.Event{Time: time.Now(), Step: step, Node: node, Message: msg})
-	p.log.Info(msg, "step", step, "node", node)
+	p.log.Info("progress", "step", step, "node", node, "message", msg)
 }
 
 func (p *Provider) cpOptions() controlplane.Options {
