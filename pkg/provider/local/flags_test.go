@@ -18,7 +18,7 @@ func TestControlPlaneFlags(t *testing.T) {
 		"logs-sub": {HostPath: "/srv/audit", MountPath: "/var/log/kube/audit"},
 	}
 	api.Flags = map[string]model.Setting[string]{
-		"audit-log-path":           {Value: "/var/log/kube/api.log"},       // through "logs"
+		"audit-log-path":           {Value: "/var/log/kube/api.log"},         // through "logs"
 		"audit-webhook-config":     {Value: "/var/log/kube/audit/hook.yaml"}, // the longest mountPath wins
 		"audit-policy-file":        {Value: "/etc/kubernetes/policy.yaml"},   // no volume: as it is, under root
 		"oidc-issuer-url":          {Value: "https://issuer.example"},        // not a path
