@@ -7,12 +7,14 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/check"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 )
@@ -106,6 +108,12 @@ them) and upgraded only when the chart or values changed. A release a crashed ru
 left pending is recovered first. A plugin's health expressions (spec.health) must
 hold too.
 
+Once every wave is deployed, each plugin's validate checks (spec.validate) run
+against the cluster, wave by wave: waits for objects, CEL expressions over live
+objects, executables from the package. A check that does not pass within its
+timeout fails the apply, naming the plugin, the check and the last reason; the
+summary lists every check (not with --dry-run).
+
 What each plugin applied is recorded as a revision of its release record
 (Secrets in kubeplug-system; kubeplug history PLUGIN lists them): a changed
 version, package, values or content is a new revision, a re-apply that changes
@@ -156,7 +164,10 @@ and the next run takes it over.`,
 			if o.output == "json" {
 				bs, _ := json.Marshal(map[string]any{"type": "Summary", "result": res, "failed": failed})
 				_, _ = fmt.Fprintln(o.streams.Out, string(bs))
-			} else if !failed {
+			} else {
+				printChecks(o.streams.Out, res.Checks)
+			}
+			if o.output != "json" && !failed {
 				verb := "applied"
 				if res.DryRun {
 					verb = "validated by the server (dry run)"
@@ -286,4 +297,28 @@ cluster file still enables: the next apply would install them again.`,
 	clusterFlags(cmd, &c)
 	leaseFlags(cmd, &lease)
 	return cmd
+}
+
+// printChecks writes the validate section of apply's summary: one line per
+// check; a failed check's reason is in the diagnostics above.
+func printChecks(w io.Writer, checks []check.Result) {
+	if len(checks) == 0 {
+		return
+	}
+	passed := 0
+	for _, c := range checks {
+		if c.OK {
+			passed++
+		}
+	}
+	_, _ = fmt.Fprintf(w, "validate: %d/%d check(s) passed\n", passed, len(checks))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range checks {
+		state := "ok"
+		if !c.OK {
+			state = "FAILED"
+		}
+		_, _ = fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.Plugin, c.Name, state, c.Duration)
+	}
+	_ = tw.Flush()
 }
