@@ -5,25 +5,40 @@ import (
 	"io"
 	"strings"
 
+	"github.com/Masterminds/semver/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
 )
 
 func newPlanCmd(o *options) *cobra.Command {
-	var file string
+	var file, kube string
 	cmd := &cobra.Command{
-		Use:   "plan -f cluster.yaml",
+		Use:   "plan -f cluster.yaml [--kubernetes-version V]",
 		Short: "Show which plugins run, in which waves, and what each contributes",
 		Long: `Resolve the cluster file's plugins — versions, dependencies, conflicts, the
 Kubernetes version, ordering hints and the order list — into waves (plugins of one
 wave run in parallel; every dependency is in an earlier wave), run the initialise
 stage, and list every construct with the plugin that contributed it. Nothing is
-written and nothing is deployed. Sensitive values are shown as ***.`,
+written and nothing is deployed. Sensitive values are shown as ***.
+
+With --kubernetes-version, plan a Kubernetes upgrade instead: resolve the plugins
+at the file's spec.kubernetesVersion and at the target, and show per plugin the
+version selected now and at the target, and whether it must move (its current
+version's spec.kubernetesVersion excludes the target), may move (it supports the
+target, but a newer version is selected there), stays, is added (a new
+requirement) or is removed. When no selection resolves at the target, the
+blocked plugins are listed with every version and the Kubernetes versions it
+needs, and the command exits 1. Only the resolver runs.`,
 		Example: `  kubeplug plan -f examples/quickstart/cluster.yaml
-  kubeplug plan -f examples/quickstart/cluster.yaml -o json | jq '.waves'`,
+  kubeplug plan -f examples/quickstart/cluster.yaml -o json | jq '.waves'
+  kubeplug plan -f cluster.yaml --kubernetes-version 1.38.0
+  kubeplug plan -f cluster.yaml --kubernetes-version 1.38.0 -o json | jq '.plugins[] | select(.move=="must")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kube != "" {
+				return planUpgrade(cmd, o, file, kube)
+			}
 			doc, l := action.NewPlan(o.config()).Run(cmd.Context(), file)
 			if o.report(l) {
 				return errFailed
@@ -56,7 +71,49 @@ written and nothing is deployed. Sensitive values are shown as ***.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	cmd.Flags().StringVar(&kube, "kubernetes-version", "", "plan moving the cluster to this Kubernetes version: which plugins must move")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd
+}
+
+func planUpgrade(cmd *cobra.Command, o *options, file, kube string) error {
+	target, err := semver.StrictNewVersion(strings.TrimPrefix(kube, "v"))
+	if err != nil {
+		return fmt.Errorf("invalid --kubernetes-version %q: expected a version such as 1.38.0", kube)
+	}
+	up, l := action.NewPlan(o.config()).Upgrade(cmd.Context(), file, target)
+	if up == nil {
+		o.report(l)
+		return errFailed
+	}
+	err = o.print(up, func(w io.Writer) error {
+		var b strings.Builder
+		fmt.Fprintf(&b, "Cluster %s, Kubernetes %s -> %s\n\n", up.Cluster, up.From, up.To)
+		rows := make([][]string, 0, len(up.Plugins))
+		for _, p := range up.Plugins {
+			rows = append(rows, []string{p.Plugin, dash(p.Current), dash(p.Target), string(p.Move), dash(p.Supports)})
+		}
+		if err := table(&b, []string{"PLUGIN", "CURRENT", "TARGET", "MOVE", "CURRENT SUPPORTS"}, rows); err != nil {
+			return err
+		}
+		for _, p := range up.Plugins {
+			if p.Move == action.MoveBlocked {
+				fmt.Fprintf(&b, "\n%s: no version supports Kubernetes %s; available: %s\n", p.Plugin, up.To, strings.Join(p.Available, ", "))
+			}
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
+	if o.report(l) && err == nil {
+		err = errFailed
+	}
+	return err
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -2,11 +2,15 @@ package action
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+
+	"github.com/Masterminds/semver/v3"
 
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/runtime"
 )
 
@@ -74,4 +78,158 @@ func (a *Plan) Run(ctx context.Context, path string) (*engine.PlanDoc, diag.List
 		return nil, l
 	}
 	return p.plan.Doc(res.Model), l
+}
+
+// Move says what a Kubernetes upgrade asks of a plugin.
+type Move string
+
+// Moves, from most to least urgent.
+const (
+	// MoveBlocked: no version of the plugin that the cluster file allows supports
+	// the target Kubernetes version.
+	MoveBlocked Move = "blocked"
+	// MoveMust: the plugin's current version does not support the target version;
+	// it must move to Target together with the cluster.
+	MoveMust Move = "must"
+	// MoveMay: the current version supports the target too, but at the target the
+	// resolver selects another (Target).
+	MoveMay Move = "may"
+	// MoveStays: the same version is selected at the target.
+	MoveStays Move = "stays"
+	// MoveAdded: a plugin the target's selection pulls in (a new requirement).
+	MoveAdded Move = "added"
+	// MoveRemoved: a plugin the target's selection no longer needs.
+	MoveRemoved Move = "removed"
+)
+
+// KubernetesUpgrade is what moving a cluster to another Kubernetes version asks of
+// its plugins.
+type KubernetesUpgrade struct {
+	Cluster string `json:"cluster"`
+	// From is the cluster file's spec.kubernetesVersion; To the target.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Plugins in the current plan's order, then those only the target selects.
+	Plugins []PluginMove `json:"plugins"`
+	// Unsatisfiable says why no selection resolves at the target (naming the
+	// plugin and the versions available); empty when one does.
+	Unsatisfiable string `json:"unsatisfiable,omitempty"`
+}
+
+// PluginMove is one plugin's part in a Kubernetes upgrade.
+type PluginMove struct {
+	Plugin string `json:"plugin"`
+	// Current is the version selected at From; empty for an added plugin.
+	Current string `json:"current,omitempty"`
+	// Target is the version selected at To; empty when none is.
+	Target string `json:"target,omitempty"`
+	Move   Move   `json:"move"`
+	// Supports is the current version's spec.kubernetesVersion; empty for any.
+	Supports string `json:"supports,omitempty"`
+	// Available, for a blocked plugin, lists every version with the Kubernetes
+	// versions it needs ("2.0.0 (needs >=1.39)").
+	Available []string `json:"available,omitempty"`
+}
+
+// Upgrade resolves the cluster file at path at its own Kubernetes version and at
+// target, and says per plugin whether it must move, may move or stays. An
+// unsatisfiable target is an error diagnostic; the result still lists every plugin
+// (the blocked ones with their versions). Nothing runs but the resolver.
+func (a *Plan) Upgrade(ctx context.Context, path string, target *semver.Version) (*KubernetesUpgrade, diag.List) {
+	cl, l := config.Load(path)
+	if cl == nil {
+		return nil, l
+	}
+	idx, il := a.cfg.LoadIndex(ctx, cl.Sources()...)
+	l = append(l, il...)
+	if l.HasFatal() {
+		return nil, l
+	}
+	rs := runtime.NewSet(runtime.Options{Logger: a.cfg.logger(), Timeout: a.cfg.PluginTimeout})
+	defer func() { _ = rs.Close() }() // only the plan is made: no stage runs
+	e := engine.New(engine.Options{Logger: a.cfg.logger(), Env: a.cfg.env(), Redact: true, Runtimes: a.cfg.Runtimes, CodeRuntime: rs.Runtime})
+	now, pl := e.Plan(ctx, cl, idx)
+	l = append(l, pl...)
+	if now == nil {
+		return nil, l
+	}
+	at := *cl
+	at.KubernetesVersion = target
+	next, nl := e.Plan(ctx, &at, idx)
+	out := &KubernetesUpgrade{Cluster: cl.Spec.Metadata.Name, From: cl.KubernetesVersion.String(), To: target.String()}
+	if next == nil {
+		for _, d := range nl {
+			if d.Severity == diag.Fatal {
+				out.Unsatisfiable = d.Message
+				l = append(l, diag.Diagnostic{Severity: diag.Fatal, File: d.File, Field: d.Field, Message: fmt.Sprintf("at Kubernetes %s: %s", target, d.Message)})
+			}
+		}
+	}
+	selected := map[string]*plugin.Package{}
+	if next != nil {
+		for _, p := range next.Plugins {
+			selected[p.Package.Name] = p.Package
+		}
+	}
+	wanted := map[string]*semver.Constraints{}
+	for _, r := range cl.Enabled() {
+		if c, err := semver.NewConstraint(r.Version); r.Version != "" && err == nil {
+			wanted[r.Name] = c
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range now.Plugins {
+		cur := p.Package
+		seen[cur.Name] = true
+		m := PluginMove{Plugin: cur.Name, Current: cur.Version.String()}
+		if cur.KubernetesVersion != nil {
+			m.Supports = cur.KubernetesVersion.String()
+		}
+		supported := cur.KubernetesVersion == nil || cur.KubernetesVersion.Check(target)
+		switch t, ok := selected[cur.Name]; {
+		case ok:
+			m.Target = t.Version.String()
+			switch {
+			case !supported:
+				m.Move = MoveMust
+			case !t.Version.Equal(cur.Version):
+				m.Move = MoveMay
+			default:
+				m.Move = MoveStays
+			}
+		case next != nil:
+			m.Move = MoveRemoved
+		case supported:
+			// The target did not resolve, but not because of this one.
+			m.Target, m.Move = m.Current, MoveStays
+		default:
+			// The target did not resolve: say whether a version would do.
+			m.Move = MoveBlocked
+			for _, v := range idx.Versions(cur.Name) {
+				if c := wanted[cur.Name]; c != nil && !c.Check(v.Version) {
+					continue
+				}
+				if v.KubernetesVersion == nil || v.KubernetesVersion.Check(target) {
+					if m.Move == MoveBlocked {
+						m.Move, m.Target = MoveMust, v.Version.String()
+					}
+					continue
+				}
+				m.Available = append(m.Available, v.Version.String()+" (needs "+v.KubernetesVersion.String()+")")
+			}
+			if m.Move != MoveBlocked {
+				m.Available = nil
+			}
+		}
+		out.Plugins = append(out.Plugins, m)
+	}
+	if next != nil {
+		for _, p := range next.Plugins {
+			if !seen[p.Package.Name] {
+				out.Plugins = append(out.Plugins, PluginMove{Plugin: p.Package.Name, Target: p.Package.Version.String(), Move: MoveAdded})
+			}
+		}
+	}
+	l.Sort()
+	return out, l
 }
