@@ -3,6 +3,7 @@ package local
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
@@ -54,4 +55,29 @@ func TestControlPlaneFlags(t *testing.T) {
 			t.Errorf("directory %s under root: %v", d, err)
 		}
 	}
+}
+
+func TestLockKeepsASecondProcessOut(t *testing.T) {
+	dir := t.TempDir()
+	p1, err := New(Options{ClusterName: "c", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := New(Options{ClusterName: "c", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := p1.lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.lock(); err == nil || !strings.Contains(err.Error(), "another kubeplug") {
+		t.Errorf("second lock = %v", err)
+	}
+	unlock()
+	unlock2, err := p2.lock()
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	unlock2()
 }

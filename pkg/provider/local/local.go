@@ -79,6 +79,14 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Clust
 	if d == nil || d.Model == nil {
 		return nil, errors.New("local provider: up: no model")
 	}
+	if entries, err := os.ReadDir(p.opts.StateDir); err == nil && slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() != lockFile }) && !isStateDir(p.opts.StateDir) {
+		return nil, fmt.Errorf("state directory %s is not empty and holds no %s: not a kubeplug state directory, left alone; choose another --state-dir", p.opts.StateDir, StateFile)
+	}
+	unlock, err := p.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	st, err := readState(p.opts.StateDir)
 	if err != nil {
 		return nil, err
@@ -241,6 +249,9 @@ func (p *Provider) desiredNodes(d *provider.Desired) []*desiredNode {
 	if cpPool == nil {
 		cpPool = &model.Pool{Name: model.ControlPlanePool, Role: model.RoleControlPlane, Count: 1}
 	}
+	if cpPool.Count > 1 {
+		p.event("control-plane", "", fmt.Sprintf("the local provider runs one control-plane machine; pool %s asks for %d", cpPool.Name, cpPool.Count))
+	}
 	out := []*desiredNode{node(ControlPlaneNode, cpPool)}
 	for _, name := range d.Model.PoolNames() {
 		pool := d.Model.Pools[name]
@@ -340,6 +351,13 @@ func (p *Provider) removeStale(ctx context.Context, nodes []*desiredNode) error 
 // runs its afterDeploy phase.
 func (p *Provider) AfterDeploy(ctx context.Context) error {
 	st, err := readState(p.opts.StateDir)
+	if err == nil && st != nil {
+		unlock, lerr := p.lock()
+		if lerr != nil {
+			return lerr
+		}
+		defer unlock()
+	}
 	if err != nil {
 		return err
 	}
@@ -359,6 +377,13 @@ func (p *Provider) AfterDeploy(ctx context.Context) error {
 // Down implements provider.Provider.
 func (p *Provider) Down(ctx context.Context, purge bool) error {
 	dir := p.opts.StateDir
+	if isStateDir(dir) {
+		unlock, err := p.lock()
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	_, stateErr := readState(dir)
 	running, runErr := controlplane.Running(filepath.Join(dir, controlPlaneDir))
 	if stateErr == nil && runErr == nil && running {
@@ -398,12 +423,7 @@ func (p *Provider) purge() error {
 	if err != nil {
 		return fmt.Errorf("purge %s: %w", dir, err)
 	}
-	ours := len(entries) == 0
-	for _, e := range entries {
-		if e.Name() == StateFile || e.Name() == controlPlaneDir {
-			ours = true
-		}
-	}
+	ours := len(entries) == 0 || isStateDir(dir)
 	if !ours {
 		return fmt.Errorf("purge %s: not a kubeplug state directory (no %s), left alone", dir, StateFile)
 	}
@@ -412,4 +432,15 @@ func (p *Provider) purge() error {
 	}
 	p.event("state", "", "removed state directory "+dir)
 	return nil
+}
+
+// isStateDir says whether dir holds a cluster's state: StateFile or the
+// control plane's data.
+func isStateDir(dir string) bool {
+	for _, name := range []string{StateFile, controlPlaneDir} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -510,10 +510,16 @@ func TestDownNotRunning(t *testing.T) {
 	if err := p.Down(t.Context(), true); !errors.Is(err, provider.ErrNotRunning) {
 		t.Errorf("down --purge = %v, want ErrNotRunning", err)
 	}
-	// A directory that is not kubeplug's is never purged.
+	// A directory that is not kubeplug's is never purged nor used.
 	p = newProvider(t, dir, 0)
 	if err := p.Down(t.Context(), true); err == nil || !strings.Contains(err.Error(), "not a kubeplug state directory") {
 		t.Errorf("purge of a foreign directory = %v", err)
+	}
+	if _, err := p.Up(t.Context(), desired(t.Context(), t, spec{workers: 1})); err == nil || !strings.Contains(err.Error(), "not a kubeplug state directory") {
+		t.Errorf("up in a foreign directory = %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("foreign directory now holds %v", entries)
 	}
 	if _, err := os.Stat(outside); err != nil {
 		t.Errorf("file outside the state dir: %v", err)

@@ -24,6 +24,8 @@ const (
 	controlPlaneDir = "controlplane"
 	// machinesDir holds machines/<node>/root and machines/<node>/files.json.
 	machinesDir = "machines"
+	// lockFile is held while Up, AfterDeploy or Down works on the state dir.
+	lockFile = ".lock"
 	// filesList records the files written under a node's root, so that files a
 	// later render no longer has are removed.
 	filesList = "files.json"
