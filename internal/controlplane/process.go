@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
@@ -71,6 +72,9 @@ func startProcess(bin string, args []string, logPath string, detach bool) (*proc
 	cmd.Stderr = logFile
 	cmd.Env = os.Environ()
 	if detach {
+		// Not the caller's working directory, which may be removed while the
+		// component runs on.
+		cmd.Dir = filepath.Dir(logPath)
 		cmd.SysProcAttr = detachedSysProcAttr()
 		err = cmd.Start()
 	} else {
