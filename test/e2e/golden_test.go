@@ -14,17 +14,43 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden renders under testdata/golden")
 
-// noEnv resolves no environment variable, so renders do not depend on the host.
-func noEnv(string) (string, bool) { return "", false }
+// fixedEnv resolves only the variables in vars (none for nil), so renders do not
+// depend on the host.
+func fixedEnv(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+// goldenExamples are the cluster files under golden review: name is the directory
+// of their goldens, file the cluster file (default examples/<name>/cluster.yaml),
+// env the only environment their valuesFrom sees.
+var goldenExamples = []struct {
+	name, file string
+	env        map[string]string
+}{
+	{name: "quickstart"},
+	{name: "platform"},
+	// Where `make node-exporter` puts node_exporter in a checkout at /src/kubeplug.
+	{name: "baseline", env: map[string]string{"NODE_EXPORTER_SOURCE": "/src/kubeplug/_output/tools/node_exporter"}},
+	{name: "failing"},
+	{name: "failing-hook", file: "failing/cluster-hook.yaml"},
+}
 
 // TestRenderGolden keeps every file the examples render under review: a change to a
 // renderer or a built-in plugin shows up as a diff of these files.
 // Regenerate with: go test ./test/e2e -run TestRenderGolden -update
 func TestRenderGolden(t *testing.T) {
-	for _, example := range []string{"quickstart", "platform"} {
+	for _, ex := range goldenExamples {
+		example := ex.name
 		t.Run(example, func(t *testing.T) {
-			cfg := &action.Config{ContribDir: "../../contrib/plugins", Env: noEnv}
-			files, l := action.NewRender(cfg).Files(context.Background(), filepath.Join("../../examples", example, "cluster.yaml"))
+			cfg := &action.Config{ContribDir: "../../contrib/plugins", Env: fixedEnv(ex.env)}
+			file := filepath.Join(example, "cluster.yaml")
+			if ex.file != "" {
+				file = filepath.FromSlash(ex.file)
+			}
+			files, l := action.NewRender(cfg).Files(context.Background(), filepath.Join("../../examples", file))
 			if l.HasFatal() {
 				t.Fatal(l)
 			}
