@@ -1,6 +1,7 @@
 package faultpoint
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"syscall"
@@ -40,8 +41,8 @@ func TestHitKills(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHitKills$")
 	cmd.Env = append(os.Environ(), "FAULTPOINT_CHILD=1", EnvVar+"=point:3")
 	out, err := cmd.Output()
-	ee, ok := err.(*exec.ExitError)
-	if !ok {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
 		t.Fatalf("child exited with %v, want SIGKILL; output:\n%s", err, out)
 	}
 	ws := ee.Sys().(syscall.WaitStatus)

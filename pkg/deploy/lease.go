@@ -467,7 +467,7 @@ type serverClock struct {
 func (c *serverClock) observe(serverNow time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.offset = serverNow.Sub(time.Now())
+	c.offset = time.Until(serverNow)
 }
 
 // now is the API server's time as best known: the local time until a response
