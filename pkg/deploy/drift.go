@@ -258,7 +258,7 @@ func ownersOf(entries []metav1.ManagedFieldsEntry, path string) []string {
 			continue
 		}
 		var set map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &set) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &set) != nil {
 			continue
 		}
 		if ownsPath(set, tokens) {
