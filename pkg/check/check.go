@@ -136,6 +136,12 @@ func (f *failing) Error() string {
 	return f.state + ": " + f.detail
 }
 
+// transient says err is a failure to talk to the API server.
+func transient(err error) bool {
+	var f *failing
+	return errors.As(err, &f) && f.transient
+}
+
 // terminal marks an error that retrying cannot fix.
 type terminal struct{ error }
 
@@ -189,8 +195,7 @@ func (r *Runner) run(ctx context.Context, p Plugin, c v1alpha1.Check) Result {
 		msg, err := try(tctx)
 		// An attempt cut short by the timeout, or by a failed request, says less
 		// than the one before it.
-		var tf *failing
-		if err != nil && (last == nil || (tctx.Err() == nil && !(errors.As(err, &tf) && tf.transient))) {
+		if err != nil && (last == nil || (tctx.Err() == nil && !transient(err))) {
 			last = err
 		}
 		if err == nil {
