@@ -173,6 +173,12 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Clust
 	for _, name := range slices.Sorted(maps.Keys(statuses)) {
 		cl.Nodes = append(cl.Nodes, *statuses[name])
 	}
+	for i := range st.Nodes {
+		st.Nodes[i].Joined = statuses[st.Nodes[i].Name].Ready
+	}
+	if err := writeState(p.opts.StateDir, st); err != nil {
+		errs = append(errs, err)
+	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return cl, errors.Join(errs...)
 }
@@ -366,6 +372,9 @@ func (p *Provider) AfterDeploy(ctx context.Context) error {
 	}
 	var errs []error
 	for _, ns := range st.Nodes {
+		if !ns.Joined {
+			continue
+		}
 		n := &desiredNode{name: ns.Name, pool: ns.Pool, role: ns.Role}
 		if _, err := p.runPhase(ctx, n, nodeagent.PhaseAfterDeploy); err != nil {
 			errs = append(errs, err)

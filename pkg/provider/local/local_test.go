@@ -374,6 +374,17 @@ func TestLifecycle(t *testing.T) {
 		if _, err := client.CoreV1().Nodes().Get(ctx, "bad-0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("node bad-0: %v, want not found", err)
 		}
+		// afterDeploy runs on the nodes that joined only.
+		if err := p.AfterDeploy(ctx); err != nil {
+			t.Fatalf("after deploy: %v", err)
+		}
+		report := filepath.Join(nodeagent.ReportsDir, nodeagent.PhaseAfterDeploy+".json")
+		if _, err := os.Stat(filepath.Join(dir, "machines", "bad-0", "root", report)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("afterDeploy report on bad-0: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "machines", "workers-0", "root", report)); err != nil {
+			t.Errorf("afterDeploy report on workers-0: %v", err)
+		}
 	})
 
 	t.Run("an interrupted up is continued by the next", func(t *testing.T) {

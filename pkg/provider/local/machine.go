@@ -141,7 +141,7 @@ func (p *Provider) runPhase(ctx context.Context, d *desiredNode, phase string) (
 		// Interrupted: the hooks it stopped are not the node's failure.
 		return sum, fmt.Errorf("node %s: %s interrupted: %w", d.name, phase, context.Cause(ctx))
 	case len(failures) > 0:
-		return sum, fmt.Errorf("node %s: %s: %w", d.name, strings.Join(failures, "; "), provider.ErrHookFailed)
+		return sum, hookFailed("node " + d.name + ": " + strings.Join(failures, "; "))
 	case runErr != nil:
 		return sum, fmt.Errorf("node %s: %s: %w", d.name, phase, runErr)
 	}
@@ -172,3 +172,12 @@ type desiredNode struct {
 	machine          *render.Machine
 	spec             *model.Pool
 }
+
+// hookFailed is an enforced hook failure: its message names node, hook, plugin
+// and phase, and it matches provider.ErrHookFailed.
+type hookFailed string
+
+func (e hookFailed) Error() string { return string(e) }
+
+// Is makes errors.Is(err, provider.ErrHookFailed) true.
+func (e hookFailed) Is(target error) bool { return target == provider.ErrHookFailed }

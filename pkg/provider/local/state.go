@@ -42,6 +42,9 @@ type nodeState struct {
 	Name string `json:"name"`
 	Pool string `json:"pool"`
 	Role string `json:"role"`
+	// Joined is whether the node joined in the last Up; AfterDeploy runs on
+	// joined nodes only.
+	Joined bool `json:"joined,omitempty"`
 }
 
 // Kubeconfig is the path of the cluster-admin kubeconfig in stateDir, valid
