@@ -76,7 +76,7 @@ func exists(t testing.TB, gvr schema.GroupVersionResource, ns, name string) bool
 	return true
 }
 
-func inventory(t testing.TB, d *deploy.Deployer, plugin string) *deploy.Inventory {
+func inventory(t testing.TB, d *deploy.Deployer, plugin string) *deploy.Record {
 	t.Helper()
 	invs, err := d.Inventories(context.Background())
 	if err != nil {

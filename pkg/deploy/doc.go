@@ -18,12 +18,29 @@
 // release a crashed run left pending-* is rolled back to its last good revision, or
 // uninstalled when it has none, before it is touched again.
 //
-// Every plugin has an inventory in the cluster: a ConfigMap in kubeplug-system that
-// lists what the plugin applied (its Helm releases and their objects included), at
-// which version and with which values digest. The
-// inventory is widened to old ∪ new before anything is applied and narrowed to new
-// only after the objects the new version no longer produces were pruned, so a run
-// killed at any point leaves an inventory that covers everything the plugin may own,
-// and the next run converges. Uninstall removes plugins in reverse dependency order
-// and refuses to remove a plugin an installed plugin still requires.
+// Every plugin has a release record in the cluster: a history of revisions, each
+// a Secret of type kubeplug.dev/release.v1 in kubeplug-system holding the version,
+// package digest, values digest (never the values), whether that version declared
+// downgrades safe, the inventory (every object the plugin owns, its Helm releases
+// and the Helm revision each was at), the phase and diagnostics of its run and
+// when it started and finished; the objects the revision applied are gzipped into
+// chunk Secrets of at most 512 KiB, so a release of any size fits. Chunks are
+// named by their content and written before the head that names them, and chunks
+// no head names are collected on the next write, so a reader never sees half a
+// revision. The newest revision's inventory is widened to old ∪ new before
+// anything is applied and narrowed only after the objects the new content no
+// longer produces were pruned, so a run killed at any point leaves a record that
+// covers everything the plugin may own, and the next run converges. A changed
+// version, package, values or content is a new revision (history bounded by
+// Options.HistoryMax); a re-apply that changes nothing writes nothing. A version
+// lower than the installed one is refused before anything changes, unless
+// Options.AllowDowngrade or the installed version declared it safe. Rollback
+// applies a recorded revision's objects again, prunes what it did not have, rolls
+// the Helm releases back to the revisions it recorded and records a new revision;
+// with Options.RollbackOnFailure a plugin that does not become ready is rolled
+// back to its previous Ready revision, or uninstalled when it was new. The
+// ConfigMap inventories of earlier kubeplug versions are read as revision 1 and
+// replaced at the next apply. Uninstall needs nothing but the records: it removes
+// plugins in reverse dependency order and refuses to remove a plugin an installed
+// plugin still requires.
 package deploy

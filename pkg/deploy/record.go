@@ -109,11 +109,6 @@ type Record struct {
 	legacy bool
 }
 
-// Inventory is the former name of Record.
-//
-// Deprecated: use Record.
-type Inventory = Record
-
 func (r *Record) refs() []ObjRef {
 	if r == nil {
 		return nil

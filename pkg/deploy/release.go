@@ -58,11 +58,25 @@ func (d *Deployer) downgrade(installed *Record, plugin, version string) error {
 // CheckDowngrade returns an ErrDowngrade error when version is lower than the
 // plugin's installed version and nothing allows it, without changing anything.
 func (d *Deployer) CheckDowngrade(ctx context.Context, plugin, version string) error {
-	cur, _, err := d.latest(ctx, plugin)
+	return d.CheckDowngrades(ctx, map[string]string{plugin: version})
+}
+
+// CheckDowngrades is CheckDowngrade for several plugins (name → version) at once,
+// with one read of the records; the error joins one per refused plugin.
+func (d *Deployer) CheckDowngrades(ctx context.Context, versions map[string]string) error {
+	recs, err := d.Inventories(ctx)
 	if err != nil {
 		return err
 	}
-	return d.downgrade(cur, plugin, version)
+	var errs []error
+	for _, r := range recs {
+		if v, ok := versions[r.Plugin]; ok {
+			if err := d.downgrade(r, r.Plugin, v); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func unitReleases(u Unit) []ReleaseRef {
@@ -298,8 +312,11 @@ func (d *Deployer) restoreRelease(ctx context.Context, ref ReleaseRef, revision 
 		if err := d.recoverPending(ctx, cfg, hist); err != nil {
 			return nil, fmt.Errorf("recover Helm release %s from %s: %w", ref, last.Info.Status, err)
 		}
-		if hist, err = history(cfg, ref.Name); err != nil || len(hist) == 0 {
-			return nil, fmt.Errorf("read the history of Helm release %s: %v", ref, err)
+		if hist, err = history(cfg, ref.Name); err != nil {
+			return nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
+		}
+		if len(hist) == 0 {
+			return nil, fmt.Errorf("Helm release %s had no deployed revision and was uninstalled; its revision %d cannot be restored", ref, revision) //nolint:staticcheck // Helm is a name
 		}
 	}
 	last := hist[len(hist)-1]
@@ -326,8 +343,11 @@ func (d *Deployer) restoreRelease(ctx context.Context, ref ReleaseRef, revision 
 		return &releaseDone{ref: ref, changed: true, previous: previous}, err
 	}
 	hist, err = history(cfg, ref.Name)
-	if err != nil || len(hist) == 0 {
-		return &releaseDone{ref: ref, changed: true, previous: previous}, fmt.Errorf("read the history of Helm release %s: %v", ref, err)
+	if err != nil {
+		return &releaseDone{ref: ref, changed: true, previous: previous}, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
+	}
+	if len(hist) == 0 {
+		return &releaseDone{ref: ref, changed: true, previous: previous}, fmt.Errorf("Helm release %s has no revision after its rollback to %d", ref, revision) //nolint:staticcheck // Helm is a name
 	}
 	return &releaseDone{ref: ref, changed: true, previous: previous, rel: hist[len(hist)-1]}, nil
 }
