@@ -109,6 +109,15 @@ func TestWaitAndExpression(t *testing.T) {
 	if _, err := testcluster.Client(t).AppsV1().Deployments(ns).Create(t.Context(), dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Event is served by the core group and events.k8s.io: the core group wins.
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "tested", Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "one"},
+		Reason:         "Tested", Message: "a test event", Type: corev1.EventTypeNormal,
+	}
+	if _, err := testcluster.Client(t).CoreV1().Events(ns).Create(t.Context(), ev, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	cm := func(name string) v1alpha1.ObjectRef {
 		return v1alpha1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: name}
 	}
@@ -130,6 +139,8 @@ func TestWaitAndExpression(t *testing.T) {
 			false, "ConfigMap NS/missing does not exist after 1s"},
 		{"wait for an object that is not ready", v1alpha1.Check{Wait: &v1alpha1.ObjectWait{ObjectRef: v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: "stuck"}, Timeout: "1s"}},
 			false, "Deployment NS/stuck is not ready after 1s: InProgress: "},
+		{"expression over a kind of two groups", v1alpha1.Check{Expression: expr(v1alpha1.ObjectRef{Kind: "Event", Namespace: ns}, `objects.exists(e, e.reason == "Tested") && objects.all(e, e.apiVersion == "v1")`)},
+			true, "true of Event objects in namespace NS ("},
 		{"wait for a kind nobody serves", v1alpha1.Check{Wait: &v1alpha1.ObjectWait{ObjectRef: v1alpha1.ObjectRef{APIVersion: "example.com/v1", Kind: "Widget", Name: "w"}, Timeout: "1s"}},
 			false, "Widget w is not ready after 1s: the API server serves no kind Widget in example.com/v1"},
 		{"expression over an object", v1alpha1.Check{Name: "mode-on", Expression: expr(cm("one"), `object.data.mode == "on"`)},

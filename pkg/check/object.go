@@ -24,7 +24,7 @@ type resource struct {
 }
 
 // resolve finds the resource of o's kind: in o.APIVersion when set, else in the
-// preferred version of the one API group that has the kind. It asks discovery on
+// preferred version of the core group or of the one API group that has the kind. It asks discovery on
 // every call: a check is retried until its kind is served (a CRD applied in the
 // same run may not be yet).
 func (r *Runner) resolve(o v1alpha1.ObjectRef) (resource, error) {
@@ -60,6 +60,10 @@ func (r *Runner) resolve(o v1alpha1.ObjectRef) (resource, error) {
 				found = append(found, resource{gvr: gv.WithResource(ar.Name), namespaced: ar.Namespaced})
 			}
 		}
+	}
+	// The core group wins, as it does for kubectl (Event is also events.k8s.io's).
+	if i := slices.IndexFunc(found, func(r resource) bool { return r.gvr.Group == "" }); i >= 0 {
+		return found[i], nil
 	}
 	switch {
 	case len(found) == 1:
