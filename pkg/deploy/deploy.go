@@ -60,8 +60,10 @@ type Options struct {
 	// existing objects or clients (a removed version or field, a narrowed type),
 	// which are otherwise refused before anything of the plugin is applied.
 	ForceCRDChanges bool
-	// RollbackOnFailure reverts a Helm release whose objects did not become ready:
-	// back to its previous revision, or uninstalled when it was new.
+	// RollbackOnFailure reverts a plugin whose objects did not become ready: its
+	// Helm releases back to their previous revisions, then the whole plugin to its
+	// previous Ready revision (a new one recorded, "rollback to N"), or uninstalled
+	// when it was new.
 	RollbackOnFailure bool
 	// AllowDowngrade applies a plugin version lower than the installed one, which
 	// is otherwise refused unless the installed version declared it safe.
