@@ -158,7 +158,7 @@ func TestKill9Matrix(t *testing.T) {
 			// What the kill left: the checks below must see it, or they prove nothing.
 			if left := slices.DeleteFunc(divergence(t, rc, p), func(s string) bool { return strings.HasPrefix(s, "lease: ") }); len(left) > 0 {
 				diverged++
-				t.Logf("after kill -9 at %s, before the re-run: %d problem(s), e.g. %s", point, len(left), left[0])
+				t.Logf("after kill -9 at %s, before the re-run: %d problem(s):\n\t%s", point, len(left), strings.Join(left, "\n\t"))
 			}
 			if r := kubeplug(t, kubeconfig, "", applyArgs(v2)...); r.err != nil {
 				t.Fatalf("re-run after kill -9 at %s: %s", point, r)
