@@ -81,18 +81,7 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				return
 			}
 			for _, o := range u.Objects {
-				// Resolve scope now, so that the inventory records the namespace a
-				// namespaced object without one will land in. Kinds whose CRD comes in
-				// this wave are resolved when they are applied.
-				_, _ = d.mapping(o)
-				labels := o.GetLabels()
-				if labels == nil {
-					labels = map[string]string{}
-				}
-				labels[LabelManagedBy] = FieldManager
-				labels[LabelPlugin] = u.Plugin
-				o.SetLabels(labels)
-				stampDigest(o)
+				d.prepareObject(o, u.Plugin)
 			}
 			s.old, s.hist, s.err = d.latest(ctx, u.Plugin)
 		})

@@ -106,7 +106,7 @@ func (d *Deployer) Drift(ctx context.Context, units []Unit) ([]PluginDrift, erro
 		out[i] = PluginDrift{Plugin: u.Plugin, Checked: len(u.Objects)}
 		for _, o := range u.Objects {
 			o = o.DeepCopy()
-			prepareObject(o, u.Plugin)
+			d.prepareObject(o, u.Plugin)
 			jobs = append(jobs, job{unit: i, obj: o})
 		}
 	}
@@ -140,9 +140,13 @@ func (d *Deployer) Drift(ctx context.Context, units []Unit) ([]PluginDrift, erro
 	return out, errors.Join(errs...)
 }
 
-// prepareObject adds what ApplyWave adds to every object: kubeplug's labels and the
-// digest of the content.
-func prepareObject(o *unstructured.Unstructured, plugin string) {
+// prepareObject makes a plugin's object what ApplyWave applies and Drift compares:
+// its namespace resolved, kubeplug's labels, and the digest of the content.
+func (d *Deployer) prepareObject(o *unstructured.Unstructured, plugin string) {
+	// Resolve scope now, so that the record holds the namespace a namespaced object
+	// without one will land in, and the digest covers it. Kinds whose CRD comes in
+	// the same wave are resolved when they are applied.
+	_, _ = d.mapping(o)
 	labels := o.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
