@@ -426,3 +426,48 @@ func versionOf(s string) int {
 	_, _ = fmt.Sscan(s, &n)
 	return n
 }
+
+// TestConcurrentApplies runs applies through the CLI while another run holds the
+// lease: one that will not wait fails at once naming the holder; one that waits
+// gets the lease when it is released. Two applies started together with waiting
+// both succeed, one after the other.
+func TestConcurrentApplies(t *testing.T) {
+	kubeconfig := testcluster.ControlPlane(t).KubeconfigPath()
+	rc := testcluster.RESTConfig(t)
+	file := writeFixture(t, t.TempDir(), "cc", 1)
+	d, err := deploy.New(rc, deploy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, release, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply", Identity: "other-host/4242/abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := kubeplug(t, kubeconfig, "", "apply", "-f", file, "--no-builtin", "--lock-timeout", "0")
+	if r.err == nil || !strings.Contains(r.output, "another kubeplug operation holds the cluster's lease: apply by other-host/4242 since ") ||
+		!strings.Contains(r.output, "wait with --lock-timeout or retry") {
+		t.Errorf("apply while the lease is held: %s", r)
+	}
+	waited := make(chan run, 1)
+	go func() { waited <- kubeplug(t, kubeconfig, "", applyArgs(file)...) }()
+	time.Sleep(2 * time.Second)
+	if err := release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-waited; r.err != nil {
+		t.Errorf("apply waiting for the lease: %s", r)
+	}
+
+	both := make(chan run, 2)
+	for range 2 {
+		go func() { both <- kubeplug(t, kubeconfig, "", applyArgs(file)...) }()
+	}
+	for range 2 {
+		if r := <-both; r.err != nil {
+			t.Errorf("one of two concurrent applies: %s", r)
+		}
+	}
+	if r := kubeplug(t, kubeconfig, "", "uninstall", "--cascade", "base-cc"); r.err != nil {
+		t.Errorf("clean up: %s", r)
+	}
+}
