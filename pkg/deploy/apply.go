@@ -127,11 +127,12 @@ func (d *Deployer) ApplyWave(ctx context.Context, wave int, units []Unit) (*Wave
 				if isDefinition(o) != (pass == 0) {
 					continue
 				}
-				if live := skip[i][refOf(o).key()]; unchanged(o, live, ignoredPaths(s.unit.DriftIgnore, o)) {
+				live, ignore := skip[i][refOf(o).key()], ignoredPaths(s.unit.DriftIgnore, o)
+				if unchanged(o, live, ignore) {
 					s.applied = append(s.applied, live)
 					continue
 				}
-				jobs = append(jobs, applyJob{unit: i, obj: o})
+				jobs = append(jobs, applyJob{unit: i, obj: yieldIgnored(o, live, ignore)})
 			}
 		}
 		out := d.applyAll(ctx, jobs)

@@ -22,11 +22,12 @@ import (
 func TestDriftIsReportedThenCorrected(t *testing.T) {
 	ns := testcluster.Namespace(t)
 	plugin := unique(t, "drift")
+	level := "info"
 	unit := func() deploy.Unit {
 		return deploy.Unit{Plugin: plugin, Version: "1.0.0", Objects: objs(t, ns, `apiVersion: v1
 kind: ConfigMap
 metadata: {name: settings, namespace: NS}
-data: {level: info, replicas: "2"}
+data: {level: `+level+`, replicas: "2"}
 ---
 apiVersion: v1
 kind: Secret
@@ -139,5 +140,18 @@ data: {a: b}
 	cm, err = core.ConfigMaps(ns).Get(t.Context(), "settings", metav1.GetOptions{})
 	if err != nil || cm.Data["replicas"] != "7" {
 		t.Errorf("ignored field after re-apply = %q (%v), want 7 (left to its owner)", cm.Data["replicas"], err)
+	}
+	// A new version of the content is applied without the ignored field its owner
+	// holds: no conflict over it, and it keeps its value.
+	level = "warn"
+	if _, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{unit()}); err != nil {
+		t.Fatalf("apply of changed content with an ignored field owned by another manager: %v", err)
+	}
+	cm, err = core.ConfigMaps(ns).Get(t.Context(), "settings", metav1.GetOptions{})
+	if err != nil || cm.Data["replicas"] != "7" || cm.Data["level"] != "warn" {
+		t.Errorf("after the content change: %v (%v), want level warn and replicas 7", cm.Data, err)
+	}
+	if pd := drift(); len(pd.Objects) != 0 {
+		t.Errorf("drift after the content change: %+v", pd.Objects)
 	}
 }

@@ -76,7 +76,8 @@ func stampDigest(o *unstructured.Unstructured) {
 // ignored). Drift is therefore corrected on every apply — except at the ignored
 // JSON pointers (and below them), which others own by the plugin's declaration: an
 // autoscaler's /spec/replicas is not fought on every apply. A change of the
-// plugin's own content is still applied whole.
+// plugin's own content is applied without the ignored fields that another field
+// manager owns (yieldIgnored).
 func unchanged(desired, live *unstructured.Unstructured, ignore []string) bool {
 	if live == nil || live.GetAnnotations()[AnnotationDigest] != desired.GetAnnotations()[AnnotationDigest] {
 		return false
@@ -177,4 +178,56 @@ func sameNumber(a, b any) bool {
 		return false
 	}
 	return num(a) && num(b)
+}
+
+// yieldIgnored returns desired without the ignored fields (DriftIgnore) that
+// another field manager owns on live, so that an apply of a changed object neither
+// fails with a conflict over them nor, forced, takes them back: an autoscaler keeps
+// /spec/replicas. A field kubeplug alone owns is still applied (leaving it out
+// would delete it), as are fields of objects not yet in the cluster. desired is not
+// modified; it is returned as is when nothing is left out.
+func yieldIgnored(desired, live *unstructured.Unstructured, ignore []string) *unstructured.Unstructured {
+	if live == nil || len(ignore) == 0 {
+		return desired
+	}
+	var out *unstructured.Unstructured
+	for _, p := range ignore {
+		tokens, ok := mapPointer(p)
+		if !ok {
+			continue // into a list: the managed fields name its items by key, not index
+		}
+		if _, found, _ := unstructured.NestedFieldNoCopy(live.Object, tokens...); !found {
+			continue
+		}
+		if _, found, _ := unstructured.NestedFieldNoCopy(desired.Object, tokens...); !found {
+			continue
+		}
+		if len(ownersOf(live.GetManagedFields(), p)) == 0 {
+			continue
+		}
+		if out == nil {
+			out = desired.DeepCopy()
+		}
+		unstructured.RemoveNestedField(out.Object, tokens...)
+	}
+	if out == nil {
+		return desired
+	}
+	return out
+}
+
+// mapPointer splits a JSON pointer into unescaped map keys; false when a token is
+// a list index.
+func mapPointer(p string) ([]string, bool) {
+	if !strings.HasPrefix(p, "/") {
+		return nil, false
+	}
+	tokens := strings.Split(p[1:], "/")
+	for i, t := range tokens {
+		if _, err := strconv.Atoi(t); err == nil {
+			return nil, false
+		}
+		tokens[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return tokens, true
 }
