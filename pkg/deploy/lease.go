@@ -233,6 +233,9 @@ func (l *leaser) acquire(ctx context.Context) error {
 		var expiresIn time.Duration
 		if cur == nil {
 			err = l.write(ctx, nil)
+		} else if h := cur.Spec.HolderIdentity; h != nil && *h == l.opts.Identity {
+			// Ours already: a write whose answer was lost, retried.
+			err = l.write(ctx, cur)
 		} else if expiresIn = l.expiresIn(cur); expiresIn <= 0 {
 			if h := holderName(cur); h != "" && cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity != "" {
 				l.d.opts.Logger.Info("taking over an expired operation lease", "holder", h, "operation", cur.Annotations[AnnotationOperation])
@@ -336,12 +339,17 @@ func (l *leaser) write(ctx context.Context, cur *coordinationv1.Lease) error {
 	}
 	next.Spec.LeaseTransitions = &transitions
 	var got *coordinationv1.Lease
-	var err error
-	if cur == nil {
-		got, err = l.leases().Create(ctx, next, metav1.CreateOptions{FieldManager: FieldManager})
-	} else {
-		got, err = l.leases().Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
-	}
+	// A conflict or an existing Lease is no transient error: it ends the retries
+	// and acquire looks again.
+	err := l.d.retry(ctx, func(ctx context.Context) error {
+		var err error
+		if cur == nil {
+			got, err = l.leases().Create(ctx, next, metav1.CreateOptions{FieldManager: FieldManager})
+		} else {
+			got, err = l.leases().Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}
