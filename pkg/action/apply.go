@@ -80,8 +80,8 @@ type Apply struct {
 	// ForceCRDChanges applies CustomResourceDefinition changes that would break
 	// existing objects or clients, which are otherwise refused.
 	ForceCRDChanges bool
-	// RollbackOnFailure rolls back a Helm release whose objects do not become ready,
-	// or uninstalls it when it was new.
+	// RollbackOnFailure restores the previous revision of a plugin whose objects do
+	// not become ready (its Helm releases too), or uninstalls it when it was new.
 	RollbackOnFailure bool
 	// AllowDowngrade applies plugin versions lower than the installed ones.
 	AllowDowngrade bool
@@ -170,9 +170,18 @@ func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResul
 	}
 	res := &ApplyResult{Plugins: p.plan.Names(), DryRun: a.DryRun}
 	// A refused downgrade stops the apply before any wave changes anything.
+	versions := map[string]string{}
 	for _, pl := range p.plan.Plugins {
-		if err := d.CheckDowngrade(ctx, pl.Package.Name, pl.Package.Version.String()); err != nil {
-			l.Errorf("", 0, 0, "", "%v", err)
+		versions[pl.Package.Name] = pl.Package.Version.String()
+	}
+	err := d.CheckDowngrades(ctx, versions)
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		if e != nil {
+			l.Errorf("", 0, 0, "", "%v", e)
 		}
 	}
 	if l.HasFatal() {
