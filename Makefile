@@ -12,7 +12,7 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 KUBEPLUG := $(ROOT)/bin/kubeplug
 
-.PHONY: all build test unit lint tools quickstart fuzz bench clean
+.PHONY: all build test unit lint tools up down quickstart fuzz bench clean
 
 all: build
 
@@ -34,7 +34,16 @@ unit: localcluster validators
 
 test: lint unit
 
-# The README's main-job command: the furthest real step on the quickstart.
+# The README's main-job command: the quickstart as a local cluster — the control
+# plane with the plugins' flags, simulated nodes that ran the plugins' hooks, every
+# plugin deployed and validated. `make down` stops it.
+up: build localcluster
+	$(KUBEPLUG) up -f examples/quickstart/cluster.yaml
+
+down: build
+	$(KUBEPLUG) down -f examples/quickstart/cluster.yaml
+
+# Validate, plan and render the quickstart into out/quickstart, without a cluster.
 quickstart: build
 	$(KUBEPLUG) config validate -f examples/quickstart/cluster.yaml
 	$(KUBEPLUG) plan -f examples/quickstart/cluster.yaml

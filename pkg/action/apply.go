@@ -161,33 +161,37 @@ func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResul
 		context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
 		return nil
 	}
+	// A refused downgrade stops the apply before any wave changes anything.
+	downgrades := func(ctx context.Context) diag.List {
+		versions := map[string]string{}
+		for _, pl := range p.plan.Plugins {
+			versions[pl.Package.Name] = pl.Package.Version.String()
+		}
+		var dl diag.List
+		err := d.CheckDowngrades(ctx, versions)
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, e := range errs {
+			if e != nil {
+				dl.Errorf("", 0, 0, "", "%v", e)
+			}
+		}
+		return dl
+	}
 	if lc.bringUp == nil {
 		// Fail before rendering anything when the cluster cannot be reached.
 		if err := connect(ctx); err != nil {
 			l.Errorf("", 0, 0, "", "%v", err)
 			return nil, l
 		}
-	}
-	res := &ApplyResult{Plugins: p.plan.Names(), DryRun: a.DryRun}
-	// A refused downgrade stops the apply before any wave changes anything.
-	versions := map[string]string{}
-	for _, pl := range p.plan.Plugins {
-		versions[pl.Package.Name] = pl.Package.Version.String()
-	}
-	err := d.CheckDowngrades(ctx, versions)
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, e := range errs {
-		if e != nil {
-			l.Errorf("", 0, 0, "", "%v", e)
+		if l = append(l, downgrades(ctx)...); l.HasFatal() {
+			l.Sort()
+			return nil, l
 		}
 	}
-	if l.HasFatal() {
-		l.Sort()
-		return nil, l
-	}
+	res := &ApplyResult{Plugins: p.plan.Names(), DryRun: a.DryRun}
 	var once sync.Once
 	var objects map[string][]map[string]any
 	var releases map[string][]render.Release
@@ -204,6 +208,9 @@ func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResul
 				a.Cluster.RESTConfig = rc
 				if err := connect(ctx); err != nil {
 					objDiags.Errorf("", 0, 0, "", "%v", err)
+					return
+				}
+				if objDiags = append(objDiags, downgrades(ctx)...); objDiags.HasFatal() {
 					return
 				}
 			}

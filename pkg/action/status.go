@@ -47,6 +47,8 @@ type Uninstall struct {
 	Cluster Cluster
 	// Cascade removes the installed plugins that require the named ones too.
 	Cascade bool
+	// All uninstalls every installed plugin, dependents first (kubeplug down).
+	All bool
 	// Lease says how the run takes the cluster's operation lease.
 	Lease  Lease
 	Events func(deploy.Event)
@@ -85,6 +87,12 @@ func (a *Uninstall) Run(ctx context.Context, plugins ...string) ([]string, diag.
 	installed := map[string]bool{}
 	for _, inv := range invs {
 		installed[inv.Plugin] = true
+		if a.All {
+			plugins = append(plugins, inv.Plugin)
+		}
+	}
+	if a.All && len(plugins) == 0 {
+		return nil, l
 	}
 	for _, p := range plugins {
 		if !installed[p] {

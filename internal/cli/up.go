@@ -1,0 +1,283 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+)
+
+func stateDirFlag(cmd *cobra.Command, dir *string) {
+	cmd.Flags().StringVar(dir, "state-dir", "", "the local cluster's state directory (default $XDG_STATE_HOME/kubeplug/clusters/NAME, else ~/.local/state/kubeplug/clusters/NAME)")
+	_ = cmd.MarkFlagDirname("state-dir")
+}
+
+func newUpCmd(o *options) *cobra.Command {
+	var file, stateDir string
+	var noKubeconfig bool
+	a := action.NewApply(nil)
+	cmd := &cobra.Command{
+		Use:   "up -f cluster.yaml",
+		Short: "Bring a whole cluster up: control plane, nodes, plugins, checks",
+		Long: `Run every stage of the cluster file on the cluster's provider (the local
+provider by default): start the control plane with the flags, feature gates and
+volumes plugins contribute; create each node pool's nodes (simulated kubelets
+carrying the pools' labels and taints), whose machines run the plugins' hooks
+(beforeNodeup, then the node joins, then afterNodeup) and receive their files
+and systemd units; deploy every plugin's Kubernetes content wave by wave, waiting
+for readiness; run the machines' afterDeploy hooks; run every plugin's validate
+checks.
+
+Up on a running cluster applies the difference: new plugins are installed,
+removed ones uninstalled, changed flags restart the component that needs them,
+changed pools add or remove nodes. An interrupted up (Ctrl-C) stops cleanly and a
+re-run continues.
+
+The cluster's kubeconfig is written to its state directory and merged into your
+kubeconfig ($KUBECONFIG or ~/.kube/config) as context kubeplug-NAME, which becomes
+the current context — so kubectl and kubeplug status work at once. Use
+--kubeconfig-update=false to leave your kubeconfig alone and
+"kubeplug get-kubeconfig -f FILE" to find the cluster's own.`,
+		Example: `  kubeplug up -f examples/quickstart/cluster.yaml
+  kubectl get nodes
+  kubectl get pods -A
+  kubeplug status
+
+  # Change cluster.yaml (enable a plugin, change a flag), then apply the difference
+  kubeplug up -f examples/quickstart/cluster.yaml
+  kubeplug down -f examples/quickstart/cluster.yaml --purge`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pr := newProgress(o)
+			u := action.NewUp(o.config())
+			u.StateDir = stateDir
+			u.Apply.Timeout, u.Apply.RollbackOnFailure, u.Apply.ForceConflicts, u.Apply.Events = a.Timeout, a.RollbackOnFailure, a.ForceConflicts, pr.event
+			u.ProviderEvents = pr.providerEvent
+			res, l := u.Run(cmd.Context(), file)
+			failed := o.report(l)
+			if res != nil && res.Kubeconfig != "" && !noKubeconfig {
+				ctxName, err := action.MergeKubeconfig(res.Kubeconfig, res.Cluster)
+				if err != nil {
+					_, _ = fmt.Fprintf(o.streams.Err, "warning: %v\n", err)
+				} else {
+					res.Context = ctxName
+				}
+			}
+			if res == nil {
+				return errFailed
+			}
+			if o.output == "json" {
+				bs, _ := json.Marshal(map[string]any{"type": "Summary", "result": res, "failed": failed})
+				_, _ = fmt.Fprintln(o.streams.Out, string(bs))
+			} else if o.output == "yaml" {
+				if err := o.print(res, nil); err != nil {
+					return err
+				}
+			} else {
+				printUpSummary(o.streams.Out, res, failed)
+			}
+			if failed {
+				return errFailed
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	cmd.Flags().DurationVar(&a.Timeout, "timeout", 5*time.Minute, "how long each plugin may take to become ready")
+	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
+	cmd.Flags().BoolVar(&a.RollbackOnFailure, "rollback-on-failure", false, "roll back a plugin whose objects do not become ready")
+	cmd.Flags().BoolVar(&noKubeconfig, "no-kubeconfig-update", false, "do not merge the cluster's context into your kubeconfig")
+	stateDirFlag(cmd, &stateDir)
+	_ = cmd.MarkFlagRequired("file")
+	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
+	return cmd
+}
+
+func printUpSummary(w io.Writer, res *action.UpResult, failed bool) {
+	var b strings.Builder
+	state := "ready"
+	if failed {
+		state = "NOT ready (see the errors above)"
+	}
+	fmt.Fprintf(&b, "\nCluster %s is %s after %s.\n\n", res.Cluster, state, res.Ready)
+	rows := [][]string{}
+	for _, name := range slices.Sorted(maps.Keys(res.Versions)) {
+		var what []string
+		for _, k := range slices.Sorted(maps.Keys(res.Contributed[name])) {
+			what = append(what, fmt.Sprintf("%d %s", res.Contributed[name][k], k))
+		}
+		check := "-"
+		if res.ApplyResult != nil {
+			ok, n := 0, 0
+			for _, c := range res.Checks {
+				if c.Plugin == name {
+					n++
+					if c.OK {
+						ok++
+					}
+				}
+			}
+			if n > 0 {
+				check = fmt.Sprintf("%d/%d passed", ok, n)
+			}
+		}
+		rows = append(rows, []string{name, res.Versions[name], strings.Join(what, ", "), check})
+	}
+	_ = table(&b, []string{"PLUGIN", "VERSION", "CONTRIBUTED", "VALIDATE"}, rows)
+	if len(res.Nodes) > 0 {
+		b.WriteString("\n")
+		nrows := [][]string{}
+		for _, n := range res.Nodes {
+			nrows = append(nrows, []string{n.Name, n.Pool, readyText(n.Ready), hooksText(n.Hooks)})
+		}
+		_ = table(&b, []string{"NODE", "POOL", "READY", "HOOKS"}, nrows)
+	}
+	if len(res.Restarted) > 0 {
+		fmt.Fprintf(&b, "\nrestarted: %s\n", strings.Join(res.Restarted, ", "))
+	}
+	fmt.Fprintf(&b, "\nkubeconfig: %s\n", res.Kubeconfig)
+	if res.Context != "" {
+		fmt.Fprintf(&b, "context:    %s (now your current context)\n", res.Context)
+	}
+	fmt.Fprintf(&b, "state:      %s\n", res.StateDir)
+	_, _ = io.WriteString(w, b.String())
+}
+
+func readyText(ok bool) string {
+	if ok {
+		return "Ready"
+	}
+	return "NotReady"
+}
+
+// hooksText summarises a node's hook phases: "beforeNodeup 2 ok, afterNodeup 1 ok 1 skipped".
+func hooksText(h map[string]provider.HookSummary) string {
+	var parts []string
+	for _, phase := range []string{"beforeNodeup", "afterNodeup", "afterDeploy"} {
+		s, ok := h[phase]
+		if !ok {
+			continue
+		}
+		t := phase
+		for _, c := range []struct {
+			n    int
+			what string
+		}{{s.Succeeded, "ok"}, {s.Skipped, "skipped"}, {s.Failed, "FAILED"}, {s.NotRun, "not run"}} {
+			if c.n > 0 {
+				t += fmt.Sprintf(" %d %s", c.n, c.what)
+			}
+		}
+		if t == phase {
+			t += " none"
+		}
+		parts = append(parts, t)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (p *progress) providerEvent(e provider.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.o.output == "json" {
+		b, _ := json.Marshal(map[string]any{"type": "Provider", "time": e.Time, "step": e.Step, "node": e.Node, "message": e.Message})
+		_, _ = fmt.Fprintln(p.o.streams.Out, string(b))
+		return
+	}
+	elapsed := e.Time.Sub(p.start).Round(100 * time.Millisecond)
+	line := e.Step + ": " + e.Message
+	if e.Node != "" {
+		line = e.Message
+		if !strings.HasPrefix(line, "node "+e.Node) {
+			line = "node " + e.Node + ": " + line
+		}
+	}
+	_, _ = fmt.Fprintf(p.o.streams.Err, "%s [%s]\n", line, elapsed)
+}
+
+func newDownCmd(o *options) *cobra.Command {
+	var file, stateDir string
+	d := action.NewDown(nil)
+	cmd := &cobra.Command{
+		Use:   "down -f cluster.yaml",
+		Short: "Stop a local cluster: uninstall its plugins, stop its control plane and nodes",
+		Long: `Uninstall the cluster's plugins in reverse dependency order (so their cleanup
+runs), stop the control plane and the simulated nodes, and remove the cluster's
+context from your kubeconfig. The state directory (certificates, etcd data, the
+machines' roots, logs) is kept, so "kubeplug up" starts the same cluster again;
+--purge deletes it. Nothing outside the state directory is touched.`,
+		Example: `  kubeplug down -f examples/quickstart/cluster.yaml
+  kubeplug down -f examples/quickstart/cluster.yaml --purge`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a := action.NewDown(o.config())
+			a.StateDir, a.Purge, a.KeepPlugins = stateDir, d.Purge, d.KeepPlugins
+			res, l := a.Run(cmd.Context(), file)
+			failed := o.report(l)
+			if res != nil && !failed {
+				if err := action.UnmergeKubeconfig(res.Cluster); err != nil {
+					_, _ = fmt.Fprintf(o.streams.Err, "warning: %v\n", err)
+				}
+			}
+			if res == nil || failed {
+				return errFailed
+			}
+			return o.print(res, func(w io.Writer) error {
+				if len(res.Uninstalled) > 0 {
+					_, _ = fmt.Fprintf(w, "uninstalled: %s\n", strings.Join(res.Uninstalled, ", "))
+				}
+				msg := "cluster %s stopped; its state is kept in %s\n"
+				if res.Purged {
+					msg = "cluster %s stopped; its state %s is deleted\n"
+				}
+				_, err := fmt.Fprintf(w, msg, res.Cluster, res.StateDir)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	cmd.Flags().BoolVar(&d.Purge, "purge", false, "delete the state directory too")
+	cmd.Flags().BoolVar(&d.KeepPlugins, "keep-plugins", false, "stop without uninstalling the plugins first")
+	stateDirFlag(cmd, &stateDir)
+	_ = cmd.MarkFlagRequired("file")
+	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
+	return cmd
+}
+
+func newGetKubeconfigCmd(o *options) *cobra.Command {
+	var file, stateDir string
+	cmd := &cobra.Command{
+		Use:   "get-kubeconfig -f cluster.yaml",
+		Short: "Print the path of a running local cluster's kubeconfig",
+		Long: `Print the path of the kubeconfig kubeplug up wrote into the cluster's state
+directory, for tools that should not use your own kubeconfig.`,
+		Example: `  export KUBECONFIG=$(kubeplug get-kubeconfig -f examples/quickstart/cluster.yaml)
+  kubectl get nodes`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path, l := action.KubeconfigPath(file, stateDir)
+			if o.report(l) {
+				return errFailed
+			}
+			return o.print(map[string]string{"kubeconfig": path}, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, path)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	stateDirFlag(cmd, &stateDir)
+	_ = cmd.MarkFlagRequired("file")
+	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
+	return cmd
+}
