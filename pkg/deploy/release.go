@@ -204,7 +204,8 @@ func (d *Deployer) failed(ctx context.Context, wave int, u Unit, hist []*Record,
 		_, err = d.rollbackTo(ctx, wave, prev, fmt.Sprintf("rollback to %d: revision %d failed", prev.Revision, rec.Revision))
 	case prev != nil:
 		return fmt.Errorf("%w; not rolled back: revision %d of %s recorded no objects", cause, prev.Revision, u.Plugin)
-	case len(hist) == 0:
+	case !slices.ContainsFunc(hist, func(r *Record) bool { return r.Phase == PhaseReady }):
+		// New, or never ready since it was installed.
 		what = fmt.Sprintf("uninstalled plugin %s, which was new", u.Plugin)
 		cur, _, rerr := d.latest(wctx, u.Plugin)
 		if rerr == nil && cur != nil {
@@ -213,7 +214,9 @@ func (d *Deployer) failed(ctx context.Context, wave int, u Unit, hist []*Record,
 			err = rerr
 		}
 	default:
-		return fmt.Errorf("%w; not rolled back: %s has no earlier Ready revision", cause, u.Plugin)
+		// Ready revisions exist, but only newer ones (this run retried an older
+		// revision in place): nothing earlier to go back to.
+		return fmt.Errorf("%w; not rolled back: %s has no Ready revision before %d", cause, u.Plugin, rec.Revision)
 	}
 	if err != nil {
 		return fmt.Errorf("%w; automatic rollback failed: %w", cause, err)
