@@ -175,10 +175,9 @@ func hooksText(h map[string]provider.HookSummary) string {
 				t += fmt.Sprintf(" %d %s", c.n, c.what)
 			}
 		}
-		if t == phase {
-			t += " none"
+		if t != phase {
+			parts = append(parts, t)
 		}
-		parts = append(parts, t)
 	}
 	if len(parts) == 0 {
 		return "-"
