@@ -14,6 +14,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // ErrDowngrade is returned when a plugin's new version is lower than the installed
@@ -132,7 +133,11 @@ func (d *Deployer) begin(ctx context.Context, u Unit, old *Record) (rec *Record,
 			rec.Description = describe(old, u)
 		}
 	}
-	if err := d.writeRecord(ctx, rec, u.Objects); err != nil {
+	objs := u.Objects
+	if objs == nil {
+		objs = []*unstructured.Unstructured{} // recorded too: a plugin of Helm releases only can be rolled back
+	}
+	if err := d.writeRecord(ctx, rec, objs); err != nil {
 		return nil, false, err
 	}
 	return rec, false, nil

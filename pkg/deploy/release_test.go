@@ -544,3 +544,29 @@ func TestUninstallFromTheRecordAlone(t *testing.T) {
 		t.Error("uninstall left records")
 	}
 }
+
+func TestRollbackOfAPluginOfHelmReleasesOnly(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	plugin := unique(t, "helmonly")
+	chrt := testChart(t)
+	d := newDeployer(t, deploy.Options{Timeout: time.Minute})
+	t.Cleanup(func() { _, _ = d.Uninstall(context.WithoutCancel(t.Context()), []string{plugin}, true) })
+	for _, msg := range []string{"one", "two"} {
+		u := deploy.Unit{Plugin: plugin, Version: "1.0.0", Releases: []deploy.HelmRelease{{Name: "web", Namespace: ns, Chart: chrt, Values: map[string]any{"message": msg}}}}
+		if _, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := summary(history(t, d, plugin)); got != "1:Superseded:1.0.0 2:Ready:1.0.0" {
+		t.Fatalf("history = %s: a change of Helm values only is a new revision", got)
+	}
+	if _, err := d.Rollback(t.Context(), plugin, 0); err != nil {
+		t.Fatal(err)
+	}
+	if m := message(t, ns, "web-msg"); m != "one" {
+		t.Errorf("message after the rollback = %q, want one", m)
+	}
+	if rev, st := revision(t, ns, "web"); rev != 3 || st != "deployed" {
+		t.Errorf("Helm release revision %d %s, want 3 deployed", rev, st)
+	}
+}
