@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
@@ -66,9 +67,22 @@ type releaseDone struct {
 	rel      *releasev1.Release
 }
 
+// HelmFieldManager is the field manager of what the Helm SDK applies for kubeplug.
+const HelmFieldManager = "kubeplug-helm"
+
+var helmManagerOnce sync.Once
+
 // helmConfig returns a Helm action configuration for one namespace, talking to the
 // deployer's cluster and storing release records as Secrets, as the helm CLI does.
 func (d *Deployer) helmConfig(namespace string) (*action.Configuration, error) {
+	helmManagerOnce.Do(func() {
+		// Helm's field manager defaults to the program's name, "kubeplug": the
+		// release namespace Helm creates would then take kubeplug's own fields away
+		// (its labels and applied digest) from the plugin's Namespace object.
+		if kube.ManagedFieldsManager == "" {
+			kube.ManagedFieldsManager = HelmFieldManager
+		}
+	})
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(d.opts.Logger.Handler()))
 	if err := cfg.Init(&restGetter{cfg: d.cfg, namespace: namespace}, namespace, "secret"); err != nil {
 		return nil, fmt.Errorf("set up Helm for namespace %s: %w", namespace, err)
