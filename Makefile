@@ -29,7 +29,7 @@ tools: $(GOLANGCI_LINT)
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
-unit: localcluster validators
+unit: localcluster validators node-exporter
 	$(GO) test ./...
 
 test: lint unit
@@ -116,7 +116,7 @@ NODE_EXPORTER_LDFLAGS := -s -w \
 .PHONY: node-exporter
 node-exporter: $(NODE_EXPORTER)
 
-$(NODE_EXPORTER):
+$(NODE_EXPORTER): tools/node-exporter/go.mod
 	@mkdir -p $(dir $@)
 	cd tools/node-exporter && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(NODE_EXPORTER_LDFLAGS)' -o $@.tmp github.com/prometheus/node_exporter
 	mv -f $@.tmp $@
