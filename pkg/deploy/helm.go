@@ -271,7 +271,9 @@ func (d *Deployer) removeRelease(ctx context.Context, ref ReleaseRef) (int, erro
 	un.WaitStrategy = kube.HookOnlyStrategy
 	un.Timeout = d.opts.Timeout
 	un.DeletionPropagation = "background"
+	faultpoint.Hit("helm:before-uninstall")
 	resp, err := un.Run(ref.Name)
+	faultpoint.Hit("helm:after-uninstall")
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return 0, fmt.Errorf("uninstall Helm release %s: %w", ref, err)
 	}

@@ -114,6 +114,7 @@ var matrix = []string{
 	"state:chunks-written:2",
 	"apply:object-applied:1",
 	"apply:object-applied:8",
+	"apply:object-applied:14",
 	"apply:before-releases:2",
 	"helm:before-upgrade:1",
 	"helm:pending-recorded:1",
@@ -126,6 +127,9 @@ var matrix = []string{
 	"delete:object-deleted:1",
 	"apply:before-remove-unlisted",
 	"uninstall:before-plugin:1",
+	"helm:before-uninstall:1",
+	"helm:after-uninstall:1",
+	"delete:object-deleted:2",
 	"uninstall:objects-deleted:1",
 	"uninstall:plugin-removed:1",
 }
