@@ -151,7 +151,9 @@ and the next run takes it over.`,
 				return fmt.Errorf("invalid --dry-run %q: expected none or server (client-side dry runs are kubeplug render)", dryRun)
 			}
 			pr := newProgress(o)
-			b := action.NewApply(o.config())
+			cfg := o.config()
+			cfg.Progress = pr.stage
+			b := action.NewApply(cfg)
 			b.Cluster, b.DryRun, b.Timeout, b.ForceConflicts, b.RollbackOnFailure, b.Events = a.Cluster, a.DryRun, a.Timeout, a.ForceConflicts, a.RollbackOnFailure, pr.event
 			b.AllowDowngrade, b.HistoryMax = a.AllowDowngrade, a.HistoryMax
 			b.Lease = a.Lease

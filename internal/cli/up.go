@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
@@ -57,7 +58,9 @@ the current context — so kubectl and kubeplug status work at once. Use
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pr := newProgress(o)
-			u := action.NewUp(o.config())
+			cfg := o.config()
+			cfg.Progress = pr.stage
+			u := action.NewUp(cfg)
 			u.StateDir = stateDir
 			u.Apply.Timeout, u.Apply.RollbackOnFailure, u.Apply.ForceConflicts, u.Apply.Events = a.Timeout, a.RollbackOnFailure, a.ForceConflicts, pr.event
 			u.ProviderEvents = pr.providerEvent
@@ -183,6 +186,25 @@ func hooksText(h map[string]provider.HookSummary) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// stage prints the start of each stage, and of each wave of the validate stage;
+// the deploy stage's waves print their own progress.
+func (p *progress) stage(e engine.StageEvent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.o.output == "json" {
+		b, _ := json.Marshal(map[string]any{"type": "Stage", "time": time.Now(), "stage": e.Stage, "wave": e.Wave, "waves": e.Waves, "plugins": e.Plugins})
+		_, _ = fmt.Fprintln(p.o.streams.Out, string(b))
+		return
+	}
+	elapsed := time.Since(p.start).Round(100 * time.Millisecond)
+	switch {
+	case e.Stage == engine.Validate:
+		_, _ = fmt.Fprintf(p.o.streams.Err, "validate, wave %d: %s [%s]\n", e.Wave, strings.Join(e.Plugins, ", "), elapsed)
+	case e.Wave == 0:
+		_, _ = fmt.Fprintf(p.o.streams.Err, "%s: %d wave(s) [%s]\n", e.Stage, e.Waves, elapsed)
+	}
 }
 
 func (p *progress) providerEvent(e provider.Event) {

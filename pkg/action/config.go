@@ -33,6 +33,8 @@ type Config struct {
 	// PluginTimeout, when positive, overrides every plugin's spec.runtime.timeout
 	// (how long one stage call of its executable may take; default 1m).
 	PluginTimeout time.Duration
+	// Progress, when set, is told when each wave of each stage starts.
+	Progress func(engine.StageEvent)
 }
 
 func (c *Config) logger() *slog.Logger {

@@ -45,7 +45,7 @@ func (c *Config) prepare(ctx context.Context, file string, redact bool) (*prepar
 		return nil, l
 	}
 	rs := runtime.NewSet(runtime.Options{Logger: c.logger(), Timeout: c.PluginTimeout})
-	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), Redact: redact, Runtimes: c.Runtimes, CodeRuntime: rs.Runtime})
+	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), Redact: redact, Runtimes: c.Runtimes, CodeRuntime: rs.Runtime, Progress: c.Progress})
 	plan, pl := e.Plan(ctx, cl, idx)
 	l = append(l, pl...)
 	if plan == nil {

@@ -108,6 +108,10 @@ func (u *Up) Run(ctx context.Context, path string) (*UpResult, diag.List) {
 				res.Kubeconfig, res.Nodes, res.Restarted = cl.Kubeconfig, cl.Nodes, cl.Restarted
 			}
 			if err != nil {
+				if ctx.Err() != nil {
+					l.Errorf("", 0, 0, "", "interrupted while bringing the cluster up; run kubeplug up again to continue (%v)", err)
+					return nil, l
+				}
 				l.Errorf("", 0, 0, "", "bring the cluster up: %v", err)
 				return nil, l
 			}

@@ -47,6 +47,17 @@ type Options struct {
 	// their own validate; a fatal diagnostic stops the run before the next wave.
 	// Nil checks nothing.
 	Validate func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List
+	// Progress, when set, is told when each wave of each stage starts.
+	Progress func(StageEvent)
+}
+
+// StageEvent says that a wave of a stage starts.
+type StageEvent struct {
+	Stage Stage `json:"stage"`
+	// Wave counts from 0, of Waves.
+	Wave    int      `json:"wave"`
+	Waves   int      `json:"waves"`
+	Plugins []string `json:"plugins"`
 }
 
 // Engine plans and runs the lifecycle stages.
@@ -272,6 +283,13 @@ func (e *Engine) runStage(ctx context.Context, plan *Plan, stage Stage, m *model
 	e.log.Info("stage started", "stage", stage, "plugins", len(plan.Plugins), "waves", len(plan.Waves))
 	for w, wave := range plan.Waves {
 		e.log.Debug("wave started", "stage", stage, "wave", w, "plugins", len(wave))
+		if e.opts.Progress != nil {
+			ev := StageEvent{Stage: stage, Wave: w, Waves: len(plan.Waves)}
+			for _, p := range wave {
+				ev.Plugins = append(ev.Plugins, p.Package.Name)
+			}
+			e.opts.Progress(ev)
+		}
 		type answer struct {
 			resps []*Response
 			l     diag.List
