@@ -77,14 +77,15 @@ the current context — so kubectl and kubeplug status work at once. Use
 			if res == nil {
 				return errFailed
 			}
-			if o.output == "json" {
+			switch o.output {
+			case "json":
 				bs, _ := json.Marshal(map[string]any{"type": "Summary", "result": res, "failed": failed})
 				_, _ = fmt.Fprintln(o.streams.Out, string(bs))
-			} else if o.output == "yaml" {
+			case "yaml":
 				if err := o.print(res, nil); err != nil {
 					return err
 				}
-			} else {
+			default:
 				printUpSummary(o.streams.Out, res, failed)
 			}
 			if failed {

@@ -179,7 +179,8 @@ func (a *Down) Run(ctx context.Context, path string) (*DownResult, diag.List) {
 		return nil, l
 	}
 	running, err := local.Running(res.StateDir)
-	if err != nil && !(a.Purge && errors.Is(err, provider.ErrIncompatibleState)) {
+	// An incompatible state dir is still purged.
+	if err != nil && (!a.Purge || !errors.Is(err, provider.ErrIncompatibleState)) {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l
 	}
