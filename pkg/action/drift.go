@@ -34,17 +34,9 @@ func (a *Drift) Run(ctx context.Context, path string) ([]deploy.PluginDrift, dia
 		return nil, l
 	}
 	defer p.close()
-	rc, err := a.Cluster.Config()
+	d, err := connect(ctx, a.cfg, a.Cluster, deploy.Options{})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
-		return nil, l
-	}
-	d, err := deploy.New(rc, deploy.Options{Logger: a.cfg.logger()})
-	if err == nil {
-		err = d.Ping(ctx)
-	}
-	if err != nil {
-		l.Errorf("", 0, 0, "", "cannot reach the cluster: %v", err)
 		return nil, l
 	}
 	res, rl := p.engine.Run(ctx, p.plan, engine.Render)

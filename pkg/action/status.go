@@ -20,17 +20,9 @@ func NewStatus(cfg *Config) *Status { return &Status{cfg: cfg} }
 // exist and are ready.
 func (a *Status) Run(ctx context.Context) ([]deploy.PluginStatus, diag.List) {
 	var l diag.List
-	rc, err := a.Cluster.Config()
+	d, err := connect(ctx, a.cfg, a.Cluster, deploy.Options{})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
-		return nil, l
-	}
-	d, err := deploy.New(rc, deploy.Options{Logger: a.cfg.logger()})
-	if err == nil {
-		err = d.Ping(ctx)
-	}
-	if err != nil {
-		l.Errorf("", 0, 0, "", "cannot reach the cluster: %v", err)
 		return nil, l
 	}
 	st, err := d.Status(ctx)
@@ -60,17 +52,9 @@ func NewUninstall(cfg *Config) *Uninstall { return &Uninstall{cfg: cfg} }
 // Run uninstalls the named plugins and returns those removed, in order.
 func (a *Uninstall) Run(ctx context.Context, plugins ...string) ([]string, diag.List) {
 	var l diag.List
-	rc, err := a.Cluster.Config()
+	d, err := connect(ctx, a.cfg, a.Cluster, deploy.Options{Events: a.Events})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
-		return nil, l
-	}
-	d, err := deploy.New(rc, deploy.Options{Logger: a.cfg.logger(), Events: a.Events})
-	if err == nil {
-		err = d.Ping(ctx)
-	}
-	if err != nil {
-		l.Errorf("", 0, 0, "", "cannot reach the cluster: %v", err)
 		return nil, l
 	}
 	ctx, unlock, err := a.Lease.lock(ctx, d, "uninstall", a.cfg.logger())

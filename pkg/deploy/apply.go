@@ -405,9 +405,18 @@ type releaseObjs struct {
 // objects of their manifests. When one fails, those already changed are reverted if
 // Options.RollbackOnFailure says so.
 func (d *Deployer) releases(ctx context.Context, u Unit) (*releaseObjs, error) {
+	return d.eachRelease(ctx, len(u.Releases), func(i int) (*releaseDone, error) {
+		return d.installRelease(ctx, u.Plugin, u.Releases[i])
+	})
+}
+
+// eachRelease brings n releases to their state one after the other with do and
+// collects their manifests' objects; when one fails, those already changed are
+// reverted if Options.RollbackOnFailure says so.
+func (d *Deployer) eachRelease(ctx context.Context, n int, do func(i int) (*releaseDone, error)) (*releaseObjs, error) {
 	out := &releaseObjs{}
-	for _, h := range u.Releases {
-		done, err := d.installRelease(ctx, u.Plugin, h)
+	for i := range n {
+		done, err := do(i)
 		if done != nil {
 			out.done = append(out.done, done)
 		}

@@ -286,22 +286,10 @@ func (d *Deployer) rollbackTo(ctx context.Context, wave int, target *Record, des
 // target recorded; one already deployed with that revision's chart and values is
 // left alone.
 func (d *Deployer) restoreReleases(ctx context.Context, u Unit) (*releaseObjs, error) {
-	out := &releaseObjs{}
-	for _, ref := range u.rollback.Releases {
-		done, err := d.restoreRelease(ctx, ref, u.rollback.HelmRevisions[ref.String()])
-		if done != nil {
-			out.done = append(out.done, done)
-		}
-		if err != nil {
-			return nil, d.releasesFailed(ctx, out.done, err)
-		}
-		objs, err := d.releaseObjects(done.rel)
-		if err != nil {
-			return nil, d.releasesFailed(ctx, out.done, err)
-		}
-		out.objects = append(out.objects, objs...)
-	}
-	return out, nil
+	return d.eachRelease(ctx, len(u.rollback.Releases), func(i int) (*releaseDone, error) {
+		ref := u.rollback.Releases[i]
+		return d.restoreRelease(ctx, ref, u.rollback.HelmRevisions[ref.String()])
+	})
 }
 
 func (d *Deployer) restoreRelease(ctx context.Context, ref ReleaseRef, revision int) (*releaseDone, error) {
