@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -120,6 +122,14 @@ repeatable) and the directories a cluster.yaml names under spec.plugins.sources.
 	_ = root.MarkPersistentFlagDirname("plugin-dir")
 	_ = root.MarkPersistentFlagDirname("contrib-dir")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		// client-go logs through klog to stderr: an API server restarting would
+		// flood the output with discovery retries that kubeplug reports itself.
+		// They are debugging output (-vv).
+		if o.verbose >= 2 {
+			klog.SetSlogLogger(o.config().Logger)
+		} else {
+			klog.SetLogger(logr.Discard())
+		}
 		switch o.output {
 		case "text", "json", "yaml":
 			return nil

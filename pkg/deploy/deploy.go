@@ -73,7 +73,8 @@ type Options struct {
 	// Namespace holds the release records. Default kubeplug-system.
 	Namespace string
 	// Retry is how transient API errors (unreachable server, throttling, timeouts)
-	// are retried. Default: 6 tries, from 200ms doubling to 5s.
+	// are retried. Default: 9 tries, from 200ms doubling to 5s (about 20s: long
+	// enough for an API server to restart).
 	Retry wait.Backoff
 }
 
@@ -103,7 +104,7 @@ func (o *Options) defaults() {
 		o.Namespace = "kubeplug-system"
 	}
 	if o.Retry.Steps == 0 {
-		o.Retry = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: 6}
+		o.Retry = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: 9}
 	}
 }
 
