@@ -402,6 +402,10 @@ type ExpressionCheck struct {
 type ExecCheck struct {
 	// Command is the executable's path inside the package and its arguments.
 	Command []string `json:"command" jsonschema:"minItems=1"`
+	// SHA256 pins the executable: the hex digest its bytes must have, checked on
+	// the bytes that run. Optional (the package digest covers the file at load);
+	// a spec.runtime executable is pinned by the runtime's sha256.
+	SHA256 string `json:"sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	// Timeout is a Go duration. Default 2m.
 	Timeout string `json:"timeout,omitempty"`
 }

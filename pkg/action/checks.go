@@ -43,8 +43,14 @@ func (a *Apply) validateHook(p *prepared, res *ApplyResult) func(context.Context
 				continue
 			}
 			cp := check.Plugin{Name: pl.Package.Name, Checks: spec.Validate, FS: pl.Package.FS, Dir: proc.PackageDir(pl.Package.Location)}
+			cp.Pins = map[string]string{}
 			if rt := spec.Runtime; rt != nil {
-				cp.Pins = map[string]string{path.Clean(rt.Command[0]): rt.SHA256}
+				cp.Pins[path.Clean(rt.Command[0])] = rt.SHA256
+			}
+			for _, c := range spec.Validate {
+				if c.Exec != nil && c.Exec.SHA256 != "" {
+					cp.Pins[path.Clean(c.Exec.Command[0])] = c.Exec.SHA256
+				}
 			}
 			wg.Go(func() { results[i] = runner.Run(ctx, cp) })
 		}

@@ -93,3 +93,32 @@ func TestApplyRunsValidateChecks(t *testing.T) {
 		t.Errorf("diagnostics:\n%s\nwant one fatal containing:\n%s", l, want)
 	}
 }
+
+// TestExecCheckPinned: an exec check's sha256 pins the bytes that run; a script
+// changed after the pin was written fails the check instead of running.
+func TestExecCheckPinned(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	file := checksPlugin(t, ns, "on")
+	manifest := filepath.Join(filepath.Dir(file), "plugins", "probe", "plugin.yaml")
+	text, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := strings.Replace(string(text), "exec: {command: [bin/check.sh]}", "exec: {command: [bin/check.sh], sha256: '"+strings.Repeat("0", 64)+"'}", 1)
+	if pinned == string(text) {
+		t.Fatal("the fixture has no exec check to pin")
+	}
+	if err := os.WriteFile(manifest, []byte(pinned), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	apply := action.NewApply(&action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }})
+	apply.Cluster.RESTConfig = testcluster.RESTConfig(t)
+	apply.Timeout = time.Minute
+	res, l := apply.Run(t.Context(), file)
+	if res == nil || res.Validated || len(res.Checks) != 3 || res.Checks[2].OK {
+		t.Fatalf("pinned exec check with the wrong digest: result %+v, diagnostics %v", res, l)
+	}
+	if !strings.Contains(res.Checks[2].Message, "refusing to run bin/check.sh: its sha256 is") {
+		t.Errorf("message %q does not say the digest did not match", res.Checks[2].Message)
+	}
+}
