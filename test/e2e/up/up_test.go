@@ -2,11 +2,13 @@ package up
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -47,7 +49,29 @@ func TestUp(t *testing.T) {
 			env.Setenv("KUBECONFIG", filepath.Join(env.WorkDir, "home", ".kube", "config"))
 			env.Setenv("XDG_STATE_HOME", filepath.Join(env.WorkDir, "home", ".local", "state"))
 			env.Setenv("REPO", repo)
+			// A local cluster outlives the command that started it: when a script
+			// fails before its `kubeplug down`, stop what it left running.
+			env.Defer(func() { stopClusters(t, env.WorkDir) })
 			return nil
 		},
+	})
+}
+
+// stopClusters stops every detached control plane under dir (its state.json says
+// which processes are its own).
+func stopClusters(t *testing.T, dir string) {
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != controlplane.StateFile {
+			return nil
+		}
+		dataDir := filepath.Dir(path)
+		if running, _ := controlplane.Running(dataDir); running {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := controlplane.StopDetached(ctx, controlplane.Options{DataDir: dataDir}); err != nil {
+				t.Errorf("stop the cluster a script left running in %s: %v", dataDir, err)
+			}
+		}
+		return nil
 	})
 }
