@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -296,17 +295,7 @@ func (a *Apply) removeUnlisted(ctx context.Context, d *deploy.Deployer, planned 
 // kubeContent renders every plugin's Kubernetes objects (manifests, with object
 // patches applied) and loads its Helm releases' charts, from the finished model.
 func kubeContent(ctx context.Context, p *prepared, m *model.Model) (map[string][]map[string]any, map[string][]render.Release, diag.List) {
-	pkgs := map[string]fs.FS{}
-	for _, pl := range p.plan.Plugins {
-		pkgs[pl.Package.Name] = pl.Package.FS
-	}
-	return render.Content(ctx, render.Input{
-		ClusterName:       p.cluster.Spec.Metadata.Name,
-		KubernetesVersion: p.cluster.KubernetesVersion.String(),
-		Model:             m,
-		Order:             p.plan.Names(),
-		Charts:            func(name string) fs.FS { return pkgs[name] },
-	})
+	return render.Content(ctx, p.renderInput(m))
 }
 
 func unit(pl *engine.Planned, objs []map[string]any, rels []render.Release) (deploy.Unit, error) {

@@ -3,6 +3,7 @@ package action
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 
 	"github.com/Masterminds/semver/v3"
@@ -10,7 +11,9 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/runtime"
 )
 
@@ -22,6 +25,22 @@ type prepared struct {
 	// runtimes are the plugin processes the run starts; close ends them.
 	runtimes *runtime.Set
 	log      *slog.Logger
+}
+
+// renderInput is what render needs of the prepared run with the finished model:
+// the cluster, the resolved order and every plugin's package files (its charts).
+func (p *prepared) renderInput(m *model.Model) render.Input {
+	pkgs := map[string]fs.FS{}
+	for _, pl := range p.plan.Plugins {
+		pkgs[pl.Package.Name] = pl.Package.FS
+	}
+	return render.Input{
+		ClusterName:       p.cluster.Spec.Metadata.Name,
+		KubernetesVersion: p.cluster.KubernetesVersion.String(),
+		Model:             m,
+		Order:             p.plan.Names(),
+		Charts:            func(name string) fs.FS { return pkgs[name] },
+	}
 }
 
 // close stops every plugin process the run started. Call it when the engine run

@@ -59,18 +59,9 @@ func (a *Render) Files(ctx context.Context, path string) (map[string][]byte, dia
 		}
 		return files, l
 	}
-	pkgs := map[string]fs.FS{}
-	for _, pl := range p.plan.Plugins {
-		pkgs[pl.Package.Name] = pl.Package.FS
-	}
-	files, fl := render.Files(ctx, render.Input{
-		ClusterName:       p.cluster.Spec.Metadata.Name,
-		KubernetesVersion: p.cluster.KubernetesVersion.String(),
-		Model:             res.Model,
-		Order:             p.plan.Names(),
-		Charts:            func(name string) fs.FS { return pkgs[name] },
-		Plan:              doc,
-	})
+	in := p.renderInput(res.Model)
+	in.Plan = doc
+	files, fl := render.Files(ctx, in)
 	l = append(l, fl...)
 	l.Sort()
 	return files, l

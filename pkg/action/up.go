@@ -3,7 +3,6 @@ package action
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"path/filepath"
 	"time"
 
@@ -92,11 +91,7 @@ func (u *Up) Run(ctx context.Context, path string) (*UpResult, diag.List) {
 				l.Errorf("", 0, 0, "", "%v", err)
 				return nil, l
 			}
-			pkgs := map[string]fs.FS{}
-			for _, pl := range p.plan.Plugins {
-				pkgs[pl.Package.Name] = pl.Package.FS
-			}
-			in := render.Input{ClusterName: res.Cluster, KubernetesVersion: p.cluster.KubernetesVersion.String(), Model: m, Order: p.plan.Names(), Charts: func(n string) fs.FS { return pkgs[n] }}
+			in := p.renderInput(m)
 			machines, ml := render.Machines(ctx, in)
 			l = append(l, ml...)
 			if ml.HasFatal() {
