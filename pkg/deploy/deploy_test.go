@@ -24,6 +24,24 @@ import (
 func TestMain(m *testing.M) { os.Exit(testcluster.Run(m)) }
 
 // objs parses YAML documents, replacing NS with the test's namespace.
+// stuckDeployment is a Deployment named name in namespace NS that never becomes
+// ready: no node matches its selector, and it reports so within 2s.
+func stuckDeployment(name string) string {
+	return strings.ReplaceAll(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: NAME, namespace: NS}
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 2
+  selector: {matchLabels: {app: NAME}}
+  template:
+    metadata: {labels: {app: NAME}}
+    spec:
+      nodeSelector: {no-such-node: "true"}
+      containers: [{name: c, image: registry.example/c:1}]
+`, "NAME", name)
+}
+
 func objs(t testing.TB, ns, text string) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
@@ -190,20 +208,7 @@ func TestReadinessTimeoutNamesTheObjectAndItsConditions(t *testing.T) {
 	ns := testcluster.Namespace(t)
 	plugin := unique(t, "stuck")
 	d := newDeployer(t, deploy.Options{Timeout: 8 * time.Second})
-	content := objs(t, ns, `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: stuck, namespace: NS}
-spec:
-  replicas: 1
-  progressDeadlineSeconds: 2
-  selector: {matchLabels: {app: stuck}}
-  template:
-    metadata: {labels: {app: stuck}}
-    spec:
-      nodeSelector: {no-such-node: "true"}
-      containers: [{name: c, image: registry.example/c:1}]
-`)
+	content := objs(t, ns, stuckDeployment("stuck"))
 	t.Cleanup(func() { _, _ = d.Uninstall(context.WithoutCancel(t.Context()), []string{plugin}, true) })
 	_, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: content}})
 	if err == nil {

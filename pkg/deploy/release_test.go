@@ -263,20 +263,7 @@ func TestRollbackOnFailureRestoresThePreviousRevision(t *testing.T) {
 	if _, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: good}}); err != nil {
 		t.Fatal(err)
 	}
-	bad := append(cms(t, ns, map[string]string{"a": "2", "b": "2"}), objs(t, ns, `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: stuck, namespace: NS}
-spec:
-  replicas: 1
-  progressDeadlineSeconds: 2
-  selector: {matchLabels: {app: stuck}}
-  template:
-    metadata: {labels: {app: stuck}}
-    spec:
-      nodeSelector: {no-such-node: "true"}
-      containers: [{name: c, image: registry.example/c:1}]
-`)...)
+	bad := append(cms(t, ns, map[string]string{"a": "2", "b": "2"}), objs(t, ns, stuckDeployment("stuck"))...)
 	short := newDeployer(t, deploy.Options{Timeout: 6 * time.Second, RollbackOnFailure: true})
 	_, err := short.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "2.0.0", Objects: bad}})
 	if err == nil {
@@ -308,19 +295,7 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: fresh, namespace: NS}
 ---
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: stuck2, namespace: NS}
-spec:
-  replicas: 1
-  progressDeadlineSeconds: 2
-  selector: {matchLabels: {app: stuck2}}
-  template:
-    metadata: {labels: {app: stuck2}}
-    spec:
-      nodeSelector: {no-such-node: "true"}
-      containers: [{name: c, image: registry.example/c:1}]
-`)}})
+`+stuckDeployment("stuck2"))}})
 	if err == nil || !strings.Contains(err.Error(), "uninstalled plugin "+fresh+", which was new") {
 		t.Fatalf("failed install with RollbackOnFailure: %v", err)
 	}
