@@ -5,19 +5,18 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeplug/kubeplug/internal/testmachine"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
@@ -71,32 +70,7 @@ spec:
 	if l.HasFatal() {
 		t.Fatalf("render:\n%s", l)
 	}
-	var ci struct {
-		WriteFiles []struct {
-			Path        string `json:"path"`
-			Permissions string `json:"permissions"`
-			Encoding    string `json:"encoding"`
-			Content     string `json:"content"`
-		} `json:"write_files"`
-	}
-	if err := yaml.Unmarshal(files["nodes/workers/cloud-init.yaml"], &ci); err != nil {
-		t.Fatalf("nodes/workers/cloud-init.yaml: %v", err)
-	}
-	root := filepath.Join(dir, "root")
-	for _, f := range ci.WriteFiles {
-		b := []byte(f.Content)
-		if f.Encoding == "b64" {
-			var err error
-			if b, err = base64.StdEncoding.DecodeString(f.Content); err != nil {
-				t.Fatalf("%s: %v", f.Path, err)
-			}
-		}
-		mode, err := strconv.ParseUint(f.Permissions, 8, 32)
-		if err != nil {
-			t.Fatalf("%s: permissions %q: %v", f.Path, f.Permissions, err)
-		}
-		writeFile(t, filepath.Join(root, filepath.FromSlash(f.Path)), b, os.FileMode(mode))
-	}
+	root := testmachine.FromCloudInit(t, files, "workers", filepath.Join(dir, "root"))
 	if _, err := os.Stat(filepath.Join(root, "etc/default/node-exporter")); err != nil {
 		t.Fatalf("the pool's files lack node-monitoring's settings file: %v", err)
 	}

@@ -6,11 +6,9 @@ package failing_test
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/testmachine"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
@@ -34,43 +33,6 @@ func render(t *testing.T, file string, env map[string]string) map[string][]byte 
 		t.Fatalf("render %s:\n%s", file, l)
 	}
 	return files
-}
-
-// machineRoot lays a pool's rendered files (its cloud-init write_files) down under
-// a new directory, the way the local provider prepares a simulated node.
-func machineRoot(t *testing.T, files map[string][]byte, pool string) string {
-	t.Helper()
-	var ci struct {
-		WriteFiles []struct {
-			Path, Permissions, Encoding, Content string
-		} `json:"write_files"`
-	}
-	name := "nodes/" + pool + "/cloud-init.yaml"
-	if err := yaml.Unmarshal(files[name], &ci); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	root := t.TempDir()
-	for _, f := range ci.WriteFiles {
-		b := []byte(f.Content)
-		if f.Encoding == "b64" {
-			var err error
-			if b, err = base64.StdEncoding.DecodeString(f.Content); err != nil {
-				t.Fatalf("%s: %v", f.Path, err)
-			}
-		}
-		mode, err := strconv.ParseUint(f.Permissions, 8, 32)
-		if err != nil {
-			t.Fatalf("%s: permissions %q: %v", f.Path, f.Permissions, err)
-		}
-		p := filepath.Join(root, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, os.FileMode(mode)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
 }
 
 // TestHookVariant runs cluster-hook.yaml's workers through beforeNodeup: without
@@ -90,7 +52,7 @@ func TestHookVariant(t *testing.T) {
 		{name: "fixed", env: map[string]string{"SITE_CA_BUNDLE": string(ca)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := machineRoot(t, render(t, "cluster-hook.yaml", tc.env), "workers")
+			root := testmachine.FromCloudInit(t, render(t, "cluster-hook.yaml", tc.env), "workers", t.TempDir())
 			agent, err := nodeagent.New(nodeagent.Options{Root: root, Node: nodeagent.Node{Name: "workers-1"}})
 			if err != nil {
 				t.Fatal(err)
