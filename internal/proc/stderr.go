@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+
+	"github.com/kubeplug/kubeplug/internal/redact"
 )
 
 // Tail limits: how much of a plugin's stderr is kept for error messages.
@@ -25,6 +27,8 @@ type Stderr struct {
 	buf    []byte
 	tail   []string
 	nbytes int
+	// secrets are masked in every line before it is logged or kept.
+	secrets *redact.Secrets
 	// panic is the first line of a Go panic or fatal error, kept even when the
 	// stack trace that follows pushes it out of the tail: it says the most.
 	panic string
@@ -33,6 +37,15 @@ type Stderr struct {
 // NewStderr returns a writer that logs lines to log with plugin=name and attrs.
 func NewStderr(log *slog.Logger, name string, attrs ...any) *Stderr {
 	return &Stderr{log: log, attrs: append([]any{"plugin", name}, attrs...)}
+}
+
+// Scrub makes the writer mask every value of secrets (see package redact) in the
+// lines it logs and keeps, from now on. It returns s.
+func (s *Stderr) Scrub(secrets *redact.Secrets) *Stderr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secrets = secrets
+	return s
 }
 
 // Write logs every complete line in p and buffers the rest.
@@ -65,7 +78,7 @@ func (s *Stderr) Flush() {
 }
 
 func (s *Stderr) line(l string) {
-	l = strings.TrimRight(l, "\r")
+	l = s.secrets.String(strings.TrimRight(l, "\r"))
 	if s.panic == "" && (strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ")) {
 		s.panic = l
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/proc"
+	"github.com/kubeplug/kubeplug/internal/redact"
 )
 
 // waitDelay is how long an exec check's output may stay open after it exited (a
@@ -63,8 +64,10 @@ func (r *Runner) exec(p Plugin, c *v1alpha1.ExecCheck) (try attempt, cleanup fun
 	}
 	env := proc.Env("KUBECONFIG="+kubeconfig, "KUBEPLUG_PLUGIN="+p.Name, "KUBEPLUG_CLUSTER="+r.opts.Cluster)
 	try = func(ctx context.Context) (string, error) {
-		stdout := proc.NewStderr(r.log, p.Name, "check", name, "stream", "stdout")
-		stderr := proc.NewStderr(r.log, p.Name, "check", name, "stream", "stderr")
+		// A check's output may echo a secret; it is masked before it is logged or kept.
+		secrets := redact.FromContext(ctx)
+		stdout := proc.NewStderr(r.log, p.Name, "check", name, "stream", "stdout").Scrub(secrets)
+		stderr := proc.NewStderr(r.log, p.Name, "check", name, "stream", "stderr").Scrub(secrets)
 		cmd, err := proc.Start(ctx, func() *exec.Cmd {
 			cmd := exec.CommandContext(ctx, file, c.Command[1:]...)
 			cmd.Args[0] = c.Command[0]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
+	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
@@ -105,6 +106,8 @@ type Plan struct {
 	Cluster *config.Cluster
 	Plugins []*Planned
 	Waves   [][]*Planned
+
+	secrets planSecrets
 }
 
 // Plan resolves the cluster's enabled plugins against the index and computes their
@@ -252,6 +255,8 @@ func (e *Engine) Run(ctx context.Context, plan *Plan, until Stage) (*Result, dia
 		}
 		res.Model.Add("cluster.yaml", &model.Contribution{Pools: map[string]*model.Pool{np.Name: p}})
 	}
+	// Runtimes and checks scrub what plugin code prints of these.
+	ctx = redact.NewContext(ctx, plan.Secrets())
 	plugins := e.pluginValues(plan)
 	var all diag.List
 	for _, stage := range Stages {
@@ -305,7 +310,7 @@ func (e *Engine) runStage(ctx context.Context, plan *Plan, stage Stage, m *model
 				for _, rt := range p.runtimes {
 					resp, err := rt.Run(ctx, req)
 					if err != nil {
-						answers[i].l = append(answers[i].l, diag.Diagnostic{Severity: diag.Fatal, Plugin: p.Package.Name, Message: fmt.Sprintf("%s stage failed: %v", stage, err)})
+						answers[i].l = append(answers[i].l, diag.Diagnostic{Severity: diag.Fatal, Plugin: p.Package.Name, Message: fmt.Sprintf("%s stage failed: %v", stage, plan.Secrets().Error(err))})
 						return
 					}
 					if resp != nil {
@@ -323,6 +328,7 @@ func (e *Engine) runStage(ctx context.Context, plan *Plan, stage Stage, m *model
 					if d.Plugin == "" {
 						d.Plugin = p.Package.Name
 					}
+					d.Message = plan.Secrets().String(d.Message)
 					all = append(all, d)
 				}
 				all = append(all, m.Add(p.Package.Name, resp.Contribution)...)
@@ -366,8 +372,11 @@ func (e *Engine) request(plan *Plan, p *Planned, stage Stage, m *model.Model, pl
 			pools = red
 		}
 	}
+	// Secrets go only to their owner: the cluster spec and the model are shown
+	// with every other plugin's sensitive values masked.
+	cluster, m := plan.view(p, m)
 	return &Request{
-		Stage: stage, Cluster: plan.Cluster.Spec, Plugin: p.Package.Name, Version: p.Package.Version.String(),
+		Stage: stage, Cluster: cluster, Plugin: p.Package.Name, Version: p.Package.Version.String(),
 		Values: vals, PoolValues: pools, Plugins: plugins, Model: m,
 	}
 }

@@ -142,6 +142,39 @@ func Redact(v map[string]any, sensitive []string) map[string]any {
 	return out
 }
 
+// SensitiveValues returns the scalar values at, or inside, every sensitive pointer
+// of v, as text: what must not reach anyone but the values' owner. Pointers that
+// do not exist contribute nothing.
+func SensitiveValues(v map[string]any, sensitive []string) []string {
+	var out []string
+	var collect func(x any)
+	collect = func(x any) {
+		switch c := x.(type) {
+		case map[string]any:
+			for _, e := range c {
+				collect(e)
+			}
+		case []any:
+			for _, e := range c {
+				collect(e)
+			}
+		case string:
+			if c != "" && c != Redacted {
+				out = append(out, c)
+			}
+		case nil, bool:
+		default:
+			out = append(out, fmt.Sprint(c))
+		}
+	}
+	for _, p := range sensitive {
+		if cur, ok := Get(v, p); ok {
+			collect(cur)
+		}
+	}
+	return out
+}
+
 // replace overwrites the existing value at ptr, descending through mappings and
 // lists alike (Set refuses lists, but a sensitive value may sit in a list item).
 func replace(root map[string]any, ptr string, v any) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/proc"
+	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/runtime/protocol"
@@ -145,7 +146,8 @@ func (r *Runtime) Run(ctx context.Context, req *engine.Request) (*engine.Respons
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, r.timeout, ErrTimeout)
 	defer cancelTimeout()
 
-	stderr := proc.NewStderr(r.log, r.pkg.Name, "stage", string(req.Stage))
+	secrets := redact.FromContext(ctx)
+	stderr := proc.NewStderr(r.log, r.pkg.Name, "stage", string(req.Stage)).Scrub(secrets)
 	stdout := &capped{max: r.opts.MaxOutput, full: func() { cancel(ErrOutputTooLarge) }}
 	dir := r.dir
 	if dir == "" {
@@ -199,7 +201,9 @@ func (r *Runtime) Run(ctx context.Context, req *engine.Request) (*engine.Respons
 	_ = outR.Close()
 	_ = errR.Close()
 	<-drained
-	return r.answer(ctx, err, stdout, stderr)
+	resp, err := r.answer(ctx, err, stdout, stderr)
+	// The error quotes what the plugin printed; it may echo a secret.
+	return resp, secrets.Error(err)
 }
 
 func (r *Runtime) answer(ctx context.Context, runErr error, stdout *capped, stderr *proc.Stderr) (*engine.Response, error) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/proc"
+	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	kexec "github.com/kubeplug/kubeplug/pkg/runtime/exec"
@@ -132,6 +133,14 @@ func New(pkg *plugin.Package, opts Options) (*Runtime, error) {
 // lives until Close, until the context of the call that started it ends, or until
 // a call times out or finds it dead; a later call then starts a new one.
 func (r *Runtime) Run(ctx context.Context, req *engine.Request) (*engine.Response, error) {
+	// What the plugin prints, and errors quoting it, may echo a secret.
+	secrets := redact.FromContext(ctx)
+	r.stderr.Scrub(secrets)
+	resp, err := r.run(ctx, req)
+	return resp, secrets.Error(err)
+}
+
+func (r *Runtime) run(ctx context.Context, req *engine.Request) (*engine.Response, error) {
 	in, err := protocol.EncodeRequest(req)
 	if err != nil {
 		return nil, err
