@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/expr"
 )
 
 // resource is where the API server serves a kind.
@@ -148,7 +149,7 @@ func (r *Runner) wait(o v1alpha1.ObjectRef) attempt {
 // objects when the check names none.
 func (r *Runner) expression(c *v1alpha1.ExpressionCheck) (attempt, error) {
 	named := c.Name != ""
-	prg, err := CompileExpression(c.Expression, named)
+	prg, err := compile(c.Expression, named)
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
@@ -179,13 +180,12 @@ func (r *Runner) expression(c *v1alpha1.ExpressionCheck) (attempt, error) {
 			}
 			vars, detail = map[string]any{"objects": objs}, fmt.Sprintf("%s (%d)", ref(o), len(objs))
 		}
-		v, _, err := prg.ContextEval(ctx, vars)
+		b, err := prg.Eval(ctx, vars)
+		if nb := (*expr.NotBoolError)(nil); errors.As(err, &nb) {
+			return "", &failing{state: "does not yield a bool", detail: fmt.Sprintf("%s: it yields %s", detail, nb.Type)}
+		}
 		if err != nil {
 			return "", &failing{state: "cannot be evaluated", detail: detail + ": " + err.Error()}
-		}
-		b, ok := v.Value().(bool)
-		if !ok {
-			return "", &failing{state: "does not yield a bool", detail: fmt.Sprintf("%s: it yields %v", detail, v.Type())}
 		}
 		if !b {
 			return "", &failing{state: "is false", detail: detail}

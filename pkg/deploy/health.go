@@ -1,12 +1,13 @@
 package deploy
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"sync"
 
-	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/ext"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeplug/kubeplug/pkg/expr"
 )
 
 // HealthCheck is a plugin's readiness condition for one kind, beyond kstatus: a CEL
@@ -19,30 +20,12 @@ type HealthCheck struct {
 	Expression string
 }
 
-// healthEnv is the CEL environment of health expressions: one variable, object.
-var healthEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(cel.Variable("object", cel.MapType(cel.StringType, cel.DynType)), ext.Strings())
-})
-
-// CompileHealth checks that a health expression is valid CEL yielding a bool, so a
-// plugin with a broken one is refused when it is loaded rather than at deploy time.
-func CompileHealth(expr string) (cel.Program, error) {
-	env, err := healthEnv()
-	if err != nil {
-		return nil, fmt.Errorf("create the CEL environment: %w", err)
-	}
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		return nil, iss.Err()
-	}
-	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
-		return nil, fmt.Errorf("the expression yields %s, expected bool", ast.OutputType())
-	}
-	prg, err := env.Program(ast)
-	if err != nil {
-		return nil, err
-	}
-	return prg, nil
+// CompileHealth checks that a health expression is valid CEL over object yielding a
+// bool. Health expressions share expression checks' environment (expr.Object) and
+// cost limit; the plugin loader compiles them the same way, so a plugin with a
+// broken one is refused when it is loaded rather than at deploy time.
+func CompileHealth(src string) (*expr.Program, error) {
+	return expr.Object.Compile(src)
 }
 
 // health is a plugin's compiled checks.
@@ -50,7 +33,7 @@ type health []compiledCheck
 
 type compiledCheck struct {
 	HealthCheck
-	prg cel.Program
+	prg *expr.Program
 }
 
 func compileHealth(checks []HealthCheck) (health, error) {
@@ -67,18 +50,20 @@ func compileHealth(checks []HealthCheck) (health, error) {
 
 // failing returns the first check for o's kind whose expression is not true, with
 // why; "" when every check holds. An expression that cannot be evaluated (a missing
-// field) counts as false: the field may not be set yet.
-func (h health) failing(o *unstructured.Unstructured) (string, string) {
+// field) counts as false: the field may not be set yet. So does one that costs more
+// than expr.CostLimit, which a later poll will not change: the wait's timeout then
+// names the expression and the reason. Canceling ctx interrupts an evaluation.
+func (h health) failing(ctx context.Context, o *unstructured.Unstructured) (string, string) {
 	for _, c := range h {
 		if c.Kind != o.GetKind() || (c.APIVersion != "" && c.APIVersion != o.GetAPIVersion()) {
 			continue
 		}
-		v, _, err := c.prg.Eval(map[string]any{"object": o.Object})
+		ok, err := c.prg.Eval(ctx, map[string]any{"object": o.Object})
+		if nb := (*expr.NotBoolError)(nil); errors.As(err, &nb) || (err == nil && !ok) {
+			return c.Expression, "is false"
+		}
 		if err != nil {
 			return c.Expression, "cannot be evaluated (" + err.Error() + ")"
-		}
-		if b, ok := v.Value().(bool); !ok || !b {
-			return c.Expression, "is false"
 		}
 	}
 	return "", ""

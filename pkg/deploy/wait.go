@@ -100,7 +100,7 @@ func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs 
 	for i, o := range objs {
 		if i >= live {
 			pending[i] = &pendingObj{}
-		} else if p := checkReady(o, checks); p != nil {
+		} else if p := checkReady(ctx, o, checks); p != nil {
 			pending[i] = p
 		}
 	}
@@ -131,7 +131,7 @@ func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs 
 					}
 					return
 				}
-				p := checkReady(got, checks)
+				p := checkReady(ctx, got, checks)
 				mu.Lock()
 				defer mu.Unlock()
 				if p == nil {
@@ -167,12 +167,12 @@ type pendingObj struct {
 }
 
 // checkReady returns nil when o is ready, else why not.
-func checkReady(o *unstructured.Unstructured, checks health) *pendingObj {
+func checkReady(ctx context.Context, o *unstructured.Unstructured, checks health) *pendingObj {
 	r, err := status.Compute(o)
 	if err != nil || r.Status != status.CurrentStatus {
 		return &pendingObj{status: r}
 	}
-	if expr, why := checks.failing(o); expr != "" {
+	if expr, why := checks.failing(ctx, o); expr != "" {
 		return &pendingObj{status: r, expr: expr, why: why}
 	}
 	return nil

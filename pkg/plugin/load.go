@@ -17,8 +17,8 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
-	"github.com/kubeplug/kubeplug/pkg/check"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/expr"
 )
 
 var (
@@ -187,8 +187,13 @@ func checkManifest(doc *yamldoc.Doc, m *v1alpha1.Plugin, l *diag.List) {
 			if c.Expression.Timeout != "" {
 				checkDuration(doc, l, ptr+"/expression/timeout", c.Expression.Timeout)
 			}
-			named := c.Expression.Name != ""
-			if _, err := check.CompileExpression(c.Expression.Expression, named); err != nil {
+			// As the check runner does: over object when the check names one, else
+			// over objects.
+			named, env := c.Expression.Name != "", expr.Objects
+			if named {
+				env = expr.Object
+			}
+			if _, err := env.Compile(c.Expression.Expression); err != nil {
 				over := "objects (the list of every " + c.Expression.Kind + "; name one to use object)"
 				if named {
 					over = "object (the " + c.Expression.Kind + " named " + c.Expression.Name + ")"
