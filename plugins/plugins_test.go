@@ -13,8 +13,9 @@ import (
 // change, a default that no longer matches its values schema, a missing file) breaks
 // every user, so it must break this test first.
 func TestBuiltinPluginsLoadClean(t *testing.T) {
-	idx, l := source.Load(context.Background(), source.Builtin())
-	for _, d := range l {
+	idx, l := source.List(context.Background(), source.Builtin())
+	pkgs, fl := source.FetchAll(context.Background(), idx, idx.All(), 4)
+	for _, d := range append(l, fl...) {
 		t.Errorf("%s", d.String())
 	}
 	want := []string{
@@ -31,8 +32,8 @@ func TestBuiltinPluginsLoadClean(t *testing.T) {
 			t.Errorf("built-in plugin %q is missing; built-ins found: %v", n, names)
 		}
 	}
-	for _, p := range idx.All() {
-		if p.Schema == nil {
+	for _, p := range pkgs {
+		if p != nil && p.Schema == nil {
 			t.Errorf("built-in plugin %s has no values schema; every built-in declares one", p.ID())
 		}
 	}

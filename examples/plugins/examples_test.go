@@ -100,7 +100,7 @@ func TestGRPCGo(t *testing.T) {
 	if l.HasFatal() {
 		t.Fatal(l)
 	}
-	idx, l := source.Load(t.Context(), source.Dir(plugin.OriginUser, dir))
+	idx, l := source.List(t.Context(), source.Dir(plugin.OriginUser, dir))
 	if l.HasFatal() {
 		t.Fatal(l)
 	}

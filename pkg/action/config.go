@@ -83,11 +83,16 @@ func (c *Config) loadFor(ctx context.Context, file string) (*config.Cluster, *so
 	return cl, idx, append(l, il...)
 }
 
-// LoadIndex scans every configured source plus extra.
+// LoadIndex lists every configured source plus extra. Packages are fetched from the
+// index when used.
 func (c *Config) LoadIndex(ctx context.Context, extra ...source.Source) (*source.Index, diag.List) {
 	srcs := c.Sources(extra...)
 	for _, s := range srcs {
-		c.logger().Debug("scanning plugin source", "location", s.Location, "origin", s.Origin)
+		c.logger().Debug("listing plugin source", "source", s)
 	}
-	return source.Load(ctx, srcs...)
+	return source.List(ctx, srcs...)
 }
+
+// fetchParallelism bounds how many packages an action fetches at once when it loads
+// every package of its sources (plugin list).
+const fetchParallelism = 8

@@ -44,12 +44,20 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			n++
 			continue
 		}
-		pkgs, sl := source.Dir(plugin.OriginUser, dir).Scan(ctx)
+		// A tree: every package in it, whole; duplicates are no lint problem.
+		src := source.Dir(plugin.OriginUser, dir)
+		vs, sl := src.List(ctx)
 		l = append(l, sl...)
-		if len(pkgs) == 0 && len(sl) == 0 {
+		if len(vs) == 0 && len(sl) == 0 {
 			l.Errorf(dir, 0, 0, "", "no %s found in this directory or below it", plugin.ManifestFile)
 		}
-		n += len(pkgs)
+		for _, v := range vs {
+			pkg, pl := src.Fetch(ctx, v)
+			l = append(l, pl...)
+			if pkg != nil {
+				n++
+			}
+		}
 	}
 	l.Sort()
 	return n, l

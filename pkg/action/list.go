@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/source"
 )
 
 // PluginInfo describes one available plugin version.
@@ -40,13 +41,21 @@ func (a *List) Run(ctx context.Context) ([]PluginInfo, diag.List) {
 	enabled := map[string]bool{}
 	if cl != nil {
 		for _, ref := range cl.Enabled() {
-			if p, err := idx.Find(ref.Name, ref.Version); err == nil {
-				enabled[p.ID()] = true
+			if v, err := idx.Find(ref.Name, ref.Version); err == nil {
+				enabled[v.ID()] = true
 			}
 		}
 	}
+	// Every package is fetched, shadowed ones too: the list shows digests, and the
+	// problems of every package in the sources.
+	all := idx.All()
+	pkgs, fl := source.FetchAll(ctx, idx, append(all, idx.Shadowed...), fetchParallelism)
+	l = append(l, fl...)
 	var out []PluginInfo
-	for _, p := range idx.All() {
+	for _, p := range pkgs[:len(all)] {
+		if p == nil {
+			continue
+		}
 		pi := info(p)
 		pi.Enabled = enabled[p.ID()]
 		out = append(out, pi)

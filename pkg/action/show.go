@@ -44,16 +44,22 @@ func (a *Show) Run(ctx context.Context, ref string) (*PluginDetail, diag.List) {
 	}
 	// Shadowing warnings belong to plugin list; show reports only what breaks it.
 	l = l.Fatal()
-	pkg, err := idx.Find(name, constraint)
+	v, err := idx.Find(name, constraint)
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	pkg, fl := idx.Fetch(ctx, v)
+	l = append(l, fl...)
+	if pkg == nil {
+		l.Sort()
 		return nil, l
 	}
 	d := &PluginDetail{PluginInfo: info(pkg), Manifest: redactManifest(pkg)}
 	d.Values = values.Redact(pkg.Defaults(), pkg.Sensitive())
 	for _, s := range idx.Shadowed {
 		if s.Name == pkg.Name {
-			d.Shadowed = append(d.Shadowed, s.ID()+" ("+string(s.Origin)+", "+s.Location+")")
+			d.Shadowed = append(d.Shadowed, s.ID()+" ("+s.Origin.Name+", "+s.Location+")")
 		}
 	}
 	if cl != nil {
@@ -79,7 +85,7 @@ func (a *Show) Run(ctx context.Context, ref string) (*PluginDetail, diag.List) {
 
 func info(p *plugin.Package) PluginInfo {
 	return PluginInfo{
-		Name: p.Name, Version: p.Version.String(), Origin: string(p.Origin), Location: p.Location,
+		Name: p.Name, Version: p.Version.String(), Origin: p.Origin.Name, Location: p.Location,
 		Digest: p.Digest, Description: p.Manifest.Metadata.Description,
 	}
 }

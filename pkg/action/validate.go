@@ -44,13 +44,18 @@ func (a *Validate) Run(ctx context.Context, path string) (*ValidateResult, diag.
 	res := &ValidateResult{Cluster: cl.Spec.Metadata.Name, KubernetesVersion: cl.KubernetesVersion.String()}
 	for i, ref := range cl.Enabled() {
 		ptr := "/spec/plugins/enabled/" + strconv.Itoa(i)
-		pkg, err := idx.Find(ref.Name, ref.Version)
+		ver, err := idx.Find(ref.Name, ref.Version)
 		if err != nil {
 			field := "/name"
 			if len(idx.Versions(ref.Name)) > 0 {
 				field = "/version"
 			}
 			cl.Errorf(&l, ptr+field, "%v", err)
+			continue
+		}
+		pkg, fl := idx.Fetch(ctx, ver)
+		l = append(l, fl...)
+		if pkg == nil {
 			continue
 		}
 		v, vl := cl.Values(i, pkg, a.cfg.env())

@@ -110,9 +110,10 @@ type Plan struct {
 	secrets planSecrets
 }
 
-// Plan resolves the cluster's enabled plugins against the index and computes their
-// values. Diagnostics explain every problem; the plan is nil when any is fatal.
-func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, idx *source.Index) (*Plan, diag.List) {
+// Plan resolves the cluster's enabled plugins against the catalog's listing, fetches
+// the packages the resolution picked (Parallelism at once) and computes their values.
+// Diagnostics explain every problem; the plan is nil when any is fatal.
+func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalog) (*Plan, diag.List) {
 	var l diag.List
 	req := resolve.Request{KubernetesVersion: cl.KubernetesVersion}
 	refIndex := map[string]int{}
@@ -135,9 +136,15 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, idx *source.Index
 	if l.HasFatal() {
 		return nil, l
 	}
-	res, err := resolve.Resolve(ctx, catalog(idx), req)
+	res, err := resolve.Resolve(ctx, catalog(cat), req)
 	if err != nil {
 		l.Errorf(cl.File, 0, 0, "spec.plugins", "cannot resolve plugins: %v", err)
+		return nil, l
+	}
+	pkgs, fl := e.fetch(ctx, cat, res.Plugins)
+	l = append(l, fl...)
+	if fl.HasFatal() {
+		l.Sort()
 		return nil, l
 	}
 	plan := &Plan{Cluster: cl}
@@ -145,7 +152,7 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, idx *source.Index
 	for w, wave := range res.Waves {
 		var pw []*Planned
 		for _, rp := range wave {
-			pkg := rp.Source.(*plugin.Package)
+			pkg := pkgs[rp]
 			p := &Planned{Package: pkg, Wave: w}
 			var scope []string
 			if i, ok := refIndex[pkg.Name]; ok {
@@ -196,30 +203,43 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, idx *source.Index
 	return plan, l
 }
 
-func catalog(idx *source.Index) resolve.Catalog {
+// catalog adapts a source catalog's listing to the resolver, each name once: the
+// resolver compares packages by pointer.
+func catalog(cat source.Catalog) resolve.Catalog {
 	var cache sync.Map
 	return resolve.CatalogFunc(func(name string) []*resolve.Package {
 		if v, ok := cache.Load(name); ok {
 			return v.([]*resolve.Package)
 		}
 		var out []*resolve.Package
-		for _, p := range idx.Versions(name) {
+		for _, v := range cat.Versions(name) {
 			rp := &resolve.Package{
-				Name: p.Name, Version: p.Version, KubernetesVersion: p.KubernetesVersion, Source: p,
-				Conflicts: p.Manifest.Spec.Conflicts, After: p.Manifest.Spec.After, Before: p.Manifest.Spec.Before,
+				Name: v.Name, Version: v.Version, KubernetesVersion: v.KubernetesVersion, Source: v,
+				Conflicts: v.Conflicts, After: v.After, Before: v.Before,
 			}
-			for _, r := range p.Manifest.Spec.Requires {
-				req := resolve.Requirement{Name: r.Name}
-				if r.Version != "" {
-					req.Constraint, _ = semver.NewConstraint(r.Version) // checked at load
-				}
-				rp.Requires = append(rp.Requires, req)
+			for _, r := range v.Requires {
+				rp.Requires = append(rp.Requires, resolve.Requirement{Name: r.Name, Constraint: r.Constraint})
 			}
 			out = append(out, rp)
 		}
-		cache.Store(name, out)
-		return out
+		v, _ := cache.LoadOrStore(name, out)
+		return v.([]*resolve.Package)
 	})
+}
+
+// fetch fetches the packages the resolution picked, Parallelism at once, with the
+// diagnostics in resolution order.
+func (e *Engine) fetch(ctx context.Context, cat source.Catalog, picked []*resolve.Package) (map[*resolve.Package]*plugin.Package, diag.List) {
+	vs := make([]*source.Version, len(picked))
+	for i, rp := range picked {
+		vs[i] = rp.Source.(*source.Version)
+	}
+	pkgs, l := source.FetchAll(ctx, cat, vs, e.opts.Parallelism)
+	out := make(map[*resolve.Package]*plugin.Package, len(picked))
+	for i, rp := range picked {
+		out[rp] = pkgs[i]
+	}
+	return out, l
 }
 
 // Result is what a run produced.

@@ -212,6 +212,39 @@ func TestResolveErrorIsFatal(t *testing.T) {
 	}
 }
 
+// TestPlanFetchesOnlyPicked: the plan loads whole only the packages the resolver
+// picked, fetched after resolution, so a broken package the cluster does not use
+// (b 2.0.0, excluded by the constraint, and c) stops nothing, and a broken one it
+// uses is a fatal diagnostic located in the package.
+func TestPlanFetchesOnlyPicked(t *testing.T) {
+	broken := "spec: {values: {schema: missing.json}}\n"
+	fsys := fstest.MapFS{}
+	for dir, body := range map[string]string{
+		"a":   "metadata: {name: a, version: 1.0.0}\nspec: {requires: [{name: b, version: \"^1\"}]}\n",
+		"b/1": "metadata: {name: b, version: 1.0.0}\nspec: {}\n",
+		"b/2": "metadata: {name: b, version: 2.0.0}\n" + broken,
+		"c":   "metadata: {name: c, version: 1.0.0}\n" + broken,
+	} {
+		fsys[dir+"/plugin.yaml"] = manifest(body)["plugin.yaml"]
+	}
+	idx, l := source.List(context.Background(), source.FS(plugin.OriginUser, fsys, "plugins"))
+	if len(l) > 0 {
+		t.Fatal(l)
+	}
+	plan, _, l := run(t, cluster(t, "      - {name: a}\n"), idx, engine.Options{})
+	if plan == nil || len(l) > 0 {
+		t.Fatalf("plan of a: %s", l)
+	}
+	if got := fmt.Sprint(plan.Names()); got != "[b a]" {
+		t.Errorf("plan = %s", got)
+	}
+	plan, _, l = run(t, cluster(t, "      - {name: a}\n      - {name: c}\n"), idx, engine.Options{})
+	want := `plugins/c/plugin.yaml:4:25: spec.values.schema: values schema "missing.json" does not exist in the package`
+	if plan != nil || l.String() != want {
+		t.Errorf("plan of a and c: %v\n%s\nwant\n%s", plan, l, want)
+	}
+}
+
 // TestValidateHook: the validate hook runs per wave after the wave's plugins ran
 // their own validate, and a fatal diagnostic from it stops the run before the
 // next wave, with the stage not completed.

@@ -52,7 +52,7 @@ func (p *Plan) Doc(m *model.Model) *PlanDoc {
 		for _, pl := range w {
 			rank[pl.Package.Name] = len(d.Plugins)
 			d.Plugins = append(d.Plugins, PlanPlugin{
-				Name: pl.Package.Name, Version: pl.Package.Version.String(), Origin: string(pl.Package.Origin),
+				Name: pl.Package.Name, Version: pl.Package.Version.String(), Origin: pl.Package.Origin.Name,
 				Digest: pl.Package.Digest, Wave: pl.Wave, Enabled: enabled[pl.Package.Name],
 			})
 			names = append(names, pl.Package.Name)

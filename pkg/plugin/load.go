@@ -69,6 +69,38 @@ func DecodeManifest(file string, data []byte) (*v1alpha1.Plugin, *yamldoc.Doc, d
 	return m, doc, l
 }
 
+// ReadManifest reads and checks a package's plugin.yaml on its own, without the rest
+// of the package: what a source reads to list the package. location names the
+// package in diagnostics, as for Load, and the diagnostics are those Load gives for
+// the manifest. A plugin.yaml that is a symlink leading out of the package is refused
+// unread. The manifest is nil when any diagnostic is fatal.
+func ReadManifest(fsys fs.FS, location string) (*v1alpha1.Plugin, diag.List) {
+	file := path.Join(location, ManifestFile)
+	var l diag.List
+	if fi, err := fs.Lstat(fsys, ManifestFile); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		target, err := fs.ReadLink(fsys, ManifestFile)
+		if err != nil {
+			l.Errorf(file, 0, 0, "", "cannot read symlink: %v", unwrapPath(err))
+			return nil, l
+		}
+		if msg := linkEscape(fsys, ManifestFile, target); msg != "" {
+			l.Errorf(file, 0, 0, "", "%s", msg)
+			return nil, l
+		}
+	}
+	data, err := readLimited(fsys, ManifestFile, MaxManifestSize)
+	if err != nil {
+		l.Errorf(file, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	m, _, ml := DecodeManifest(file, data)
+	l = append(l, ml...)
+	if l.HasFatal() {
+		return nil, l
+	}
+	return m, l
+}
+
 // Load reads the package rooted at fsys and checks it whole. location names the
 // package in diagnostics and in Package.Location. The package is nil when any
 // diagnostic is fatal.

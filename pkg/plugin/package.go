@@ -25,29 +25,28 @@ const (
 	MaxPackageSize = 64 << 20
 )
 
-// Origin says where a package was found. Origins are listed from the lowest
-// precedence to the highest: a plugin name found at a higher origin shadows the same
-// name at lower ones.
-type Origin string
-
-// Origins.
-const (
-	OriginBuiltin Origin = "builtin"
-	OriginContrib Origin = "contrib"
-	OriginUser    Origin = "user"
-)
-
-// Rank orders origins by precedence, higher wins.
-func (o Origin) Rank() int {
-	switch o {
-	case OriginBuiltin:
-		return 0
-	case OriginContrib:
-		return 1
-	default:
-		return 2
-	}
+// Origin says where a package was found: the name shown with it and the precedence
+// of what is found there. Origins are open: any source declares its own, as data (a
+// remote catalog names itself and picks a rank). A plugin name found at a higher rank
+// shadows the same name at lower ranks (see package source).
+type Origin struct {
+	// Name is shown with every package of the origin: builtin, contrib, user, or a
+	// source's own.
+	Name string
+	// Rank orders origins by precedence, higher wins.
+	Rank int
 }
+
+// String returns the origin's name.
+func (o Origin) String() string { return o.Name }
+
+// The origins of kubeplug's own sources, lowest precedence first. Their ranks leave
+// room between them for other sources.
+var (
+	OriginBuiltin = Origin{Name: "builtin", Rank: 0}
+	OriginContrib = Origin{Name: "contrib", Rank: 100}
+	OriginUser    = Origin{Name: "user", Rank: 200}
+)
 
 // Package is one version of one plugin, loaded and checked.
 type Package struct {

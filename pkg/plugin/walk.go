@@ -59,13 +59,8 @@ func walk(fsys fs.FS, location string) (map[string]fileInfo, string, diag.List) 
 				l.Errorf(name, 0, 0, "", "cannot read symlink: %v", unwrapPath(err))
 				return nil
 			}
-			if escapes(fsys, p) {
-				if resolved := path.Join(path.Dir(p), target); !path.IsAbs(target) && resolved != ".." && !strings.HasPrefix(resolved, "../") {
-					l.Errorf(name, 0, 0, "", "symlink to %q leads outside the package through further links; packages must be self-contained", target)
-					files[p] = fileInfo{escapes: true}
-					return nil
-				}
-				l.Errorf(name, 0, 0, "", "symlink points outside the package (to %q); packages must be self-contained", target)
+			if msg := linkEscape(fsys, p, target); msg != "" {
+				l.Errorf(name, 0, 0, "", "%s", msg)
 				files[p] = fileInfo{escapes: true}
 				return nil
 			}
@@ -111,6 +106,18 @@ func walk(fsys fs.FS, location string) (map[string]fileInfo, string, diag.List) 
 		l.Errorf(location, 0, 0, "", "cannot walk the package: %v", err)
 	}
 	return files, "sha256:" + hex.EncodeToString(h.Sum(nil)), l
+}
+
+// linkEscape says why the symlink p, which points to target, leads out of fsys; ""
+// when it does not.
+func linkEscape(fsys fs.FS, p, target string) string {
+	if !escapes(fsys, p) {
+		return ""
+	}
+	if resolved := path.Join(path.Dir(p), target); !path.IsAbs(target) && resolved != ".." && !strings.HasPrefix(resolved, "../") {
+		return fmt.Sprintf("symlink to %q leads outside the package through further links; packages must be self-contained", target)
+	}
+	return fmt.Sprintf("symlink points outside the package (to %q); packages must be self-contained", target)
 }
 
 // escapes reports whether following the symlinks in p, component by component,

@@ -1,10 +1,26 @@
-// Package source finds plugin packages and indexes them by name and version.
+// Package source lists plugin versions from the places plugins come from, and fetches
+// the packages a resolution picked.
 //
-// A Source is a tree that may hold many plugins and several versions of each: every
-// directory with a plugin.yaml is a package (kubeplug does not look inside a package
-// for more). Sources come in three origins, from the lowest precedence to the highest:
-// the built-in plugins compiled into the binary, the contrib directory, and user
-// directories. A plugin name present at a higher origin shadows every version of that
-// name at lower origins, with a warning; the same name and version twice at one origin
-// is an error naming both places.
+// A [Source] is a catalog: List returns every version it holds as metadata only — what
+// the resolver needs (name, version, kubernetesVersion, requires, conflicts,
+// after/before) plus the digest, origin and location — and Fetch loads one package
+// whole, only once the resolver picked it. The built-in plugins ([Builtin]), the
+// contrib directory and user directories ([Dir]) are sources; so are trees of any
+// [fs.FS] ([FS]) and packages a program loaded itself ([Loaded]). A remote catalog is
+// one more implementation.
+//
+// An [Index] combines sources by precedence. Every source declares the
+// [plugin.Origin] of what it lists: a name and a rank. A plugin name present at a
+// higher rank shadows every version of that name at lower ranks, with a warning; the
+// same name and version twice at one rank is an error naming both places. The Index
+// is the [Catalog] the engine plans against: [Index.Fetch] routes a version to the
+// source that listed it, loads it with every package check, and checks that what came
+// is what the listing announced (name, version and, when announced, digest), so a
+// source cannot hand the engine anything but what the resolver chose.
+//
+// When problems are reported follows from this split: a broken plugin.yaml is found
+// by listing, so every command that lists a source reports it; problems in the rest
+// of a package (a missing file, a bad values schema, a symlink out of the package)
+// are found by fetching, so `plan`, `render` and `apply` report them for the packages
+// they use, and `plugin list` and `plugin lint`, which fetch everything, for all.
 package source

@@ -1,217 +1,118 @@
 package source
 
 import (
-	"cmp"
 	"context"
-	"fmt"
-	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
-	"slices"
 
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
-	"github.com/kubeplug/kubeplug/plugins"
 )
 
-// Source is a tree of plugin packages.
-type Source struct {
-	// Origin of every package found here.
+// Source is a catalog of plugin packages: it lists versions as metadata, and fetches a
+// package once it is wanted.
+//
+// A Source is safe for concurrent use: an [Index] fetches several packages at once.
+type Source interface {
+	// List returns every version the source holds, as metadata only: a source does
+	// not read a package's templates, schemas, charts or other files to list it.
+	// Every Version has Name, Version, Origin and Location set; Digest when the
+	// source knows it without fetching. Diagnostics locate broken entries (FILE:LINE
+	// and field), which are left out of the list; a source that cannot be read at all
+	// returns a fatal diagnostic naming it and no versions. When ctx is cancelled List
+	// stops and reports ctx's error as a fatal diagnostic.
+	List(ctx context.Context) ([]*Version, diag.List)
+
+	// Fetch returns the package of a version this source listed, loaded and checked
+	// whole ([plugin.Load]): nil with fatal diagnostics when it is broken or cannot be
+	// reached. Call it through [Index.Fetch], which checks that the package is the
+	// one listed. A source that downloads archives unpacks them here, before
+	// anything is loaded, refusing what would land outside the package (entries
+	// with ".." or absolute paths, links out of it, device files) and archives past
+	// the size limits of [plugin.MaxPackageSize]; [plugin.Load] then checks the tree
+	// again (symlinks, file sizes) and computes the digest that Index.Fetch compares.
+	Fetch(ctx context.Context, v *Version) (*plugin.Package, diag.List)
+}
+
+// Version is one version of one plugin as a source lists it: what the resolver needs
+// to pick it, and where it comes from. A Version is read-only once listed.
+type Version struct {
+	// Name and Version identify the package.
+	Name    string
+	Version *semver.Version
+	// Description is metadata.description.
+	Description string
+	// KubernetesVersion is spec.kubernetesVersion, nil when any version will do.
+	KubernetesVersion *semver.Constraints
+	// Requires, Conflicts, After and Before are the package's spec fields of those
+	// names (see [resolve.Package]).
+	Requires                 []Requirement
+	Conflicts, After, Before []string
+	// Digest is the package digest ([plugin.Package.Digest]) the source announces,
+	// empty when the source cannot know it without reading the whole package (a
+	// directory: its files are the truth). Fetching checks it.
+	Digest string
+	// Origin is the source's origin: its name and precedence rank.
 	Origin plugin.Origin
-	// FS is the tree.
-	FS fs.FS
-	// Location names the tree's root in diagnostics and in Package.Location.
+	// Location names the package in diagnostics: a directory, builtin:plugins/NAME,
+	// or a source's own notation.
 	Location string
+	// Ref is the source's own handle for fetching the version (a path, a URL);
+	// nobody else reads it.
+	Ref any
+
+	// source is the source that listed the version, set by the Index.
+	source Source
 }
 
-// Builtin returns the plugins compiled into the binary.
-func Builtin() Source {
-	return Source{Origin: plugin.OriginBuiltin, FS: plugins.FS, Location: "builtin:plugins"}
+// Requirement is one entry of spec.requires.
+type Requirement struct {
+	Name string
+	// Constraint limits the acceptable versions; nil means any.
+	Constraint *semver.Constraints
 }
 
-// Dir returns a directory source. The directory must exist when it is scanned.
-func Dir(origin plugin.Origin, dir string) Source {
-	return Source{Origin: origin, FS: os.DirFS(dir), Location: filepath.Clean(dir)}
+// ID returns name@version.
+func (v *Version) ID() string { return v.Name + "@" + v.Version.String() }
+
+// Catalog lists plugin versions and fetches the ones a plan picks: what the engine
+// plans against. [*Index] is the Catalog of a set of sources.
+type Catalog interface {
+	// Versions returns every version of the named plugin, newest first, or nil when
+	// none is known. It returns the same *Version for the same version every time.
+	Versions(name string) []*Version
+	// Fetch returns the package of a version Versions returned, loaded whole and
+	// checked against the listing; nil with fatal diagnostics when that fails. A
+	// Catalog may fetch each version once and return the same package afterwards.
+	Fetch(ctx context.Context, v *Version) (*plugin.Package, diag.List)
 }
 
-// maxDepth bounds how deep a scan looks for packages below a source's root.
-const maxDepth = 4
+var (
+	_ Catalog = (*Index)(nil)
+	_ Source  = (*tree)(nil)
+	_ Source  = loaded(nil)
+)
 
-// Scan finds and loads every package in the source.
-func (s Source) Scan(ctx context.Context) ([]*plugin.Package, diag.List) {
-	var l diag.List
-	if _, err := fs.Stat(s.FS, "."); err != nil {
-		l.Errorf(s.Location, 0, 0, "", "plugin directory cannot be read: %v", unwrap(err))
-		return nil, l
+// versionOf returns the listing of a package from its manifest. The manifest has
+// passed [plugin.DecodeManifest], so its versions and constraints parse.
+func versionOf(m *v1alpha1.Plugin, origin plugin.Origin, location string) *Version {
+	s := m.Spec
+	v := &Version{
+		Name: m.Metadata.Name, Description: m.Metadata.Description,
+		Conflicts: s.Conflicts, After: s.After, Before: s.Before,
+		Origin: origin, Location: location,
 	}
-	var pkgs []*plugin.Package
-	err := fs.WalkDir(s.FS, ".", func(p string, d fs.DirEntry, err error) error {
-		if err := ctx.Err(); err != nil {
-			return err
+	v.Version, _ = semver.StrictNewVersion(m.Metadata.Version)
+	if s.KubernetesVersion != "" {
+		v.KubernetesVersion, _ = semver.NewConstraint(s.KubernetesVersion)
+	}
+	for _, r := range s.Requires {
+		req := Requirement{Name: r.Name}
+		if r.Version != "" {
+			req.Constraint, _ = semver.NewConstraint(r.Version)
 		}
-		if err != nil {
-			l.Errorf(s.join(p), 0, 0, "", "cannot read: %v", unwrap(err))
-			return nil
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		if p != "." && (d.Name()[0] == '.' || d.Name() == "testdata") {
-			return fs.SkipDir
-		}
-		if _, err := fs.Stat(s.FS, path.Join(p, plugin.ManifestFile)); err != nil {
-			if depth(p) >= maxDepth {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		sub, err := fs.Sub(s.FS, p)
-		if err != nil {
-			return err
-		}
-		pkg, pl := plugin.Load(sub, s.Origin, s.join(p))
-		l = append(l, pl...)
-		if pkg != nil {
-			pkgs = append(pkgs, pkg)
-		}
-		return fs.SkipDir
-	})
-	if err != nil {
-		l.Errorf(s.Location, 0, 0, "", "cannot scan: %v", err)
+		v.Requires = append(v.Requires, req)
 	}
-	return pkgs, l
-}
-
-func (s Source) join(p string) string {
-	if p == "." {
-		return s.Location
-	}
-	if s.Origin == plugin.OriginBuiltin {
-		return s.Location + "/" + p
-	}
-	return filepath.Join(s.Location, filepath.FromSlash(p))
-}
-
-func depth(p string) int {
-	if p == "." {
-		return 0
-	}
-	n := 1
-	for _, c := range p {
-		if c == '/' {
-			n++
-		}
-	}
-	return n
-}
-
-func unwrap(err error) error {
-	if pe, ok := err.(*fs.PathError); ok { //nolint:errorlint // fs errors are not wrapped
-		return pe.Err
-	}
-	return err
-}
-
-// Index holds every visible package by name, newest version first.
-type Index struct {
-	byName map[string][]*plugin.Package
-	names  []string
-	// Shadowed lists packages hidden by a higher-precedence origin.
-	Shadowed []*plugin.Package
-}
-
-// Load scans the sources and indexes what they hold. Diagnostics include every
-// package's problems, duplicates (fatal) and shadowing (warnings). The index holds
-// every package that loaded, even when some did not.
-func Load(ctx context.Context, sources ...Source) (*Index, diag.List) {
-	var all []*plugin.Package
-	var l diag.List
-	for _, s := range sources {
-		pkgs, sl := s.Scan(ctx)
-		all = append(all, pkgs...)
-		l = append(l, sl...)
-	}
-	idx, il := NewIndex(all)
-	return idx, append(l, il...)
-}
-
-// NewIndex indexes packages, applying the shadowing and duplicate rules.
-func NewIndex(pkgs []*plugin.Package) (*Index, diag.List) {
-	var l diag.List
-	top := map[string]int{} // highest origin rank per name
-	for _, p := range pkgs {
-		if r, ok := top[p.Name]; !ok || p.Origin.Rank() > r {
-			top[p.Name] = p.Origin.Rank()
-		}
-	}
-	idx := &Index{byName: map[string][]*plugin.Package{}}
-	seen := map[string]*plugin.Package{}
-	shadower := map[string]*plugin.Package{}
-	for _, p := range pkgs {
-		if p.Origin.Rank() < top[p.Name] {
-			idx.Shadowed = append(idx.Shadowed, p)
-			continue
-		}
-		if prev, dup := seen[p.ID()]; dup {
-			l.Errorf(path.Join(p.Location, plugin.ManifestFile), 0, 0, "", "plugin %s is also at %s; each name and version may appear once per origin (%s)", p.ID(), prev.Location, p.Origin)
-			continue
-		}
-		seen[p.ID()] = p
-		shadower[p.Name] = p
-		idx.byName[p.Name] = append(idx.byName[p.Name], p)
-	}
-	for _, s := range idx.Shadowed {
-		w := shadower[s.Name]
-		l.Warnf(path.Join(w.Location, plugin.ManifestFile), 0, 0, "", "%s plugin %s shadows the %s plugin %s at %s", w.Origin, w.Name, s.Origin, s.ID(), s.Location)
-	}
-	for name, vs := range idx.byName {
-		slices.SortFunc(vs, func(a, b *plugin.Package) int { return b.Version.Compare(a.Version) })
-		idx.names = append(idx.names, name)
-	}
-	slices.Sort(idx.names)
-	slices.SortFunc(idx.Shadowed, func(a, b *plugin.Package) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), b.Version.Compare(a.Version))
-	})
-	return idx, l
-}
-
-// Names returns the plugin names, sorted.
-func (i *Index) Names() []string { return i.names }
-
-// Versions returns every version of name, newest first; nil when unknown.
-func (i *Index) Versions(name string) []*plugin.Package { return i.byName[name] }
-
-// All returns every visible package, by name then newest version first.
-func (i *Index) All() []*plugin.Package {
-	var out []*plugin.Package
-	for _, n := range i.names {
-		out = append(out, i.byName[n]...)
-	}
-	return out
-}
-
-// Find returns the newest version of name matching the constraint (empty: any).
-func (i *Index) Find(name, constraint string) (*plugin.Package, error) {
-	vs := i.byName[name]
-	if len(vs) == 0 {
-		return nil, fmt.Errorf("plugin %q not found in any source", name)
-	}
-	if constraint == "" {
-		return vs[0], nil
-	}
-	c, err := parseConstraint(constraint)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range vs {
-		if c.Check(p.Version) {
-			return p, nil
-		}
-	}
-	avail := make([]string, len(vs))
-	for j, p := range vs {
-		avail[j] = p.Version.String()
-	}
-	return nil, fmt.Errorf("no version of plugin %q matches %q (available: %s)", name, constraint, joinComma(avail))
+	return v
 }
