@@ -19,7 +19,65 @@ func newNodeCmd(o *options) *cobra.Command {
 		Use:   "node",
 		Short: "Commands that run on a cluster's machines",
 	}
-	cmd.AddCommand(newNodeRunCmd(o))
+	cmd.AddCommand(newNodeRunCmd(o), newNodeBootCmd(o))
+	return cmd
+}
+
+func newNodeBootCmd(o *options) *cobra.Command {
+	var opts nodeagent.BootOptions
+	cmd := &cobra.Command{
+		Use:   "boot",
+		Short: "Boot this machine: beforeNodeup hooks, the kubelet, afterNodeup hooks",
+		Long: `Boot this machine as the rendered kubeplug-boot.service does on every start: run the
+beforeNodeup hooks, start the kubelet (the nodeup step, ` + strings.Join(nodeagent.DefaultNodeup, " ") + `),
+then run the afterNodeup hooks, with the behaviours of ` + "`kubeplug node run`" + `:
+
+  sync-*    the boot waits for them; async-* run alongside the boot and do not hold it up
+  *-enforce a failure fails the node; before the kubelet starts it keeps the kubelet down
+  *-bypass  a failure is only reported
+
+The kubelet starts as soon as beforeNodeup's sync hooks have ended without an enforced
+failure. The command exits once every hook of both phases has ended. When an enforced hook
+failed it writes why to ` + nodeagent.FailedMarkerPath + ` (under --root), which the rendered kubelet
+drop-in requires to be absent, logs the failure to stderr (the console and the journal) and
+exits with status 1. A new boot removes the marker first.`,
+		Example: `  # What kubeplug-boot.service runs
+  kubeplug node boot
+
+  # A machine in a directory, with another nodeup step
+  kubeplug node boot --root /tmp/node-1 --nodeup-command /tmp/node-1/start-kubelet`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Agent.Logger = o.config().Logger
+			res, err := nodeagent.Boot(cmd.Context(), opts)
+			if res != nil {
+				perr := o.print(res, func(w io.Writer) error {
+					for _, rep := range res.Reports {
+						if err := nodeReportTable(w, rep); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if perr != nil {
+					err = errors.Join(err, perr)
+				}
+			}
+			if err != nil {
+				_, _ = fmt.Fprintln(o.streams.Err, "Error:", err)
+				return errFailed
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Agent.Root, "root", "/", "the directory the machine's paths are relative to")
+	f.StringVar(&opts.Agent.Node.Name, "node-name", "", "the node's name for conditions and messages (default: the manifest's, else the host name)")
+	f.StringSliceVar(&opts.Nodeup, "nodeup-command", nil, "the command that starts the kubelet, comma-separated (default "+strings.Join(nodeagent.DefaultNodeup, ",")+")")
+	f.DurationVar(&opts.NodeupTimeout, "nodeup-timeout", 5*time.Minute, "how long the nodeup command may take")
+	f.StringVar(&opts.Agent.S3Endpoint, "s3-endpoint", os.Getenv("KUBEPLUG_S3_ENDPOINT"), "the URL of an S3-compatible store for s3:// hooks, addressed path-style ($KUBEPLUG_S3_ENDPOINT; default AWS S3)")
+	f.DurationVar(&opts.Agent.FetchTimeout, "fetch-timeout", 2*time.Minute, "how long the download of one url hook's script may take")
+	_ = cmd.MarkFlagDirname("root")
 	return cmd
 }
 
@@ -33,8 +91,9 @@ func newNodeRunCmd(o *options) *cobra.Command {
 		Use:   "run --phase beforeNodeup|afterNodeup|afterDeploy",
 		Short: "Run the plugins' node hooks of one boot phase on this machine",
 		Long: `Run the node hooks that plugins contributed to this machine's pool, for one phase.
-The machine's boot runs this for beforeNodeup, starts the kubelet (nodeup), then runs it
-for afterNodeup; the deploy triggers afterDeploy.
+The machine's boot (` + "`kubeplug node boot`" + `) runs beforeNodeup, starts the kubelet (nodeup),
+then runs afterNodeup; the deploy triggers afterDeploy (kubeplug-after-deploy.path runs this
+command when ` + nodeagent.AfterDeployTriggerPath + ` appears).
 
 The hooks come from ` + nodeagent.HooksManifestPath + ` (or --config), which kubeplug render writes
 into the machine's cloud-init or Ignition config together with each script hook's script

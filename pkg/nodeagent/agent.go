@@ -67,6 +67,16 @@ type Options struct {
 	// S3Client reads s3:// hooks; nil builds one from the AWS SDK's default
 	// configuration (environment, shared config, instance role) and S3Endpoint.
 	S3Client *s3.Client
+	// SyncDone, when set, is called once per Run, as soon as the phase no longer
+	// holds the boot: every sync hook has ended and no further hook will start
+	// except async ones already under way, which Run still waits for. enforced
+	// joins the *HookError of every enforced hook that failed so far (every sync
+	// one, and async ones that already ended); nil means what comes after the phase
+	// (the kubelet, for beforeNodeup) may start. It is called before Run returns,
+	// also when the phase had no hooks or a canceled context stopped it. Boot uses
+	// it so that async hooks do not hold up the boot. It is not called when Run
+	// fails before considering any hook (a bad manifest, a held lock).
+	SyncDone func(enforced error)
 }
 
 // Agent runs a machine's node hooks, one phase per Run. It is safe for concurrent
@@ -258,7 +268,9 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 		}
 		succeeded[i] = ok
 		if res.Status.Failed() && h.enforce() {
+			mu.Lock()
 			errs[i] = hookError(phase, node.Name, h, res)
+			mu.Unlock()
 			if h.sync() {
 				stop("hook " + h.ID() + " failed before it")
 			}
@@ -270,6 +282,15 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 			continue
 		}
 		wg.Go(func() { one(i) })
+	}
+	if a.opts.SyncDone != nil {
+		mu.Lock()
+		held := errors.Join(errs...)
+		mu.Unlock()
+		if cerr := ctx.Err(); cerr != nil && held == nil {
+			held = fmt.Errorf("run phase %s on node %s: %w", phase, node.Name, cerr)
+		}
+		a.opts.SyncDone(held)
 	}
 	wg.Wait()
 

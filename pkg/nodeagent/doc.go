@@ -2,9 +2,10 @@
 // that lives on the node, behind `kubeplug node run --phase <phase>`.
 //
 // The renderer (pkg/render) writes every hook of a machine to HooksManifestPath and
-// each script hook's script to HooksDir/<plugin>/<hook>; the boot runs the agent for
-// beforeNodeup, starts the kubelet (the nodeup step), runs it for afterNodeup, and the
-// deploy triggers afterDeploy. One Run is one phase: the phase's hooks run in
+// each script hook's script to HooksDir/<plugin>/<hook>; the boot (Boot, behind
+// `kubeplug node boot`) runs the agent for beforeNodeup, starts the kubelet (the
+// nodeup step) once the phase's sync hooks ended without an enforced failure, runs it
+// for afterNodeup, and the deploy triggers afterDeploy (AfterDeployTriggerPath). One Run is one phase: the phase's hooks run in
 // manifest order (see Ordering), and the Report of what ran is written to
 // ReportsDir/<phase>.json. Options.Manifest reads another manifest instead.
 //

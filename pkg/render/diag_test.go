@@ -96,9 +96,9 @@ func TestDiagnostics(t *testing.T) {
 		name:   "plugin unit with a reserved name",
 		plugin: "tuning",
 		c: &model.Contribution{Pools: map[string]*model.Pool{"workers": {Units: map[string]*model.Unit{
-			"kubeplug-before-nodeup.service": {Content: "[Service]\nExecStart=/usr/bin/true\n"},
+			"kubeplug-boot.service": {Content: "[Service]\nExecStart=/usr/bin/true\n"},
 		}}}},
-		want: []string{"kubeplug-before-nodeup.service", "written by both plugin tuning and kubeplug"},
+		want: []string{"kubeplug-boot.service", "written by both plugin tuning and kubeplug"},
 	}, {
 		name:   "kubelet flag value with a space",
 		plugin: "tuning",

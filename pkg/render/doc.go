@@ -15,9 +15,14 @@
 // Every machine gets its plugins' files, units and drop-ins, its hook scripts under
 // HooksDir and their list in HooksManifestPath for the node agent, and its kubelet
 // flags (labels and taints included) in KubeletEnvPath, read by a kubelet.service
-// drop-in. Boot runs the agent's beforeNodeup phase, starts the kubelet (the nodeup
-// step), then runs afterNodeup: through runcmd with cloud-init, through oneshot units
-// with Ignition. Control-plane machines also get the static Pods in StaticPodDir.
+// drop-in. Both formats install the same units: kubeplug-boot.service runs
+// `kubeplug node boot` (the beforeNodeup hooks, then the kubelet only if no enforced
+// hook failed, with async hooks not holding it up, then afterNodeup; see
+// nodeagent.Boot), and kubeplug-after-deploy.path runs the afterDeploy phase when the
+// deploy writes nodeagent.AfterDeployTriggerPath. The kubelet is not enabled, and its
+// drop-in keeps it down while nodeagent.FailedMarkerPath exists. cloud-init's runcmd
+// only starts these units; Ignition enables them. Control-plane machines also get
+// the static Pods in StaticPodDir.
 //
 // The one idea: output is a pure function of the input, byte for byte. Every map is
 // walked in sorted order, lists keep the model's plugin order, and nothing depends on

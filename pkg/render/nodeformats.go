@@ -40,8 +40,12 @@ type writeFile struct {
 }
 
 // cloudInit renders the machine as #cloud-config: every file, unit and drop-in through
-// write_files, then runcmd reloads systemd, enables the units that ask for it, and runs
-// the agent's beforeNodeup phase, the kubelet (the nodeup step) and the afterNodeup phase.
+// write_files, then runcmd reloads systemd, enables and starts the plugins' units that
+// ask for it, and last the agent's: kubeplug-boot.service (the hooks around the
+// kubelet, see agentUnits) and the afterDeploy trigger. runcmd is a shell script
+// that goes on after a failed line, so no line of it decides whether the kubelet
+// starts: the boot does, and so machines booted with cloud-init and with Ignition
+// run the same units.
 func (r *renderer) cloudInit(m *machine) ([]byte, bool) {
 	cc := cloudConfig{}
 	add := func(f machineFile) {
@@ -52,7 +56,12 @@ func (r *renderer) cloudInit(m *machine) ([]byte, bool) {
 		cc.WriteFiles = append(cc.WriteFiles, wf)
 	}
 	files := append([]machineFile(nil), m.files...)
-	var enable []string
+	var enable, agent []string
+	for _, au := range agentUnits() {
+		if au.enable {
+			agent = append(agent, au.name)
+		}
+	}
 	for _, u := range m.units {
 		if u.content != "" {
 			files = append(files, machineFile{path: path.Join(unitDir, u.name), mode: 0o644, owner: "root:root", content: u.content})
@@ -60,7 +69,7 @@ func (r *renderer) cloudInit(m *machine) ([]byte, bool) {
 		for _, d := range u.dropIns {
 			files = append(files, machineFile{path: path.Join(unitDir, u.name+".d", d.name), mode: 0o644, owner: "root:root", content: d.content})
 		}
-		if u.enable && u.name != kubeletUnit {
+		if u.enable && !slices.Contains(agent, u.name) {
 			enable = append(enable, u.name)
 		}
 	}
@@ -72,11 +81,7 @@ func (r *renderer) cloudInit(m *machine) ([]byte, bool) {
 	if len(enable) > 0 {
 		cc.Runcmd = append(cc.Runcmd, append(argv{"systemctl", "enable", "--now"}, enable...))
 	}
-	cc.Runcmd = append(cc.Runcmd,
-		argv{AgentPath, "node", "run", "--phase", PhaseBeforeNodeup},
-		argv{"systemctl", "enable", "--now", kubeletUnit},
-		argv{AgentPath, "node", "run", "--phase", PhaseAfterNodeup},
-	)
+	cc.Runcmd = append(cc.Runcmd, append(argv{"systemctl", "enable", "--now"}, agent...))
 	var b bytes.Buffer
 	b.WriteString("#cloud-config\n")
 	enc := yaml.NewEncoder(&b)
@@ -93,7 +98,7 @@ func (r *renderer) cloudInit(m *machine) ([]byte, bool) {
 }
 
 // ignition renders the machine as an Ignition v3.4.0 config: files in storage.files,
-// units and drop-ins in systemd.units, and the agent's phases as oneshot units.
+// units and drop-ins in systemd.units, the agent's among them (see agentUnits).
 func (r *renderer) ignition(m *machine) ([]byte, bool) {
 	var files []any
 	for _, f := range m.files {
@@ -111,14 +116,8 @@ func (r *renderer) ignition(m *machine) ([]byte, bool) {
 		}
 		files = append(files, e)
 	}
-	units := append([]machineUnit(nil), m.units...)
-	units = append(units,
-		machineUnit{name: beforeNodeupUnit, content: agentUnit(PhaseBeforeNodeup), enable: true},
-		machineUnit{name: afterNodeupUnit, content: agentUnit(PhaseAfterNodeup), enable: true},
-	)
-	sortUnits(units)
 	var us []any
-	for _, u := range units {
+	for _, u := range m.units {
 		e := map[string]any{"name": u.name}
 		if u.content != "" {
 			e["contents"] = u.content
@@ -150,8 +149,4 @@ func (r *renderer) ignition(m *machine) ([]byte, bool) {
 
 func sortFiles(fs []machineFile) {
 	slices.SortFunc(fs, func(a, b machineFile) int { return strings.Compare(a.path, b.path) })
-}
-
-func sortUnits(us []machineUnit) {
-	slices.SortFunc(us, func(a, b machineUnit) int { return strings.Compare(a.name, b.name) })
 }

@@ -20,11 +20,14 @@ const (
 	// kubeletDropIn points the kubelet at its flags in KubeletEnvPath.
 	kubeletUnit   = "kubelet.service"
 	kubeletDropIn = "10-kubeplug.conf"
-	// beforeNodeupUnit and afterNodeupUnit run the node agent's phases on machines
-	// booted with Ignition, which has no runcmd.
-	beforeNodeupUnit = "kubeplug-before-nodeup.service"
-	afterNodeupUnit  = "kubeplug-after-nodeup.service"
-	unitDir          = "/etc/systemd/system"
+	// bootUnit runs `kubeplug node boot` on every start of the machine: the
+	// beforeNodeup hooks, the kubelet, the afterNodeup hooks. afterDeployPath starts
+	// afterDeployUnit, the afterDeploy phase, when the deploy writes
+	// AfterDeployTriggerPath. Both node formats write all three.
+	bootUnit        = "kubeplug-boot.service"
+	afterDeployUnit = "kubeplug-after-deploy.service"
+	afterDeployPath = "kubeplug-after-deploy.path"
+	unitDir         = "/etc/systemd/system"
 )
 
 // Hook entry points the node agent runs at boot; afterDeploy is triggered by the deploy.
@@ -147,9 +150,11 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 		units[un] = mu
 	}
 
-	// The agent's units are reserved on every machine, though only Ignition writes them.
-	for _, un := range []string{beforeNodeupUnit, afterNodeupUnit} {
-		claim("", base+".units."+un, path.Join(unitDir, un))
+	// The agent's units are kubeplug's on every machine.
+	for _, au := range agentUnits() {
+		if claim("", base+".units."+au.name, path.Join(unitDir, au.name)) {
+			units[au.name] = &au
+		}
 	}
 
 	hooks := r.hooks(p, func(h model.Hook, scriptPath string) bool {
@@ -181,8 +186,9 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 		ku = &machineUnit{name: kubeletUnit}
 		units[kubeletUnit] = ku
 	}
-	// Enabling the kubelet is the nodeup step; the agent's phases run around it.
-	ku.enable = true
+	// Only the boot starts the kubelet (the nodeup step), after the beforeNodeup hooks:
+	// enabled, it would start on its own before them. A plugin cannot enable it.
+	ku.enable = false
 	if claim("", base+".kubelet", path.Join(unitDir, kubeletUnit+".d", kubeletDropIn)) {
 		ku.dropIns = append(ku.dropIns, machineDropIn{name: kubeletDropIn, content: kubeletDropInContent})
 		slices.SortFunc(ku.dropIns, func(a, b machineDropIn) int { return strings.Compare(a.name, b.name) })
@@ -248,7 +254,12 @@ func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *
 
 // kubeletDropInContent is the drop-in that makes the kubelet read its flags from
 // KubeletEnvPath. "$KUBELET_ARGS" (unbraced) splits the value into one argument per flag.
-var kubeletDropInContent = "[Service]\n" +
+// ConditionPathExists keeps the kubelet down on a node the boot marked failed, whoever
+// starts it.
+var kubeletDropInContent = "[Unit]\n" +
+	"ConditionPathExists=!" + nodeagent.FailedMarkerPath + "\n" +
+	"\n" +
+	"[Service]\n" +
 	"EnvironmentFile=" + KubeletEnvPath + "\n" +
 	"ExecStart=\n" +
 	"ExecStart=" + KubeletPath + " $KUBELET_ARGS\n"
@@ -339,25 +350,51 @@ func (r *renderer) kubeletEnv(p *model.Pool) (string, bool) {
 		"KUBELET_ARGS=" + strings.Join(args, " ") + "\n", ok
 }
 
-// agentUnit is the oneshot unit that runs the node agent's phase on machines booted
-// with Ignition. The before phase runs ahead of the kubelet, the after phase once it
-// has started.
-func agentUnit(phase string) string {
-	order := "Before=" + kubeletUnit
-	if phase == PhaseAfterNodeup {
-		order = "After=" + kubeletUnit + "\nRequires=" + kubeletUnit
+// agentUnits are the node agent's units, the same in both node formats.
+//
+// kubeplug-boot.service runs `kubeplug node boot` on every start of the machine,
+// which runs the beforeNodeup hooks, starts the kubelet only when no enforced hook
+// failed (async hooks do not hold it up), then runs the afterNodeup hooks; see
+// nodeagent.Boot. Type=exec: the boot does not hold up multi-user.target, and its
+// output goes to the console as well as the journal, so a failed node says why on
+// its serial console.
+//
+// kubeplug-after-deploy.path starts kubeplug-after-deploy.service, the afterDeploy
+// phase, whenever the deploy writes nodeagent.AfterDeployTriggerPath; never on a
+// node the boot marked failed.
+func agentUnits() []machineUnit {
+	return []machineUnit{
+		{name: bootUnit, enable: true, content: "[Unit]\n" +
+			"Description=kubeplug boot: node hooks " + PhaseBeforeNodeup + ", the kubelet, node hooks " + PhaseAfterNodeup + "\n" +
+			"Wants=network-online.target\n" +
+			"After=network-online.target\n" +
+			"\n" +
+			"[Service]\n" +
+			"Type=exec\n" +
+			"ExecStart=" + AgentPath + " node boot\n" +
+			"StandardOutput=journal+console\n" +
+			"StandardError=journal+console\n" +
+			"\n" +
+			"[Install]\n" +
+			"WantedBy=multi-user.target\n"},
+		{name: afterDeployPath, enable: true, content: "[Unit]\n" +
+			"Description=kubeplug node hooks, phase " + PhaseAfterDeploy + ", when the deploy writes " + nodeagent.AfterDeployTriggerPath + "\n" +
+			"\n" +
+			"[Path]\n" +
+			"PathModified=" + nodeagent.AfterDeployTriggerPath + "\n" +
+			"Unit=" + afterDeployUnit + "\n" +
+			"\n" +
+			"[Install]\n" +
+			"WantedBy=multi-user.target\n"},
+		{name: afterDeployUnit, content: "[Unit]\n" +
+			"Description=kubeplug node hooks, phase " + PhaseAfterDeploy + "\n" +
+			"After=" + bootUnit + " " + kubeletUnit + "\n" +
+			"ConditionPathExists=!" + nodeagent.FailedMarkerPath + "\n" +
+			"\n" +
+			"[Service]\n" +
+			"Type=oneshot\n" +
+			"ExecStart=" + AgentPath + " node run --phase " + PhaseAfterDeploy + "\n" +
+			"StandardOutput=journal+console\n" +
+			"StandardError=journal+console\n"},
 	}
-	return "[Unit]\n" +
-		"Description=kubeplug node hooks, phase " + phase + "\n" +
-		"Wants=network-online.target\n" +
-		"After=network-online.target\n" +
-		order + "\n" +
-		"\n" +
-		"[Service]\n" +
-		"Type=oneshot\n" +
-		"RemainAfterExit=yes\n" +
-		"ExecStart=" + AgentPath + " node run --phase " + phase + "\n" +
-		"\n" +
-		"[Install]\n" +
-		"WantedBy=multi-user.target\n"
 }

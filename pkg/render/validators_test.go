@@ -205,7 +205,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 			units = append(units, u.Name)
 		}
 		units = dedupe(units)
-		for _, want := range []string{"kubelet.service", "kubeplug-before-nodeup.service", "kubeplug-after-nodeup.service"} {
+		for _, want := range []string{"kubelet.service", "kubeplug-boot.service", "kubeplug-after-deploy.service", "kubeplug-after-deploy.path"} {
 			if !contains(units, want) {
 				t.Fatalf("%s is not among the rendered units %v", want, units)
 			}
