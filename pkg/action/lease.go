@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 )
 
@@ -17,16 +18,17 @@ type Lease struct {
 	Wait time.Duration
 	// Duration is how long the lease lasts unless renewed; a run that dies holding
 	// it blocks the next one for at most this long. Default
-	// deploy.DefaultLeaseDuration.
+	// lease.DefaultLeaseDuration.
 	Duration time.Duration
 }
 
-// lock takes the lease for op. The returned context is ctx, cancelled as well
-// when the lease is lost; unlock frees the lease (logging a failure, after which
-// the lease expires by itself) and must be called once the operation ends,
-// however it ends.
+// lock takes the lease for op on the cluster d deploys to: taking it is the
+// action's concern, not the deployer's, which only applies. The returned context
+// is ctx, cancelled as well when the lease is lost; unlock frees the lease
+// (logging a failure, after which the lease expires by itself) and must be called
+// once the operation ends, however it ends.
 func (l Lease) lock(ctx context.Context, d *deploy.Deployer, op string, log *slog.Logger) (context.Context, func(), error) {
-	opCtx, release, err := d.Lock(ctx, deploy.LockOptions{Operation: op, Duration: l.Duration, Wait: l.Wait})
+	opCtx, release, err := lease.Lock(ctx, d.Client(), lease.Options{Operation: op, Duration: l.Duration, Wait: l.Wait, Namespace: d.Namespace()})
 	if err != nil {
 		return ctx, func() {}, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
@@ -58,7 +59,7 @@ spec:
 	rc := testcluster.RESTConfig(t)
 	leases := testcluster.Client(t).CoordinationV1().Leases("kubeplug-system")
 	holder := func() string {
-		l, err := leases.Get(t.Context(), deploy.LeaseName, metav1.GetOptions{})
+		l, err := leases.Get(t.Context(), lease.LeaseName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +73,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, release, err := other.Lock(t.Context(), deploy.LockOptions{Operation: "rollback", Identity: "elsewhere/42/abcdef"})
+	_, release, err := lease.Lock(t.Context(), other.Client(), lease.Options{Operation: "rollback", Identity: "elsewhere/42/abcdef"})
 	if err != nil {
 		t.Fatal(err)
 	}

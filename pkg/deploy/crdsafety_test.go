@@ -1,235 +1,117 @@
-package deploy
+package deploy_test
 
 import (
+	"context"
 	"errors"
-	"slices"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/pkg/deploy"
 )
 
-// widgetsV1 is a live CRD: v1 served and stored.
-const widgetsV1 = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {kind: Widget, plural: widgets}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            required: [size]
-            properties:
-              size: {type: integer, description: how big}
-              mode: {type: string, enum: [fast, slow]}
-              config: {type: object, x-kubernetes-preserve-unknown-fields: true}
-              ports:
-                type: array
-                items:
-                  type: object
-                  properties:
-                    port: {type: integer}
-              labels:
-                type: object
-                additionalProperties:
-                  type: object
-                  properties:
-                    value: {type: string}
-status:
-  storedVersions: [v1]
-`
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-func crd(t *testing.T, text string, edit func(m map[string]any)) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := yaml.Unmarshal([]byte(text), &m); err != nil {
+// TestUnsafeCRDUpgradeIsRefusedUntilForced installs a plugin with a CRD, then
+// upgrades it to a version whose CRD drops a field: the apply is refused with the
+// finding, and nothing of the plugin changes (neither the CRD nor its ConfigMap);
+// with ForceCRDChanges the upgrade is applied.
+func TestUnsafeCRDUpgradeIsRefusedUntilForced(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	group := fmt.Sprintf("s%d.kubeplug.dev", time.Now().UnixNano()%1_000_000_000)
+	plugin := unique(t, "crdsafety")
+	content := func(version string, withMode bool) []*unstructured.Unstructured {
+		mode := ""
+		if withMode {
+			mode = ", mode: {type: string, enum: [fast, slow]}"
+		}
+		text := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.GROUP}
+spec:
+  group: GROUP
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {type: object, properties: {size: {type: integer}MODE}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: NS}
+data: {version: "VERSION"}
+`
+		text = strings.NewReplacer("GROUP", group, "MODE", mode, "VERSION", version).Replace(text)
+		return objs(t, ns, text)
+	}
+	d := newDeployer(t, deploy.Options{Timeout: time.Minute})
+	t.Cleanup(func() { _, _ = d.Uninstall(context.WithoutCancel(t.Context()), []string{plugin}, true) })
+	if _, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: content("1.0.0", true)}}); err != nil {
 		t.Fatal(err)
 	}
-	if edit != nil {
-		edit(m)
+
+	crdFields := func() map[string]any {
+		t.Helper()
+		crd, err := dyn(t).Resource(crdGVR).Get(t.Context(), "widgets."+group, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		p, _, _ := unstructured.NestedMap(vs[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties")
+		return p
 	}
-	return m
-}
-
-// v1Spec returns the properties of .spec in version i of the CRD.
-func v1Spec(m map[string]any, i int) map[string]any {
-	vs := m["spec"].(map[string]any)["versions"].([]any)
-	s := vs[i].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
-	return s["properties"].(map[string]any)["spec"].(map[string]any)
-}
-
-func prop(m map[string]any, name string) map[string]any {
-	return m["properties"].(map[string]any)[name].(map[string]any)
-}
-
-func addVersion(m map[string]any, name string, served bool) {
-	spec := m["spec"].(map[string]any)
-	v := runtimeCopy(spec["versions"].([]any)[0].(map[string]any))
-	v["name"], v["served"], v["storage"] = name, served, false
-	spec["versions"] = append(spec["versions"].([]any), v)
-}
-
-func runtimeCopy(m map[string]any) map[string]any {
-	return (&unstructured.Unstructured{Object: m}).DeepCopy().Object
-}
-
-func TestCompareCRDs(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// live edits the live CRD (nil: widgetsV1 as is); desired edits the new one.
-		live, desired func(m map[string]any)
-		want          []string
-	}{
-		{name: "unchanged"},
-		{name: "description, printer column, new version, new field and enum value are safe", desired: func(m map[string]any) {
-			s := v1Spec(m, 0)
-			prop(s, "size")["description"] = "how big, in units"
-			prop(s, "mode")["enum"] = []any{"fast", "slow", "medium"}
-			s["properties"].(map[string]any)["color"] = map[string]any{"type": "string"}
-			m["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)["additionalPrinterColumns"] = []any{map[string]any{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}}
-			addVersion(m, "v2", true)
-		}},
-		{name: "type changed", desired: func(m map[string]any) {
-			prop(v1Spec(m, 0), "size")["type"] = "string"
-		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1: field .spec.size: type changed from integer to string"}},
-		{name: "field removed", desired: func(m map[string]any) {
-			delete(v1Spec(m, 0)["properties"].(map[string]any), "mode")
-		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1: field .spec.mode: removed (its values in existing objects would be pruned)"}},
-		{name: "field removed inside array items and map values", desired: func(m map[string]any) {
-			s := v1Spec(m, 0)
-			delete(prop(s, "ports")["items"].(map[string]any)["properties"].(map[string]any), "port")
-			delete(prop(s, "labels")["additionalProperties"].(map[string]any)["properties"].(map[string]any), "value")
-		}, want: []string{
-			"CustomResourceDefinition widgets.example.com: version v1: field .spec.labels.*.value: removed (its values in existing objects would be pruned)",
-			"CustomResourceDefinition widgets.example.com: version v1: field .spec.ports[*].port: removed (its values in existing objects would be pruned)",
-		}},
-		{name: "new required field", desired: func(m map[string]any) {
-			s := v1Spec(m, 0)
-			s["properties"].(map[string]any)["color"] = map[string]any{"type": "string"}
-			s["required"] = []any{"size", "color"}
-		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1: field .spec.color: new required field (existing objects may not set it)"}},
-		{name: "enum narrowed", desired: func(m map[string]any) {
-			prop(v1Spec(m, 0), "mode")["enum"] = []any{"fast"}
-		}, want: []string{`CustomResourceDefinition widgets.example.com: version v1: field .spec.mode: enum narrowed: "slow" no longer allowed`}},
-		{name: "preserve-unknown-fields removed", desired: func(m map[string]any) {
-			delete(prop(v1Spec(m, 0), "config"), "x-kubernetes-preserve-unknown-fields")
-		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1: field .spec.config: x-kubernetes-preserve-unknown-fields removed (unknown fields of existing objects would be pruned)"}},
-		{name: "scope changed", desired: func(m map[string]any) {
-			m["spec"].(map[string]any)["scope"] = "Cluster"
-		}, want: []string{"CustomResourceDefinition widgets.example.com: scope changed from Namespaced to Cluster"}},
-		{name: "stored version removed", live: func(m map[string]any) {
-			addVersion(m, "v2", true)
-		}, desired: func(m map[string]any) {
-			addVersion(m, "v2", true)
-			spec := m["spec"].(map[string]any)
-			spec["versions"] = spec["versions"].([]any)[1:]
-		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1: removed, but objects are stored in it (status.storedVersions); migrate them and drop it from storedVersions first"}},
-		{name: "served version removed, unserved one removed safely", live: func(m map[string]any) {
-			addVersion(m, "v1beta1", true)
-			addVersion(m, "v1alpha1", false)
-		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1beta1: removed while served"}},
-		{name: "served version no longer served", live: func(m map[string]any) {
-			addVersion(m, "v1beta1", true)
-		}, desired: func(m map[string]any) {
-			addVersion(m, "v1beta1", false)
-		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1beta1: no longer served"}},
-		{name: "a field moved under preserve-unknown-fields is kept", desired: func(m map[string]any) {
-			s := v1Spec(m, 0)
-			delete(s["properties"].(map[string]any), "mode")
-			s["x-kubernetes-preserve-unknown-fields"] = true
-		}},
-		{name: "every finding is listed", desired: func(m map[string]any) {
-			s := v1Spec(m, 0)
-			prop(s, "size")["type"] = "string"
-			delete(s["properties"].(map[string]any), "mode")
-			m["spec"].(map[string]any)["scope"] = "Cluster"
-		}, want: []string{
-			"CustomResourceDefinition widgets.example.com: scope changed from Namespaced to Cluster",
-			"CustomResourceDefinition widgets.example.com: version v1: field .spec.mode: removed (its values in existing objects would be pruned)",
-			"CustomResourceDefinition widgets.example.com: version v1: field .spec.size: type changed from integer to string",
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			live, desired := crd(t, widgetsV1, tc.live), crd(t, widgetsV1, tc.desired)
-			delete(desired, "status")
-			var got []string
-			for _, f := range CompareCRDs(live, desired) {
-				got = append(got, f.String())
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
-			}
-		})
-	}
-}
-
-func TestUnsafeCRDChangeErrorListsEveryFinding(t *testing.T) {
-	err := error(&UnitError{Plugin: "widgets", Err: &UnsafeCRDChangeError{Findings: []CRDFinding{
-		{CRD: "widgets.example.com", Version: "v1", Field: ".spec.size", Message: "type changed from integer to string"},
-		{CRD: "widgets.example.com", Message: "scope changed from Namespaced to Cluster"},
-	}}})
-	if !errors.Is(err, ErrUnsafeCRDChange) {
-		t.Errorf("%v does not match ErrUnsafeCRDChange", err)
-	}
-	want := "plugin widgets: CustomResourceDefinition widgets.example.com: version v1: field .spec.size: type changed from integer to string; " +
-		"CustomResourceDefinition widgets.example.com: scope changed from Namespaced to Cluster (refused"
-	if !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "--force-crd-changes") {
-		t.Errorf("error = %q", err)
-	}
-}
-
-// TestUnchangedDetectsChangedCRDAndHonoursIgnoredPaths: a CRD whose content changed
-// is never skipped, and a field another manager owns by the plugin's declaration
-// does not make an object look changed.
-func TestUnchangedDetectsChangedCRDAndHonoursIgnoredPaths(t *testing.T) {
-	desired := &unstructured.Unstructured{Object: crd(t, widgetsV1, func(m map[string]any) { delete(m, "status") })}
-	stampDigest(desired)
-	live := desired.DeepCopy()
-	if !unchanged(desired, live, nil) {
-		t.Fatal("identical CRD reported changed")
-	}
-	next := &unstructured.Unstructured{Object: crd(t, widgetsV1, func(m map[string]any) {
-		delete(m, "status")
-		delete(v1Spec(m, 0)["properties"].(map[string]any), "mode")
-	})}
-	stampDigest(next)
-	if unchanged(next, live, nil) {
-		t.Error("a CRD with a field removed was skipped as unchanged")
+	settings := func() string {
+		t.Helper()
+		cm, err := testcluster.Client(t).CoreV1().ConfigMaps(ns).Get(t.Context(), "settings", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data["version"]
 	}
 
-	dep := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "web"},
-		"spec": map[string]any{"replicas": int64(2), "template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "nginx:1"}}}}},
-	}}
-	stampDigest(dep)
-	scaled := dep.DeepCopy()
-	_ = unstructured.SetNestedField(scaled.Object, int64(7), "spec", "replicas")
-	rules := []DriftIgnore{{Kind: "Deployment", Paths: []string{"/spec/replicas"}}}
-	if unchanged(dep, scaled, nil) {
-		t.Error("scaled Deployment reported unchanged without an ignore rule")
+	_, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "2.0.0", Objects: content("2.0.0", false)}})
+	if !errors.Is(err, deploy.ErrUnsafeCRDChange) {
+		t.Fatalf("upgrade that removes a field: %v, want ErrUnsafeCRDChange", err)
 	}
-	if !unchanged(dep, scaled, ignoredPaths(rules, dep)) {
-		t.Error("scaled Deployment reported changed although /spec/replicas is ignored")
+	want := "plugin " + plugin + ": CustomResourceDefinition widgets." + group + ": version v1: field .spec.mode: removed"
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error = %q\nwant it to contain %q", err, want)
 	}
-	edited := scaled.DeepCopy()
-	containers, _, _ := unstructured.NestedSlice(edited.Object, "spec", "template", "spec", "containers")
-	containers[0].(map[string]any)["image"] = "nginx:2"
-	_ = unstructured.SetNestedSlice(edited.Object, containers, "spec", "template", "spec", "containers")
-	if unchanged(dep, edited, ignoredPaths(rules, dep)) {
-		t.Error("an edited image was ignored along with /spec/replicas")
+	if _, ok := crdFields()["mode"]; !ok {
+		t.Error("the refused upgrade removed .spec.mode from the CRD")
 	}
-	if got := ignoredPaths([]DriftIgnore{{Kind: "Deployment", Name: "other", Paths: []string{"/spec/replicas"}}}, dep); got != nil {
-		t.Errorf("a rule for another object matched: %v", got)
+	if got := settings(); got != "1.0.0" {
+		t.Errorf("the refused upgrade changed the plugin's ConfigMap to %q", got)
+	}
+
+	forced := newDeployer(t, deploy.Options{Timeout: time.Minute, ForceCRDChanges: true})
+	if _, err := forced.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "2.0.0", Objects: content("2.0.0", false)}}); err != nil {
+		t.Fatalf("forced upgrade: %v", err)
+	}
+	if _, ok := crdFields()["mode"]; ok {
+		t.Error("the forced upgrade left .spec.mode in the CRD")
+	}
+	if got := settings(); got != "2.0.0" {
+		t.Errorf("ConfigMap after the forced upgrade = %q, want 2.0.0", got)
+	}
+	// A safe change (a new field) needs no force.
+	next := content("3.0.0", true)
+	if _, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "3.0.0", Objects: next}}); err != nil {
+		t.Fatalf("adding a field back: %v", err)
+	}
+	if _, ok := crdFields()["mode"]; !ok {
+		t.Error("the CRD was not upgraded with the added field")
 	}
 }

@@ -2,38 +2,88 @@ package deploy
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy/crd"
+	"github.com/kubeplug/kubeplug/pkg/deploy/drift"
+	"github.com/kubeplug/kubeplug/pkg/deploy/helm"
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
 
 // FieldManager is the server-side apply field manager of everything kubeplug applies.
-const FieldManager = "kubeplug"
+const FieldManager = kube.FieldManager
+
+// HelmFieldManager is the field manager of what the Helm SDK applies for kubeplug.
+const HelmFieldManager = helm.HelmFieldManager
 
 // Labels put on every object kubeplug applies.
 const (
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	LabelPlugin    = "kubeplug.dev/plugin"
+	LabelManagedBy = kube.LabelManagedBy
+	LabelPlugin    = kube.LabelPlugin
 )
+
+// AnnotationDigest holds the digest of the content kubeplug last applied to an object.
+const AnnotationDigest = ssa.AnnotationDigest
+
+// The vocabulary of a Deployer's inputs and results is defined by the packages
+// that own it; these names let its callers use one import.
+type (
+	// ObjRef identifies an object across versions of its API.
+	ObjRef = kube.ObjRef
+	// ReleaseRef names a Helm release in an inventory.
+	ReleaseRef = kube.ReleaseRef
+	// UnitError is one plugin's failure in a wave.
+	UnitError = kube.UnitError
+	// Record is one revision of a plugin's release record.
+	Record = state.Record
+	// HelmRelease is a Helm release a plugin installs.
+	HelmRelease = helm.Release
+	// HealthCheck is a plugin's readiness condition for one kind.
+	HealthCheck = ssa.HealthCheck
+	// DriftIgnore names fields of a plugin's objects that others may change.
+	DriftIgnore = ssa.Ignore
+	// PluginDrift is how a plugin's objects in the cluster differ from what an
+	// apply would make them.
+	PluginDrift = drift.PluginDrift
+	// ObjectDrift is one drifted object.
+	ObjectDrift = drift.ObjectDrift
+	// FieldDrift is one field that differs.
+	FieldDrift = drift.FieldDrift
+)
+
+// Phases of a release record.
+const (
+	PhaseApplying    = state.PhaseApplying
+	PhaseReady       = state.PhaseReady
+	PhaseFailed      = state.PhaseFailed
+	PhaseSuperseded  = state.PhaseSuperseded
+	PhaseInterrupted = state.PhaseInterrupted
+)
+
+// RedactedValue stands for the values of a drifted Secret field.
+const RedactedValue = drift.RedactedValue
+
+// Errors a Deployer returns, matched with errors.Is.
+var (
+	// ErrNoObjects: a revision's objects were not recorded (one migrated from an
+	// older kubeplug's inventory), so it cannot be restored.
+	ErrNoObjects = state.ErrNoObjects
+	// ErrUnsafeCRDChange: a plugin's new CustomResourceDefinitions would break
+	// objects or clients of the old ones.
+	ErrUnsafeCRDChange = crd.ErrUnsafeCRDChange
+)
+
+// CompileHealth checks that a health expression is valid CEL yielding a bool.
+var CompileHealth = ssa.CompileHealth
 
 // Options configure a Deployer. The zero value of each field means its default.
 type Options struct {
@@ -76,6 +126,9 @@ type Options struct {
 	// are retried. Default: 9 tries, from 200ms doubling to 5s (about 20s: long
 	// enough for an API server to restart).
 	Retry wait.Backoff
+	// Store keeps the release records. Default: Secrets in Namespace of the
+	// cluster deployed to (state.Secrets).
+	Store state.Store
 }
 
 func (o *Options) defaults() {
@@ -88,12 +141,6 @@ func (o *Options) defaults() {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 32
 	}
-	if o.QPS <= 0 {
-		o.QPS = 500
-	}
-	if o.Burst <= 0 {
-		o.Burst = 1000
-	}
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Minute
 	}
@@ -103,18 +150,18 @@ func (o *Options) defaults() {
 	if o.Namespace == "" {
 		o.Namespace = "kubeplug-system"
 	}
-	if o.Retry.Steps == 0 {
-		o.Retry = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: 9}
-	}
 }
 
 // Deployer applies, waits for, records, prunes and uninstalls plugins' content.
+// It composes the deploy subpackages: ssa for objects, helm for Helm releases,
+// crd for CRD safety, drift for drift, state for the release records.
 type Deployer struct {
 	opts   Options
-	cfg    *rest.Config
-	dyn    dynamic.Interface
-	core   kubernetes.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	kc     *kube.Client
+	store  state.Store
+	ssa    *ssa.Applier
+	helm   *helm.Manager
+	drift  *drift.Detector
 	events sync.Mutex
 }
 
@@ -122,23 +169,27 @@ type Deployer struct {
 // cluster.
 func New(cfg *rest.Config, opts Options) (*Deployer, error) {
 	opts.defaults()
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
-	cfg.UserAgent = "kubeplug"
-	dyn, err := dynamic.NewForConfig(cfg)
+	kc, err := kube.New(cfg, kube.Options{Logger: opts.Logger, QPS: opts.QPS, Burst: opts.Burst, Retry: opts.Retry})
 	if err != nil {
-		return nil, fmt.Errorf("create a dynamic client: %w", err)
+		return nil, err
 	}
-	core, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create a client: %w", err)
+	d := &Deployer{opts: opts, kc: kc, store: opts.Store}
+	if d.store == nil {
+		d.store = state.NewSecrets(kc, opts.Namespace, opts.HistoryMax)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create a discovery client: %w", err)
-	}
-	return &Deployer{opts: opts, cfg: cfg, dyn: dyn, core: core, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	d.ssa = ssa.New(kc, ssa.Options{Concurrency: opts.Concurrency, Timeout: opts.Timeout, DryRun: opts.DryRun, ForceConflicts: opts.ForceConflicts})
+	d.helm = helm.New(kc, helm.Options{Logger: opts.Logger, Timeout: opts.Timeout, DryRun: opts.DryRun, ForceConflicts: opts.ForceConflicts, RollbackOnFailure: opts.RollbackOnFailure})
+	d.drift = drift.New(kc, d.ssa, opts.Concurrency)
+	return d, nil
 }
+
+// Client is the clients the deployer talks to its cluster through, for what
+// works beside it on the same cluster (the operation lease).
+func (d *Deployer) Client() *kube.Client { return d.kc }
+
+// Namespace is the namespace of kubeplug's own objects (release records, the
+// operation lease).
+func (d *Deployer) Namespace() string { return d.opts.Namespace }
 
 // Unit is one plugin's content for one apply.
 type Unit struct {
@@ -184,109 +235,21 @@ func (d *Deployer) emit(e Event) {
 // Ping checks that the API server answers, retrying transient failures with
 // backoff, so an unreachable cluster is one clear error rather than a failure per
 // object.
-func (d *Deployer) Ping(ctx context.Context) error {
-	return d.retry(ctx, func(ctx context.Context) error {
-		_, err := d.core.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	})
+func (d *Deployer) Ping(ctx context.Context) error { return d.kc.Ping(ctx) }
+
+// Inventories returns every installed plugin's newest release record, by plugin
+// name; plugins an older kubeplug installed come from their ConfigMap inventories.
+func (d *Deployer) Inventories(ctx context.Context) ([]*Record, error) {
+	return d.store.Latest(ctx)
 }
 
-// retry runs fn until it succeeds, fails permanently, or the backoff runs out.
-func (d *Deployer) retry(ctx context.Context, fn func(context.Context) error) error {
-	var last error
-	err := wait.ExponentialBackoffWithContext(ctx, d.opts.Retry, func(ctx context.Context) (bool, error) {
-		last = fn(ctx)
-		if last == nil {
-			return true, nil
-		}
-		if transient(last) {
-			d.opts.Logger.Debug("retrying after a transient error", "error", last)
-			return false, nil
-		}
-		return false, last
-	})
-	if wait.Interrupted(err) && last != nil {
-		return fmt.Errorf("the API server did not answer after %d tries: %w", d.opts.Retry.Steps, last)
+// Drift compares each unit's desired objects with the cluster (see drift.Detector):
+// one entry per unit, in the units' order; the error joins one *UnitError per
+// object that could not be compared. Helm releases' objects are not compared.
+func (d *Deployer) Drift(ctx context.Context, units []Unit) ([]PluginDrift, error) {
+	plugins := make([]drift.Plugin, len(units))
+	for i, u := range units {
+		plugins[i] = drift.Plugin{Name: u.Plugin, Objects: u.Objects, Ignore: u.DriftIgnore}
 	}
-	return err
-}
-
-func transient(err error) bool {
-	if apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) {
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "connection refused") || strings.Contains(s, "connection reset") || strings.Contains(s, "EOF")
-}
-
-// ObjRef identifies an object across versions of its API.
-type ObjRef struct {
-	Group     string `json:"group,omitempty"`
-	Version   string `json:"version"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-}
-
-// String renders the reference as Kind/namespace/name (group-qualified kinds).
-func (r ObjRef) String() string {
-	k := r.Kind
-	if r.Group != "" {
-		k += "." + r.Group
-	}
-	if r.Namespace == "" {
-		return k + "/" + r.Name
-	}
-	return k + "/" + r.Namespace + "/" + r.Name
-}
-
-// key identifies the object regardless of its API version.
-func (r ObjRef) key() string { return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }
-
-func refOf(u *unstructured.Unstructured) ObjRef {
-	gvk := u.GroupVersionKind()
-	return ObjRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
-}
-
-// mapping resolves an object's resource and scope, defaulting a namespaced object
-// without a namespace to "default" as kubectl does.
-func (d *Deployer) mapping(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-	gvk := u.GroupVersionKind()
-	m, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		d.mapper.Reset()
-		m, err = d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, fmt.Errorf("the API server serves no %s in %s (is its CustomResourceDefinition installed?)", gvk.Kind, gvk.GroupVersion())
-		}
-		return nil, fmt.Errorf("map %s: %w", gvk, err)
-	}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		if u.GetNamespace() == "" {
-			u.SetNamespace(metav1.NamespaceDefault)
-		}
-		return d.dyn.Resource(m.Resource).Namespace(u.GetNamespace()), nil
-	}
-	u.SetNamespace("")
-	return d.dyn.Resource(m.Resource), nil
-}
-
-func (d *Deployer) resourceFor(r ObjRef) (dynamic.ResourceInterface, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind})
-	u.SetNamespace(r.Namespace)
-	u.SetName(r.Name)
-	return d.mapping(u)
-}
-
-func sortedRefs(refs []ObjRef) []ObjRef {
-	slices.SortFunc(refs, func(a, b ObjRef) int { return strings.Compare(a.key(), b.key()) })
-	return refs
+	return d.drift.Detect(ctx, plugins)
 }

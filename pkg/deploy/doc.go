@@ -2,9 +2,10 @@
 // keeps it there.
 //
 // A Deployer applies one wave of plugins at a time with server-side apply under the
-// "kubeplug" field manager: within a wave, CustomResourceDefinitions and Namespaces
-// first (waiting until the CRDs are Established), then every other object, all
-// concurrently through a client tuned for it. It then waits until each plugin's
+// "kubeplug" field manager: within a wave, stage by stage as the rules of ssa.Order
+// say — CustomResourceDefinitions and Namespaces first (waiting until the CRDs are
+// Established), then every other object, then APIServices and webhook
+// configurations — each stage concurrently through a client tuned for it. It then waits until each plugin's
 // objects are Current (kstatus), so that a plugin's dependents, in later waves, only
 // start once it is ready. A plugin may add health checks: CEL expressions over the
 // live object, per kind, that must hold too.
@@ -43,4 +44,12 @@
 // replaced at the next apply. Uninstall needs nothing but the records: it removes
 // plugins in reverse dependency order and refuses to remove a plugin an installed
 // plugin still requires.
+//
+// The Deployer is a thin orchestrator over packages that each own one
+// responsibility: ssa (apply, ordering, wait, prune), helm (Helm releases), crd
+// (CRD upgrade safety), drift, and state (the release records, behind the
+// state.Store interface; Options.Store replaces the Secrets the CLI keeps), all on
+// the clients of kube. One wave's work is the wave type, whose phases ApplyWave
+// runs in order. Taking the cluster's operation lease is not the deployer's
+// concern but its callers' (internal/lease).
 package deploy

@@ -5,17 +5,19 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
 
 // RecordedObjects exposes the objects a revision recorded to tests.
 func (d *Deployer) RecordedObjects(ctx context.Context, plugin string, revision int) ([]*unstructured.Unstructured, error) {
-	recs, err := d.history(ctx, plugin)
+	recs, err := d.store.History(ctx, plugin)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range recs {
 		if r.Revision == revision {
-			return d.objects(ctx, r)
+			return d.store.Objects(ctx, r)
 		}
 	}
 	return nil, fmt.Errorf("plugin %s has no revision %d", plugin, revision)
@@ -25,6 +27,6 @@ func (d *Deployer) RecordedObjects(ctx context.Context, plugin string, revision 
 // killed between the two leaves them, and returns their names.
 func (d *Deployer) WriteChunksOnly(ctx context.Context, plugin string, revision int, objs []*unstructured.Unstructured) ([]string, error) {
 	r := &Record{Plugin: plugin, Revision: revision}
-	err := d.writeChunks(ctx, r, objs)
+	err := d.store.(*state.Secrets).WriteChunks(ctx, r, objs)
 	return r.Chunks, err
 }

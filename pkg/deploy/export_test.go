@@ -4,5 +4,5 @@ import "helm.sh/helm/v4/pkg/action"
 
 // HelmConfig exposes the Helm configuration to tests that forge release records.
 func (d *Deployer) HelmConfig(namespace string) (*action.Configuration, error) {
-	return d.helmConfig(namespace)
+	return d.helm.Config(namespace)
 }

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/Masterminds/semver/v3"
-	rcommon "helm.sh/helm/v4/pkg/release/common"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy/helm"
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
 
 // ErrDowngrade is returned when a plugin's new version is lower than the installed
@@ -26,10 +28,10 @@ var ErrDowngrade = errors.New("downgrade refused")
 func contentDigest(u Unit) string {
 	lines := make([]string, 0, len(u.Objects)+len(u.Releases))
 	for _, o := range u.Objects {
-		lines = append(lines, refOf(o).key()+" "+o.GetAnnotations()[AnnotationDigest])
+		lines = append(lines, kube.RefOf(o).Key()+" "+o.GetAnnotations()[AnnotationDigest])
 	}
 	for _, h := range u.Releases {
-		lines = append(lines, "helm "+h.Namespace+"/"+h.Name+" "+chartDigest(h.Chart)+" "+valuesDigest(h.Values))
+		lines = append(lines, "helm "+h.Namespace+"/"+h.Name+" "+helm.ChartDigest(h.Chart)+" "+helm.ValuesDigest(h.Values))
 	}
 	slices.Sort(lines)
 	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
@@ -94,8 +96,9 @@ func unitReleases(u Unit) []ReleaseRef {
 // revision whose apply failed or was interrupted is retried in place when the
 // content is the same; anything else is a new revision.
 func (d *Deployer) begin(ctx context.Context, u Unit, old *Record) (rec *Record, same bool, err error) {
-	if old != nil && old.legacy {
-		if err := d.migrate(ctx, old); err != nil {
+	if old != nil && old.Legacy {
+		// Stored as revision 1 in the store's own form before it is built on.
+		if err := d.store.Write(ctx, old, nil); err != nil {
 			return nil, false, err
 		}
 	}
@@ -106,10 +109,10 @@ func (d *Deployer) begin(ctx context.Context, u Unit, old *Record) (rec *Record,
 	}
 	sameContent := old != nil && u.rollback == nil && old.ContentDigest == digest && old.Version == u.Version &&
 		old.PackageDigest == u.Digest && old.ValuesDigest == u.ValuesDigest
-	widened := union(old.refs(), refsOf(u.Objects))
-	widenedRels := unionReleases(old.releases(), rels)
+	widened := kube.Union(old.Inventory(), kube.RefsOf(u.Objects))
+	widenedRels := unionReleases(old.HelmReleases(), rels)
 	if sameContent && old.Phase == PhaseReady && len(widened) == len(old.Objects) && len(widenedRels) == len(old.Releases) {
-		return old.clone(), true, nil
+		return old.Clone(), true, nil
 	}
 	rec = &Record{
 		Plugin: u.Plugin, Revision: 1, Version: u.Version, PackageDigest: u.Digest, ValuesDigest: u.ValuesDigest,
@@ -137,7 +140,7 @@ func (d *Deployer) begin(ctx context.Context, u Unit, old *Record) (rec *Record,
 	if objs == nil {
 		objs = []*unstructured.Unstructured{} // recorded too: a plugin of Helm releases only can be rolled back
 	}
-	if err := d.writeRecord(ctx, rec, objs); err != nil {
+	if err := d.store.Write(ctx, rec, objs); err != nil {
 		return nil, false, err
 	}
 	return rec, false, nil
@@ -160,17 +163,17 @@ func describe(old *Record, u Unit) string {
 
 // finish narrows the revision to what the plugin now has and marks it Ready. An
 // unchanged re-apply writes nothing unless its result differs from the record.
-func (d *Deployer) finish(ctx context.Context, u Unit, rec *Record, same bool, all []ObjRef, done []*releaseDone) error {
-	next := rec.clone()
-	next.Objects = sortedRefs(union(nil, all))
+func (d *Deployer) finish(ctx context.Context, u Unit, rec *Record, same bool, all []ObjRef, done []*helm.Done) error {
+	next := rec.Clone()
+	next.Objects = kube.Union(nil, all)
 	next.Releases = unitReleases(u)
 	next.HelmRevisions = nil
 	for _, r := range done {
-		if r.rel != nil {
+		if v := r.Revision(); v != 0 {
 			if next.HelmRevisions == nil {
 				next.HelmRevisions = map[string]int{}
 			}
-			next.HelmRevisions[r.ref.String()] = r.rel.Version
+			next.HelmRevisions[r.Ref().String()] = v
 		}
 	}
 	next.Phase, next.Message = PhaseReady, ""
@@ -179,7 +182,7 @@ func (d *Deployer) finish(ctx context.Context, u Unit, rec *Record, same bool, a
 		return nil
 	}
 	next.Finished = time.Now().UTC().Round(time.Second)
-	return d.writeHead(ctx, next)
+	return d.store.Write(ctx, next, nil)
 }
 
 // failed marks the revision an apply recorded Failed with the cause, and with
@@ -188,7 +191,7 @@ func (d *Deployer) finish(ctx context.Context, u Unit, rec *Record, same bool, a
 func (d *Deployer) failed(ctx context.Context, wave int, u Unit, hist []*Record, rec *Record, same bool, cause error, msg string) error {
 	// Record the failure even when ctx is done: a record that says Applying lies.
 	wctx := context.WithoutCancel(ctx)
-	if err := d.setPhase(wctx, rec.clone(), PhaseFailed, msg); err != nil {
+	if err := d.setPhase(wctx, rec.Clone(), PhaseFailed, msg); err != nil {
 		d.opts.Logger.Warn("could not record a failed apply", "plugin", u.Plugin, "error", err)
 	}
 	if !d.opts.RollbackOnFailure || u.rollback != nil || same || ctx.Err() != nil {
@@ -212,7 +215,7 @@ func (d *Deployer) failed(ctx context.Context, wave int, u Unit, hist []*Record,
 	case !slices.ContainsFunc(hist, func(r *Record) bool { return r.Phase == PhaseReady }):
 		// New, or never ready since it was installed.
 		what = fmt.Sprintf("uninstalled plugin %s, which was new", u.Plugin)
-		cur, _, rerr := d.latest(wctx, u.Plugin)
+		cur, _, rerr := state.Latest(wctx, d.store, u.Plugin)
 		if rerr == nil && cur != nil {
 			_, err = d.remove(ctx, cur)
 		} else {
@@ -235,7 +238,7 @@ func (d *Deployer) failed(ctx context.Context, wave int, u Unit, hist []*Record,
 // recorded, waits until everything is ready and records a new revision, "rollback
 // to N". It returns that revision.
 func (d *Deployer) Rollback(ctx context.Context, plugin string, revision int) (*Record, error) {
-	cur, hist, err := d.latest(ctx, plugin)
+	cur, hist, err := state.Latest(ctx, d.store, plugin)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +267,7 @@ func (d *Deployer) Rollback(ctx context.Context, plugin string, revision int) (*
 
 // rollbackTo applies a recorded revision as a new revision described by desc.
 func (d *Deployer) rollbackTo(ctx context.Context, wave int, target *Record, desc string) (*Record, error) {
-	objs, err := d.objects(ctx, target)
+	objs, err := d.store.Objects(ctx, target)
 	if err != nil {
 		return nil, err
 	}
@@ -275,77 +278,11 @@ func (d *Deployer) rollbackTo(ctx context.Context, wave int, target *Record, des
 	if _, err := d.ApplyWave(ctx, wave, []Unit{u}); err != nil {
 		return nil, err
 	}
-	cur, _, err := d.latest(ctx, target.Plugin)
+	cur, _, err := state.Latest(ctx, d.store, target.Plugin)
 	if err != nil {
 		return nil, err
 	}
 	return cur, nil
-}
-
-// restoreReleases rolls a rollback unit's Helm releases back to the revisions its
-// target recorded; one already deployed with that revision's chart and values is
-// left alone.
-func (d *Deployer) restoreReleases(ctx context.Context, u Unit) (*releaseObjs, error) {
-	return d.eachRelease(ctx, len(u.rollback.Releases), func(i int) (*releaseDone, error) {
-		ref := u.rollback.Releases[i]
-		return d.restoreRelease(ctx, ref, u.rollback.HelmRevisions[ref.String()])
-	})
-}
-
-func (d *Deployer) restoreRelease(ctx context.Context, ref ReleaseRef, revision int) (*releaseDone, error) {
-	cfg, err := d.helmConfig(ref.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	hist, err := history(cfg, ref.Name)
-	if err != nil {
-		return nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
-	}
-	if len(hist) == 0 {
-		return nil, fmt.Errorf("Helm release %s is no longer installed, so its revision %d cannot be restored; apply the cluster file of that version instead", ref, revision) //nolint:staticcheck // Helm is a name
-	}
-	if last := hist[len(hist)-1]; last.Info.Status.IsPending() {
-		if err := d.recoverPending(ctx, cfg, hist); err != nil {
-			return nil, fmt.Errorf("recover Helm release %s from %s: %w", ref, last.Info.Status, err)
-		}
-		if hist, err = history(cfg, ref.Name); err != nil {
-			return nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
-		}
-		if len(hist) == 0 {
-			return nil, fmt.Errorf("Helm release %s had no deployed revision and was uninstalled; its revision %d cannot be restored", ref, revision) //nolint:staticcheck // Helm is a name
-		}
-	}
-	last := hist[len(hist)-1]
-	var want *releasev1.Release
-	for _, h := range hist {
-		if h.Version == revision {
-			want = h
-		}
-	}
-	if revision == 0 {
-		want = last // not recorded: keep what is deployed
-	}
-	if want == nil {
-		return nil, fmt.Errorf("Helm release %s no longer has revision %d (Helm keeps %d); its oldest is %d", ref, revision, helmMaxHistory, hist[0].Version) //nolint:staticcheck // Helm is a name
-	}
-	if last.Info.Status == rcommon.StatusDeployed && chartDigest(last.Chart) == chartDigest(want.Chart) && valuesDigest(last.Config) == valuesDigest(want.Config) {
-		return &releaseDone{ref: ref, rel: last, previous: last.Version}, nil
-	}
-	previous := last.Version
-	if last.Info.Status != rcommon.StatusDeployed {
-		previous = goodRevision(hist)
-	}
-	if err := d.rollbackRelease(ctx, cfg, ref, revision); err != nil {
-		return &releaseDone{ref: ref, changed: true, previous: previous}, err
-	}
-	hist, err = history(cfg, ref.Name)
-	if err != nil {
-		return &releaseDone{ref: ref, changed: true, previous: previous}, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
-	}
-	if len(hist) == 0 {
-		return &releaseDone{ref: ref, changed: true, previous: previous}, fmt.Errorf("Helm release %s has no revision after its rollback to %d", ref, revision) //nolint:staticcheck // Helm is a name
-	}
-	return &releaseDone{ref: ref, changed: true, previous: previous, rel: hist[len(hist)-1]}, nil
 }
 
 // Revision is one entry of a plugin's history.
@@ -366,7 +303,7 @@ type Revision struct {
 // later one replaced is Superseded; an Applying one that is not the newest (its run
 // died) is Interrupted. It returns an empty list when the plugin is not installed.
 func (d *Deployer) History(ctx context.Context, plugin string) ([]Revision, error) {
-	recs, err := d.history(ctx, plugin)
+	recs, err := d.store.History(ctx, plugin)
 	if err != nil {
 		return nil, err
 	}
@@ -392,4 +329,29 @@ func (d *Deployer) History(ctx context.Context, plugin string) ([]Revision, erro
 		out = append(out, rev)
 	}
 	return out, nil
+}
+
+// setPhase rewrites the head of a revision with a new phase and message.
+func (d *Deployer) setPhase(ctx context.Context, r *Record, phase, msg string) error {
+	r.Phase, r.Message, r.Finished = phase, msg, time.Now().UTC().Round(time.Second)
+	return d.store.Write(ctx, r, nil)
+}
+
+func releaseRefs(rels []HelmRelease) []ReleaseRef {
+	out := make([]ReleaseRef, 0, len(rels))
+	for _, r := range rels {
+		out = append(out, ReleaseRef{Namespace: r.Namespace, Name: r.Name})
+	}
+	return kube.SortReleaseRefs(out)
+}
+
+// unionReleases returns a ∪ b, sorted.
+func unionReleases(a, b []ReleaseRef) []ReleaseRef {
+	out := slices.Clone(a)
+	for _, r := range b {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return kube.SortReleaseRefs(out)
 }

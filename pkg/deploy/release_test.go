@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
 
 func history(t testing.TB, d *deploy.Deployer, plugin string) []deploy.Revision {
@@ -51,7 +52,7 @@ func recordSecrets(t testing.TB, plugin, part string) []string {
 	}
 	var out []string
 	for _, s := range list.Items {
-		if s.Type != deploy.RecordType {
+		if s.Type != state.RecordType {
 			t.Errorf("record Secret %s has type %q", s.Name, s.Type)
 		}
 		out = append(out, s.Name)
@@ -337,8 +338,8 @@ func TestReleaseOfSeveralMegabytesIsChunked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(s.Data["chunk"]); n > deploy.ChunkSize {
-			t.Errorf("chunk %s holds %d bytes, over %d", c, n, deploy.ChunkSize)
+		if n := len(s.Data["chunk"]); n > state.ChunkSize {
+			t.Errorf("chunk %s holds %d bytes, over %d", c, n, state.ChunkSize)
 		}
 		total += len(s.Data["chunk"])
 	}
@@ -437,7 +438,7 @@ func legacyInventory(t testing.TB, plugin string, refs []deploy.ObjRef) {
 	_ = zw.Close()
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubeplug-inventory-" + plugin, Namespace: "kubeplug-system",
-			Labels: map[string]string{deploy.LabelInventory: "true", deploy.LabelPlugin: plugin}},
+			Labels: map[string]string{state.LabelInventory: "true", deploy.LabelPlugin: plugin}},
 		BinaryData: map[string][]byte{"inventory.json.gz": buf.Bytes()},
 	}
 	if _, err := testcluster.Client(t).CoreV1().ConfigMaps("kubeplug-system").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {

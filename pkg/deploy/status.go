@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -45,7 +44,7 @@ func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				ri, err := d.resourceFor(r)
+				ri, err := d.kc.ResourceFor(r)
 				if err != nil {
 					mu.Lock()
 					ps.Missing++
@@ -71,26 +70,9 @@ func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
 		}
 		wg.Wait()
 		for _, r := range inv.Releases {
-			ps.Releases = append(ps.Releases, r.String()+": "+d.releaseStatus(r))
+			ps.Releases = append(ps.Releases, r.String()+": "+d.helm.Status(r))
 		}
 		out[i] = ps
 	}
 	return out, nil
-}
-
-// releaseStatus is the status Helm records for the release's last revision.
-func (d *Deployer) releaseStatus(r ReleaseRef) string {
-	cfg, err := d.helmConfig(r.Namespace)
-	if err != nil {
-		return err.Error()
-	}
-	hist, err := history(cfg, r.Name)
-	if err != nil {
-		return err.Error()
-	}
-	if len(hist) == 0 {
-		return "missing"
-	}
-	last := hist[len(hist)-1]
-	return fmt.Sprintf("%s (revision %d)", last.Info.Status, last.Version)
 }

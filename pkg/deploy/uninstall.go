@@ -79,18 +79,18 @@ func (d *Deployer) remove(ctx context.Context, rec *Record) (int, error) {
 	// deleteAll then finds gone.
 	released := 0
 	for _, r := range slices.Backward(rec.Releases) {
-		n, err := d.removeRelease(ctx, r)
+		n, err := d.helm.Remove(ctx, r)
 		if err != nil {
 			return 0, err
 		}
 		released += n
 	}
-	n, err := d.deleteAll(ctx, rec.Objects)
+	n, err := d.ssa.DeleteAll(ctx, rec.Objects)
 	if err != nil {
 		return 0, err
 	}
 	faultpoint.Hit("uninstall:objects-deleted")
-	if err := d.deleteRecords(ctx, rec.Plugin); err != nil {
+	if err := d.store.Delete(ctx, rec.Plugin); err != nil {
 		return 0, err
 	}
 	return n + released, nil

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
+	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 )
@@ -388,11 +389,11 @@ func divergence(t *testing.T, rc *rest.Config, p string) []string {
 	check(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}, "Widget", ns, "")
 
 	// The lease is free.
-	lease, err := testcluster.Client(t).CoordinationV1().Leases("kubeplug-system").Get(t.Context(), deploy.LeaseName, metav1.GetOptions{})
+	held, err := testcluster.Client(t).CoordinationV1().Leases("kubeplug-system").Get(t.Context(), lease.LeaseName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get the lease: %v", err)
 	}
-	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+	if h := held.Spec.HolderIdentity; h != nil && *h != "" {
 		fail("lease: still held by %s", *h)
 	}
 
@@ -443,7 +444,7 @@ func TestConcurrentApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, release, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply", Identity: "other-host/4242/abcdef"})
+	_, release, err := lease.Lock(t.Context(), d.Client(), lease.Options{Operation: "apply", Identity: "other-host/4242/abcdef"})
 	if err != nil {
 		t.Fatal(err)
 	}

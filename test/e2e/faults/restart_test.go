@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
+	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 )
@@ -167,11 +168,11 @@ func TestAPIServerRestartMidApply(t *testing.T) {
 			t.Errorf("the record of many lists %d objects, want %d", len(rec.Objects), manyObjects)
 		}
 	}
-	lease, err := client.CoordinationV1().Leases("kubeplug-system").Get(t.Context(), deploy.LeaseName, metav1.GetOptions{})
+	held, err := client.CoordinationV1().Leases("kubeplug-system").Get(t.Context(), lease.LeaseName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+	if h := held.Spec.HolderIdentity; h != nil && *h != "" {
 		t.Errorf("the lease is still held by %s", *h)
 	}
 }

@@ -1,4 +1,4 @@
-package deploy
+package lease
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
 
 // LeaseName is the coordination.k8s.io Lease in the state namespace that every
@@ -79,8 +80,12 @@ func (e *LockedError) Error() string {
 
 func (e *LockedError) Unwrap() error { return ErrLocked }
 
-// LockOptions configure Lock. The zero value of each field means its default.
-type LockOptions struct {
+// DefaultNamespace holds the Lease unless Options.Namespace says otherwise: the
+// namespace of the release records.
+const DefaultNamespace = "kubeplug-system"
+
+// Options configure Lock. The zero value of each field means its default.
+type Options struct {
 	// Operation names the command taking the lease (apply, uninstall, rollback); it
 	// is shown to a run that finds the lease held. Required.
 	Operation string
@@ -93,6 +98,11 @@ type LockOptions struct {
 	Wait time.Duration
 	// Identity identifies this holder. Default: host/pid/random suffix.
 	Identity string
+	// Namespace holds the Lease. Default DefaultNamespace.
+	Namespace string
+	// DryRun takes no lease: Lock returns ctx and a release that does nothing, so a
+	// caller passes its dry-run flag through instead of branching.
+	DryRun bool
 }
 
 // Lock takes the cluster's operation lease before an operation changes plugins,
@@ -106,8 +116,8 @@ type LockOptions struct {
 //
 // Two runs never both hold the lease: every take-over and renewal is an update
 // conditioned on the resourceVersion read.
-func (d *Deployer) Lock(ctx context.Context, opts LockOptions) (context.Context, func(context.Context) error, error) {
-	if d.opts.DryRun {
+func Lock(ctx context.Context, c *kube.Client, opts Options) (context.Context, func(context.Context) error, error) {
+	if opts.DryRun {
 		return ctx, func(context.Context) error { return nil }, nil
 	}
 	if opts.Duration <= 0 {
@@ -117,11 +127,14 @@ func (d *Deployer) Lock(ctx context.Context, opts LockOptions) (context.Context,
 	if opts.Identity == "" {
 		opts.Identity = newIdentity()
 	}
-	l, err := d.newLeaser(opts)
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	l, err := newLeaser(c, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := d.ensureNamespace(ctx); err != nil {
+	if err := c.EnsureNamespace(ctx, opts.Namespace); err != nil {
 		return nil, nil, err
 	}
 	if err := l.acquire(ctx); err != nil {
@@ -134,7 +147,7 @@ func (d *Deployer) Lock(ctx context.Context, opts LockOptions) (context.Context,
 	go func() {
 		defer close(done)
 		if err := l.renew(octx, stop); err != nil {
-			d.opts.Logger.Error("lost the operation lease", "lease", d.opts.Namespace+"/"+LeaseName, "error", err)
+			c.Logger.Error("lost the operation lease", "lease", opts.Namespace+"/"+LeaseName, "error", err)
 			cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 		}
 	}()
@@ -178,8 +191,8 @@ func holderName(l *coordinationv1.Lease) string {
 
 // leaser holds the state of one Lock.
 type leaser struct {
-	d    *Deployer
-	opts LockOptions
+	c    *kube.Client
+	opts Options
 	// client reads and writes the Lease; its transport notes the API server's
 	// clock from every response's Date header.
 	client kubernetes.Interface
@@ -193,15 +206,15 @@ type leaser struct {
 	seenAt      time.Time
 }
 
-func (d *Deployer) newLeaser(opts LockOptions) (*leaser, error) {
+func newLeaser(c *kube.Client, opts Options) (*leaser, error) {
 	clock := &serverClock{}
-	cfg := rest.CopyConfig(d.cfg)
+	cfg := rest.CopyConfig(c.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &clockTransport{next: rt, clock: clock} })
-	c, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create a client for the operation lease: %w", err)
 	}
-	return &leaser{d: d, opts: opts, client: c, clock: clock}, nil
+	return &leaser{c: c, opts: opts, client: cs, clock: clock}, nil
 }
 
 func (l *leaser) leases() interface {
@@ -209,7 +222,7 @@ func (l *leaser) leases() interface {
 	Create(context.Context, *coordinationv1.Lease, metav1.CreateOptions) (*coordinationv1.Lease, error)
 	Update(context.Context, *coordinationv1.Lease, metav1.UpdateOptions) (*coordinationv1.Lease, error)
 } {
-	return l.client.CoordinationV1().Leases(l.d.opts.Namespace)
+	return l.client.CoordinationV1().Leases(l.opts.Namespace)
 }
 
 // acquire takes the lease: creates it, takes it over when free or expired, or
@@ -218,7 +231,7 @@ func (l *leaser) acquire(ctx context.Context) error {
 	start := time.Now()
 	for {
 		var cur *coordinationv1.Lease
-		err := l.d.retry(ctx, func(ctx context.Context) error {
+		err := l.c.Retry(ctx, func(ctx context.Context) error {
 			var err error
 			cur, err = l.leases().Get(ctx, LeaseName, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
@@ -228,7 +241,7 @@ func (l *leaser) acquire(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("read the operation lease %s/%s: %w", l.d.opts.Namespace, LeaseName, err)
+			return fmt.Errorf("read the operation lease %s/%s: %w", l.opts.Namespace, LeaseName, err)
 		}
 		var expiresIn time.Duration
 		if cur == nil {
@@ -238,7 +251,7 @@ func (l *leaser) acquire(ctx context.Context) error {
 			err = l.write(ctx, cur)
 		} else if expiresIn = l.expiresIn(cur); expiresIn <= 0 {
 			if h := holderName(cur); h != "" && cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity != "" {
-				l.d.opts.Logger.Info("taking over an expired operation lease", "holder", h, "operation", cur.Annotations[AnnotationOperation])
+				l.c.Logger.Info("taking over an expired operation lease", "holder", h, "operation", cur.Annotations[AnnotationOperation])
 			}
 			err = l.write(ctx, cur)
 		} else {
@@ -250,7 +263,7 @@ func (l *leaser) acquire(ctx context.Context) error {
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 			continue // another run wrote it first; look again
 		case !errors.Is(err, ErrLocked):
-			return fmt.Errorf("take the operation lease %s/%s: %w", l.d.opts.Namespace, LeaseName, err)
+			return fmt.Errorf("take the operation lease %s/%s: %w", l.opts.Namespace, LeaseName, err)
 		}
 		waited := time.Since(start)
 		if waited >= l.opts.Wait {
@@ -315,14 +328,14 @@ func (l *leaser) write(ctx context.Context, cur *coordinationv1.Lease) error {
 	if i := lastSlash(id); i > 0 {
 		host = id[:i]
 	}
-	next := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: l.d.opts.Namespace}}
+	next := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: l.opts.Namespace}}
 	if cur != nil {
 		next = cur.DeepCopy()
 	}
 	if next.Labels == nil {
 		next.Labels = map[string]string{}
 	}
-	next.Labels[LabelManagedBy] = FieldManager
+	next.Labels[kube.LabelManagedBy] = kube.FieldManager
 	if next.Annotations == nil {
 		next.Annotations = map[string]string{}
 	}
@@ -341,12 +354,12 @@ func (l *leaser) write(ctx context.Context, cur *coordinationv1.Lease) error {
 	var got *coordinationv1.Lease
 	// A conflict or an existing Lease is no transient error: it ends the retries
 	// and acquire looks again.
-	err := l.d.retry(ctx, func(ctx context.Context) error {
+	err := l.c.Retry(ctx, func(ctx context.Context) error {
 		var err error
 		if cur == nil {
-			got, err = l.leases().Create(ctx, next, metav1.CreateOptions{FieldManager: FieldManager})
+			got, err = l.leases().Create(ctx, next, metav1.CreateOptions{FieldManager: kube.FieldManager})
 		} else {
-			got, err = l.leases().Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+			got, err = l.leases().Update(ctx, next, metav1.UpdateOptions{FieldManager: kube.FieldManager})
 		}
 		return err
 	})
@@ -391,7 +404,7 @@ func (l *leaser) renew(ctx context.Context, stop <-chan struct{}) error {
 		case time.Now().After(deadline):
 			return fmt.Errorf("not renewed for %s: %w", l.opts.Duration, err)
 		default:
-			l.d.opts.Logger.Debug("renewing the operation lease failed; retrying", "error", err)
+			l.c.Logger.Debug("renewing the operation lease failed; retrying", "error", err)
 		}
 	}
 }
@@ -402,7 +415,7 @@ func (l *leaser) renewOnce(ctx context.Context) error {
 	next := l.lease.DeepCopy()
 	now := metav1.NewMicroTime(l.clock.now())
 	next.Spec.RenewTime = &now
-	got, err := l.leases().Update(rctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+	got, err := l.leases().Update(rctx, next, metav1.UpdateOptions{FieldManager: kube.FieldManager})
 	if apierrors.IsConflict(err) {
 		// Someone wrote the lease: still ours only if the holder is unchanged.
 		cur, gerr := l.leases().Get(rctx, LeaseName, metav1.GetOptions{})
@@ -430,7 +443,7 @@ func (l *leaser) renewOnce(ctx context.Context) error {
 func (l *leaser) release(ctx context.Context) error {
 	for range 5 {
 		var cur *coordinationv1.Lease
-		err := l.d.retry(ctx, func(ctx context.Context) error {
+		err := l.c.Retry(ctx, func(ctx context.Context) error {
 			var err error
 			cur, err = l.leases().Get(ctx, LeaseName, metav1.GetOptions{})
 			return err
@@ -450,8 +463,8 @@ func (l *leaser) release(ctx context.Context) error {
 		delete(cur.Annotations, AnnotationOperation)
 		delete(cur.Annotations, AnnotationHolder)
 		delete(cur.Annotations, AnnotationSince)
-		err = l.d.retry(ctx, func(ctx context.Context) error {
-			_, err := l.leases().Update(ctx, cur, metav1.UpdateOptions{FieldManager: FieldManager})
+		err = l.c.Retry(ctx, func(ctx context.Context) error {
+			_, err := l.leases().Update(ctx, cur, metav1.UpdateOptions{FieldManager: kube.FieldManager})
 			return err
 		})
 		if !apierrors.IsConflict(err) {

@@ -1,4 +1,4 @@
-package deploy
+package ssa
 
 import (
 	"context"
@@ -14,13 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
 
-// liveObjects lists what the cluster holds of a plugin's objects, by ObjRef key: one
+// LiveObjects lists what the cluster holds of a plugin's objects, by ObjRef key: one
 // LIST per resource and namespace (label selector on the plugin), instead of one
 // request per object. Kinds that cannot be listed yet (a CRD in this very wave) are
 // left out; their objects are simply applied.
-func (d *Deployer) liveObjects(ctx context.Context, plugin string, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+func (a *Applier) LiveObjects(ctx context.Context, plugin string, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	type scope struct {
 		gvr schema.GroupVersionResource
 		ns  string
@@ -28,7 +30,7 @@ func (d *Deployer) liveObjects(ctx context.Context, plugin string, objs []*unstr
 	scopes := map[scope]bool{}
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
-		m, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		m, err := a.c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			continue
 		}
@@ -36,7 +38,7 @@ func (d *Deployer) liveObjects(ctx context.Context, plugin string, objs []*unstr
 	}
 	live := map[string]*unstructured.Unstructured{}
 	for s := range scopes {
-		list, err := d.dyn.Resource(s.gvr).Namespace(s.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelPlugin + "=" + plugin})
+		list, err := a.c.Dynamic.Resource(s.gvr).Namespace(s.ns).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelPlugin + "=" + plugin})
 		if err != nil {
 			continue // the objects are applied, which reports any real problem
 		}
@@ -45,7 +47,7 @@ func (d *Deployer) liveObjects(ctx context.Context, plugin string, objs []*unstr
 			if u.GetAPIVersion() == "" {
 				u.SetAPIVersion(s.gvr.GroupVersion().String())
 			}
-			live[refOf(u).key()] = u
+			live[kube.RefOf(u).Key()] = u
 		}
 	}
 	return live
@@ -54,9 +56,9 @@ func (d *Deployer) liveObjects(ctx context.Context, plugin string, objs []*unstr
 // AnnotationDigest holds the digest of the content kubeplug last applied to an object.
 const AnnotationDigest = "kubeplug.dev/applied-digest"
 
-// stampDigest records the digest of the object's desired content on it, so that a
+// StampDigest records the digest of the object's desired content on it, so that a
 // later apply can tell that the content is unchanged without sending it.
-func stampDigest(o *unstructured.Unstructured) {
+func StampDigest(o *unstructured.Unstructured) {
 	ann := o.GetAnnotations()
 	delete(ann, AnnotationDigest)
 	o.SetAnnotations(ann)
@@ -69,7 +71,7 @@ func stampDigest(o *unstructured.Unstructured) {
 	o.SetAnnotations(ann)
 }
 
-// unchanged reports whether an apply of desired would change nothing: live carries
+// Unchanged reports whether an apply of desired would change nothing: live carries
 // the digest of the same desired content (so no field was added or dropped since the
 // last apply), and every field desired sets is in live with the same value (so no
 // one changed it out of band; fields the server defaults or other managers set are
@@ -77,8 +79,8 @@ func stampDigest(o *unstructured.Unstructured) {
 // JSON pointers (and below them), which others own by the plugin's declaration: an
 // autoscaler's /spec/replicas is not fought on every apply. A change of the
 // plugin's own content is applied without the ignored fields that another field
-// manager owns (yieldIgnored).
-func unchanged(desired, live *unstructured.Unstructured, ignore []string) bool {
+// manager owns (YieldIgnored).
+func Unchanged(desired, live *unstructured.Unstructured, ignore []string) bool {
 	if live == nil || live.GetAnnotations()[AnnotationDigest] != desired.GetAnnotations()[AnnotationDigest] {
 		return false
 	}
@@ -90,7 +92,7 @@ func unchanged(desired, live *unstructured.Unstructured, ignore []string) bool {
 // subset reports whether every value in want is in have, at path (a JSON pointer),
 // skipping the ignored pointers.
 func subset(want, have any, path string, ignore []string) bool {
-	if ignored(path, ignore) {
+	if Ignored(path, ignore) {
 		return true
 	}
 	switch w := want.(type) {
@@ -102,11 +104,11 @@ func subset(want, have any, path string, ignore []string) bool {
 		for k, wv := range w {
 			child := ""
 			if len(ignore) > 0 { // paths only when needed: this runs for every field of every object
-				child = path + "/" + escapePointer(k)
+				child = path + "/" + EscapePointer(k)
 			}
 			hv, ok := h[k]
 			if !ok {
-				if isEmpty(wv) || ignored(child, ignore) {
+				if isEmpty(wv) || Ignored(child, ignore) {
 					continue
 				}
 				return false
@@ -142,13 +144,13 @@ func underPointer(path, p string) bool {
 	return path == p || strings.HasPrefix(path, p+"/")
 }
 
-// ignored reports whether path is one of the ignored pointers or below one.
-func ignored(path string, ignore []string) bool {
+// Ignored reports whether path is one of the ignored pointers or below one.
+func Ignored(path string, ignore []string) bool {
 	return slices.ContainsFunc(ignore, func(p string) bool { return underPointer(path, p) })
 }
 
-// escapePointer escapes a key for a JSON pointer (RFC 6901).
-func escapePointer(k string) string {
+// EscapePointer escapes a key for a JSON pointer (RFC 6901).
+func EscapePointer(k string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
@@ -180,13 +182,13 @@ func sameNumber(a, b any) bool {
 	return num(a) && num(b)
 }
 
-// yieldIgnored returns desired without the ignored fields (DriftIgnore) that
+// YieldIgnored returns desired without the ignored fields (DriftIgnore) that
 // another field manager owns on live, so that an apply of a changed object neither
 // fails with a conflict over them nor, forced, takes them back: an autoscaler keeps
 // /spec/replicas. A field kubeplug alone owns is still applied (leaving it out
 // would delete it), as are fields of objects not yet in the cluster. desired is not
 // modified; it is returned as is when nothing is left out.
-func yieldIgnored(desired, live *unstructured.Unstructured, ignore []string) *unstructured.Unstructured {
+func YieldIgnored(desired, live *unstructured.Unstructured, ignore []string) *unstructured.Unstructured {
 	if live == nil || len(ignore) == 0 {
 		return desired
 	}
@@ -202,7 +204,7 @@ func yieldIgnored(desired, live *unstructured.Unstructured, ignore []string) *un
 		if _, found, _ := unstructured.NestedFieldNoCopy(desired.Object, tokens...); !found {
 			continue
 		}
-		if len(ownersOf(live.GetManagedFields(), p)) == 0 {
+		if len(OwnersOf(live.GetManagedFields(), p)) == 0 {
 			continue
 		}
 		if out == nil {

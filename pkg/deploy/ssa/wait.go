@@ -1,4 +1,4 @@
-package deploy
+package ssa
 
 import (
 	"context"
@@ -11,27 +11,30 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
 
 // pollInterval is how often objects that are not ready yet are looked at again.
 const pollInterval = 250 * time.Millisecond
 
-// waitEstablished waits until every CRD among objs is Established and its names
-// accepted, so that its custom resources can be applied.
-func (d *Deployer) waitEstablished(ctx context.Context, objs []*unstructured.Unstructured) error {
+// WaitEstablished waits until every object among objs whose rule says so (the
+// CustomResourceDefinitions) is Established and its names accepted, so that its
+// custom resources can be applied.
+func (a *Applier) WaitEstablished(ctx context.Context, objs []*unstructured.Unstructured) error {
 	var crds []*unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetKind() == "CustomResourceDefinition" {
+		if RuleFor(o.GroupVersionKind().GroupKind()).Established {
 			crds = append(crds, o)
 		}
 	}
 	if len(crds) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
 	for _, c := range crds {
-		ri, err := d.mapping(c)
+		ri, err := a.c.Resource(c)
 		if err != nil {
 			return err
 		}
@@ -46,7 +49,7 @@ func (d *Deployer) waitEstablished(ctx context.Context, objs []*unstructured.Uns
 				if got != nil {
 					why = conditionsText(got)
 				}
-				return fmt.Errorf("CustomResourceDefinition %s did not become Established within %s: %s", c.GetName(), d.opts.Timeout, why)
+				return fmt.Errorf("CustomResourceDefinition %s did not become Established within %s: %s", c.GetName(), a.opts.Timeout, why)
 			case <-time.After(pollInterval):
 			}
 		}
@@ -88,13 +91,14 @@ func conditionsText(u *unstructured.Unstructured) string {
 	return strings.Join(parts, ", ")
 }
 
-// waitReady waits until every object is Current by kstatus and passes the health
-// checks for its kind. The first live objects are what the server returned from the
+// WaitReady waits until every object is Current by kstatus and passes the health
+// checks for its kind, calling ready (from one goroutine at a time) as each
+// becomes ready. The first live objects are what the server returned from the
 // apply: those already ready (ConfigMaps, RBAC, Services...) need no further
 // request. The rest (a Helm release's manifest, which says nothing of the live
 // object) and every object not ready yet are polled.
-func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs []*unstructured.Unstructured, live int, checks health) error {
-	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
+func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructured, live int, checks Health, ready func(obj kube.ObjRef, ready, total int)) error {
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
 	pending := map[int]*pendingObj{}
 	for i, o := range objs {
@@ -104,11 +108,11 @@ func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs 
 			pending[i] = p
 		}
 	}
-	ready := len(objs) - len(pending)
+	done := len(objs) - len(pending)
 	for len(pending) > 0 {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
-		sem := make(chan struct{}, d.opts.Concurrency)
+		sem := make(chan struct{}, a.opts.Concurrency)
 		keys := make([]int, 0, len(pending))
 		for i := range pending {
 			keys = append(keys, i)
@@ -118,7 +122,7 @@ func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs 
 			wg.Go(func() {
 				defer func() { <-sem }()
 				o := objs[i]
-				ri, err := d.mapping(o)
+				ri, err := a.c.Resource(o)
 				if err != nil {
 					return
 				}
@@ -136,8 +140,8 @@ func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs 
 				defer mu.Unlock()
 				if p == nil {
 					delete(pending, i)
-					ready++
-					d.emit(Event{Type: ObjectReady, Wave: wave, Plugin: plugin, Object: refOf(o).String(), Ready: ready, Total: len(objs)})
+					done++
+					ready(kube.RefOf(o), done, len(objs))
 					return
 				}
 				objs[i] = got
@@ -150,7 +154,7 @@ func (d *Deployer) waitReady(ctx context.Context, wave int, plugin string, objs 
 		}
 		select {
 		case <-ctx.Done():
-			return notReady(objs, pending, d.opts.Timeout)
+			return notReady(objs, pending, a.opts.Timeout)
 		case <-time.After(pollInterval):
 		}
 	}
@@ -167,7 +171,7 @@ type pendingObj struct {
 }
 
 // checkReady returns nil when o is ready, else why not.
-func checkReady(ctx context.Context, o *unstructured.Unstructured, checks health) *pendingObj {
+func checkReady(ctx context.Context, o *unstructured.Unstructured, checks Health) *pendingObj {
 	r, err := status.Compute(o)
 	if err != nil || r.Status != status.CurrentStatus {
 		return &pendingObj{status: r}
@@ -181,7 +185,7 @@ func checkReady(ctx context.Context, o *unstructured.Unstructured, checks health
 func notReady(objs []*unstructured.Unstructured, pending map[int]*pendingObj, timeout time.Duration) error {
 	var lines []string
 	for i, p := range pending {
-		line := refOf(objs[i]).String()
+		line := kube.RefOf(objs[i]).String()
 		switch {
 		case p.err != nil:
 			line += " could not be read: " + p.err.Error()

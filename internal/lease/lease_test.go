@@ -1,4 +1,4 @@
-package deploy_test
+package lease_test
 
 import (
 	"context"
@@ -12,13 +12,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/internal/testcluster"
-	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
+
+func newClient(t *testing.T) *kube.Client {
+	t.Helper()
+	c, err := kube.New(testcluster.RESTConfig(t), kube.Options{Logger: testcluster.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 func getLease(t *testing.T, ns string) *coordinationv1.Lease {
 	t.Helper()
-	l, err := testcluster.Client(t).CoordinationV1().Leases(ns).Get(context.Background(), deploy.LeaseName, metav1.GetOptions{})
+	l, err := testcluster.Client(t).CoordinationV1().Leases(ns).Get(context.Background(), lease.LeaseName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get the lease: %v", err)
 	}
@@ -37,22 +47,22 @@ func holder(l *coordinationv1.Lease) string {
 // lease only after the first released it.
 func TestLockSecondRunFailsOrWaits(t *testing.T) {
 	ns := testcluster.Namespace(t)
-	d1 := newDeployer(t, deploy.Options{Namespace: ns})
-	d2 := newDeployer(t, deploy.Options{Namespace: ns})
+	d1 := newClient(t)
+	d2 := newClient(t)
 	ctx := t.Context()
 
-	_, release1, err := d1.Lock(ctx, deploy.LockOptions{Operation: "apply", Identity: "host-a/111/aaaaaa"})
+	_, release1, err := lease.Lock(ctx, d1, lease.Options{Namespace: ns, Operation: "apply", Identity: "host-a/111/aaaaaa"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := getLease(t, ns)
-	if holder(l) != "host-a/111/aaaaaa" || l.Annotations[deploy.AnnotationOperation] != "apply" || l.Annotations[deploy.AnnotationHolder] != "host-a/111" {
+	if holder(l) != "host-a/111/aaaaaa" || l.Annotations[lease.AnnotationOperation] != "apply" || l.Annotations[lease.AnnotationHolder] != "host-a/111" {
 		t.Errorf("lease holder %q, annotations %v", holder(l), l.Annotations)
 	}
 
-	_, _, err = d2.Lock(ctx, deploy.LockOptions{Operation: "uninstall"})
-	var le *deploy.LockedError
-	if !errors.As(err, &le) || !errors.Is(err, deploy.ErrLocked) {
+	_, _, err = lease.Lock(ctx, d2, lease.Options{Namespace: ns, Operation: "uninstall"})
+	var le *lease.LockedError
+	if !errors.As(err, &le) || !errors.Is(err, lease.ErrLocked) {
 		t.Fatalf("second Lock = %v, want a *LockedError", err)
 	}
 	msg := err.Error()
@@ -65,7 +75,7 @@ func TestLockSecondRunFailsOrWaits(t *testing.T) {
 	var released atomic.Bool
 	got := make(chan error, 1)
 	go func() {
-		_, release2, err := d2.Lock(ctx, deploy.LockOptions{Operation: "uninstall", Wait: time.Minute})
+		_, release2, err := lease.Lock(ctx, d2, lease.Options{Namespace: ns, Operation: "uninstall", Wait: time.Minute})
 		if err == nil {
 			if !released.Load() {
 				err = errors.New("took the lease while the first run held it")
@@ -102,9 +112,9 @@ func TestLockConcurrent(t *testing.T) {
 	}
 	results := make(chan result, n)
 	for range n {
-		d := newDeployer(t, deploy.Options{Namespace: ns})
+		d := newClient(t)
 		go func() {
-			_, release, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply"})
+			_, release, err := lease.Lock(t.Context(), d, lease.Options{Namespace: ns, Operation: "apply"})
 			results <- result{release, err}
 		}()
 	}
@@ -114,7 +124,7 @@ func TestLockConcurrent(t *testing.T) {
 		switch {
 		case r.err == nil:
 			winners = append(winners, r.release)
-		case !errors.Is(r.err, deploy.ErrLocked):
+		case !errors.Is(r.err, lease.ErrLocked):
 			t.Errorf("Lock = %v, want ErrLocked or success", r.err)
 		}
 	}
@@ -134,7 +144,7 @@ func TestLockTakesOverExpired(t *testing.T) {
 	leases := testcluster.Client(t).CoordinationV1().Leases(ns)
 	old := metav1.NewMicroTime(time.Now().Add(-time.Minute))
 	_, err := leases.Create(t.Context(), &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: deploy.LeaseName, Annotations: map[string]string{deploy.AnnotationOperation: "apply", deploy.AnnotationHolder: "dead/1"}},
+		ObjectMeta: metav1.ObjectMeta{Name: lease.LeaseName, Annotations: map[string]string{lease.AnnotationOperation: "apply", lease.AnnotationHolder: "dead/1"}},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity: ptr.To("dead/1/abcdef"), LeaseDurationSeconds: ptr.To[int32](30),
 			AcquireTime: &old, RenewTime: &old, LeaseTransitions: ptr.To[int32](4),
@@ -143,8 +153,8 @@ func TestLockTakesOverExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newDeployer(t, deploy.Options{Namespace: ns})
-	_, release, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply"})
+	d := newClient(t)
+	_, release, err := lease.Lock(t.Context(), d, lease.Options{Namespace: ns, Operation: "apply"})
 	if err != nil {
 		t.Fatalf("Lock over an expired lease: %v", err)
 	}
@@ -168,10 +178,10 @@ func TestLockTakesOverExpired(t *testing.T) {
 	if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply"}); !errors.Is(err, deploy.ErrLocked) {
+	if _, _, err := lease.Lock(t.Context(), d, lease.Options{Namespace: ns, Operation: "apply"}); !errors.Is(err, lease.ErrLocked) {
 		t.Fatalf("Lock without waiting = %v, want ErrLocked", err)
 	}
-	_, release, err = d.Lock(t.Context(), deploy.LockOptions{Operation: "apply", Wait: time.Minute})
+	_, release, err = lease.Lock(t.Context(), d, lease.Options{Namespace: ns, Operation: "apply", Wait: time.Minute})
 	if err != nil {
 		t.Fatalf("Lock over a skewed holder's stale lease: %v", err)
 	}
@@ -184,8 +194,8 @@ func TestLockTakesOverExpired(t *testing.T) {
 // so another run still finds it held, and the holder's context is not cancelled.
 func TestLockRenews(t *testing.T) {
 	ns := testcluster.Namespace(t)
-	d1 := newDeployer(t, deploy.Options{Namespace: ns})
-	ctx, release, err := d1.Lock(t.Context(), deploy.LockOptions{Operation: "apply", Duration: 2 * time.Second})
+	d1 := newClient(t)
+	ctx, release, err := lease.Lock(t.Context(), d1, lease.Options{Namespace: ns, Operation: "apply", Duration: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +207,8 @@ func TestLockRenews(t *testing.T) {
 	if renewed := getLease(t, ns).Spec.RenewTime.Time; !renewed.After(first) {
 		t.Errorf("renewTime %v not after %v", renewed, first)
 	}
-	d2 := newDeployer(t, deploy.Options{Namespace: ns})
-	if _, _, err := d2.Lock(t.Context(), deploy.LockOptions{Operation: "apply"}); !errors.Is(err, deploy.ErrLocked) {
+	d2 := newClient(t)
+	if _, _, err := lease.Lock(t.Context(), d2, lease.Options{Namespace: ns, Operation: "apply"}); !errors.Is(err, lease.ErrLocked) {
 		t.Fatalf("Lock while a renewed lease is held = %v, want ErrLocked", err)
 	}
 	if err := release(t.Context()); err != nil {
@@ -213,8 +223,8 @@ func TestLockRenews(t *testing.T) {
 // cancelled with ErrLeaseLost, and its release leaves the new holder alone.
 func TestLockLost(t *testing.T) {
 	ns := testcluster.Namespace(t)
-	d := newDeployer(t, deploy.Options{Namespace: ns})
-	ctx, release, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply", Duration: 3 * time.Second})
+	d := newClient(t)
+	ctx, release, err := lease.Lock(t.Context(), d, lease.Options{Namespace: ns, Operation: "apply", Duration: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +238,7 @@ func TestLockLost(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the operation context was not cancelled after the lease was taken")
 	}
-	if err := context.Cause(ctx); !errors.Is(err, deploy.ErrLeaseLost) {
+	if err := context.Cause(ctx); !errors.Is(err, lease.ErrLeaseLost) {
 		t.Errorf("cause = %v, want ErrLeaseLost", err)
 	}
 	if err := release(t.Context()); err != nil {
@@ -243,9 +253,9 @@ func TestLockLost(t *testing.T) {
 // interrupted by Ctrl-C does: the lease is freed all the same.
 func TestLockReleaseAfterCancel(t *testing.T) {
 	ns := testcluster.Namespace(t)
-	d := newDeployer(t, deploy.Options{Namespace: ns})
+	d := newClient(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	opCtx, release, err := d.Lock(ctx, deploy.LockOptions{Operation: "apply"})
+	opCtx, release, err := lease.Lock(ctx, d, lease.Options{Namespace: ns, Operation: "apply"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,13 +272,13 @@ func TestLockReleaseAfterCancel(t *testing.T) {
 // TestLockDryRun takes no lease.
 func TestLockDryRun(t *testing.T) {
 	ns := testcluster.Namespace(t)
-	d := newDeployer(t, deploy.Options{Namespace: ns, DryRun: true})
-	_, release, err := d.Lock(t.Context(), deploy.LockOptions{Operation: "apply"})
+	d := newClient(t)
+	_, release, err := lease.Lock(t.Context(), d, lease.Options{Namespace: ns, Operation: "apply", DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = release(t.Context()) }()
-	_, err = testcluster.Client(t).CoordinationV1().Leases(ns).Get(t.Context(), deploy.LeaseName, metav1.GetOptions{})
+	_, err = testcluster.Client(t).CoordinationV1().Leases(ns).Get(t.Context(), lease.LeaseName, metav1.GetOptions{})
 	if err == nil {
 		t.Error("a dry run created the lease")
 	}

@@ -1,4 +1,4 @@
-package deploy
+package ssa
 
 import (
 	"context"
@@ -28,16 +28,17 @@ func CompileHealth(src string) (*expr.Program, error) {
 	return expr.Object.Compile(src)
 }
 
-// health is a plugin's compiled checks.
-type health []compiledCheck
+// Health is a plugin's compiled checks.
+type Health []compiledCheck
 
 type compiledCheck struct {
 	HealthCheck
 	prg *expr.Program
 }
 
-func compileHealth(checks []HealthCheck) (health, error) {
-	var out health
+// CompileChecks compiles a plugin's health checks.
+func CompileChecks(checks []HealthCheck) (Health, error) {
+	var out Health
 	for _, c := range checks {
 		prg, err := CompileHealth(c.Expression)
 		if err != nil {
@@ -53,7 +54,7 @@ func compileHealth(checks []HealthCheck) (health, error) {
 // field) counts as false: the field may not be set yet. So does one that costs more
 // than expr.CostLimit, which a later poll will not change: the wait's timeout then
 // names the expression and the reason. Canceling ctx interrupts an evaluation.
-func (h health) failing(ctx context.Context, o *unstructured.Unstructured) (string, string) {
+func (h Health) failing(ctx context.Context, o *unstructured.Unstructured) (string, string) {
 	for _, c := range h {
 		if c.Kind != o.GetKind() || (c.APIVersion != "" && c.APIVersion != o.GetAPIVersion()) {
 			continue

@@ -1,4 +1,4 @@
-package deploy
+package crd
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
 
 // ErrUnsafeCRDChange is matched (errors.Is) by the error that refuses a plugin whose
@@ -255,34 +257,32 @@ func isCRD(o *unstructured.Unstructured) bool {
 	return gvk.Group == crdResource.Group && gvk.Kind == "CustomResourceDefinition"
 }
 
-// checkCRDs compares each of a plugin's CRDs that the cluster already has with the
-// live one and refuses unsafe changes, unless Options.ForceCRDChanges. It runs
-// before anything of the plugin is applied, so a refused plugin is left untouched.
-func (d *Deployer) checkCRDs(ctx context.Context, plugin string, objs []*unstructured.Unstructured) error {
-	if d.opts.ForceCRDChanges {
-		return nil
-	}
+// Check compares each of a plugin's CRDs that the cluster already has with the
+// live one and refuses unsafe changes with a *kube.UnitError wrapping an
+// *UnsafeCRDChangeError. The deployer runs it before anything of the plugin is
+// applied, so a refused plugin is left untouched.
+func Check(ctx context.Context, c *kube.Client, plugin string, objs []*unstructured.Unstructured) error {
 	var findings []CRDFinding
 	for _, o := range objs {
 		if !isCRD(o) {
 			continue
 		}
 		var live *unstructured.Unstructured
-		err := d.retry(ctx, func(ctx context.Context) error {
+		err := c.Retry(ctx, func(ctx context.Context) error {
 			var err error
-			live, err = d.dyn.Resource(crdResource).Get(ctx, o.GetName(), metav1.GetOptions{})
+			live, err = c.Dynamic.Resource(crdResource).Get(ctx, o.GetName(), metav1.GetOptions{})
 			return err
 		})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return &UnitError{Plugin: plugin, Object: refOf(o).String(), Err: fmt.Errorf("read the live CustomResourceDefinition to check the change: %w", err)}
+			return &kube.UnitError{Plugin: plugin, Object: kube.RefOf(o).String(), Err: fmt.Errorf("read the live CustomResourceDefinition to check the change: %w", err)}
 		}
 		findings = append(findings, CompareCRDs(live.Object, o.Object)...)
 	}
 	if len(findings) == 0 {
 		return nil
 	}
-	return &UnitError{Plugin: plugin, Err: &UnsafeCRDChangeError{Findings: findings}}
+	return &kube.UnitError{Plugin: plugin, Err: &UnsafeCRDChangeError{Findings: findings}}
 }

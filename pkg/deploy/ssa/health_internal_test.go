@@ -1,4 +1,4 @@
-package deploy
+package ssa
 
 import (
 	"strings"
@@ -13,7 +13,7 @@ import (
 func TestHealthExpressionsRunUnderTheCostLimit(t *testing.T) {
 	// CEL prices contains at (len/10)*(len(sub)/10): 16 million units over 40,000
 	// characters, more than expr.CostLimit.
-	h, err := compileHealth([]HealthCheck{{Kind: "ConfigMap", Expression: `object.data.s.contains(object.data.s)`}})
+	h, err := CompileChecks([]HealthCheck{{Kind: "ConfigMap", Expression: `object.data.s.contains(object.data.s)`}})
 	if err != nil {
 		t.Fatal(err)
 	}

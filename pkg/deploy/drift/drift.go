@@ -1,8 +1,7 @@
-package deploy
+package drift
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,39 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
 )
-
-// DriftIgnore names fields, by JSON pointer, of a plugin's objects that others may
-// change (an autoscaler setting /spec/replicas). Empty selector fields match every
-// object.
-type DriftIgnore struct {
-	// APIVersion, when set, restricts the rule to one API version ("apps/v1").
-	APIVersion string
-	// Kind of the objects; empty matches every kind.
-	Kind string
-	// Namespace and Name, when set, restrict the rule to one object.
-	Namespace, Name string
-	// Paths are JSON pointers into the object; a path covers everything below it.
-	Paths []string
-}
-
-func (i DriftIgnore) matches(o *unstructured.Unstructured) bool {
-	return (i.APIVersion == "" || i.APIVersion == o.GetAPIVersion()) &&
-		(i.Kind == "" || i.Kind == o.GetKind()) &&
-		(i.Namespace == "" || i.Namespace == o.GetNamespace()) &&
-		(i.Name == "" || i.Name == o.GetName())
-}
-
-// ignoredPaths returns the JSON pointers of o that the rules ignore.
-func ignoredPaths(rules []DriftIgnore, o *unstructured.Unstructured) []string {
-	var out []string
-	for _, r := range rules {
-		if r.matches(o) {
-			out = append(out, r.Paths...)
-		}
-	}
-	return out
-}
 
 // PluginDrift is how a plugin's objects in the cluster differ from what an apply
 // would make them.
@@ -62,7 +32,7 @@ type PluginDrift struct {
 
 // ObjectDrift is one drifted object.
 type ObjectDrift struct {
-	Object ObjRef `json:"object"`
+	Object kube.ObjRef `json:"object"`
 	// Missing says the object is not in the cluster at all.
 	Missing bool `json:"missing,omitempty"`
 	// Fields are the changed fields, by JSON pointer.
@@ -86,7 +56,28 @@ type FieldDrift struct {
 // RedactedValue stands for the values of a drifted Secret field.
 const RedactedValue = "(secret data changed)"
 
-// Drift compares each unit's desired objects with the cluster: for every object it
+// Plugin is one plugin's desired objects, as an apply would make them.
+type Plugin struct {
+	Name    string
+	Objects []*unstructured.Unstructured
+	// Ignore names fields others may change: not drift.
+	Ignore []ssa.Ignore
+}
+
+// Detector compares plugins' desired objects with the cluster.
+type Detector struct {
+	c           *kube.Client
+	a           *ssa.Applier
+	concurrency int
+}
+
+// New returns a Detector for the cluster c talks to, preparing objects as a does
+// and making at most concurrency requests at once.
+func New(c *kube.Client, a *ssa.Applier, concurrency int) *Detector {
+	return &Detector{c: c, a: a, concurrency: max(concurrency, 1)}
+}
+
+// Detect compares each plugin's desired objects with the cluster: for every object it
 // asks the API server what a forced server-side apply would store (a dry run, so
 // nothing changes) and reports the fields where that differs from the live object —
 // someone changed a field kubeplug applies since kubeplug applied it — and the
@@ -95,7 +86,7 @@ const RedactedValue = "(secret data changed)"
 // the unit's DriftIgnore paths are not drift. Helm releases' objects are not
 // compared. The result has one entry per unit, in the units' order; the error
 // joins one *UnitError per object that could not be compared.
-func (d *Deployer) Drift(ctx context.Context, units []Unit) ([]PluginDrift, error) {
+func (d *Detector) Detect(ctx context.Context, units []Plugin) ([]PluginDrift, error) {
 	out := make([]PluginDrift, len(units))
 	type job struct {
 		unit int
@@ -103,10 +94,10 @@ func (d *Deployer) Drift(ctx context.Context, units []Unit) ([]PluginDrift, erro
 	}
 	var jobs []job
 	for i, u := range units {
-		out[i] = PluginDrift{Plugin: u.Plugin, Checked: len(u.Objects)}
+		out[i] = PluginDrift{Plugin: u.Name, Checked: len(u.Objects)}
 		for _, o := range u.Objects {
 			o = o.DeepCopy()
-			d.prepareObject(o, u.Plugin)
+			d.a.Prepare(o, u.Name)
 			jobs = append(jobs, job{unit: i, obj: o})
 		}
 	}
@@ -115,17 +106,17 @@ func (d *Deployer) Drift(ctx context.Context, units []Unit) ([]PluginDrift, erro
 		errs []error
 		wg   sync.WaitGroup
 	)
-	sem := make(chan struct{}, d.opts.Concurrency)
+	sem := make(chan struct{}, d.concurrency)
 	for _, j := range jobs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			u := units[j.unit]
-			od, err := d.objectDrift(ctx, j.obj, ignoredPaths(u.DriftIgnore, j.obj))
+			od, err := d.objectDrift(ctx, j.obj, ssa.IgnoredPaths(u.Ignore, j.obj))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, &UnitError{Plugin: u.Plugin, Object: refOf(j.obj).String(), Err: err})
+				errs = append(errs, &kube.UnitError{Plugin: u.Name, Object: kube.RefOf(j.obj).String(), Err: err})
 				return
 			}
 			if od != nil {
@@ -135,40 +126,23 @@ func (d *Deployer) Drift(ctx context.Context, units []Unit) ([]PluginDrift, erro
 	}
 	wg.Wait()
 	for i := range out {
-		slices.SortFunc(out[i].Objects, func(a, b ObjectDrift) int { return strings.Compare(a.Object.key(), b.Object.key()) })
+		slices.SortFunc(out[i].Objects, func(a, b ObjectDrift) int { return strings.Compare(a.Object.Key(), b.Object.Key()) })
 	}
 	return out, errors.Join(errs...)
 }
 
-// prepareObject makes a plugin's object what ApplyWave applies and Drift compares:
-// its namespace resolved, kubeplug's labels, and the digest of the content.
-func (d *Deployer) prepareObject(o *unstructured.Unstructured, plugin string) {
-	// Resolve scope now, so that the record holds the namespace a namespaced object
-	// without one will land in, and the digest covers it. Kinds whose CRD comes in
-	// the same wave are resolved when they are applied.
-	_, _ = d.mapping(o)
-	labels := o.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[LabelManagedBy] = FieldManager
-	labels[LabelPlugin] = plugin
-	o.SetLabels(labels)
-	stampDigest(o)
-}
-
 // objectDrift compares one object; nil means no drift.
-func (d *Deployer) objectDrift(ctx context.Context, o *unstructured.Unstructured, ignore []string) (*ObjectDrift, error) {
-	ri, err := d.mapping(o)
+func (d *Detector) objectDrift(ctx context.Context, o *unstructured.Unstructured, ignore []string) (*ObjectDrift, error) {
+	ri, err := d.c.Resource(o)
 	if err != nil {
-		if strings.Contains(err.Error(), "serves no") {
-			return &ObjectDrift{Object: refOf(o), Missing: true}, nil // its CRD is not there either
+		if errors.Is(err, kube.ErrNoKind) {
+			return &ObjectDrift{Object: kube.RefOf(o), Missing: true}, nil // its CRD is not there either
 		}
 		return nil, err
 	}
-	ref := refOf(o)
+	ref := kube.RefOf(o)
 	var live *unstructured.Unstructured
-	err = d.retry(ctx, func(ctx context.Context) error {
+	err = d.c.Retry(ctx, func(ctx context.Context) error {
 		var err error
 		live, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
 		return err
@@ -180,15 +154,15 @@ func (d *Deployer) objectDrift(ctx context.Context, o *unstructured.Unstructured
 		return nil, fmt.Errorf("read the live object: %w", err)
 	}
 	var want *unstructured.Unstructured
-	err = d.retry(ctx, func(ctx context.Context) error {
+	err = d.c.Retry(ctx, func(ctx context.Context) error {
 		var err error
-		want, err = ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+		want, err = ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dry-run apply: %w", describeApplyError(err))
+		return nil, fmt.Errorf("dry-run apply: %w", ssa.DescribeApplyError(err))
 	}
-	ignore = append(slices.Clone(ignore), "/metadata/annotations/"+escapePointer(AnnotationDigest))
+	ignore = append(slices.Clone(ignore), "/metadata/annotations/"+ssa.EscapePointer(ssa.AnnotationDigest))
 	var fields []FieldDrift
 	diffValues("", comparable(live.Object), comparable(want.Object), ignore, &fields)
 	if len(fields) == 0 {
@@ -196,7 +170,7 @@ func (d *Deployer) objectDrift(ctx context.Context, o *unstructured.Unstructured
 	}
 	secret := ref.Group == "" && ref.Kind == "Secret"
 	for i := range fields {
-		fields[i].ChangedBy = ownersOf(live.GetManagedFields(), fields[i].Path)
+		fields[i].ChangedBy = ssa.OwnersOf(live.GetManagedFields(), fields[i].Path)
 		if secret && !strings.HasPrefix(fields[i].Path, "/metadata/") {
 			fields[i].Live, fields[i].Desired, fields[i].Redacted = nil, nil, true
 		}
@@ -219,7 +193,7 @@ func comparable(obj map[string]any) map[string]any {
 // diffValues appends the JSON pointers at which live and want differ: maps key by
 // key, lists of equal length item by item, anything else whole.
 func diffValues(path string, live, want any, ignore []string, out *[]FieldDrift) {
-	if ignored(path, ignore) {
+	if ssa.Ignored(path, ignore) {
 		return
 	}
 	lm, lok := live.(map[string]any)
@@ -233,7 +207,7 @@ func diffValues(path string, live, want any, ignore []string, out *[]FieldDrift)
 			keys[k] = true
 		}
 		for _, k := range slices.Sorted(maps.Keys(keys)) {
-			diffValues(path+"/"+escapePointer(k), lm[k], wm[k], ignore, out)
+			diffValues(path+"/"+ssa.EscapePointer(k), lm[k], wm[k], ignore, out)
 		}
 		return
 	}
@@ -248,48 +222,4 @@ func diffValues(path string, live, want any, ignore []string, out *[]FieldDrift)
 	if !reflect.DeepEqual(live, want) {
 		*out = append(*out, FieldDrift{Path: path, Live: live, Desired: want})
 	}
-}
-
-// ownersOf names the field managers other than kubeplug whose managed fields
-// contain the field at path. It follows map keys only: below a list item (whose
-// managed-fields key is its merge key, not its index) the owner of the list item is
-// reported.
-func ownersOf(entries []metav1.ManagedFieldsEntry, path string) []string {
-	tokens := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	var out []string
-	for _, e := range entries {
-		if e.Manager == FieldManager || e.FieldsV1 == nil || slices.Contains(out, e.Manager) {
-			continue
-		}
-		var set map[string]any
-		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &set) != nil {
-			continue
-		}
-		if ownsPath(set, tokens) {
-			out = append(out, e.Manager)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func ownsPath(set map[string]any, tokens []string) bool {
-	for i, t := range tokens {
-		t = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
-		next, ok := set["f:"+t].(map[string]any)
-		if !ok {
-			// A list index: the managed fields name items by key or value, which the
-			// pointer does not carry; whoever owns an item of the list is a candidate.
-			if _, err := strconv.Atoi(t); err == nil && i > 0 {
-				for k := range set {
-					if strings.HasPrefix(k, "k:") || strings.HasPrefix(k, "i:") || strings.HasPrefix(k, "v:") {
-						return true
-					}
-				}
-			}
-			return false
-		}
-		set = next
-	}
-	return true
 }

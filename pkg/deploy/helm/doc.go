@@ -1,0 +1,13 @@
+// Package helm brings a plugin's Helm releases to their state through the Helm
+// SDK, as real releases whose records live in the cluster (helm list shows them).
+//
+// A release is installed when absent and upgraded only when its chart or values
+// differ from the deployed revision; Helm waits for nothing (the deployer waits
+// for the objects of the manifest, with kstatus and health expressions), and what
+// Helm applies is owned by the field manager HelmFieldManager, so that Helm never
+// takes kubeplug's own fields away. A release a crashed run left pending-* — which
+// Helm itself refuses to touch forever — is rolled back to its last good revision,
+// or uninstalled when it has none, before it is touched again. Failed reverts the
+// releases a failed plugin changed (RollbackOnFailure) or marks them failed so the
+// next apply upgrades them even with nothing changed.
+package helm

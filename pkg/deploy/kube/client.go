@@ -1,0 +1,211 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+)
+
+// FieldManager is the server-side apply field manager of everything kubeplug applies.
+const FieldManager = "kubeplug"
+
+// Labels put on every object kubeplug applies.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelPlugin    = "kubeplug.dev/plugin"
+)
+
+// DefaultRetry is how transient API errors are retried unless Options.Retry says
+// otherwise: 9 tries, from 200ms doubling to 5s (about 20s: long enough for an API
+// server to restart).
+var DefaultRetry = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: 9}
+
+// Options configure a Client. The zero value of each field means its default.
+type Options struct {
+	// Logger receives retries at debug level; discarded when nil.
+	Logger *slog.Logger
+	// QPS and Burst of the clients. Defaults 500 and 1000: a local API server handles
+	// far more than client-go's defaults of 5 and 10.
+	QPS   float32
+	Burst int
+	// Retry is how transient API errors (unreachable server, throttling, timeouts)
+	// are retried. Default DefaultRetry.
+	Retry wait.Backoff
+}
+
+// Client is the clients of one cluster and the policy to retry them. It is safe
+// for concurrent use.
+type Client struct {
+	// Config is the REST config the clients were made from (QPS, burst and user
+	// agent set), for clients made later (Helm's, the metadata client).
+	Config  *rest.Config
+	Dynamic dynamic.Interface
+	Core    kubernetes.Interface
+	// Mapper maps kinds to resources; it is reset when a kind is not found (a CRD
+	// applied since) and after a wave's definitions are ready.
+	Mapper *restmapper.DeferredDiscoveryRESTMapper
+	Logger *slog.Logger
+	retry  wait.Backoff
+}
+
+// New returns a Client for the cluster cfg points at. It does not contact the
+// cluster.
+func New(cfg *rest.Config, opts Options) (*Client, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.QPS <= 0 {
+		opts.QPS = 500
+	}
+	if opts.Burst <= 0 {
+		opts.Burst = 1000
+	}
+	if opts.Retry.Steps == 0 {
+		opts.Retry = DefaultRetry
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	cfg.UserAgent = "kubeplug"
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create a dynamic client: %w", err)
+	}
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create a client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create a discovery client: %w", err)
+	}
+	return &Client{
+		Config: cfg, Dynamic: dyn, Core: core, Logger: opts.Logger, retry: opts.Retry,
+		Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+	}, nil
+}
+
+// Ping checks that the API server answers, retrying transient failures with
+// backoff, so an unreachable cluster is one clear error rather than a failure per
+// object.
+func (c *Client) Ping(ctx context.Context) error {
+	return c.Retry(ctx, func(ctx context.Context) error {
+		_, err := c.Core.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+}
+
+// Retry runs fn until it succeeds, fails with an error that is not transient, or
+// the backoff runs out; then the error says how many tries were made.
+func (c *Client) Retry(ctx context.Context, fn func(context.Context) error) error {
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, c.retry, func(ctx context.Context) (bool, error) {
+		last = fn(ctx)
+		if last == nil {
+			return true, nil
+		}
+		if Transient(last) {
+			c.Logger.Debug("retrying after a transient error", "error", last)
+			return false, nil
+		}
+		return false, last
+	})
+	if wait.Interrupted(err) && last != nil {
+		return fmt.Errorf("the API server did not answer after %d tries: %w", c.retry.Steps, last)
+	}
+	return err
+}
+
+// Transient reports whether err is worth retrying: the server was unreachable,
+// overloaded or timed out.
+func Transient(err error) bool {
+	if apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "connection refused") || strings.Contains(s, "connection reset") || strings.Contains(s, "EOF")
+}
+
+// ErrNoKind is wrapped by Resource when the API server serves no such kind.
+var ErrNoKind = errors.New("the API server serves no such kind")
+
+// noKindError names the missing kind and is ErrNoKind.
+type noKindError struct{ gvk schema.GroupVersionKind }
+
+func (e *noKindError) Error() string {
+	return fmt.Sprintf("the API server serves no %s in %s (is its CustomResourceDefinition installed?)", e.gvk.Kind, e.gvk.GroupVersion())
+}
+
+func (e *noKindError) Is(target error) bool { return target == ErrNoKind }
+
+// Resource resolves an object's resource and scope, defaulting a namespaced object
+// without a namespace to "default" as kubectl does (and clearing the namespace of
+// a cluster-scoped one). A kind the server does not serve is an ErrNoKind error.
+func (c *Client) Resource(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+	gvk := u.GroupVersionKind()
+	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		c.Mapper.Reset()
+		m, err = c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, &noKindError{gvk: gvk}
+		}
+		return nil, fmt.Errorf("map %s: %w", gvk, err)
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		if u.GetNamespace() == "" {
+			u.SetNamespace(metav1.NamespaceDefault)
+		}
+		return c.Dynamic.Resource(m.Resource).Namespace(u.GetNamespace()), nil
+	}
+	u.SetNamespace("")
+	return c.Dynamic.Resource(m.Resource), nil
+}
+
+// ResourceFor is Resource for a reference.
+func (c *Client) ResourceFor(r ObjRef) (dynamic.ResourceInterface, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind})
+	u.SetNamespace(r.Namespace)
+	u.SetName(r.Name)
+	return c.Resource(u)
+}
+
+// EnsureNamespace creates the namespace kubeplug keeps its own objects in (release
+// records, the operation lease) when it does not exist.
+func (c *Client) EnsureNamespace(ctx context.Context, name string) error {
+	return c.Retry(ctx, func(ctx context.Context) error {
+		_, err := c.Core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: map[string]string{LabelManagedBy: FieldManager},
+		}}, metav1.CreateOptions{FieldManager: FieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+}

@@ -1,0 +1,95 @@
+package kube
+
+import (
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// ObjRef identifies an object across versions of its API.
+type ObjRef struct {
+	Group     string `json:"group,omitempty"`
+	Version   string `json:"version"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// String renders the reference as Kind/namespace/name (group-qualified kinds).
+func (r ObjRef) String() string {
+	k := r.Kind
+	if r.Group != "" {
+		k += "." + r.Group
+	}
+	if r.Namespace == "" {
+		return k + "/" + r.Name
+	}
+	return k + "/" + r.Namespace + "/" + r.Name
+}
+
+// Key identifies the object regardless of its API version.
+func (r ObjRef) Key() string { return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }
+
+// RefOf is the reference of an object.
+func RefOf(u *unstructured.Unstructured) ObjRef {
+	gvk := u.GroupVersionKind()
+	return ObjRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+// RefsOf is the references of objects, in their order.
+func RefsOf(objs []*unstructured.Unstructured) []ObjRef {
+	out := make([]ObjRef, len(objs))
+	for i, o := range objs {
+		out[i] = RefOf(o)
+	}
+	return out
+}
+
+// SortRefs sorts refs by Key, in place, and returns them.
+func SortRefs(refs []ObjRef) []ObjRef {
+	slices.SortFunc(refs, func(a, b ObjRef) int { return strings.Compare(a.Key(), b.Key()) })
+	return refs
+}
+
+// Union returns a ∪ b (one entry per Key, the first seen), sorted.
+func Union(a, b []ObjRef) []ObjRef {
+	seen := map[string]bool{}
+	var out []ObjRef
+	for _, r := range append(slices.Clone(a), b...) {
+		if !seen[r.Key()] {
+			seen[r.Key()] = true
+			out = append(out, r)
+		}
+	}
+	return SortRefs(out)
+}
+
+// Minus returns the refs of a that b does not have, in a's order.
+func Minus(a, b []ObjRef) []ObjRef {
+	in := map[string]bool{}
+	for _, r := range b {
+		in[r.Key()] = true
+	}
+	var out []ObjRef
+	for _, r := range a {
+		if !in[r.Key()] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ReleaseRef names a Helm release in an inventory.
+type ReleaseRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+func (r ReleaseRef) String() string { return r.Namespace + "/" + r.Name }
+
+// SortReleaseRefs sorts refs by namespace/name, in place, and returns them.
+func SortReleaseRefs(refs []ReleaseRef) []ReleaseRef {
+	slices.SortFunc(refs, func(a, b ReleaseRef) int { return strings.Compare(a.String(), b.String()) })
+	return refs
+}

@@ -1,0 +1,265 @@
+package ssa
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeplug/kubeplug/internal/faultpoint"
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+)
+
+// Options configure an Applier. The zero value of each field means its default.
+type Options struct {
+	// Concurrency bounds the API requests in flight. Default 32.
+	Concurrency int
+	// Timeout bounds each wait (WaitEstablished, WaitReady). Default 5m.
+	Timeout time.Duration
+	// DryRun applies with the server's dry run: validated and defaulted, not persisted.
+	DryRun bool
+	// ForceConflicts takes ownership of fields another field manager owns, instead
+	// of failing with a conflict that names the manager.
+	ForceConflicts bool
+}
+
+// Applier applies, waits for and deletes objects in the cluster its client talks
+// to. It is safe for concurrent use.
+type Applier struct {
+	c    *kube.Client
+	opts Options
+}
+
+// New returns an Applier for the cluster c talks to.
+func New(c *kube.Client, opts Options) *Applier {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 32
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Minute
+	}
+	return &Applier{c: c, opts: opts}
+}
+
+// Prepare makes a plugin's object what is applied and compared for drift: its
+// namespace resolved, kubeplug's labels, and the digest of the content.
+func (a *Applier) Prepare(o *unstructured.Unstructured, plugin string) {
+	// Resolve scope now, so that the record holds the namespace a namespaced object
+	// without one will land in, and the digest covers it. Kinds whose CRD comes in
+	// the same wave are resolved when they are applied.
+	_, _ = a.c.Resource(o)
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[kube.LabelManagedBy] = kube.FieldManager
+	labels[kube.LabelPlugin] = plugin
+	o.SetLabels(labels)
+	StampDigest(o)
+}
+
+// Result is the outcome of applying one object: what the server stored, or why not.
+type Result struct {
+	Obj *unstructured.Unstructured
+	Err error
+}
+
+// ApplyAll applies objects concurrently, bounded by Options.Concurrency, and
+// returns one Result per object, in their order.
+func (a *Applier) ApplyAll(ctx context.Context, objs []*unstructured.Unstructured) []Result {
+	out := make([]Result, len(objs))
+	sem := make(chan struct{}, a.opts.Concurrency)
+	var wg sync.WaitGroup
+	for i, o := range objs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i].Obj, out[i].Err = a.Apply(ctx, o)
+			if out[i].Err == nil {
+				faultpoint.Hit("apply:object-applied")
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// Apply server-side applies one object and returns what the server stored.
+func (a *Applier) Apply(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	ri, err := a.c.Resource(o)
+	if err != nil {
+		return nil, err
+	}
+	opts := metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: a.opts.ForceConflicts}
+	if a.opts.DryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	var got *unstructured.Unstructured
+	err = a.c.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		got, err = ri.Apply(ctx, o.GetName(), o, opts)
+		return err
+	})
+	if err != nil {
+		return nil, DescribeApplyError(err)
+	}
+	return got, nil
+}
+
+// DescribeApplyError keeps the API server's own words, which name the field and,
+// for a conflict, the field manager that owns it.
+func DescribeApplyError(err error) error {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		st := se.Status()
+		switch {
+		case apierrors.IsConflict(err):
+			return fmt.Errorf("field conflict (another field manager owns it; apply with --force-conflicts to take it over): %s", st.Message)
+		case apierrors.IsInvalid(err):
+			return fmt.Errorf("rejected by the API server: %s", st.Message)
+		}
+		return fmt.Errorf("%s", st.Message)
+	}
+	return err
+}
+
+// DeleteAll deletes objects stage by stage in DeleteStages order (each stage's
+// objects concurrently) and returns how many existed.
+func (a *Applier) DeleteAll(ctx context.Context, refs []kube.ObjRef) (int, error) {
+	byStage := map[Stage][]kube.ObjRef{}
+	for _, r := range refs {
+		s := StageOf(schemaGroupKind(r))
+		byStage[s] = append(byStage[s], r)
+	}
+	n := 0
+	var errs []error
+	for _, stage := range DeleteStages() {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, a.opts.Concurrency)
+		for _, r := range byStage[stage] {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				existed, err := a.Delete(ctx, r)
+				if existed {
+					faultpoint.Hit("delete:object-deleted")
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", r, err))
+				} else if existed {
+					n++
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return n, errors.Join(errs...)
+}
+
+// Delete deletes one object (background propagation) and reports whether it
+// existed. An object whose kind is no longer served went with its definition.
+func (a *Applier) Delete(ctx context.Context, r kube.ObjRef) (bool, error) {
+	ri, err := a.c.ResourceFor(r)
+	if err != nil {
+		if errors.Is(err, kube.ErrNoKind) {
+			return false, nil // its CRD is gone, and the object with it
+		}
+		return false, err
+	}
+	policy := metav1.DeletePropagationBackground
+	err = a.c.Retry(ctx, func(ctx context.Context) error {
+		return ri.Delete(ctx, r.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
+	})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Ignore names fields, by JSON pointer, of a plugin's objects that others may
+// change (an autoscaler setting /spec/replicas): not drift, and no reason to
+// re-apply. Empty selector fields match every object.
+type Ignore struct {
+	// APIVersion, when set, restricts the rule to one API version ("apps/v1").
+	APIVersion string
+	// Kind of the objects; empty matches every kind.
+	Kind string
+	// Namespace and Name, when set, restrict the rule to one object.
+	Namespace, Name string
+	// Paths are JSON pointers into the object; a path covers everything below it.
+	Paths []string
+}
+
+func (i Ignore) matches(o *unstructured.Unstructured) bool {
+	return (i.APIVersion == "" || i.APIVersion == o.GetAPIVersion()) &&
+		(i.Kind == "" || i.Kind == o.GetKind()) &&
+		(i.Namespace == "" || i.Namespace == o.GetNamespace()) &&
+		(i.Name == "" || i.Name == o.GetName())
+}
+
+// IgnoredPaths returns the JSON pointers of o that the rules ignore.
+func IgnoredPaths(rules []Ignore, o *unstructured.Unstructured) []string {
+	var out []string
+	for _, r := range rules {
+		if r.matches(o) {
+			out = append(out, r.Paths...)
+		}
+	}
+	return out
+}
+
+// OwnersOf names the field managers other than kubeplug whose managed fields
+// contain the field at path. It follows map keys only: below a list item (whose
+// managed-fields key is its merge key, not its index) the owner of the list item is
+// reported.
+func OwnersOf(entries []metav1.ManagedFieldsEntry, path string) []string {
+	tokens := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	var out []string
+	for _, e := range entries {
+		if e.Manager == kube.FieldManager || e.FieldsV1 == nil || slices.Contains(out, e.Manager) {
+			continue
+		}
+		var set map[string]any
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &set) != nil {
+			continue
+		}
+		if ownsPath(set, tokens) {
+			out = append(out, e.Manager)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func ownsPath(set map[string]any, tokens []string) bool {
+	for i, t := range tokens {
+		t = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+		next, ok := set["f:"+t].(map[string]any)
+		if !ok {
+			// A list index: the managed fields name items by key or value, which the
+			// pointer does not carry; whoever owns an item of the list is a candidate.
+			if _, err := strconv.Atoi(t); err == nil && i > 0 {
+				for k := range set {
+					if strings.HasPrefix(k, "k:") || strings.HasPrefix(k, "i:") || strings.HasPrefix(k, "v:") {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		set = next
+	}
+	return true
+}

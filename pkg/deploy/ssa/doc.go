@@ -1,0 +1,14 @@
+// Package ssa applies objects with server-side apply, waits for them and deletes
+// them: the object-level work of a deploy wave, without knowing of plugins'
+// records or Helm.
+//
+// Apply and ApplyAll apply under the "kubeplug" field manager (forcing conflicts
+// only when told to); Order is the table of rules that puts a wave's objects in
+// stages (CustomResourceDefinitions and Namespaces first, APIServices and webhook
+// configurations last) and DeleteAll deletes in the reverse of it. Objects the
+// cluster already holds as desired need no request at all: Prepare stamps the
+// digest of an object's content on it, and Unchanged compares it with the live
+// object listed by LiveObjects. WaitEstablished waits for CRDs before their custom
+// resources are applied; WaitReady waits until objects are Current by kstatus and
+// pass the health expressions of their kind (Health).
+package ssa

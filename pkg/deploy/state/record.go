@@ -1,0 +1,143 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+)
+
+// Store keeps release records. Implementations must be safe for concurrent use by
+// different plugins; the deployer never writes one plugin's records concurrently.
+type Store interface {
+	// History returns a plugin's revisions, oldest first; none (and no error) when
+	// the plugin is not installed.
+	History(ctx context.Context, plugin string) ([]*Record, error)
+	// Latest returns every installed plugin's newest revision, sorted by plugin.
+	Latest(ctx context.Context) ([]*Record, error)
+	// Write stores revision r. With objects (possibly empty, never nil) it first
+	// stores the objects, then the record naming them (setting r's Chunks,
+	// Manifests and Count), then drops revisions beyond the store's history limit
+	// and objects no record names: a reader sees a revision whole or not at all.
+	// With nil objects only the record is written, keeping the objects r names. A
+	// Legacy record is migrated: stored as written and its old form removed.
+	Write(ctx context.Context, r *Record, objects []*unstructured.Unstructured) error
+	// Objects reads back the objects revision r applied; ErrNoObjects when it
+	// recorded none.
+	Objects(ctx context.Context, r *Record) ([]*unstructured.Unstructured, error)
+	// Delete removes every revision of a plugin; a plugin with none is no error.
+	Delete(ctx context.Context, plugin string) error
+}
+
+// Latest is the newest of a plugin's revisions with the whole history, oldest
+// first; nil when the plugin is not installed.
+func Latest(ctx context.Context, s Store, plugin string) (*Record, []*Record, error) {
+	recs, err := s.History(ctx, plugin)
+	if err != nil || len(recs) == 0 {
+		return nil, nil, err
+	}
+	return recs[len(recs)-1], recs, nil
+}
+
+// Phases of a release record.
+const (
+	PhaseApplying = "Applying"
+	PhaseReady    = "Ready"
+	PhaseFailed   = "Failed"
+	// PhaseSuperseded and PhaseInterrupted are never stored: a history reports a
+	// Ready revision that a later one replaced as Superseded, and an Applying one
+	// that is not the newest (its run died) as Interrupted.
+	PhaseSuperseded  = "Superseded"
+	PhaseInterrupted = "Interrupted"
+)
+
+// ErrNoObjects is returned for a revision whose objects were not recorded (one
+// migrated from an older kubeplug's inventory).
+var ErrNoObjects = errors.New("the revision's objects were not recorded")
+
+// Record is one revision of a plugin's release: what kubeplug applied, from which
+// package and values, with what result. The newest revision is the plugin's
+// inventory: while an apply runs its Objects are old ∪ new, so that a run killed at
+// any point leaves a record covering everything the plugin may own.
+type Record struct {
+	Plugin   string `json:"plugin"`
+	Revision int    `json:"revision"`
+	Version  string `json:"version"`
+	// PackageDigest is the digest of the plugin package the revision came from.
+	PackageDigest string `json:"packageDigest,omitempty"`
+	// ValuesDigest identifies the values; the values themselves are never stored.
+	ValuesDigest string `json:"valuesDigest,omitempty"`
+	// ContentDigest identifies the desired objects and Helm charts and values: equal
+	// content is no new revision.
+	ContentDigest string `json:"contentDigest,omitempty"`
+	// AllowDowngrade is what this version's plugin.yaml declared
+	// (spec.upgrade.allowDowngrade): moving from it to an older version is safe.
+	AllowDowngrade bool     `json:"allowDowngrade,omitempty"`
+	Requires       []string `json:"requires,omitempty"`
+	// Objects are every object the plugin owns, its Helm releases' included.
+	Objects []kube.ObjRef `json:"objects"`
+	// Releases are the plugin's Helm releases; HelmRevisions the revision each was
+	// at when this revision was Ready ("namespace/name" → revision).
+	Releases      []kube.ReleaseRef `json:"releases,omitempty"`
+	HelmRevisions map[string]int    `json:"helmRevisions,omitempty"`
+	// Phase is Applying while an apply runs, Ready after one succeeded, Failed after
+	// one failed; Message holds the diagnostics of the last run.
+	Phase   string `json:"phase"`
+	Message string `json:"message,omitempty"`
+	// Description says what the revision was: install, upgrade, rollback to 3...
+	Description string    `json:"description,omitempty"`
+	Started     time.Time `json:"started,omitzero"`
+	Finished    time.Time `json:"finished,omitzero"`
+	// Chunks name where the applied objects are stored, in order; Manifests is
+	// the sha256 of their concatenation and Count the number of objects.
+	Chunks    []string `json:"chunks,omitempty"`
+	Manifests string   `json:"manifests,omitempty"`
+	Count     int      `json:"count,omitempty"`
+
+	// Legacy is set on a record read from an older kubeplug's inventory (never
+	// stored): the next Write migrates it.
+	Legacy bool `json:"-"`
+}
+
+// Inventory is the objects the revision lists; none for a nil record.
+func (r *Record) Inventory() []kube.ObjRef {
+	if r == nil {
+		return nil
+	}
+	return r.Objects
+}
+
+// HelmReleases is the Helm releases the revision lists; none for a nil record.
+func (r *Record) HelmReleases() []kube.ReleaseRef {
+	if r == nil {
+		return nil
+	}
+	return r.Releases
+}
+
+// Clone is a deep copy of r.
+func (r *Record) Clone() *Record {
+	c := *r
+	c.Requires = slices.Clone(r.Requires)
+	c.Objects = slices.Clone(r.Objects)
+	c.Releases = slices.Clone(r.Releases)
+	c.HelmRevisions = maps.Clone(r.HelmRevisions)
+	c.Chunks = slices.Clone(r.Chunks)
+	return &c
+}
+
+// sortRecords orders records by plugin, then revision.
+func sortRecords(recs []*Record) {
+	slices.SortFunc(recs, func(a, b *Record) int {
+		if c := strings.Compare(a.Plugin, b.Plugin); c != 0 {
+			return c
+		}
+		return a.Revision - b.Revision
+	})
+}

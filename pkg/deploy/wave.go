@@ -1,0 +1,352 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeplug/kubeplug/internal/faultpoint"
+	"github.com/kubeplug/kubeplug/pkg/deploy/crd"
+	"github.com/kubeplug/kubeplug/pkg/deploy/helm"
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+)
+
+// WaveResult is what applying one wave did.
+type WaveResult struct {
+	Applied, Pruned int
+}
+
+// ApplyWave applies the units of one wave, waits until each is ready, prunes what
+// their previous versions had that they no longer produce, and records their
+// inventories. Every unit is attempted; the error joins one *UnitError per failed unit.
+//
+// The work is a wave's phases, in order (see wave): prepare (health checks, CRD
+// safety, the records read), refuse downgrades, begin the records, apply stage by
+// stage as ssa.Order says, then per plugin settle (Helm releases, wait, prune,
+// finish the record), and record the failures.
+func (d *Deployer) ApplyWave(ctx context.Context, n int, units []Unit) (*WaveResult, error) {
+	w := d.newWave(n, units)
+	w.start()
+	if !d.opts.DryRun {
+		if err := d.kc.EnsureNamespace(ctx, d.opts.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	w.prepare(ctx)
+	if err := w.refuseDowngrades(); err != nil {
+		return w.res, err
+	}
+	if !d.opts.DryRun {
+		w.begin(ctx)
+	}
+	for _, stage := range ssa.Stages {
+		w.applyStage(ctx, stage)
+	}
+	w.applied()
+	if d.opts.DryRun {
+		w.dryRunReleases(ctx)
+		return w.res, w.err()
+	}
+	w.settle(ctx)
+	w.recordFailures(ctx)
+	w.end()
+	return w.res, w.err()
+}
+
+// wave is one wave's work: its units, what each has reached, and the result.
+// Phases fill unitRun fields in order; a unit whose err is set takes no further
+// part, except in recordFailures.
+type wave struct {
+	d     *Deployer
+	n     int
+	runs  []*unitRun
+	total int
+	res   *WaveResult
+}
+
+// unitRun is one unit's progress through a wave.
+type unitRun struct {
+	unit   Unit
+	health ssa.Health
+	old    *Record   // the plugin's newest revision before this run
+	hist   []*Record // all its revisions, oldest first
+	rec    *Record   // the revision this run records
+	same   bool      // nothing changed: rec is old, written only if the result differs
+	// live is what the cluster already holds of the unit's objects, by ObjRef key:
+	// objects it holds as desired need no request (one LIST per kind replaces a
+	// thousand applies on a re-apply with nothing changed).
+	live    map[string]*unstructured.Unstructured
+	applied []*unstructured.Unstructured
+	// helm is what the unit's Helm releases did (settle).
+	helm *helm.Result
+	err  error
+}
+
+func (d *Deployer) newWave(n int, units []Unit) *wave {
+	w := &wave{d: d, n: n, res: &WaveResult{}}
+	for _, u := range units {
+		w.total += len(u.Objects)
+		w.runs = append(w.runs, &unitRun{unit: u})
+	}
+	return w
+}
+
+func (w *wave) start() {
+	w.d.emit(Event{Type: WaveStarted, Wave: w.n, Total: w.total, Message: fmt.Sprintf("%d plugin(s)", len(w.runs))})
+	faultpoint.Hit("apply:wave-start")
+}
+
+// each runs fn for every unit still in the wave, concurrently, and waits.
+func (w *wave) each(fn func(r *unitRun)) {
+	var wg sync.WaitGroup
+	for _, r := range w.runs {
+		if r.err == nil {
+			wg.Go(func() { fn(r) })
+		}
+	}
+	wg.Wait()
+}
+
+// prepare compiles each unit's health checks, refuses unsafe CRD changes, stamps
+// its objects (labels, digest, namespace) and reads its records. Units are
+// independent, so a wide wave does them concurrently.
+func (w *wave) prepare(ctx context.Context) {
+	w.each(func(r *unitRun) {
+		u := r.unit
+		if r.health, r.err = ssa.CompileChecks(u.Health); r.err != nil {
+			return
+		}
+		if !w.d.opts.ForceCRDChanges {
+			if r.err = crd.Check(ctx, w.d.kc, u.Plugin, u.Objects); r.err != nil {
+				return
+			}
+		}
+		for _, o := range u.Objects {
+			w.d.ssa.Prepare(o, u.Plugin)
+		}
+		r.old, r.hist, r.err = state.Latest(ctx, w.d.store, u.Plugin)
+	})
+}
+
+// refuseDowngrades stops the whole wave before anything is changed when a unit
+// would downgrade its plugin and nothing allows it.
+func (w *wave) refuseDowngrades() error {
+	var refused []error
+	for _, r := range w.runs {
+		if r.err == nil && r.unit.rollback == nil {
+			if err := w.d.downgrade(r.old, r.unit.Plugin, r.unit.Version); err != nil {
+				refused = append(refused, &UnitError{Plugin: r.unit.Plugin, Err: err})
+			}
+		}
+	}
+	return errors.Join(refused...)
+}
+
+// begin records each unit's revision before anything is applied — if this run
+// dies, the newest revision covers every object the plugin may own, old or new,
+// and holds what it applies — and lists what the cluster holds of its objects.
+func (w *wave) begin(ctx context.Context) {
+	w.each(func(r *unitRun) {
+		if r.rec, r.same, r.err = w.d.begin(ctx, r.unit, r.old); r.err != nil {
+			return
+		}
+		faultpoint.Hit("apply:recorded")
+		r.live = w.d.ssa.LiveObjects(ctx, r.unit.Plugin, r.unit.Objects)
+	})
+}
+
+// applyJob is one object to apply for one unit.
+type applyJob struct {
+	run *unitRun
+	obj *unstructured.Unstructured
+}
+
+// applyStage applies every unit's objects of one stage (ssa.Order), concurrently
+// across units; objects the cluster holds as desired are not sent. After the
+// definitions, it waits until the CRDs are established, so that the next stages'
+// custom resources can be mapped and applied.
+func (w *wave) applyStage(ctx context.Context, stage ssa.Stage) {
+	var jobs []applyJob
+	for _, r := range w.runs {
+		if r.err != nil {
+			continue
+		}
+		for _, o := range r.unit.Objects {
+			if ssa.StageOf(o.GroupVersionKind().GroupKind()) != stage {
+				continue
+			}
+			live, ignore := r.live[kube.RefOf(o).Key()], ssa.IgnoredPaths(r.unit.DriftIgnore, o)
+			if ssa.Unchanged(o, live, ignore) {
+				r.applied = append(r.applied, live)
+				continue
+			}
+			jobs = append(jobs, applyJob{run: r, obj: ssa.YieldIgnored(o, live, ignore)})
+		}
+	}
+	objs := make([]*unstructured.Unstructured, len(jobs))
+	for i, j := range jobs {
+		objs[i] = j.obj
+	}
+	for i, res := range w.d.ssa.ApplyAll(ctx, objs) {
+		r := jobs[i].run
+		if res.Err != nil {
+			if r.err == nil {
+				r.err = &UnitError{Plugin: r.unit.Plugin, Object: kube.RefOf(jobs[i].obj).String(), Err: res.Err}
+			}
+			continue
+		}
+		r.applied = append(r.applied, res.Obj)
+	}
+	if stage == ssa.StageDefinitions && !w.d.opts.DryRun {
+		for _, r := range w.runs {
+			if r.err != nil {
+				continue
+			}
+			if err := w.d.ssa.WaitEstablished(ctx, r.applied); err != nil {
+				r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
+			}
+		}
+		w.d.kc.Mapper.Reset()
+		faultpoint.Hit("apply:definitions-ready")
+	}
+}
+
+// applied reports each unit whose objects were all applied.
+func (w *wave) applied() {
+	for _, r := range w.runs {
+		if r.err == nil {
+			w.res.Applied += len(r.applied)
+			w.d.emit(Event{Type: PluginApplied, Wave: w.n, Plugin: r.unit.Plugin, Applied: len(r.applied), Total: len(r.unit.Objects)})
+		}
+	}
+}
+
+// dryRunReleases has the API server validate each unit's Helm releases.
+func (w *wave) dryRunReleases(ctx context.Context) {
+	for _, r := range w.runs {
+		for _, h := range r.unit.Releases {
+			if r.err != nil {
+				break
+			}
+			if _, err := w.d.helm.Install(ctx, r.unit.Plugin, h); err != nil {
+				r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
+			}
+		}
+	}
+}
+
+// settle brings every applied unit to its end, plugin by plugin in parallel: its
+// Helm releases, readiness, the prune and the narrowed record.
+func (w *wave) settle(ctx context.Context) {
+	for _, r := range w.runs {
+		if r.err != nil {
+			w.d.emit(Event{Type: PluginFailed, Wave: w.n, Plugin: r.unit.Plugin, Message: r.err.Error()})
+		}
+	}
+	var mu sync.Mutex
+	w.each(func(r *unitRun) {
+		if err := w.ready(ctx, r); err != nil {
+			r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
+			w.d.emit(Event{Type: PluginFailed, Wave: w.n, Plugin: r.unit.Plugin, Message: err.Error()})
+			return
+		}
+		all := append(kube.RefsOf(r.unit.Objects), kube.RefsOf(r.helm.Objects)...)
+		w.d.emit(Event{Type: PluginReady, Wave: w.n, Plugin: r.unit.Plugin, Ready: len(all), Total: len(all)})
+		faultpoint.Hit("apply:before-prune")
+		pruned, err := w.prune(ctx, r, all)
+		if err != nil {
+			r.err = &UnitError{Plugin: r.unit.Plugin, Err: fmt.Errorf("prune: %w", err)}
+			return
+		}
+		if pruned > 0 {
+			mu.Lock()
+			w.res.Pruned += pruned
+			mu.Unlock()
+			w.d.emit(Event{Type: PluginPruned, Wave: w.n, Plugin: r.unit.Plugin, Total: pruned})
+		}
+		faultpoint.Hit("apply:before-finish")
+		if err := w.d.finish(ctx, r.unit, r.rec, r.same, all, r.helm.Done); err != nil {
+			r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
+		}
+	})
+}
+
+// ready installs (or, for a rollback, restores) a unit's Helm releases and waits
+// until its objects and theirs are ready; releases it changed are reverted or
+// marked failed when they are not.
+func (w *wave) ready(ctx context.Context, r *unitRun) error {
+	faultpoint.Hit("apply:before-releases")
+	var err error
+	if r.unit.rollback != nil {
+		r.helm, err = w.d.helm.RestoreAll(ctx, r.unit.rollback.Releases, r.unit.rollback.HelmRevisions)
+	} else {
+		r.helm, err = w.d.helm.InstallAll(ctx, r.unit.Plugin, r.unit.Releases)
+	}
+	if err != nil {
+		return err
+	}
+	objs := append(slices.Clone(r.applied), r.helm.Objects...)
+	ready := func(obj kube.ObjRef, ready, total int) {
+		w.d.emit(Event{Type: ObjectReady, Wave: w.n, Plugin: r.unit.Plugin, Object: obj.String(), Ready: ready, Total: total})
+	}
+	if err := w.d.ssa.WaitReady(ctx, objs, len(r.applied), r.health, ready); err != nil {
+		return w.d.helm.Failed(ctx, r.helm.Done, err)
+	}
+	return nil
+}
+
+// prune removes what the plugin's previous revision had and the unit no longer
+// produces: Helm releases first, then objects (ssa.DeleteStages order). It
+// returns how many objects existed.
+func (w *wave) prune(ctx context.Context, r *unitRun, all []ObjRef) (int, error) {
+	for _, rel := range helm.Minus(r.old.HelmReleases(), unitReleases(r.unit)) {
+		if err := w.d.helm.Uninstall(ctx, rel); err != nil {
+			return 0, err
+		}
+	}
+	return w.d.ssa.DeleteAll(ctx, kube.Minus(r.old.Inventory(), all))
+}
+
+// recordFailures marks failed the revision each failed unit recorded, keeping the
+// widened inventory; with RollbackOnFailure it restores the previous revision.
+func (w *wave) recordFailures(ctx context.Context) {
+	for _, r := range w.runs {
+		if r.err == nil || r.rec == nil {
+			continue
+		}
+		var ue *UnitError
+		if errors.As(r.err, &ue) {
+			ue.Err = w.d.failed(ctx, w.n, r.unit, r.hist, r.rec, r.same, ue.Err, r.err.Error())
+		} else {
+			r.err = w.d.failed(ctx, w.n, r.unit, r.hist, r.rec, r.same, r.err, r.err.Error())
+		}
+	}
+}
+
+func (w *wave) end() {
+	faultpoint.Hit("apply:wave-end")
+	w.d.emit(Event{Type: WaveFinished, Wave: w.n, Applied: w.res.Applied, Total: w.total})
+}
+
+// err joins one *UnitError per failed unit.
+func (w *wave) err() error {
+	var errs []error
+	for _, r := range w.runs {
+		if r.err == nil {
+			continue
+		}
+		err := r.err
+		var ue *UnitError
+		if !errors.As(err, &ue) {
+			err = &UnitError{Plugin: r.unit.Plugin, Err: err}
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
