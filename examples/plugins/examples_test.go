@@ -16,6 +16,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/runtime"
 	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 	"github.com/kubeplug/kubeplug/sdk"
 	"github.com/kubeplug/kubeplug/sdk/sdktest"
 )
@@ -50,7 +51,7 @@ spec:
 func apiServerFlags(t *testing.T, cluster string) map[string]model.Setting[string] {
 	t.Helper()
 	r := action.NewRender(&action.Config{NoBuiltin: true})
-	r.Stage = engine.Initialise
+	r.Stage = stage.Initialise
 	files, l := r.Files(t.Context(), cluster)
 	if l.HasFatal() {
 		t.Fatal(l)
@@ -82,7 +83,7 @@ func TestExecShell(t *testing.T) {
 		t.Errorf("audit-log-maxage = %+v", f)
 	}
 	// Stages it does not implement are empty answers, not errors.
-	if resp := sdktest.RunStage(t, "exec-shell", &sdk.Request{Stage: engine.Validate}); resp != nil {
+	if resp := sdktest.RunStage(t, "exec-shell", &sdk.Request{Stage: stage.Validate}); resp != nil {
 		t.Errorf("validate answered %+v, want nothing", resp)
 	}
 }
@@ -104,21 +105,21 @@ func TestGRPCGo(t *testing.T) {
 	if l.HasFatal() {
 		t.Fatal(l)
 	}
-	rs := runtime.NewSet(runtime.Options{})
+	rs := runtime.NewResolver(runtime.Options{})
 	defer rs.Close()
-	e := engine.New(engine.Options{CodeRuntime: rs.Runtime})
+	e := engine.New(engine.Options{Runtimes: rs})
 	plan, l := e.Plan(t.Context(), cl, idx)
 	if plan == nil {
 		t.Fatal(l)
 	}
-	res, l := e.Run(t.Context(), plan, engine.Validate)
+	res, l := e.Run(t.Context(), plan, stage.Validate)
 	if len(l) > 0 {
 		t.Errorf("diagnostics: %s", l)
 	}
 	if got := res.Model.ControlPlane.Components[model.KubeAPIServer].Flags["max-requests-inflight"].Value; got != "800" {
 		t.Errorf("max-requests-inflight = %q, want the default 800", got)
 	}
-	if len(res.Stages) != len(engine.Stages) {
+	if len(res.Stages) != len(stage.Stages) {
 		t.Errorf("stages = %v", res.Stages)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 	"github.com/kubeplug/kubeplug/sdk/sdktest"
 )
 
@@ -35,11 +35,11 @@ func TestQuickstartWithCodePlugins(t *testing.T) {
 
 	cfg := &action.Config{
 		Env: func(string) (string, bool) { return "", false },
-		Runtimes: map[string]engine.Runtime{"inproc": engine.RuntimeFunc(func(_ context.Context, req *engine.Request) (*engine.Response, error) {
-			if req.Stage != engine.Initialise {
+		InProcess: map[string]stage.Runtime{"inproc": stage.RuntimeFunc(func(_ context.Context, req *stage.Request) (*stage.Response, error) {
+			if req.Stage != stage.Initialise {
 				return nil, nil
 			}
-			return &engine.Response{Contribution: &model.Contribution{ControlPlane: &model.ControlPlane{
+			return &stage.Response{Contribution: &model.Contribution{ControlPlane: &model.ControlPlane{
 				Components: map[string]*model.Component{model.KubeAPIServer: {Flags: map[string]model.Setting[string]{"event-ttl": {Value: "2h"}}}},
 			}}}, nil
 		})},

@@ -10,11 +10,11 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
-	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 func newRenderCmd(o *options) *cobra.Command {
-	var file, dir, stage string
+	var file, dir, until string
 	cmd := &cobra.Command{
 		Use:   "render -f cluster.yaml -o DIR",
 		Short: "Render the cluster's reviewable files into a directory",
@@ -37,12 +37,12 @@ Sensitive values are written as ***.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a := action.NewRender(o.config())
-			switch stage {
+			switch until {
 			case "render":
 			case "initialise", "initialize":
-				a.Stage = engine.Initialise
+				a.Stage = stage.Initialise
 			default:
-				return fmt.Errorf("invalid --stage %q: expected initialise or render", stage)
+				return fmt.Errorf("invalid --stage %q: expected initialise or render", until)
 			}
 			if o.report(a.Run(cmd.Context(), file, dir)) {
 				return errFailed
@@ -55,7 +55,7 @@ Sensitive values are written as ***.`,
 	// Here -o names the output directory, as in kustomize build -o: render writes
 	// files, not a report in a format.
 	cmd.Flags().StringVarP(&dir, "output", "o", "", "the directory to write (required)")
-	cmd.Flags().StringVar(&stage, "stage", "render", "what to write: render (every file) or initialise (the model)")
+	cmd.Flags().StringVar(&until, "stage", "render", "what to write: render (every file) or initialise (the model)")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagRequired("output")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")

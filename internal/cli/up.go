@@ -14,6 +14,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 func stateDirFlag(cmd *cobra.Command, dir *string) {
@@ -201,7 +202,7 @@ func (p *progress) stage(e engine.StageEvent) {
 	}
 	elapsed := time.Since(p.start).Round(100 * time.Millisecond)
 	switch {
-	case e.Stage == engine.Validate:
+	case e.Stage == stage.Validate:
 		_, _ = fmt.Fprintf(p.o.streams.Err, "validate, wave %d: %s [%s]\n", e.Wave, strings.Join(e.Plugins, ", "), elapsed)
 	case e.Wave == 0:
 		_, _ = fmt.Fprintf(p.o.streams.Err, "%s: %d wave(s) [%s]\n", e.Stage, e.Waves, elapsed)

@@ -25,6 +25,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Cluster says which running cluster to talk to, as kubectl does.
@@ -242,13 +243,13 @@ func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResul
 		return dl
 	})
 	p.engine.SetValidate(a.validateHook(p, res))
-	run, rl := p.engine.Run(ctx, p.plan, engine.Validate)
+	run, rl := p.engine.Run(ctx, p.plan, stage.Validate)
 	l = append(l, rl...)
 	if l.HasFatal() {
 		l.Sort()
 		return res, l
 	}
-	res.Validated = slices.Contains(run.Stages, engine.Validate)
+	res.Validated = slices.Contains(run.Stages, stage.Validate)
 	if !a.DryRun && d != nil {
 		removed, err := a.removeUnlisted(ctx, d, p.plan.Names())
 		res.Removed = removed

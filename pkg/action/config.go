@@ -12,6 +12,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Config is what every action shares.
@@ -28,8 +29,8 @@ type Config struct {
 	NoBuiltin bool
 	// Env looks up environment variables for valuesFrom; os.LookupEnv when nil.
 	Env config.Env
-	// Runtimes are in-process Go plugins, by plugin name.
-	Runtimes map[string]engine.Runtime
+	// InProcess are in-process Go plugins, by plugin name (runtime.Options.InProcess).
+	InProcess map[string]stage.Runtime
 	// PluginTimeout, when positive, overrides every plugin's spec.runtime.timeout
 	// (how long one stage call of its executable may take; default 1m).
 	PluginTimeout time.Duration

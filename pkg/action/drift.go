@@ -8,7 +8,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
-	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 	"github.com/kubeplug/kubeplug/pkg/values"
 )
 
@@ -39,7 +39,7 @@ func (a *Drift) Run(ctx context.Context, path string) ([]deploy.PluginDrift, dia
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l
 	}
-	res, rl := p.engine.Run(ctx, p.plan, engine.Render)
+	res, rl := p.engine.Run(ctx, p.plan, stage.Render)
 	l = append(l, rl...)
 	if l.HasFatal() {
 		l.Sort()

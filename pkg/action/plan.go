@@ -15,6 +15,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/runtime"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // prepared is a cluster file resolved into a plan.
@@ -23,7 +24,7 @@ type prepared struct {
 	engine  *engine.Engine
 	plan    *engine.Plan
 	// runtimes are the plugin processes the run starts; close ends them.
-	runtimes *runtime.Set
+	runtimes *runtime.Resolver
 	log      *slog.Logger
 }
 
@@ -63,8 +64,8 @@ func (c *Config) prepare(ctx context.Context, file string, redact bool) (*prepar
 	if l.HasFatal() {
 		return nil, l
 	}
-	rs := runtime.NewSet(runtime.Options{Logger: c.logger(), Timeout: c.PluginTimeout})
-	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), Redact: redact, Runtimes: c.Runtimes, CodeRuntime: rs.Runtime, Progress: c.Progress})
+	rs := runtime.NewResolver(runtime.Options{Logger: c.logger(), Timeout: c.PluginTimeout, InProcess: c.InProcess})
+	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), Redact: redact, Runtimes: rs, Progress: c.Progress})
 	plan, pl := e.Plan(ctx, cl, idx)
 	l = append(l, pl...)
 	if plan == nil {
@@ -90,7 +91,7 @@ func (a *Plan) Run(ctx context.Context, path string) (*engine.PlanDoc, diag.List
 		return nil, l
 	}
 	defer p.close()
-	res, rl := p.engine.Run(ctx, p.plan, engine.Initialise)
+	res, rl := p.engine.Run(ctx, p.plan, stage.Initialise)
 	l = append(l, rl...)
 	l.Sort()
 	if l.HasFatal() {
@@ -164,9 +165,9 @@ func (a *Plan) Upgrade(ctx context.Context, path string, target *semver.Version)
 	if l.HasFatal() {
 		return nil, l
 	}
-	rs := runtime.NewSet(runtime.Options{Logger: a.cfg.logger(), Timeout: a.cfg.PluginTimeout})
+	rs := runtime.NewResolver(runtime.Options{Logger: a.cfg.logger(), Timeout: a.cfg.PluginTimeout, InProcess: a.cfg.InProcess})
 	defer func() { _ = rs.Close() }() // only the plan is made: no stage runs
-	e := engine.New(engine.Options{Logger: a.cfg.logger(), Env: a.cfg.env(), Redact: true, Runtimes: a.cfg.Runtimes, CodeRuntime: rs.Runtime})
+	e := engine.New(engine.Options{Logger: a.cfg.logger(), Env: a.cfg.env(), Redact: true, Runtimes: rs})
 	now, pl := e.Plan(ctx, cl, idx)
 	l = append(l, pl...)
 	if now == nil {

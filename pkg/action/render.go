@@ -12,8 +12,8 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Render writes a cluster's reviewable files: control-plane static Pods, per-pool
@@ -23,11 +23,11 @@ type Render struct {
 	cfg *Config
 	// Stage is Render (every file) or Initialise (the model itself, as model.json,
 	// with plan.json).
-	Stage engine.Stage
+	Stage stage.Stage
 }
 
 // NewRender returns a Render action that renders every file.
-func NewRender(cfg *Config) *Render { return &Render{cfg: cfg, Stage: engine.Render} }
+func NewRender(cfg *Config) *Render { return &Render{cfg: cfg, Stage: stage.Render} }
 
 // Files renders the cluster file at path into memory.
 func (a *Render) Files(ctx context.Context, path string) (map[string][]byte, diag.List) {
@@ -36,18 +36,18 @@ func (a *Render) Files(ctx context.Context, path string) (map[string][]byte, dia
 		return nil, l
 	}
 	defer p.close()
-	stage := a.Stage
-	if stage == "" {
-		stage = engine.Render
+	until := a.Stage
+	if until == "" {
+		until = stage.Render
 	}
-	res, rl := p.engine.Run(ctx, p.plan, stage)
+	res, rl := p.engine.Run(ctx, p.plan, until)
 	l = append(l, rl...)
 	if l.HasFatal() {
 		l.Sort()
 		return nil, l
 	}
 	doc := p.plan.Doc(res.Model)
-	if stage == engine.Initialise {
+	if until == stage.Initialise {
 		files := map[string][]byte{}
 		for name, v := range map[string]any{"model.json": res.Model, "plan.json": doc} {
 			b, err := marshal(v)

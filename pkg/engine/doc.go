@@ -11,7 +11,11 @@
 // finished across all plugins, so a user sees every problem of a stage at once; a
 // warning is reported and the run goes on.
 //
-// How a plugin's code runs is a Runtime. The declarative runtime renders the
-// plugin's contributes block and manifests as Go templates; exec and gRPC runtimes
-// run the plugin's own executables; a library user registers Go values in-process.
+// How a plugin's stages run is a stage.Runtime, and which runtimes a plugin gets
+// is the RuntimeResolver given in Options at construction (runtime.Resolver is the
+// standard one). The runtimes live under pkg/runtime and do not know the engine:
+// the declarative runtime renders the plugin's contributes block and manifests as
+// Go templates; exec and gRPC runtimes run the plugin's own executables; a library
+// user registers Go values in-process. An engine without a resolver runs
+// declarative plugins only.
 package engine

@@ -16,7 +16,9 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/resolve"
+	"github.com/kubeplug/kubeplug/pkg/runtime/declarative"
 	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 	"github.com/kubeplug/kubeplug/pkg/values"
 )
 
@@ -31,13 +33,11 @@ type Options struct {
 	Redact bool
 	// Parallelism bounds how many plugins of one wave run at once. Default 4.
 	Parallelism int
-	// Runtimes are in-process Go plugins by plugin name, run after the plugin's
-	// declarative parts.
-	Runtimes map[string]Runtime
-	// CodeRuntime returns the runtime of a package's spec.runtime (exec or grpc),
-	// run after its declarative parts. Nil leaves packages with a spec.runtime
-	// unplannable: the engine cannot run their code.
-	CodeRuntime func(pkg *plugin.Package) (Runtime, error)
+	// Runtimes gives every planned plugin the runtimes that run its stages
+	// (runtime.Resolver is the standard one). Nil runs plugins' declarative parts
+	// only: a package with a spec.runtime is then a fatal diagnostic at Plan, as
+	// the engine cannot run its code.
+	Runtimes RuntimeResolver
 	// Deploy brings a wave's content to the cluster. It is called in the deploy
 	// stage after the wave's plugins ran, with the finished model; a fatal diagnostic
 	// stops the run before the next wave, so a plugin's dependents only start once
@@ -52,9 +52,40 @@ type Options struct {
 	Progress func(StageEvent)
 }
 
+// RuntimeResolver gives a planned plugin the runtimes that run its stages.
+type RuntimeResolver interface {
+	// Runtimes returns the runtimes of pkg, in the order they run at every stage
+	// (declarative parts first, by convention). scope is the node pools the cluster
+	// enables the plugin for, to which its node contributions are limited; nil means
+	// every pool. Runtimes is called once per planned plugin while planning and
+	// must start nothing: processes start at a runtime's first Run, and ending them
+	// is the business of whoever made the resolver. An error says why pkg cannot
+	// run (a broken spec.runtime) and becomes a fatal diagnostic located at pkg's
+	// spec.runtime.
+	Runtimes(pkg *plugin.Package, scope []string) ([]stage.Runtime, error)
+}
+
+// RuntimeResolverFunc adapts a function to a RuntimeResolver.
+type RuntimeResolverFunc func(pkg *plugin.Package, scope []string) ([]stage.Runtime, error)
+
+// Runtimes calls f.
+func (f RuntimeResolverFunc) Runtimes(pkg *plugin.Package, scope []string) ([]stage.Runtime, error) {
+	return f(pkg, scope)
+}
+
+// PlanChecker is an optional capability of a RuntimeResolver: when a plan is
+// complete, Plan passes the names of the plugins it runs, in order, to CheckPlan
+// and adds the diagnostics it returns (runtime.Resolver warns about in-process
+// runtimes registered for plugins the plan does not run).
+type PlanChecker interface {
+	CheckPlan(plugins []string) diag.List
+}
+
+var _ RuntimeResolver = RuntimeResolverFunc(nil)
+
 // StageEvent says that a wave of a stage starts.
 type StageEvent struct {
-	Stage Stage `json:"stage"`
+	Stage stage.Stage `json:"stage"`
 	// Wave counts from 0, of Waves.
 	Wave    int      `json:"wave"`
 	Waves   int      `json:"waves"`
@@ -97,7 +128,7 @@ type Planned struct {
 	Values  *config.Values
 	// Wave is the plugin's wave, from 0.
 	Wave     int
-	runtimes []Runtime
+	runtimes []stage.Runtime
 }
 
 // Plan is a resolved cluster: which plugin versions run, in which waves, with which
@@ -148,7 +179,6 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 		return nil, l
 	}
 	plan := &Plan{Cluster: cl}
-	byName := map[string]*Planned{}
 	for w, wave := range res.Waves {
 		var pw []*Planned
 		for _, rp := range wave {
@@ -167,34 +197,29 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 				// against its schema when the package loaded.
 				p.Values = &config.Values{Plugin: pkg, Cluster: values.DeepCopy(pkg.Defaults()), Sensitive: pkg.Sensitive()}
 			}
-			p.runtimes = []Runtime{Declarative(pkg, scope)}
-			if pkg.Manifest.Spec.Runtime != nil {
-				if e.opts.CodeRuntime == nil {
-					file, line, col, field := pkg.ManifestPos("/spec/runtime")
-					l.Errorf(file, line, col, field, "plugin %s has a %s runtime, but this engine runs no plugin code", pkg.Name, pkg.Manifest.Spec.Runtime.Type)
-					continue
-				}
-				rt, err := e.opts.CodeRuntime(pkg)
+			switch {
+			case e.opts.Runtimes != nil:
+				rts, err := e.opts.Runtimes.Runtimes(pkg, scope)
 				if err != nil {
 					file, line, col, field := pkg.ManifestPos("/spec/runtime")
 					l.Errorf(file, line, col, field, "plugin %s: %v", pkg.Name, err)
 					continue
 				}
-				p.runtimes = append(p.runtimes, rt)
-			}
-			if r, ok := e.opts.Runtimes[pkg.Name]; ok {
-				p.runtimes = append(p.runtimes, r)
+				p.runtimes = rts
+			case pkg.Manifest.Spec.Runtime != nil:
+				file, line, col, field := pkg.ManifestPos("/spec/runtime")
+				l.Errorf(file, line, col, field, "plugin %s has a %s runtime, but this engine runs no plugin code", pkg.Name, pkg.Manifest.Spec.Runtime.Type)
+				continue
+			default:
+				p.runtimes = []stage.Runtime{declarative.New(pkg, scope)}
 			}
 			pw = append(pw, p)
-			byName[pkg.Name] = p
 		}
 		plan.Waves = append(plan.Waves, pw)
 		plan.Plugins = append(plan.Plugins, pw...)
 	}
-	for name := range e.opts.Runtimes {
-		if byName[name] == nil {
-			l.Warnf("", 0, 0, "", "an in-process runtime is registered for plugin %s, which the cluster does not use", name)
-		}
+	if pc, ok := e.opts.Runtimes.(PlanChecker); ok {
+		l = append(l, pc.CheckPlan(plan.Names())...)
 	}
 	l.Sort()
 	if l.HasFatal() {
@@ -246,12 +271,12 @@ func (e *Engine) fetch(ctx context.Context, cat source.Catalog, picked []*resolv
 type Result struct {
 	Model *model.Model
 	// Stages lists the stages that completed.
-	Stages []Stage
+	Stages []stage.Stage
 }
 
 // Run runs the plan's plugins through the stages in order, up to and including
 // until. It stops after the first stage that produced a fatal diagnostic.
-func (e *Engine) Run(ctx context.Context, plan *Plan, until Stage) (*Result, diag.List) {
+func (e *Engine) Run(ctx context.Context, plan *Plan, until stage.Stage) (*Result, diag.List) {
 	spec := plan.Cluster.Spec
 	pools := []model.PoolSpec{{Name: model.ControlPlanePool, Role: model.RoleControlPlane, Count: 1}}
 	if cp := spec.Spec.ControlPlane; cp != nil && cp.Count > 0 {
@@ -279,14 +304,14 @@ func (e *Engine) Run(ctx context.Context, plan *Plan, until Stage) (*Result, dia
 	ctx = redact.NewContext(ctx, plan.Secrets())
 	plugins := e.pluginValues(plan)
 	var all diag.List
-	for _, stage := range Stages {
-		l := e.runStage(ctx, plan, stage, res.Model, plugins)
+	for _, st := range stage.Stages {
+		l := e.runStage(ctx, plan, st, res.Model, plugins)
 		all = append(all, l...)
 		if l.HasFatal() || ctx.Err() != nil {
 			return res, all
 		}
-		res.Stages = append(res.Stages, stage)
-		if stage == until {
+		res.Stages = append(res.Stages, st)
+		if st == until {
 			break
 		}
 	}
@@ -295,28 +320,28 @@ func (e *Engine) Run(ctx context.Context, plan *Plan, until Stage) (*Result, dia
 
 // pluginValues returns every plugin's values as others see them: sensitive values
 // redacted.
-func (e *Engine) pluginValues(plan *Plan) map[string]PluginValues {
-	out := map[string]PluginValues{}
+func (e *Engine) pluginValues(plan *Plan) map[string]stage.PluginValues {
+	out := map[string]stage.PluginValues{}
 	for _, p := range plan.Plugins {
-		out[p.Package.Name] = PluginValues{Version: p.Package.Version.String(), Values: p.Values.Redacted()}
+		out[p.Package.Name] = stage.PluginValues{Version: p.Package.Version.String(), Values: p.Values.Redacted()}
 	}
 	return out
 }
 
-func (e *Engine) runStage(ctx context.Context, plan *Plan, stage Stage, m *model.Model, plugins map[string]PluginValues) diag.List {
+func (e *Engine) runStage(ctx context.Context, plan *Plan, st stage.Stage, m *model.Model, plugins map[string]stage.PluginValues) diag.List {
 	var all diag.List
-	e.log.Info("stage started", "stage", stage, "plugins", len(plan.Plugins), "waves", len(plan.Waves))
+	e.log.Info("stage started", "stage", st, "plugins", len(plan.Plugins), "waves", len(plan.Waves))
 	for w, wave := range plan.Waves {
-		e.log.Debug("wave started", "stage", stage, "wave", w, "plugins", len(wave))
+		e.log.Debug("wave started", "stage", st, "wave", w, "plugins", len(wave))
 		if e.opts.Progress != nil {
-			ev := StageEvent{Stage: stage, Wave: w, Waves: len(plan.Waves)}
+			ev := StageEvent{Stage: st, Wave: w, Waves: len(plan.Waves)}
 			for _, p := range wave {
 				ev.Plugins = append(ev.Plugins, p.Package.Name)
 			}
 			e.opts.Progress(ev)
 		}
 		type answer struct {
-			resps []*Response
+			resps []*stage.Response
 			l     diag.List
 		}
 		answers := make([]answer, len(wave))
@@ -326,11 +351,11 @@ func (e *Engine) runStage(ctx context.Context, plan *Plan, stage Stage, m *model
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				req := e.request(plan, p, stage, m, plugins)
+				req := e.request(plan, p, st, m, plugins)
 				for _, rt := range p.runtimes {
 					resp, err := rt.Run(ctx, req)
 					if err != nil {
-						answers[i].l = append(answers[i].l, diag.Diagnostic{Severity: diag.Fatal, Plugin: p.Package.Name, Message: fmt.Sprintf("%s stage failed: %v", stage, plan.Secrets().Error(err))})
+						answers[i].l = append(answers[i].l, diag.Diagnostic{Severity: diag.Fatal, Plugin: p.Package.Name, Message: fmt.Sprintf("%s stage failed: %v", st, plan.Secrets().Error(err))})
 						return
 					}
 					if resp != nil {
@@ -355,15 +380,15 @@ func (e *Engine) runStage(ctx context.Context, plan *Plan, stage Stage, m *model
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			all.Errorf("", 0, 0, "", "%s stage interrupted: %v", stage, err)
+			all.Errorf("", 0, 0, "", "%s stage interrupted: %v", st, err)
 			return all
 		}
 		// The stages that reach the cluster call the caller's hook per wave.
 		var hook func(context.Context, int, []*Planned, *model.Model) diag.List
-		switch stage {
-		case Deploy:
+		switch st {
+		case stage.Deploy:
 			hook = e.opts.Deploy
-		case Validate:
+		case stage.Validate:
 			hook = e.opts.Validate
 		}
 		if hook != nil {
@@ -380,7 +405,7 @@ func (e *Engine) runStage(ctx context.Context, plan *Plan, stage Stage, m *model
 	return all
 }
 
-func (e *Engine) request(plan *Plan, p *Planned, stage Stage, m *model.Model, plugins map[string]PluginValues) *Request {
+func (e *Engine) request(plan *Plan, p *Planned, st stage.Stage, m *model.Model, plugins map[string]stage.PluginValues) *stage.Request {
 	vals, pools := p.Values.Cluster, p.Values.Pools
 	if e.opts.Redact {
 		vals = p.Values.Redacted()
@@ -395,8 +420,8 @@ func (e *Engine) request(plan *Plan, p *Planned, stage Stage, m *model.Model, pl
 	// Secrets go only to their owner: the cluster spec and the model are shown
 	// with every other plugin's sensitive values masked.
 	cluster, m := plan.view(p, m)
-	return &Request{
-		Stage: stage, Cluster: cluster, Plugin: p.Package.Name, Version: p.Package.Version.String(),
+	return &stage.Request{
+		Stage: st, Cluster: cluster, Plugin: p.Package.Name, Version: p.Package.Version.String(),
 		Values: vals, PoolValues: pools, Plugins: plugins, Model: m,
 	}
 }

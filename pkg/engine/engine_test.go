@@ -2,7 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +17,9 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/runtime"
 	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // pkgs loads packages from name -> files, failing the test on any diagnostic.
@@ -62,6 +68,19 @@ spec:
 	return cl
 }
 
+// The standard resolver is what action hands the engine; runtime does not import
+// the engine, so the check is here.
+var (
+	_ engine.RuntimeResolver = (*runtime.Resolver)(nil)
+	_ engine.PlanChecker     = (*runtime.Resolver)(nil)
+)
+
+// inProcess returns the standard resolver with rt registered in-process for the
+// plugin name.
+func inProcess(name string, rt stage.Runtime) *runtime.Resolver {
+	return runtime.NewResolver(runtime.Options{InProcess: map[string]stage.Runtime{name: rt}})
+}
+
 func run(t testing.TB, cl *config.Cluster, idx *source.Index, opts engine.Options) (*engine.Plan, *engine.Result, diag.List) {
 	t.Helper()
 	e := engine.New(opts)
@@ -69,7 +88,7 @@ func run(t testing.TB, cl *config.Cluster, idx *source.Index, opts engine.Option
 	if plan == nil {
 		return nil, nil, l
 	}
-	res, rl := e.Run(context.Background(), plan, engine.Validate)
+	res, rl := e.Run(context.Background(), plan, stage.Validate)
 	return plan, res, append(l, rl...)
 }
 
@@ -162,19 +181,19 @@ func TestInProcessRuntimeSeesTheModel(t *testing.T) {
 		"base": manifest("metadata: {name: base, version: 1.0.0}\nspec: {contributes: {controlPlane: {apiServer: {flags: {v: \"2\"}}}}}\n"),
 		"code": manifest("metadata: {name: code, version: 1.0.0}\nspec: {requires: [{name: base}]}\n"),
 	})
-	var stages []engine.Stage
-	rt := engine.RuntimeFunc(func(_ context.Context, req *engine.Request) (*engine.Response, error) {
+	var stages []stage.Stage
+	rt := stage.RuntimeFunc(func(_ context.Context, req *stage.Request) (*stage.Response, error) {
 		stages = append(stages, req.Stage)
-		if req.Stage != engine.Initialise {
+		if req.Stage != stage.Initialise {
 			return nil, nil
 		}
 		v := req.Model.ControlPlane.Components[model.KubeAPIServer].Flags["v"].Value
-		return &engine.Response{
+		return &stage.Response{
 			Contribution: &model.Contribution{Cloud: &model.Cloud{Outputs: map[string]model.Setting[any]{"verbosity": {Value: v}}}},
 			Diagnostics:  diag.List{{Severity: diag.Warning, Message: "deprecated: use something else"}},
 		}, nil
 	})
-	_, res, l := run(t, cluster(t, "      - {name: code}\n"), idx, engine.Options{Runtimes: map[string]engine.Runtime{"code": rt}})
+	_, res, l := run(t, cluster(t, "      - {name: code}\n"), idx, engine.Options{Runtimes: inProcess("code", rt)})
 	if l.HasFatal() {
 		t.Fatal(l)
 	}
@@ -186,18 +205,6 @@ func TestInProcessRuntimeSeesTheModel(t *testing.T) {
 	}
 	if got := len(stages); got != 4 {
 		t.Errorf("stages run = %v, want all four", stages)
-	}
-}
-
-func TestManifestTemplateErrorHasLine(t *testing.T) {
-	idx := pkgs(t, map[string]fstest.MapFS{
-		"a": manifest("metadata: {name: a, version: 1.0.0}\nspec: {contributes: {kubernetes: {manifests: [m.yaml]}}}\n",
-			"m.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name.first }}\n"),
-	})
-	_, _, l := run(t, cluster(t, "      - {name: a}\n"), idx, engine.Options{})
-	want := `plugins/a/m.yaml:4:18: template: at <.Values.name.first>: nil pointer evaluating interface {}.first`
-	if got := l.Fatal().String(); got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
 
@@ -254,15 +261,15 @@ func TestValidateHook(t *testing.T) {
 		"code": manifest("metadata: {name: code, version: 1.0.0}\nspec: {requires: [{name: base}]}\n"),
 	})
 	var calls []string
-	rt := engine.RuntimeFunc(func(_ context.Context, req *engine.Request) (*engine.Response, error) {
-		if req.Stage == engine.Validate {
+	rt := stage.RuntimeFunc(func(_ context.Context, req *stage.Request) (*stage.Response, error) {
+		if req.Stage == stage.Validate {
 			calls = append(calls, "code validates itself")
 		}
 		return nil, nil
 	})
 	for _, failWave := range []int{-1, 0} {
 		calls = nil
-		e := engine.New(engine.Options{Runtimes: map[string]engine.Runtime{"code": rt}})
+		e := engine.New(engine.Options{Runtimes: inProcess("code", rt)})
 		e.SetValidate(func(_ context.Context, wave int, plugins []*engine.Planned, _ *model.Model) diag.List {
 			calls = append(calls, fmt.Sprintf("checks of wave %d: %s", wave, plugins[0].Package.Name))
 			if wave == failWave {
@@ -274,18 +281,106 @@ func TestValidateHook(t *testing.T) {
 		if plan == nil {
 			t.Fatal(l)
 		}
-		res, l := e.Run(context.Background(), plan, engine.Validate)
+		res, l := e.Run(context.Background(), plan, stage.Validate)
 		want := []string{"checks of wave 0: base", "code validates itself", "checks of wave 1: code"}
 		if failWave == 0 {
 			want = want[:1]
-			if !l.HasFatal() || slices.Contains(res.Stages, engine.Validate) {
+			if !l.HasFatal() || slices.Contains(res.Stages, stage.Validate) {
 				t.Errorf("a failing check: diagnostics %v, stages %v", l, res.Stages)
 			}
-		} else if l.HasFatal() || !slices.Contains(res.Stages, engine.Validate) {
+		} else if l.HasFatal() || !slices.Contains(res.Stages, stage.Validate) {
 			t.Errorf("passing checks: diagnostics %v, stages %v", l, res.Stages)
 		}
 		if !slices.Equal(calls, want) {
 			t.Errorf("fail wave %d: calls %q, want %q", failWave, calls, want)
 		}
+	}
+}
+
+// shellPlugin returns a package whose exec runtime is a shell script, pinned by
+// its digest.
+func shellPlugin(name, body string) fstest.MapFS {
+	src := "#!/bin/sh\n" + body
+	sum := sha256.Sum256([]byte(src))
+	fsys := manifest(fmt.Sprintf("metadata: {name: %s, version: 1.0.0}\nspec:\n  runtime: {type: exec, command: [bin/plugin], sha256: %s}\n", name, hex.EncodeToString(sum[:])))
+	fsys["bin/plugin"] = &fstest.MapFile{Data: []byte(src), Mode: 0o755}
+	return fsys
+}
+
+// TestEngineMakesFailuresFatalDiagnostics runs a crashing exec plugin through the
+// engine with the standard resolver: the run goes on to report, the diagnostic
+// names plugin and stage.
+func TestEngineMakesFailuresFatalDiagnostics(t *testing.T) {
+	idx := pkgs(t, map[string]fstest.MapFS{"sh": shellPlugin("sh", "echo 'cannot parse values' >&2\nexit 1\n")})
+	rs := runtime.NewResolver(runtime.Options{})
+	defer func() { _ = rs.Close() }()
+	_, res, l := run(t, cluster(t, "      - {name: sh}\n"), idx, engine.Options{Runtimes: rs})
+	want := "plugin sh: initialise stage failed: bin/plugin exited with status 1; stderr:\n    cannot parse values"
+	if got := l.Fatal().String(); got != want {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
+	}
+	if len(res.Stages) != 0 {
+		t.Errorf("stages completed: %v", res.Stages)
+	}
+}
+
+// TestRuntimeResolution: which runtimes a planned plugin gets, and where a
+// plugin that cannot run is reported.
+func TestRuntimeResolution(t *testing.T) {
+	idx := pkgs(t, map[string]fstest.MapFS{
+		"data": manifest("metadata: {name: data, version: 1.0.0}\nspec: {contributes: {controlPlane: {apiServer: {flags: {v: \"2\"}}}}}\n"),
+		"sh":   shellPlugin("sh", "cat >/dev/null\necho '{\"protocolVersion\":\"kubeplug.dev/exec/v1\"}'\n"),
+	})
+	failing := engine.RuntimeResolverFunc(func(pkg *plugin.Package, _ []string) ([]stage.Runtime, error) {
+		return nil, errors.New("spec.runtime.command: bin/plugin is not in the package")
+	})
+	silent := stage.RuntimeFunc(func(context.Context, *stage.Request) (*stage.Response, error) { return nil, nil })
+	for _, tc := range []struct {
+		name    string
+		enabled string
+		opts    engine.Options
+		fatal   string
+		warning string
+	}{{
+		name:    "no resolver runs declarative plugins",
+		enabled: "      - {name: data}\n",
+	}, {
+		name:    "no resolver refuses plugin code, at spec.runtime",
+		enabled: "      - {name: data}\n      - {name: sh}\n",
+		fatal:   "plugins/sh/plugin.yaml:5:12: spec.runtime: plugin sh has a exec runtime, but this engine runs no plugin code",
+	}, {
+		name:    "a resolver error is located at spec.runtime",
+		enabled: "      - {name: sh}\n",
+		opts:    engine.Options{Runtimes: failing},
+		fatal:   "plugins/sh/plugin.yaml:5:12: spec.runtime: plugin sh: spec.runtime.command: bin/plugin is not in the package",
+	}, {
+		name:    "the standard resolver runs declarative parts and code",
+		enabled: "      - {name: data}\n      - {name: sh}\n",
+		opts:    engine.Options{Runtimes: runtime.NewResolver(runtime.Options{})},
+	}, {
+		name:    "an in-process runtime for an unused plugin is a warning",
+		enabled: "      - {name: data}\n",
+		opts:    engine.Options{Runtimes: inProcess("audit", silent)},
+		warning: "warning: an in-process runtime is registered for plugin audit, which the cluster does not use",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if c, ok := tc.opts.Runtimes.(io.Closer); ok {
+				defer func() { _ = c.Close() }()
+			}
+			_, res, l := run(t, cluster(t, tc.enabled), idx, tc.opts)
+			if got := l.Fatal().String(); got != tc.fatal {
+				t.Fatalf("fatal diagnostics:\n%s\nwant:\n%s", got, tc.fatal)
+			}
+			if got := l.Warnings().String(); got != tc.warning {
+				t.Errorf("warnings:\n%s\nwant:\n%s", got, tc.warning)
+			}
+			if tc.fatal != "" {
+				return
+			}
+			// The declarative runtime ran, whichever resolver planned the plugin.
+			if got := res.Model.ControlPlane.Components[model.KubeAPIServer].Flags["v"]; got.Value != "2" || got.By != "data" {
+				t.Errorf("declarative flag = %+v", got)
+			}
+		})
 	}
 }

@@ -9,18 +9,20 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/runtime"
 	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // auditPlugin is a library user's plugin written as a Go value: it runs
 // in-process, with no executable and no digest to pin.
 type auditPlugin struct{ maxAge string }
 
-func (a auditPlugin) Run(_ context.Context, req *engine.Request) (*engine.Response, error) {
-	if req.Stage != engine.Initialise {
+func (a auditPlugin) Run(_ context.Context, req *stage.Request) (*stage.Response, error) {
+	if req.Stage != stage.Initialise {
 		return nil, nil // nothing to do at the other stages
 	}
-	return &engine.Response{Contribution: &model.Contribution{ControlPlane: &model.ControlPlane{
+	return &stage.Response{Contribution: &model.Contribution{ControlPlane: &model.ControlPlane{
 		Components: map[string]*model.Component{model.KubeAPIServer: {
 			Flags: map[string]model.Setting[string]{"audit-log-maxage": {Value: a.maxAge}},
 		}},
@@ -28,6 +30,7 @@ func (a auditPlugin) Run(_ context.Context, req *engine.Request) (*engine.Respon
 }
 
 // A library user registers a Go value under a plugin's name with
+// runtime.Options.InProcess and hands the resolver to the engine as
 // Options.Runtimes. The plugin still has a package (its plugin.yaml gives the
 // name, version and dependencies), and its Go code runs after the package's
 // declarative parts at every stage.
@@ -52,13 +55,15 @@ spec:
     enabled: [{name: audit}]
 `))
 
-	e := engine.New(engine.Options{Runtimes: map[string]engine.Runtime{"audit": auditPlugin{maxAge: "30"}}})
+	rs := runtime.NewResolver(runtime.Options{InProcess: map[string]stage.Runtime{"audit": auditPlugin{maxAge: "30"}}})
+	defer func() { _ = rs.Close() }() // ends the plugin processes the run started (none here)
+	e := engine.New(engine.Options{Runtimes: rs})
 	plan, l := e.Plan(ctx, cl, idx)
 	if plan == nil {
 		fmt.Println(l)
 		return
 	}
-	res, l := e.Run(ctx, plan, engine.Validate)
+	res, l := e.Run(ctx, plan, stage.Validate)
 	if l.HasFatal() {
 		fmt.Println(l)
 		return

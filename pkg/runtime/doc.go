@@ -1,10 +1,17 @@
-// Package runtime runs the code that plugin packages carry: it picks the runtime
-// a package's spec.runtime asks for — exec (package exec: one process per stage
-// call, JSON on stdin and stdout) or grpc (package grpc: one go-plugin process for
-// the whole run) — and keeps track of what it started so that one Close ends it.
+// Package runtime gives each planned plugin the runtimes that run its stages, and
+// ends the processes they start. Every runtime implements stage.Runtime (package
+// stage is the contract); none knows the engine:
 //
-// Hosts hand a Set's Runtime method to the engine as engine.Options.CodeRuntime
-// and close the Set when the run ends. In-process Go plugins need none of this:
-// they are registered with engine.Options.Runtimes. The wire protocol is in
-// package protocol and docs/plugin-protocol.md.
+//   - declarative (package declarative): the plugin's contributes block and
+//     manifests, rendered as templates; every plugin has it;
+//   - exec (package exec): spec.runtime.type exec, one process per stage call,
+//     JSON on stdin and stdout;
+//   - grpc (package grpc): spec.runtime.type grpc, one go-plugin process for the
+//     whole run;
+//   - in-process Go: a library user's value, registered by plugin name in
+//     Options.InProcess.
+//
+// Resolver is the standard engine.RuntimeResolver: a host builds one per run,
+// passes it as engine.Options.Runtimes, and closes it when the run ends. The wire
+// protocol is in package protocol and docs/plugin-protocol.md.
 package runtime

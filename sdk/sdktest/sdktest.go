@@ -13,10 +13,10 @@ import (
 	"testing"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/runtime"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 	"github.com/kubeplug/kubeplug/sdk"
 )
 
@@ -106,7 +106,7 @@ func RunStage(t testing.TB, path string, req *sdk.Request) *sdk.Response {
 	pkg := packageAt(t, path)
 	r := *req
 	if r.Stage == "" {
-		r.Stage = engine.Initialise
+		r.Stage = stage.Initialise
 	}
 	if r.Plugin == "" {
 		r.Plugin = pkg.Name

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/runtime/exec"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // BenchmarkRun measures the per-stage overhead of the exec runtime: digest check,
@@ -18,7 +18,7 @@ func BenchmarkRun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := request(engine.Initialise)
+	req := request(stage.Initialise)
 	ctx := context.Background()
 	for b.Loop() {
 		if _, err := rt.Run(ctx, req); err != nil {

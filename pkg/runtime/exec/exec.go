@@ -16,9 +16,9 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/internal/redact"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/runtime/protocol"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Defaults.
@@ -75,7 +75,7 @@ type Runtime struct {
 	log     *slog.Logger
 }
 
-var _ engine.Runtime = (*Runtime)(nil)
+var _ stage.Runtime = (*Runtime)(nil)
 
 // New returns the runtime of pkg's spec.runtime, which must be of type exec. It
 // checks the spec but runs nothing.
@@ -126,7 +126,7 @@ func Timeout(spec *v1alpha1.Runtime, override time.Duration) (time.Duration, err
 // with the request on stdin and decodes its stdout. A plugin that does not
 // implement the stage yields a nil response. Cancelling ctx kills the process
 // group and returns ctx's error.
-func (r *Runtime) Run(ctx context.Context, req *engine.Request) (*engine.Response, error) {
+func (r *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response, error) {
 	in, err := protocol.EncodeRequest(req)
 	if err != nil {
 		return nil, err
@@ -206,7 +206,7 @@ func (r *Runtime) Run(ctx context.Context, req *engine.Request) (*engine.Respons
 	return resp, secrets.Error(err)
 }
 
-func (r *Runtime) answer(ctx context.Context, runErr error, stdout *capped, stderr *proc.Stderr) (*engine.Response, error) {
+func (r *Runtime) answer(ctx context.Context, runErr error, stdout *capped, stderr *proc.Stderr) (*stage.Response, error) {
 	name := r.argv[0]
 	fail := func(err error, format string, args ...any) error {
 		return &Error{Err: err, Msg: fmt.Sprintf(format, args...), Stderr: stderr.Tail()}

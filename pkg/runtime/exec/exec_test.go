@@ -17,12 +17,10 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/kubeplug/kubeplug/pkg/config"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/runtime/exec"
-	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // script returns a package holding a shell script as bin/plugin, pinned by its real
@@ -68,11 +66,11 @@ func must(t testing.TB, err error) {
 	}
 }
 
-func request(stage engine.Stage) *engine.Request {
-	return &engine.Request{
-		Stage: stage, Plugin: "sh", Version: "1.0.0",
+func request(st stage.Stage) *stage.Request {
+	return &stage.Request{
+		Stage: st, Plugin: "sh", Version: "1.0.0",
 		Values:  map[string]any{"secret": "s3cret"},
-		Plugins: map[string]engine.PluginValues{"other": {Version: "2.0.0", Values: map[string]any{"token": "***"}}},
+		Plugins: map[string]stage.PluginValues{"other": {Version: "2.0.0", Values: map[string]any{"token": "***"}}},
 		Model:   model.New(),
 	}
 }
@@ -91,7 +89,7 @@ echo '`+okResponse+`'
 `, onDisk)
 			rt, err := exec.New(pkg, exec.Options{Env: []string{"TEST_OUT=" + out}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			must(t, err)
-			resp, err := rt.Run(context.Background(), request(engine.Initialise))
+			resp, err := rt.Run(context.Background(), request(stage.Initialise))
 			must(t, err)
 			if f := resp.Contribution.ControlPlane.Components[model.KubeAPIServer].Flags["v"]; f.Value != "3" {
 				t.Errorf("flag v = %+v", f)
@@ -132,7 +130,7 @@ func TestUnsupportedStage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rt, err := exec.New(script(t, body, true), exec.Options{})
 			must(t, err)
-			resp, err := rt.Run(context.Background(), request(engine.Render))
+			resp, err := rt.Run(context.Background(), request(stage.Render))
 			if err != nil || resp != nil {
 				t.Errorf("Run = %v, %v; want nil, nil", resp, err)
 			}
@@ -176,7 +174,7 @@ func TestFailuresAreIsolated(t *testing.T) {
 			rt, err := exec.New(script(t, tc.body, true), tc.opts)
 			must(t, err)
 			start := time.Now()
-			resp, err := rt.Run(context.Background(), request(engine.Initialise))
+			resp, err := rt.Run(context.Background(), request(stage.Initialise))
 			if err == nil {
 				t.Fatalf("Run = %+v, want an error", resp)
 			}
@@ -205,7 +203,7 @@ func TestCancelKillsTheGroup(t *testing.T) {
 	must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err = rt.Run(ctx, request(engine.Deploy))
+	_, err = rt.Run(ctx, request(stage.Deploy))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error = %v, want the context's", err)
 	}
@@ -218,12 +216,12 @@ func TestDigestIsCheckedBeforeEveryRun(t *testing.T) {
 	pkg := script(t, "echo '{\"protocolVersion\":\"kubeplug.dev/exec/v1\"}'\n", true)
 	rt, err := exec.New(pkg, exec.Options{})
 	must(t, err)
-	if _, err := rt.Run(context.Background(), request(engine.Initialise)); err != nil {
+	if _, err := rt.Run(context.Background(), request(stage.Initialise)); err != nil {
 		t.Fatal(err)
 	}
 	evil := "#!/bin/sh\ntouch pwned\n"
 	must(t, os.WriteFile(filepath.Join(pkg.Location, "bin/plugin"), []byte(evil), 0o755))
-	_, err = rt.Run(context.Background(), request(engine.Render))
+	_, err = rt.Run(context.Background(), request(stage.Render))
 	var de *exec.DigestError
 	if !errors.As(err, &de) || !errors.Is(err, exec.ErrDigestMismatch) {
 		t.Fatalf("error = %v, want a digest mismatch", err)
@@ -267,31 +265,4 @@ func processes(t testing.TB, name string, args ...string) []string {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return found
-}
-
-// TestEngineMakesFailuresFatalDiagnostics runs a crashing plugin through the
-// engine: the run goes on to report, the diagnostic names plugin and stage.
-func TestEngineMakesFailuresFatalDiagnostics(t *testing.T) {
-	pkg := script(t, "echo 'cannot parse values' >&2\nexit 1\n", false)
-	idx, l := source.NewIndex([]*plugin.Package{pkg})
-	if l.HasFatal() {
-		t.Fatal(l)
-	}
-	cl, l := config.Parse("cluster.yaml", []byte("apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c}\nspec:\n  kubernetesVersion: 1.36.3\n  plugins: {enabled: [{name: sh}]}\n"))
-	if l.HasFatal() {
-		t.Fatal(l)
-	}
-	e := engine.New(engine.Options{CodeRuntime: func(p *plugin.Package) (engine.Runtime, error) { return exec.New(p, exec.Options{}) }})
-	plan, l := e.Plan(t.Context(), cl, idx)
-	if plan == nil {
-		t.Fatal(l)
-	}
-	res, l := e.Run(t.Context(), plan, engine.Validate)
-	want := "plugin sh: initialise stage failed: bin/plugin exited with status 1; stderr:\n    cannot parse values"
-	if got := l.Fatal().String(); got != want {
-		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
-	}
-	if len(res.Stages) != 0 {
-		t.Errorf("stages completed: %v", res.Stages)
-	}
 }

@@ -15,8 +15,9 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
-	"github.com/kubeplug/kubeplug/pkg/runtime/exec"
+	"github.com/kubeplug/kubeplug/pkg/runtime"
 	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // writePackage writes files (path -> content) as a package directory and loads it.
@@ -101,14 +102,14 @@ spec:
 	dump := filepath.Join(t.TempDir(), "dump")
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	e := engine.New(engine.Options{Logger: log, CodeRuntime: func(p *plugin.Package) (engine.Runtime, error) {
-		return exec.New(p, exec.Options{Logger: log, Env: []string{"DUMP=" + dump}})
-	}})
+	rs := runtime.NewResolver(runtime.Options{Logger: log, Env: []string{"DUMP=" + dump}})
+	defer func() { _ = rs.Close() }()
+	e := engine.New(engine.Options{Logger: log, Runtimes: rs})
 	plan, l := e.Plan(t.Context(), cl, idx)
 	if plan == nil {
 		t.Fatal(l)
 	}
-	_, l = e.Run(t.Context(), plan, engine.Validate)
+	_, l = e.Run(t.Context(), plan, stage.Validate)
 	if !l.HasFatal() {
 		t.Fatalf("the plugin's validate failure is not reported:\n%s", l)
 	}

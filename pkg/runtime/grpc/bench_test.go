@@ -3,7 +3,7 @@ package grpc_test
 import (
 	"testing"
 
-	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // BenchmarkRun measures the per-stage overhead of the gRPC runtime once the
@@ -12,7 +12,7 @@ import (
 //	go test ./pkg/runtime/grpc -run '^$' -bench . -benchtime 2000x
 func BenchmarkRun(b *testing.B) {
 	rt := newRuntime(b, "ok", 0)
-	req := request(engine.Render)
+	req := request(stage.Render)
 	if _, err := rt.Run(b.Context(), req); err != nil { // start the process
 		b.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func BenchmarkRun(b *testing.B) {
 //
 //	go test ./pkg/runtime/grpc -run '^$' -bench Start -benchtime 20x
 func BenchmarkStart(b *testing.B) {
-	req := request(engine.Render)
+	req := request(stage.Render)
 	for b.Loop() {
 		rt := newRuntime(b, "ok", 0)
 		if _, err := rt.Run(b.Context(), req); err != nil {

@@ -1,6 +1,6 @@
 // Package grpc runs a plugin as a long-lived process speaking gRPC through
-// hashicorp/go-plugin: the runtime for `spec.runtime.type: grpc`, and the wire
-// contract that the Go SDK (package sdk) serves.
+// hashicorp/go-plugin: the runtime for `spec.runtime.type: grpc`. The wire
+// contract it speaks, which the Go SDK (package sdk) serves, is package wire.
 //
 // The process is started lazily at the first stage call and then serves every
 // stage of the run, so a call costs a round trip on a local socket, not a process
@@ -10,7 +10,7 @@
 // environment. go-plugin adds a handshake cookie, protocol version negotiation
 // (VersionedPlugins) and mutual TLS with one-time certificates (AutoMTLS); the
 // plugin also reports its SDK version, which the host checks against
-// SupportedSDKVersions.
+// wire.SupportedSDKVersions.
 //
 // The service, kubeplug.runtime.v1.Plugin, has one RPC per stage and an Info RPC.
 // Each carries a google.protobuf.BytesValue holding the same JSON envelope as the

@@ -17,10 +17,11 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/runtime/grpc"
+	"github.com/kubeplug/kubeplug/pkg/runtime/wire"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 	"github.com/kubeplug/kubeplug/sdk"
 )
 
@@ -61,12 +62,12 @@ func pidResponse() *sdk.Response {
 
 // skewed reports another SDK version, or garbage, around the real handler.
 type skewed struct {
-	grpc.Handler
+	wire.Handler
 	version string
 	garbage bool
 }
 
-func (s skewed) Info(ctx context.Context) (*grpc.Info, error) {
+func (s skewed) Info(ctx context.Context) (*wire.Info, error) {
 	info, err := s.Handler.Info(ctx)
 	if err == nil && s.version != "" {
 		info.SDKVersion = s.version
@@ -74,11 +75,11 @@ func (s skewed) Info(ctx context.Context) (*grpc.Info, error) {
 	return info, err
 }
 
-func (s skewed) Stage(ctx context.Context, stage engine.Stage, req []byte) ([]byte, error) {
+func (s skewed) Stage(ctx context.Context, st stage.Stage, req []byte) ([]byte, error) {
 	if s.garbage {
 		return []byte("I am not JSON"), nil
 	}
-	return s.Handler.Stage(ctx, stage, req)
+	return s.Handler.Stage(ctx, st, req)
 }
 
 func serve(mode string) {
@@ -93,8 +94,8 @@ func serve(mode string) {
 		h = skewed{Handler: h, garbage: true}
 	}
 	goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig:  grpc.Handshake,
-		VersionedPlugins: map[int]goplugin.PluginSet{grpc.ProtocolVersion: {grpc.PluginName: &grpc.Plugin{Handler: h}}},
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: map[int]goplugin.PluginSet{wire.ProtocolVersion: {wire.PluginName: &wire.Plugin{Handler: h}}},
 		GRPCServer:       goplugin.DefaultGRPCServer,
 		Logger:           sdk.ServeLogger(),
 	})
@@ -134,11 +135,11 @@ func newRuntime(t testing.TB, mode string, timeout time.Duration) *grpc.Runtime 
 	return rt
 }
 
-func request(stage engine.Stage) *engine.Request {
-	return &engine.Request{Stage: stage, Plugin: "helper", Version: "1.0.0", Model: model.New()}
+func request(st stage.Stage) *stage.Request {
+	return &stage.Request{Stage: st, Plugin: "helper", Version: "1.0.0", Model: model.New()}
 }
 
-func pid(t testing.TB, resp *engine.Response) int {
+func pid(t testing.TB, resp *stage.Response) int {
 	t.Helper()
 	if resp == nil || resp.Contribution == nil {
 		t.Fatalf("response %+v has no pid", resp)
@@ -153,18 +154,18 @@ func pid(t testing.TB, resp *engine.Response) int {
 func TestOneProcessServesEveryStage(t *testing.T) {
 	rt := newRuntime(t, "ok", 0)
 	ctx := t.Context()
-	r1, err := rt.Run(ctx, request(engine.Initialise))
+	r1, err := rt.Run(ctx, request(stage.Initialise))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := rt.Run(ctx, request(engine.Render))
+	r2, err := rt.Run(ctx, request(stage.Render))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pid(t, r1) != pid(t, r2) {
 		t.Errorf("initialise ran in %d, render in %d: want one process", pid(t, r1), pid(t, r2))
 	}
-	if resp, err := rt.Run(ctx, request(engine.Deploy)); err != nil || resp != nil {
+	if resp, err := rt.Run(ctx, request(stage.Deploy)); err != nil || resp != nil {
 		t.Errorf("unimplemented deploy = %+v, %v; want nil, nil", resp, err)
 	}
 	p := pid(t, r1)
@@ -175,7 +176,7 @@ func TestOneProcessServesEveryStage(t *testing.T) {
 		t.Errorf("plugin %d survived Close", p)
 	}
 	// A closed runtime starts afresh.
-	r3, err := rt.Run(ctx, request(engine.Initialise))
+	r3, err := rt.Run(ctx, request(stage.Initialise))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestOneProcessServesEveryStage(t *testing.T) {
 func TestContextEndKillsTheProcess(t *testing.T) {
 	rt := newRuntime(t, "ok", 0)
 	ctx, cancel := context.WithCancel(t.Context())
-	resp, err := rt.Run(ctx, request(engine.Initialise))
+	resp, err := rt.Run(ctx, request(stage.Initialise))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestFailuresAreIsolated(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			rt := newRuntime(t, tc.mode, tc.timeout)
-			resp, err := rt.Run(t.Context(), request(engine.Initialise))
+			resp, err := rt.Run(t.Context(), request(stage.Initialise))
 			if err == nil {
 				t.Fatalf("Run = %+v, want an error", resp)
 			}
@@ -251,7 +252,7 @@ func TestDigestMismatchRefusesToStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = rt.Run(t.Context(), request(engine.Initialise))
+	_, err = rt.Run(t.Context(), request(stage.Initialise))
 	var de *grpc.DigestError
 	if !errors.As(err, &de) || de.Expected != pkg.Manifest.Spec.Runtime.SHA256 {
 		t.Fatalf("error = %v, want a digest mismatch", err)

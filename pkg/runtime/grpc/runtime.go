@@ -22,11 +22,11 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/internal/redact"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	kexec "github.com/kubeplug/kubeplug/pkg/runtime/exec"
 	"github.com/kubeplug/kubeplug/pkg/runtime/protocol"
 	"github.com/kubeplug/kubeplug/pkg/runtime/wire"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // DefaultTimeout bounds one stage call, and the start of the process, when
@@ -96,7 +96,7 @@ type process struct {
 }
 
 var (
-	_ engine.Runtime             = (*Runtime)(nil)
+	_ stage.Runtime              = (*Runtime)(nil)
 	_ interface{ Close() error } = (*Runtime)(nil)
 )
 
@@ -132,7 +132,7 @@ func New(pkg *plugin.Package, opts Options) (*Runtime, error) {
 // plugin that does not implement the stage yields a nil response. The process
 // lives until Close, until the context of the call that started it ends, or until
 // a call times out or finds it dead; a later call then starts a new one.
-func (r *Runtime) Run(ctx context.Context, req *engine.Request) (*engine.Response, error) {
+func (r *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response, error) {
 	// What the plugin prints, and errors quoting it, may echo a secret.
 	secrets := redact.FromContext(ctx)
 	r.stderr.Scrub(secrets)
@@ -140,7 +140,7 @@ func (r *Runtime) Run(ctx context.Context, req *engine.Request) (*engine.Respons
 	return resp, secrets.Error(err)
 }
 
-func (r *Runtime) run(ctx context.Context, req *engine.Request) (*engine.Response, error) {
+func (r *Runtime) run(ctx context.Context, req *stage.Request) (*stage.Response, error) {
 	in, err := protocol.EncodeRequest(req)
 	if err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func (r *Runtime) run(ctx context.Context, req *engine.Request) (*engine.Respons
 
 // failed explains a failed call, killing the process unless the plugin itself
 // answered with an error.
-func (r *Runtime) failed(ctx context.Context, p *process, stage engine.Stage, err error) error {
+func (r *Runtime) failed(ctx context.Context, p *process, s stage.Stage, err error) error {
 	fail := func(cause error, format string, args ...any) error {
 		return &Error{Err: cause, Msg: fmt.Sprintf(format, args...), Stderr: r.stderr.Tail()}
 	}
@@ -174,7 +174,7 @@ func (r *Runtime) failed(ctx context.Context, p *process, stage engine.Stage, er
 	// moment before the host's own timer fires.
 	case errors.Is(cause, ErrTimeout), cause == nil && st.Code() == codes.DeadlineExceeded:
 		r.drop(p)
-		return fail(ErrTimeout, "%s did not answer %s within %s and was killed", r.argv[0], stage, r.timeout)
+		return fail(ErrTimeout, "%s did not answer %s within %s and was killed", r.argv[0], s, r.timeout)
 	case cause != nil:
 		r.drop(p)
 		return fail(cause, "%s was stopped: %v", r.argv[0], cause)
@@ -194,9 +194,9 @@ func (r *Runtime) failed(ctx context.Context, p *process, stage engine.Stage, er
 	exited := p.client.Exited()
 	r.drop(p)
 	if exited {
-		return fail(ErrExit, "%s exited during %s", r.argv[0], stage)
+		return fail(ErrExit, "%s exited during %s", r.argv[0], s)
 	}
-	return fail(ErrProtocol, "call %s on %s: %v", stage, r.argv[0], err)
+	return fail(ErrProtocol, "call %s on %s: %v", s, r.argv[0], err)
 }
 
 // start returns the running process, starting one if needed.
@@ -237,8 +237,8 @@ func (r *Runtime) start(ctx context.Context) (*process, error) {
 	sum, _ := hex.DecodeString(r.sha256) // the digest matched, so it is hex
 	p := &process{cmd: cmd, tmp: tmp, end: end}
 	p.client = goplugin.NewClient(&goplugin.ClientConfig{
-		HandshakeConfig:  Handshake,
-		VersionedPlugins: map[int]goplugin.PluginSet{ProtocolVersion: {PluginName: &Plugin{}}},
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: map[int]goplugin.PluginSet{wire.ProtocolVersion: {wire.PluginName: &wire.Plugin{}}},
 		Cmd:              cmd,
 		// Checks the private copy again: defence in depth, and go-plugin's own
 		// record that the executable was pinned.
@@ -266,7 +266,7 @@ func (r *Runtime) start(ctx context.Context) (*process, error) {
 		}
 		return nil, fail(ErrExit, "start %s: %v", r.argv[0], err)
 	}
-	raw, err := cp.Dispense(PluginName)
+	raw, err := cp.Dispense(wire.PluginName)
 	if err != nil {
 		return nil, fail(ErrProtocol, "start %s: %v", r.argv[0], err)
 	}
@@ -284,15 +284,15 @@ func (r *Runtime) start(ctx context.Context) (*process, error) {
 	return p, nil
 }
 
-// checkSDK checks a plugin's SDK version against SupportedSDKVersions.
+// checkSDK checks a plugin's SDK version against wire.SupportedSDKVersions.
 func checkSDK(v string) error {
 	sv, err := semver.NewVersion(v)
 	if err != nil {
 		return fmt.Errorf("%w: the plugin reports SDK version %q, which is not a semantic version", ErrSDKVersion, v)
 	}
-	supported, _ := semver.NewConstraint(SupportedSDKVersions) // a constant that parses
+	supported, _ := semver.NewConstraint(wire.SupportedSDKVersions) // a constant that parses
 	if !supported.Check(sv) {
-		return fmt.Errorf("%w: the plugin was built with SDK %s; this host supports %s", ErrSDKVersion, sv, SupportedSDKVersions)
+		return fmt.Errorf("%w: the plugin was built with SDK %s; this host supports %s", ErrSDKVersion, sv, wire.SupportedSDKVersions)
 	}
 	return nil
 }

@@ -14,9 +14,9 @@ import (
 	sjsonschema "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/runtime/protocol"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/schemas from the Go types")
@@ -97,10 +97,10 @@ func TestSchemasCurrent(t *testing.T) {
 // TestSchemasAcceptTheMessages checks the schemas against real messages, so that
 // a schema that compiles but rejects what the host sends is caught.
 func TestSchemasAcceptTheMessages(t *testing.T) {
-	req, err := protocol.EncodeRequest(&engine.Request{
-		Stage: engine.Initialise, Plugin: "p",
+	req, err := protocol.EncodeRequest(&stage.Request{
+		Stage: stage.Initialise, Plugin: "p",
 		Cluster: &v1alpha1.Cluster{APIVersion: "kubeplug.dev/v1alpha1", Kind: "Cluster", Metadata: v1alpha1.ClusterMetadata{Name: "c"}, Spec: v1alpha1.ClusterSpec{KubernetesVersion: "1.36.3"}}, Version: "1.0.0", Values: map[string]any{"a": 1},
-		Plugins: map[string]engine.PluginValues{"p": {Version: "1.0.0", Values: map[string]any{"a": 1}}},
+		Plugins: map[string]stage.PluginValues{"p": {Version: "1.0.0", Values: map[string]any{"a": 1}}},
 		Model:   model.New(model.PoolSpec{Name: "workers", Role: model.RoleWorker, Count: 1}),
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package engine
+package declarative
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Defaults for node constructs the manifest leaves out.
@@ -26,19 +27,23 @@ const (
 	DefaultFileMode     = "0644"
 )
 
-// Declarative returns the runtime of a plugin's declarative parts: at initialise it
+// New returns the runtime of a plugin's declarative parts: at initialise it
 // renders the contributes block (every string is a Go template over .Cluster,
 // .Values, .Plugins and, in node contributions, .NodePool) and the manifests it
-// names, and contributes the result. scope limits node contributions to these pools;
-// nil means every pool.
-func Declarative(pkg *plugin.Package, scope []string) Runtime {
-	return &declarative{pkg: pkg, scope: scope}
+// names, and contributes the result; at the other stages it answers with nothing.
+// scope limits node contributions to these pools; nil means every pool.
+func New(pkg *plugin.Package, scope []string) *Runtime {
+	return &Runtime{pkg: pkg, scope: scope}
 }
 
-type declarative struct {
+// Runtime runs one package's declarative parts. It holds no state between calls
+// and is safe for concurrent use.
+type Runtime struct {
 	pkg   *plugin.Package
 	scope []string
 }
+
+var _ stage.Runtime = (*Runtime)(nil)
 
 // poolData is .NodePool in templates.
 type poolData struct {
@@ -47,9 +52,13 @@ type poolData struct {
 	Count int
 }
 
-func (d *declarative) Run(ctx context.Context, req *Request) (*Response, error) {
-	if req.Stage != Initialise || d.pkg.Manifest.Spec.Contributes == nil {
-		return &Response{}, nil
+// Run renders the package's contributions at initialise. Problems in the
+// package — a template that fails, a manifest that is no Kubernetes object — are
+// fatal diagnostics located in the package's files; the error is only ctx's, when
+// it ends while manifests are being rendered.
+func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response, error) {
+	if req.Stage != stage.Initialise || d.pkg.Manifest.Spec.Contributes == nil {
+		return &stage.Response{}, nil
 	}
 	r := &renderer{pkg: d.pkg, req: req}
 	c := &model.Contribution{}
@@ -109,12 +118,12 @@ func (d *declarative) Run(ctx context.Context, req *Request) (*Response, error) 
 			}
 		}
 	}
-	return &Response{Contribution: c, Diagnostics: r.l}, nil
+	return &stage.Response{Contribution: c, Diagnostics: r.l}, nil
 }
 
 // pools returns the model's pools a node contribution applies to: within the
 // plugin's scope, the contribution's pools and its roles.
-func (d *declarative) pools(m *model.Model, n v1alpha1.NodeContribution) []*model.Pool {
+func (d *Runtime) pools(m *model.Model, n v1alpha1.NodeContribution) []*model.Pool {
 	var out []*model.Pool
 	for _, name := range m.PoolNames() {
 		p := m.Pools[name]
@@ -134,7 +143,7 @@ func (d *declarative) pools(m *model.Model, n v1alpha1.NodeContribution) []*mode
 
 type renderer struct {
 	pkg *plugin.Package
-	req *Request
+	req *stage.Request
 	l   diag.List
 }
 
