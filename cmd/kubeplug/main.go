@@ -4,16 +4,52 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/kubeplug/kubeplug/internal/cli"
 )
 
+// cleanupGrace is how long kubeplug may take to wind down after SIGINT or SIGTERM
+// (releasing its lease, stopping a control plane it started) before it exits
+// anyway: a signal always ends the process, even one blocked where no context
+// reaches.
+const cleanupGrace = 30 * time.Second
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go watchSignals(sigs, cancel, os.Stderr, cleanupGrace, os.Exit)
 	code := cli.Main(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
-	stop()
+	signal.Stop(sigs)
+	cancel()
 	os.Exit(code)
+}
+
+// watchSignals cancels the run at the first signal, and exits with 128+signal at a
+// second one or when the run has not ended grace after the first.
+func watchSignals(sigs <-chan os.Signal, cancel func(), stderr io.Writer, grace time.Duration, exit func(int)) {
+	first := <-sigs
+	cancel()
+	_, _ = fmt.Fprintf(stderr, "kubeplug: %s: stopping (again to quit at once)\n", first)
+	code := exitCode(first)
+	select {
+	case s := <-sigs:
+		code = exitCode(s)
+	case <-time.After(grace):
+		_, _ = fmt.Fprintf(stderr, "kubeplug: still running %s after %s; quitting\n", grace, first)
+	}
+	exit(code)
+}
+
+func exitCode(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 1
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
@@ -34,6 +36,11 @@ type Cluster struct {
 	File, Dir string
 	// KubernetesVersion is spec.kubernetesVersion, parsed.
 	KubernetesVersion *semver.Version
+	// AllowValuesOutside lets valuesFrom read files outside Dir (after following
+	// symlinks). Off by default, so that a cluster file cannot quietly pull
+	// ~/.aws/credentials or /etc/shadow into a plugin's values; the CLI sets it
+	// from --allow-values-outside.
+	AllowValuesOutside bool
 
 	doc *yamldoc.Doc
 }
@@ -62,25 +69,21 @@ func Load(path string) (*Cluster, diag.List) {
 	return Parse(path, data)
 }
 
+// readFile reads a cluster or values file, bounded by the bytes actually read
+// and, for a FIFO or device, in time (package bounded).
 func readFile(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, errNotFound
-		}
-		return nil, fmt.Errorf("cannot read: %w", err)
+	data, err := bounded.ReadFile(path, MaxFileSize)
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, errNotFound
+	case errors.Is(err, bounded.ErrIsDir):
+		return nil, errors.New("is a directory, expected a YAML file")
+	case errors.Is(err, bounded.ErrTooLarge), errors.Is(err, bounded.ErrTimeout):
+		return nil, err
 	}
-	if fi.IsDir() {
-		return nil, fmt.Errorf("is a directory, expected a YAML file")
-	}
-	if fi.Size() > MaxFileSize {
-		return nil, fmt.Errorf("file is %d bytes, larger than the %d byte limit", fi.Size(), MaxFileSize)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read: %w", err)
-	}
-	return data, nil
+	return nil, fmt.Errorf("cannot read: %w", err)
 }
 
 // Parse checks a cluster file's text; file names it in diagnostics and anchors its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,37 @@ func (v *Values) Redacted() map[string]any { return values.Redact(v.Cluster, v.S
 // Env looks up an environment variable; os.LookupEnv in production.
 type Env func(name string) (string, bool)
 
+// outside reports whether file, with its symlinks resolved, lies outside the
+// cluster file's directory, and says where it leads when a link took it there.
+func (c *Cluster) outside(file string) (string, bool) {
+	dir, err := filepath.Abs(c.Dir)
+	if err != nil {
+		return "", true
+	}
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = d
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return "", true
+	}
+	real := abs
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		real = r
+	}
+	rel, err := filepath.Rel(dir, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		if real != abs {
+			if err == nil {
+				real = rel // relative to the directory: no machine path in messages
+			}
+			return " (a symlink that leads to " + real + ")", true
+		}
+		return "", true
+	}
+	return "", false
+}
+
 // layer is one source of values, with where to point when a value in it is wrong.
 type layer struct {
 	values map[string]any
@@ -77,6 +109,11 @@ func (c *Cluster) Values(i int, pkg *plugin.Package, env Env) (*Values, diag.Lis
 		vp := ptr + "/valuesFrom/" + strconv.Itoa(j)
 		if vf.File != "" {
 			file := c.path(vf.File)
+			if where, out := c.outside(file); out && !c.AllowValuesOutside {
+				c.doc.Errorf(&l, vp+"/file", "values file %s is outside the cluster file's directory %s%s; "+
+					"move it there, or allow reading values from anywhere with --allow-values-outside", file, c.Dir, where)
+				continue
+			}
 			data, err := readFile(file)
 			if err != nil {
 				if !vf.Optional || !errors.Is(err, errNotFound) {

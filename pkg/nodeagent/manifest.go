@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kubeplug/kubeplug/internal/bounded"
 )
 
 // Paths on a machine, relative to the agent's root. They match pkg/render's, which
@@ -180,10 +182,15 @@ func (e *ManifestError) Error() string {
 
 func (e *ManifestError) Unwrap() error { return e.Err }
 
+// MaxManifestSize bounds the hooks manifest a node agent reads.
+const MaxManifestSize = 16 << 20
+
 // readManifest loads and checks file; a missing file is an empty manifest, because a
 // machine without hooks still runs every phase.
 func readManifest(file string) (*Manifest, error) {
-	b, err := os.ReadFile(file) //nolint:gosec // the manifest's path is the agent's configuration
+	// Bounded by bytes read and, for a FIFO, in time: the agent must never hang
+	// on its own configuration.
+	b, err := bounded.ReadFile(file, MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Manifest{}, nil
 	}

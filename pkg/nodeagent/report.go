@@ -2,11 +2,14 @@ package nodeagent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/kubeplug/kubeplug/internal/bounded"
 )
 
 // Status is what became of a hook in a run.
@@ -162,8 +165,8 @@ type stateEntry struct {
 // readState loads file; a missing or unreadable state only means hooks run again.
 func readState(file string) (*state, error) {
 	s := &state{file: file, Succeeded: map[string]stateEntry{}}
-	b, err := os.ReadFile(file) //nolint:gosec // the state's path is the agent's configuration
-	if os.IsNotExist(err) {
+	b, err := bounded.ReadFile(file, MaxManifestSize)
+	if errors.Is(err, os.ErrNotExist) {
 		return s, nil
 	}
 	if err != nil {

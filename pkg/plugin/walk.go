@@ -69,6 +69,11 @@ func walk(fsys fs.FS, location string) (map[string]fileInfo, string, diag.List) 
 				l.Errorf(name, 0, 0, "", "broken symlink to %q", target)
 				return nil
 			}
+			if !fi.IsDir() && !fi.Mode().IsRegular() {
+				l.Errorf(name, 0, 0, "", "symlink to %q, which is a %s; packages hold regular files, directories and symlinks", target, kind(fi.Mode()))
+				files[p] = fileInfo{escapes: true}
+				return nil
+			}
 			files[p] = fileInfo{dir: fi.IsDir(), size: fi.Size()}
 			field("L")
 			field(p)
@@ -89,7 +94,7 @@ func walk(fsys fs.FS, location string) (map[string]fileInfo, string, diag.List) 
 				return fs.SkipAll
 			}
 			files[p] = fileInfo{size: fi.Size()}
-			data, err := fs.ReadFile(fsys, p)
+			data, err := readLimited(fsys, p, MaxFileSize)
 			if err != nil {
 				l.Errorf(name, 0, 0, "", "cannot read: %v", unwrapPath(err))
 				return nil
@@ -167,8 +172,13 @@ func Digest(fsys fs.FS) (string, error) {
 }
 
 // readLimited reads a file of the package, refusing one larger than limit before
-// reading it.
+// reading it, and reading at most limit+1 bytes whatever its size claims. Only a
+// regular file (or a symlink to one) is opened: opening a FIFO blocks until a
+// writer comes, and a device never ends.
 func readLimited(fsys fs.FS, name string, limit int64) ([]byte, error) {
+	if fi, err := fs.Stat(fsys, name); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		return nil, fmt.Errorf("cannot read: %s is a %s, not a regular file", path.Base(name), kind(fi.Mode()))
+	}
 	f, err := fsys.Open(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -188,6 +198,19 @@ func readLimited(fsys fs.FS, name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("file is larger than the %s limit for %s", size(limit), path.Base(name))
 	}
 	return data, nil
+}
+
+// kind names a special file's type for messages.
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file (" + m.Type().String() + ")"
 }
 
 func unwrapPath(err error) error {

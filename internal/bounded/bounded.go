@@ -1,0 +1,149 @@
+package bounded
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Deadline bounds reading a source that is not a regular file (a FIFO, a device, a
+// socket): input files are small, and something that needs longer than this to
+// deliver a megabyte is not a file but a stream that may never end.
+const Deadline = 5 * time.Second
+
+// deadline is Deadline, shortened by tests.
+var deadline = Deadline
+
+// Errors that ReadFile wraps.
+var (
+	// ErrTooLarge: the file holds more than the limit.
+	ErrTooLarge = errors.New("file too large")
+	// ErrIsDir: the path is a directory.
+	ErrIsDir = errors.New("is a directory")
+	// ErrTimeout: a FIFO or device did not deliver its content within Deadline.
+	ErrTimeout = errors.New("read timed out")
+)
+
+// TooLargeError says a file is larger than a limit.
+type TooLargeError struct {
+	// Size is the file's size when it is known (a regular file), else 0.
+	Size int64
+	// Limit is the limit in bytes.
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Size > 0 {
+		return "file is " + Size(e.Size) + ", larger than the " + Size(e.Limit) + " limit"
+	}
+	return "file is larger than the " + Size(e.Limit) + " limit"
+}
+
+// Unwrap returns ErrTooLarge.
+func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
+
+// ReadFile reads the file at path, refusing one that holds more than limit bytes
+// and, for a FIFO or device, one that does not deliver within Deadline. Errors
+// wrap fs.ErrNotExist for a missing file, ErrIsDir, ErrTooLarge or ErrTimeout;
+// their text does not repeat the path (callers name the file their own way).
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := openNonBlocking(path)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	defer func() { _ = f.Close() }()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if fi.IsDir() {
+		return nil, ErrIsDir
+	}
+	if fi.Mode().IsRegular() {
+		if fi.Size() > limit {
+			return nil, &TooLargeError{Size: fi.Size(), Limit: limit}
+		}
+		return Read(f, limit)
+	}
+	return readWithDeadline(f, limit, fi.Mode())
+}
+
+// Read reads r to its end, refusing more than limit bytes: at most limit+1 bytes
+// are ever read.
+func Read(r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if int64(len(data)) > limit {
+		return nil, &TooLargeError{Limit: limit}
+	}
+	return data, nil
+}
+
+// readWithDeadline reads a FIFO, device or socket. The poller honours the read
+// deadline where it can; a source it cannot poll is abandoned after Deadline
+// (its goroutine ends with the process), so no source can hang the caller.
+func readWithDeadline(f *os.File, limit int64, mode fs.FileMode) ([]byte, error) {
+	_ = f.SetReadDeadline(time.Now().Add(deadline))
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, err := Read(f, limit)
+		done <- result{data, err}
+	}()
+	timeout := func() error {
+		return fmt.Errorf("%w: a %s that delivered no end of file within %s", ErrTimeout, kind(mode), deadline)
+	}
+	select {
+	case r := <-done:
+		if errors.Is(r.err, os.ErrDeadlineExceeded) {
+			return nil, timeout()
+		}
+		return r.data, r.err
+	case <-time.After(deadline + time.Second):
+		return nil, timeout()
+	}
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
+}
+
+func unwrapPath(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
+}
+
+// Size renders a byte count for messages: "1 MiB", "64 KiB", "1.5 MiB (1572864
+// bytes)", "512 bytes".
+func Size(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB (" + strconv.FormatInt(n, 10) + " bytes)"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
