@@ -153,7 +153,7 @@ func (w *wave) refuseDowngrades() error {
 // and holds what it applies — and lists what the cluster holds of its objects.
 func (w *wave) begin(ctx context.Context) {
 	w.each(func(r *unitRun) {
-		if r.rec, r.same, r.err = w.d.begin(ctx, r.unit, r.old); r.err != nil {
+		if r.err = w.beginRecord(ctx, r); r.err != nil {
 			return
 		}
 		faultpoint.Hit("apply:recorded")
@@ -271,7 +271,7 @@ func (w *wave) settle(ctx context.Context) {
 			w.d.emit(Event{Type: PluginPruned, Wave: w.n, Plugin: r.unit.Plugin, Total: pruned})
 		}
 		faultpoint.Hit("apply:before-finish")
-		if err := w.d.finish(ctx, r.unit, r.rec, r.same, all, r.helm.Done); err != nil {
+		if err := w.finishRecord(ctx, r, all); err != nil {
 			r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
 		}
 	})
@@ -322,9 +322,9 @@ func (w *wave) recordFailures(ctx context.Context) {
 		}
 		var ue *UnitError
 		if errors.As(r.err, &ue) {
-			ue.Err = w.d.failed(ctx, w.n, r.unit, r.hist, r.rec, r.same, ue.Err, r.err.Error())
+			ue.Err = w.failRecord(ctx, r, ue.Err, r.err.Error())
 		} else {
-			r.err = w.d.failed(ctx, w.n, r.unit, r.hist, r.rec, r.same, r.err, r.err.Error())
+			r.err = w.failRecord(ctx, r, r.err, r.err.Error())
 		}
 	}
 }

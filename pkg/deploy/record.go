@@ -1,0 +1,218 @@
+package deploy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy/helm"
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+)
+
+// The release record of each unit of a wave: begun (old ∪ new) before anything
+// is applied, finished (narrowed, Ready) after the prune, or failed.
+
+// contentDigest identifies what a unit would apply: its objects (by the digest
+// stamped on each) and its Helm releases' charts and values.
+func contentDigest(u Unit) string {
+	lines := make([]string, 0, len(u.Objects)+len(u.Releases))
+	for _, o := range u.Objects {
+		lines = append(lines, kube.RefOf(o).Key()+" "+o.GetAnnotations()[AnnotationDigest])
+	}
+	for _, h := range u.Releases {
+		lines = append(lines, "helm "+h.Namespace+"/"+h.Name+" "+helm.ChartDigest(h.Chart)+" "+helm.ValuesDigest(h.Values))
+	}
+	slices.Sort(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func unitReleases(u Unit) []ReleaseRef {
+	if u.rollback != nil {
+		return slices.Clone(u.rollback.Releases)
+	}
+	return releaseRefs(u.Releases)
+}
+
+// beginRecord decides which revision the apply of r's unit records and writes
+// it, Applying, with old ∪ new as its inventory, before anything is applied.
+// Nothing is written when the newest revision is Ready with the same version,
+// package, values and content (r.same is then true and r.rec is a copy of r.old):
+// a re-apply is no new revision. A revision whose apply failed or was interrupted
+// is retried in place when the content is the same; anything else is a new
+// revision.
+func (w *wave) beginRecord(ctx context.Context, r *unitRun) error {
+	d, u, old := w.d, r.unit, r.old
+	if old != nil && old.Legacy {
+		// Stored as revision 1 in the store's own form before it is built on.
+		if err := d.store.Write(ctx, old, nil); err != nil {
+			return err
+		}
+	}
+	digest := contentDigest(u)
+	rels := unitReleases(u)
+	if u.rollback != nil {
+		digest = u.rollback.ContentDigest
+	}
+	sameContent := old != nil && u.rollback == nil && old.ContentDigest == digest && old.Version == u.Version &&
+		old.PackageDigest == u.Digest && old.ValuesDigest == u.ValuesDigest
+	widened := kube.Union(old.Inventory(), kube.RefsOf(u.Objects))
+	widenedRels := unionReleases(old.HelmReleases(), rels)
+	if sameContent && old.Phase == PhaseReady && len(widened) == len(old.Objects) && len(widenedRels) == len(old.Releases) {
+		r.rec, r.same = old.Clone(), true
+		return nil
+	}
+	rec := &Record{
+		Plugin: u.Plugin, Revision: 1, Version: u.Version, PackageDigest: u.Digest, ValuesDigest: u.ValuesDigest,
+		ContentDigest: digest, AllowDowngrade: u.AllowDowngrade, Requires: u.Requires,
+		Objects: widened, Releases: widenedRels, Phase: PhaseApplying,
+		Description: u.description, Started: time.Now().UTC().Round(time.Second),
+	}
+	switch {
+	case old == nil:
+		if rec.Description == "" {
+			rec.Description = "install " + u.Version
+		}
+	case sameContent:
+		rec.Revision, rec.HelmRevisions = old.Revision, old.HelmRevisions
+		if rec.Description == "" {
+			rec.Description = old.Description
+		}
+	default:
+		rec.Revision = old.Revision + 1
+		if rec.Description == "" {
+			rec.Description = describe(old, u)
+		}
+	}
+	objs := u.Objects
+	if objs == nil {
+		objs = []*unstructured.Unstructured{} // recorded too: a plugin of Helm releases only can be rolled back
+	}
+	if err := d.store.Write(ctx, rec, objs); err != nil {
+		return err
+	}
+	r.rec = rec
+	return nil
+}
+
+// describe says what moving from old to u is.
+func describe(old *Record, u Unit) string {
+	switch {
+	case older(old.Version, u.Version):
+		return "upgrade " + old.Version + " to " + u.Version
+	case older(u.Version, old.Version):
+		return "downgrade " + old.Version + " to " + u.Version
+	case old.ValuesDigest != u.ValuesDigest:
+		return "apply " + u.Version + ": values changed"
+	case old.PackageDigest != u.Digest:
+		return "apply " + u.Version + ": package changed"
+	}
+	return "apply " + u.Version + ": content changed"
+}
+
+// finishRecord narrows the revision to what the plugin now has and marks it
+// Ready. An unchanged re-apply writes nothing unless its result differs from the
+// record.
+func (w *wave) finishRecord(ctx context.Context, r *unitRun, all []ObjRef) error {
+	u, rec, same, done := r.unit, r.rec, r.same, r.helm.Done
+	next := rec.Clone()
+	next.Objects = kube.Union(nil, all)
+	next.Releases = unitReleases(u)
+	next.HelmRevisions = nil
+	for _, h := range done {
+		if v := h.Revision(); v != 0 {
+			if next.HelmRevisions == nil {
+				next.HelmRevisions = map[string]int{}
+			}
+			next.HelmRevisions[h.Ref().String()] = v
+		}
+	}
+	next.Phase, next.Message = PhaseReady, ""
+	if same && slices.Equal(next.Objects, rec.Objects) && slices.Equal(next.Releases, rec.Releases) &&
+		maps.Equal(next.HelmRevisions, rec.HelmRevisions) && rec.Phase == PhaseReady && rec.Message == "" {
+		return nil
+	}
+	next.Finished = time.Now().UTC().Round(time.Second)
+	return w.d.store.Write(ctx, next, nil)
+}
+
+// failRecord marks the revision an apply recorded Failed with the cause, and with
+// Options.RollbackOnFailure restores the plugin's previous Ready revision, or
+// uninstalls the plugin when it had none; the error says what was done.
+func (w *wave) failRecord(ctx context.Context, r *unitRun, cause error, msg string) error {
+	d, u, hist, rec := w.d, r.unit, r.hist, r.rec
+	// Record the failure even when ctx is done: a record that says Applying lies.
+	wctx := context.WithoutCancel(ctx)
+	if err := d.setPhase(wctx, rec.Clone(), PhaseFailed, msg); err != nil {
+		d.opts.Logger.Warn("could not record a failed apply", "plugin", u.Plugin, "error", err)
+	}
+	if !d.opts.RollbackOnFailure || u.rollback != nil || r.same || ctx.Err() != nil {
+		return cause
+	}
+	var prev *Record
+	for _, h := range slices.Backward(hist) {
+		if h.Revision < rec.Revision && h.Phase == PhaseReady {
+			prev = h
+			break
+		}
+	}
+	what := ""
+	var err error
+	switch {
+	case prev != nil && len(prev.Chunks) > 0:
+		what = fmt.Sprintf("rolled plugin %s back to revision %d (%s)", u.Plugin, prev.Revision, prev.Version)
+		_, err = d.rollbackTo(ctx, w.n, prev, fmt.Sprintf("rollback to %d: revision %d failed", prev.Revision, rec.Revision))
+	case prev != nil:
+		return fmt.Errorf("%w; not rolled back: revision %d of %s recorded no objects", cause, prev.Revision, u.Plugin)
+	case !slices.ContainsFunc(hist, func(h *Record) bool { return h.Phase == PhaseReady }):
+		// New, or never ready since it was installed.
+		what = fmt.Sprintf("uninstalled plugin %s, which was new", u.Plugin)
+		cur, _, rerr := state.Latest(wctx, d.store, u.Plugin)
+		if rerr == nil && cur != nil {
+			_, err = d.remove(ctx, cur)
+		} else {
+			err = rerr
+		}
+	default:
+		// Ready revisions exist, but only newer ones (this run retried an older
+		// revision in place): nothing earlier to go back to.
+		return fmt.Errorf("%w; not rolled back: %s has no Ready revision before %d", cause, u.Plugin, rec.Revision)
+	}
+	if err != nil {
+		return fmt.Errorf("%w; automatic rollback failed: %w", cause, err)
+	}
+	return fmt.Errorf("%w; %s", cause, what)
+}
+
+// setPhase rewrites the head of a revision with a new phase and message.
+func (d *Deployer) setPhase(ctx context.Context, r *Record, phase, msg string) error {
+	r.Phase, r.Message, r.Finished = phase, msg, time.Now().UTC().Round(time.Second)
+	return d.store.Write(ctx, r, nil)
+}
+
+func releaseRefs(rels []HelmRelease) []ReleaseRef {
+	out := make([]ReleaseRef, 0, len(rels))
+	for _, r := range rels {
+		out = append(out, ReleaseRef{Namespace: r.Namespace, Name: r.Name})
+	}
+	return kube.SortReleaseRefs(out)
+}
+
+// unionReleases returns a ∪ b, sorted.
+func unionReleases(a, b []ReleaseRef) []ReleaseRef {
+	out := slices.Clone(a)
+	for _, r := range b {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return kube.SortReleaseRefs(out)
+}
