@@ -60,7 +60,7 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 	if req.Stage != stage.Initialise || d.pkg.Manifest.Spec.Contributes == nil {
 		return &stage.Response{}, nil
 	}
-	r := &renderer{pkg: d.pkg, req: req}
+	r := &renderer{pkg: d.pkg, req: req, limits: newLimits(ctx)}
 	c := &model.Contribution{}
 	src := d.pkg.Manifest.Spec.Contributes
 	data := r.data(req.Values, nil)
@@ -142,9 +142,10 @@ func (d *Runtime) pools(m *model.Model, n v1alpha1.NodeContribution) []*model.Po
 }
 
 type renderer struct {
-	pkg *plugin.Package
-	req *stage.Request
-	l   diag.List
+	pkg    *plugin.Package
+	req    *stage.Request
+	limits *limits
+	l      diag.List
 }
 
 func (r *renderer) data(values map[string]any, pool *poolData) map[string]any {
@@ -192,7 +193,7 @@ func (r *renderer) renderInto(ptr string, src, out any, data map[string]any) boo
 func (r *renderer) walk(ptr string, v any, data map[string]any, ok *bool) any {
 	switch t := v.(type) {
 	case string:
-		s, err := execute(t, data)
+		s, err := r.limits.execute(t, data)
 		if err != nil {
 			r.errorf(ptr, "template: %v", err)
 			*ok = false
@@ -406,7 +407,7 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 			r.errorf(ptr, "read %s: %v", f, err)
 			continue
 		}
-		text, err := execute(string(b), data)
+		text, err := r.limits.execute(string(b), data)
 		if err != nil {
 			d := diag.Diagnostic{Severity: diag.Fatal, Plugin: r.pkg.Name, File: name, Message: "template: " + err.Error()}
 			if te, ok := errors.AsType[*templateError](err); ok {

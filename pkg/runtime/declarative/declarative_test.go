@@ -65,6 +65,11 @@ func TestErrorsAreLocated(t *testing.T) {
 			"m.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name.first }}\n"),
 		want: `plugins/a/m.yaml:4:18: template: at <.Values.name.first>: nil pointer evaluating interface {}.first`,
 	}, {
+		name: "output limit",
+		pkg: load(t, "spec: {contributes: {kubernetes: {manifests: [m.yaml]}}}\n",
+			"m.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {x: '{{ repeat 200000000 \"x\" }}'}\n"),
+		want: `plugins/a/m.yaml:4:14: template: at <repeat 200000000 "x">: error calling repeat: rendering stopped: a function would make 190.7 MiB (200000000 bytes), more than the output limit of 16 MiB per template`,
+	}, {
 		name: "not an object",
 		pkg: load(t, "spec: {contributes: {kubernetes: {manifests: [m.yaml]}}}\n",
 			"m.yaml", "apiVersion: v1\nkind: ConfigMap\n"),
