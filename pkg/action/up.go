@@ -87,8 +87,15 @@ func (u *Up) Run(ctx context.Context, path string) (*UpResult, diag.List) {
 				return nil, l
 			}
 			res.StateDir = opts.StateDir
-			if prov, err = local.New(opts); err != nil {
+			lp, err := local.New(opts)
+			if err != nil {
 				l.Errorf("", 0, 0, "", "%v", err)
+				return nil, l
+			}
+			prov = lp
+			// Refused at the field, before the provider writes or starts anything.
+			if err := lp.CheckKubernetesVersion(p.cluster.KubernetesVersion.String()); err != nil {
+				p.cluster.Errorf(&l, "/spec/kubernetesVersion", "%v", err)
 				return nil, l
 			}
 			in := p.renderInput(m)

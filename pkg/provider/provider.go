@@ -103,4 +103,8 @@ var (
 	// ErrHookFailed means an enforced node hook failed; the node did not join
 	// (beforeNodeup) or the phase failed.
 	ErrHookFailed = errors.New("node hook failed")
+	// ErrUnsupportedVersion means the provider cannot run the cluster's
+	// spec.kubernetesVersion; the error names the versions it can run. Nothing
+	// was started.
+	ErrUnsupportedVersion = errors.New("unsupported Kubernetes version")
 )

@@ -20,6 +20,15 @@
 // valid. A state directory of another StateVersion is refused with an error
 // wrapping provider.ErrIncompatibleState that says to run `kubeplug down --purge`.
 //
+// # Kubernetes version
+//
+// The provider runs the one Kubernetes version its control plane binaries were
+// built from (KubernetesVersions reads it from the binary's build information).
+// Up refuses any other spec.kubernetesVersion, a different patch release
+// included, with an error wrapping provider.ErrUnsupportedVersion that names the
+// version it runs, before it writes or starts anything: the rendered files name
+// the file's version, so running another would make them untrue.
+//
 // # Control-plane flags
 //
 // The model's flags of kube-apiserver, kube-controller-manager and

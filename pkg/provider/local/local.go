@@ -73,11 +73,44 @@ func (p *Provider) cpOptions() controlplane.Options {
 	}
 }
 
+// KubernetesVersions returns the Kubernetes versions the provider can run: the
+// one its control plane binaries were built from (see
+// controlplane.KubernetesVersion), such as ["1.37.1"].
+func (p *Provider) KubernetesVersions() ([]string, error) {
+	v, err := controlplane.KubernetesVersion(p.opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	return []string{v}, nil
+}
+
+// CheckKubernetesVersion returns an error wrapping
+// provider.ErrUnsupportedVersion, naming the versions the provider can run,
+// unless it can run Kubernetes version v (spec.kubernetesVersion). The patch
+// version must match too: the rendered files name v (image tags, the nodes'
+// configuration) and plugins' constraints were resolved against it, so running
+// another patch release would make them untrue.
+func (p *Provider) CheckKubernetesVersion(v string) error {
+	can, err := p.KubernetesVersions()
+	if err != nil {
+		return fmt.Errorf("check Kubernetes version %s: %w", v, err)
+	}
+	if slices.Contains(can, strings.TrimPrefix(v, "v")) {
+		return nil
+	}
+	return fmt.Errorf("%w %s: the local provider runs Kubernetes %s only, the version its control plane binaries were built from; set spec.kubernetesVersion to it",
+		provider.ErrUnsupportedVersion, v, strings.Join(can, ", "))
+}
+
 // Up implements provider.Provider; see the package doc for what it does on
-// this machine.
+// this machine. A d.KubernetesVersion the provider cannot run is refused
+// before anything is written or started (CheckKubernetesVersion).
 func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Cluster, error) {
 	if d == nil || d.Model == nil {
 		return nil, errors.New("local provider: up: no model")
+	}
+	if err := p.CheckKubernetesVersion(d.KubernetesVersion); err != nil {
+		return nil, err
 	}
 	if entries, err := os.ReadDir(p.opts.StateDir); err == nil && slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() != lockFile }) && !isStateDir(p.opts.StateDir) {
 		return nil, fmt.Errorf("state directory %s is not empty and holds no %s: not a kubeplug state directory, left alone; choose another --state-dir", p.opts.StateDir, StateFile)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,12 +102,30 @@ func desired(ctx context.Context, t *testing.T, s spec) *provider.Desired {
 			Hooks: []model.Hook{{Name: "install", At: nodeagent.PhaseBeforeNodeup, Script: "#!/bin/sh\necho disk full >&2\nexit 1\n"}},
 		}}})
 	}
-	in := render.Input{ClusterName: "test", KubernetesVersion: "1.37.2", Model: m}
+	version := builtVersion(t)
+	in := render.Input{ClusterName: "test", KubernetesVersion: version, Model: m}
 	machines, diags := render.Machines(ctx, in)
 	if diags.HasFatal() {
 		t.Fatalf("render machines: %s", diags)
 	}
-	return &provider.Desired{ClusterName: "test", KubernetesVersion: "1.37.2", Model: m, Machines: machines}
+	return &provider.Desired{ClusterName: "test", KubernetesVersion: version, Model: m, Machines: machines}
+}
+
+// builtVersion is the one Kubernetes version the local provider can run.
+func builtVersion(t *testing.T) string {
+	t.Helper()
+	p, err := local.New(local.Options{ClusterName: "version", StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := p.KubernetesVersions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 1 {
+		t.Fatalf("KubernetesVersions = %v, want the one built version", vs)
+	}
+	return vs[0]
 }
 
 func newProvider(t *testing.T, dir string, port int) *local.Provider {
@@ -534,5 +553,38 @@ func TestDownNotRunning(t *testing.T) {
 	}
 	if _, err := os.Stat(outside); err != nil {
 		t.Errorf("file outside the state dir: %v", err)
+	}
+}
+
+// TestUnsupportedVersion: a version other than the built one, patch releases
+// included, is refused before anything is written, naming the one it runs.
+func TestUnsupportedVersion(t *testing.T) {
+	built := builtVersion(t)
+	v, err := semver.StrictNewVersion(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{v.IncPatch().String(), v.IncMinor().String(), "1.30.0"} {
+		t.Run(want, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			p := newProvider(t, dir, 0)
+			d := desired(t.Context(), t, spec{workers: 1})
+			d.KubernetesVersion = want
+			_, err := p.Up(t.Context(), d)
+			if !errors.Is(err, provider.ErrUnsupportedVersion) {
+				t.Fatalf("up %s = %v, want ErrUnsupportedVersion", want, err)
+			}
+			for _, s := range []string{want, "runs Kubernetes " + built + " only"} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("state dir after a refused up: %v, want none", err)
+			}
+		})
+	}
+	if err := newProvider(t, t.TempDir(), 0).CheckKubernetesVersion("v" + built); err != nil {
+		t.Errorf("check v%s = %v, want accepted", built, err)
 	}
 }
