@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,7 +130,11 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	}
 	svcIP := append(net.IP(nil), svcNet.IP.To4()...)
 	svcIP[3]++
-	if c.pki, err = ensurePKI(filepath.Join(c.dataDir, "pki"), svcIP); err != nil {
+	pkiDir := c.opts.PKIDir
+	if pkiDir == "" {
+		pkiDir = filepath.Join(c.dataDir, "pki")
+	}
+	if c.pki, err = ensurePKI(pkiDir, svcIP); err != nil {
 		return err
 	}
 	if err := c.choosePorts(); err != nil {
@@ -363,6 +368,10 @@ func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 		{"tls-private-key-file", p(servingKey)},
 		{"leader-elect", "false"},
 	}, o.SchedulerFlags, o.FeatureGates)
+	// The caller's complete command lines replace everything above.
+	for comp, a := range o.Args {
+		args[comp] = slices.Clone(a)
+	}
 	args[Kwok] = buildArgs([]flag{
 		{"kubeconfig", c.kubeconfig},
 		{"manage-all-nodes", "false"},
@@ -374,38 +383,26 @@ func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 	return args
 }
 
-// choosePorts picks every component's port: the API server's from
-// Options.APIServerPort or a detached cluster's record, the others from the
-// record when still free. A detached data directory whose control plane still
-// runs is ErrRunning.
+// choosePorts picks every component's port: Options.Ports, else the API
+// server's from Options.APIServerPort or a detached cluster's record, the
+// others from the record when still free. A detached data directory whose
+// control plane still runs is ErrRunning.
 func (c *ControlPlane) choosePorts() error {
 	st, err := readState(c.dataDir)
 	if err != nil {
 		return err
 	}
-	want := map[string]int{}
 	if st != nil {
 		if alive := st.alive(); len(alive) > 0 {
 			return fmt.Errorf("start control plane in %s: %w (pids %v)", c.dataDir, ErrRunning, pids(alive))
 		}
-		want = st.Ports
 	}
-	if c.opts.APIServerPort != 0 {
-		want[string(APIServer)] = c.opts.APIServerPort
-	}
-	keys := []string{etcdPeer}
-	for _, comp := range startOrder {
-		keys = append(keys, string(comp))
-	}
-	ports, err := allocatePorts(keys, want, map[string]bool{string(APIServer): want[string(APIServer)] != 0})
+	ports, err := choosePorts(st, c.opts.APIServerPort, c.opts.Ports)
 	if err != nil {
 		return fmt.Errorf("start control plane: %w", err)
 	}
-	c.ports = map[Component]int{}
-	for _, comp := range startOrder {
-		c.ports[comp] = ports[string(comp)]
-	}
-	c.etcdPeerPort = ports[etcdPeer]
+	c.ports = ports.Components
+	c.etcdPeerPort = ports.EtcdPeer
 	return nil
 }
 
@@ -573,8 +570,16 @@ func (c *ControlPlane) writeKubeconfig() error {
 	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
 	cfg.CurrentContext = name
 	c.kubeconfig = filepath.Join(c.dataDir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, c.kubeconfig); err != nil {
-		return fmt.Errorf("write kubeconfig %s: %w", c.kubeconfig, err)
+	for _, path := range []string{c.kubeconfig, c.opts.ComponentKubeconfig} {
+		if path == "" {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("write kubeconfig %s: %w", path, err)
+		}
+		if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+			return fmt.Errorf("write kubeconfig %s: %w", path, err)
+		}
 	}
 	rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
 	if err != nil {

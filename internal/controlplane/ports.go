@@ -3,6 +3,7 @@ package controlplane
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,84 @@ import (
 
 // portKey names a port in state.json: a component's main port, or etcd's peer port.
 const etcdPeer = "etcd-peer"
+
+// Ports are the loopback ports of a control plane: every component's main port
+// (etcd's client port, the secure ports of kube-apiserver,
+// kube-controller-manager and kube-scheduler, kwok's health port) and etcd's
+// peer port.
+type Ports struct {
+	Components map[Component]int
+	EtcdPeer   int
+}
+
+// ChoosePorts returns the ports Start with opts would use, so that a caller can
+// name them in Options.Args before anything starts: the recorded ports of the
+// control plane running in opts.DataDir, else the ports Start chooses
+// (Options.APIServerPort, a detached cluster's recorded ports while free, free
+// ports). Another process may take a free port before Start binds it; Start
+// then fails with an error wrapping ErrPortInUse.
+func ChoosePorts(opts Options) (Ports, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return Ports{}, err
+	}
+	var st *stateFile
+	if opts.DataDir != "" {
+		if st, err = readState(opts.DataDir); err != nil {
+			return Ports{}, err
+		}
+	}
+	if st != nil && len(st.alive()) > 0 {
+		return st.ports(), nil
+	}
+	return choosePorts(st, opts.APIServerPort, nil)
+}
+
+// ports returns the recorded ports.
+func (st *stateFile) ports() Ports {
+	p := Ports{Components: map[Component]int{}, EtcdPeer: st.Ports[etcdPeer]}
+	for _, comp := range startOrder {
+		p.Components[comp] = st.Ports[string(comp)]
+	}
+	return p
+}
+
+// choosePorts picks every port: fixed ones (each must be free), else the API
+// server's apiServerPort (which must be free), else st's recorded ports while
+// free, else free ports.
+func choosePorts(st *stateFile, apiServerPort int, fixed *Ports) (Ports, error) {
+	want, must := map[string]int{}, map[string]bool{}
+	if st != nil {
+		maps.Copy(want, st.Ports)
+	}
+	if apiServerPort != 0 {
+		want[string(APIServer)] = apiServerPort
+	}
+	// The API server keeps its port, so that kubeconfigs stay valid.
+	must[string(APIServer)] = want[string(APIServer)] != 0
+	if fixed != nil {
+		want = map[string]int{etcdPeer: fixed.EtcdPeer}
+		for comp, port := range fixed.Components {
+			want[string(comp)] = port
+		}
+		for k := range want {
+			must[k] = true
+		}
+	}
+	keys := []string{etcdPeer}
+	for _, comp := range startOrder {
+		keys = append(keys, string(comp))
+	}
+	got, err := allocatePorts(keys, want, must)
+	if err != nil {
+		return Ports{}, fmt.Errorf("choose control plane ports: %w", err)
+	}
+	out := Ports{Components: map[Component]int{}, EtcdPeer: got[etcdPeer]}
+	for _, comp := range startOrder {
+		out.Components[comp] = got[string(comp)]
+	}
+	return out, nil
+}
 
 // allocatePorts returns a loopback port for every key. A key in want gets that
 // port if it is free; if it is not, a key in fixed fails with an error wrapping

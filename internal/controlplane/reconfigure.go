@@ -17,6 +17,9 @@ const reconfigureGrace = time.Second
 // Flags are the settings of a running control plane that Reconfigure changes;
 // they mean what the Options fields of the same names mean.
 type Flags struct {
+	// Args, as Options.Args, replace the command lines of the components they
+	// name entirely.
+	Args                   map[Component][]string
 	APIServerFlags         map[string]string
 	ControllerManagerFlags map[string]string
 	SchedulerFlags         map[string]string
@@ -41,6 +44,7 @@ func (c *ControlPlane) Reconfigure(ctx context.Context, f Flags) ([]Component, e
 	next.ControllerManagerFlags = maps.Clone(f.ControllerManagerFlags)
 	next.SchedulerFlags = maps.Clone(f.SchedulerFlags)
 	next.FeatureGates = maps.Clone(f.FeatureGates)
+	next.Args = cloneArgs(f.Args)
 	args := c.computeArgs(next)
 	c.mu.Unlock()
 
@@ -64,6 +68,7 @@ func (c *ControlPlane) Reconfigure(ctx context.Context, f Flags) ([]Component, e
 	c.mu.Lock()
 	c.opts.APIServerFlags, c.opts.ControllerManagerFlags = next.APIServerFlags, next.ControllerManagerFlags
 	c.opts.SchedulerFlags, c.opts.FeatureGates = next.SchedulerFlags, next.FeatureGates
+	c.opts.Args = next.Args
 	c.mu.Unlock()
 	return restarted, nil
 }

@@ -15,7 +15,7 @@ import (
 // StateVersion is the version of DataDir/state.json this package writes and
 // reads. It changes whenever a detached control plane written by an older
 // kubeplug could not be attached to or restarted correctly.
-const StateVersion = 1
+const StateVersion = 2
 
 // StateFile is the name of the record of a detached control plane in DataDir.
 const StateFile = "state.json"
@@ -31,6 +31,9 @@ type stateFile struct {
 	Components map[Component]componentState `json:"components,omitempty"`
 	// Args are the command lines, kept after Stop too.
 	Args map[Component][]string `json:"args,omitempty"`
+	// PKIDir and ComponentKubeconfig are Options' (PKIDir with its default).
+	PKIDir              string `json:"pkiDir"`
+	ComponentKubeconfig string `json:"componentKubeconfig,omitempty"`
 }
 
 type componentState struct {
@@ -112,6 +115,9 @@ func (c *ControlPlane) saveStateLocked() error {
 		Ports:       map[string]int{etcdPeer: c.etcdPeerPort},
 		Components:  map[Component]componentState{},
 		Args:        c.args,
+
+		PKIDir:              c.pki.dir,
+		ComponentKubeconfig: c.opts.ComponentKubeconfig,
 	}
 	for comp, port := range c.ports {
 		st.Ports[string(comp)] = port
@@ -126,7 +132,8 @@ func (c *ControlPlane) saveStateLocked() error {
 // started by Start with Detach in this or another process. It checks that every
 // recorded component still runs (same pid and start time) and that the API
 // server is ready, within opts.StartTimeout. Of opts it uses DataDir (required),
-// Logger, StopGracePeriod and StartTimeout; the flags are the recorded ones.
+// Logger, StopGracePeriod and StartTimeout; the command lines, PKIDir and
+// ComponentKubeconfig are the recorded ones.
 //
 // The error wraps ErrNotRunning when no recorded process runs, ErrDegraded when
 // some do but not all or the API server is not ready (StopDetached ends the
@@ -159,12 +166,13 @@ func Attach(ctx context.Context, opts Options) (*ControlPlane, error) {
 	if st.ContextName != "" {
 		opts.ContextName = st.ContextName
 	}
+	opts.PKIDir, opts.ComponentKubeconfig = st.PKIDir, st.ComponentKubeconfig
 	c := &ControlPlane{
 		opts:    opts,
 		log:     opts.Logger,
 		binDir:  st.BinDir,
 		dataDir: dataDir,
-		pki:     pki{dir: filepath.Join(dataDir, "pki")},
+		pki:     pki{dir: st.PKIDir},
 		procs:   procs,
 		nodeSeq: map[string]int{},
 		args:    st.Args,

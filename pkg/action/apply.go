@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
 	"github.com/kubeplug/kubeplug/pkg/check"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
@@ -118,6 +119,9 @@ func (a *Apply) Run(ctx context.Context, path string) (*ApplyResult, diag.List) 
 // rendered state before the first wave is deployed, and run the machines' after-deploy
 // work once every wave is.
 type lifecycle struct {
+	// loaded, when set, runs with the loaded cluster file before anything is
+	// resolved; a fatal diagnostic stops the run.
+	loaded func(ctx context.Context, cl *config.Cluster) diag.List
 	// bringUp runs once, with the finished model, before the first wave; it returns
 	// the cluster's REST config.
 	bringUp func(ctx context.Context, p *prepared, m *model.Model) (*rest.Config, diag.List)
@@ -127,7 +131,7 @@ type lifecycle struct {
 
 func (a *Apply) run(ctx context.Context, path string, lc lifecycle) (*ApplyResult, diag.List) {
 	start := time.Now()
-	p, l := a.cfg.prepare(ctx, path, false)
+	p, l := a.cfg.prepareWith(ctx, path, false, lc.loaded)
 	if p == nil {
 		return nil, l
 	}

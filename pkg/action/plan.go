@@ -55,9 +55,21 @@ func (p *prepared) close() {
 // prepare loads the cluster file and its sources and resolves the plan. redact makes
 // the engine render with sensitive values hidden (for files and reports).
 func (c *Config) prepare(ctx context.Context, file string, redact bool) (*prepared, diag.List) {
+	return c.prepareWith(ctx, file, redact, nil)
+}
+
+// prepareWith is prepare with a hook that may refuse or complete the loaded
+// cluster before anything is resolved (kubeplug up: the provider's checks and
+// machine facts).
+func (c *Config) prepareWith(ctx context.Context, file string, redact bool, loaded func(context.Context, *config.Cluster) diag.List) (*prepared, diag.List) {
 	cl, l := config.Load(file)
 	if cl == nil {
 		return nil, l
+	}
+	if loaded != nil {
+		if l = append(l, loaded(ctx, cl)...); l.HasFatal() {
+			return nil, l
+		}
 	}
 	idx, il := c.LoadIndex(ctx, cl.Sources()...)
 	l = append(l, il...)

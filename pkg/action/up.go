@@ -2,12 +2,16 @@ package action
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/rest"
 
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
@@ -57,12 +61,40 @@ type UpResult struct {
 func (u *Up) Run(ctx context.Context, path string) (*UpResult, diag.List) {
 	start := time.Now()
 	res := &UpResult{Versions: map[string]string{}, Contributed: map[string]map[string]int{}}
-	var prov provider.Provider
+	var prov *local.Provider
 	lc := lifecycle{
+		// The provider is chosen, checks the Kubernetes version and gives the
+		// control-plane plugin its machine facts before anything resolves.
+		loaded: func(ctx context.Context, cl *config.Cluster) diag.List {
+			var l diag.List
+			spec := cl.Spec
+			res.Cluster = spec.Metadata.Name
+			if pr := spec.Spec.Provider; pr != nil && pr.Local == nil {
+				cl.Errorf(&l, "/spec/provider", "kubeplug up knows the local provider only")
+				return l
+			}
+			opts := local.Options{StateDir: u.StateDir, ClusterName: res.Cluster, Events: u.ProviderEvents, Logger: u.Apply.cfg.logger()}
+			if pr := spec.Spec.Provider; pr != nil && pr.Local != nil {
+				opts.APIServerPort = pr.Local.APIServerPort
+			}
+			var err error
+			if opts.StateDir, err = stateDir(u.StateDir, res.Cluster); err != nil {
+				l.Errorf("", 0, 0, "", "%v", err)
+				return l
+			}
+			res.StateDir = opts.StateDir
+			if prov, err = local.New(opts); err != nil {
+				l.Errorf("", 0, 0, "", "%v", err)
+				return l
+			}
+			if err := prov.CheckKubernetesVersion(cl.KubernetesVersion.String()); err != nil {
+				cl.Errorf(&l, "/spec/kubernetesVersion", "%v", err)
+				return l
+			}
+			return append(l, machineFacts(cl, prov)...)
+		},
 		bringUp: func(ctx context.Context, p *prepared, m *model.Model) (*rest.Config, diag.List) {
 			var l diag.List
-			spec := p.cluster.Spec
-			res.Cluster = spec.Metadata.Name
 			doc := p.plan.Doc(m)
 			for _, pl := range doc.Plugins {
 				res.Versions[pl.Name] = pl.Version
@@ -72,31 +104,6 @@ func (u *Up) Run(ctx context.Context, path string) (*UpResult, diag.List) {
 					res.Contributed[c.Plugin] = map[string]int{}
 				}
 				res.Contributed[c.Plugin][c.Kind]++
-			}
-			if pr := spec.Spec.Provider; pr != nil && pr.Local == nil {
-				l.Errorf(p.cluster.File, 0, 0, "spec.provider", "kubeplug up knows the local provider only")
-				return nil, l
-			}
-			opts := local.Options{StateDir: u.StateDir, ClusterName: res.Cluster, Events: u.ProviderEvents, Logger: u.Apply.cfg.logger()}
-			if pr := spec.Spec.Provider; pr != nil && pr.Local != nil {
-				opts.APIServerPort = pr.Local.APIServerPort
-			}
-			var err error
-			if opts.StateDir, err = stateDir(u.StateDir, res.Cluster); err != nil {
-				l.Errorf("", 0, 0, "", "%v", err)
-				return nil, l
-			}
-			res.StateDir = opts.StateDir
-			lp, err := local.New(opts)
-			if err != nil {
-				l.Errorf("", 0, 0, "", "%v", err)
-				return nil, l
-			}
-			prov = lp
-			// Refused at the field, before the provider writes or starts anything.
-			if err := lp.CheckKubernetesVersion(p.cluster.KubernetesVersion.String()); err != nil {
-				p.cluster.Errorf(&l, "/spec/kubernetesVersion", "%v", err)
-				return nil, l
 			}
 			in := p.renderInput(m)
 			machines, ml := render.Machines(ctx, in)
@@ -135,6 +142,45 @@ func (u *Up) Run(ctx context.Context, path string) (*UpResult, diag.List) {
 		return nil, l
 	}
 	return res, l
+}
+
+// CorePlugin is the built-in plugin the control plane's flags come from.
+const CorePlugin = "control-plane"
+
+// machineFacts sets the control-plane plugin's "machine" value to the local
+// provider's facts (address, ports, certificate paths), so that its flags and
+// the static Pods rendered from them are the command lines the provider runs.
+// The local provider has no other source of the control plane's flags, so a
+// cluster file that does not enable the plugin is refused.
+func machineFacts(cl *config.Cluster, prov *local.Provider) diag.List {
+	var l diag.List
+	i := slices.IndexFunc(cl.Enabled(), func(r v1alpha1.PluginRef) bool { return r.Name == CorePlugin })
+	if i < 0 {
+		cl.Errorf(&l, "/spec/plugins", "the local provider runs the control plane with the flags of the built-in %s plugin: enable it (spec.plugins.enabled: [{name: %s}])", CorePlugin, CorePlugin)
+		return l
+	}
+	facts, err := prov.Facts()
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return l
+	}
+	// As decoded from a file, so that the values schema sees JSON numbers.
+	b, err := json.Marshal(facts)
+	var machine map[string]any
+	if err == nil {
+		err = json.Unmarshal(b, &machine)
+	}
+	if err != nil {
+		l.Errorf("", 0, 0, "", "encode the machine facts: %v", err)
+		return l
+	}
+	ref := &cl.Spec.Spec.Plugins.Enabled[i]
+	ref.Values = maps.Clone(ref.Values)
+	if ref.Values == nil {
+		ref.Values = v1alpha1.Values{}
+	}
+	ref.Values["machine"] = machine
+	return l
 }
 
 // Down stops a local cluster: it uninstalls the plugins in reverse dependency order

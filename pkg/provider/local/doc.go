@@ -9,8 +9,9 @@
 // Options.StateDir), and nothing outside it is written or removed:
 //
 //	provider.json                   the nodes of the last Up; marks the directory as kubeplug's
-//	controlplane/                   etcd data, certificates, kubeconfig, logs/, state.json (pids, ports, flags)
-//	machines/<node>/root/           the node's "/": its rendered files, unit files, hook scripts, the agent's reports and state
+//	controlplane/                   etcd data, the cluster-admin kubeconfig, logs/, state.json (pids, ports, command lines)
+//	machines/<node>/root/           the node's "/": its rendered files, unit files, hook scripts, the agent's reports and state;
+//	                                on control-plane-0 also etc/kubernetes/pki and etc/kubernetes/admin.conf
 //	machines/<node>/files.json      the files written under root, so files a new render drops are removed
 //
 // The control plane runs detached: its processes outlive `kubeplug up`, and a
@@ -31,22 +32,37 @@
 //
 // # Control-plane flags
 //
-// The model's flags of kube-apiserver, kube-controller-manager and
-// kube-scheduler, and its feature gates, are passed to the components and
-// replace the local control plane's own defaults of the same name (so a plugin
-// can break the cluster by setting, say, --secure-port). A flag that changed
-// restarts only its component, on the same port with the same certificates.
+// The provider adds no flag of its own: kube-apiserver, kube-controller-manager
+// and kube-scheduler run exactly the commands of the static Pods rendered on
+// the control-plane machine (render.StaticPodDir), which the built-in
+// control-plane plugin and every other plugin contributed through the model. The
+// provider only supplies facts about the machine (Facts): the loopback address,
+// the components' ports (those of the running cluster, else the ones it had,
+// else free ones), the etcd servers, and where the certificates
+// (/etc/kubernetes/pki) and the components' kubeconfig
+// (/etc/kubernetes/admin.conf) are on the machine. `kubeplug up` passes them as
+// the control-plane plugin's "machine" value before anything resolves, so the
+// static Pods it renders are the command lines that run; Up refuses static Pods
+// rendered for other ports. etcd and kwok (the simulated kubelets) are not
+// control-plane components of the model: the provider configures them itself.
+// A flag that changed restarts only its component, on the same port with the
+// same certificates.
 //
 // The control-plane pool's rendered files are written under
-// machines/control-plane-0/root. A flag value that is a clean absolute path is a
-// path on the control-plane machine, as it is for the rendered static Pods:
-// when it lies under a volume's mountPath it is first mapped to the volume's
-// hostPath, and the result is rewritten to the same path under that root. So
-// --audit-policy-file=/etc/kubernetes/audit/policy.yaml reads the policy a plugin
-// contributed as a node file, and --audit-log-path=/var/log/kubernetes/audit.log
-// writes under the root. The volumes' host directories and the parent directory
-// of every rewritten path are created. Paths inside files (a structured
-// authentication config naming a CA file) are not rewritten.
+// machines/control-plane-0/root, and so are the certificates, keys and the
+// components' kubeconfig (they never appear in rendered files, only their
+// paths). A flag value that is a clean absolute path (no ',', '=' or space) is a
+// path on the control-plane machine: when it lies under a volume's mountPath it
+// is first mapped to the volume's hostPath (the longest mountPath wins), and the
+// result is rewritten to the same path under that root. That is the one
+// difference between a static Pod's command and the process's arguments. So
+// --tls-cert-file=/etc/kubernetes/pki/apiserver.crt reads the provider's
+// certificate, --audit-policy-file=/etc/kubernetes/audit/policy.yaml reads the
+// policy a plugin contributed as a node file, and
+// --audit-log-path=/var/log/kubernetes/audit.log writes under the root. The
+// volumes' host directories and the parent directory of every rewritten path
+// are created. Paths inside files (a structured authentication config naming a
+// CA file) are not rewritten.
 //
 // # Nodes
 //

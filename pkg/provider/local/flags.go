@@ -8,82 +8,140 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
-// controlPlaneFlags turns the model's control-plane flags, volumes and feature
-// gates into the local control plane's flags, with every path on the
-// control-plane machine moved under root (see the package doc). It creates the
-// volumes' host directories and the parent directories of rewritten paths under
-// root, so that a flag naming a file to write (an audit log) works.
-func controlPlaneFlags(m *model.Model, root string) (controlplane.Flags, error) {
-	gates := map[string]bool{}
-	for g, s := range m.ControlPlane.FeatureGates {
-		gates[g] = s.Value
+// Facts about the control-plane machine that are the same on every local
+// cluster; the ports are chosen per cluster (see Provider.Facts). The paths are
+// paths on the control-plane machine, under its root in the state directory.
+const (
+	factAddress    = "127.0.0.1"
+	factPKIDir     = "/etc/kubernetes/pki"
+	factKubeconfig = "/etc/kubernetes/admin.conf"
+)
+
+// Facts returns the facts about the control-plane machine that the built-in
+// control-plane plugin reads from its "machine" value (see its values schema):
+// the loopback address, the components' ports, the etcd servers, and where the
+// certificates and the components' kubeconfig are on the machine. The ports are
+// those of the running cluster, else the ones it had (the API server's from
+// Options.APIServerPort if set), else free ones; Up starts the control plane on
+// the ports of the last Facts. Facts starts nothing.
+func (p *Provider) Facts() (map[string]any, error) {
+	ports, err := controlplane.ChoosePorts(p.cpOptions())
+	if err != nil {
+		return nil, fmt.Errorf("choose the control plane's ports: %w", err)
 	}
-	per := map[string]map[string]string{}
-	for _, name := range model.Components {
-		c := m.ControlPlane.Components[name]
-		flags := map[string]string{}
-		per[name] = flags
-		if c == nil {
-			continue
+	p.ports = &ports
+	return factsOf(ports), nil
+}
+
+func factsOf(ports controlplane.Ports) map[string]any {
+	return map[string]any{
+		"address": factAddress,
+		"ports": map[string]any{
+			"apiServer":         ports.Components[controlplane.APIServer],
+			"controllerManager": ports.Components[controlplane.ControllerManager],
+			"scheduler":         ports.Components[controlplane.Scheduler],
+		},
+		"etcdServers": "http://" + factAddress + ":" + strconv.Itoa(ports.Components[controlplane.Etcd]),
+		"pkiDir":      factPKIDir,
+		"kubeconfig":  factKubeconfig,
+	}
+}
+
+// staticPodArgs returns the command lines of kube-apiserver,
+// kube-controller-manager and kube-scheduler: the commands of their rendered
+// static Pods (render.StaticPodDir on the control-plane machine m) without the
+// binary, each path on the machine moved under root by machinePath. It creates
+// the volumes' host directories and the parent directories of rewritten paths
+// under root, so that a flag naming a file to write (an audit log) works.
+func staticPodArgs(m *render.Machine, root string) (map[controlplane.Component][]string, error) {
+	files := map[string][]byte{}
+	if m != nil {
+		for _, f := range m.Files {
+			files[f.Path] = f.Content
 		}
-		for vn, v := range c.Volumes {
-			host := underRoot(root, v.HostPath)
+	}
+	out := map[controlplane.Component][]string{}
+	for _, name := range model.Components {
+		file := path.Join(render.StaticPodDir, name+".yaml")
+		b, ok := files[file]
+		if !ok {
+			return nil, fmt.Errorf("control-plane machine: no static Pod %s for %s", file, name)
+		}
+		var pod corev1.Pod
+		if err := yaml.Unmarshal(b, &pod); err != nil {
+			return nil, fmt.Errorf("control-plane machine: decode static Pod %s: %w", file, err)
+		}
+		if len(pod.Spec.Containers) != 1 || len(pod.Spec.Containers[0].Command) == 0 || pod.Spec.Containers[0].Command[0] != name {
+			return nil, fmt.Errorf("control-plane machine: static Pod %s: expected one container running %s", file, name)
+		}
+		volumes := map[string]string{} // mountPath -> hostPath
+		for _, v := range pod.Spec.Volumes {
+			if v.HostPath == nil {
+				continue
+			}
+			for _, vm := range pod.Spec.Containers[0].VolumeMounts {
+				if vm.Name == v.Name {
+					volumes[vm.MountPath] = v.HostPath.Path
+				}
+			}
+			host := underRoot(root, v.HostPath.Path)
 			if fi, err := os.Stat(host); err == nil && !fi.IsDir() {
 				continue // a file of the machine mounted as a file
 			}
 			if err := os.MkdirAll(host, 0o755); err != nil {
-				return controlplane.Flags{}, fmt.Errorf("controlPlane.%s.volumes.%s (plugin %s): create %s: %w", name, vn, v.By, host, err)
+				return nil, fmt.Errorf("static Pod %s: volume %s: create %s: %w", file, v.Name, host, err)
 			}
 		}
-		for f, s := range c.Flags {
-			f = strings.TrimLeft(f, "-")
-			if f == "feature-gates" {
-				// The renderer merged and checked these against the gates.
-				for _, kv := range strings.Split(s.Value, ",") {
-					k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
-					if b, err := strconv.ParseBool(v); err == nil && k != "" {
-						gates[k] = b
+		var args []string
+		for _, arg := range pod.Spec.Containers[0].Command[1:] {
+			flag, value, ok := strings.Cut(arg, "=")
+			if ok {
+				var rewritten bool
+				if value, rewritten = machinePath(value, volumes, root); rewritten {
+					if err := os.MkdirAll(filepath.Dir(value), 0o755); err != nil {
+						return nil, fmt.Errorf("static Pod %s: %s: create the directory of %s: %w", file, flag, value, err)
 					}
 				}
-				continue
+				arg = flag + "=" + value
 			}
-			value, rewritten := machinePath(s.Value, c.Volumes, root)
-			if rewritten {
-				if err := os.MkdirAll(filepath.Dir(value), 0o755); err != nil {
-					return controlplane.Flags{}, fmt.Errorf("controlPlane.%s.flags.%s (plugin %s): create the directory of %s: %w", name, f, s.By, value, err)
-				}
-			}
-			flags[f] = value
+			args = append(args, arg)
 		}
+		out[controlplane.Component(name)] = args
 	}
-	if len(gates) == 0 {
-		gates = nil
-	}
-	return controlplane.Flags{
-		APIServerFlags:         per[model.KubeAPIServer],
-		ControllerManagerFlags: per[model.KubeControllerManager],
-		SchedulerFlags:         per[model.KubeScheduler],
-		FeatureGates:           gates,
-	}, nil
+	return out, nil
 }
 
 // machinePath maps a flag value that is a clean absolute path on the
 // control-plane machine under root: through the volume whose mountPath holds it
 // (the longest) to its hostPath, else as it is. Any other value is unchanged.
-func machinePath(v string, volumes map[string]model.Volume, root string) (string, bool) {
+func machinePath(v string, volumes map[string]string, root string) (string, bool) {
 	if !strings.HasPrefix(v, "/") || path.Clean(v) != v || strings.ContainsAny(v, ",= \t\n") {
 		return v, false
 	}
 	host, best := v, -1
-	for _, vol := range volumes {
-		mp := path.Clean(vol.MountPath)
+	for mount, hostPath := range volumes {
+		mp := path.Clean(mount)
 		if (v == mp || strings.HasPrefix(v, strings.TrimSuffix(mp, "/")+"/")) && len(mp) > best {
-			host, best = path.Join(vol.HostPath, strings.TrimPrefix(v, mp)), len(mp)
+			host, best = path.Join(hostPath, strings.TrimPrefix(v, mp)), len(mp)
 		}
 	}
 	return underRoot(root, host), true
+}
+
+// flagValue returns the value of --name in args.
+func flagValue(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

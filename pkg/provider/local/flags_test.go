@@ -3,13 +3,19 @@ package local
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
-func TestControlPlaneFlags(t *testing.T) {
+// TestStaticPodArgs: the command lines come from the rendered static Pods, with
+// every clean absolute path moved under the machine root, through the volume
+// whose mountPath holds it.
+func TestStaticPodArgs(t *testing.T) {
 	root := t.TempDir()
 	m := model.New()
 	m.ControlPlane.FeatureGates = map[string]model.Setting[bool]{"A": {Value: true}}
@@ -27,33 +33,39 @@ func TestControlPlaneFlags(t *testing.T) {
 		"not-clean":                {Value: "/etc/../x"},
 		"feature-gates":            {Value: "B=false"},
 	}
-	f, err := controlPlaneFlags(m, root)
+	m.ControlPlane.Components[model.KubeScheduler].Flags = map[string]model.Setting[string]{"kubeconfig": {Value: "/etc/kubernetes/admin.conf"}}
+	machines, diags := render.Machines(t.Context(), render.Input{ClusterName: "t", KubernetesVersion: "1.37.1", Model: m})
+	if diags.HasFatal() {
+		t.Fatal(diags)
+	}
+	args, err := staticPodArgs(machines[model.ControlPlanePool], root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{
-		"audit-log-path":           filepath.Join(root, "var/log/kubernetes/api.log"),
-		"audit-webhook-config":     filepath.Join(root, "srv/audit/hook.yaml"),
-		"audit-policy-file":        filepath.Join(root, "etc/kubernetes/policy.yaml"),
-		"oidc-issuer-url":          "https://issuer.example",
-		"enable-admission-plugins": "AlwaysPullImages",
-		"not-clean":                "/etc/../x",
+	want := map[controlplane.Component][]string{
+		controlplane.APIServer: {
+			"--audit-log-path=" + filepath.Join(root, "var/log/kubernetes/api.log"),
+			"--audit-policy-file=" + filepath.Join(root, "etc/kubernetes/policy.yaml"),
+			"--audit-webhook-config=" + filepath.Join(root, "srv/audit/hook.yaml"),
+			"--enable-admission-plugins=AlwaysPullImages",
+			"--feature-gates=A=true,B=false",
+			"--not-clean=/etc/../x",
+			"--oidc-issuer-url=https://issuer.example",
+		},
+		controlplane.ControllerManager: {"--feature-gates=A=true"},
+		controlplane.Scheduler:         {"--feature-gates=A=true", "--kubeconfig=" + filepath.Join(root, "etc/kubernetes/admin.conf")},
 	}
-	if len(f.APIServerFlags) != len(want) {
-		t.Errorf("flags = %v", f.APIServerFlags)
-	}
-	for k, v := range want {
-		if f.APIServerFlags[k] != v {
-			t.Errorf("%s = %q, want %q", k, f.APIServerFlags[k], v)
-		}
-	}
-	if len(f.FeatureGates) != 2 || !f.FeatureGates["A"] || f.FeatureGates["B"] {
-		t.Errorf("gates = %v", f.FeatureGates)
+	if !reflect.DeepEqual(args, want) {
+		t.Errorf("args = %q\nwant %q", args, want)
 	}
 	for _, d := range []string{"var/log/kubernetes", "srv/audit", "etc/kubernetes"} {
 		if fi, err := os.Stat(filepath.Join(root, d)); err != nil || !fi.IsDir() {
 			t.Errorf("directory %s under root: %v", d, err)
 		}
+	}
+	// A machine without the static Pods cannot run a control plane.
+	if _, err := staticPodArgs(machines["workers"], root); err == nil || !strings.Contains(err.Error(), "no static Pod") {
+		t.Errorf("args of a machine without static Pods: %v", err)
 	}
 }
 

@@ -40,6 +40,8 @@ type Provider struct {
 	opts Options
 	log  *slog.Logger
 	cp   *controlplane.ControlPlane // set by Up or attach
+	// ports are the ones the last Facts chose; Up starts the control plane on them.
+	ports *controlplane.Ports
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -70,6 +72,9 @@ func (p *Provider) cpOptions() controlplane.Options {
 		ContextName:     "kubeplug-" + p.opts.ClusterName,
 		StopGracePeriod: p.opts.StopGracePeriod,
 		Logger:          p.log,
+		// Where the flags of the control-plane plugin (Facts) find them.
+		PKIDir:              underRoot(p.machineRoot(ControlPlaneNode), factPKIDir),
+		ComponentKubeconfig: underRoot(p.machineRoot(ControlPlaneNode), factKubeconfig),
 	}
 }
 
@@ -144,8 +149,16 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Clust
 	if err := p.writeMachine(cpNode.name, cpNode.machine); err != nil {
 		return nil, err
 	}
-	flags, err := controlPlaneFlags(d.Model, p.machineRoot(cpNode.name))
+	args, err := staticPodArgs(cpNode.machine, p.machineRoot(cpNode.name))
 	if err != nil {
+		return nil, err
+	}
+	if p.ports == nil {
+		if _, err := p.Facts(); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkFacts(args, *p.ports); err != nil {
 		return nil, err
 	}
 	statuses := map[string]*provider.NodeStatus{}
@@ -158,7 +171,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Clust
 		return nil, err
 	}
 	cl := &provider.Cluster{Kubeconfig: Kubeconfig(p.opts.StateDir)}
-	if err := p.controlPlane(ctx, flags, cl); err != nil {
+	if err := p.controlPlane(ctx, args, cl); err != nil {
 		return nil, err
 	}
 	cl.RESTConfig = p.cp.RESTConfig()
@@ -216,9 +229,29 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Clust
 	return cl, errors.Join(errs...)
 }
 
-// controlPlane attaches to the running control plane and applies flags, or
-// starts it.
-func (p *Provider) controlPlane(ctx context.Context, flags controlplane.Flags, cl *provider.Cluster) error {
+// checkFacts says whether the static Pods were rendered with the provider's
+// ports: the control plane must serve where the provider looks for it.
+func checkFacts(args map[controlplane.Component][]string, ports controlplane.Ports) error {
+	want := map[controlplane.Component][2]string{
+		controlplane.APIServer:         {"secure-port", strconv.Itoa(ports.Components[controlplane.APIServer])},
+		controlplane.ControllerManager: {"secure-port", strconv.Itoa(ports.Components[controlplane.ControllerManager])},
+		controlplane.Scheduler:         {"secure-port", strconv.Itoa(ports.Components[controlplane.Scheduler])},
+	}
+	for _, comp := range []controlplane.Component{controlplane.APIServer, controlplane.ControllerManager, controlplane.Scheduler} {
+		if got := flagValue(args[comp], want[comp][0]); got != want[comp][1] {
+			return fmt.Errorf("the rendered %s has --%s=%s, the local provider serves it on %s: render the control plane with the provider's Facts as the control-plane plugin's machine value", comp, want[comp][0], got, want[comp][1])
+		}
+	}
+	etcd := factsOf(ports)["etcdServers"].(string)
+	if got := flagValue(args[controlplane.APIServer], "etcd-servers"); got != etcd {
+		return fmt.Errorf("the rendered %s has --etcd-servers=%s, the local provider runs etcd at %s: render the control plane with the provider's Facts as the control-plane plugin's machine value", controlplane.APIServer, got, etcd)
+	}
+	return nil
+}
+
+// controlPlane attaches to the running control plane and gives it the command
+// lines args, or starts it with them.
+func (p *Provider) controlPlane(ctx context.Context, args map[controlplane.Component][]string, cl *provider.Cluster) error {
 	opts := p.cpOptions()
 	cp, err := controlplane.Attach(ctx, opts)
 	switch {
@@ -228,7 +261,7 @@ func (p *Provider) controlPlane(ctx context.Context, flags controlplane.Flags, c
 			return fmt.Errorf("cluster %s runs its API server on port %d, cluster.yaml asks for %d: run `kubeplug down` first to move it",
 				p.opts.ClusterName, portOf(cp.Host()), want)
 		}
-		restarted, err := cp.Reconfigure(ctx, flags)
+		restarted, err := cp.Reconfigure(ctx, controlplane.Flags{Args: args})
 		for _, c := range restarted {
 			cl.Restarted = append(cl.Restarted, string(c))
 			p.event("control-plane", "", "restarted "+string(c)+" with new flags")
@@ -244,10 +277,8 @@ func (p *Provider) controlPlane(ctx context.Context, flags controlplane.Flags, c
 	case !errors.Is(err, controlplane.ErrNotRunning):
 		return err
 	}
-	opts.APIServerFlags = flags.APIServerFlags
-	opts.ControllerManagerFlags = flags.ControllerManagerFlags
-	opts.SchedulerFlags = flags.SchedulerFlags
-	opts.FeatureGates = flags.FeatureGates
+	opts.Args = args
+	opts.Ports = p.ports
 	p.event("control-plane", "", "starting the control plane")
 	began := time.Now()
 	cp, err = controlplane.Start(ctx, opts)

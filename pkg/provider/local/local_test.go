@@ -21,7 +21,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/provider"
@@ -53,13 +56,13 @@ func add(t *testing.T, m *model.Model, by string, c *model.Contribution) {
 	}
 }
 
-func desired(ctx context.Context, t *testing.T, s spec) *provider.Desired {
+// desired is the state of a cluster with the test's plugins and the built-in
+// control-plane plugin, whose flags are all the control plane gets, rendered
+// with p's machine facts as `kubeplug up` does.
+func desired(ctx context.Context, t *testing.T, p *local.Provider, s spec) *provider.Desired {
 	t.Helper()
-	pools := []model.PoolSpec{{Name: "workers", Role: model.RoleWorker, Count: s.workers}}
-	if s.failingPool {
-		pools = append(pools, model.PoolSpec{Name: "bad", Role: model.RoleWorker, Count: 1})
-	}
-	m := model.New(pools...)
+	version := builtVersion(t)
+	m := coreModel(ctx, t, p, version, s)
 	flags := map[string]model.Setting[string]{
 		"audit-policy-file": {Value: "/etc/kubernetes/audit/policy.yaml"},
 		// Under the volume's mountPath: lands in its hostPath under the root.
@@ -102,13 +105,57 @@ func desired(ctx context.Context, t *testing.T, s spec) *provider.Desired {
 			Hooks: []model.Hook{{Name: "install", At: nodeagent.PhaseBeforeNodeup, Script: "#!/bin/sh\necho disk full >&2\nexit 1\n"}},
 		}}})
 	}
-	version := builtVersion(t)
 	in := render.Input{ClusterName: "test", KubernetesVersion: version, Model: m}
 	machines, diags := render.Machines(ctx, in)
 	if diags.HasFatal() {
 		t.Fatalf("render machines: %s", diags)
 	}
 	return &provider.Desired{ClusterName: "test", KubernetesVersion: version, Model: m, Machines: machines}
+}
+
+// coreModel runs the initialise stage of a cluster file with s's pools and the
+// built-in control-plane plugin, whose machine value is p's Facts.
+func coreModel(ctx context.Context, t *testing.T, p *local.Provider, version string, s spec) *model.Model {
+	t.Helper()
+	facts, err := p.Facts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := []map[string]any{{"name": "workers", "role": model.RoleWorker, "count": s.workers}}
+	if s.failingPool {
+		pools = append(pools, map[string]any{"name": "bad", "role": model.RoleWorker, "count": 1})
+	}
+	cluster := map[string]any{
+		"apiVersion": "kubeplug.dev/v1alpha1",
+		"kind":       "Cluster",
+		"metadata":   map[string]any{"name": "test"},
+		"spec": map[string]any{
+			"kubernetesVersion": version,
+			"nodePools":         pools,
+			"plugins": map[string]any{"enabled": []any{
+				map[string]any{"name": "control-plane", "values": map[string]any{"machine": facts}},
+			}},
+		},
+	}
+	b, err := json.Marshal(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := action.NewRender(&action.Config{})
+	r.Stage = engine.Initialise
+	files, l := r.Files(ctx, file)
+	if l.HasFatal() {
+		t.Fatalf("initialise %s: %s", file, l)
+	}
+	var m model.Model
+	if err := json.Unmarshal(files["model.json"], &m); err != nil {
+		t.Fatal(err)
+	}
+	return &m
 }
 
 // builtVersion is the one Kubernetes version the local provider can run.
@@ -202,7 +249,7 @@ func TestLifecycle(t *testing.T) {
 	t.Cleanup(func() { _ = p.Down(context.Background(), false) })
 
 	began := time.Now()
-	cl, err := p.Up(ctx, desired(ctx, t, spec{workers: 2, bypassFailed: true}))
+	cl, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 2, bypassFailed: true}))
 	if err != nil {
 		t.Fatalf("up: %v", err)
 	}
@@ -244,6 +291,10 @@ func TestLifecycle(t *testing.T) {
 		if ready != 3 {
 			t.Errorf("ready nodes = %d of %+v", ready, cl.Nodes)
 		}
+	})
+
+	t.Run("the processes run the rendered static Pods", func(t *testing.T) {
+		checkRunsStaticPods(t, dir)
 	})
 
 	t.Run("files and hooks under the node roots", func(t *testing.T) {
@@ -310,7 +361,7 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("second up changes nothing", func(t *testing.T) {
 		began := time.Now()
-		cl2, err := p.Up(ctx, desired(ctx, t, spec{workers: 2, bypassFailed: true}))
+		cl2, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 2, bypassFailed: true}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +380,7 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("an API server flag change restarts only the API server", func(t *testing.T) {
 		pids := recordedPIDs(t, dir)
-		cl3, err := p.Up(ctx, desired(ctx, t, spec{workers: 2, apiFlags: alwaysPull}))
+		cl3, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 2, apiFlags: alwaysPull}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +417,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("a shrunk pool loses its last node", func(t *testing.T) {
-		cl, err := p.Up(ctx, desired(ctx, t, spec{workers: 1, apiFlags: alwaysPull}))
+		cl, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1, apiFlags: alwaysPull}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -382,7 +433,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("a failing enforced hook keeps its node out", func(t *testing.T) {
-		_, err := p.Up(ctx, desired(ctx, t, spec{workers: 1, failingPool: true, apiFlags: alwaysPull}))
+		_, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1, failingPool: true, apiFlags: alwaysPull}))
 		if !errors.Is(err, provider.ErrHookFailed) {
 			t.Fatalf("up = %v, want ErrHookFailed", err)
 		}
@@ -419,11 +470,11 @@ func TestLifecycle(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}()
-		_, err := p.Up(upCtx, desired(ctx, t, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntouch \"$KUBEPLUG_ROOT/slow-started\"\nsleep 60\n"}))
+		_, err := p.Up(upCtx, desired(ctx, t, p, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntouch \"$KUBEPLUG_ROOT/slow-started\"\nsleep 60\n"}))
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("interrupted up = %v, want context.Canceled", err)
 		}
-		cl4, err := p.Up(ctx, desired(ctx, t, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntrue\n"}))
+		cl4, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntrue\n"}))
 		if err != nil {
 			t.Fatalf("up after interrupt: %v", err)
 		}
@@ -450,7 +501,7 @@ func TestLifecycle(t *testing.T) {
 		if err := p.Down(ctx, false); !errors.Is(err, provider.ErrNotRunning) {
 			t.Errorf("second down = %v, want ErrNotRunning", err)
 		}
-		cl5, err := p.Up(ctx, desired(ctx, t, spec{workers: 1}))
+		cl5, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1}))
 		if err != nil {
 			t.Fatalf("up after down: %v", err)
 		}
@@ -480,7 +531,7 @@ func TestPortInUse(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	dir := filepath.Join(t.TempDir(), "state")
 	p := newProvider(t, dir, port)
-	_, err = p.Up(t.Context(), desired(t.Context(), t, spec{workers: 1}))
+	_, err = p.Up(t.Context(), desired(t.Context(), t, p, spec{workers: 1}))
 	if err == nil {
 		_ = p.Down(context.Background(), true)
 		t.Fatal("up on a port in use succeeded")
@@ -510,7 +561,7 @@ func TestIncompatibleState(t *testing.T) {
 				}
 			}
 			p := newProvider(t, dir, 0)
-			_, err := p.Up(t.Context(), desired(t.Context(), t, spec{workers: 1}))
+			_, err := p.Up(t.Context(), desired(t.Context(), t, p, spec{workers: 1}))
 			if !errors.Is(err, provider.ErrIncompatibleState) || !strings.Contains(err.Error(), "kubeplug down --purge") {
 				t.Fatalf("up = %v, want ErrIncompatibleState saying to purge", err)
 			}
@@ -545,7 +596,7 @@ func TestDownNotRunning(t *testing.T) {
 	if err := p.Down(t.Context(), true); err == nil || !strings.Contains(err.Error(), "not a kubeplug state directory") {
 		t.Errorf("purge of a foreign directory = %v", err)
 	}
-	if _, err := p.Up(t.Context(), desired(t.Context(), t, spec{workers: 1})); err == nil || !strings.Contains(err.Error(), "not a kubeplug state directory") {
+	if _, err := p.Up(t.Context(), desired(t.Context(), t, p, spec{workers: 1})); err == nil || !strings.Contains(err.Error(), "not a kubeplug state directory") {
 		t.Errorf("up in a foreign directory = %v", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
@@ -568,7 +619,7 @@ func TestUnsupportedVersion(t *testing.T) {
 		t.Run(want, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state")
 			p := newProvider(t, dir, 0)
-			d := desired(t.Context(), t, spec{workers: 1})
+			d := desired(t.Context(), t, p, spec{workers: 1})
 			d.KubernetesVersion = want
 			_, err := p.Up(t.Context(), d)
 			if !errors.Is(err, provider.ErrUnsupportedVersion) {
@@ -586,5 +637,75 @@ func TestUnsupportedVersion(t *testing.T) {
 	}
 	if err := newProvider(t, t.TempDir(), 0).CheckKubernetesVersion("v" + built); err != nil {
 		t.Errorf("check v%s = %v, want accepted", built, err)
+	}
+}
+
+// checkRunsStaticPods compares each control-plane process's arguments
+// (/proc/PID/cmdline) with the command of its static Pod as rendered on the
+// control-plane machine, after the documented rewriting: a flag value that is a
+// clean absolute path is a path on the machine, mapped through the volume whose
+// mountPath holds it (the longest) to its hostPath, then moved under the
+// machine's root. Nothing else differs. The rendered files name key files, never
+// hold keys.
+func checkRunsStaticPods(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "controlplane", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Components map[string]struct{ PID int } `json:"components"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "machines", local.ControlPlaneNode, "root")
+	for _, name := range model.Components {
+		manifest, err := os.ReadFile(filepath.Join(root, "etc/kubernetes/manifests", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(manifest, []byte("PRIVATE KEY")) {
+			t.Errorf("%s static Pod holds a key", name)
+		}
+		var pod corev1.Pod
+		if err := sigsyaml.Unmarshal(manifest, &pod); err != nil {
+			t.Fatal(err)
+		}
+		c := pod.Spec.Containers[0]
+		mounts := map[string]string{}
+		for _, v := range pod.Spec.Volumes {
+			for _, m := range c.VolumeMounts {
+				if m.Name == v.Name && v.HostPath != nil {
+					mounts[m.MountPath] = v.HostPath.Path
+				}
+			}
+		}
+		var want []string
+		for _, arg := range c.Command[1:] {
+			flag, value, _ := strings.Cut(arg, "=")
+			if strings.HasPrefix(value, "/") && filepath.Clean(value) == value && !strings.ContainsAny(value, ",= ") {
+				host, best := value, ""
+				for mp, hp := range mounts {
+					if (value == mp || strings.HasPrefix(value, mp+"/")) && len(mp) > len(best) {
+						host, best = filepath.Join(hp, strings.TrimPrefix(value, mp)), mp
+					}
+				}
+				value = filepath.Join(root, host)
+			}
+			want = append(want, flag+"="+value)
+		}
+		pid := st.Components[name].PID
+		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil {
+			t.Fatalf("%s (pid %d): %v", name, pid, err)
+		}
+		got := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+		if filepath.Base(got[0]) != name || !slices.Equal(got[1:], want) {
+			t.Errorf("%s runs\n  %q\nits static Pod says (under the root)\n  %q", name, got, want)
+		}
+		if len(want) < 10 {
+			t.Errorf("%s static Pod has %d flags, want the control-plane plugin's", name, len(want))
+		}
 	}
 }

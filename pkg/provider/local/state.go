@@ -14,7 +14,7 @@ import (
 
 // StateVersion is the version of the state dir's layout and of StateFile. A
 // state dir of another version is refused with provider.ErrIncompatibleState.
-const StateVersion = 1
+const StateVersion = 2
 
 // Names inside the state dir.
 const (
