@@ -32,10 +32,17 @@ const (
 // those of the running cluster, else the ones it had (the API server's from
 // Options.APIServerPort if set), else free ones; Up starts the control plane on
 // the ports of the last Facts. Facts starts nothing.
+//
+// A state directory of another version is an error wrapping
+// provider.ErrIncompatibleState, a fixed API server port in use one wrapping
+// controlplane.ErrPortInUse that names the process holding it.
 func (p *Provider) Facts() (map[string]any, error) {
+	if _, err := readState(p.opts.StateDir); err != nil {
+		return nil, err
+	}
 	ports, err := controlplane.ChoosePorts(p.cpOptions())
 	if err != nil {
-		return nil, fmt.Errorf("choose the control plane's ports: %w", err)
+		return nil, incompatible(p.opts.StateDir, fmt.Errorf("choose the control plane's ports: %w", err))
 	}
 	p.ports = &ports
 	return factsOf(ports), nil

@@ -41,13 +41,15 @@ rules:
 // spec is what a test varies of the cluster.
 type spec struct {
 	workers      int
-	apiFlags     map[string]string
-	failingPool  bool   // adds pool "bad" whose enforced beforeNodeup hook fails
-	slowHook     string // when set, workers' beforeNodeup hook "slow" runs this script
-	bypassFailed bool   // adds a failing bypass hook to the workers
+	admission    []string // the control-plane plugin's admissionPlugins
+	failingPool  bool     // adds pool "bad" whose enforced beforeNodeup hook fails
+	slowHook     string   // when set, workers' beforeNodeup hook "slow" runs this script
+	bypassFailed bool     // adds a failing bypass hook to the workers
 }
 
-var alwaysPull = map[string]string{"enable-admission-plugins": "AlwaysPullImages"}
+// alwaysPull enables AlwaysPullImages through the control-plane plugin's values,
+// which own --enable-admission-plugins.
+var alwaysPull = []string{"NodeRestriction", "AlwaysPullImages"}
 
 func add(t *testing.T, m *model.Model, by string, c *model.Contribution) {
 	t.Helper()
@@ -61,15 +63,22 @@ func add(t *testing.T, m *model.Model, by string, c *model.Contribution) {
 // with p's machine facts as `kubeplug up` does.
 func desired(ctx context.Context, t *testing.T, p *local.Provider, s spec) *provider.Desired {
 	t.Helper()
+	facts, err := p.Facts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desiredWith(ctx, t, facts, s)
+}
+
+// desiredWith is desired with the given machine facts.
+func desiredWith(ctx context.Context, t *testing.T, facts map[string]any, s spec) *provider.Desired {
+	t.Helper()
 	version := builtVersion(t)
-	m := coreModel(ctx, t, p, version, s)
+	m := coreModel(ctx, t, facts, version, s)
 	flags := map[string]model.Setting[string]{
 		"audit-policy-file": {Value: "/etc/kubernetes/audit/policy.yaml"},
 		// Under the volume's mountPath: lands in its hostPath under the root.
 		"audit-log-path": {Value: "/var/log/audit/audit.log"},
-	}
-	for k, v := range s.apiFlags {
-		flags[k] = model.Setting[string]{Value: v}
 	}
 	add(t, m, "audit", &model.Contribution{
 		ControlPlane: &model.ControlPlane{Components: map[string]*model.Component{model.KubeAPIServer: {
@@ -114,12 +123,12 @@ func desired(ctx context.Context, t *testing.T, p *local.Provider, s spec) *prov
 }
 
 // coreModel runs the initialise stage of a cluster file with s's pools and the
-// built-in control-plane plugin, whose machine value is p's Facts.
-func coreModel(ctx context.Context, t *testing.T, p *local.Provider, version string, s spec) *model.Model {
+// built-in control-plane plugin, whose machine value is facts.
+func coreModel(ctx context.Context, t *testing.T, facts map[string]any, version string, s spec) *model.Model {
 	t.Helper()
-	facts, err := p.Facts()
-	if err != nil {
-		t.Fatal(err)
+	values := map[string]any{"machine": facts}
+	if s.admission != nil {
+		values["admissionPlugins"] = s.admission
 	}
 	pools := []map[string]any{{"name": "workers", "role": model.RoleWorker, "count": s.workers}}
 	if s.failingPool {
@@ -133,7 +142,7 @@ func coreModel(ctx context.Context, t *testing.T, p *local.Provider, version str
 			"kubernetesVersion": version,
 			"nodePools":         pools,
 			"plugins": map[string]any{"enabled": []any{
-				map[string]any{"name": "control-plane", "values": map[string]any{"machine": facts}},
+				map[string]any{"name": "control-plane", "values": values},
 			}},
 		},
 	}
@@ -156,6 +165,17 @@ func coreModel(ctx context.Context, t *testing.T, p *local.Provider, version str
 		t.Fatal(err)
 	}
 	return &m
+}
+
+// otherFacts are the facts of a provider that is not the test's, for a test of
+// a provider whose Facts fail.
+func otherFacts(t *testing.T) map[string]any {
+	t.Helper()
+	facts, err := newProvider(t, filepath.Join(t.TempDir(), "other"), 0).Facts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return facts
 }
 
 // builtVersion is the one Kubernetes version the local provider can run.
@@ -380,7 +400,7 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("an API server flag change restarts only the API server", func(t *testing.T) {
 		pids := recordedPIDs(t, dir)
-		cl3, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 2, apiFlags: alwaysPull}))
+		cl3, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 2, admission: alwaysPull}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -417,7 +437,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("a shrunk pool loses its last node", func(t *testing.T) {
-		cl, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1, apiFlags: alwaysPull}))
+		cl, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1, admission: alwaysPull}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -433,7 +453,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("a failing enforced hook keeps its node out", func(t *testing.T) {
-		_, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1, failingPool: true, apiFlags: alwaysPull}))
+		_, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1, failingPool: true, admission: alwaysPull}))
 		if !errors.Is(err, provider.ErrHookFailed) {
 			t.Fatalf("up = %v, want ErrHookFailed", err)
 		}
@@ -470,11 +490,11 @@ func TestLifecycle(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}()
-		_, err := p.Up(upCtx, desired(ctx, t, p, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntouch \"$KUBEPLUG_ROOT/slow-started\"\nsleep 60\n"}))
+		_, err := p.Up(upCtx, desired(ctx, t, p, spec{workers: 1, admission: alwaysPull, slowHook: "#!/bin/sh\ntouch \"$KUBEPLUG_ROOT/slow-started\"\nsleep 60\n"}))
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("interrupted up = %v, want context.Canceled", err)
 		}
-		cl4, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1, apiFlags: alwaysPull, slowHook: "#!/bin/sh\ntrue\n"}))
+		cl4, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1, admission: alwaysPull, slowHook: "#!/bin/sh\ntrue\n"}))
 		if err != nil {
 			t.Fatalf("up after interrupt: %v", err)
 		}
@@ -531,12 +551,16 @@ func TestPortInUse(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	dir := filepath.Join(t.TempDir(), "state")
 	p := newProvider(t, dir, port)
-	_, err = p.Up(t.Context(), desired(t.Context(), t, p, spec{workers: 1}))
+	want := "port 127.0.0.1:" + strconv.Itoa(port) + " is in use by process " + strconv.Itoa(os.Getpid())
+	// kubeplug up asks for the facts first: that is where the port is refused.
+	if _, err := p.Facts(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("facts = %v\nwant an error containing %q", err, want)
+	}
+	_, err = p.Up(t.Context(), desiredWith(t.Context(), t, otherFacts(t), spec{workers: 1}))
 	if err == nil {
 		_ = p.Down(context.Background(), true)
 		t.Fatal("up on a port in use succeeded")
 	}
-	want := "port 127.0.0.1:" + strconv.Itoa(port) + " is in use by process " + strconv.Itoa(os.Getpid())
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q\nwant it to contain %q", err, want)
 	}
@@ -561,7 +585,10 @@ func TestIncompatibleState(t *testing.T) {
 				}
 			}
 			p := newProvider(t, dir, 0)
-			_, err := p.Up(t.Context(), desired(t.Context(), t, p, spec{workers: 1}))
+			if _, err := p.Facts(); !errors.Is(err, provider.ErrIncompatibleState) || !strings.Contains(err.Error(), "kubeplug down --purge") {
+				t.Errorf("facts = %v, want ErrIncompatibleState saying to purge", err)
+			}
+			_, err := p.Up(t.Context(), desiredWith(t.Context(), t, otherFacts(t), spec{workers: 1}))
 			if !errors.Is(err, provider.ErrIncompatibleState) || !strings.Contains(err.Error(), "kubeplug down --purge") {
 				t.Fatalf("up = %v, want ErrIncompatibleState saying to purge", err)
 			}
@@ -704,8 +731,12 @@ func checkRunsStaticPods(t *testing.T, dir string) {
 		if filepath.Base(got[0]) != name || !slices.Equal(got[1:], want) {
 			t.Errorf("%s runs\n  %q\nits static Pod says (under the root)\n  %q", name, got, want)
 		}
-		if len(want) < 10 {
-			t.Errorf("%s static Pod has %d flags, want the control-plane plugin's", name, len(want))
+		// The provider adds nothing: even the port and the certificate come from
+		// the static Pod.
+		for _, flag := range []string{"--secure-port=", "--tls-cert-file=" + filepath.Join(root, "etc/kubernetes/pki") + "/"} {
+			if !slices.ContainsFunc(want, func(a string) bool { return strings.HasPrefix(a, flag) }) {
+				t.Errorf("%s static Pod has no %s...: %q", name, flag, want)
+			}
 		}
 	}
 }
