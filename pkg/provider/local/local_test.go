@@ -24,12 +24,12 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/provider/local"
 	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -155,7 +155,7 @@ func coreModel(ctx context.Context, t *testing.T, facts map[string]any, version 
 		t.Fatal(err)
 	}
 	r := action.NewRender(&action.Config{})
-	r.Stage = engine.Initialise
+	r.Stage = stage.Initialise
 	files, l := r.Files(ctx, file)
 	if l.HasFatal() {
 		t.Fatalf("initialise %s: %s", file, l)
