@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -69,12 +70,23 @@ func DecodeManifest(file string, data []byte) (*v1alpha1.Plugin, *yamldoc.Doc, d
 	return m, doc, l
 }
 
+// Manifest is a package's plugin.yaml, read and checked on its own by ReadManifest.
+type Manifest struct {
+	// Plugin is plugin.yaml, decoded. Do not modify it.
+	Plugin *v1alpha1.Plugin
+
+	location string
+	data     []byte
+	doc      *yamldoc.Doc
+	l        diag.List
+}
+
 // ReadManifest reads and checks a package's plugin.yaml on its own, without the rest
 // of the package: what a source reads to list the package. location names the
 // package in diagnostics, as for Load, and the diagnostics are those Load gives for
 // the manifest. A plugin.yaml that is a symlink leading out of the package is refused
 // unread. The manifest is nil when any diagnostic is fatal.
-func ReadManifest(fsys fs.FS, location string) (*v1alpha1.Plugin, diag.List) {
+func ReadManifest(fsys fs.FS, location string) (*Manifest, diag.List) {
 	file := path.Join(location, ManifestFile)
 	var l diag.List
 	if fi, err := fs.Lstat(fsys, ManifestFile); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
@@ -93,18 +105,31 @@ func ReadManifest(fsys fs.FS, location string) (*v1alpha1.Plugin, diag.List) {
 		l.Errorf(file, 0, 0, "", "%v", err)
 		return nil, l
 	}
-	m, _, ml := DecodeManifest(file, data)
+	m, doc, ml := DecodeManifest(file, data)
 	l = append(l, ml...)
 	if l.HasFatal() {
 		return nil, l
 	}
-	return m, l
+	return &Manifest{Plugin: m, location: location, data: data, doc: doc, l: ml}, l
+}
+
+// Load loads the package of the manifest m, rooted at fsys, as [Load] does with m's
+// location. plugin.yaml is decoded again only when it no longer holds the bytes m was
+// read from: a source lists a package and loads it later without decoding its
+// manifest twice.
+func (m *Manifest) Load(fsys fs.FS, origin Origin) (*Package, diag.List) {
+	return load(fsys, origin, m.location, m)
 }
 
 // Load reads the package rooted at fsys and checks it whole. location names the
 // package in diagnostics and in Package.Location. The package is nil when any
 // diagnostic is fatal.
 func Load(fsys fs.FS, origin Origin, location string) (*Package, diag.List) {
+	return load(fsys, origin, location, nil)
+}
+
+// load is Load, reusing the decoding of read when plugin.yaml still holds its bytes.
+func load(fsys fs.FS, origin Origin, location string, read *Manifest) (*Package, diag.List) {
 	file := path.Join(location, ManifestFile)
 	var l diag.List
 	// Walk first: a plugin.yaml that is a symlink out of the package must not be
@@ -118,7 +143,16 @@ func Load(fsys fs.FS, origin Origin, location string) (*Package, diag.List) {
 		l.Errorf(file, 0, 0, "", "%v", err)
 		return nil, l
 	}
-	m, doc, ml := DecodeManifest(file, data)
+	var (
+		m   *v1alpha1.Plugin
+		doc *yamldoc.Doc
+		ml  diag.List
+	)
+	if read != nil && bytes.Equal(read.data, data) {
+		m, doc, ml = read.Plugin, read.doc, read.l
+	} else {
+		m, doc, ml = DecodeManifest(file, data)
+	}
 	l = append(l, ml...)
 	l = append(l, wl...)
 	if m == nil {

@@ -15,12 +15,19 @@
 // same name and version twice at one rank is an error naming both places. The Index
 // is the [Catalog] the engine plans against: [Index.Fetch] routes a version to the
 // source that listed it, loads it with every package check, and checks that what came
-// is what the listing announced (name, version and, when announced, digest), so a
-// source cannot hand the engine anything but what the resolver chose.
+// is what the listing announced (name, version, every field the resolver read and,
+// when announced, the digest), so a source cannot hand the engine anything but what
+// the resolver chose.
 //
 // When problems are reported follows from this split: a broken plugin.yaml is found
 // by listing, so every command that lists a source reports it; problems in the rest
 // of a package (a missing file, a bad values schema, a symlink out of the package)
 // are found by fetching, so `plan`, `render` and `apply` report them for the packages
 // they use, and `plugin list` and `plugin lint`, which fetch everything, for all.
+//
+// A new kind of source (a remote catalog, say) implements [Source]: List from its
+// index alone, announcing each package's digest so that Fetch is checked against it,
+// with an [plugin.Origin] of its own whose rank places it among the others; Fetch
+// downloads, unpacks (with the archive checks its contract names) and loads with
+// [plugin.Load]. Nothing in package plugin or in the engine changes.
 package source

@@ -143,8 +143,9 @@ func (i *Index) Find(name, constraint string) (*Version, error) {
 
 // Fetch implements [Catalog]: it fetches v through the source that listed it, once
 // (a fetch cut short by ctx is tried again next time), and checks that the package is
-// the one listed: the same name and version and, when the listing announced a
-// digest, the same digest. A mismatch is a fatal diagnostic naming both.
+// the one listed: the same name and version, the same fields the resolver read
+// (kubernetesVersion, requires, conflicts, after, before) and, when the listing
+// announced a digest, the same digest. A mismatch is a fatal diagnostic naming both.
 func (i *Index) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag.List) {
 	i.mu.Lock()
 	e, ok := i.fetched[v]
@@ -190,7 +191,45 @@ func fetch(ctx context.Context, v *Version) (*plugin.Package, diag.List) {
 		l.Errorf(file, 0, 0, "", "plugin %s has digest %s, but the source announced %s", v.ID(), pkg.Digest, v.Digest)
 		return nil, l
 	}
+	if field, got, listed := disagree(v, versionOf(pkg.Manifest, v.Origin, v.Location)); field != "" {
+		l.Errorf(file, 0, 0, field, "plugin %s has %s %s, but the source listed it with %s; the resolver chose it by the listing", v.ID(), field, got, listed)
+		return nil, l
+	}
 	return pkg, l
+}
+
+// disagree returns the first field the resolver reads in which the listing listed and
+// the package's own got differ, with both values; "" when they agree.
+func disagree(listed, got *Version) (field, gotValue, listedValue string) {
+	str := func(c *semver.Constraints) string {
+		if c == nil {
+			return "any"
+		}
+		return c.String()
+	}
+	reqs := func(rs []Requirement) []string {
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			out[i] = r.Name + " " + str(r.Constraint)
+		}
+		return out
+	}
+	list := func(s []string) string { return "[" + strings.Join(s, ", ") + "]" }
+	for _, f := range []struct {
+		field    string
+		got, was string
+	}{
+		{"spec.kubernetesVersion", str(got.KubernetesVersion), str(listed.KubernetesVersion)},
+		{"spec.requires", list(reqs(got.Requires)), list(reqs(listed.Requires))},
+		{"spec.conflicts", list(got.Conflicts), list(listed.Conflicts)},
+		{"spec.after", list(got.After), list(listed.After)},
+		{"spec.before", list(got.Before), list(listed.Before)},
+	} {
+		if f.got != f.was {
+			return f.field, f.got, f.was
+		}
+	}
+	return "", "", ""
 }
 
 // FetchAll fetches vs from c, at most parallelism at once (1 when less), and returns

@@ -262,3 +262,22 @@ func TestFind(t *testing.T) {
 		t.Errorf("Find(y) = %v", err)
 	}
 }
+
+// TestFetchSeesChanges: a package changed between listing and fetching is loaded as
+// it is now, and refused when it no longer agrees with what the resolver read.
+func TestFetchSeesChanges(t *testing.T) {
+	fsys := fstest.MapFS{"x/plugin.yaml": manifest("x", "1.0.0", "{}"), "y/plugin.yaml": manifest("y", "1.0.0", "{}")}
+	idx, l := source.List(t.Context(), source.FS(plugin.OriginUser, fsys, "p"))
+	if len(l) > 0 {
+		t.Fatal(l)
+	}
+	fsys["x/plugin.yaml"] = manifest("x", "1.1.0", "{}")
+	fsys["y/plugin.yaml"] = manifest("y", "1.0.0", "{conflicts: [x]}")
+	if p, l := idx.Fetch(t.Context(), idx.Versions("x")[0]); p != nil || l.String() != "p/x/plugin.yaml: the source listed plugin x@1.0.0 here, but the package fetched is x@1.1.0" {
+		t.Errorf("fetching the changed x: %v, %s", p, l)
+	}
+	want := "p/y/plugin.yaml: spec.conflicts: plugin y@1.0.0 has spec.conflicts [x], but the source listed it with []; the resolver chose it by the listing"
+	if p, l := idx.Fetch(t.Context(), idx.Versions("y")[0]); p != nil || l.String() != want {
+		t.Errorf("fetching the changed y: %v,\n%s\nwant\n%s", p, l, want)
+	}
+}

@@ -78,8 +78,8 @@ func (s *tree) List(ctx context.Context) ([]*Version, diag.List) {
 				return
 			}
 			// A manifest's warnings come again when the package is fetched.
-			entries[i].v = versionOf(m, s.origin, loc)
-			entries[i].v.Ref = p
+			entries[i].v = versionOf(m.Plugin, s.origin, loc)
+			entries[i].v.Ref = treeRef{path: p, manifest: m}
 		})
 	}
 	wg.Wait()
@@ -138,7 +138,7 @@ func (s *tree) packages(ctx context.Context) ([]string, diag.List) {
 // Fetch implements [Source]: it loads the package directory the listing found.
 func (s *tree) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag.List) {
 	var l diag.List
-	p, ok := v.Ref.(string)
+	ref, ok := v.Ref.(treeRef)
 	if !ok {
 		l.Errorf(v.Location, 0, 0, "", "plugin %s was not listed by the source %s", v.ID(), s.location)
 		return nil, l
@@ -147,12 +147,19 @@ func (s *tree) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag.Lis
 		l.Errorf(v.Location, 0, 0, "", "cannot fetch plugin %s: %v", v.ID(), err)
 		return nil, l
 	}
-	sub, err := fs.Sub(s.fsys, p)
+	sub, err := fs.Sub(s.fsys, ref.path)
 	if err != nil {
 		l.Errorf(v.Location, 0, 0, "", "cannot read: %v", unwrap(err))
 		return nil, l
 	}
-	return plugin.Load(sub, s.origin, s.join(p))
+	return ref.manifest.Load(sub, s.origin)
+}
+
+// treeRef is how a tree finds a package it listed: its directory, and its manifest as
+// read, so that fetching does not decode it again.
+type treeRef struct {
+	path     string
+	manifest *plugin.Manifest
 }
 
 func (s *tree) join(p string) string {
