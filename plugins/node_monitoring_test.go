@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/internal/testmachine"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
 
@@ -81,11 +82,11 @@ spec:
 // and the agent's error.
 func runHook(t *testing.T, root string) (nodeagent.HookResult, error) {
 	t.Helper()
-	agent, err := nodeagent.New(nodeagent.Options{Root: root, Node: nodeagent.Node{Name: "workers-0"}})
+	agent, err := nodeagent.New(nodeagent.Options{Root: root, Node: hookspec.Node{Name: "workers-0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := agent.Run(context.Background(), nodeagent.PhaseBeforeNodeup)
+	rep, err := agent.Run(context.Background(), hookspec.PhaseBeforeNodeup)
 	if rep == nil {
 		t.Fatalf("no report: %v", err)
 	}

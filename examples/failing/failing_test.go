@@ -18,6 +18,7 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/testmachine"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
 
@@ -53,11 +54,11 @@ func TestHookVariant(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := testmachine.FromCloudInit(t, render(t, "cluster-hook.yaml", tc.env), "workers", t.TempDir())
-			agent, err := nodeagent.New(nodeagent.Options{Root: root, Node: nodeagent.Node{Name: "workers-1"}})
+			agent, err := nodeagent.New(nodeagent.Options{Root: root, Node: hookspec.Node{Name: "workers-1"}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := agent.Run(context.Background(), nodeagent.PhaseBeforeNodeup)
+			rep, err := agent.Run(context.Background(), hookspec.PhaseBeforeNodeup)
 			if rep == nil || len(rep.Hooks) != 1 {
 				t.Fatalf("want a report of the one site-ca hook, got %+v, %v", rep, err)
 			}

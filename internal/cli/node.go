@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
 
@@ -38,7 +39,7 @@ then run the afterNodeup hooks, with the behaviours of ` + "`kubeplug node run`"
 
 The kubelet starts as soon as beforeNodeup's sync hooks have ended without an enforced
 failure. The command exits once every hook of both phases has ended. When an enforced hook
-failed it writes why to ` + nodeagent.FailedMarkerPath + ` (under --root), which the rendered kubelet
+failed it writes why to ` + hookspec.FailedMarkerPath + ` (under --root), which the rendered kubelet
 drop-in requires to be absent, logs the failure to stderr (the console and the journal) and
 exits with status 1. A new boot removes the marker first.`,
 		Example: `  # What kubeplug-boot.service runs
@@ -93,11 +94,11 @@ func newNodeRunCmd(o *options) *cobra.Command {
 		Long: `Run the node hooks that plugins contributed to this machine's pool, for one phase.
 The machine's boot (` + "`kubeplug node boot`" + `) runs beforeNodeup, starts the kubelet (nodeup),
 then runs afterNodeup; the deploy triggers afterDeploy (kubeplug-after-deploy.path runs this
-command when ` + nodeagent.AfterDeployTriggerPath + ` appears).
+command when ` + hookspec.AfterDeployTriggerPath + ` appears).
 
-The hooks come from ` + nodeagent.HooksManifestPath + ` (or --config), which kubeplug render writes
+The hooks come from ` + hookspec.HooksManifestPath + ` (or --config), which kubeplug render writes
 into the machine's cloud-init or Ignition config together with each script hook's script
-under ` + nodeagent.HooksDir + `/<plugin>/<hook>. They run in file order, except that a hook
+under ` + hookspec.HooksDir + `/<plugin>/<hook>. They run in file order, except that a hook
 runs after the hooks it requires and those naming it in before (a hook whose required
 hook failed, was skipped or did not run is not run; a loop is an error naming it). Each
 runs according to its behavior:
@@ -163,13 +164,13 @@ The exit status is 1 when an enforced hook failed, naming the hook and the node.
 	f.StringVar(&opts.Cluster.Name, "cluster-name", "", "the cluster's name, as cluster.name in conditions (default: the manifest's)")
 	f.StringVar(&opts.Cluster.KubernetesVersion, "kubernetes-version", "", "as cluster.kubernetesVersion in conditions (default: the manifest's)")
 	f.BoolVar(&opts.Force, "force", false, "run hooks that already succeeded in an earlier run of the phase (not once hooks)")
-	f.StringVar(&opts.Manifest, "config", "", "the hooks manifest to run (default <root>"+nodeagent.HooksManifestPath+")")
+	f.StringVar(&opts.Manifest, "config", "", "the hooks manifest to run (default <root>"+hookspec.HooksManifestPath+")")
 	f.StringVar(&opts.S3Endpoint, "s3-endpoint", os.Getenv("KUBEPLUG_S3_ENDPOINT"), "the URL of an S3-compatible store for s3:// hooks, addressed path-style ($KUBEPLUG_S3_ENDPOINT; default AWS S3)")
 	f.DurationVar(&opts.FetchTimeout, "fetch-timeout", 2*time.Minute, "how long the download of one url hook's script may take")
 	_ = cmd.MarkFlagRequired("phase")
 	_ = cmd.MarkFlagDirname("root")
 	_ = cmd.MarkFlagFilename("config", "json")
-	_ = cmd.RegisterFlagCompletionFunc("phase", cobra.FixedCompletions(nodeagent.Phases, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("phase", cobra.FixedCompletions(hookspec.Phases, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -21,8 +21,21 @@ import (
 	"syscall"
 	"time"
 
-	"cel.dev/cel-go/cel"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
+)
+
+// The agent's own paths on a machine, relative to its root. The manifest and the
+// scripts it reads are at hookspec.HooksManifestPath and under hookspec.HooksDir.
+const (
+	// ReportsDir holds one report per phase, <phase>.json, rewritten by every run.
+	ReportsDir = "/var/lib/kubeplug/reports"
+	// StateDir holds one file per phase recording the hooks that succeeded.
+	StateDir = "/var/lib/kubeplug/state"
+	// CacheDir holds the scripts of url hooks, one file per sha256 digest, so that a
+	// re-run or a second hook with the same script does not download it again.
+	CacheDir = "/var/lib/kubeplug/cache"
 )
 
 // Options configure an Agent. The zero value runs the machine's own hooks at "/".
@@ -35,8 +48,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Cluster and Node are the facts conditions see. Fields left empty are taken from
 	// the manifest's cluster and node objects; Node.Name defaults to the host name.
-	Cluster Cluster
-	Node    Node
+	Cluster hookspec.Cluster
+	Node    hookspec.Node
 	// ReportDir receives <phase>.json after every run. Default Root+ReportsDir.
 	ReportDir string
 	// StateDir holds <phase>.json with the hooks that succeeded, and <phase>.lock.
@@ -83,7 +96,6 @@ type Options struct {
 // Runs of different phases; a second Run of the same phase and root fails at once.
 type Agent struct {
 	opts  Options
-	env   *cel.Env
 	fetch *fetcher
 }
 
@@ -118,7 +130,7 @@ func New(opts Options) (*Agent, error) {
 		opts.KillGrace = 5 * time.Second
 	}
 	if opts.Manifest == "" {
-		opts.Manifest = opts.path(HooksManifestPath)
+		opts.Manifest = opts.path(hookspec.HooksManifestPath)
 	}
 	if opts.CacheDir == "" {
 		opts.CacheDir = opts.path(CacheDir)
@@ -129,11 +141,7 @@ func New(opts Options) (*Agent, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = http.DefaultClient
 	}
-	env, err := newEnv()
-	if err != nil {
-		return nil, fmt.Errorf("hook condition environment: %w", err)
-	}
-	a := &Agent{opts: opts, env: env}
+	a := &Agent{opts: opts}
 	a.fetch = &fetcher{dir: opts.CacheDir, opts: &a.opts}
 	return a, nil
 }
@@ -175,8 +183,8 @@ var ErrLocked = errors.New("another node agent is running this phase")
 // enforced failure; or wraps ctx.Err() when canceled. The report, written to
 // ReportDir/<phase>.json, is returned whenever hooks were considered, also with an error.
 func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
-	if !slices.Contains(Phases, phase) {
-		return nil, fmt.Errorf("phase %q: expected one of %s", phase, strings.Join(Phases, ", "))
+	if !slices.Contains(hookspec.Phases, phase) {
+		return nil, fmt.Errorf("phase %q: expected one of %s", phase, strings.Join(hookspec.Phases, ", "))
 	}
 	unlock, err := a.lock(phase)
 	if err != nil {
@@ -185,7 +193,7 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 	defer unlock()
 
 	manifestPath := a.opts.Manifest
-	m, err := readManifest(manifestPath)
+	m, err := hookspec.ReadManifest(manifestPath)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +204,7 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 	}
 	log := a.opts.Logger.With("phase", phase, "node", node.Name)
 
-	var hooks []Hook
+	var hooks []hookspec.Hook
 	elsewhere := map[string]string{} // hook ID -> phase, for the hooks of other phases
 	for _, h := range m.Hooks {
 		if h.At == phase {
@@ -205,9 +213,9 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 			elsewhere[h.ID()] = h.At
 		}
 	}
-	hooks, deps, err := order(hooks, elsewhere)
+	hooks, deps, err := hookspec.Schedule(hooks, elsewhere)
 	if err != nil {
-		return nil, &ManifestError{Path: manifestPath, Err: fmt.Errorf("phase %s: %w", phase, err)}
+		return nil, &hookspec.ManifestError{Path: manifestPath, Err: fmt.Errorf("phase %s: %w", phase, err)}
 	}
 	index := make(map[string]int, len(hooks))
 	for i := range hooks {
@@ -267,17 +275,17 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 			ok = res.Status == StatusSucceeded
 		}
 		succeeded[i] = ok
-		if res.Status.Failed() && h.enforce() {
+		if res.Status.Failed() && h.Enforce() {
 			mu.Lock()
 			errs[i] = hookError(phase, node.Name, h, res)
 			mu.Unlock()
-			if h.sync() {
+			if h.Sync() {
 				stop("hook " + h.ID() + " failed before it")
 			}
 		}
 	}
 	for i := range hooks {
-		if hooks[i].sync() {
+		if hooks[i].Sync() {
 			one(i)
 			continue
 		}
@@ -311,9 +319,9 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 
 // unmet says why h cannot run for its requires, or "" when every hook it requires
 // succeeded. The required hooks have ended: they are among h's dependencies.
-func unmet(h *Hook, index map[string]int, succeeded []bool, rep *Report) string {
+func unmet(h *hookspec.Hook, index map[string]int, succeeded []bool, rep *Report) string {
 	for _, r := range h.Requires {
-		id := h.ref(r)
+		id := h.Ref(r)
 		j, ok := index[id]
 		switch {
 		case !ok:
@@ -325,7 +333,7 @@ func unmet(h *Hook, index map[string]int, succeeded []bool, rep *Report) string 
 	return ""
 }
 
-func hookError(phase, node string, h *Hook, res *HookResult) error {
+func hookError(phase, node string, h *hookspec.Hook, res *HookResult) error {
 	return &HookError{Phase: phase, Node: node, Plugin: h.Plugin, Hook: h.Name, Status: res.Status, Reason: res.Reason}
 }
 
@@ -350,7 +358,7 @@ func (a *Agent) lock(phase string) (func(), error) {
 }
 
 // facts merges the options' facts over the manifest's.
-func (a *Agent) facts(m *Manifest) (Cluster, Node) {
+func (a *Agent) facts(m *hookspec.Manifest) (hookspec.Cluster, hookspec.Node) {
 	c, n := a.opts.Cluster, a.opts.Node
 	if m.Cluster != nil {
 		c.Name = cmp(c.Name, m.Cluster.Name)
@@ -379,7 +387,7 @@ func cmp(a, b string) string {
 
 // admit decides whether h runs; when not, it fills res, and done says whether h
 // succeeded in an earlier run, which satisfies the hooks that require it.
-func (a *Agent) admit(ctx context.Context, h *Hook, res *HookResult, st *state, cluster Cluster, node Node, log *slog.Logger) (run, done bool) {
+func (a *Agent) admit(ctx context.Context, h *hookspec.Hook, res *HookResult, st *state, cluster hookspec.Cluster, node hookspec.Node, log *slog.Logger) (run, done bool) {
 	if h.Once && st.succeeded(h.ID()) {
 		// Neither a new definition nor Force: a once hook does what must not be done
 		// twice, like formatting a disk.
@@ -388,17 +396,17 @@ func (a *Agent) admit(ctx context.Context, h *Hook, res *HookResult, st *state, 
 		return false, true
 	}
 	if h.When != "" {
-		c, err := compile(a.env, h.When)
+		c, err := hookspec.CompileCondition(h.When)
 		if err != nil {
 			res.Status, res.Reason = StatusFailed, err.Error()
 			log.Warn("hook condition invalid", "plugin", h.Plugin, "hook", h.Name, "error", err)
 			return false, false
 		}
-		res.Warning = c.warning
-		if c.warning != "" {
+		res.Warning = c.Warning()
+		if res.Warning != "" {
 			log.Warn("hook condition compares versions as strings", "plugin", h.Plugin, "hook", h.Name, "when", h.When)
 		}
-		ok, err := c.eval(ctx, cluster, node)
+		ok, err := c.Eval(ctx, cluster, node)
 		if err != nil {
 			res.Status, res.Reason = StatusFailed, fmt.Sprintf("%v (when %q)", err, h.When)
 			log.Warn("hook condition failed", "plugin", h.Plugin, "hook", h.Name, "error", err)
@@ -420,7 +428,7 @@ func (a *Agent) admit(ctx context.Context, h *Hook, res *HookResult, st *state, 
 
 // digest identifies what a hook runs: its entry and its script's content. A new
 // render that changes either makes the hook run again.
-func (a *Agent) digest(h *Hook) string {
+func (a *Agent) digest(h *hookspec.Hook) string {
 	s := sha256.New()
 	b, _ := json.Marshal(h) //nolint:errchkjson // a Hook always encodes
 	s.Write(b)
@@ -435,7 +443,7 @@ func (a *Agent) digest(h *Hook) string {
 // argv is what the hook runs. A script, or the file a url hook downloaded (fetched),
 // runs with the interpreter its #! line names, else /bin/sh, so that it needs no
 // executable bit and its path maps under the root.
-func (a *Agent) argv(h *Hook, fetched string) ([]string, error) {
+func (a *Agent) argv(h *hookspec.Hook, fetched string) ([]string, error) {
 	file := fetched
 	if file == "" {
 		if h.Script == "" || (len(h.Command) > 0 && !slices.Equal(h.Command, []string{h.Script})) {
@@ -443,7 +451,7 @@ func (a *Agent) argv(h *Hook, fetched string) ([]string, error) {
 		}
 		file = a.opts.path(h.Script)
 	}
-	f, err := os.Open(file) //nolint:gosec // the script's path is checked against HooksDir
+	f, err := os.Open(file) //nolint:gosec // the script's path is checked against hookspec.HooksDir
 	if err != nil {
 		return nil, fmt.Errorf("open the hook's script: %w", err)
 	}
@@ -458,7 +466,7 @@ func (a *Agent) argv(h *Hook, fetched string) ([]string, error) {
 }
 
 // runHook runs h and fills res; a success is recorded in st.
-func (a *Agent) runHook(ctx context.Context, phase string, h *Hook, node string, res *HookResult, st *state, log *slog.Logger) {
+func (a *Agent) runHook(ctx context.Context, phase string, h *hookspec.Hook, node string, res *HookResult, st *state, log *slog.Logger) {
 	log = log.With("plugin", h.Plugin, "hook", h.Name)
 	res.StartedAt = time.Now().UTC()
 	defer func() { res.Duration = Duration(time.Since(res.StartedAt)) }()
@@ -502,12 +510,12 @@ func (a *Agent) runHook(ctx context.Context, phase string, h *Hook, node string,
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	timer := time.NewTimer(h.timeout())
+	timer := time.NewTimer(h.TimeoutOrDefault())
 	defer timer.Stop()
 	select {
 	case err = <-done:
 	case <-timer.C:
-		res.Status, res.Reason = StatusTimedOut, "timed out after "+h.timeout().String()
+		res.Status, res.Reason = StatusTimedOut, "timed out after "+h.TimeoutOrDefault().String()
 		err = a.kill(cmd, done)
 	case <-ctx.Done():
 		res.Status, res.Reason = StatusCanceled, "canceled: "+context.Cause(ctx).Error()

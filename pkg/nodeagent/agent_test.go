@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
 
@@ -24,14 +25,14 @@ type hook struct {
 func machine(t testing.TB, hooks ...hook) string {
 	t.Helper()
 	root := t.TempDir()
-	var m nodeagent.Manifest
+	var m hookspec.Manifest
 	for _, h := range hooks {
 		if h.at == "" {
-			h.at = nodeagent.PhaseBeforeNodeup
+			h.at = hookspec.PhaseBeforeNodeup
 		}
-		e := nodeagent.Hook{Plugin: "p", Name: h.name, At: h.at, Command: h.command, Behavior: h.behavior, Timeout: h.timeout, When: h.when}
+		e := hookspec.Hook{Plugin: "p", Name: h.name, At: h.at, Command: h.command, Behavior: h.behavior, Timeout: h.timeout, When: h.when}
 		if h.script != "" {
-			e.Script = nodeagent.HooksDir + "/p/" + h.name
+			e.Script = hookspec.HooksDir + "/p/" + h.name
 			if e.Command == nil {
 				e.Command = []string{e.Script}
 			}
@@ -43,7 +44,7 @@ func machine(t testing.TB, hooks ...hook) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(root, nodeagent.HooksManifestPath), string(b))
+	writeFile(t, filepath.Join(root, hookspec.HooksManifestPath), string(b))
 	return root
 }
 
@@ -115,7 +116,7 @@ func assertGone(t testing.TB, pid int) {
 }
 
 func TestBehaviors(t *testing.T) {
-	for _, behavior := range []string{nodeagent.BehaviorSyncEnforce, nodeagent.BehaviorSyncBypass, nodeagent.BehaviorAsyncEnforce, nodeagent.BehaviorAsyncBypass} {
+	for _, behavior := range []string{hookspec.BehaviorSyncEnforce, hookspec.BehaviorSyncBypass, hookspec.BehaviorAsyncEnforce, hookspec.BehaviorAsyncBypass} {
 		for _, fail := range []bool{false, true} {
 			name := behavior + "/succeeds"
 			script := "echo hello\necho oops >&2\n"
@@ -128,7 +129,7 @@ func TestBehaviors(t *testing.T) {
 					hook{name: "first", behavior: behavior, script: script},
 					hook{name: "second", script: "true\n"},
 				)
-				rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+				rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 				if rep == nil {
 					t.Fatalf("no report: %v", err)
 				}
@@ -140,7 +141,7 @@ func TestBehaviors(t *testing.T) {
 				wantFirst, wantSecond, wantCode := nodeagent.StatusSucceeded, nodeagent.StatusSucceeded, 0
 				if fail {
 					wantFirst, wantCode = nodeagent.StatusFailed, 3
-					if behavior == nodeagent.BehaviorSyncEnforce {
+					if behavior == hookspec.BehaviorSyncEnforce {
 						wantSecond = nodeagent.StatusNotRun
 					}
 				}
@@ -156,7 +157,7 @@ func TestBehaviors(t *testing.T) {
 					if !errors.As(err, &he) {
 						t.Fatalf("error %v, expected a HookError", err)
 					}
-					if he.Hook != "first" || he.Plugin != "p" || he.Phase != nodeagent.PhaseBeforeNodeup || he.Node != "node-1" {
+					if he.Hook != "first" || he.Plugin != "p" || he.Phase != hookspec.PhaseBeforeNodeup || he.Node != "node-1" {
 						t.Errorf("error names %+v", he)
 					}
 					if want := "hook first of plugin p failed in phase beforeNodeup on node node-1: exit status 3"; err.Error() != want {
@@ -176,14 +177,14 @@ func TestBehaviors(t *testing.T) {
 }
 
 func TestTimeoutKillsTheGroup(t *testing.T) {
-	for _, behavior := range []string{nodeagent.BehaviorSyncEnforce, nodeagent.BehaviorAsyncBypass} {
+	for _, behavior := range []string{hookspec.BehaviorSyncEnforce, hookspec.BehaviorAsyncBypass} {
 		t.Run(behavior, func(t *testing.T) {
 			// The hook's child ignores nothing, but the hook itself traps SIGTERM to
 			// show that SIGKILL follows the grace period.
 			root := machine(t, hook{name: "slow", behavior: behavior, timeout: "300ms",
 				script: "trap '' TERM\nsleep 300 &\necho $! > child.pid\nwait\n"})
 			start := time.Now()
-			rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+			rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 			if took := time.Since(start); took > 5*time.Second {
 				t.Errorf("run took %v", took)
 			}
@@ -193,7 +194,7 @@ func TestTimeoutKillsTheGroup(t *testing.T) {
 			if rep.Hooks[0].Reason != "timed out after 300ms" || *rep.Hooks[0].ExitCode != -1 {
 				t.Errorf("reason %q, exit code %d", rep.Hooks[0].Reason, *rep.Hooks[0].ExitCode)
 			}
-			if (err != nil) != (behavior == nodeagent.BehaviorSyncEnforce) {
+			if (err != nil) != (behavior == hookspec.BehaviorSyncEnforce) {
 				t.Errorf("error %v", err)
 			}
 			pid, perr := strconv.Atoi(waitFile(t, filepath.Join(root, "child.pid")))
@@ -207,7 +208,7 @@ func TestTimeoutKillsTheGroup(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	root := machine(t,
-		hook{name: "bg", behavior: nodeagent.BehaviorAsyncEnforce, script: "sleep 300 &\necho $! > bg.pid\nwait\n"},
+		hook{name: "bg", behavior: hookspec.BehaviorAsyncEnforce, script: "sleep 300 &\necho $! > bg.pid\nwait\n"},
 		hook{name: "slow", script: "sleep 300 &\necho $! > child.pid\nwait\n"},
 		hook{name: "later", script: "true\n"},
 	)
@@ -218,7 +219,7 @@ func TestCancel(t *testing.T) {
 		waitFile(t, filepath.Join(root, "bg.pid"))
 		cancel()
 	}()
-	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(ctx, nodeagent.PhaseBeforeNodeup)
+	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(ctx, hookspec.PhaseBeforeNodeup)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, expected it to wrap context.Canceled", err)
 	}
@@ -259,13 +260,13 @@ func TestWhen(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := machine(t, hook{name: "h", behavior: nodeagent.BehaviorSyncBypass, when: tt.when, script: "true\n"})
+			root := machine(t, hook{name: "h", behavior: hookspec.BehaviorSyncBypass, when: tt.when, script: "true\n"})
 			a := newAgent(t, nodeagent.Options{
 				Root:    root,
-				Cluster: nodeagent.Cluster{Name: "demo", KubernetesVersion: tt.version},
-				Node:    nodeagent.Node{Pool: "workers", Role: "worker", Labels: tt.labels},
+				Cluster: hookspec.Cluster{Name: "demo", KubernetesVersion: tt.version},
+				Node:    hookspec.Node{Pool: "workers", Role: "worker", Labels: tt.labels},
 			})
-			rep, err := a.Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+			rep, err := a.Run(t.Context(), hookspec.PhaseBeforeNodeup)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,7 +280,7 @@ func TestWhen(t *testing.T) {
 
 func TestWhenInvalidEnforcedFailsTheNode(t *testing.T) {
 	root := machine(t, hook{name: "h", when: "node.pool ==", script: "true\n"}, hook{name: "next", script: "true\n"})
-	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 	var he *nodeagent.HookError
 	if !errors.As(err, &he) || !strings.Contains(he.Reason, "compile when") {
 		t.Fatalf("error %v, expected a HookError about the condition", err)
@@ -302,9 +303,9 @@ func TestScriptAndCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.h.name, tt.h.at = "h", nodeagent.PhaseAfterNodeup
+			tt.h.name, tt.h.at = "h", hookspec.PhaseAfterNodeup
 			root := machine(t, tt.h)
-			rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseAfterNodeup)
+			rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseAfterNodeup)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,11 +318,11 @@ func TestScriptAndCommand(t *testing.T) {
 
 func TestPhaseSelectsItsHooksInOrder(t *testing.T) {
 	root := machine(t,
-		hook{name: "a", at: nodeagent.PhaseAfterDeploy, script: "echo a >> order\n"},
-		hook{name: "b", at: nodeagent.PhaseBeforeNodeup, script: "echo b >> order\n"},
-		hook{name: "c", at: nodeagent.PhaseAfterDeploy, script: "echo c >> order\n"},
+		hook{name: "a", at: hookspec.PhaseAfterDeploy, script: "echo a >> order\n"},
+		hook{name: "b", at: hookspec.PhaseBeforeNodeup, script: "echo b >> order\n"},
+		hook{name: "c", at: hookspec.PhaseAfterDeploy, script: "echo c >> order\n"},
 	)
-	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseAfterDeploy)
+	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseAfterDeploy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,10 +339,10 @@ func TestAsyncRunsAlongsideTheNextSyncHook(t *testing.T) {
 	// sync hook waits for the async one to have started: each finishes only if they
 	// overlap.
 	root := machine(t,
-		hook{name: "bg", behavior: nodeagent.BehaviorAsyncEnforce, timeout: "10s", script: "touch bg-started\nuntil [ -f fg-done ]; do sleep 0.02; done\necho bg > bg-done\n"},
+		hook{name: "bg", behavior: hookspec.BehaviorAsyncEnforce, timeout: "10s", script: "touch bg-started\nuntil [ -f fg-done ]; do sleep 0.02; done\necho bg > bg-done\n"},
 		hook{name: "fg", timeout: "10s", script: "until [ -f bg-started ]; do sleep 0.02; done\ntouch fg-done\n"},
 	)
-	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,11 +357,11 @@ func TestAsyncRunsAlongsideTheNextSyncHook(t *testing.T) {
 
 func TestAsyncEnforceFailureFailsTheNodeAtTheEnd(t *testing.T) {
 	root := machine(t,
-		hook{name: "bg", behavior: nodeagent.BehaviorAsyncEnforce, script: "exit 1\n"},
+		hook{name: "bg", behavior: hookspec.BehaviorAsyncEnforce, script: "exit 1\n"},
 		hook{name: "fg", script: "sleep 0.2\n"},
 		hook{name: "last", script: "true\n"},
 	)
-	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 	var he *nodeagent.HookError
 	if !errors.As(err, &he) || he.Hook != "bg" {
 		t.Fatalf("error %v, expected hook bg's", err)
@@ -373,7 +374,7 @@ func TestAsyncEnforceFailureFailsTheNodeAtTheEnd(t *testing.T) {
 func TestRerunSkipsSucceededHooks(t *testing.T) {
 	root := machine(t,
 		hook{name: "once", script: "echo run >> once.log\n"},
-		hook{name: "flaky", behavior: nodeagent.BehaviorSyncBypass, script: "echo run >> flaky.log\n[ -f fixed ]\n"},
+		hook{name: "flaky", behavior: hookspec.BehaviorSyncBypass, script: "echo run >> flaky.log\n[ -f fixed ]\n"},
 	)
 	count := func(f string) int {
 		b, _ := os.ReadFile(filepath.Join(root, f))
@@ -381,7 +382,7 @@ func TestRerunSkipsSucceededHooks(t *testing.T) {
 	}
 	run := func(force bool) string {
 		t.Helper()
-		rep, err := newAgent(t, nodeagent.Options{Root: root, Force: force}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+		rep, err := newAgent(t, nodeagent.Options{Root: root, Force: force}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +401,7 @@ func TestRerunSkipsSucceededHooks(t *testing.T) {
 		{name: "nothing left to do", want: "once=skipped flaky=skipped", once: 1, flaky: 3},
 		{name: "force", force: true, want: "once=succeeded flaky=succeeded", once: 2, flaky: 4},
 		{name: "a changed script runs again", prepare: func() {
-			writeFile(t, filepath.Join(root, nodeagent.HooksDir, "p", "once"), "echo run >> once.log\necho changed\n")
+			writeFile(t, filepath.Join(root, hookspec.HooksDir, "p", "once"), "echo run >> once.log\necho changed\n")
 		}, want: "once=succeeded flaky=skipped", once: 3, flaky: 4},
 	}
 	for _, s := range steps {
@@ -417,9 +418,9 @@ func TestReportFile(t *testing.T) {
 	root := machine(t,
 		hook{name: "ok", script: "echo fine\n"},
 		hook{name: "skip", when: "false", script: "true\n"},
-		hook{name: "bad", behavior: nodeagent.BehaviorSyncBypass, script: "echo broken >&2\nexit 2\n"},
+		hook{name: "bad", behavior: hookspec.BehaviorSyncBypass, script: "echo broken >&2\nexit 2\n"},
 	)
-	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +451,7 @@ func TestReportFile(t *testing.T) {
 
 func TestOutputTail(t *testing.T) {
 	root := machine(t, hook{name: "loud", script: "i=0; while [ $i -lt 100 ]; do echo line$i; i=$((i+1)); done\n"})
-	rep, err := newAgent(t, nodeagent.Options{Root: root, OutputTail: 16}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+	rep, err := newAgent(t, nodeagent.Options{Root: root, OutputTail: 16}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,13 +476,13 @@ func TestManifestErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
-			writeFile(t, filepath.Join(root, nodeagent.HooksManifestPath), tt.manifest)
-			rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
-			var me *nodeagent.ManifestError
+			writeFile(t, filepath.Join(root, hookspec.HooksManifestPath), tt.manifest)
+			rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
+			var me *hookspec.ManifestError
 			if !errors.As(err, &me) || rep != nil {
 				t.Fatalf("report %v, error %v; expected a ManifestError", rep, err)
 			}
-			if me.Path != filepath.Join(root, nodeagent.HooksManifestPath) || me.Field != tt.field || !strings.Contains(me.Err.Error(), tt.msg) {
+			if me.Path != filepath.Join(root, hookspec.HooksManifestPath) || me.Field != tt.field || !strings.Contains(me.Err.Error(), tt.msg) {
 				t.Errorf("error %v; expected field %q and %q", err, tt.field, tt.msg)
 			}
 		})
@@ -490,7 +491,7 @@ func TestManifestErrors(t *testing.T) {
 
 func TestNoManifestIsNoHooks(t *testing.T) {
 	root := t.TempDir()
-	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseAfterNodeup)
+	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseAfterNodeup)
 	if err != nil || len(rep.Hooks) != 0 {
 		t.Fatalf("report %+v, error %v", rep, err)
 	}
@@ -504,12 +505,12 @@ func TestNoManifestIsNoHooks(t *testing.T) {
 
 func TestManifestFactsAreDefaults(t *testing.T) {
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, nodeagent.HooksManifestPath), `{
+	writeFile(t, filepath.Join(root, hookspec.HooksManifestPath), `{
   "cluster": {"name": "demo", "kubernetesVersion": "1.37.2"},
   "node": {"pool": "workers", "role": "worker", "labels": {"zone": "a"}},
   "hooks": [{"plugin": "p", "name": "h", "at": "beforeNodeup", "command": ["true"],
     "when": "cluster.name == 'demo' && versionAtLeast(cluster.kubernetesVersion, '1.37') && node.pool == 'edge' && node.labels.zone == 'a'"}]}`)
-	rep, err := newAgent(t, nodeagent.Options{Root: root, Node: nodeagent.Node{Pool: "edge"}}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+	rep, err := newAgent(t, nodeagent.Options{Root: root, Node: hookspec.Node{Pool: "edge"}}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 	if err != nil || rep.Hooks[0].Status != nodeagent.StatusSucceeded {
 		t.Fatalf("report %+v, error %v", rep, err)
 	}
@@ -519,7 +520,7 @@ func TestOneRunPerPhase(t *testing.T) {
 	root := machine(t, hook{name: "hold", script: "touch held\nuntil [ -f release ]; do sleep 0.02; done\n"})
 	done := make(chan error, 1)
 	go func() {
-		_, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+		_, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 		done <- err
 	}()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -527,12 +528,12 @@ func TestOneRunPerPhase(t *testing.T) {
 			break
 		}
 	}
-	_, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+	_, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 	if !errors.Is(err, nodeagent.ErrLocked) {
 		t.Errorf("second run: %v, expected ErrLocked", err)
 	}
 	// Another phase is not held up.
-	if _, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), nodeagent.PhaseAfterDeploy); err != nil {
+	if _, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseAfterDeploy); err != nil {
 		t.Errorf("other phase: %v", err)
 	}
 	writeFile(t, filepath.Join(root, "release"), "")

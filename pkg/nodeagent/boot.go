@@ -9,21 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 )
-
-// FailedMarkerPath is written when the boot stopped or failed the node: it holds
-// why, one line per failure. Its existence keeps the kubelet from starting (the
-// rendered kubelet drop-in has ConditionPathExists=!FailedMarkerPath), whoever
-// starts it. Boot removes it when it starts again.
-const FailedMarkerPath = "/var/lib/kubeplug/node-failed"
-
-// AfterDeployTriggerPath is the file whose appearance runs the afterDeploy phase on a
-// real machine: the rendered kubeplug-after-deploy.path unit watches it and starts
-// kubeplug-after-deploy.service, which runs `kubeplug node run --phase afterDeploy`.
-// Whatever finishes the deploy (the provider, an SSM command, a DaemonSet with the
-// host's /var/lib/kubeplug) writes to it, e.g. `date > /var/lib/kubeplug/after-deploy`;
-// each write runs the phase again, where hooks that succeeded are skipped.
-const AfterDeployTriggerPath = "/var/lib/kubeplug/after-deploy"
 
 // DefaultNodeup is the nodeup step of a real machine: starting the kubelet unit
 // the renderer configured (it is not enabled, so only the boot starts it).
@@ -55,7 +43,7 @@ type BootResult struct {
 // as beforeNodeup's sync hooks have ended (async hooks keep running alongside the
 // kubelet and afterNodeup) and only if no enforced hook failed by then. A hook's
 // timeout is its own. After an enforced failure the kubelet is not started;
-// FailedMarkerPath then holds why and the error names the hook. Boot returns once
+// hookspec.FailedMarkerPath then holds why and the error names the hook. Boot returns once
 // every hook of both phases has ended, so an async-enforce failure that comes after
 // the kubelet started still fails the node (marker and error); the kubelet is left
 // running then, as a failed node is for the operator to drain, not for the boot.
@@ -72,7 +60,7 @@ func Boot(ctx context.Context, opts BootOptions) (*BootResult, error) {
 	}
 	root := probe.opts.Root
 	log := probe.opts.Logger
-	marker := filepath.Join(root, filepath.FromSlash(FailedMarkerPath))
+	marker := filepath.Join(root, filepath.FromSlash(hookspec.FailedMarkerPath))
 	if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("clear %s: %w", marker, err)
 	}
@@ -130,7 +118,7 @@ func Boot(ctx context.Context, opts BootOptions) (*BootResult, error) {
 		return errors.Join(errs...)
 	}
 
-	before := start(PhaseBeforeNodeup)
+	before := start(hookspec.PhaseBeforeNodeup)
 	if held := <-before.held; held != nil {
 		// The kubelet must not start; the async hooks under way still end. Run's
 		// error holds every enforced failure, held's included.
@@ -152,7 +140,7 @@ func Boot(ctx context.Context, opts BootOptions) (*BootResult, error) {
 		nerr = fmt.Errorf("nodeup %s: %w: %s", strings.Join(opts.Nodeup, " "), nerr, strings.TrimSpace(string(out)))
 		return res, fail(errors.Join(nerr, finish(before)))
 	}
-	after := start(PhaseAfterNodeup)
+	after := start(hookspec.PhaseAfterNodeup)
 	if err := finish(before, after); err != nil {
 		return res, fail(err)
 	}

@@ -1,11 +1,13 @@
 // Package nodeagent runs the plugins' node hooks on a machine: the part of kubeplug
 // that lives on the node, behind `kubeplug node run --phase <phase>`.
 //
-// The renderer (pkg/render) writes every hook of a machine to HooksManifestPath and
-// each script hook's script to HooksDir/<plugin>/<hook>; the boot (Boot, behind
-// `kubeplug node boot`) runs the agent for beforeNodeup, starts the kubelet (the
-// nodeup step) once the phase's sync hooks ended without an enforced failure, runs it
-// for afterNodeup, and the deploy triggers afterDeploy (AfterDeployTriggerPath). One Run is one phase: the phase's hooks run in
+// The manifest format — Manifest, Hook, the phases, the condition facts, the order —
+// is package hookspec's. The renderer (pkg/render) writes every hook of a machine to
+// hookspec.HooksManifestPath and each script hook's script to
+// hookspec.HooksDir/<plugin>/<hook>; the boot (Boot, behind `kubeplug node boot`)
+// runs the agent for beforeNodeup, starts the kubelet (the nodeup step) once the
+// phase's sync hooks ended without an enforced failure, runs it for afterNodeup, and
+// the deploy triggers afterDeploy (hookspec.AfterDeployTriggerPath). One Run is one phase: the phase's hooks run in
 // manifest order (see Ordering), and the Report of what ran is written to
 // ReportsDir/<phase>.json. Options.Manifest reads another manifest instead.
 //
@@ -39,11 +41,11 @@
 // A hook's requires and before name other hooks of the phase, as "plugin/hook" or a
 // bare name of the same plugin. A hook starts only after the hooks it requires and
 // the hooks naming it in before have ended, async ones included; otherwise the
-// manifest's order holds (a stable topological sort). A hook whose required hook
-// failed, was skipped for its condition, did not run, or is not on the machine is
-// not run; one that succeeded in an earlier run counts as succeeded. Hooks that
-// wait for each other in a loop are a *ManifestError wrapping a *CycleError whose
-// message names the chain, a -> b -> a; nothing runs.
+// manifest's order holds (hookspec.Schedule, a stable topological sort). A hook whose
+// required hook failed, was skipped for its condition, did not run, or is not on the
+// machine is not run; one that succeeded in an earlier run counts as succeeded. Hooks
+// that wait for each other in a loop are a *hookspec.ManifestError wrapping a
+// *hookspec.CycleError whose message names the chain, a -> b -> a; nothing runs.
 //
 // # Scripts from a URL
 //
@@ -64,24 +66,11 @@
 //
 // # Conditions
 //
-// A hook's `when` is a CEL expression (cel.dev/cel-go) that must be a bool. It sees:
-//
-//	cluster.name               string
-//	cluster.kubernetesVersion  string, like "1.37.2"
-//	node.name                  string
-//	node.pool                  string
-//	node.role                  string, like "worker" or "control-plane"
-//	node.labels                map(string, string)
-//
-// with CEL's standard library, the strings extension (ext.Strings), and for versions:
-//
-//	versionAtLeast(v, min)     bool: semantic v >= min; versionAtLeast('1.9', '1.30') is false
-//	semver(s)                  a version, ordered by <, <=, >, >=, ==, != semantically
-//	semver(s).major(), .minor() int
-//
-// Versions may be partial ("1.30" is 1.30.0) and have a leading "v". A string that is
-// not a version makes evaluation fail, as does a missing label (use
-// `'k' in node.labels`): a failure of the hook, not a silent skip.
-// `cluster.kubernetesVersion >= '1.30'` still compiles, but compares strings; the
-// report carries a warning pointing at versionAtLeast.
+// A hook's `when` is a CEL expression over the cluster and node facts
+// (hookspec.Cluster, hookspec.Node), compiled with hookspec.CompileCondition; the
+// hookspec package documents what it sees. The facts are Options.Cluster and
+// Options.Node, with the manifest's cluster and node as defaults. A condition that
+// is false skips the hook; one that does not compile or evaluate (a missing label, a
+// string that is not a version) fails it, and the report carries a warning for one
+// that compares versions as strings.
 package nodeagent

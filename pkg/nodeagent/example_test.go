@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
 
@@ -22,22 +23,22 @@ func Example() {
 		_ = os.MkdirAll(filepath.Dir(p), 0o755)
 		_ = os.WriteFile(p, []byte(content), 0o644)
 	}
-	write(nodeagent.HooksManifestPath, `{"hooks": [
+	write(hookspec.HooksManifestPath, `{"hooks": [
   {"plugin": "net", "name": "sysctl", "at": "beforeNodeup", "script": "/var/lib/kubeplug/hooks/net/sysctl"},
   {"plugin": "gpu", "name": "driver", "at": "beforeNodeup", "command": ["true"], "when": "node.labels['gpu'] == 'yes'", "behavior": "async-bypass"},
   {"plugin": "mon", "name": "agent", "at": "beforeNodeup", "command": ["true"], "when": "versionAtLeast(cluster.kubernetesVersion, '1.30')"}
 ]}`)
-	write(nodeagent.HooksDir+"/net/sysctl", "echo forwarding on\n")
+	write(hookspec.HooksDir+"/net/sysctl", "echo forwarding on\n")
 
 	a, err := nodeagent.New(nodeagent.Options{
 		Root:    root,
-		Cluster: nodeagent.Cluster{Name: "demo", KubernetesVersion: "1.37.2"},
-		Node:    nodeagent.Node{Name: "worker-0", Pool: "workers", Role: "worker", Labels: map[string]string{"gpu": "no"}},
+		Cluster: hookspec.Cluster{Name: "demo", KubernetesVersion: "1.37.2"},
+		Node:    hookspec.Node{Name: "worker-0", Pool: "workers", Role: "worker", Labels: map[string]string{"gpu": "no"}},
 	})
 	if err != nil {
 		panic(err)
 	}
-	rep, err := a.Run(context.Background(), nodeagent.PhaseBeforeNodeup)
+	rep, err := a.Run(context.Background(), hookspec.PhaseBeforeNodeup)
 	if err != nil {
 		panic(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
 
@@ -56,8 +57,8 @@ func TestURLHookHTTPS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
-			manifest(t, root, nodeagent.Hook{Name: "h", Behavior: nodeagent.BehaviorSyncBypass, URL: ts.URL + tt.path, SHA256: tt.sha})
-			rep, err := newAgent(t, nodeagent.Options{Root: root, HTTPClient: ts.Client()}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+			manifest(t, root, hookspec.Hook{Name: "h", Behavior: hookspec.BehaviorSyncBypass, URL: ts.URL + tt.path, SHA256: tt.sha})
+			rep, err := newAgent(t, nodeagent.Options{Root: root, HTTPClient: ts.Client()}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,11 +88,11 @@ func TestURLHookHTTPS(t *testing.T) {
 	t.Run("cached by digest", func(t *testing.T) {
 		root := t.TempDir()
 		manifest(t, root,
-			nodeagent.Hook{Name: "a", URL: ts.URL + "/script.sh", SHA256: sum(script)},
-			nodeagent.Hook{Name: "b", URL: ts.URL + "/script.sh", SHA256: sum(script)},
+			hookspec.Hook{Name: "a", URL: ts.URL + "/script.sh", SHA256: sum(script)},
+			hookspec.Hook{Name: "b", URL: ts.URL + "/script.sh", SHA256: sum(script)},
 		)
 		before := requests.Load()
-		if _, err := newAgent(t, nodeagent.Options{Root: root, HTTPClient: ts.Client()}).Run(t.Context(), nodeagent.PhaseBeforeNodeup); err != nil {
+		if _, err := newAgent(t, nodeagent.Options{Root: root, HTTPClient: ts.Client()}).Run(t.Context(), hookspec.PhaseBeforeNodeup); err != nil {
 			t.Fatal(err)
 		}
 		if got := requests.Load() - before; got != 1 {
@@ -115,9 +116,9 @@ func TestURLHookUnreachable(t *testing.T) {
 	defer ts.Close()
 	defer close(hang)
 	root := t.TempDir()
-	manifest(t, root, nodeagent.Hook{Name: "h", URL: ts.URL + "/script.sh", SHA256: sum("x")})
+	manifest(t, root, hookspec.Hook{Name: "h", URL: ts.URL + "/script.sh", SHA256: sum("x")})
 	start := time.Now()
-	rep, err := newAgent(t, nodeagent.Options{Root: root, HTTPClient: ts.Client(), FetchTimeout: 300 * time.Millisecond}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+	rep, err := newAgent(t, nodeagent.Options{Root: root, HTTPClient: ts.Client(), FetchTimeout: 300 * time.Millisecond}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 	var he *nodeagent.HookError
 	if !errors.As(err, &he) {
 		t.Fatalf("error %v, expected the enforced hook's failure", err)
@@ -151,11 +152,11 @@ func TestURLHookS3(t *testing.T) {
 
 	root := t.TempDir()
 	manifest(t, root,
-		nodeagent.Hook{Name: "prep", Behavior: nodeagent.BehaviorSyncBypass, URL: "s3://hooks/node/prep.sh", SHA256: sum(script)},
-		nodeagent.Hook{Name: "tampered", Behavior: nodeagent.BehaviorSyncBypass, URL: "s3://hooks/node/prep.sh", SHA256: sum("other")},
-		nodeagent.Hook{Name: "missing", Behavior: nodeagent.BehaviorSyncBypass, URL: "s3://hooks/node/none.sh", SHA256: sum("never served")},
+		hookspec.Hook{Name: "prep", Behavior: hookspec.BehaviorSyncBypass, URL: "s3://hooks/node/prep.sh", SHA256: sum(script)},
+		hookspec.Hook{Name: "tampered", Behavior: hookspec.BehaviorSyncBypass, URL: "s3://hooks/node/prep.sh", SHA256: sum("other")},
+		hookspec.Hook{Name: "missing", Behavior: hookspec.BehaviorSyncBypass, URL: "s3://hooks/node/none.sh", SHA256: sum("never served")},
 	)
-	rep, err := newAgent(t, nodeagent.Options{Root: root, S3Endpoint: ts.URL}).Run(t.Context(), nodeagent.PhaseBeforeNodeup)
+	rep, err := newAgent(t, nodeagent.Options{Root: root, S3Endpoint: ts.URL}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,41 +171,5 @@ func TestURLHookS3(t *testing.T) {
 	}
 	if got := ran(t, root); got != "p/prep" {
 		t.Errorf("ran %q", got)
-	}
-}
-
-func TestCheckURL(t *testing.T) {
-	good := sum("x")
-	tests := []struct{ url, sha, err string }{
-		{url: "https://example.com/a.sh", sha: good},
-		{url: "s3://bucket/a.sh", sha: good},
-		{url: "http://example.com/a.sh", sha: good, err: `expected an https:// or s3:// URL, found scheme "http"`},
-		{url: "s3://bucket", sha: good, err: "expected s3://bucket/key"},
-		{url: "https://example.com/a.sh", err: "a url needs sha256"},
-		{url: "https://example.com/a.sh", sha: "abc", err: `expected sha256 as 64 lower-case hex digits, found "abc"`},
-	}
-	for _, tt := range tests {
-		err := nodeagent.CheckURL(tt.url)
-		if err == nil {
-			err = nodeagent.CheckSHA256(tt.sha)
-		}
-		if (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
-			t.Errorf("CheckURL(%q, %q) = %v, expected %q", tt.url, tt.sha, err, tt.err)
-		}
-	}
-}
-
-func TestCheckCondition(t *testing.T) {
-	for expr, want := range map[string]string{
-		"versionAtLeast(cluster.kubernetesVersion, '1.30')": "",
-		"node.role == 'worker' && 'gpu' in node.labels":     "",
-		"cluster.nme == 'x'":                                "undefined field 'nme'",
-		"node.pool":                                         "expected bool",
-		"(":                                                 "compile when",
-	} {
-		err := nodeagent.CheckCondition(expr)
-		if (err == nil) != (want == "") || (err != nil && !strings.Contains(err.Error(), want)) {
-			t.Errorf("CheckCondition(%q) = %v, expected %q", expr, err, want)
-		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kubeplug/kubeplug/internal/bounded"
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 )
 
 // Status is what became of a hook in a run.
@@ -165,7 +166,7 @@ type stateEntry struct {
 // readState loads file; a missing or unreadable state only means hooks run again.
 func readState(file string) (*state, error) {
 	s := &state{file: file, Succeeded: map[string]stateEntry{}}
-	b, err := bounded.ReadFile(file, MaxManifestSize)
+	b, err := bounded.ReadFile(file, hookspec.MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return s, nil
 	}

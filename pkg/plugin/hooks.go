@@ -8,7 +8,7 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
 	"github.com/kubeplug/kubeplug/pkg/diag"
-	"github.com/kubeplug/kubeplug/pkg/nodeagent"
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 )
 
 // checkHooks finds at lint time what the node agent would fail on a machine at boot:
@@ -36,21 +36,21 @@ func checkHooks(doc *yamldoc.Doc, l *diag.List, ptr string, hooks []v1alpha1.Nod
 		}
 		return n, p == plugin
 	}
-	phases := map[string][]nodeagent.Hook{}
+	phases := map[string][]hookspec.Hook{}
 	var phaseOrder []string
 	for i, h := range hooks {
 		hp := ptr + "/hooks/" + strconv.Itoa(i)
 		if h.When != "" {
-			if err := nodeagent.CheckCondition(h.When); err != nil {
+			if err := hookspec.CheckCondition(h.When); err != nil {
 				doc.Errorf(l, hp+"/when", "hook %s of plugin %s: %v", h.Name, plugin, err)
 			}
 		}
 		switch {
 		case h.Run.URL != "":
-			if err := nodeagent.CheckURL(h.Run.URL); err != nil {
+			if err := hookspec.CheckURL(h.Run.URL); err != nil {
 				doc.Errorf(l, hp+"/run/url", "hook %s of plugin %s: %v", h.Name, plugin, err)
 			}
-			if err := nodeagent.CheckSHA256(h.Run.SHA256); err != nil {
+			if err := hookspec.CheckSHA256(h.Run.SHA256); err != nil {
 				at := hp + "/run/url"
 				if doc.Has(hp + "/run/sha256") {
 					at = hp + "/run/sha256"
@@ -60,7 +60,7 @@ func checkHooks(doc *yamldoc.Doc, l *diag.List, ptr string, hooks []v1alpha1.Nod
 		case h.Run.SHA256 != "":
 			doc.Errorf(l, hp+"/run/sha256", "hook %s of plugin %s: sha256 pins the script of a url, and the hook has no url", h.Name, plugin)
 		}
-		ah := nodeagent.Hook{Plugin: plugin, Name: h.Name, At: h.At}
+		ah := hookspec.Hook{Plugin: plugin, Name: h.Name, At: h.At}
 		for _, list := range []struct {
 			field string
 			refs  []string
@@ -68,7 +68,7 @@ func checkHooks(doc *yamldoc.Doc, l *diag.List, ptr string, hooks []v1alpha1.Nod
 		}{{"before", h.Before, &ah.Before}, {"requires", h.Requires, &ah.Requires}} {
 			for j, r := range list.refs {
 				rp := hp + "/" + list.field + "/" + strconv.Itoa(j)
-				if err := nodeagent.CheckRef(r); err != nil {
+				if err := hookspec.CheckRef(r); err != nil {
 					doc.Errorf(l, rp, "hook %s of plugin %s: %v", h.Name, plugin, err)
 					continue
 				}
@@ -93,8 +93,8 @@ func checkHooks(doc *yamldoc.Doc, l *diag.List, ptr string, hooks []v1alpha1.Nod
 		phases[h.At] = append(phases[h.At], ah)
 	}
 	for _, at := range phaseOrder {
-		_, err := nodeagent.Order(phases[at])
-		if ce := (*nodeagent.CycleError)(nil); errors.As(err, &ce) {
+		_, err := hookspec.Order(phases[at])
+		if ce := (*hookspec.CycleError)(nil); errors.As(err, &ce) {
 			first := ce.Chain[0][strings.IndexByte(ce.Chain[0], '/')+1:]
 			doc.Errorf(l, ptr+"/hooks/"+strconv.Itoa(byName[first]), "hooks of plugin %s wait for each other in a cycle (before and requires): %s", plugin, strings.Join(ce.Chain, " -> "))
 		}

@@ -19,8 +19,8 @@
 // `kubeplug node boot` (the beforeNodeup hooks, then the kubelet only if no enforced
 // hook failed, with async hooks not holding it up, then afterNodeup; see
 // nodeagent.Boot), and kubeplug-after-deploy.path runs the afterDeploy phase when the
-// deploy writes nodeagent.AfterDeployTriggerPath. The kubelet is not enabled, and its
-// drop-in keeps it down while nodeagent.FailedMarkerPath exists. cloud-init's runcmd
+// deploy writes hookspec.AfterDeployTriggerPath. The kubelet is not enabled, and its
+// drop-in keeps it down while hookspec.FailedMarkerPath exists. cloud-init's runcmd
 // only starts these units; Ignition enables them. Control-plane machines also get
 // the static Pods in StaticPodDir.
 //

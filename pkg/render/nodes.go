@@ -11,8 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/model"
-	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
 
 // Names of what the renderer adds to every machine.
@@ -32,9 +32,9 @@ const (
 
 // Hook entry points the node agent runs at boot; afterDeploy is triggered by the deploy.
 const (
-	PhaseBeforeNodeup = nodeagent.PhaseBeforeNodeup
-	PhaseAfterNodeup  = nodeagent.PhaseAfterNodeup
-	PhaseAfterDeploy  = nodeagent.PhaseAfterDeploy
+	PhaseBeforeNodeup = hookspec.PhaseBeforeNodeup
+	PhaseAfterNodeup  = hookspec.PhaseAfterNodeup
+	PhaseAfterDeploy  = hookspec.PhaseAfterDeploy
 )
 
 var (
@@ -167,9 +167,9 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 	for k, v := range p.Kubelet.Labels {
 		labels[k] = v.Value
 	}
-	facts := nodeagent.Manifest{
-		Cluster: &nodeagent.Cluster{Name: r.in.ClusterName, KubernetesVersion: strings.TrimPrefix(r.in.KubernetesVersion, "v")},
-		Node:    &nodeagent.Node{Pool: p.Name, Role: p.Role, Labels: labels},
+	facts := hookspec.Manifest{
+		Cluster: &hookspec.Cluster{Name: r.in.ClusterName, KubernetesVersion: strings.TrimPrefix(r.in.KubernetesVersion, "v")},
+		Node:    &hookspec.Node{Pool: p.Name, Role: p.Role, Labels: labels},
 		Hooks:   hooks,
 	}
 	if b, err := marshalJSON(facts); err != nil {
@@ -220,8 +220,8 @@ func describe(by string) string {
 
 // hooks installs script hooks and returns the hooks manifest's entries in the model's
 // order (plugin order, then declaration order), which is the order the agent runs them.
-func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *machine) []nodeagent.Hook {
-	entries := []nodeagent.Hook{}
+func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *machine) []hookspec.Hook {
+	entries := []hookspec.Hook{}
 	for _, h := range p.Hooks {
 		field := "nodes." + p.Name + ".hooks." + h.Name
 		switch {
@@ -235,7 +235,7 @@ func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *
 			r.fatalf(h.By, field, "a hook needs a command, a script or a url")
 			continue
 		}
-		e := nodeagent.Hook{Plugin: h.By, Name: h.Name, At: h.At, Command: h.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When,
+		e := hookspec.Hook{Plugin: h.By, Name: h.Name, At: h.At, Command: h.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When,
 			URL: h.URL, SHA256: h.SHA256, Before: h.Before, Requires: h.Requires, Once: h.Once}
 		if h.Script != "" {
 			e.Script = path.Join(HooksDir, h.By, h.Name)
@@ -257,7 +257,7 @@ func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *
 // ConditionPathExists keeps the kubelet down on a node the boot marked failed, whoever
 // starts it.
 var kubeletDropInContent = "[Unit]\n" +
-	"ConditionPathExists=!" + nodeagent.FailedMarkerPath + "\n" +
+	"ConditionPathExists=!" + hookspec.FailedMarkerPath + "\n" +
 	"\n" +
 	"[Service]\n" +
 	"EnvironmentFile=" + KubeletEnvPath + "\n" +
@@ -360,7 +360,7 @@ func (r *renderer) kubeletEnv(p *model.Pool) (string, bool) {
 // its serial console.
 //
 // kubeplug-after-deploy.path starts kubeplug-after-deploy.service, the afterDeploy
-// phase, whenever the deploy writes nodeagent.AfterDeployTriggerPath; never on a
+// phase, whenever the deploy writes hookspec.AfterDeployTriggerPath; never on a
 // node the boot marked failed.
 func agentUnits() []machineUnit {
 	return []machineUnit{
@@ -378,10 +378,10 @@ func agentUnits() []machineUnit {
 			"[Install]\n" +
 			"WantedBy=multi-user.target\n"},
 		{name: afterDeployPath, enable: true, content: "[Unit]\n" +
-			"Description=kubeplug node hooks, phase " + PhaseAfterDeploy + ", when the deploy writes " + nodeagent.AfterDeployTriggerPath + "\n" +
+			"Description=kubeplug node hooks, phase " + PhaseAfterDeploy + ", when the deploy writes " + hookspec.AfterDeployTriggerPath + "\n" +
 			"\n" +
 			"[Path]\n" +
-			"PathModified=" + nodeagent.AfterDeployTriggerPath + "\n" +
+			"PathModified=" + hookspec.AfterDeployTriggerPath + "\n" +
 			"Unit=" + afterDeployUnit + "\n" +
 			"\n" +
 			"[Install]\n" +
@@ -389,7 +389,7 @@ func agentUnits() []machineUnit {
 		{name: afterDeployUnit, content: "[Unit]\n" +
 			"Description=kubeplug node hooks, phase " + PhaseAfterDeploy + "\n" +
 			"After=" + bootUnit + " " + kubeletUnit + "\n" +
-			"ConditionPathExists=!" + nodeagent.FailedMarkerPath + "\n" +
+			"ConditionPathExists=!" + hookspec.FailedMarkerPath + "\n" +
 			"\n" +
 			"[Service]\n" +
 			"Type=oneshot\n" +

@@ -13,8 +13,8 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/model"
-	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
 
 // Paths on the machines that the rendered node configuration relies on. The node agent
@@ -26,9 +26,9 @@ const (
 	KubeletPath = "/usr/bin/kubelet"
 	// HooksDir holds hook scripts as HooksDir/<plugin>/<hook>; the node agent
 	// defines it, since it reads what is there.
-	HooksDir = nodeagent.HooksDir
+	HooksDir = hookspec.HooksDir
 	// HooksManifestPath lists every hook of the machine for the node agent.
-	HooksManifestPath = nodeagent.HooksManifestPath
+	HooksManifestPath = hookspec.HooksManifestPath
 	// KubeletEnvPath is the systemd environment file carrying the kubelet's flags.
 	KubeletEnvPath = "/etc/kubeplug/kubelet.env"
 	// StaticPodDir is where control-plane machines get the static Pod manifests.

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplug/kubeplug/internal/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/model"
-	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
@@ -165,8 +165,8 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Clust
 	for _, n := range nodes {
 		statuses[n.name] = &provider.NodeStatus{Name: n.name, Pool: n.pool, Role: n.role, Hooks: map[string]provider.HookSummary{}}
 	}
-	sum, err := p.runPhase(ctx, cpNode, nodeagent.PhaseBeforeNodeup)
-	statuses[cpNode.name].Hooks[nodeagent.PhaseBeforeNodeup] = sum
+	sum, err := p.runPhase(ctx, cpNode, hookspec.PhaseBeforeNodeup)
+	statuses[cpNode.name].Hooks[hookspec.PhaseBeforeNodeup] = sum
 	if err != nil {
 		return nil, err
 	}
@@ -343,8 +343,8 @@ func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.
 		if err := p.writeMachine(n.name, n.machine); err != nil {
 			return err
 		}
-		sum, err := p.runPhase(ctx, n, nodeagent.PhaseBeforeNodeup)
-		status.Hooks[nodeagent.PhaseBeforeNodeup] = sum
+		sum, err := p.runPhase(ctx, n, hookspec.PhaseBeforeNodeup)
+		status.Hooks[hookspec.PhaseBeforeNodeup] = sum
 		if err != nil {
 			// The node does not join; a Node from an earlier Up stays, so a
 			// hook that broke on an update does not take running Pods away.
@@ -366,8 +366,8 @@ func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.
 	if created {
 		p.event("node", n.name, "node "+n.name+" Ready")
 	}
-	sum, err := p.runPhase(ctx, n, nodeagent.PhaseAfterNodeup)
-	status.Hooks[nodeagent.PhaseAfterNodeup] = sum
+	sum, err := p.runPhase(ctx, n, hookspec.PhaseAfterNodeup)
+	status.Hooks[hookspec.PhaseAfterNodeup] = sum
 	return err
 }
 
@@ -440,7 +440,7 @@ func (p *Provider) AfterDeploy(ctx context.Context) error {
 			continue
 		}
 		n := &desiredNode{name: ns.Name, pool: ns.Pool, role: ns.Role}
-		if _, err := p.runPhase(ctx, n, nodeagent.PhaseAfterDeploy); err != nil {
+		if _, err := p.runPhase(ctx, n, hookspec.PhaseAfterDeploy); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/provider"
@@ -90,15 +91,15 @@ func desiredWith(ctx context.Context, t *testing.T, facts map[string]any, s spec
 		}},
 	})
 	hooks := []model.Hook{
-		{Name: "install", At: nodeagent.PhaseBeforeNodeup, Script: "#!/bin/sh\necho \"$KUBEPLUG_NODE\" > \"$KUBEPLUG_ROOT/etc/mon/installed\"\n"},
-		{Name: "check", At: nodeagent.PhaseAfterNodeup, Command: []string{"sh", "-c", "touch \"$KUBEPLUG_ROOT/etc/mon/joined\""}},
-		{Name: "register", At: nodeagent.PhaseAfterDeploy, Command: []string{"sh", "-c", "touch \"$KUBEPLUG_ROOT/etc/mon/deployed\""}},
+		{Name: "install", At: hookspec.PhaseBeforeNodeup, Script: "#!/bin/sh\necho \"$KUBEPLUG_NODE\" > \"$KUBEPLUG_ROOT/etc/mon/installed\"\n"},
+		{Name: "check", At: hookspec.PhaseAfterNodeup, Command: []string{"sh", "-c", "touch \"$KUBEPLUG_ROOT/etc/mon/joined\""}},
+		{Name: "register", At: hookspec.PhaseAfterDeploy, Command: []string{"sh", "-c", "touch \"$KUBEPLUG_ROOT/etc/mon/deployed\""}},
 	}
 	if s.slowHook != "" {
-		hooks = append(hooks, model.Hook{Name: "slow", At: nodeagent.PhaseBeforeNodeup, Script: s.slowHook})
+		hooks = append(hooks, model.Hook{Name: "slow", At: hookspec.PhaseBeforeNodeup, Script: s.slowHook})
 	}
 	if s.bypassFailed {
-		hooks = append(hooks, model.Hook{Name: "optional", At: nodeagent.PhaseAfterNodeup, Behavior: nodeagent.BehaviorSyncBypass, Command: []string{"false"}})
+		hooks = append(hooks, model.Hook{Name: "optional", At: hookspec.PhaseAfterNodeup, Behavior: hookspec.BehaviorSyncBypass, Command: []string{"false"}})
 	}
 	add(t, m, "mon", &model.Contribution{Pools: map[string]*model.Pool{"workers": {
 		Files: map[string]model.File{"/etc/mon/config.yaml": {Content: "level: info\n", Mode: "0640"}},
@@ -111,7 +112,7 @@ func desiredWith(ctx context.Context, t *testing.T, facts map[string]any, s spec
 	}}})
 	if s.failingPool {
 		add(t, m, "node-monitoring", &model.Contribution{Pools: map[string]*model.Pool{"bad": {
-			Hooks: []model.Hook{{Name: "install", At: nodeagent.PhaseBeforeNodeup, Script: "#!/bin/sh\necho disk full >&2\nexit 1\n"}},
+			Hooks: []model.Hook{{Name: "install", At: hookspec.PhaseBeforeNodeup, Script: "#!/bin/sh\necho disk full >&2\nexit 1\n"}},
 		}}})
 	}
 	in := render.Input{ClusterName: "test", KubernetesVersion: version, Model: m}
@@ -335,7 +336,7 @@ func TestLifecycle(t *testing.T) {
 			t.Error("afterDeploy hook ran before AfterDeploy")
 		}
 		var rep nodeagent.Report
-		b, err := os.ReadFile(filepath.Join(root, nodeagent.ReportsDir, nodeagent.PhaseAfterNodeup+".json"))
+		b, err := os.ReadFile(filepath.Join(root, nodeagent.ReportsDir, hookspec.PhaseAfterNodeup+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,8 +348,8 @@ func TestLifecycle(t *testing.T) {
 		}
 		// The bypass failure is reported, not fatal.
 		for _, ns := range cl.Nodes {
-			if ns.Pool == "workers" && ns.Hooks[nodeagent.PhaseAfterNodeup].Failed != 1 {
-				t.Errorf("node %s afterNodeup = %+v", ns.Name, ns.Hooks[nodeagent.PhaseAfterNodeup])
+			if ns.Pool == "workers" && ns.Hooks[hookspec.PhaseAfterNodeup].Failed != 1 {
+				t.Errorf("node %s afterNodeup = %+v", ns.Name, ns.Hooks[hookspec.PhaseAfterNodeup])
 			}
 		}
 		if err := p.AfterDeploy(ctx); err != nil {
@@ -468,7 +469,7 @@ func TestLifecycle(t *testing.T) {
 		if err := p.AfterDeploy(ctx); err != nil {
 			t.Fatalf("after deploy: %v", err)
 		}
-		report := filepath.Join(nodeagent.ReportsDir, nodeagent.PhaseAfterDeploy+".json")
+		report := filepath.Join(nodeagent.ReportsDir, hookspec.PhaseAfterDeploy+".json")
 		if _, err := os.Stat(filepath.Join(dir, "machines", "bad-0", "root", report)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("afterDeploy report on bad-0: %v", err)
 		}
@@ -498,7 +499,7 @@ func TestLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatalf("up after interrupt: %v", err)
 		}
-		if s := cl4.Nodes[slices.IndexFunc(cl4.Nodes, func(n provider.NodeStatus) bool { return n.Name == "workers-0" })].Hooks[nodeagent.PhaseBeforeNodeup]; s.Succeeded != 1 {
+		if s := cl4.Nodes[slices.IndexFunc(cl4.Nodes, func(n provider.NodeStatus) bool { return n.Name == "workers-0" })].Hooks[hookspec.PhaseBeforeNodeup]; s.Succeeded != 1 {
 			t.Errorf("workers-0 beforeNodeup after interrupt = %+v, want the changed hook to run", s)
 		}
 	})

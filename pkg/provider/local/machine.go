@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/provider"
@@ -95,14 +96,14 @@ func writeFile(dst string, content []byte, mode fs.FileMode) error {
 func (p *Provider) runPhase(ctx context.Context, d *desiredNode, phase string) (provider.HookSummary, error) {
 	var sum provider.HookSummary
 	root := p.machineRoot(d.name)
-	if _, err := os.Stat(underRoot(root, nodeagent.HooksManifestPath)); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(underRoot(root, hookspec.HooksManifestPath)); errors.Is(err, fs.ErrNotExist) {
 		return sum, nil // a machine without a render (no hooks manifest): nothing to run
 	}
 	agent, err := nodeagent.New(nodeagent.Options{
 		Root:    root,
 		Logger:  p.log.With("node", d.name),
-		Cluster: nodeagent.Cluster{Name: p.opts.ClusterName},
-		Node:    nodeagent.Node{Name: d.name, Pool: d.pool, Role: d.role, Labels: d.labels},
+		Cluster: hookspec.Cluster{Name: p.opts.ClusterName},
+		Node:    hookspec.Node{Name: d.name, Pool: d.pool, Role: d.role, Labels: d.labels},
 	})
 	if err != nil {
 		return sum, fmt.Errorf("node %s: %s: %w", d.name, phase, err)
@@ -150,7 +151,7 @@ func (p *Provider) runPhase(ctx context.Context, d *desiredNode, phase string) (
 
 func enforced(behavior string) bool {
 	if behavior == "" {
-		behavior = nodeagent.DefaultBehavior
+		behavior = hookspec.DefaultBehavior
 	}
 	return strings.HasSuffix(behavior, "-enforce")
 }

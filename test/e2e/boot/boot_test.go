@@ -16,6 +16,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/render"
@@ -59,14 +60,14 @@ func TestBootHonoursBehaviours(t *testing.T) {
 		// runs when the deploy writes the trigger.
 		name: "behaviours hold",
 		hooks: []model.Hook{
-			{Name: "prep", At: render.PhaseBeforeNodeup, Behavior: nodeagent.BehaviorSyncEnforce, Script: "#!/bin/sh\nset -e\nmkdir -p " + traceDir + "\n" + stamp("prep") + "\n"},
-			{Name: "slow", At: render.PhaseBeforeNodeup, Behavior: nodeagent.BehaviorAsyncBypass, Command: sh(stamp("slow.start") + "; sleep 5; " + stamp("slow.end"))},
-			{Name: "flaky", At: render.PhaseBeforeNodeup, Behavior: nodeagent.BehaviorSyncBypass, Command: sh("echo flaky >&2; exit 3")},
-			{Name: "hang", At: render.PhaseBeforeNodeup, Behavior: nodeagent.BehaviorSyncBypass, Timeout: "1s", Command: sh("sleep " + token + "1; " + stamp("hang.end"))},
-			{Name: "joined", At: render.PhaseAfterNodeup, Behavior: nodeagent.BehaviorSyncEnforce, Command: sh(waitFor(kubeletStarted) + " && " + stamp("joined"))},
-			{Name: "deployed", At: render.PhaseAfterDeploy, Behavior: nodeagent.BehaviorSyncEnforce, Command: sh(stamp("deployed"))},
+			{Name: "prep", At: render.PhaseBeforeNodeup, Behavior: hookspec.BehaviorSyncEnforce, Script: "#!/bin/sh\nset -e\nmkdir -p " + traceDir + "\n" + stamp("prep") + "\n"},
+			{Name: "slow", At: render.PhaseBeforeNodeup, Behavior: hookspec.BehaviorAsyncBypass, Command: sh(stamp("slow.start") + "; sleep 5; " + stamp("slow.end"))},
+			{Name: "flaky", At: render.PhaseBeforeNodeup, Behavior: hookspec.BehaviorSyncBypass, Command: sh("echo flaky >&2; exit 3")},
+			{Name: "hang", At: render.PhaseBeforeNodeup, Behavior: hookspec.BehaviorSyncBypass, Timeout: "1s", Command: sh("sleep " + token + "1; " + stamp("hang.end"))},
+			{Name: "joined", At: render.PhaseAfterNodeup, Behavior: hookspec.BehaviorSyncEnforce, Command: sh(waitFor(kubeletStarted) + " && " + stamp("joined"))},
+			{Name: "deployed", At: render.PhaseAfterDeploy, Behavior: hookspec.BehaviorSyncEnforce, Command: sh(stamp("deployed"))},
 		},
-		after: "date > " + nodeagent.AfterDeployTriggerPath + " && systemctl start kubeplug-after-deploy.service",
+		after: "date > " + hookspec.AfterDeployTriggerPath + " && systemctl start kubeplug-after-deploy.service",
 		check: func(t *testing.T, m *machine) {
 			m.noMarker(t)
 			kubelet := m.time(t, kubeletStarted)
@@ -107,15 +108,15 @@ func TestBootHonoursBehaviours(t *testing.T) {
 		// runs, the marker says why, and the kubelet stays down when started later.
 		name: "enforced failure stops the boot",
 		hooks: []model.Hook{
-			{Name: "install", At: render.PhaseBeforeNodeup, Behavior: nodeagent.BehaviorSyncEnforce, Script: "#!/bin/sh\necho disk full >&2\nexit 1\n"},
-			{Name: "next", At: render.PhaseBeforeNodeup, Behavior: nodeagent.BehaviorSyncBypass, Command: sh("mkdir -p " + traceDir + " && " + stamp("next"))},
-			{Name: "joined", At: render.PhaseAfterNodeup, Behavior: nodeagent.BehaviorSyncBypass, Command: sh("mkdir -p " + traceDir + " && " + stamp("joined"))},
+			{Name: "install", At: render.PhaseBeforeNodeup, Behavior: hookspec.BehaviorSyncEnforce, Script: "#!/bin/sh\necho disk full >&2\nexit 1\n"},
+			{Name: "next", At: render.PhaseBeforeNodeup, Behavior: hookspec.BehaviorSyncBypass, Command: sh("mkdir -p " + traceDir + " && " + stamp("next"))},
+			{Name: "joined", At: render.PhaseAfterNodeup, Behavior: hookspec.BehaviorSyncBypass, Command: sh("mkdir -p " + traceDir + " && " + stamp("joined"))},
 		},
 		after: "systemctl start kubelet.service",
 		check: func(t *testing.T, m *machine) {
-			marker := m.read(t, nodeagent.FailedMarkerPath)
+			marker := m.read(t, hookspec.FailedMarkerPath)
 			if !strings.Contains(marker, "hook install of plugin demo failed in phase beforeNodeup") {
-				t.Errorf("%s does not name the failed hook: %q", nodeagent.FailedMarkerPath, marker)
+				t.Errorf("%s does not name the failed hook: %q", hookspec.FailedMarkerPath, marker)
 			}
 			for _, p := range []string{kubeletStarted, traceDir + "/next", traceDir + "/joined"} {
 				if m.exists(p) {
@@ -125,7 +126,7 @@ func TestBootHonoursBehaviours(t *testing.T) {
 			if out := m.read(t, "/var/log/standin/units/kubeplug-boot.service.log"); !strings.Contains(out, "hook install of plugin demo failed") {
 				t.Errorf("the boot's console output does not say why the node failed:\n%s", out)
 			}
-			if log := m.read(t, systemctlLog); !strings.Contains(log, "kubelet.service: condition ConditionPathExists=!"+nodeagent.FailedMarkerPath+" unmet") {
+			if log := m.read(t, systemctlLog); !strings.Contains(log, "kubelet.service: condition ConditionPathExists=!"+hookspec.FailedMarkerPath+" unmet") {
 				t.Errorf("starting the kubelet on the failed node was not refused by its condition:\n%s", log)
 			}
 		},
@@ -133,15 +134,15 @@ func TestBootHonoursBehaviours(t *testing.T) {
 		// An async-enforce failure does not hold the kubelet but fails the node when it ends.
 		name: "async enforced failure fails the node later",
 		hooks: []model.Hook{
-			{Name: "late", At: render.PhaseBeforeNodeup, Behavior: nodeagent.BehaviorAsyncEnforce, Command: sh("sleep 2; exit 4")},
+			{Name: "late", At: render.PhaseBeforeNodeup, Behavior: hookspec.BehaviorAsyncEnforce, Command: sh("sleep 2; exit 4")},
 		},
 		check: func(t *testing.T, m *machine) {
 			kubelet := m.time(t, kubeletStarted)
 			if d := kubelet.Sub(m.t0); d > 1500*time.Millisecond {
 				t.Errorf("the kubelet started %s after the boot began: the async hook held it", d)
 			}
-			if marker := m.read(t, nodeagent.FailedMarkerPath); !strings.Contains(marker, "hook late of plugin demo failed") {
-				t.Errorf("%s does not name the failed async hook: %q", nodeagent.FailedMarkerPath, marker)
+			if marker := m.read(t, hookspec.FailedMarkerPath); !strings.Contains(marker, "hook late of plugin demo failed") {
+				t.Errorf("%s does not name the failed async hook: %q", hookspec.FailedMarkerPath, marker)
 			}
 		},
 	}}
@@ -301,8 +302,8 @@ func parseStamp(t *testing.T, p, s string) time.Time {
 
 func (m *machine) noMarker(t *testing.T) {
 	t.Helper()
-	if m.exists(nodeagent.FailedMarkerPath) {
-		t.Errorf("the node is marked failed: %s", m.readOr(nodeagent.FailedMarkerPath))
+	if m.exists(hookspec.FailedMarkerPath) {
+		t.Errorf("the node is marked failed: %s", m.readOr(hookspec.FailedMarkerPath))
 	}
 }
 

@@ -1,4 +1,4 @@
-package nodeagent
+package hookspec
 
 import (
 	"encoding/json"
@@ -15,21 +15,28 @@ import (
 	"github.com/kubeplug/kubeplug/internal/bounded"
 )
 
-// Paths on a machine, relative to the agent's root. They match pkg/render's, which
-// writes them.
+// Paths on a machine, relative to the node agent's root: the renderer writes them,
+// the agent reads them.
 const (
 	// HooksManifestPath is the agent's input: every hook of the machine.
 	HooksManifestPath = "/etc/kubeplug/hooks.json"
 	// HooksDir holds hook scripts as HooksDir/<plugin>/<hook>.
 	HooksDir = "/var/lib/kubeplug/hooks"
-	// ReportsDir holds one report per phase, <phase>.json, rewritten by every run.
-	ReportsDir = "/var/lib/kubeplug/reports"
-	// StateDir holds one file per phase recording the hooks that succeeded.
-	StateDir = "/var/lib/kubeplug/state"
-	// CacheDir holds the scripts of url hooks, one file per sha256 digest, so that a
-	// re-run or a second hook with the same script does not download it again.
-	CacheDir = "/var/lib/kubeplug/cache"
 )
+
+// FailedMarkerPath is written when the boot stopped or failed the node: it holds
+// why, one line per failure. Its existence keeps the kubelet from starting (the
+// rendered kubelet drop-in has ConditionPathExists=!FailedMarkerPath), whoever
+// starts it. The agent's boot removes it when it starts again.
+const FailedMarkerPath = "/var/lib/kubeplug/node-failed"
+
+// AfterDeployTriggerPath is the file whose appearance runs the afterDeploy phase on a
+// real machine: the rendered kubeplug-after-deploy.path unit watches it and starts
+// kubeplug-after-deploy.service, which runs `kubeplug node run --phase afterDeploy`.
+// Whatever finishes the deploy (the provider, an SSM command, a DaemonSet with the
+// host's /var/lib/kubeplug) writes to it, e.g. `date > /var/lib/kubeplug/after-deploy`;
+// each write runs the phase again, where hooks that succeeded are skipped.
+const AfterDeployTriggerPath = "/var/lib/kubeplug/after-deploy"
 
 // Entry points, in boot order; afterDeploy is triggered by the deploy, not the boot.
 const (
@@ -100,22 +107,22 @@ type Hook struct {
 	Before   []string `json:"before,omitempty"`
 	Requires []string `json:"requires,omitempty"`
 	// Once means that after one success the hook never runs again on the machine, even
-	// when its definition changes, and even with Options.Force.
+	// when its definition changes, and even when the agent is told to force a re-run.
 	Once bool `json:"once,omitempty"`
 }
 
 // ID is plugin/name, unique on a machine.
 func (h *Hook) ID() string { return h.Plugin + "/" + h.Name }
 
-// sync says whether the agent waits for the hook before starting the next one.
-func (h *Hook) sync() bool { return strings.HasPrefix(h.Behavior, "sync-") }
+// Sync says whether the agent waits for the hook before starting the next one.
+func (h *Hook) Sync() bool { return strings.HasPrefix(h.Behavior, "sync-") }
 
-// enforce says whether the hook's failure fails the node.
-func (h *Hook) enforce() bool { return strings.HasSuffix(h.Behavior, "-enforce") }
+// Enforce says whether the hook's failure fails the node.
+func (h *Hook) Enforce() bool { return strings.HasSuffix(h.Behavior, "-enforce") }
 
-// ref resolves a name in Before or Requires to a hook ID: a bare name is a hook of
+// Ref resolves a name in Before or Requires to a hook ID: a bare name is a hook of
 // the same plugin.
-func (h *Hook) ref(name string) string {
+func (h *Hook) Ref(name string) string {
 	if strings.Contains(name, "/") {
 		return name
 	}
@@ -185,9 +192,10 @@ func (e *ManifestError) Unwrap() error { return e.Err }
 // MaxManifestSize bounds the hooks manifest a node agent reads.
 const MaxManifestSize = 16 << 20
 
-// readManifest loads and checks file; a missing file is an empty manifest, because a
-// machine without hooks still runs every phase.
-func readManifest(file string) (*Manifest, error) {
+// ReadManifest loads and checks file, filling in each hook's default behaviour; a
+// missing file is an empty manifest, because a machine without hooks still runs
+// every phase. An error is a *ManifestError.
+func ReadManifest(file string) (*Manifest, error) {
 	// Bounded by bytes read and, for a FIFO, in time: the agent must never hang
 	// on its own configuration.
 	b, err := bounded.ReadFile(file, MaxManifestSize)
@@ -259,8 +267,9 @@ func readManifest(file string) (*Manifest, error) {
 	return &m, nil
 }
 
-// timeout is the hook's checked timeout.
-func (h *Hook) timeout() time.Duration {
+// TimeoutOrDefault is the hook's timeout, DefaultTimeout when it has none (or, in a
+// manifest ReadManifest did not check, an invalid one).
+func (h *Hook) TimeoutOrDefault() time.Duration {
 	if d, err := time.ParseDuration(h.Timeout); err == nil && d > 0 {
 		return d
 	}

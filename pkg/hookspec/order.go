@@ -1,4 +1,4 @@
-package nodeagent
+package hookspec
 
 import (
 	"fmt"
@@ -17,14 +17,15 @@ func (e *CycleError) Error() string {
 	return "hooks order each other in a cycle: " + strings.Join(e.Chain, " -> ")
 }
 
-// order returns the phase's hooks, given in manifest order, so that every hook comes
+// Schedule returns the phase's hooks, given in manifest order, so that every hook comes
 // after the hooks it requires and the hooks that name it in before. Among hooks free
 // to go, the one first in the manifest goes first, so a manifest without before or
 // requires runs as written. deps[i] holds the indexes (into the result) of the hooks
 // that must end before the i-th starts. A before naming a hook that is not in the
 // phase only orders against nothing; a requires naming one is for the caller to
 // report, as is the hook in other that names it.
-func order(hooks []Hook, other map[string]string) (sorted []Hook, deps [][]int, err error) {
+// other maps the IDs of the machine's hooks in other phases to their phase.
+func Schedule(hooks []Hook, other map[string]string) (sorted []Hook, deps [][]int, err error) {
 	index := make(map[string]int, len(hooks))
 	for i := range hooks {
 		index[hooks[i].ID()] = i
@@ -39,17 +40,17 @@ func order(hooks []Hook, other map[string]string) (sorted []Hook, deps [][]int, 
 	for i := range hooks {
 		h := &hooks[i]
 		for _, r := range h.Requires {
-			if j, ok := index[h.ref(r)]; ok {
+			if j, ok := index[h.Ref(r)]; ok {
 				add(j, i)
-			} else if at, ok := other[h.ref(r)]; ok {
-				return nil, nil, fmt.Errorf("hook %s requires %s, which runs in phase %s", h.ID(), h.ref(r), at)
+			} else if at, ok := other[h.Ref(r)]; ok {
+				return nil, nil, fmt.Errorf("hook %s requires %s, which runs in phase %s", h.ID(), h.Ref(r), at)
 			}
 		}
 		for _, b := range h.Before {
-			if j, ok := index[h.ref(b)]; ok {
+			if j, ok := index[h.Ref(b)]; ok {
 				add(i, j)
-			} else if at, ok := other[h.ref(b)]; ok {
-				return nil, nil, fmt.Errorf("hook %s is to run before %s, which runs in phase %s", h.ID(), h.ref(b), at)
+			} else if at, ok := other[h.Ref(b)]; ok {
+				return nil, nil, fmt.Errorf("hook %s is to run before %s, which runs in phase %s", h.ID(), h.Ref(b), at)
 			}
 		}
 	}
@@ -139,10 +140,11 @@ func findCycle(hooks []Hook, after [][]int) []string {
 	return nil
 }
 
-// Order sorts one phase's hooks, given in manifest order, the way Run does: after
+// Order sorts one phase's hooks, given in manifest order, the way the node agent
+// does: after
 // the hooks each requires and those naming it in before, ties kept in manifest
 // order. Names of hooks not in the list are ignored. A loop is a *CycleError.
 func Order(hooks []Hook) ([]Hook, error) {
-	sorted, _, err := order(hooks, nil)
+	sorted, _, err := Schedule(hooks, nil)
 	return sorted, err
 }

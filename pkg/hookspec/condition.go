@@ -1,11 +1,11 @@
-package nodeagent
+package hookspec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
@@ -15,6 +15,8 @@ import (
 	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/ext"
 	"github.com/Masterminds/semver/v3"
+
+	"github.com/kubeplug/kubeplug/pkg/expr"
 )
 
 // Cluster is what a hook's condition knows about the cluster, as the CEL variable
@@ -107,72 +109,83 @@ func semverCompare(op string) cel.EnvOption {
 	return cel.Function(op, cel.Overload(op+"_semver_semver", []*cel.Type{semverType, semverType}, cel.BoolType))
 }
 
-// newEnv is the CEL environment of hook conditions; see the package documentation.
-func newEnv() (*cel.Env, error) {
-	return cel.NewEnv(
-		ext.NativeTypes(reflect.TypeFor[Cluster](), reflect.TypeFor[Node](), ext.ParseStructTag("json")),
-		cel.Variable("cluster", cel.ObjectType("nodeagent.Cluster")),
-		cel.Variable("node", cel.ObjectType("nodeagent.Node")),
-		ext.Strings(),
-		cel.Function("versionAtLeast", cel.Overload("versionAtLeast_string_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,
-			cel.BinaryBinding(func(v, minimum ref.Val) ref.Val {
-				a, err := parseVersion("versionAtLeast", v)
-				if err != nil {
-					return err
-				}
-				b, err := parseVersion("versionAtLeast", minimum)
-				if err != nil {
-					return err
-				}
-				return types.Bool(a.Compare(b) >= 0)
-			}))),
-		cel.Function("semver", cel.Overload("semver_string", []*cel.Type{cel.StringType}, semverType,
-			cel.UnaryBinding(func(v ref.Val) ref.Val {
-				p, err := parseVersion("semver", v)
-				if err != nil {
-					return err
-				}
-				return semverVal{p}
-			}))),
-		cel.Function("major", cel.MemberOverload("semver_major", []*cel.Type{semverType}, cel.IntType,
-			cel.UnaryBinding(func(v ref.Val) ref.Val { return types.Int(v.(semverVal).v.Major()) }))), //nolint:gosec // versions are far below 2^63
-		cel.Function("minor", cel.MemberOverload("semver_minor", []*cel.Type{semverType}, cel.IntType,
-			cel.UnaryBinding(func(v ref.Val) ref.Val { return types.Int(v.(semverVal).v.Minor()) }))), //nolint:gosec // as above
-		semverCompare(operators.Less),
-		semverCompare(operators.LessEquals),
-		semverCompare(operators.Greater),
-		semverCompare(operators.GreaterEquals),
-	)
-}
+// conditionEnv is the CEL environment of hook conditions (see the package
+// documentation): kubeplug's common environment (package expr: the strings
+// extension, optional types, the cost limit) with the cluster and node facts and
+// the version functions.
+var conditionEnv = expr.NewEnv(
+	ext.NativeTypes(reflect.TypeFor[Cluster](), reflect.TypeFor[Node](), ext.ParseStructTag("json")),
+	cel.Variable("cluster", cel.ObjectType("hookspec.Cluster")),
+	cel.Variable("node", cel.ObjectType("hookspec.Node")),
+	cel.Function("versionAtLeast", cel.Overload("versionAtLeast_string_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,
+		cel.BinaryBinding(func(v, minimum ref.Val) ref.Val {
+			a, err := parseVersion("versionAtLeast", v)
+			if err != nil {
+				return err
+			}
+			b, err := parseVersion("versionAtLeast", minimum)
+			if err != nil {
+				return err
+			}
+			return types.Bool(a.Compare(b) >= 0)
+		}))),
+	cel.Function("semver", cel.Overload("semver_string", []*cel.Type{cel.StringType}, semverType,
+		cel.UnaryBinding(func(v ref.Val) ref.Val {
+			p, err := parseVersion("semver", v)
+			if err != nil {
+				return err
+			}
+			return semverVal{p}
+		}))),
+	cel.Function("major", cel.MemberOverload("semver_major", []*cel.Type{semverType}, cel.IntType,
+		cel.UnaryBinding(func(v ref.Val) ref.Val { return types.Int(v.(semverVal).v.Major()) }))), //nolint:gosec // versions are far below 2^63
+	cel.Function("minor", cel.MemberOverload("semver_minor", []*cel.Type{semverType}, cel.IntType,
+		cel.UnaryBinding(func(v ref.Val) ref.Val { return types.Int(v.(semverVal).v.Minor()) }))), //nolint:gosec // as above
+	semverCompare(operators.Less),
+	semverCompare(operators.LessEquals),
+	semverCompare(operators.Greater),
+	semverCompare(operators.GreaterEquals),
+)
 
-// condition is a compiled `when`.
-type condition struct {
-	prg cel.Program
+// Condition is a compiled `when`, safe for concurrent use.
+type Condition struct {
+	prg *expr.Program
 	// warning is set for an expression that compiles but likely means something else.
 	warning string
 }
 
-// compile checks expr against the environment and insists on a bool result.
-func compile(env *cel.Env, expr string) (*condition, error) {
-	checked, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		// One line per condition, "column: message", instead of CEL's multi-line
-		// rendering with a caret: it ends up in reports, tables and lint output.
-		var msgs []string
-		for _, e := range iss.Errors() {
-			msgs = append(msgs, fmt.Sprintf("column %d: %s", e.Location.Column()+1, e.Message))
+// CompileCondition checks a hook's `when` and insists on a bool result. The error
+// names the expression and each issue's column, on one line: it ends up in
+// reports, tables and lint output.
+func CompileCondition(src string) (*Condition, error) {
+	prg, err := conditionEnv.Compile(src)
+	if ce := (*expr.Error)(nil); errors.As(err, &ce) {
+		msgs := make([]string, len(ce.Issues))
+		for i, is := range ce.Issues {
+			msgs[i] = fmt.Sprintf("column %d: %s", is.Column, is.Message)
 		}
-		return nil, fmt.Errorf("compile when %q: %s", expr, strings.Join(msgs, "; "))
+		return nil, fmt.Errorf("compile when %q: %s", src, strings.Join(msgs, "; "))
 	}
-	if !checked.OutputType().IsExactType(cel.BoolType) {
-		return nil, fmt.Errorf("when %q is of type %s, expected bool", expr, checked.OutputType())
+	if nb := (*expr.NotBoolError)(nil); errors.As(err, &nb) {
+		return nil, fmt.Errorf("when %q is of type %s, expected bool", src, nb.Type)
 	}
-	prg, err := env.Program(checked, cel.InterruptCheckFrequency(64), cel.CostLimit(100_000))
 	if err != nil {
-		return nil, fmt.Errorf("prepare when %q: %w", expr, err)
+		return nil, fmt.Errorf("hook condition environment: %w", err)
 	}
-	return &condition{prg: prg, warning: stringVersionWarning(checked.NativeRep())}, nil
+	return &Condition{prg: prg, warning: stringVersionWarning(prg.AST().NativeRep())}, nil
 }
+
+// CheckCondition compiles a hook's `when` as the node agent does, so that
+// `kubeplug plugin lint` rejects what the agent would fail on the machine. The error
+// says what does not compile, or that the result is not a bool.
+func CheckCondition(src string) error {
+	_, err := CompileCondition(src)
+	return err
+}
+
+// Warning is about an expression that compiles but likely means something else,
+// like comparing cluster.kubernetesVersion as a string; "" when there is none.
+func (c *Condition) Warning() string { return c.warning }
 
 // stringVersionWarning flags `cluster.kubernetesVersion >= '1.30'` and the like: valid
 // CEL, kept working for the plugins written so, but compared character by character.
@@ -189,40 +202,18 @@ func stringVersionWarning(a *ast.AST) string {
 	return ""
 }
 
-// eval runs the condition; an evaluation error (a missing label, a bad version) is an
-// error, not false, so that a typo does not silently skip a hook.
-func (c *condition) eval(ctx context.Context, cluster Cluster, node Node) (bool, error) {
+// Eval runs the condition; an evaluation error (a missing label, a bad version, the
+// cost limit) is an error, not false, so that a typo does not silently skip a hook.
+func (c *Condition) Eval(ctx context.Context, cluster Cluster, node Node) (bool, error) {
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
 	}
-	out, _, err := c.prg.ContextEval(ctx, map[string]any{"cluster": cluster, "node": node})
+	ok, err := c.prg.Eval(ctx, map[string]any{"cluster": cluster, "node": node})
+	if nb := (*expr.NotBoolError)(nil); errors.As(err, &nb) {
+		return false, fmt.Errorf("evaluate when: expected bool, found %s", nb.Type)
+	}
 	if err != nil {
 		return false, fmt.Errorf("evaluate when: %w", err)
 	}
-	b, ok := out.(types.Bool)
-	if !ok {
-		return false, fmt.Errorf("evaluate when: expected bool, found %s", out.Type().TypeName())
-	}
-	return bool(b), nil
+	return ok, nil
 }
-
-// CheckCondition compiles a hook's `when` in the agent's own environment, so that
-// `kubeplug plugin lint` rejects what the agent would fail on the machine. The error
-// says what does not compile, or that the result is not a bool.
-func CheckCondition(expr string) error {
-	env, err := conditionEnv()
-	if err != nil {
-		return err
-	}
-	_, err = compile(env, expr)
-	return err
-}
-
-// conditionEnv is built once: lint checks every hook of every plugin.
-var conditionEnv = sync.OnceValues(func() (*cel.Env, error) {
-	env, err := newEnv()
-	if err != nil {
-		return nil, fmt.Errorf("hook condition environment: %w", err)
-	}
-	return env, nil
-})
