@@ -6,6 +6,7 @@ require (
 	cel.dev/cel-go v0.32.0
 	github.com/Masterminds/semver/v3 v3.5.0
 	github.com/Masterminds/sprig/v3 v3.3.0
+	github.com/awslabs/goformation/v7 v7.14.9
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/invopop/jsonschema v0.14.0
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2
@@ -21,6 +22,8 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/yaml v1.6.0
 )
+
+require gopkg.in/yaml.v3 v3.0.1 // indirect
 
 require (
 	cel.dev/expr v0.25.2 // indirect

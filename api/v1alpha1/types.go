@@ -453,6 +453,34 @@ type ClusterSpec struct {
 type Provider struct {
 	// Local runs the control plane on this machine with simulated nodes.
 	Local *LocalProvider `json:"local,omitempty"`
+	// AWS holds the values of the rendered cloud template (cloud/template.json), a
+	// CloudFormation template for the cluster's machines on AWS. kubeplug render writes
+	// it; kubeplug up does not deploy it yet.
+	AWS *AWSProvider `json:"aws,omitempty"`
+}
+
+// AWSProvider is the values of the cloud template. Each becomes the default of a
+// template parameter, so a deploy may still override it.
+type AWSProvider struct {
+	// ImageID is the machine image (AMI) of every machine: one with the kubelet,
+	// containerd and kubeplug (as /usr/local/bin/kubeplug) installed. Default: none,
+	// the ImageId parameter must then be given when the template is deployed.
+	ImageID string `json:"imageID,omitempty" jsonschema:"pattern=^ami-[0-9a-f]+$"`
+	// InstanceType of the worker pools' machines. Default m6i.large.
+	InstanceType string `json:"instanceType,omitempty"`
+	// ControlPlaneInstanceType of the control-plane machines. Default m6i.large.
+	ControlPlaneInstanceType string `json:"controlPlaneInstanceType,omitempty"`
+	// VPCID is an existing VPC to put the cluster in, with SubnetIDs; empty creates a
+	// VPC with one public subnet in each of the region's first two availability zones.
+	VPCID string `json:"vpcID,omitempty" jsonschema:"pattern=^vpc-[0-9a-f]+$"`
+	// SubnetIDs are subnets of VPCID for the machines and the API server's load
+	// balancer, at least two in different availability zones. Only with VPCID.
+	SubnetIDs []string `json:"subnetIDs,omitempty"`
+	// VPCCIDR is the address range of a created VPC. Default 10.0.0.0/16.
+	VPCCIDR string `json:"vpcCIDR,omitempty"`
+	// APIServerCIDR is the range allowed to reach the API server through its load
+	// balancer. Default 0.0.0.0/0.
+	APIServerCIDR string `json:"apiServerCIDR,omitempty"`
 }
 
 // LocalProvider settings.

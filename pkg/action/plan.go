@@ -35,7 +35,14 @@ func (p *prepared) renderInput(m *model.Model) render.Input {
 	for _, pl := range p.plan.Plugins {
 		pkgs[pl.Package.Name] = pl.Package.FS
 	}
+	var aws render.AWSValues
+	if pr := p.cluster.Spec.Spec.Provider; pr != nil && pr.AWS != nil {
+		a := pr.AWS
+		aws = render.AWSValues{ImageID: a.ImageID, InstanceType: a.InstanceType, ControlPlaneInstanceType: a.ControlPlaneInstanceType,
+			VPCID: a.VPCID, SubnetIDs: a.SubnetIDs, VPCCIDR: a.VPCCIDR, APIServerCIDR: a.APIServerCIDR}
+	}
 	return render.Input{
+		AWS:               aws,
 		ClusterName:       p.cluster.Spec.Metadata.Name,
 		KubernetesVersion: p.cluster.KubernetesVersion.String(),
 		Model:             m,

@@ -124,8 +124,15 @@ func (c *Cluster) check(l *diag.List) {
 		d.Errorf(l, "/spec/kubernetesVersion", "expected a Kubernetes version such as 1.36.3, found %q", s.KubernetesVersion)
 	}
 	c.KubernetesVersion = v
-	if s.Provider != nil && s.Provider.Local == nil {
-		d.Errorf(l, "/spec/provider", "expected one provider, such as local: {}")
+	if pr := s.Provider; pr != nil {
+		switch {
+		case (pr.Local == nil) == (pr.AWS == nil):
+			d.Errorf(l, "/spec/provider", "expected one provider, such as local: {}")
+		case pr.AWS != nil && (pr.AWS.VPCID == "") != (len(pr.AWS.SubnetIDs) == 0):
+			d.Errorf(l, "/spec/provider/aws", "expected vpcID and subnetIDs together (an existing VPC) or neither (a new one)")
+		case pr.AWS != nil && pr.AWS.VPCID != "" && len(pr.AWS.SubnetIDs) < 2:
+			d.Errorf(l, "/spec/provider/aws/subnetIDs", "expected at least two subnets, in different availability zones, for the API server's load balancer")
+		}
 	}
 	pools := map[string]bool{}
 	for i, p := range s.NodePools {

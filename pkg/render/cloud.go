@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode"
@@ -15,18 +17,145 @@ import (
 // roleIDs are the logical-name prefixes of the resources generated per machine role.
 var roleIDs = map[string]string{model.RoleControlPlane: "ControlPlane", model.RoleWorker: "Worker"}
 
-// cloud renders cloud/template.json: the core's resources (an IAM role and instance
-// profile per machine role, a launch template and autoscaling group per pool), the
-// plugins' resources and outputs, then the plugins' patches in plugin order.
+// Ports and names of the core's cloud resources that plugins may rely on.
+const (
+	apiServerPort = 6443
+	// protectedUserData and protectedTrust say why a patch may not change these paths.
+	protectedUserData = "a pool's user data is its rendered node configuration (nodes/<pool>/cloud-init.yaml); change the machines through node contributions, which the render checks"
+	protectedTrust    = "the core's IAM trust policy decides who may act as the cluster's machines; add permissions through cloud.iam statements instead"
+)
+
+// cloud renders cloud/template.json, a CloudFormation template that deploys the
+// cluster's machines: the network (a VPC with two public subnets, or an existing
+// one given as values), security groups, a network load balancer for the API
+// server, an IAM role and instance profile per machine role, and per pool a launch
+// template (image, instance type, user data) and an Auto Scaling group in the
+// subnets; then the plugins' resources and outputs, then the plugins' patches in
+// plugin order. Values (r.in.AWS) become parameter defaults, so a deploy can
+// override them. A patch that changes a protected path (a pool's UserData, a role's
+// AssumeRolePolicyDocument) is fatal, naming the plugin and the path.
 func (r *renderer) cloud(context.Context) {
 	m := r.in.Model
+	v := r.in.AWS
+	if v.InstanceType == "" {
+		v.InstanceType = DefaultInstanceType
+	}
+	if v.ControlPlaneInstanceType == "" {
+		v.ControlPlaneInstanceType = DefaultInstanceType
+	}
+	if v.VPCCIDR == "" {
+		v.VPCCIDR = DefaultVPCCIDR
+	}
+	if v.APIServerCIDR == "" {
+		v.APIServerCIDR = "0.0.0.0/0"
+	}
 	resources := map[string]any{}
 	parameters := map[string]any{}
+	outputs := map[string]any{}
 	core := map[string]bool{}
+	protected := map[string]string{} // JSON pointer -> why
 	put := func(id string, v any) {
 		resources[id] = v
 		core[id] = true
 	}
+	tags := func(extra ...string) []any {
+		out := []any{map[string]any{"Key": "kubeplug.dev/cluster", "Value": r.in.ClusterName}}
+		for i := 0; i+1 < len(extra); i += 2 {
+			out = append(out, map[string]any{"Key": extra[i], "Value": extra[i+1]})
+		}
+		return out
+	}
+
+	image := map[string]any{
+		"Type":        "AWS::EC2::Image::Id",
+		"Description": "the machine image of every machine, with the kubelet, containerd and " + AgentPath,
+	}
+	if v.ImageID != "" {
+		image["Default"] = v.ImageID
+	}
+	parameters["ImageId"] = image
+	parameters["ControlPlaneInstanceType"] = map[string]any{"Type": "String", "Default": v.ControlPlaneInstanceType, "Description": "the control-plane machines' instance type"}
+	parameters["WorkerInstanceType"] = map[string]any{"Type": "String", "Default": v.InstanceType, "Description": "the worker machines' instance type"}
+	parameters["APIServerCidr"] = map[string]any{"Type": "String", "Default": v.APIServerCIDR, "Description": "the addresses that may reach the API server"}
+
+	vpc, subnets, ok := r.network(v, parameters, put, tags)
+	if !ok {
+		return
+	}
+
+	// Security groups: the API server's port from APIServerCidr, everything between
+	// the cluster's machines. Ingress between the groups is a resource of its own so
+	// that the groups do not reference each other.
+	put("ControlPlaneSecurityGroup", map[string]any{
+		"Type": "AWS::EC2::SecurityGroup",
+		"Properties": map[string]any{
+			"GroupDescription": "kubeplug " + r.in.ClusterName + " control plane",
+			"VpcId":            vpc,
+			"SecurityGroupIngress": []any{map[string]any{
+				"IpProtocol": "tcp", "FromPort": apiServerPort, "ToPort": apiServerPort, "CidrIp": ref("APIServerCidr"),
+				"Description": "the API server, through its load balancer",
+			}},
+			"Tags": tags(),
+		},
+	})
+	put("WorkerSecurityGroup", map[string]any{
+		"Type": "AWS::EC2::SecurityGroup",
+		"Properties": map[string]any{
+			"GroupDescription": "kubeplug " + r.in.ClusterName + " workers",
+			"VpcId":            vpc,
+			"Tags":             tags(),
+		},
+	})
+	for _, to := range []string{"ControlPlane", "Worker"} {
+		for _, from := range []string{"ControlPlane", "Worker"} {
+			put(to+"IngressFrom"+from, map[string]any{
+				"Type": "AWS::EC2::SecurityGroupIngress",
+				"Properties": map[string]any{
+					"GroupId":               getAtt(to+"SecurityGroup", "GroupId"),
+					"SourceSecurityGroupId": getAtt(from+"SecurityGroup", "GroupId"),
+					"IpProtocol":            "-1",
+					"Description":           "all traffic between the cluster's machines",
+				},
+			})
+		}
+	}
+
+	// The API server's load balancer: TCP passthrough to the control-plane machines.
+	put("APIServerLoadBalancer", map[string]any{
+		"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
+		"Properties": map[string]any{
+			"Type":    "network",
+			"Scheme":  "internet-facing",
+			"Subnets": subnets,
+			"Tags":    tags(),
+		},
+	})
+	put("APIServerTargetGroup", map[string]any{
+		"Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+		"Properties": map[string]any{
+			"Port":                apiServerPort,
+			"Protocol":            "TCP",
+			"TargetType":          "instance",
+			"VpcId":               vpc,
+			"HealthCheckProtocol": "TCP",
+			"Tags":                tags(),
+		},
+	})
+	put("APIServerListener", map[string]any{
+		"Type": "AWS::ElasticLoadBalancingV2::Listener",
+		"Properties": map[string]any{
+			"LoadBalancerArn": ref("APIServerLoadBalancer"),
+			"Port":            apiServerPort,
+			"Protocol":        "TCP",
+			"DefaultActions":  []any{map[string]any{"Type": "forward", "TargetGroupArn": ref("APIServerTargetGroup")}},
+		},
+	})
+	outputs["APIServerEndpoint"] = map[string]any{
+		"Description": "the API server's address",
+		"Value":       map[string]any{"Fn::Join": []any{"", []any{"https://", getAtt("APIServerLoadBalancer", "DNSName"), ":" + strconv.Itoa(apiServerPort)}}},
+	}
+	outputs["VpcId"] = map[string]any{"Description": "the cluster's VPC", "Value": vpc}
+
 	for _, role := range []string{model.RoleControlPlane, model.RoleWorker} {
 		id := roleIDs[role]
 		// One policy document per role, always present even when no plugin contributed
@@ -55,9 +184,10 @@ func (r *renderer) cloud(context.Context) {
 				}},
 			},
 		})
+		protected["/Resources/"+id+"Role/Properties/AssumeRolePolicyDocument"] = protectedTrust
 		put(id+"InstanceProfile", map[string]any{
 			"Type":       "AWS::IAM::InstanceProfile",
-			"Properties": map[string]any{"Roles": []any{map[string]any{"Ref": id + "Role"}}},
+			"Properties": map[string]any{"Roles": []any{ref(id + "Role")}},
 		})
 	}
 	for _, role := range sortedKeys(m.Cloud.IAM) {
@@ -92,28 +222,36 @@ func (r *renderer) cloud(context.Context) {
 			"Properties": map[string]any{
 				"LaunchTemplateName": r.in.ClusterName + "-" + name,
 				"LaunchTemplateData": map[string]any{
-					"IamInstanceProfile": map[string]any{"Arn": map[string]any{"Fn::GetAtt": []any{roleID + "InstanceProfile", "Arn"}}},
-					"UserData":           map[string]any{"Ref": id + "UserData"},
+					"ImageId":            ref("ImageId"),
+					"InstanceType":       ref(roleID + "InstanceType"),
+					"IamInstanceProfile": map[string]any{"Arn": getAtt(roleID+"InstanceProfile", "Arn")},
+					"SecurityGroupIds":   []any{getAtt(roleID+"SecurityGroup", "GroupId")},
+					"UserData":           ref(id + "UserData"),
+					// IMDSv2 only; a hop limit of 2 lets containers on the machine reach it.
+					"MetadataOptions": map[string]any{"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
 				},
 			},
 		})
+		protected["/Resources/"+id+"LaunchTemplate/Properties/LaunchTemplateData/UserData"] = protectedUserData
 		count := strconv.Itoa(p.Count)
-		put(id+"NodeGroup", map[string]any{
-			"Type": "AWS::AutoScaling::AutoScalingGroup",
-			"Properties": map[string]any{
-				"LaunchTemplate": map[string]any{
-					"LaunchTemplateId": map[string]any{"Ref": id + "LaunchTemplate"},
-					"Version":          map[string]any{"Fn::GetAtt": []any{id + "LaunchTemplate", "LatestVersionNumber"}},
-				},
-				"MinSize":         count,
-				"MaxSize":         count,
-				"DesiredCapacity": count,
-				"Tags": []any{
-					map[string]any{"Key": "kubeplug.dev/cluster", "Value": r.in.ClusterName, "PropagateAtLaunch": true},
-					map[string]any{"Key": "kubeplug.dev/pool", "Value": name, "PropagateAtLaunch": true},
-				},
+		group := map[string]any{
+			"LaunchTemplate": map[string]any{
+				"LaunchTemplateId": ref(id + "LaunchTemplate"),
+				"Version":          getAtt(id+"LaunchTemplate", "LatestVersionNumber"),
 			},
-		})
+			"MinSize":           count,
+			"MaxSize":           count,
+			"DesiredCapacity":   count,
+			"VPCZoneIdentifier": subnets,
+			"Tags": []any{
+				map[string]any{"Key": "kubeplug.dev/cluster", "Value": r.in.ClusterName, "PropagateAtLaunch": true},
+				map[string]any{"Key": "kubeplug.dev/pool", "Value": name, "PropagateAtLaunch": true},
+			},
+		}
+		if p.Role == model.RoleControlPlane {
+			group["TargetGroupARNs"] = []any{ref("APIServerTargetGroup")}
+		}
+		put(id+"NodeGroup", map[string]any{"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": group})
 	}
 	for _, id := range sortedKeys(m.Cloud.Resources) {
 		s := m.Cloud.Resources[id]
@@ -123,8 +261,11 @@ func (r *renderer) cloud(context.Context) {
 		}
 		resources[id] = s.Value
 	}
-	outputs := map[string]any{}
 	for _, id := range sortedKeys(m.Cloud.Outputs) {
+		if _, ok := outputs[id]; ok {
+			r.fatalf(m.Cloud.Outputs[id].By, "cloud.outputs."+id, "output %s is generated by kubeplug", id)
+			continue
+		}
 		outputs[id] = m.Cloud.Outputs[id].Value
 	}
 	tmpl := map[string]any{
@@ -140,12 +281,9 @@ func (r *renderer) cloud(context.Context) {
 		return
 	}
 	for i, p := range m.Cloud.Patches {
-		out, err := applyOps(doc, p.Ops)
-		if err != nil {
-			r.patchFailed(p.By, fmt.Sprintf("cloud.patches[%d]", i), "the cloud template", err)
-			continue
+		if out, ok := r.cloudPatch(doc, p, fmt.Sprintf("cloud.patches[%d]", i), protected); ok {
+			doc = out
 		}
-		doc = out
 	}
 	b, err := normalizeJSON(doc)
 	if err != nil {
@@ -153,6 +291,131 @@ func (r *renderer) cloud(context.Context) {
 		return
 	}
 	r.out["cloud/template.json"] = b
+}
+
+// network adds the cluster's network: parameters naming an existing VPC and its
+// subnets, or a VPC with an internet gateway and a public subnet in each of the
+// region's first two availability zones, each half of VpcCidr. It returns what
+// resources reference for the VPC and the subnets.
+func (r *renderer) network(v AWSValues, parameters map[string]any, put func(string, any), tags func(...string) []any) (vpc, subnets any, ok bool) {
+	if v.VPCID != "" {
+		parameters["VpcId"] = map[string]any{"Type": "AWS::EC2::VPC::Id", "Default": v.VPCID, "Description": "the existing VPC of the cluster"}
+		parameters["SubnetIds"] = map[string]any{"Type": "List<AWS::EC2::Subnet::Id>", "Default": strings.Join(v.SubnetIDs, ","), "Description": "the subnets of the machines and the API server's load balancer"}
+		return ref("VpcId"), ref("SubnetIds"), true
+	}
+	prefix, err := netip.ParsePrefix(v.VPCCIDR)
+	if err != nil || !prefix.Addr().Is4() || prefix.Bits() < 16 || prefix.Bits() > 27 {
+		r.fatalf("", "spec.provider.aws.vpcCIDR", "expected an IPv4 range from /16 to /27 such as %s, found %q", DefaultVPCCIDR, v.VPCCIDR)
+		return nil, nil, false
+	}
+	parameters["VpcCidr"] = map[string]any{"Type": "String", "Default": v.VPCCIDR, "Description": "the address range of the cluster's VPC"}
+	put("VPC", map[string]any{
+		"Type": "AWS::EC2::VPC",
+		"Properties": map[string]any{
+			"CidrBlock":          ref("VpcCidr"),
+			"EnableDnsSupport":   true,
+			"EnableDnsHostnames": true,
+			"Tags":               tags("Name", r.in.ClusterName),
+		},
+	})
+	put("InternetGateway", map[string]any{"Type": "AWS::EC2::InternetGateway", "Properties": map[string]any{"Tags": tags()}})
+	put("InternetGatewayAttachment", map[string]any{
+		"Type":       "AWS::EC2::VPCGatewayAttachment",
+		"Properties": map[string]any{"VpcId": ref("VPC"), "InternetGatewayId": ref("InternetGateway")},
+	})
+	put("PublicRouteTable", map[string]any{
+		"Type":       "AWS::EC2::RouteTable",
+		"Properties": map[string]any{"VpcId": ref("VPC"), "Tags": tags()},
+	})
+	put("PublicRoute", map[string]any{
+		"Type":      "AWS::EC2::Route",
+		"DependsOn": "InternetGatewayAttachment",
+		"Properties": map[string]any{
+			"RouteTableId":         ref("PublicRouteTable"),
+			"DestinationCidrBlock": "0.0.0.0/0",
+			"GatewayId":            ref("InternetGateway"),
+		},
+	})
+	var list []any
+	for i := range 2 {
+		id := "Subnet" + strconv.Itoa(i)
+		put(id, map[string]any{
+			"Type": "AWS::EC2::Subnet",
+			"Properties": map[string]any{
+				"VpcId":               ref("VPC"),
+				"AvailabilityZone":    map[string]any{"Fn::Select": []any{i, map[string]any{"Fn::GetAZs": ""}}},
+				"CidrBlock":           map[string]any{"Fn::Select": []any{i, map[string]any{"Fn::Cidr": []any{ref("VpcCidr"), 2, strconv.Itoa(32 - prefix.Bits() - 1)}}}},
+				"MapPublicIpOnLaunch": true,
+				"Tags":                tags(),
+			},
+		})
+		put(id+"RouteTableAssociation", map[string]any{
+			"Type":       "AWS::EC2::SubnetRouteTableAssociation",
+			"Properties": map[string]any{"SubnetId": ref(id), "RouteTableId": ref("PublicRouteTable")},
+		})
+		list = append(list, ref(id))
+	}
+	return ref("VPC"), list, true
+}
+
+func ref(id string) map[string]any { return map[string]any{"Ref": id} }
+
+func getAtt(id, attr string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, attr}} }
+
+// cloudPatch applies one plugin's patch operation by operation; ok is false, with a
+// fatal diagnostic naming the plugin, the operation and the path, when an operation
+// fails or changes a protected path (also through a parent, a move or a copy), and
+// then none of the patch applies.
+func (r *renderer) cloudPatch(doc []byte, p model.Patch, field string, protected map[string]string) ([]byte, bool) {
+	for j, op := range p.Ops {
+		out, err := applyOps(doc, []model.PatchOp{op})
+		if err != nil {
+			var oe *opError
+			if errors.As(err, &oe) {
+				oe.Index = j
+			}
+			r.patchFailed(p.By, field, "the cloud template", err)
+			return nil, false
+		}
+		if path, why := changedProtected(doc, out, protected); path != "" {
+			r.fatalf(p.By, fmt.Sprintf("%s.ops[%d]", field, j), "patch %s %s would change %s, which no plugin may change: %s", op.Op, op.Path, path, why)
+			return nil, false
+		}
+		doc = out
+	}
+	return doc, true
+}
+
+// changedProtected returns the first protected path (in sorted order) whose value
+// differs between two versions of the template, and why it is protected.
+func changedProtected(before, after []byte, protected map[string]string) (string, string) {
+	var b, a any
+	if json.Unmarshal(before, &b) != nil || json.Unmarshal(after, &a) != nil {
+		return "", ""
+	}
+	for _, ptr := range sortedKeys(protected) {
+		bv, bok := lookup(b, ptr)
+		av, aok := lookup(a, ptr)
+		if bok != aok || !reflect.DeepEqual(bv, av) {
+			return ptr, protected[ptr]
+		}
+	}
+	return "", ""
+}
+
+// lookup evaluates an RFC 6901 JSON pointer over decoded JSON objects.
+func lookup(doc any, ptr string) (any, bool) {
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		obj, ok := doc.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		if doc, ok = obj[tok]; !ok {
+			return nil, false
+		}
+	}
+	return doc, true
 }
 
 // patchFailed reports a failed patch operation, naming the plugin and the path.

@@ -45,6 +45,35 @@ func TestDiagnostics(t *testing.T) {
 		}}}}},
 		want: []string{"plugin net", "test /AWSTemplateFormatVersion failed"},
 	}, {
+		name:   "cloud patch replacing a pool's user data",
+		plugin: "net",
+		c: &model.Contribution{Cloud: &model.Cloud{Patches: []model.Patch{{Ops: []model.PatchOp{
+			{Op: "replace", Path: "/Resources/WorkersLaunchTemplate/Properties/LaunchTemplateData/UserData", Value: "IyEvYmluL3No"},
+		}}}}},
+		want: []string{"plugin net", "cloud.patches[0].ops[0]", "/Resources/WorkersLaunchTemplate/Properties/LaunchTemplateData/UserData", "no plugin may change", "user data"},
+	}, {
+		name:   "cloud patch replacing a launch template, user data and all",
+		plugin: "net",
+		c: &model.Contribution{Cloud: &model.Cloud{Patches: []model.Patch{{Ops: []model.PatchOp{
+			{Op: "add", Path: "/Resources/WorkersLaunchTemplate/Properties/LaunchTemplateData/InstanceType", Value: "t3.small"},
+			{Op: "replace", Path: "/Resources/WorkersLaunchTemplate/Properties/LaunchTemplateData", Value: map[string]any{"UserData": "x"}},
+		}}}}},
+		want: []string{"plugin net", "cloud.patches[0].ops[1]", "replace /Resources/WorkersLaunchTemplate/Properties/LaunchTemplateData", "/Resources/WorkersLaunchTemplate/Properties/LaunchTemplateData/UserData"},
+	}, {
+		name:   "cloud patch widening the core's IAM trust",
+		plugin: "iam",
+		c: &model.Contribution{Cloud: &model.Cloud{Patches: []model.Patch{{Ops: []model.PatchOp{
+			{Op: "add", Path: "/Resources/WorkerRole/Properties/AssumeRolePolicyDocument/Statement/-", Value: map[string]any{"Effect": "Allow", "Principal": map[string]any{"AWS": "*"}, "Action": "sts:AssumeRole"}},
+		}}}}},
+		want: []string{"plugin iam", "/Resources/WorkerRole/Properties/AssumeRolePolicyDocument", "no plugin may change", "trust"},
+	}, {
+		name:   "cloud patch moving the trust policy away",
+		plugin: "iam",
+		c: &model.Contribution{Cloud: &model.Cloud{Patches: []model.Patch{{Ops: []model.PatchOp{
+			{Op: "move", From: "/Resources/ControlPlaneRole/Properties/AssumeRolePolicyDocument", Path: "/Resources/ControlPlaneRole/Properties/Old"},
+		}}}}},
+		want: []string{"plugin iam", "/Resources/ControlPlaneRole/Properties/AssumeRolePolicyDocument", "no plugin may change"},
+	}, {
 		name:   "object patch matches nothing",
 		plugin: "mon",
 		c: &model.Contribution{Kubernetes: &model.Kubernetes{Patches: []model.ObjectPatch{{

@@ -53,7 +53,34 @@ type Input struct {
 	Charts func(plugin string) fs.FS
 	// Plan is written as plan.json as-is; nil writes no plan.json.
 	Plan any
+	// AWS are the cloud template's values (the cluster's spec.provider.aws).
+	AWS AWSValues
 }
+
+// AWSValues are the values of the cloud template; each is the default of a template
+// parameter, so that a deploy can override it. The zero value renders a template
+// that creates its own network and needs only the ImageId parameter at deploy.
+type AWSValues struct {
+	// ImageID is the machine image of every machine; empty leaves the ImageId
+	// parameter without a default.
+	ImageID string
+	// InstanceType of worker pools, ControlPlaneInstanceType of the control plane.
+	// Default DefaultInstanceType.
+	InstanceType, ControlPlaneInstanceType string
+	// VPCID and SubnetIDs name an existing network; empty creates a VPC of VPCCIDR
+	// (default DefaultVPCCIDR) with a public subnet in each of two availability zones.
+	VPCID     string
+	SubnetIDs []string
+	VPCCIDR   string
+	// APIServerCIDR may reach the API server's load balancer. Default 0.0.0.0/0.
+	APIServerCIDR string
+}
+
+// Defaults of AWSValues.
+const (
+	DefaultInstanceType = "m6i.large"
+	DefaultVPCCIDR      = "10.0.0.0/16"
+)
 
 // Files renders everything into memory: relative slash path -> content. It returns no
 // files when a diagnostic is fatal, so a caller cannot write half a render by mistake.
