@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -64,11 +65,31 @@ func Parse(file string, data []byte) (*Doc, diag.List) {
 	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
 		n = n.Content[0]
 	}
+	// Refuse an alias bomb before expanding anything: counting the values each
+	// node expands to, once per node, takes time linear in the text.
+	if d.bomb(n, &l) {
+		return nil, l
+	}
 	d.Value = d.convert(n, "", 0, 0, &l)
 	if l.HasFatal() {
 		return nil, l
 	}
 	return d, l
+}
+
+// parserProblems are the messages of the YAML parser (as opposed to its scanner),
+// whose line yaml.v3 reports counted from 0.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
 }
 
 var lineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
@@ -84,17 +105,40 @@ func syntaxDiag(file string, data []byte, err error) diag.List {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
 	}
-	col := 0
-	if line > 0 {
-		col = 1
+	if parserProblems[msg] {
+		// The parser reports the line, counted from 0, of the construct it was
+		// in; the scanner counts from 1. Only the scanner's is a 1-based line.
+		line++
+	}
+	lines := strings.Split(string(data), "\n")
+	if msg == "did not find expected key" || msg == "did not find expected '-' indicator" {
+		// The line is where the block collection starts; the problem is the first
+		// later line at or left of its indentation that is not one of its entries.
+		line = strayLine(lines, line, msg != "did not find expected key")
 	}
 	text := ""
-	if lines := strings.Split(string(data), "\n"); line > 0 && line <= len(lines) {
+	if line > 0 && line <= len(lines) {
 		text = lines[line-1]
+	}
+	col := 0
+	if line > 0 {
+		// The first character of the line, until a case below knows better.
+		col = len(text) - len(strings.TrimLeft(text, " \t")) + 1
 	}
 	at := func(chars string) {
 		if i := strings.IndexAny(text, chars); i >= 0 {
 			col = i + 1
+		}
+	}
+	// back moves to the nearest line at or before the current one holding one of
+	// chars: the parser's line for an unclosed collection can be one past it.
+	back := func(chars string) {
+		for i := min(line, len(lines)); i >= 1; i-- {
+			if strings.ContainsAny(lines[i-1], chars) {
+				line, text = i, lines[i-1]
+				at(chars)
+				return
+			}
 		}
 	}
 	indent := text[:len(text)-len(strings.TrimLeft(text, " \t"))]
@@ -106,16 +150,135 @@ func syntaxDiag(file string, data []byte, err error) diag.List {
 		at(`"'`)
 		msg = "the quoted string that starts here is never closed"
 	case msg == "did not find expected ',' or '}'":
-		at("{")
+		back("{")
 		msg = "the flow mapping {...} that starts here is not closed: expected ',' or '}'"
 	case msg == "did not find expected ',' or ']'":
-		at("[")
+		back("[")
 		msg = "the flow list [...] that starts here is not closed: expected ',' or ']'"
 	case msg == "mapping values are not allowed in this context":
+		if i := strings.Index(text, ": "); i >= 0 {
+			if j := strings.Index(text[i+2:], ": "); j >= 0 {
+				col = i + 2 + j + 1
+			}
+		}
 		msg += " (is this line indented differently from the keys next to it, or does an unquoted value hold ': '?)"
+	}
+	if m := anchorRE.FindStringSubmatch(msg); m != nil && line == 0 {
+		for i, t := range lines {
+			if j := strings.Index(t, "*"+m[1]); j >= 0 {
+				line, col = i+1, j+1
+				break
+			}
+		}
 	}
 	l.Errorf(file, line, col, "", "invalid YAML: %s", msg)
 	return l
+}
+
+var anchorRE = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+
+// bomb reports, located at the alias where the count passes maxNodes, whether
+// the document expands to more than maxNodes values through aliases.
+func (d *Doc) bomb(root *yaml.Node, l *diag.List) bool {
+	sizes := map[*yaml.Node]int64{}
+	var size func(n *yaml.Node, depth int) int64
+	size = func(n *yaml.Node, depth int) int64 {
+		if s, ok := sizes[n]; ok {
+			return s
+		}
+		if depth > 10000 {
+			return maxNodes + 1
+		}
+		sizes[n] = maxNodes + 1 // an alias cycle counts as too many
+		var s int64 = 1
+		switch n.Kind {
+		case yaml.AliasNode:
+			if n.Alias != nil {
+				s += size(n.Alias, depth+1)
+			}
+		case yaml.MappingNode:
+			for i := 1; i < len(n.Content); i += 2 {
+				s += size(n.Content[i], depth+1)
+			}
+		default:
+			for _, c := range n.Content {
+				s += size(c, depth+1)
+			}
+		}
+		s = min(s, maxNodes+1)
+		sizes[n] = s
+		return s
+	}
+	if size(root, 0) <= maxNodes {
+		return false
+	}
+	// Find where: walk in document order, counting aliases whole.
+	var total int64
+	var find func(n *yaml.Node, ptr string) bool
+	find = func(n *yaml.Node, ptr string) bool {
+		if n.Kind == yaml.AliasNode {
+			if total += sizes[n]; total > maxNodes {
+				l.Errorf(d.File, n.Line, n.Column, FieldPath(d, ptr), "document expands to more than %d values through aliases (*%s)", maxNodes, n.Value)
+				return true
+			}
+			return false
+		}
+		total++
+		switch n.Kind {
+		case yaml.MappingNode:
+			d.pos[ptr] = position{}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if find(n.Content[i+1], ptr+"/"+escape(n.Content[i].Value)) {
+					return true
+				}
+			}
+		case yaml.SequenceNode:
+			d.pos[ptr] = position{list: true}
+			for i, c := range n.Content {
+				if find(c, ptr+"/"+strconv.Itoa(i)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !find(root, "") {
+		l.Errorf(d.File, root.Line, root.Column, "", "document expands to more than %d values through aliases", maxNodes)
+	}
+	return true
+}
+
+// strayLine returns the first line after start (1-based) that breaks the block
+// collection starting there: one indented less than its entries but not back at
+// the left margin, or one at its indentation that is not an entry (a list item
+// in a mapping, a key in a list). It returns start when it finds none.
+func strayLine(lines []string, start int, list bool) int {
+	if start < 1 || start > len(lines) {
+		return start
+	}
+	indentOf := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	ind := indentOf(lines[start-1])
+	for i := start; i < len(lines); i++ {
+		l := lines[i]
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		in := indentOf(l)
+		item := strings.HasPrefix(t, "- ") || t == "-"
+		switch {
+		case in > ind:
+			continue
+		case in == ind && item == list:
+			continue
+		case in < ind && in > 0 || in == ind:
+			return i + 1
+		case in == 0 && item != list:
+			return i + 1
+		}
+		return start
+	}
+	return start
 }
 
 func (d *Doc) convert(n *yaml.Node, ptr string, keyLine, keyCol int, l *diag.List) any {
@@ -310,6 +473,72 @@ func (d *Doc) Errorf(l *diag.List, ptr, format string, args ...any) {
 func (d *Doc) Warnf(l *diag.List, ptr, format string, args ...any) {
 	line, col := d.Pos(ptr)
 	l.Warnf(d.File, line, col, FieldPath(d, ptr), format, args...)
+}
+
+// Decode decodes the document's value into out like DecodeInto, and turns a
+// failure into a diagnostic located at the offending value: a number that the
+// schema allows but the Go type cannot hold (an int beyond 64 bits) is the
+// usual one. It reports whether decoding succeeded.
+func (d *Doc) Decode(out any, l *diag.List) bool {
+	err := d.DecodeInto(out)
+	if err == nil {
+		return true
+	}
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		found := strings.TrimPrefix(te.Value, "number ")
+		if ptr, ok := d.find(d.Value, "", found); ok {
+			d.Errorf(l, ptr, "%s is out of range or of the wrong type: expected %s", found, describeType(te.Type.String()))
+			return false
+		}
+		l.Errorf(d.File, 0, 0, te.Field, "expected %s, found %s", describeType(te.Type.String()), te.Value)
+		return false
+	}
+	l.Errorf(d.File, 0, 0, "", "cannot decode the document: %v", err)
+	return false
+}
+
+// find returns the pointer of the first value (in key order) whose text is want.
+func (d *Doc) find(v any, ptr, want string) (string, bool) {
+	switch c := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(c))
+		for k := range c {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if p, ok := d.find(c[k], ptr+"/"+escape(k), want); ok {
+				return p, true
+			}
+		}
+	case []any:
+		for i, e := range c {
+			if p, ok := d.find(e, ptr+"/"+strconv.Itoa(i), want); ok {
+				return p, true
+			}
+		}
+	case json.Number:
+		return ptr, string(c) == want
+	case string:
+		return ptr, c == want
+	}
+	return "", false
+}
+
+func describeType(t string) string {
+	switch t {
+	case "int", "int64":
+		return "an integer between -9223372036854775808 and 9223372036854775807"
+	case "int32":
+		return "an integer between -2147483648 and 2147483647"
+	case "uint", "uint64":
+		return "an integer between 0 and 18446744073709551615"
+	case "uint32":
+		return "an integer between 0 and 4294967295"
+	case "float64", "float32":
+		return "a number"
+	}
+	return "a value of Go type " + t
 }
 
 // DecodeInto decodes the document's value into out (a pointer to a Go type) with

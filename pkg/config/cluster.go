@@ -97,15 +97,14 @@ func Parse(file string, data []byte) (*Cluster, diag.List) {
 	}
 	sch, err := clusterSchema()
 	if err != nil {
-		l.Errorf(file, 0, 0, "", "internal error: %v", err)
+		l.Errorf(file, 0, 0, "", "cannot compile the schema: %v", err)
 		return nil, l
 	}
 	if vl := doc.Validate(sch); len(vl) > 0 {
 		return nil, append(l, vl...)
 	}
 	spec := &v1alpha1.Cluster{}
-	if err := doc.DecodeInto(spec); err != nil {
-		l.Errorf(file, 0, 0, "", "internal error: schema and types disagree: %v", err)
+	if !doc.Decode(spec, &l) {
 		return nil, l
 	}
 	c := &Cluster{Spec: spec, File: file, Dir: filepath.Dir(file), doc: doc}

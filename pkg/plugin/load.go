@@ -55,15 +55,14 @@ func DecodeManifest(file string, data []byte) (*v1alpha1.Plugin, *yamldoc.Doc, d
 	}
 	sch, err := ManifestSchema()
 	if err != nil {
-		l.Errorf(file, 0, 0, "", "internal error: %v", err)
+		l.Errorf(file, 0, 0, "", "cannot compile the schema: %v", err)
 		return nil, doc, l
 	}
 	if vl := doc.Validate(sch); len(vl) > 0 {
 		return nil, doc, append(l, vl...)
 	}
 	m := &v1alpha1.Plugin{}
-	if err := doc.DecodeInto(m); err != nil {
-		l.Errorf(file, 0, 0, "", "internal error: schema and types disagree: %v", err)
+	if !doc.Decode(m, &l) {
 		return nil, doc, l
 	}
 	checkManifest(doc, m, &l)

@@ -162,14 +162,14 @@ func (r *renderer) errorf(ptr, format string, args ...any) {
 func (r *renderer) renderInto(ptr string, src, out any, data map[string]any) bool {
 	raw, err := json.Marshal(src)
 	if err != nil {
-		r.errorf(ptr, "internal error: %v", err)
+		r.errorf(ptr, "cannot prepare the contribution for rendering: %v", err)
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var tree any
 	if err := dec.Decode(&tree); err != nil {
-		r.errorf(ptr, "internal error: %v", err)
+		r.errorf(ptr, "cannot prepare the contribution for rendering: %v", err)
 		return false
 	}
 	ok := true
