@@ -1,0 +1,250 @@
+package archtest_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kubeplug/kubeplug/internal/archtest"
+)
+
+// pkg is one package of the build graph.
+type pkg struct {
+	imports []string
+	ours    bool
+}
+
+// graph is every package the module's packages build with, from one `go list`.
+var graph = sync.OnceValues(func() (map[string]*pkg, error) {
+	cmd := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{.Module}} {{join .Imports " "}}`, archtest.Module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %w: %s", err, stderr.String())
+	}
+	g := map[string]*pkg{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		g[f[0]] = &pkg{ours: f[1] == archtest.Module, imports: f[2:]}
+	}
+	return g, sc.Err()
+})
+
+func load(t *testing.T) map[string]*pkg {
+	t.Helper()
+	g, err := graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// rel is path relative to the module, or "" for a package outside it.
+func rel(path string) string {
+	if path == archtest.Module {
+		return "."
+	}
+	r, ok := strings.CutPrefix(path, archtest.Module+"/")
+	if !ok {
+		return ""
+	}
+	return r
+}
+
+// under says whether path is prefix or below it.
+func under(path, prefix string) bool {
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+// layerOf returns the index of the layer whose longest prefix holds path (relative
+// to the module), or -1.
+func layerOf(path string) int {
+	best, at := -1, -1
+	for i, l := range archtest.Layers {
+		for _, p := range l.Prefixes {
+			if under(path, p) && len(p) > best {
+				best, at = len(p), i
+			}
+		}
+	}
+	return at
+}
+
+func TestNoPackageImportsUpward(t *testing.T) {
+	g := load(t)
+	var ours []string
+	for path, p := range g {
+		if p.ours {
+			ours = append(ours, path)
+		}
+	}
+	sort.Strings(ours)
+	if len(ours) == 0 {
+		t.Fatal("go list found no package of the module")
+	}
+	used := make([]bool, len(archtest.Exceptions))
+	for _, path := range ours {
+		from := rel(path)
+		lf := layerOf(from)
+		if lf < 0 {
+			t.Errorf("%s is in no layer: add it to the table in internal/archtest/layers.go", from)
+			continue
+		}
+		for _, imp := range g[path].imports {
+			to := rel(imp)
+			if to == "" {
+				continue
+			}
+			lt := layerOf(to)
+			if lt <= lf {
+				continue // unplaced targets are reported as packages of their own
+			}
+			if i := slices.IndexFunc(archtest.Exceptions, func(e archtest.Exception) bool { return e.From == from && e.To == to }); i >= 0 {
+				used[i] = true
+				continue
+			}
+			t.Errorf("%s -> %s imports upward (layer %s -> layer %s)", from, to, archtest.Layers[lf].Name, archtest.Layers[lt].Name)
+		}
+	}
+	for i, e := range archtest.Exceptions {
+		if !used[i] {
+			t.Errorf("exception %s -> %s no longer happens: remove it from the table", e.From, e.To)
+		}
+	}
+}
+
+// TestTheTableIsSound keeps the table readable: every prefix once, and every
+// prefix naming a package or a directory of packages that exists.
+func TestTheTableIsSound(t *testing.T) {
+	g := load(t)
+	seen := map[string]string{}
+	for _, l := range archtest.Layers {
+		for _, p := range l.Prefixes {
+			if other, ok := seen[p]; ok {
+				t.Errorf("prefix %s is in layers %s and %s", p, other, l.Name)
+			}
+			seen[p] = l.Name
+			found := false
+			for path, pk := range g {
+				if pk.ours && under(rel(path), p) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("prefix %s of layer %s names no package: remove it", p, l.Name)
+			}
+		}
+	}
+}
+
+// deps is every package path links, itself excluded, sorted.
+func deps(g map[string]*pkg, path string) []string {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(p string) {
+		n, ok := g[p]
+		if !ok {
+			return
+		}
+		for _, imp := range n.imports {
+			if !seen[imp] {
+				seen[imp] = true
+				walk(imp)
+			}
+		}
+	}
+	walk(path)
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// matching returns the paths that start with one of prefixes.
+func matching(paths, prefixes []string) []string {
+	var out []string
+	for _, p := range paths {
+		for _, pre := range prefixes {
+			if strings.HasPrefix(p, pre) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// why returns a chain of imports from path to target, for the failure message.
+func why(g map[string]*pkg, from, target string) string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == target {
+			var chain []string
+			for ; p != ""; p = prev[p] {
+				if r := rel(p); r != "" {
+					chain = append(chain, r)
+				} else {
+					chain = append(chain, p)
+				}
+			}
+			slices.Reverse(chain)
+			return strings.Join(chain, " -> ")
+		}
+		if n, ok := g[p]; ok {
+			for _, imp := range n.imports {
+				if _, ok := prev[imp]; !ok {
+					prev[imp] = p
+					queue = append(queue, imp)
+				}
+			}
+		}
+	}
+	return target
+}
+
+func TestLoadingLinksNoClusterCode(t *testing.T) {
+	g := load(t)
+	check := func(t *testing.T, pkgRel string, forbidden []string) {
+		t.Helper()
+		path := archtest.Module + "/" + pkgRel
+		if _, ok := g[path]; !ok {
+			t.Fatalf("%s is not in the build graph", pkgRel)
+		}
+		bad := matching(deps(g, path), forbidden)
+		for i, b := range bad {
+			if i == 5 {
+				t.Errorf("%s links %d more", pkgRel, len(bad)-i)
+				break
+			}
+			t.Errorf("%s links %s: %s", pkgRel, b, why(g, path, b))
+		}
+	}
+	for _, p := range archtest.LoadingPackages {
+		t.Run(p, func(t *testing.T) { check(t, p, archtest.NoCluster) })
+	}
+	t.Run("pkg/plugin links nothing heavy", func(t *testing.T) { check(t, "pkg/plugin", archtest.PluginHeavy) })
+	t.Run("pkg/render", func(t *testing.T) {
+		check(t, "pkg/render", archtest.RenderNoDeps)
+		for _, imp := range matching(g[archtest.Module+"/pkg/render"].imports, archtest.RenderNoImport) {
+			t.Errorf("pkg/render imports %s: it renders, a client is for the layers that deploy", imp)
+		}
+	})
+}
