@@ -46,7 +46,7 @@ type Version struct {
 	// KubernetesVersion is spec.kubernetesVersion, nil when any version will do.
 	KubernetesVersion *semver.Constraints
 	// Requires, Conflicts, After and Before are the package's spec fields of those
-	// names (see [resolve.Package]).
+	// names, as the resolver reads them.
 	Requires                 []Requirement
 	Conflicts, After, Before []string
 	// Digest is the package digest ([plugin.Package.Digest]) the source announces,
