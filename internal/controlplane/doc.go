@@ -12,6 +12,14 @@
 // processes with free loopback ports, waits until the cluster is usable and stops
 // everything again.
 //
+// The command lines of kube-apiserver, kube-controller-manager and
+// kube-scheduler are either built by Start from its defaults and
+// Options.APIServerFlags and friends (what tests use), or given whole in
+// Options.Args by a caller that renders them itself: the local provider runs
+// the commands of the rendered static Pods. Such a caller asks ChoosePorts for
+// the ports first, names them and the files of Options.PKIDir in the command
+// lines, and passes them back in Options.Ports.
+//
 // The one idea to keep in mind: every component is a child process in its own
 // process group, started from a dedicated OS thread with a parent-death signal, so
 // that nothing survives the caller — not even if the test binary is SIGKILLed.
