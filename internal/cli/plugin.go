@@ -20,7 +20,7 @@ func newPluginCmd(o *options) *cobra.Command {
 		Aliases: []string{"plugins"},
 		Short:   "List, inspect, check and scaffold plugins",
 	}
-	cmd.AddCommand(newPluginListCmd(o), newPluginShowCmd(o), newPluginLintCmd(o), newPluginNewCmd(o))
+	cmd.AddCommand(newPluginListCmd(o), newPluginShowCmd(o), newPluginLintCmd(o), newPluginNewCmd(o), newPluginPackageCmd(o))
 	return cmd
 }
 
@@ -176,7 +176,8 @@ func newPluginLintCmd(o *options) *cobra.Command {
 		Short: "Check plugin packages and report every problem",
 		Long: `Check plugin packages: plugin.yaml against its schema, versions and constraints,
 every file it refers to, the values schema and defaults, symlinks and file sizes.
-Each DIR is a package (it holds plugin.yaml) or a tree of packages.
+Each DIR is a package (it holds plugin.yaml), a tree of packages, or a package
+archive written by 'plugin package'.
 
 Every problem is printed, one per line, as FILE:LINE:COL: field.path: message.
 The exit status is 0 when every package is valid and 1 otherwise.`,

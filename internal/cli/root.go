@@ -114,7 +114,7 @@ repeatable) and the directories a cluster.yaml names under spec.plugins.sources.
 	root.SetErr(streams.Err)
 	pf := root.PersistentFlags()
 	pf.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
-	pf.StringArrayVar(&o.pluginDirs, "plugin-dir", nil, "a directory of user plugins (repeatable)")
+	pf.StringArrayVar(&o.pluginDirs, "plugin-dir", nil, "a directory of user plugins, or a plugin archive (repeatable)")
 	pf.StringVar(&o.contribDir, "contrib-dir", o.contribDir, "the contrib plugin directory (default $KUBEPLUG_CONTRIB_DIR)")
 	pf.BoolVar(&o.noBuiltin, "no-builtin", false, "leave the built-in plugins out")
 	pf.CountVarP(&o.verbose, "verbose", "v", "log more: -v for progress, -vv for debugging")

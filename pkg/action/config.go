@@ -21,8 +21,9 @@ type Config struct {
 	Logger *slog.Logger
 	// ContribDir is the contrib plugin directory; none when empty.
 	ContribDir string
-	// PluginDirs are user plugin directories, searched after the built-in and contrib
-	// ones (and before the cluster file's own sources).
+	// PluginDirs are user plugin directories or package archives (.tgz files written
+	// by [Package]), searched after the built-in and contrib ones (and before the
+	// cluster file's own sources).
 	PluginDirs []string
 	// NoBuiltin leaves the built-in plugins out (for tests and for tools that bring
 	// their own core).
@@ -63,7 +64,7 @@ func (c *Config) Sources(extra ...source.Source) []source.Source {
 		out = append(out, source.Dir(plugin.OriginContrib, c.ContribDir))
 	}
 	for _, d := range c.PluginDirs {
-		out = append(out, source.Dir(plugin.OriginUser, d))
+		out = append(out, source.Path(plugin.OriginUser, d))
 	}
 	return append(out, extra...)
 }

@@ -18,8 +18,8 @@ type Lint struct {
 // NewLint returns a Lint action.
 func NewLint(cfg *Config) *Lint { return &Lint{cfg: cfg} }
 
-// Run checks each directory: a package (it holds plugin.yaml) or a tree of packages.
-// It returns how many packages it checked and every problem found in all of them.
+// Run checks each path: a package directory (it holds plugin.yaml), a tree of
+// packages, or a package archive (a file, see [Package]). It returns how many packages it checked and every problem found in all of them.
 func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 	var l diag.List
 	n := 0
@@ -33,8 +33,21 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 		case err != nil:
 			l.Errorf(dir, 0, 0, "", "cannot read the plugin directory: %v", unwrapPathErr(err))
 			continue
+		case fi.Mode().IsRegular():
+			// An archive: unpacked with its checks, then checked whole.
+			src := source.Archive(plugin.OriginUser, dir)
+			vs, sl := src.List(ctx)
+			l = append(l, sl...)
+			for _, v := range vs {
+				pkg, pl := src.Fetch(ctx, v)
+				l = append(l, pl...)
+				if pkg != nil {
+					n++
+				}
+			}
+			continue
 		case !fi.IsDir():
-			l.Errorf(dir, 0, 0, "", "expected a plugin directory (holding %s), found a file", plugin.ManifestFile)
+			l.Errorf(dir, 0, 0, "", "expected a plugin directory (holding %s) or a package archive, found a %s", plugin.ManifestFile, fi.Mode().Type())
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(dir, plugin.ManifestFile)); err == nil {

@@ -220,8 +220,8 @@ func (c *Cluster) path(p string) string {
 	return filepath.Join(c.Dir, p)
 }
 
-// Sources returns the user directory sources the file names, resolved against its
-// directory.
+// Sources returns the user directory (or package archive) sources the file names,
+// resolved against its directory.
 func (c *Cluster) Sources() []source.Source {
 	if c.Spec.Spec.Plugins == nil {
 		return nil
@@ -229,7 +229,7 @@ func (c *Cluster) Sources() []source.Source {
 	var out []source.Source
 	for _, s := range c.Spec.Spec.Plugins.Sources {
 		if s.Dir != "" {
-			out = append(out, source.Dir(plugin.OriginUser, c.path(s.Dir)))
+			out = append(out, source.Path(plugin.OriginUser, c.path(s.Dir)))
 		}
 	}
 	return out
