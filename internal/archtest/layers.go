@@ -31,8 +31,8 @@ var Layers = []Layer{
 	},
 	{
 		Name:     "packages",
-		Prefixes: []string{"pkg/plugin", "pkg/resolve"},
-		Why:      "reading and checking one plugin package; resolving versions into waves",
+		Prefixes: []string{"pkg/plugin", "pkg/archive", "pkg/resolve"},
+		Why:      "reading and checking one plugin package, and its archive; resolving versions into waves",
 	},
 	{
 		Name:     "inputs",
@@ -83,7 +83,7 @@ var Exceptions = []Exception{}
 // `render` and `plan` and every library user that only reads. They must link
 // nothing of NoCluster.
 var LoadingPackages = []string{
-	"pkg/plugin", "pkg/source", "pkg/config", "pkg/resolve", "pkg/model",
+	"pkg/plugin", "pkg/archive", "pkg/source", "pkg/config", "pkg/resolve", "pkg/model",
 	"pkg/values", "pkg/diag", "pkg/stage", "pkg/expr", "pkg/hookspec",
 }
 
