@@ -24,7 +24,7 @@ import (
 // operation lease.
 func leaseFlags(cmd *cobra.Command, l *action.Lease) {
 	cmd.Flags().DurationVar(&l.Wait, "lock-timeout", time.Minute, "how long to wait while another kubeplug operation holds the cluster's lease (0: fail at once)")
-	cmd.Flags().DurationVar(&l.Duration, "lease-duration", lease.DefaultLeaseDuration, "how long the operation lease lasts unless renewed; a killed run blocks the next for at most this long")
+	cmd.Flags().DurationVar(&l.Duration, "lease-duration", lease.DefaultDuration, "how long the operation lease lasts unless renewed; a killed run blocks the next for at most this long")
 	_ = cmd.Flags().MarkHidden("lease-duration")
 }
 

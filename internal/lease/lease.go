@@ -21,9 +21,9 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
 
-// LeaseName is the coordination.k8s.io Lease in the state namespace that every
+// Name is the coordination.k8s.io Lease in the state namespace that every
 // operation changing a cluster's plugins holds while it runs.
-const LeaseName = "kubeplug-operation"
+const Name = "kubeplug-operation"
 
 // Annotations on the Lease saying who holds it.
 const (
@@ -32,8 +32,8 @@ const (
 	AnnotationSince     = "kubeplug.dev/since"
 )
 
-// DefaultLeaseDuration is how long a lease lasts without renewal.
-const DefaultLeaseDuration = 30 * time.Second
+// DefaultDuration is how long a lease lasts without renewal.
+const DefaultDuration = 30 * time.Second
 
 // ErrLocked is returned by Lock when another operation holds the lease; the error
 // is a *LockedError saying which.
@@ -91,7 +91,7 @@ type Options struct {
 	Operation string
 	// Duration is how long the lease lasts without renewal; it is renewed every
 	// third of it. A run killed while holding the lease blocks others for at most
-	// this long. Default DefaultLeaseDuration; at least one second.
+	// this long. Default DefaultDuration; at least one second.
 	Duration time.Duration
 	// Wait is how long to wait for a lease another operation holds before failing
 	// with a *LockedError. Zero fails at once.
@@ -121,7 +121,7 @@ func Lock(ctx context.Context, c *kube.Client, opts Options) (context.Context, f
 		return ctx, func(context.Context) error { return nil }, nil
 	}
 	if opts.Duration <= 0 {
-		opts.Duration = DefaultLeaseDuration
+		opts.Duration = DefaultDuration
 	}
 	opts.Duration = max(opts.Duration.Round(time.Second), time.Second)
 	if opts.Identity == "" {
@@ -147,7 +147,7 @@ func Lock(ctx context.Context, c *kube.Client, opts Options) (context.Context, f
 	go func() {
 		defer close(done)
 		if err := l.renew(octx, stop); err != nil {
-			c.Logger.Error("lost the operation lease", "lease", opts.Namespace+"/"+LeaseName, "error", err)
+			c.Logger.Error("lost the operation lease", "lease", opts.Namespace+"/"+Name, "error", err)
 			cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 		}
 	}()
@@ -233,7 +233,7 @@ func (l *leaser) acquire(ctx context.Context) error {
 		var cur *coordinationv1.Lease
 		err := l.c.Retry(ctx, func(ctx context.Context) error {
 			var err error
-			cur, err = l.leases().Get(ctx, LeaseName, metav1.GetOptions{})
+			cur, err = l.leases().Get(ctx, Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				cur = nil
 				return nil
@@ -241,7 +241,7 @@ func (l *leaser) acquire(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("read the operation lease %s/%s: %w", l.opts.Namespace, LeaseName, err)
+			return fmt.Errorf("read the operation lease %s/%s: %w", l.opts.Namespace, Name, err)
 		}
 		var expiresIn time.Duration
 		if cur == nil {
@@ -263,7 +263,7 @@ func (l *leaser) acquire(ctx context.Context) error {
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 			continue // another run wrote it first; look again
 		case !errors.Is(err, ErrLocked):
-			return fmt.Errorf("take the operation lease %s/%s: %w", l.opts.Namespace, LeaseName, err)
+			return fmt.Errorf("take the operation lease %s/%s: %w", l.opts.Namespace, Name, err)
 		}
 		waited := time.Since(start)
 		if waited >= l.opts.Wait {
@@ -297,7 +297,7 @@ func (l *leaser) expiresIn(cur *coordinationv1.Lease) time.Duration {
 	if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity == "" {
 		return 0
 	}
-	dur := DefaultLeaseDuration
+	dur := DefaultDuration
 	if cur.Spec.LeaseDurationSeconds != nil {
 		dur = time.Duration(*cur.Spec.LeaseDurationSeconds) * time.Second
 	}
@@ -328,7 +328,7 @@ func (l *leaser) write(ctx context.Context, cur *coordinationv1.Lease) error {
 	if i := lastSlash(id); i > 0 {
 		host = id[:i]
 	}
-	next := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: l.opts.Namespace}}
+	next := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: l.opts.Namespace}}
 	if cur != nil {
 		next = cur.DeepCopy()
 	}
@@ -418,7 +418,7 @@ func (l *leaser) renewOnce(ctx context.Context) error {
 	got, err := l.leases().Update(rctx, next, metav1.UpdateOptions{FieldManager: kube.FieldManager})
 	if apierrors.IsConflict(err) {
 		// Someone wrote the lease: still ours only if the holder is unchanged.
-		cur, gerr := l.leases().Get(rctx, LeaseName, metav1.GetOptions{})
+		cur, gerr := l.leases().Get(rctx, Name, metav1.GetOptions{})
 		if gerr != nil {
 			return gerr
 		}
@@ -445,7 +445,7 @@ func (l *leaser) release(ctx context.Context) error {
 		var cur *coordinationv1.Lease
 		err := l.c.Retry(ctx, func(ctx context.Context) error {
 			var err error
-			cur, err = l.leases().Get(ctx, LeaseName, metav1.GetOptions{})
+			cur, err = l.leases().Get(ctx, Name, metav1.GetOptions{})
 			return err
 		})
 		if apierrors.IsNotFound(err) {

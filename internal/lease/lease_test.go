@@ -28,7 +28,7 @@ func newClient(t *testing.T) *kube.Client {
 
 func getLease(t *testing.T, ns string) *coordinationv1.Lease {
 	t.Helper()
-	l, err := testcluster.Client(t).CoordinationV1().Leases(ns).Get(context.Background(), lease.LeaseName, metav1.GetOptions{})
+	l, err := testcluster.Client(t).CoordinationV1().Leases(ns).Get(context.Background(), lease.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get the lease: %v", err)
 	}
@@ -144,7 +144,7 @@ func TestLockTakesOverExpired(t *testing.T) {
 	leases := testcluster.Client(t).CoordinationV1().Leases(ns)
 	old := metav1.NewMicroTime(time.Now().Add(-time.Minute))
 	_, err := leases.Create(t.Context(), &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: lease.LeaseName, Annotations: map[string]string{lease.AnnotationOperation: "apply", lease.AnnotationHolder: "dead/1"}},
+		ObjectMeta: metav1.ObjectMeta{Name: lease.Name, Annotations: map[string]string{lease.AnnotationOperation: "apply", lease.AnnotationHolder: "dead/1"}},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity: ptr.To("dead/1/abcdef"), LeaseDurationSeconds: ptr.To[int32](30),
 			AcquireTime: &old, RenewTime: &old, LeaseTransitions: ptr.To[int32](4),
@@ -278,7 +278,7 @@ func TestLockDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = release(t.Context()) }()
-	_, err = testcluster.Client(t).CoordinationV1().Leases(ns).Get(t.Context(), lease.LeaseName, metav1.GetOptions{})
+	_, err = testcluster.Client(t).CoordinationV1().Leases(ns).Get(t.Context(), lease.Name, metav1.GetOptions{})
 	if err == nil {
 		t.Error("a dry run created the lease")
 	}

@@ -18,7 +18,7 @@ type Lease struct {
 	Wait time.Duration
 	// Duration is how long the lease lasts unless renewed; a run that dies holding
 	// it blocks the next one for at most this long. Default
-	// lease.DefaultLeaseDuration.
+	// lease.DefaultDuration.
 	Duration time.Duration
 }
 

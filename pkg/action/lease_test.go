@@ -59,7 +59,7 @@ spec:
 	rc := testcluster.RESTConfig(t)
 	leases := testcluster.Client(t).CoordinationV1().Leases("kubeplug-system")
 	holder := func() string {
-		l, err := leases.Get(t.Context(), lease.LeaseName, metav1.GetOptions{})
+		l, err := leases.Get(t.Context(), lease.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -389,7 +389,7 @@ func divergence(t *testing.T, rc *rest.Config, p string) []string {
 	check(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}, "Widget", ns, "")
 
 	// The lease is free.
-	held, err := testcluster.Client(t).CoordinationV1().Leases("kubeplug-system").Get(t.Context(), lease.LeaseName, metav1.GetOptions{})
+	held, err := testcluster.Client(t).CoordinationV1().Leases("kubeplug-system").Get(t.Context(), lease.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get the lease: %v", err)
 	}

@@ -168,7 +168,7 @@ func TestAPIServerRestartMidApply(t *testing.T) {
 			t.Errorf("the record of many lists %d objects, want %d", len(rec.Objects), manyObjects)
 		}
 	}
-	held, err := client.CoordinationV1().Leases("kubeplug-system").Get(t.Context(), lease.LeaseName, metav1.GetOptions{})
+	held, err := client.CoordinationV1().Leases("kubeplug-system").Get(t.Context(), lease.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
