@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -68,10 +69,12 @@ func (r *Runner) exec(p Plugin, c *v1alpha1.ExecCheck) (try attempt, cleanup fun
 		secrets := redact.FromContext(ctx)
 		stdout := proc.NewStderr(r.log, p.Name, "check", name, "stream", "stdout").Scrub(secrets)
 		stderr := proc.NewStderr(r.log, p.Name, "check", name, "stream", "stderr").Scrub(secrets)
+		contained := proc.NewContainment()
+		defer contained.Sweep()
 		cmd, err := proc.Start(ctx, func() *exec.Cmd {
 			cmd := exec.CommandContext(ctx, file, c.Command[1:]...)
 			cmd.Args[0] = c.Command[0]
-			cmd.Dir, cmd.Env = wd, env
+			cmd.Dir, cmd.Env = wd, append(slices.Clip(env), contained.Env())
 			cmd.Stdout, cmd.Stderr = stdout, stderr
 			proc.Isolate(cmd)
 			cmd.Cancel = func() error { return proc.KillGroup(cmd.Process.Pid) }

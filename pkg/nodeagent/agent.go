@@ -23,6 +23,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 )
 
@@ -490,7 +491,9 @@ func (a *Agent) runHook(ctx context.Context, phase string, h *hookspec.Hook, nod
 	stdout, stderr := newTail(a.opts.OutputTail), newTail(a.opts.OutputTail)
 	cmd := exec.Command(argv[0], argv[1:]...) //nolint:gosec // running the machine's hooks is the agent's purpose
 	cmd.Dir = a.opts.Root
-	cmd.Env = append(os.Environ(),
+	// Marks the hook's processes, those that leave its group included.
+	contained := proc.NewContainment()
+	cmd.Env = append(os.Environ(), contained.Env(),
 		"KUBEPLUG_ROOT="+a.opts.Root,
 		"KUBEPLUG_PHASE="+phase,
 		"KUBEPLUG_PLUGIN="+h.Plugin,
@@ -520,6 +523,18 @@ func (a *Agent) runHook(ctx context.Context, phase string, h *hookspec.Hook, nod
 	case <-ctx.Done():
 		res.Status, res.Reason = StatusCanceled, "canceled: "+context.Cause(ctx).Error()
 		err = a.kill(cmd, done)
+	}
+	if h.Sync() {
+		// A sync hook's run is its processes' lifetime: what it left running
+		// (`daemon &`, `setsid daemon`) is ended, and the result says so. An
+		// async hook's children are its own business.
+		left := contained.Sweep()
+		_ = signalGroup(cmd.Process, syscall.SIGKILL)
+		if len(left) > 0 {
+			msg := proc.Describe(left)
+			res.Warning = strings.TrimPrefix(res.Warning+"; ", "; ") + msg
+			log.Warn("hook left processes behind", "ended", msg)
+		}
 	}
 	res.Stdout, res.Stderr = stdout.String(), stderr.String()
 	code := cmd.ProcessState.ExitCode()

@@ -541,3 +541,25 @@ func TestOneRunPerPhase(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestSyncHookLeftoversAreEnded: a sync hook that succeeds but leaves processes
+// running — in its group, or in a session of its own — has them ended, and its
+// result says so.
+func TestSyncHookLeftoversAreEnded(t *testing.T) {
+	root := machine(t, hook{name: "daemon", script: "sleep 300 </dev/null >/dev/null 2>&1 &\necho $! > bg.pid\n" +
+		"setsid sh -c 'echo $$ > sid.pid; exec sleep 300' </dev/null >/dev/null 2>&1 &\nsleep 0.2\n"})
+	rep, err := newAgent(t, nodeagent.Options{Root: root}).Run(t.Context(), hookspec.PhaseBeforeNodeup)
+	if err != nil || rep.Hooks[0].Status != nodeagent.StatusSucceeded {
+		t.Fatalf("report %+v, error %v", rep, err)
+	}
+	if w := rep.Hooks[0].Warning; !strings.Contains(w, "2 process(es) left behind and ended") || !strings.Contains(w, "sleep 300") {
+		t.Errorf("warning %q", w)
+	}
+	for _, f := range []string{"bg.pid", "sid.pid"} {
+		pid, perr := strconv.Atoi(waitFile(t, filepath.Join(root, f)))
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		assertGone(t, pid)
+	}
+}

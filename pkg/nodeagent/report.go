@@ -83,7 +83,8 @@ type HookResult struct {
 	// Reason says why a hook was skipped, failed or not run.
 	Reason string `json:"reason,omitempty"`
 	// Warning is about the hook's definition, for example a condition comparing
-	// versions as strings.
+	// versions as strings, or says which processes a sync hook left behind (the
+	// agent ended them).
 	Warning string `json:"warning,omitempty"`
 	// ExitCode is the process's exit status; -1 when it did not exit by itself.
 	ExitCode  *int      `json:"exitCode,omitempty"`

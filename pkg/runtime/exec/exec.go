@@ -153,8 +153,9 @@ func (r *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 	if dir == "" {
 		dir = tmp
 	}
+	contained := proc.NewContainment()
 	env := proc.Env(append([]string{
-		"KUBEPLUG_PLUGIN=" + r.pkg.Name, "KUBEPLUG_STAGE=" + string(req.Stage), "KUBEPLUG_PROTOCOL=" + protocol.Version,
+		"KUBEPLUG_PLUGIN=" + r.pkg.Name, "KUBEPLUG_STAGE=" + string(req.Stage), "KUBEPLUG_PROTOCOL=" + protocol.Version, contained.Env(),
 	}, r.opts.Env...)...)
 	// The output pipes are ours rather than os/exec's, so that Wait returns when the
 	// plugin exits even if a child it left behind still holds them: the group is
@@ -190,6 +191,10 @@ func (r *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 		// The plugin may have left children behind in its group even when it
 		// exited cleanly; they must not outlive the call.
 		_ = proc.KillGroup(cmd.Process.Pid)
+	}
+	// Nor may those that left the group (setsid, a double fork).
+	if left := contained.Sweep(); len(left) > 0 {
+		r.log.Warn("plugin left processes behind", "plugin", r.pkg.Name, "stage", req.Stage, "ended", proc.Describe(left))
 	}
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()

@@ -93,6 +93,8 @@ type process struct {
 	// end ends the process's lifetime context, which kills its process group.
 	end  context.CancelFunc
 	once sync.Once
+	// contained finds its descendants, in its group or not.
+	contained *proc.Containment
 }
 
 var (
@@ -231,11 +233,12 @@ func (r *Runtime) start(ctx context.Context) (*process, error) {
 	if cmd.Dir == "" {
 		cmd.Dir = tmp
 	}
-	cmd.Env = proc.Env(append([]string{"KUBEPLUG_PLUGIN=" + r.name}, r.opts.Env...)...)
+	contained := proc.NewContainment()
+	cmd.Env = proc.Env(append([]string{"KUBEPLUG_PLUGIN=" + r.name, contained.Env()}, r.opts.Env...)...)
 	proc.Isolate(cmd)
 	cmd.Cancel = func() error { return proc.KillGroup(cmd.Process.Pid) }
 	sum, _ := hex.DecodeString(r.sha256) // the digest matched, so it is hex
-	p := &process{cmd: cmd, tmp: tmp, end: end}
+	p := &process{cmd: cmd, tmp: tmp, end: end, contained: contained}
 	p.client = goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{wire.ProtocolVersion: {wire.PluginName: &wire.Plugin{}}},
@@ -319,6 +322,8 @@ func (p *process) kill(graceful bool) {
 		if p.cmd.Process != nil {
 			_ = proc.KillGroup(p.cmd.Process.Pid)
 		}
+		// Descendants that left the group (setsid, a double fork) end too.
+		p.contained.Sweep()
 		p.end()
 		_ = os.RemoveAll(p.tmp)
 	})
