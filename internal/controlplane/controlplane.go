@@ -124,12 +124,10 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(c.dataDir, "logs"), 0o755); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}
-	_, svcNet, err := net.ParseCIDR(DefaultServiceClusterIPRange)
+	svcIP, err := firstIP(c.opts.ServiceClusterIPRange)
 	if err != nil {
-		return fmt.Errorf("parse service range: %w", err)
+		return err
 	}
-	svcIP := append(net.IP(nil), svcNet.IP.To4()...)
-	svcIP[3]++
 	pkiDir := c.opts.PKIDir
 	if pkiDir == "" {
 		pkiDir = filepath.Join(c.dataDir, "pki")
@@ -327,7 +325,7 @@ func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 		{"endpoint-reconciler-type", "none"},
 		{"authorization-mode", "Node,RBAC"},
 		{"allow-privileged", "true"},
-		{"service-cluster-ip-range", DefaultServiceClusterIPRange},
+		{"service-cluster-ip-range", o.ServiceClusterIPRange},
 		{"service-account-issuer", "https://kubernetes.default.svc.cluster.local"},
 		{"service-account-key-file", p(saPub)},
 		{"service-account-signing-key-file", p(saKey)},
@@ -355,7 +353,7 @@ func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 		{"service-account-private-key-file", p(saKey)},
 		{"cluster-signing-cert-file", p(caCert)},
 		{"cluster-signing-key-file", p(caKey)},
-		{"service-cluster-ip-range", DefaultServiceClusterIPRange},
+		{"service-cluster-ip-range", o.ServiceClusterIPRange},
 		{"profiling", "false"},
 	}, o.ControllerManagerFlags, o.FeatureGates)
 	args[Scheduler] = buildArgs([]flag{
@@ -377,10 +375,26 @@ func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 		{"manage-all-nodes", "false"},
 		{"manage-nodes-with-annotation-selector", KwokNodeAnnotation + "=fake"},
 		{"server-address", net.JoinHostPort(loopback, strconv.Itoa(c.ports[Kwok]))},
-		{"cidr", DefaultPodCIDR},
+		{"cidr", o.PodCIDR},
 		{"node-lease-duration-seconds", "40"},
 	}, nil, nil)
 	return args
+}
+
+// firstIP is the first address of a CIDR, the one the "kubernetes" Service
+// gets.
+func firstIP(cidr string) (net.IP, error) {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil, fmt.Errorf("parse service range %q: %w", cidr, err)
+	}
+	ip := n.IP.To4()
+	if ip == nil {
+		ip = n.IP.To16()
+	}
+	ip = append(net.IP(nil), ip...)
+	ip[len(ip)-1]++
+	return ip, nil
 }
 
 // choosePorts picks every component's port: Options.Ports, else the API

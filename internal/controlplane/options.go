@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"time"
 )
@@ -80,6 +81,15 @@ type Options struct {
 	// KubeconfigPath. Default: none.
 	ComponentKubeconfig string
 
+	// ServiceClusterIPRange is the Service IP range: the API server's
+	// certificate names its first address (the "kubernetes" Service), and the
+	// built-in command lines pass it. The certificate is made once per PKIDir.
+	// Default: DefaultServiceClusterIPRange.
+	ServiceClusterIPRange string
+
+	// PodCIDR is the range kwok hands out Pod IPs from. Default: DefaultPodCIDR.
+	PodCIDR string
+
 	// FeatureGates are passed as --feature-gates to kube-apiserver,
 	// kube-controller-manager and kube-scheduler, in sorted order. A
 	// "feature-gates" entry in a component's flag map takes precedence.
@@ -142,6 +152,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Detach && o.DataDir == "" {
 		return o, fmt.Errorf("validate options: a detached control plane needs a DataDir")
+	}
+	if o.ServiceClusterIPRange == "" {
+		o.ServiceClusterIPRange = DefaultServiceClusterIPRange
+	}
+	if o.PodCIDR == "" {
+		o.PodCIDR = DefaultPodCIDR
+	}
+	if _, _, err := net.ParseCIDR(o.ServiceClusterIPRange); err != nil {
+		return o, fmt.Errorf("validate options: service cluster IP range: %w", err)
+	}
+	if _, _, err := net.ParseCIDR(o.PodCIDR); err != nil {
+		return o, fmt.Errorf("validate options: pod CIDR: %w", err)
 	}
 	if o.ContextName == "" {
 		o.ContextName = "kubeplug-local"

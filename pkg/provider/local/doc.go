@@ -44,7 +44,10 @@
 // the control-plane plugin's "machine" value before anything resolves, so the
 // static Pods it renders are the command lines that run; Up refuses static Pods
 // rendered for other ports. etcd and kwok (the simulated kubelets) are not
-// control-plane components of the model: the provider configures them itself.
+// control-plane components of the model: the provider configures them itself,
+// kwok with the static Pods' --cluster-cidr. The API server's certificate,
+// made when the cluster is created, names the first address of their
+// --service-cluster-ip-range (the "kubernetes" Service).
 // A flag that changed restarts only its component, on the same port with the
 // same certificates.
 //

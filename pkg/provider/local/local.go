@@ -279,6 +279,10 @@ func (p *Provider) controlPlane(ctx context.Context, args map[controlplane.Compo
 	}
 	opts.Args = args
 	opts.Ports = p.ports
+	// The API server's certificate names the "kubernetes" Service's address,
+	// and kwok's Pod IPs lie in the cluster CIDR: both as the static Pods say.
+	opts.ServiceClusterIPRange = flagValue(args[controlplane.APIServer], "service-cluster-ip-range")
+	opts.PodCIDR = flagValue(args[controlplane.ControllerManager], "cluster-cidr")
 	p.event("control-plane", "", "starting the control plane")
 	began := time.Now()
 	cp, err = controlplane.Start(ctx, opts)

@@ -3,7 +3,9 @@ package local_test
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"log/slog"
 	"net"
@@ -127,7 +129,8 @@ func desiredWith(ctx context.Context, t *testing.T, facts map[string]any, s spec
 // built-in control-plane plugin, whose machine value is facts.
 func coreModel(ctx context.Context, t *testing.T, facts map[string]any, version string, s spec) *model.Model {
 	t.Helper()
-	values := map[string]any{"machine": facts}
+	// Not the defaults, so that a provider that does not follow them shows.
+	values := map[string]any{"machine": facts, "serviceClusterIPRange": "10.100.0.0/16", "clusterCIDR": "10.200.0.0/16"}
 	if s.admission != nil {
 		values["admissionPlugins"] = s.admission
 	}
@@ -316,6 +319,28 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("the processes run the rendered static Pods", func(t *testing.T) {
 		checkRunsStaticPods(t, dir)
+	})
+
+	t.Run("the API server's certificate names the kubernetes Service", func(t *testing.T) {
+		svc, err := client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "machines", local.ControlPlaneNode, "root", "etc/kubernetes/pki/apiserver.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(b)
+		if block == nil {
+			t.Fatal("apiserver.crt holds no PEM block")
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if svc.Spec.ClusterIP != "10.100.0.1" || !slices.ContainsFunc(cert.IPAddresses, func(ip net.IP) bool { return ip.String() == svc.Spec.ClusterIP }) {
+			t.Errorf("kubernetes Service at %s (want 10.100.0.1, the plugin's range); certificate names %v", svc.Spec.ClusterIP, cert.IPAddresses)
+		}
 	})
 
 	t.Run("files and hooks under the node roots", func(t *testing.T) {
