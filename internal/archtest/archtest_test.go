@@ -248,3 +248,32 @@ func TestLoadingLinksNoClusterCode(t *testing.T) {
 		}
 	})
 }
+
+// TestNothingBelowTheClusterLayerTalksToACluster extends the loading rule to every
+// package placed below ClusterLayer, runtimes and engine included, so a new package
+// there is held to it without an edit.
+func TestNothingBelowTheClusterLayerTalksToACluster(t *testing.T) {
+	g := load(t)
+	cluster := slices.IndexFunc(archtest.Layers, func(l archtest.Layer) bool { return l.Name == archtest.ClusterLayer })
+	if cluster < 0 {
+		t.Fatalf("no layer %s in the table", archtest.ClusterLayer)
+	}
+	var below []string
+	for path, p := range g {
+		if r := rel(path); p.ours && !slices.Contains(archtest.LinksClientThroughHelm, r) {
+			if l := layerOf(r); l >= 0 && l < cluster {
+				below = append(below, path)
+			}
+		}
+	}
+	sort.Strings(below)
+	if len(below) == 0 {
+		t.Fatal("no package below the cluster layer")
+	}
+	for _, path := range below {
+		if bad := matching(deps(g, path), archtest.NoCluster); len(bad) > 0 {
+			t.Errorf("%s (layer %s) links %d packages that talk to a cluster or a cloud, like %s",
+				rel(path), archtest.Layers[layerOf(rel(path))].Name, len(bad), why(g, path, bad[0]))
+		}
+	}
+}

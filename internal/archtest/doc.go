@@ -11,8 +11,11 @@
 //
 // Loading is kept apart from running: LoadingPackages, the packages that read
 // plugins, sources and cluster files, must not link anything that talks to a
-// cluster or a cloud (NoCluster), and pkg/plugin nothing heavy at all. The tests
-// ask `go list -deps`, so an indirect import counts as much as a direct one.
+// cluster or a cloud (NoCluster), and pkg/plugin nothing heavy at all. Every
+// other package below the cluster layer is held to NoCluster too, except
+// pkg/render: it links client-go through Helm's chart packages, and is held to
+// importing no client itself and linking no AWS SDK (Render). The tests ask
+// `go list -deps`, so an indirect import counts as much as a direct one.
 //
 // The rules only hold production code: tests may import whatever they exercise.
 // `go test ./internal/archtest` runs them; .golangci.yml's depguard rule repeats

@@ -97,6 +97,14 @@ var NoCluster = []string{"k8s.io/client-go", "helm.sh/", "github.com/aws/"}
 // runtimes' gRPC and go-plugin, readiness computation.
 var PluginHeavy = []string{"k8s.io/", "sigs.k8s.io/", "google.golang.org/grpc", "github.com/hashicorp/", "github.com/fluxcd/"}
 
+// ClusterLayer is the lowest layer allowed to talk to a cluster: no package of a
+// layer below it links NoCluster, but for those in LinksClientThroughHelm.
+const ClusterLayer = "cluster"
+
+// LinksClientThroughHelm are the packages below ClusterLayer that link client-go
+// and Helm all the same, because they render Helm charts (see Render below).
+var LinksClientThroughHelm = []string{"pkg/render"}
+
 // Render is what holds for pkg/render. It renders Helm charts with Helm's SDK, and
 // every Helm package that renders a chart (chart/common/util, engine) links
 // client-go, for the capabilities and lookup functions charts may call, so render
