@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/internal/testmachine"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
@@ -67,7 +68,12 @@ spec:
 	file := filepath.Join(dir, "cluster.yaml")
 	writeFile(t, file, []byte(cluster), 0o644)
 	cfg := &action.Config{Env: func(string) (string, bool) { return "", false }}
-	files, l := action.NewRender(cfg).Files(context.Background(), file)
+	cl, l := config.Load(file)
+	if cl == nil {
+		t.Fatal(l)
+	}
+	files, fl := action.NewRender(cfg).Files(context.Background(), cl)
+	l = append(l, fl...)
 	if l.HasFatal() {
 		t.Fatalf("render:\n%s", l)
 	}

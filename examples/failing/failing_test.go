@@ -18,6 +18,7 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/testmachine"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
@@ -29,7 +30,12 @@ func render(t *testing.T, file string, env map[string]string) map[string][]byte 
 		v, ok := env[name]
 		return v, ok
 	}}
-	files, l := action.NewRender(cfg).Files(context.Background(), file)
+	cl, l := config.Load(file)
+	if cl == nil {
+		t.Fatal(l)
+	}
+	files, fl := action.NewRender(cfg).Files(context.Background(), cl)
+	l = append(l, fl...)
 	if l.HasFatal() {
 		t.Fatalf("render %s:\n%s", file, l)
 	}

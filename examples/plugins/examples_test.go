@@ -52,7 +52,12 @@ func apiServerFlags(t *testing.T, cluster string) map[string]model.Setting[strin
 	t.Helper()
 	r := action.NewRender(&action.Config{NoBuiltin: true})
 	r.Stage = stage.Initialise
-	files, l := r.Files(t.Context(), cluster)
+	cl, l := config.Load(cluster)
+	if cl == nil {
+		t.Fatal(l)
+	}
+	files, fl := r.Files(t.Context(), cl)
+	l = append(l, fl...)
 	if l.HasFatal() {
 		t.Fatal(l)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 	"github.com/kubeplug/kubeplug/sdk/sdktest"
@@ -44,7 +45,12 @@ func TestQuickstartWithCodePlugins(t *testing.T) {
 			}}}, nil
 		})},
 	}
-	files, l := action.NewRender(cfg).Files(t.Context(), path)
+	cl, l := config.Load(path)
+	if cl == nil {
+		t.Fatal(l)
+	}
+	files, fl := action.NewRender(cfg).Files(t.Context(), cl)
+	l = append(l, fl...)
 	if l.HasFatal() {
 		t.Fatal(l)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/check"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/diag"
 )
 
 // leaseFlags binds how a command that changes plugins takes the cluster's
@@ -28,7 +29,8 @@ func leaseFlags(cmd *cobra.Command, l *action.Lease) {
 	_ = cmd.Flags().MarkHidden("lease-duration")
 }
 
-func clusterFlags(cmd *cobra.Command, c *action.Cluster) {
+// targetFlags binds which running cluster a command talks to.
+func targetFlags(cmd *cobra.Command, c *action.KubeconfigTarget) {
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&c.Context, "context", "", "the kubeconfig context to use (default its current context)")
 	_ = cmd.MarkFlagFilename("kubeconfig")
@@ -91,9 +93,48 @@ func (p *progress) event(e deploy.Event) {
 	}
 }
 
-func newApplyCmd(o *options) *cobra.Command {
-	var file, dryRun string
-	a := action.NewApply(nil)
+// deployFlags binds how apply and up deploy the plugins' content: one set of
+// flags for both commands, bound straight into the action's options.
+func deployFlags(cmd *cobra.Command, d *action.DeployOptions) {
+	cmd.Flags().DurationVar(&d.Timeout, "timeout", 5*time.Minute, "how long each plugin may take to become ready")
+	cmd.Flags().BoolVar(&d.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
+	cmd.Flags().BoolVar(&d.ForceCRDChanges, "force-crd-changes", false, "apply CustomResourceDefinition changes that would break existing objects or clients (removed versions or fields, narrowed types)")
+	cmd.Flags().BoolVar(&d.RollbackOnFailure, "rollback-on-failure", false, "restore the previous revision of a plugin whose objects do not become ready (uninstall it when it was new)")
+	cmd.Flags().BoolVar(&d.AllowDowngrade, "allow-downgrade", false, "apply plugin versions lower than the installed ones")
+	cmd.Flags().IntVar(&d.HistoryMax, "history-max", 10, "how many revisions to keep per plugin")
+	leaseFlags(cmd, &d.Lease)
+}
+
+// dryRunValue binds --dry-run straight into an action's DryRun: "server" asks
+// the API server to check everything without persisting it, "none" does not.
+type dryRunValue struct{ dry *bool }
+
+func (v dryRunValue) String() string {
+	if v.dry != nil && *v.dry {
+		return "server"
+	}
+	return "none"
+}
+
+func (v dryRunValue) Set(s string) error {
+	switch s {
+	case "", "none":
+		*v.dry = false
+	case "server":
+		*v.dry = true
+	default:
+		return fmt.Errorf("expected none or server (client-side dry runs are kubeplug render), got %q", s)
+	}
+	return nil
+}
+
+func (dryRunValue) Type() string { return "string" }
+
+func newApplyCmd(o *options) *cobra.Command { return applyCmd(o, action.NewApply(o.cfg)) }
+
+// applyCmd binds the apply command's flags into a.
+func applyCmd(o *options, a *action.Apply) *cobra.Command {
+	var file string
 	cmd := &cobra.Command{
 		Use:   "apply -f cluster.yaml",
 		Short: "Apply every enabled plugin to a running cluster, wave by wave",
@@ -144,22 +185,9 @@ and the next run takes it over.`,
   kubeplug apply -f cluster.yaml -o json | jq 'select(.type=="PluginReady")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch dryRun {
-			case "", "none":
-			case "server":
-				a.DryRun = true
-			default:
-				return fmt.Errorf("invalid --dry-run %q: expected none or server (client-side dry runs are kubeplug render)", dryRun)
-			}
 			pr := newProgress(o)
-			cfg := o.config()
-			cfg.Progress = pr.stage
-			b := action.NewApply(cfg)
-			b.Cluster, b.DryRun, b.Timeout, b.ForceConflicts, b.RollbackOnFailure, b.Events = a.Cluster, a.DryRun, a.Timeout, a.ForceConflicts, a.RollbackOnFailure, pr.event
-			b.AllowDowngrade, b.HistoryMax = a.AllowDowngrade, a.HistoryMax
-			b.Lease = a.Lease
-			b.ForceCRDChanges = a.ForceCRDChanges
-			res, l := b.Run(cmd.Context(), file)
+			o.cfg.Progress, a.Events = pr.stage, pr.event
+			res, l := withCluster(file, func(cl *config.Cluster) (*action.ApplyResult, diag.List) { return a.Run(cmd.Context(), cl) })
 			failed := o.report(l)
 			if res == nil {
 				return errFailed
@@ -187,16 +215,10 @@ and the next run takes it over.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
-	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server" to have the API server check everything without persisting it`)
+	cmd.Flags().Var(dryRunValue{&a.DryRun}, "dry-run", `"server" to have the API server check everything without persisting it`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
-	cmd.Flags().DurationVar(&a.Timeout, "timeout", 5*time.Minute, "how long each plugin may take to become ready")
-	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
-	cmd.Flags().BoolVar(&a.ForceCRDChanges, "force-crd-changes", false, "apply CustomResourceDefinition changes that would break existing objects or clients (removed versions or fields, narrowed types)")
-	cmd.Flags().BoolVar(&a.RollbackOnFailure, "rollback-on-failure", false, "restore the previous revision of a plugin whose objects do not become ready (uninstall it when it was new)")
-	cmd.Flags().BoolVar(&a.AllowDowngrade, "allow-downgrade", false, "apply plugin versions lower than the installed ones")
-	cmd.Flags().IntVar(&a.HistoryMax, "history-max", 10, "how many revisions to keep per plugin")
-	clusterFlags(cmd, &a.Cluster)
-	leaseFlags(cmd, &a.Lease)
+	deployFlags(cmd, &a.DeployOptions)
+	targetFlags(cmd, &a.Target)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{"none", "server"}, cobra.ShellCompDirectiveNoFileComp))
@@ -204,7 +226,7 @@ and the next run takes it over.`,
 }
 
 func newStatusCmd(o *options) *cobra.Command {
-	var c action.Cluster
+	a := action.NewStatus(o.cfg)
 	var file string
 	cmd := &cobra.Command{
 		Use:   "status [-f cluster.yaml]",
@@ -221,9 +243,13 @@ compare with, and DRIFT is "-" (unknown).`,
   kubeplug status -f cluster.yaml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a := action.NewStatus(o.config())
-			a.Cluster = c
-			st, l := a.Report(cmd.Context(), file)
+			var st []action.PluginReport
+			var l diag.List
+			if file == "" {
+				st, l = a.Report(cmd.Context(), nil)
+			} else {
+				st, l = withCluster(file, func(cl *config.Cluster) ([]action.PluginReport, diag.List) { return a.Report(cmd.Context(), cl) })
+			}
 			failed := o.report(l)
 			if st == nil {
 				if failed {
@@ -249,15 +275,13 @@ compare with, and DRIFT is "-" (unknown).`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "a cluster file: include the plugins it enables and count drift from what it would apply")
-	clusterFlags(cmd, &c)
+	targetFlags(cmd, &a.Target)
 	return cmd
 }
 
 func newUninstallCmd(o *options) *cobra.Command {
-	var c action.Cluster
+	a := action.NewUninstall(o.cfg)
 	var file string
-	var cascade bool
-	var lease action.Lease
 	cmd := &cobra.Command{
 		Use:   "uninstall PLUGIN... [-f cluster.yaml]",
 		Short: "Remove plugins from a cluster, dependents first",
@@ -276,15 +300,14 @@ cluster file still enables: the next apply would install them again.`,
 					return errFailed
 				}
 				for _, r := range cl.Enabled() {
-					for _, a := range args {
-						if r.Name == a {
-							_, _ = fmt.Fprintf(o.streams.Err, "warning: %s still enables %s; the next apply installs it again\n", file, a)
+					for _, name := range args {
+						if r.Name == name {
+							_, _ = fmt.Fprintf(o.streams.Err, "warning: %s still enables %s; the next apply installs it again\n", file, name)
 						}
 					}
 				}
 			}
-			a := action.NewUninstall(o.config())
-			a.Cluster, a.Cascade, a.Lease, a.Events = c, cascade, lease, newProgress(o).event
+			a.Events = newProgress(o).event
 			done, l := a.Run(cmd.Context(), args...)
 			if o.report(l) {
 				return errFailed
@@ -296,9 +319,9 @@ cluster file still enables: the next apply would install them again.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file, to warn about plugins it still enables")
-	cmd.Flags().BoolVar(&cascade, "cascade", false, "also remove installed plugins that require the named ones")
-	clusterFlags(cmd, &c)
-	leaseFlags(cmd, &lease)
+	cmd.Flags().BoolVar(&a.Cascade, "cascade", false, "also remove installed plugins that require the named ones")
+	targetFlags(cmd, &a.Target)
+	leaseFlags(cmd, &a.Lease)
 	return cmd
 }
 

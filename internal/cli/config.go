@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
 )
 
 func newConfigCmd(o *options) *cobra.Command {
@@ -39,7 +41,9 @@ are shown as ***.`,
   HELLO_API_TOKEN=s3cret kubeplug config validate -f examples/quickstart/cluster.yaml -o yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, l := action.NewValidate(o.config()).Run(cmd.Context(), file)
+			res, l := withCluster(file, func(cl *config.Cluster) (*action.ValidateResult, diag.List) {
+				return action.NewValidate(o.cfg).Run(cmd.Context(), cl)
+			})
 			if o.report(l) {
 				return errFailed
 			}

@@ -12,7 +12,7 @@ import (
 )
 
 func newHistoryCmd(o *options) *cobra.Command {
-	var c action.Cluster
+	a := action.NewHistory(o.cfg)
 	var file string
 	cmd := &cobra.Command{
 		Use:   "history PLUGIN [-f cluster.yaml]",
@@ -35,8 +35,6 @@ would uninstall it.`,
 			if file != "" {
 				warnUnlisted(o, file, plugin, "the next apply uninstalls it")
 			}
-			a := action.NewHistory(o.config())
-			a.Cluster = c
 			h, l := a.Run(cmd.Context(), plugin)
 			if o.report(l) {
 				return errFailed
@@ -60,7 +58,7 @@ would uninstall it.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "a cluster file, to warn when it no longer enables the plugin (optional)")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
-	clusterFlags(cmd, &c)
+	targetFlags(cmd, &a.Target)
 	return cmd
 }
 

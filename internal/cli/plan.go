@@ -9,6 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/engine"
 )
 
 func newPlanCmd(o *options) *cobra.Command {
@@ -39,7 +42,9 @@ needs, and the command exits 1. Only the resolver runs.`,
 			if kube != "" {
 				return planUpgrade(cmd, o, file, kube)
 			}
-			doc, l := action.NewPlan(o.config()).Run(cmd.Context(), file)
+			doc, l := withCluster(file, func(cl *config.Cluster) (*engine.PlanDoc, diag.List) {
+				return action.NewPlan(o.cfg).Run(cmd.Context(), cl)
+			})
 			if o.report(l) {
 				return errFailed
 			}
@@ -82,7 +87,9 @@ func planUpgrade(cmd *cobra.Command, o *options, file, kube string) error {
 	if err != nil {
 		return fmt.Errorf("invalid --kubernetes-version %q: expected a version such as 1.38.0", kube)
 	}
-	up, l := action.NewPlan(o.config()).Upgrade(cmd.Context(), file, target)
+	up, l := withCluster(file, func(cl *config.Cluster) (*action.KubernetesUpgrade, diag.List) {
+		return action.NewPlan(o.cfg).Upgrade(cmd.Context(), cl, target)
+	})
 	if up == nil {
 		o.report(l)
 		return errFailed

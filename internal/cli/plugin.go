@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 )
 
@@ -24,8 +25,18 @@ func newPluginCmd(o *options) *cobra.Command {
 	return cmd
 }
 
+// optionalCluster loads the cluster file at path when one is given: nil, nil
+// without one; a nil spec and fatal diagnostics when it is broken.
+func optionalCluster(path string) (*config.Cluster, diag.List) {
+	if path == "" {
+		return nil, nil
+	}
+	return config.Load(path)
+}
+
 func newPluginListCmd(o *options) *cobra.Command {
 	var file string
+	a := action.NewList(o.cfg)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the plugins every source offers",
@@ -40,9 +51,15 @@ the version the cluster's constraint selects.`,
   kubeplug plugin list -f examples/quickstart/cluster.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a := action.NewList(o.config())
-			a.ClusterFile = file
-			infos, l := a.Run(cmd.Context())
+			cl, l := optionalCluster(file)
+			var infos []action.PluginInfo
+			if !l.HasFatal() {
+				a.Cluster = cl
+				var rl diag.List
+				infos, rl = a.Run(cmd.Context())
+				l = append(l, rl...)
+				l.Sort()
+			}
 			failed := o.report(l)
 			if infos == nil && failed {
 				return errFailed
@@ -95,8 +112,9 @@ cluster file gives it, merged over the defaults. Sensitive values are shown as *
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
-			a := action.NewList(o.config())
-			a.ClusterFile = file
+			o.initConfig() // completion runs no PersistentPreRunE
+			a := action.NewList(o.cfg)
+			a.Cluster, _ = optionalCluster(file)
 			infos, _ := a.Run(cmd.Context())
 			var names []string
 			for _, p := range infos {
@@ -105,9 +123,16 @@ cluster file gives it, merged over the defaults. Sensitive values are shown as *
 			return slices.Compact(names), cobra.ShellCompDirectiveNoFileComp
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := action.NewShow(o.config())
-			a.ClusterFile = file
-			d, l := a.Run(cmd.Context(), args[0])
+			a := action.NewShow(o.cfg)
+			cl, l := optionalCluster(file)
+			var d *action.PluginDetail
+			if !l.HasFatal() {
+				a.Cluster = cl
+				var rl diag.List
+				d, rl = a.Run(cmd.Context(), args[0])
+				l = append(l, rl...)
+				l.Sort()
+			}
 			if o.report(l) {
 				return errFailed
 			}

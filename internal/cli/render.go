@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
@@ -36,7 +38,7 @@ Sensitive values are written as ***.`,
   kubeplug render -f examples/quickstart/cluster.yaml -o model --stage initialise`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a := action.NewRender(o.config())
+			a := action.NewRender(o.cfg)
 			switch until {
 			case "render":
 			case "initialise", "initialize":
@@ -44,7 +46,8 @@ Sensitive values are written as ***.`,
 			default:
 				return fmt.Errorf("invalid --stage %q: expected initialise or render", until)
 			}
-			if o.report(a.Run(cmd.Context(), file, dir)) {
+			_, l := withCluster(file, func(cl *config.Cluster) (struct{}, diag.List) { return struct{}{}, a.Run(cmd.Context(), cl, dir) })
+			if o.report(l) {
 				return errFailed
 			}
 			_, err := fmt.Fprintf(o.streams.Err, "rendered %s into %s\n", file, dir)
@@ -67,7 +70,7 @@ Sensitive values are written as ***.`,
 func newDiffCmd(o *options) *cobra.Command {
 	var file, dir string
 	var live, exitCode bool
-	var c action.Cluster
+	drift := action.NewDrift(o.cfg)
 	cmd := &cobra.Command{
 		Use:   "diff -f cluster.yaml (--against DIR | --live)",
 		Short: "Show what a re-render would change, or how the cluster drifted from the file",
@@ -97,24 +100,22 @@ failed), for CI drift checks.`,
 				return fmt.Errorf("give either --against DIR or --live")
 			}
 			if live {
-				a := action.NewDrift(o.config())
-				a.Cluster = c
-				drift, l := a.Run(cmd.Context(), file)
+				res, l := withCluster(file, func(cl *config.Cluster) ([]deploy.PluginDrift, diag.List) { return drift.Run(cmd.Context(), cl) })
 				if o.report(l) {
 					return errFailed
 				}
-				if drift == nil {
-					drift = []deploy.PluginDrift{}
+				if res == nil {
+					res = []deploy.PluginDrift{}
 				}
-				if err := o.print(drift, func(w io.Writer) error { return printDrift(w, o.streams.Err, drift) }); err != nil {
+				if err := o.print(res, func(w io.Writer) error { return printDrift(w, o.streams.Err, res) }); err != nil {
 					return err
 				}
-				if exitCode && drifted(drift) {
+				if exitCode && drifted(res) {
 					return exitError{code: 2}
 				}
 				return nil
 			}
-			text, l := action.NewDiff(o.config()).Run(cmd.Context(), file, dir)
+			text, l := withCluster(file, func(cl *config.Cluster) (string, diag.List) { return action.NewDiff(o.cfg).Run(cmd.Context(), cl, dir) })
 			if o.report(l) {
 				return errFailed
 			}
@@ -131,7 +132,7 @@ failed), for CI drift checks.`,
 	cmd.Flags().StringVar(&dir, "against", "", "a previous render to compare with")
 	cmd.Flags().BoolVar(&live, "live", false, "compare with the running cluster instead (drift)")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 2 when there are differences")
-	clusterFlags(cmd, &c)
+	targetFlags(cmd, &drift.Target)
 	cmd.MarkFlagsMutuallyExclusive("against", "live")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")

@@ -12,9 +12,8 @@ import (
 )
 
 func newRollbackCmd(o *options) *cobra.Command {
-	var c action.Cluster
 	var file string
-	a := action.NewRollback(nil)
+	a := action.NewRollback(o.cfg)
 	cmd := &cobra.Command{
 		Use:   "rollback PLUGIN [--to-revision N] [-f cluster.yaml]",
 		Short: "Restore a recorded revision of an installed plugin",
@@ -45,9 +44,8 @@ operation lease while it runs.`,
 					}
 				}
 			}
-			b := action.NewRollback(o.config())
-			b.Cluster, b.Revision, b.Timeout, b.ForceConflicts, b.Lease, b.Events = c, a.Revision, a.Timeout, a.ForceConflicts, a.Lease, newProgress(o).event
-			rec, l := b.Run(cmd.Context(), plugin)
+			a.Events = newProgress(o).event
+			rec, l := a.Run(cmd.Context(), plugin)
 			if o.report(l) {
 				return errFailed
 			}
@@ -62,7 +60,7 @@ operation lease while it runs.`,
 	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file, to warn that its next apply undoes the rollback (optional)")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
-	clusterFlags(cmd, &c)
+	targetFlags(cmd, &a.Target)
 	leaseFlags(cmd, &a.Lease)
 	return cmd
 }

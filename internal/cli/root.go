@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 )
 
@@ -32,6 +33,10 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 var errFailed = exitError{code: 1}
 
 type options struct {
+	// cfg is what every command's action shares. Commands make their action
+	// with it when they are built, so that flags bind straight into the action;
+	// PersistentPreRunE fills it from the global flags before any command runs.
+	cfg        *action.Config
 	streams    Streams
 	output     string
 	pluginDirs []string
@@ -41,7 +46,11 @@ type options struct {
 	getenv     func(string) (string, bool)
 }
 
-func (o *options) config() *action.Config {
+// config returns the shared action configuration.
+func (o *options) config() *action.Config { return o.cfg }
+
+// initConfig fills the shared action configuration from the global flags.
+func (o *options) initConfig() {
 	level := slog.LevelWarn
 	switch {
 	case o.verbose >= 2:
@@ -49,13 +58,28 @@ func (o *options) config() *action.Config {
 	case o.verbose == 1:
 		level = slog.LevelInfo
 	}
-	return &action.Config{
+	*o.cfg = action.Config{
 		Logger:     slog.New(slog.NewTextHandler(o.streams.Err, &slog.HandlerOptions{Level: level})),
 		ContribDir: o.contribDir,
 		PluginDirs: o.pluginDirs,
 		NoBuiltin:  o.noBuiltin,
 		Env:        o.getenv,
 	}
+}
+
+// withCluster loads the cluster file at path and runs f with the loaded spec:
+// the file is the CLI's business, actions take the spec. The file's own
+// diagnostics join f's, sorted. f does not run when the file is broken.
+func withCluster[T any](path string, f func(*config.Cluster) (T, diag.List)) (T, diag.List) {
+	cl, l := config.Load(path)
+	if cl == nil {
+		var zero T
+		return zero, l
+	}
+	res, fl := f(cl)
+	l = append(l, fl...)
+	l.Sort()
+	return res, l
 }
 
 // Main runs the kubeplug command line with args (without the program name) and
@@ -80,7 +104,7 @@ func run(ctx context.Context, args []string, streams Streams, getenv func(string
 }
 
 func newRoot(streams Streams, getenv func(string) (string, bool)) *cobra.Command {
-	o := &options{streams: streams, getenv: getenv}
+	o := &options{cfg: &action.Config{}, streams: streams, getenv: getenv}
 	if v, ok := getenv("KUBEPLUG_CONTRIB_DIR"); ok {
 		o.contribDir = v
 	}
@@ -122,6 +146,7 @@ repeatable) and the directories a cluster.yaml names under spec.plugins.sources.
 	_ = root.MarkPersistentFlagDirname("plugin-dir")
 	_ = root.MarkPersistentFlagDirname("contrib-dir")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		o.initConfig()
 		// client-go logs through klog to stderr: an API server restarting would
 		// flood the output with discovery retries that kubeplug reports itself.
 		// They are debugging output (-vv).

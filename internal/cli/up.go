@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/stage"
@@ -22,10 +24,12 @@ func stateDirFlag(cmd *cobra.Command, dir *string) {
 	_ = cmd.MarkFlagDirname("state-dir")
 }
 
-func newUpCmd(o *options) *cobra.Command {
-	var file, stateDir string
+func newUpCmd(o *options) *cobra.Command { return upCmd(o, action.NewUp(o.cfg)) }
+
+// upCmd binds the up command's flags into u.
+func upCmd(o *options, u *action.Up) *cobra.Command {
+	var file string
 	var noKubeconfig bool
-	a := action.NewApply(nil)
 	cmd := &cobra.Command{
 		Use:   "up -f cluster.yaml",
 		Short: "Bring a whole cluster up: control plane, nodes, plugins, checks",
@@ -46,7 +50,7 @@ re-run continues.
 The cluster's kubeconfig is written to its state directory and merged into your
 kubeconfig ($KUBECONFIG or ~/.kube/config) as context kubeplug-NAME, which becomes
 the current context — so kubectl and kubeplug status work at once. Use
---kubeconfig-update=false to leave your kubeconfig alone and
+--no-kubeconfig-update to leave your kubeconfig alone and
 "kubeplug get-kubeconfig -f FILE" to find the cluster's own.`,
 		Example: `  kubeplug up -f examples/quickstart/cluster.yaml
   kubectl get nodes
@@ -59,13 +63,8 @@ the current context — so kubectl and kubeplug status work at once. Use
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pr := newProgress(o)
-			cfg := o.config()
-			cfg.Progress = pr.stage
-			u := action.NewUp(cfg)
-			u.StateDir = stateDir
-			u.Apply.Timeout, u.Apply.RollbackOnFailure, u.Apply.ForceConflicts, u.Apply.Events = a.Timeout, a.RollbackOnFailure, a.ForceConflicts, pr.event
-			u.ProviderEvents = pr.providerEvent
-			res, l := u.Run(cmd.Context(), file)
+			o.cfg.Progress, u.Events, u.ProviderEvents = pr.stage, pr.event, pr.providerEvent
+			res, l := withCluster(file, func(cl *config.Cluster) (*action.UpResult, diag.List) { return u.Run(cmd.Context(), cl) })
 			failed := o.report(l)
 			if res != nil && res.Kubeconfig != "" && !noKubeconfig {
 				ctxName, err := action.MergeKubeconfig(res.Kubeconfig, res.Cluster)
@@ -96,11 +95,9 @@ the current context — so kubectl and kubeplug status work at once. Use
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
-	cmd.Flags().DurationVar(&a.Timeout, "timeout", 5*time.Minute, "how long each plugin may take to become ready")
-	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
-	cmd.Flags().BoolVar(&a.RollbackOnFailure, "rollback-on-failure", false, "roll back a plugin whose objects do not become ready")
+	deployFlags(cmd, &u.DeployOptions)
 	cmd.Flags().BoolVar(&noKubeconfig, "no-kubeconfig-update", false, "do not merge the cluster's context into your kubeconfig")
-	stateDirFlag(cmd, &stateDir)
+	stateDirFlag(cmd, &u.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd
@@ -228,9 +225,11 @@ func (p *progress) providerEvent(e provider.Event) {
 	_, _ = fmt.Fprintf(p.o.streams.Err, "%s [%s]\n", line, elapsed)
 }
 
-func newDownCmd(o *options) *cobra.Command {
-	var file, stateDir string
-	d := action.NewDown(nil)
+func newDownCmd(o *options) *cobra.Command { return downCmd(o, action.NewDown(o.cfg)) }
+
+// downCmd binds the down command's flags into a.
+func downCmd(o *options, a *action.Down) *cobra.Command {
+	var file string
 	cmd := &cobra.Command{
 		Use:   "down -f cluster.yaml",
 		Short: "Stop a local cluster: uninstall its plugins, stop its control plane and nodes",
@@ -243,9 +242,7 @@ machines' roots, logs) is kept, so "kubeplug up" starts the same cluster again;
   kubeplug down -f examples/quickstart/cluster.yaml --purge`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a := action.NewDown(o.config())
-			a.StateDir, a.Purge, a.KeepPlugins = stateDir, d.Purge, d.KeepPlugins
-			res, l := a.Run(cmd.Context(), file)
+			res, l := withCluster(file, func(cl *config.Cluster) (*action.DownResult, diag.List) { return a.Run(cmd.Context(), cl) })
 			failed := o.report(l)
 			if res != nil && !failed {
 				if err := action.UnmergeKubeconfig(res.Cluster); err != nil {
@@ -269,16 +266,17 @@ machines' roots, logs) is kept, so "kubeplug up" starts the same cluster again;
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
-	cmd.Flags().BoolVar(&d.Purge, "purge", false, "delete the state directory too")
-	cmd.Flags().BoolVar(&d.KeepPlugins, "keep-plugins", false, "stop without uninstalling the plugins first")
-	stateDirFlag(cmd, &stateDir)
+	cmd.Flags().BoolVar(&a.Purge, "purge", false, "delete the state directory too")
+	cmd.Flags().BoolVar(&a.KeepPlugins, "keep-plugins", false, "stop without uninstalling the plugins first")
+	stateDirFlag(cmd, &a.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd
 }
 
 func newGetKubeconfigCmd(o *options) *cobra.Command {
-	var file, stateDir string
+	var file string
+	a := action.NewGetKubeconfig(o.cfg)
 	cmd := &cobra.Command{
 		Use:   "get-kubeconfig -f cluster.yaml",
 		Short: "Print the path of a running local cluster's kubeconfig",
@@ -288,7 +286,7 @@ directory, for tools that should not use your own kubeconfig.`,
   kubectl get nodes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, l := action.KubeconfigPath(file, stateDir)
+			path, l := withCluster(file, func(cl *config.Cluster) (string, diag.List) { return a.Run(cmd.Context(), cl) })
 			if o.report(l) {
 				return errFailed
 			}
@@ -299,7 +297,7 @@ directory, for tools that should not use your own kubeconfig.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
-	stateDirFlag(cmd, &stateDir)
+	stateDirFlag(cmd, &a.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd

@@ -26,10 +26,10 @@ func TestApplyQuickstartThenRemoveAPlugin(t *testing.T) {
 	cfg := &action.Config{Env: func(string) (string, bool) { return "", false }}
 	var events []deploy.Event
 	apply := action.NewApply(cfg)
-	apply.Cluster.RESTConfig = testcluster.RESTConfig(t)
+	apply.Target.RESTConfig = testcluster.RESTConfig(t)
 	apply.Timeout = 2 * time.Minute
 	apply.Events = func(e deploy.Event) { events = append(events, e) }
-	res, l := apply.Run(t.Context(), "../../examples/quickstart/cluster.yaml")
+	res, l := apply.Run(t.Context(), load(t, "../../examples/quickstart/cluster.yaml"))
 	if l.HasFatal() {
 		t.Fatal(l)
 	}
@@ -47,7 +47,7 @@ func TestApplyQuickstartThenRemoveAPlugin(t *testing.T) {
 		t.Errorf("waves started = %v, want [0 1]", waves)
 	}
 	status := action.NewStatus(cfg)
-	status.Cluster.RESTConfig = apply.Cluster.RESTConfig
+	status.Target.RESTConfig = apply.Target.RESTConfig
 	st, l := status.Run(t.Context())
 	if l.HasFatal() {
 		t.Fatal(l)
@@ -81,7 +81,7 @@ func TestApplyQuickstartThenRemoveAPlugin(t *testing.T) {
 	if err := os.WriteFile(path, []byte(trimmed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, l = apply.Run(t.Context(), path)
+	res, l = apply.Run(t.Context(), load(t, path))
 	if l.HasFatal() {
 		t.Fatal(l)
 	}
@@ -92,7 +92,7 @@ func TestApplyQuickstartThenRemoveAPlugin(t *testing.T) {
 		t.Errorf("hello Deployment after its plugin was removed: %v", err)
 	}
 	// A re-apply with nothing changed converges without touching anything.
-	res, l = apply.Run(context.WithoutCancel(t.Context()), path)
+	res, l = apply.Run(context.WithoutCancel(t.Context()), load(t, path))
 	if l.HasFatal() || len(res.Removed) != 0 || res.Pruned != 0 {
 		t.Errorf("re-apply: %+v %v", res, l)
 	}

@@ -88,7 +88,7 @@ func BenchmarkRender200(b *testing.B) {
 	var peak uint64
 	b.ReportAllocs()
 	for b.Loop() {
-		files, l := a.Files(context.Background(), path)
+		files, l := a.Files(context.Background(), load(b, path))
 		if l.HasFatal() {
 			b.Fatal(l)
 		}
@@ -105,11 +105,11 @@ func BenchmarkRender200(b *testing.B) {
 func TestRender200IsDeterministic(t *testing.T) {
 	path := writeCluster(t, 200)
 	a := action.NewRender(&action.Config{NoBuiltin: true})
-	first, l := a.Files(context.Background(), path)
+	first, l := a.Files(context.Background(), load(t, path))
 	if l.HasFatal() {
 		t.Fatal(l)
 	}
-	second, _ := a.Files(context.Background(), path)
+	second, _ := a.Files(context.Background(), load(t, path))
 	if len(first) != len(second) {
 		t.Fatalf("%d files, then %d", len(first), len(second))
 	}

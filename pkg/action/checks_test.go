@@ -68,10 +68,10 @@ data:
 func TestApplyRunsValidateChecks(t *testing.T) {
 	ns := testcluster.Namespace(t)
 	apply := action.NewApply(&action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }})
-	apply.Cluster.RESTConfig = testcluster.RESTConfig(t)
+	apply.Target.RESTConfig = testcluster.RESTConfig(t)
 	apply.Timeout = time.Minute
 
-	res, l := apply.Run(t.Context(), checksPlugin(t, ns, "on"))
+	res, l := apply.Run(t.Context(), load(t, checksPlugin(t, ns, "on")))
 	if l.HasFatal() {
 		t.Fatal(l)
 	}
@@ -84,7 +84,7 @@ func TestApplyRunsValidateChecks(t *testing.T) {
 		}
 	}
 
-	res, l = apply.Run(t.Context(), checksPlugin(t, ns, "off"))
+	res, l = apply.Run(t.Context(), load(t, checksPlugin(t, ns, "off")))
 	if res == nil || res.Validated || len(res.Checks) != 3 || res.Checks[1].OK || !res.Checks[0].OK || !res.Checks[2].OK {
 		t.Fatalf("failing check: result %+v", res)
 	}
@@ -112,9 +112,9 @@ func TestExecCheckPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	apply := action.NewApply(&action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }})
-	apply.Cluster.RESTConfig = testcluster.RESTConfig(t)
+	apply.Target.RESTConfig = testcluster.RESTConfig(t)
 	apply.Timeout = time.Minute
-	res, l := apply.Run(t.Context(), file)
+	res, l := apply.Run(t.Context(), load(t, file))
 	if res == nil || res.Validated || len(res.Checks) != 3 || res.Checks[2].OK {
 		t.Fatalf("pinned exec check with the wrong digest: result %+v, diagnostics %v", res, l)
 	}

@@ -69,20 +69,15 @@ func (c *Config) Sources(extra ...source.Source) []source.Source {
 	return append(out, extra...)
 }
 
-// loadFor loads the optional cluster file and indexes the configured sources plus
-// the file's own. The cluster is nil when file is empty; the index is nil when the
-// file is broken.
-func (c *Config) loadFor(ctx context.Context, file string) (*config.Cluster, *source.Index, diag.List) {
-	if file == "" {
+// loadFor indexes the configured sources plus the optional cluster spec's own,
+// and returns the spec again for the caller's convenience.
+func (c *Config) loadFor(ctx context.Context, cl *config.Cluster) (*config.Cluster, *source.Index, diag.List) {
+	if cl == nil {
 		idx, l := c.LoadIndex(ctx)
 		return nil, idx, l
 	}
-	cl, l := config.Load(file)
-	if cl == nil {
-		return nil, nil, l
-	}
-	idx, il := c.LoadIndex(ctx, cl.Sources()...)
-	return cl, idx, append(l, il...)
+	idx, l := c.LoadIndex(ctx, cl.Sources()...)
+	return cl, idx, l
 }
 
 // LoadIndex lists every configured source plus extra. Packages are fetched from the

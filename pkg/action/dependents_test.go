@@ -75,10 +75,10 @@ func TestValuesChangeUpgradesDependents(t *testing.T) {
 	dir := t.TempDir()
 	cfg := &action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }}
 	apply := action.NewApply(cfg)
-	apply.Cluster.RESTConfig = testcluster.RESTConfig(t)
+	apply.Target.RESTConfig = testcluster.RESTConfig(t)
 	apply.Timeout = time.Minute
 	for _, level := range []string{"info", "info", "debug"} {
-		if _, l := apply.Run(t.Context(), dependentsCluster(t, dir, ns, level)); l.HasFatal() {
+		if _, l := apply.Run(t.Context(), load(t, dependentsCluster(t, dir, ns, level))); l.HasFatal() {
 			t.Fatalf("apply with level %s: %v", level, l)
 		}
 	}
@@ -91,7 +91,7 @@ func TestValuesChangeUpgradesDependents(t *testing.T) {
 		t.Errorf("app's ConfigMap says base's level is %q, want debug (app was not re-rendered)", got)
 	}
 	hist := action.NewHistory(cfg)
-	hist.Cluster.RESTConfig = testcluster.RESTConfig(t)
+	hist.Target.RESTConfig = testcluster.RESTConfig(t)
 	for _, plugin := range []string{"base", "app"} {
 		revs, l := hist.Run(t.Context(), plugin)
 		if l.HasFatal() {

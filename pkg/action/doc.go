@@ -1,5 +1,43 @@
-// Package action holds one object per kubeplug verb — list, show, lint, scaffold,
-// validate — each a struct of options with a Run method. The CLI and the controller
-// only bind their inputs to these objects, so a library user gets exactly what the
-// command line does.
+// Package action holds one object per kubeplug verb, each a struct of documented
+// options made with NewX(cfg) and run with Run(ctx, ...). The CLI (and later the
+// controller) only binds its inputs to these objects, so a library user gets
+// exactly what the command line does. Actions take a loaded cluster spec
+// (*config.Cluster, from config.Load or config.Parse, which keeps the file's
+// positions for diagnostics); where the spec comes from is the caller's business.
+//
+// The lifecycle is an explicit pipeline of named steps (pipeline.go), each a
+// small function over one run with a documented input and output:
+//
+//	resolve → initialise → render → provision → connect → deploy → after-deploy → validate → record
+//
+// Every call into pkg/deploy the pipeline makes is in deploysteps.go. The verbs
+// and what they compose:
+//
+//	Verb (command)                  Action          Composes
+//	plugin list                     List            sources
+//	plugin show                     Show            sources, values
+//	plugin lint                     Lint            package loading
+//	plugin new                      New             (scaffolds a package)
+//	plugin package                  Package         (writes a package archive)
+//	config validate                 Validate        sources, values
+//	plan                            Plan            resolve, initialise
+//	plan --kubernetes-version       Plan.Upgrade    resolve, twice
+//	render                          Render          resolve, initialise, render, files
+//	diff --against                  Diff            Render, then a file diff
+//	diff --live                     Drift           resolve, initialise, render, content, server dry run
+//	apply                           Apply           resolve, connect, initialise, render, deploy, validate, record
+//	up                              Up              resolve, initialise, render, provision, connect, deploy,
+//	                                                after-deploy, validate, record
+//	down                            Down            provider (locate, stop), Uninstall
+//	get-kubeconfig                  GetKubeconfig   provider (locate)
+//	status                          Status          release records; Drift with a spec
+//	uninstall                       Uninstall       release records, reverse dependency order
+//	history                         History         release records
+//	rollback                        Rollback        release records, deploy
+//
+// Where the cluster is comes from a target: a KubeconfigTarget for the verbs that
+// work on a cluster they did not bring up (apply, status, diff --live, uninstall,
+// history, rollback), the provider spec.provider names (pkg/provider's registry)
+// for up, down and get-kubeconfig. Apply and Up share DeployOptions, which say
+// how the plugins' content is deployed.
 package action

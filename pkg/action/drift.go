@@ -8,6 +8,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 	"github.com/kubeplug/kubeplug/pkg/values"
 )
@@ -17,43 +18,43 @@ import (
 // are missing (kubeplug diff --live). Nothing is changed: the API server's dry run
 // says what an apply would store.
 type Drift struct {
-	cfg     *Config
-	Cluster Cluster
+	cfg *Config
+	// Target is the running cluster.
+	Target KubeconfigTarget
 }
 
 // NewDrift returns a Drift action.
 func NewDrift(cfg *Config) *Drift { return &Drift{cfg: cfg} }
 
-// Run renders the cluster file at path and returns, per plugin in plan order, the
+// Run renders cl and returns, per plugin in plan order, the
 // objects that differ from what an apply would make them. Values of Secrets and
 // values that contain a plugin's sensitive values are never returned. The objects
 // of Helm releases are not compared.
-func (a *Drift) Run(ctx context.Context, path string) ([]deploy.PluginDrift, diag.List) {
-	p, l := a.cfg.prepare(ctx, path, false)
-	if p == nil {
+func (a *Drift) Run(ctx context.Context, cl *config.Cluster) ([]deploy.PluginDrift, diag.List) {
+	r := a.cfg.newRun(cl, false)
+	defer r.close()
+	l := r.pipeline(ctx, resolveStep)
+	if l.HasFatal() {
 		return nil, l
 	}
-	defer p.close()
-	d, err := connect(ctx, a.cfg, a.Cluster, deploy.Options{})
+	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l
 	}
-	res, rl := p.engine.Run(ctx, p.plan, stage.Render)
-	l = append(l, rl...)
+	if l = append(l, r.pipeline(ctx, through(stage.Render)...)...); l.HasFatal() {
+		l.Sort()
+		return nil, l
+	}
+	objects, releases, cl2 := render.Content(ctx, r.renderInput())
+	l = append(l, cl2...)
 	if l.HasFatal() {
 		l.Sort()
 		return nil, l
 	}
-	objects, releases, cl := kubeContent(ctx, p, res.Model)
-	l = append(l, cl...)
-	if l.HasFatal() {
-		l.Sort()
-		return nil, l
-	}
-	units := make([]deploy.Unit, 0, len(p.plan.Plugins))
+	units := make([]deploy.Unit, 0, len(r.plan.Plugins))
 	secrets := map[string][]string{}
-	for _, pl := range p.plan.Plugins {
+	for _, pl := range r.plan.Plugins {
 		u, err := unit(pl, objects[pl.Package.Name], releases[pl.Package.Name])
 		if err != nil {
 			l.Errorf("", 0, 0, "", "plugin %s: %v", pl.Package.Name, err)
@@ -157,10 +158,10 @@ type PluginReport struct {
 	Drifted []string `json:"drifted,omitempty"`
 }
 
-// Report returns Run's statuses. With a cluster file, it adds the plugins the file
+// Report returns Run's statuses. With a cluster spec, it adds the plugins the spec
 // enables that the cluster does not have (phase NotInstalled), and each installed
-// plugin's drift from what the file would apply; without one, drift is unknown.
-func (a *Status) Report(ctx context.Context, file string) ([]PluginReport, diag.List) {
+// plugin's drift from what the spec would apply; with a nil one, drift is unknown.
+func (a *Status) Report(ctx context.Context, cl *config.Cluster) ([]PluginReport, diag.List) {
 	st, l := a.Run(ctx)
 	if l.HasFatal() {
 		return nil, l
@@ -169,13 +170,8 @@ func (a *Status) Report(ctx context.Context, file string) ([]PluginReport, diag.
 	for _, s := range st {
 		out = append(out, PluginReport{PluginStatus: s})
 	}
-	if file == "" {
-		return out, l
-	}
-	cl, cll := config.Load(file)
-	l = append(l, cll...)
 	if cl == nil {
-		return nil, l
+		return out, l
 	}
 	have := map[string]int{}
 	for i, s := range out {
@@ -187,8 +183,8 @@ func (a *Status) Report(ctx context.Context, file string) ([]PluginReport, diag.
 		}
 	}
 	dr := NewDrift(a.cfg)
-	dr.Cluster = a.Cluster
-	drift, dl := dr.Run(ctx, file)
+	dr.Target = a.Target
+	drift, dl := dr.Run(ctx, cl)
 	l = append(l, dl...)
 	for _, pd := range drift {
 		i, ok := have[pd.Plugin]

@@ -25,21 +25,21 @@ func TestDriftAndStatusFromAClusterFile(t *testing.T) {
 	cfg := &action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }}
 	rc := testcluster.RESTConfig(t)
 	apply := action.NewApply(cfg)
-	apply.Cluster.RESTConfig = rc
+	apply.Target.RESTConfig = rc
 	apply.Timeout = time.Minute
 	t.Cleanup(func() {
 		u := action.NewUninstall(cfg)
-		u.Cluster.RESTConfig = rc
+		u.Target.RESTConfig = rc
 		_, _ = u.Run(context.WithoutCancel(t.Context()), "drifty")
 	})
-	if _, l := apply.Run(t.Context(), file); l.HasFatal() {
+	if _, l := apply.Run(t.Context(), load(t, file)); l.HasFatal() {
 		t.Fatal(l)
 	}
 	drift := func() deploy.PluginDrift {
 		t.Helper()
 		a := action.NewDrift(cfg)
-		a.Cluster.RESTConfig = rc
-		got, l := a.Run(t.Context(), file)
+		a.Target.RESTConfig = rc
+		got, l := a.Run(t.Context(), load(t, file))
 		if l.HasFatal() {
 			t.Fatal(l)
 		}
@@ -88,8 +88,8 @@ func TestDriftAndStatusFromAClusterFile(t *testing.T) {
 	}
 
 	status := action.NewStatus(cfg)
-	status.Cluster.RESTConfig = rc
-	report, l := status.Report(t.Context(), file)
+	status.Target.RESTConfig = rc
+	report, l := status.Report(t.Context(), load(t, file))
 	if l.HasFatal() {
 		t.Fatal(l)
 	}
@@ -97,7 +97,7 @@ func TestDriftAndStatusFromAClusterFile(t *testing.T) {
 	if i < 0 || report[i].Drift == nil || *report[i].Drift != 1 || !slices.Equal(report[i].Drifted, []string{"ConfigMap/drifty-test/settings"}) {
 		t.Errorf("status report = %+v, want drifty with 1 drifted object", report)
 	}
-	report, l = status.Report(t.Context(), "")
+	report, l = status.Report(t.Context(), nil)
 	if l.HasFatal() {
 		t.Fatal(l)
 	}
@@ -109,7 +109,7 @@ func TestDriftAndStatusFromAClusterFile(t *testing.T) {
 
 	// The editor owns the fields now: a forced apply takes them back.
 	apply.ForceConflicts = true
-	if _, l := apply.Run(t.Context(), file); l.HasFatal() {
+	if _, l := apply.Run(t.Context(), load(t, file)); l.HasFatal() {
 		t.Fatal(l)
 	}
 	if pd := drift(); len(pd.Objects) != 0 {

@@ -11,8 +11,9 @@ import (
 // History lists a plugin's recorded revisions in a cluster, from its release
 // records alone: the plugin need not be in any catalog.
 type History struct {
-	cfg     *Config
-	Cluster Cluster
+	cfg *Config
+	// Target is the running cluster.
+	Target KubeconfigTarget
 }
 
 // NewHistory returns a History action.
@@ -21,7 +22,7 @@ func NewHistory(cfg *Config) *History { return &History{cfg: cfg} }
 // Run returns the plugin's revisions, oldest first.
 func (a *History) Run(ctx context.Context, plugin string) ([]deploy.Revision, diag.List) {
 	var l diag.List
-	d, err := connect(ctx, a.cfg, a.Cluster, deploy.Options{})
+	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l
@@ -39,7 +40,7 @@ func (a *History) Run(ctx context.Context, plugin string) ([]deploy.Revision, di
 }
 
 // connect returns a deployer for the cluster once its API server answers.
-func connect(ctx context.Context, cfg *Config, c Cluster, opts deploy.Options) (*deploy.Deployer, error) {
+func connect(ctx context.Context, cfg *Config, c KubeconfigTarget, opts deploy.Options) (*deploy.Deployer, error) {
 	rc, err := c.Config()
 	if err != nil {
 		return nil, err

@@ -78,27 +78,27 @@ spec:
 		t.Fatal(err)
 	}
 	apply := action.NewApply(cfg)
-	apply.Cluster.RESTConfig = rc
-	_, l := apply.Run(t.Context(), filepath.Join(dir, "cluster.yaml"))
+	apply.Target.RESTConfig = rc
+	_, l := apply.Run(t.Context(), load(t, filepath.Join(dir, "cluster.yaml")))
 	if !l.HasFatal() || !strings.Contains(l.String(), "another kubeplug operation holds the cluster's lease: rollback by elsewhere/42 since ") {
 		t.Errorf("apply while the lease is held: %v", l)
 	}
 	un := action.NewUninstall(cfg)
-	un.Cluster.RESTConfig = rc
+	un.Target.RESTConfig = rc
 	if _, l := un.Run(t.Context(), "broken"); !l.HasFatal() || !strings.Contains(l.String(), "rollback by elsewhere/42") {
 		t.Errorf("uninstall while the lease is held: %v", l)
 	}
 	// A dry run takes no lease, so it runs.
 	dry := action.NewApply(cfg)
-	dry.Cluster.RESTConfig, dry.DryRun = rc, true
-	if _, l := dry.Run(t.Context(), filepath.Join(dir, "cluster.yaml")); strings.Contains(l.String(), "lease") {
+	dry.Target.RESTConfig, dry.DryRun = rc, true
+	if _, l := dry.Run(t.Context(), load(t, filepath.Join(dir, "cluster.yaml"))); strings.Contains(l.String(), "lease") {
 		t.Errorf("dry run: %v", l)
 	}
 	if err := release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 
-	_, l = apply.Run(t.Context(), filepath.Join(dir, "cluster.yaml"))
+	_, l = apply.Run(t.Context(), load(t, filepath.Join(dir, "cluster.yaml")))
 	if !l.HasFatal() || !strings.Contains(l.String(), "Not_A_Name") {
 		t.Fatalf("apply of an invalid object: %v", l)
 	}

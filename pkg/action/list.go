@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/source"
 )
@@ -24,8 +25,8 @@ type PluginInfo struct {
 // List lists the plugins every source offers.
 type List struct {
 	cfg *Config
-	// ClusterFile, when set, adds the file's sources and marks what it enables.
-	ClusterFile string
+	// Cluster, when set, adds the cluster spec's sources and marks what it enables.
+	Cluster *config.Cluster
 }
 
 // NewList returns a List action.
@@ -34,7 +35,7 @@ func NewList(cfg *Config) *List { return &List{cfg: cfg} }
 // Run lists plugins by name, newest version first. Diagnostics hold the sources'
 // problems and shadowing warnings; the list holds every plugin that loaded.
 func (a *List) Run(ctx context.Context) ([]PluginInfo, diag.List) {
-	cl, idx, l := a.cfg.loadFor(ctx, a.ClusterFile)
+	cl, idx, l := a.cfg.loadFor(ctx, a.Cluster)
 	if idx == nil {
 		return nil, l
 	}

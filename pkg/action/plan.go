@@ -3,98 +3,18 @@ package action
 import (
 	"context"
 	"fmt"
-	"io/fs"
-	"log/slog"
 
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
-	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
-	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/runtime"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
-// prepared is a cluster file resolved into a plan.
-type prepared struct {
-	cluster *config.Cluster
-	engine  *engine.Engine
-	plan    *engine.Plan
-	// runtimes are the plugin processes the run starts; close ends them.
-	runtimes *runtime.Resolver
-	log      *slog.Logger
-}
-
-// renderInput is what render needs of the prepared run with the finished model:
-// the cluster, the resolved order and every plugin's package files (its charts).
-func (p *prepared) renderInput(m *model.Model) render.Input {
-	pkgs := map[string]fs.FS{}
-	for _, pl := range p.plan.Plugins {
-		pkgs[pl.Package.Name] = pl.Package.FS
-	}
-	var aws render.AWSValues
-	if pr := p.cluster.Spec.Spec.Provider; pr != nil && pr.AWS != nil {
-		a := pr.AWS
-		aws = render.AWSValues{ImageID: a.ImageID, InstanceType: a.InstanceType, ControlPlaneInstanceType: a.ControlPlaneInstanceType,
-			VPCID: a.VPCID, SubnetIDs: a.SubnetIDs, VPCCIDR: a.VPCCIDR, APIServerCIDR: a.APIServerCIDR}
-	}
-	return render.Input{
-		AWS:               aws,
-		ClusterName:       p.cluster.Spec.Metadata.Name,
-		KubernetesVersion: p.cluster.KubernetesVersion.String(),
-		Model:             m,
-		Order:             p.plan.Names(),
-		Charts:            func(name string) fs.FS { return pkgs[name] },
-	}
-}
-
-// close stops every plugin process the run started. Call it when the engine run
-// ends.
-func (p *prepared) close() {
-	if err := p.runtimes.Close(); err != nil {
-		p.log.Warn("stopping plugin processes", "error", err)
-	}
-}
-
-// prepare loads the cluster file and its sources and resolves the plan. redact makes
-// the engine render with sensitive values hidden (for files and reports).
-func (c *Config) prepare(ctx context.Context, file string, redact bool) (*prepared, diag.List) {
-	return c.prepareWith(ctx, file, redact, nil)
-}
-
-// prepareWith is prepare with a hook that may refuse or complete the loaded
-// cluster before anything is resolved (kubeplug up: the provider's checks and
-// machine facts).
-func (c *Config) prepareWith(ctx context.Context, file string, redact bool, loaded func(context.Context, *config.Cluster) diag.List) (*prepared, diag.List) {
-	cl, l := config.Load(file)
-	if cl == nil {
-		return nil, l
-	}
-	if loaded != nil {
-		if l = append(l, loaded(ctx, cl)...); l.HasFatal() {
-			return nil, l
-		}
-	}
-	idx, il := c.LoadIndex(ctx, cl.Sources()...)
-	l = append(l, il...)
-	if l.HasFatal() {
-		return nil, l
-	}
-	rs := runtime.NewResolver(runtime.Options{Logger: c.logger(), Timeout: c.PluginTimeout, InProcess: c.InProcess})
-	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), Redact: redact, Runtimes: rs, Progress: c.Progress})
-	plan, pl := e.Plan(ctx, cl, idx)
-	l = append(l, pl...)
-	if plan == nil {
-		_ = rs.Close() // nothing has run yet
-		return nil, l
-	}
-	return &prepared{cluster: cl, engine: e, plan: plan, runtimes: rs, log: c.logger()}, l
-}
-
-// Plan resolves a cluster file and runs the initialise stage to show which plugins
+// Plan resolves a cluster spec and runs the initialise stage to show which plugins
 // run, in which waves, and what each contributes.
 type Plan struct {
 	cfg *Config
@@ -103,20 +23,15 @@ type Plan struct {
 // NewPlan returns a Plan action.
 func NewPlan(cfg *Config) *Plan { return &Plan{cfg: cfg} }
 
-// Run plans the cluster file at path.
-func (a *Plan) Run(ctx context.Context, path string) (*engine.PlanDoc, diag.List) {
-	p, l := a.cfg.prepare(ctx, path, true)
-	if p == nil {
-		return nil, l
-	}
-	defer p.close()
-	res, rl := p.engine.Run(ctx, p.plan, stage.Initialise)
-	l = append(l, rl...)
-	l.Sort()
+// Run plans cl: resolve, initialise.
+func (a *Plan) Run(ctx context.Context, cl *config.Cluster) (*engine.PlanDoc, diag.List) {
+	r := a.cfg.newRun(cl, true)
+	defer r.close()
+	l := r.pipeline(ctx, append([]step{resolveStep}, through(stage.Initialise)...)...)
 	if l.HasFatal() {
 		return nil, l
 	}
-	return p.plan.Doc(res.Model), l
+	return r.plan.Doc(r.model), l
 }
 
 // Move says what a Kubernetes upgrade asks of a plugin.
@@ -170,17 +85,11 @@ type PluginMove struct {
 	Available []string `json:"available,omitempty"`
 }
 
-// Upgrade resolves the cluster file at path at its own Kubernetes version and at
-// target, and says per plugin whether it must move, may move or stays. An
+// Upgrade resolves cl at its own Kubernetes version and at target, and says per plugin whether it must move, may move or stays. An
 // unsatisfiable target is an error diagnostic; the result still lists every plugin
 // (the blocked ones with their versions). Nothing runs but the resolver.
-func (a *Plan) Upgrade(ctx context.Context, path string, target *semver.Version) (*KubernetesUpgrade, diag.List) {
-	cl, l := config.Load(path)
-	if cl == nil {
-		return nil, l
-	}
-	idx, il := a.cfg.LoadIndex(ctx, cl.Sources()...)
-	l = append(l, il...)
+func (a *Plan) Upgrade(ctx context.Context, cl *config.Cluster, target *semver.Version) (*KubernetesUpgrade, diag.List) {
+	idx, l := a.cfg.LoadIndex(ctx, cl.Sources()...)
 	if l.HasFatal() {
 		return nil, l
 	}

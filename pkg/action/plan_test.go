@@ -42,7 +42,7 @@ func TestPlanKubernetesUpgrade(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }}
-			got, l := action.NewPlan(cfg).Upgrade(t.Context(), "testdata/k8supgrade/"+tc.file, semver.MustParse(tc.target))
+			got, l := action.NewPlan(cfg).Upgrade(t.Context(), load(t, "testdata/k8supgrade/"+tc.file), semver.MustParse(tc.target))
 			if got == nil {
 				t.Fatal(l)
 			}

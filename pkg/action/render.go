@@ -11,6 +11,7 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/stage"
@@ -29,27 +30,23 @@ type Render struct {
 // NewRender returns a Render action that renders every file.
 func NewRender(cfg *Config) *Render { return &Render{cfg: cfg, Stage: stage.Render} }
 
-// Files renders the cluster file at path into memory.
-func (a *Render) Files(ctx context.Context, path string) (map[string][]byte, diag.List) {
-	p, l := a.cfg.prepare(ctx, path, true)
-	if p == nil {
-		return nil, l
-	}
-	defer p.close()
+// Files renders cl into memory: resolve, initialise, render (unless Stage is
+// Initialise), then the files.
+func (a *Render) Files(ctx context.Context, cl *config.Cluster) (map[string][]byte, diag.List) {
 	until := a.Stage
 	if until == "" {
 		until = stage.Render
 	}
-	res, rl := p.engine.Run(ctx, p.plan, until)
-	l = append(l, rl...)
+	r := a.cfg.newRun(cl, true)
+	defer r.close()
+	l := r.pipeline(ctx, append([]step{resolveStep}, through(until)...)...)
 	if l.HasFatal() {
-		l.Sort()
 		return nil, l
 	}
-	doc := p.plan.Doc(res.Model)
+	doc := r.plan.Doc(r.model)
 	if until == stage.Initialise {
 		files := map[string][]byte{}
-		for name, v := range map[string]any{"model.json": res.Model, "plan.json": doc} {
+		for name, v := range map[string]any{"model.json": r.model, "plan.json": doc} {
 			b, err := marshal(v)
 			if err != nil {
 				l.Errorf(name, 0, 0, "", "encode: %v", err)
@@ -59,7 +56,7 @@ func (a *Render) Files(ctx context.Context, path string) (map[string][]byte, dia
 		}
 		return files, l
 	}
-	in := p.renderInput(res.Model)
+	in := r.renderInput()
 	in.Plan = doc
 	files, fl := render.Files(ctx, in)
 	l = append(l, fl...)
@@ -67,10 +64,10 @@ func (a *Render) Files(ctx context.Context, path string) (map[string][]byte, dia
 	return files, l
 }
 
-// Run renders the cluster file at path into dir, replacing a previous render
-// atomically; on any error dir is left as it was.
-func (a *Render) Run(ctx context.Context, path, dir string) diag.List {
-	files, l := a.Files(ctx, path)
+// Run renders cl into dir, replacing a previous render atomically; on any error
+// dir is left as it was.
+func (a *Render) Run(ctx context.Context, cl *config.Cluster, dir string) diag.List {
+	files, l := a.Files(ctx, cl)
 	if l.HasFatal() {
 		return l
 	}
@@ -96,11 +93,11 @@ type Diff struct {
 // NewDiff returns a Diff action.
 func NewDiff(cfg *Config) *Diff { return &Diff{render: NewRender(cfg)} }
 
-// Run renders the cluster file at path in memory and returns a unified diff against
-// dir (empty when nothing would change). Both sides are redacted renders, so no
-// sensitive value can appear.
-func (a *Diff) Run(ctx context.Context, path, dir string) (string, diag.List) {
-	files, l := a.render.Files(ctx, path)
+// Run renders cl in memory and returns a unified diff against dir (empty when
+// nothing would change). Both sides are redacted renders, so no sensitive value
+// can appear.
+func (a *Diff) Run(ctx context.Context, cl *config.Cluster, dir string) (string, diag.List) {
+	files, l := a.render.Files(ctx, cl)
 	if l.HasFatal() {
 		return "", l
 	}

@@ -12,8 +12,9 @@ import (
 // revision applied, its Helm releases at the revisions it recorded, and prunes what
 // it did not have. It needs only the release records, not the plugin's package.
 type Rollback struct {
-	cfg     *Config
-	Cluster Cluster
+	cfg *Config
+	// Target is the running cluster.
+	Target KubeconfigTarget
 	// Revision to restore; 0 means the newest Ready revision before the current one.
 	Revision int
 	// Timeout bounds how long the plugin may take to become ready. Default 5m.
@@ -33,7 +34,7 @@ func NewRollback(cfg *Config) *Rollback { return &Rollback{cfg: cfg} }
 // Run rolls the plugin back and returns the revision it recorded.
 func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag.List) {
 	var l diag.List
-	d, err := connect(ctx, a.cfg, a.Cluster, deploy.Options{
+	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{
 		Events: a.Events, Timeout: a.Timeout, ForceConflicts: a.ForceConflicts, HistoryMax: a.HistoryMax,
 	})
 	if err != nil {

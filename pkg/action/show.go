@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/values"
@@ -28,8 +29,8 @@ type PluginDetail struct {
 // Show describes one plugin.
 type Show struct {
 	cfg *Config
-	// ClusterFile, when set, adds its sources and computes the cluster's values.
-	ClusterFile string
+	// Cluster, when set, adds the cluster spec's sources and computes its values.
+	Cluster *config.Cluster
 }
 
 // NewShow returns a Show action.
@@ -38,7 +39,7 @@ func NewShow(cfg *Config) *Show { return &Show{cfg: cfg} }
 // Run shows NAME or NAME@VERSION (VERSION may be a constraint; the newest match wins).
 func (a *Show) Run(ctx context.Context, ref string) (*PluginDetail, diag.List) {
 	name, constraint, _ := strings.Cut(ref, "@")
-	cl, idx, l := a.cfg.loadFor(ctx, a.ClusterFile)
+	cl, idx, l := a.cfg.loadFor(ctx, a.Cluster)
 	if idx == nil {
 		return nil, l
 	}

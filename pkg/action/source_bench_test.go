@@ -73,7 +73,7 @@ func BenchmarkPlanLargeSource(b *testing.B) {
 	a := action.NewPlan(&action.Config{NoBuiltin: true})
 	b.ReportAllocs()
 	for b.Loop() {
-		doc, l := a.Run(context.Background(), path)
+		doc, l := a.Run(context.Background(), load(b, path))
 		if l.HasFatal() {
 			b.Fatal(l)
 		}

@@ -9,8 +9,9 @@ import (
 
 // Status reports the plugins installed in a cluster, from their inventories.
 type Status struct {
-	cfg     *Config
-	Cluster Cluster
+	cfg *Config
+	// Target is the running cluster.
+	Target KubeconfigTarget
 }
 
 // NewStatus returns a Status action.
@@ -20,7 +21,7 @@ func NewStatus(cfg *Config) *Status { return &Status{cfg: cfg} }
 // exist and are ready.
 func (a *Status) Run(ctx context.Context) ([]deploy.PluginStatus, diag.List) {
 	var l diag.List
-	d, err := connect(ctx, a.cfg, a.Cluster, deploy.Options{})
+	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l
@@ -35,8 +36,9 @@ func (a *Status) Run(ctx context.Context) ([]deploy.PluginStatus, diag.List) {
 
 // Uninstall removes plugins from a cluster, dependents first.
 type Uninstall struct {
-	cfg     *Config
-	Cluster Cluster
+	cfg *Config
+	// Target is the running cluster.
+	Target KubeconfigTarget
 	// Cascade removes the installed plugins that require the named ones too.
 	Cascade bool
 	// All uninstalls every installed plugin, dependents first (kubeplug down).
@@ -52,7 +54,7 @@ func NewUninstall(cfg *Config) *Uninstall { return &Uninstall{cfg: cfg} }
 // Run uninstalls the named plugins and returns those removed, in order.
 func (a *Uninstall) Run(ctx context.Context, plugins ...string) ([]string, diag.List) {
 	var l diag.List
-	d, err := connect(ctx, a.cfg, a.Cluster, deploy.Options{Events: a.Events})
+	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{Events: a.Events})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l

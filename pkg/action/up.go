@@ -5,39 +5,39 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"path/filepath"
 	"slices"
 	"time"
-
-	"k8s.io/client-go/rest"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
-	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
-	"github.com/kubeplug/kubeplug/pkg/provider/local"
+	_ "github.com/kubeplug/kubeplug/pkg/provider/local" // the default provider registers itself
 	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
-// Up brings a whole cluster to its cluster file: the provider brings the control
-// plane (with the flags, feature gates and volumes plugins contributed) and the node
-// pools (their machines run the plugins' hooks and receive their files and units),
-// then every plugin's Kubernetes content is deployed wave by wave, the machines run
-// their after-deploy hooks, and every plugin's checks validate the result. Up on a
-// running cluster applies the difference.
+// Up brings a whole cluster to its spec: the provider spec.provider names (local
+// by default) brings the control plane (with the flags, feature gates and volumes
+// plugins contributed) and the node pools (their machines run the plugins' hooks
+// and receive their files and units), then every plugin's Kubernetes content is
+// deployed wave by wave, the machines run their after-deploy hooks, and every
+// plugin's checks validate the result. Up on a running cluster applies the
+// difference.
 type Up struct {
-	// Apply carries the deploy settings (timeout, rollback, progress events, ...).
-	// Its Cluster is ignored: the provider says where the cluster is.
-	Apply *Apply
-	// StateDir holds the local cluster's state. Default local.DefaultStateDir(name).
+	cfg *Config
+	// DeployOptions say how the plugins' content is deployed, as for Apply.
+	DeployOptions
+	// StateDir is where the provider keeps the cluster's state, for providers that
+	// keep it on this machine. Default: the provider's (the local provider's is
+	// local.DefaultStateDir(name)).
 	StateDir string
 	// ProviderEvents receives the provider's progress.
 	ProviderEvents func(provider.Event)
 }
 
 // NewUp returns an Up action.
-func NewUp(cfg *Config) *Up { return &Up{Apply: NewApply(cfg)} }
+func NewUp(cfg *Config) *Up { return &Up{cfg: cfg} }
 
 // UpResult summarises an up.
 type UpResult struct {
@@ -57,106 +57,83 @@ type UpResult struct {
 	Ready time.Duration `json:"ready"`
 }
 
-// Run brings the cluster of the file at path up.
-func (u *Up) Run(ctx context.Context, path string) (*UpResult, diag.List) {
+// Run brings cl up: provider, resolve, initialise, render, provision, connect,
+// deploy, after-deploy, validate, record. The result is nil when the provider
+// refused the cluster or the plugins did not resolve.
+func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List) {
 	start := time.Now()
 	res := &UpResult{Versions: map[string]string{}, Contributed: map[string]map[string]int{}}
-	var prov *local.Provider
-	lc := lifecycle{
-		// The provider is chosen, checks the Kubernetes version and gives the
-		// control-plane plugin its machine facts before anything resolves.
-		loaded: func(ctx context.Context, cl *config.Cluster) diag.List {
-			var l diag.List
-			spec := cl.Spec
-			res.Cluster = spec.Metadata.Name
-			if pr := spec.Spec.Provider; pr != nil && pr.Local == nil {
-				cl.Errorf(&l, "/spec/provider", "kubeplug up knows the local provider only")
-				return l
-			}
-			opts := local.Options{StateDir: u.StateDir, ClusterName: res.Cluster, Events: u.ProviderEvents, Logger: u.Apply.cfg.logger()}
-			if pr := spec.Spec.Provider; pr != nil && pr.Local != nil {
-				opts.APIServerPort = pr.Local.APIServerPort
-			}
-			var err error
-			if opts.StateDir, err = stateDir(u.StateDir, res.Cluster); err != nil {
-				l.Errorf("", 0, 0, "", "%v", err)
-				return l
-			}
-			res.StateDir = opts.StateDir
-			if prov, err = local.New(opts); err != nil {
-				l.Errorf("", 0, 0, "", "%v", err)
-				return l
-			}
-			if err := prov.CheckKubernetesVersion(cl.KubernetesVersion.String()); err != nil {
+	r := u.cfg.newRun(cl, false)
+	defer r.close()
+	// Losing the operation lease cancels the whole run: another may have started.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.live = live{op: "up", opts: u.DeployOptions, cancel: cancel}
+	defer r.live.unlockLease()
+	l := r.pipeline(ctx, u.providerStep(res), resolveStep)
+	if l.HasFatal() {
+		return nil, l
+	}
+	res.ApplyResult = &ApplyResult{Plugins: r.plan.Names()}
+	r.live.res = res.ApplyResult
+	l = append(l, r.pipeline(ctx,
+		stageStep(stage.Initialise), stageStep(stage.Render),
+		u.provisionStep(res), connectStep, deployStep, afterDeployStep, validateStep, recordStep)...)
+	l.Sort()
+	res.Duration = time.Since(start).Round(time.Millisecond)
+	res.Ready = time.Since(start).Round(100 * time.Millisecond)
+	return res, l
+}
+
+// providerStep chooses the cluster's provider from the registry by
+// spec.provider, before anything resolves: the provider may refuse the cluster's
+// Kubernetes version (provider.VersionChecker), and one whose control plane runs
+// with the control-plane plugin's flags (provider.FactSource) gets its machine
+// facts into that plugin's values, so that render shows what the provider runs.
+// Input: the cluster spec. Output: r.prov; the spec's control-plane plugin
+// values completed; the cluster and its state directory in res.
+func (u *Up) providerStep(res *UpResult) step {
+	return step{"provider", func(_ context.Context, r *run) diag.List {
+		var l diag.List
+		cl := r.cluster
+		res.Cluster = cl.Spec.Metadata.Name
+		prov, err := provider.New(provider.Config{ClusterName: res.Cluster, Spec: cl.Spec.Spec.Provider, StateDir: u.StateDir, Events: u.ProviderEvents, Logger: r.log()})
+		if err != nil {
+			cl.Errorf(&l, "/spec/provider", "%v", err)
+			return l
+		}
+		if s, ok := prov.(provider.Stateful); ok {
+			res.StateDir = s.StateDir()
+		}
+		if vc, ok := prov.(provider.VersionChecker); ok {
+			if err := vc.CheckKubernetesVersion(cl.KubernetesVersion.String()); err != nil {
 				cl.Errorf(&l, "/spec/kubernetesVersion", "%v", err)
 				return l
 			}
-			return append(l, machineFacts(cl, prov)...)
-		},
-		bringUp: func(ctx context.Context, p *prepared, m *model.Model) (*rest.Config, diag.List) {
-			var l diag.List
-			doc := p.plan.Doc(m)
-			for _, pl := range doc.Plugins {
-				res.Versions[pl.Name] = pl.Version
+		}
+		if fs, ok := prov.(provider.FactSource); ok {
+			if l = append(l, machineFacts(cl, fs)...); l.HasFatal() {
+				return l
 			}
-			for _, c := range doc.Contributions {
-				if res.Contributed[c.Plugin] == nil {
-					res.Contributed[c.Plugin] = map[string]int{}
-				}
-				res.Contributed[c.Plugin][c.Kind]++
-			}
-			in := p.renderInput(m)
-			machines, ml := render.Machines(ctx, in)
-			l = append(l, ml...)
-			if ml.HasFatal() {
-				return nil, l
-			}
-			cl, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: m, Machines: machines})
-			if cl != nil {
-				// Valid with a node's failure too: the control plane runs.
-				res.Kubeconfig, res.Nodes, res.Restarted = cl.Kubeconfig, cl.Nodes, cl.Restarted
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					l.Errorf("", 0, 0, "", "interrupted while bringing the cluster up; run kubeplug up again to continue (%v)", err)
-					return nil, l
-				}
-				l.Errorf("", 0, 0, "", "bring the cluster up: %v", err)
-				return nil, l
-			}
-			res.Kubeconfig, res.Nodes, res.Restarted = cl.Kubeconfig, cl.Nodes, cl.Restarted
-			return cl.RESTConfig, l
-		},
-		afterDeploy: func(ctx context.Context) diag.List {
-			var l diag.List
-			if err := prov.AfterDeploy(ctx); err != nil {
-				l.Errorf("", 0, 0, "", "after deploy: %v", err)
-			}
-			return l
-		},
-	}
-	ar, l := u.Apply.run(ctx, path, lc)
-	res.ApplyResult = ar
-	res.Ready = time.Since(start).Round(100 * time.Millisecond)
-	if ar == nil && res.Cluster == "" {
-		return nil, l
-	}
-	return res, l
+		}
+		r.prov = prov
+		return l
+	}}
 }
 
 // CorePlugin is the built-in plugin the control plane's flags come from.
 const CorePlugin = "control-plane"
 
-// machineFacts sets the control-plane plugin's "machine" value to the local
-// provider's facts (address, ports, certificate paths), so that its flags and
-// the static Pods rendered from them are the command lines the provider runs.
-// The local provider has no other source of the control plane's flags, so a
-// cluster file that does not enable the plugin is refused.
-func machineFacts(cl *config.Cluster, prov *local.Provider) diag.List {
+// machineFacts sets the control-plane plugin's "machine" value to the provider's
+// facts (address, ports, certificate paths), so that its flags and the static
+// Pods rendered from them are the command lines the provider runs. Such a
+// provider has no other source of the control plane's flags, so a cluster spec
+// that does not enable the plugin is refused.
+func machineFacts(cl *config.Cluster, prov provider.FactSource) diag.List {
 	var l diag.List
 	i := slices.IndexFunc(cl.Enabled(), func(r v1alpha1.PluginRef) bool { return r.Name == CorePlugin })
 	if i < 0 {
-		cl.Errorf(&l, "/spec/plugins", "the local provider runs the control plane with the flags of the built-in %s plugin: enable it (spec.plugins.enabled: [{name: %s}])", CorePlugin, CorePlugin)
+		cl.Errorf(&l, "/spec/plugins", "the %s provider runs the control plane with the flags of the built-in %s plugin: enable it (spec.plugins.enabled: [{name: %s}])", providerName(cl), CorePlugin, CorePlugin)
 		return l
 	}
 	facts, err := prov.Facts()
@@ -183,19 +160,82 @@ func machineFacts(cl *config.Cluster, prov *local.Provider) diag.List {
 	return l
 }
 
-// Down stops a local cluster: it uninstalls the plugins in reverse dependency order
-// while the cluster runs, then stops the control plane and the nodes. It changes
-// nothing outside the cluster's state directory.
+// providerName names the provider cl selects, for messages.
+func providerName(cl *config.Cluster) string {
+	name, err := provider.NameOf(cl.Spec.Spec.Provider)
+	if err != nil {
+		return "cluster's"
+	}
+	return name
+}
+
+// provisionStep has the cluster's provider bring the control plane and the
+// machines to the rendered state. Input: r.prov, r.model (finished by render).
+// Output: r.running and r.live.rest; the nodes and what the plugins contributed
+// in res.
+func (u *Up) provisionStep(res *UpResult) step {
+	return step{"provision", func(ctx context.Context, r *run) diag.List {
+		var l diag.List
+		doc := r.plan.Doc(r.model)
+		for _, pl := range doc.Plugins {
+			res.Versions[pl.Name] = pl.Version
+		}
+		for _, c := range doc.Contributions {
+			if res.Contributed[c.Plugin] == nil {
+				res.Contributed[c.Plugin] = map[string]int{}
+			}
+			res.Contributed[c.Plugin][c.Kind]++
+		}
+		prov := r.prov
+		in := r.renderInput()
+		machines, ml := render.Machines(ctx, in)
+		l = append(l, ml...)
+		if ml.HasFatal() {
+			return l
+		}
+		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines})
+		if running != nil {
+			// Valid with a node's failure too: the control plane runs.
+			res.Kubeconfig, res.Nodes, res.Restarted = running.Kubeconfig, running.Nodes, running.Restarted
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				l.Errorf("", 0, 0, "", "interrupted while bringing the cluster up; run kubeplug up again to continue (%v)", err)
+				return l
+			}
+			l.Errorf("", 0, 0, "", "bring the cluster up: %v", err)
+			return l
+		}
+		r.running, r.live.rest = running, running.RESTConfig
+		return l
+	}}
+}
+
+// afterDeployStep has the provider run the machines' afterDeploy hooks, once every
+// wave is deployed and ready. Input: r.prov. Output: none.
+var afterDeployStep = step{"after-deploy", func(ctx context.Context, r *run) diag.List {
+	var l diag.List
+	if err := r.prov.AfterDeploy(ctx); err != nil {
+		l.Errorf("", 0, 0, "", "after deploy: %v", err)
+	}
+	return l
+}}
+
+// Down stops a cluster its provider brought up: it uninstalls the plugins in
+// reverse dependency order while the cluster runs, then has the provider stop the
+// control plane and the nodes. The local provider changes nothing outside the
+// cluster's state directory.
 type Down struct {
 	cfg *Config
 	// StateDir as for Up.
 	StateDir string
-	// Purge deletes the state directory too.
+	// Purge deletes the cluster's state too.
 	Purge bool
 	// KeepPlugins skips uninstalling the plugins (the cluster is thrown away anyway;
 	// uninstalling runs their cleanup).
 	KeepPlugins bool
-	Uninstall   *Uninstall
+	// Uninstall removes the plugins; its Target is the running cluster's.
+	Uninstall *Uninstall
 }
 
 // NewDown returns a Down action.
@@ -209,31 +249,34 @@ type DownResult struct {
 	Purged      bool     `json:"purged"`
 }
 
-// Run stops the cluster of the file at path.
-func (a *Down) Run(ctx context.Context, path string) (*DownResult, diag.List) {
-	name, l := clusterName(path)
-	if name == "" {
-		return nil, l
-	}
-	dir, err := stateDir(a.StateDir, name)
+// Run stops the cluster of cl. It reads only the spec's name and provider, so it
+// works even when a plugin the spec enables is gone.
+func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.List) {
+	var l diag.List
+	name := cl.Spec.Metadata.Name
+	prov, err := provider.New(provider.Config{ClusterName: name, Spec: cl.Spec.Spec.Provider, StateDir: a.StateDir, Logger: a.cfg.logger()})
 	if err != nil {
-		l.Errorf("", 0, 0, "", "%v", err)
+		cl.Errorf(&l, "/spec/provider", "%v", err)
 		return nil, l
 	}
-	res := &DownResult{Cluster: name, StateDir: dir, Purged: a.Purge}
-	prov, err := local.New(local.Options{StateDir: res.StateDir, ClusterName: name, Logger: a.cfg.logger()})
-	if err != nil {
-		l.Errorf("", 0, 0, "", "%v", err)
-		return nil, l
+	res := &DownResult{Cluster: name, Purged: a.Purge}
+	if s, ok := prov.(provider.Stateful); ok {
+		res.StateDir = s.StateDir()
 	}
-	running, err := local.Running(res.StateDir)
-	// An incompatible state dir is still purged.
-	if err != nil && (!a.Purge || !errors.Is(err, provider.ErrIncompatibleState)) {
-		l.Errorf("", 0, 0, "", "%v", err)
-		return nil, l
+	var kubeconfig string
+	if loc, ok := prov.(provider.Locator); ok {
+		kubeconfig, err = loc.Locate(ctx)
+		switch {
+		case err == nil, errors.Is(err, provider.ErrNotRunning):
+		case a.Purge && errors.Is(err, provider.ErrIncompatibleState):
+			// An incompatible state dir is still purged.
+		default:
+			l.Errorf("", 0, 0, "", "%v", err)
+			return nil, l
+		}
 	}
-	if running && !a.KeepPlugins {
-		a.Uninstall.Cluster = Cluster{Kubeconfig: local.Kubeconfig(res.StateDir)}
+	if kubeconfig != "" && !a.KeepPlugins {
+		a.Uninstall.Target = KubeconfigTarget{Kubeconfig: kubeconfig}
 		a.Uninstall.All = true
 		a.Uninstall.Cascade = true
 		removed, ul := a.Uninstall.Run(ctx)
@@ -253,43 +296,42 @@ func (a *Down) Run(ctx context.Context, path string) (*DownResult, diag.List) {
 	return res, l
 }
 
-// KubeconfigPath returns the kubeconfig of the local cluster of the file at path.
-func KubeconfigPath(path, dir string) (string, diag.List) {
-	name, l := clusterName(path)
-	if name == "" {
+// GetKubeconfig finds the kubeconfig of a cluster its provider brought up.
+type GetKubeconfig struct {
+	cfg *Config
+	// StateDir as for Up.
+	StateDir string
+}
+
+// NewGetKubeconfig returns a GetKubeconfig action.
+func NewGetKubeconfig(cfg *Config) *GetKubeconfig { return &GetKubeconfig{cfg: cfg} }
+
+// Run returns the path of the kubeconfig of the running cluster of cl.
+func (a *GetKubeconfig) Run(ctx context.Context, cl *config.Cluster) (string, diag.List) {
+	var l diag.List
+	name := cl.Spec.Metadata.Name
+	prov, err := provider.New(provider.Config{ClusterName: name, Spec: cl.Spec.Spec.Provider, StateDir: a.StateDir, Logger: a.cfg.logger()})
+	if err != nil {
+		cl.Errorf(&l, "/spec/provider", "%v", err)
 		return "", l
 	}
-	dir, err := stateDir(dir, name)
+	loc, ok := prov.(provider.Locator)
+	if !ok {
+		cl.Errorf(&l, "/spec/provider", "the cluster's provider cannot locate a running cluster")
+		return "", l
+	}
+	kubeconfig, err := loc.Locate(ctx)
+	if errors.Is(err, provider.ErrNotRunning) {
+		where := ""
+		if s, ok := prov.(provider.Stateful); ok {
+			where = " (state dir " + s.StateDir() + ")"
+		}
+		l.Errorf("", 0, 0, "", "cluster %s is not running%s: start it with kubeplug up -f %s", name, where, cl.File)
+		return "", l
+	}
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return "", l
 	}
-	running, err := local.Running(dir)
-	if err != nil {
-		l.Errorf("", 0, 0, "", "%v", err)
-		return "", l
-	}
-	if !running {
-		l.Errorf("", 0, 0, "", "cluster %s is not running (state dir %s): start it with kubeplug up -f %s", name, dir, path)
-		return "", l
-	}
-	return local.Kubeconfig(dir), l
-}
-
-// stateDir returns dir, or the cluster's default state directory.
-func stateDir(dir, cluster string) (string, error) {
-	if dir != "" {
-		return filepath.Abs(dir)
-	}
-	return local.DefaultStateDir(cluster)
-}
-
-// clusterName reads the cluster's name from its file: down and get-kubeconfig need
-// nothing else, so they work even when a plugin the file enables is gone.
-func clusterName(path string) (string, diag.List) {
-	cl, l := config.Load(path)
-	if cl == nil {
-		return "", l
-	}
-	return cl.Spec.Metadata.Name, l
+	return kubeconfig, l
 }

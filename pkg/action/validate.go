@@ -31,16 +31,11 @@ type Validate struct {
 // NewValidate returns a Validate action.
 func NewValidate(cfg *Config) *Validate { return &Validate{cfg: cfg} }
 
-// Run checks the cluster file at path: the file itself, that every enabled plugin
-// exists in a version matching its constraint, and every plugin's effective values
+// Run checks cl (the file itself was checked when it was loaded): that every
+// enabled plugin exists in a version matching its constraint, and every plugin's effective values
 // against its schema (cluster-level and per node pool).
-func (a *Validate) Run(ctx context.Context, path string) (*ValidateResult, diag.List) {
-	cl, l := config.Load(path)
-	if cl == nil {
-		return nil, l
-	}
-	idx, il := a.cfg.LoadIndex(ctx, cl.Sources()...)
-	l = append(l, il...)
+func (a *Validate) Run(ctx context.Context, cl *config.Cluster) (*ValidateResult, diag.List) {
+	idx, l := a.cfg.LoadIndex(ctx, cl.Sources()...)
 	res := &ValidateResult{Cluster: cl.Spec.Metadata.Name, KubernetesVersion: cl.KubernetesVersion.String()}
 	for i, ref := range cl.Enabled() {
 		ptr := "/spec/plugins/enabled/" + strconv.Itoa(i)

@@ -38,16 +38,6 @@ type Options struct {
 	// only: a package with a spec.runtime is then a fatal diagnostic at Plan, as
 	// the engine cannot run its code.
 	Runtimes RuntimeResolver
-	// Deploy brings a wave's content to the cluster. It is called in the deploy
-	// stage after the wave's plugins ran, with the finished model; a fatal diagnostic
-	// stops the run before the next wave, so a plugin's dependents only start once
-	// it is deployed and ready. Nil deploys nothing.
-	Deploy func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List
-	// Validate proves a wave's plugins work on the cluster (their plugin.yaml
-	// checks). It is called in the validate stage after the wave's plugins ran
-	// their own validate; a fatal diagnostic stops the run before the next wave.
-	// Nil checks nothing.
-	Validate func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List
 	// Progress, when set, is told when each wave of each stage starts.
 	Progress func(StageEvent)
 }
@@ -110,18 +100,6 @@ func New(opts Options) *Engine {
 	return &Engine{opts: opts, log: log}
 }
 
-// SetDeploy sets Options.Deploy, for callers that need the plan before they can
-// build the deploy function.
-func (e *Engine) SetDeploy(f func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List) {
-	e.opts.Deploy = f
-}
-
-// SetValidate sets Options.Validate, for callers that need the plan before they
-// can build the validate function.
-func (e *Engine) SetValidate(f func(ctx context.Context, wave int, plugins []*Planned, m *model.Model) diag.List) {
-	e.opts.Validate = f
-}
-
 // Planned is one resolved plugin, ready to run.
 type Planned struct {
 	Package *plugin.Package
@@ -139,6 +117,9 @@ type Plan struct {
 	Waves   [][]*Planned
 
 	secrets planSecrets
+	// others are every plugin's values as the other plugins see them, computed
+	// once when the plan is made.
+	others map[string]stage.PluginValues
 }
 
 // Plan resolves the cluster's enabled plugins against the catalog's listing, fetches
@@ -225,6 +206,7 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 	if l.HasFatal() {
 		return nil, l
 	}
+	plan.others = pluginValues(plan)
 	return plan, l
 }
 
@@ -274,9 +256,11 @@ type Result struct {
 	Stages []stage.Stage
 }
 
-// Run runs the plan's plugins through the stages in order, up to and including
-// until. It stops after the first stage that produced a fatal diagnostic.
-func (e *Engine) Run(ctx context.Context, plan *Plan, until stage.Stage) (*Result, diag.List) {
+// Seed returns the model a run of plan starts from: the cluster's node pools
+// (the control-plane pseudo pool first) with the labels and taints cluster.yaml
+// gives them, contributed by the core as "cluster.yaml". Every stage then adds to
+// this one model.
+func (e *Engine) Seed(plan *Plan) *model.Model {
 	spec := plan.Cluster.Spec
 	pools := []model.PoolSpec{{Name: model.ControlPlanePool, Role: model.RoleControlPlane, Count: 1}}
 	if cp := spec.Spec.ControlPlane; cp != nil && cp.Count > 0 {
@@ -285,7 +269,7 @@ func (e *Engine) Run(ctx context.Context, plan *Plan, until stage.Stage) (*Resul
 	for _, np := range spec.Spec.NodePools {
 		pools = append(pools, model.PoolSpec{Name: np.Name, Role: cmp.Or(np.Role, model.RoleWorker), Count: np.Count})
 	}
-	res := &Result{Model: model.New(pools...)}
+	m := model.New(pools...)
 	for _, np := range spec.Spec.NodePools {
 		// The cluster's own pool labels and taints, contributed by the core.
 		p := &model.Pool{Name: np.Name}
@@ -298,14 +282,22 @@ func (e *Engine) Run(ctx context.Context, plan *Plan, until stage.Stage) (*Resul
 		for _, t := range np.Taints {
 			p.Kubelet.Taints = append(p.Kubelet.Taints, model.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 		}
-		res.Model.Add("cluster.yaml", &model.Contribution{Pools: map[string]*model.Pool{np.Name: p}})
+		m.Add("cluster.yaml", &model.Contribution{Pools: map[string]*model.Pool{np.Name: p}})
 	}
-	// Runtimes and checks scrub what plugin code prints of these.
-	ctx = redact.NewContext(ctx, plan.Secrets())
-	plugins := e.pluginValues(plan)
+	return m
+}
+
+// Run seeds a model and runs the plan's plugins through the stages in order, up
+// to and including until, every wave of a stage before the next stage. It stops
+// after the first stage that produced a fatal diagnostic. It is the whole
+// lifecycle for callers that do nothing between waves (render, plan); callers
+// that reach a cluster between waves (apply, up) compose Seed, RunStage and
+// RunWave themselves.
+func (e *Engine) Run(ctx context.Context, plan *Plan, until stage.Stage) (*Result, diag.List) {
+	res := &Result{Model: e.Seed(plan)}
 	var all diag.List
 	for _, st := range stage.Stages {
-		l := e.runStage(ctx, plan, st, res.Model, plugins)
+		l := e.RunStage(ctx, plan, st, res.Model)
 		all = append(all, l...)
 		if l.HasFatal() || ctx.Err() != nil {
 			return res, all
@@ -320,7 +312,7 @@ func (e *Engine) Run(ctx context.Context, plan *Plan, until stage.Stage) (*Resul
 
 // pluginValues returns every plugin's values as others see them: sensitive values
 // redacted.
-func (e *Engine) pluginValues(plan *Plan) map[string]stage.PluginValues {
+func pluginValues(plan *Plan) map[string]stage.PluginValues {
 	out := map[string]stage.PluginValues{}
 	for _, p := range plan.Plugins {
 		out[p.Package.Name] = stage.PluginValues{Version: p.Package.Version.String(), Values: p.Values.Redacted()}
@@ -328,79 +320,90 @@ func (e *Engine) pluginValues(plan *Plan) map[string]stage.PluginValues {
 	return out
 }
 
-func (e *Engine) runStage(ctx context.Context, plan *Plan, st stage.Stage, m *model.Model, plugins map[string]stage.PluginValues) diag.List {
+// RunStage runs st for every wave of plan in order, merging the plugins'
+// contributions into m. A plugin's fatal diagnostic does not stop the later waves
+// (the stage reports every plugin's problems); an interrupted context does.
+func (e *Engine) RunStage(ctx context.Context, plan *Plan, st stage.Stage, m *model.Model) diag.List {
 	var all diag.List
-	e.log.Info("stage started", "stage", st, "plugins", len(plan.Plugins), "waves", len(plan.Waves))
-	for w, wave := range plan.Waves {
-		e.log.Debug("wave started", "stage", st, "wave", w, "plugins", len(wave))
-		if e.opts.Progress != nil {
-			ev := StageEvent{Stage: st, Wave: w, Waves: len(plan.Waves)}
-			for _, p := range wave {
-				ev.Plugins = append(ev.Plugins, p.Package.Name)
-			}
-			e.opts.Progress(ev)
-		}
-		type answer struct {
-			resps []*stage.Response
-			l     diag.List
-		}
-		answers := make([]answer, len(wave))
-		sem := make(chan struct{}, e.opts.Parallelism)
-		var wg sync.WaitGroup
-		for i, p := range wave {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				req := e.request(plan, p, st, m, plugins)
-				for _, rt := range p.runtimes {
-					resp, err := rt.Run(ctx, req)
-					if err != nil {
-						answers[i].l = append(answers[i].l, diag.Diagnostic{Severity: diag.Fatal, Plugin: p.Package.Name, Message: fmt.Sprintf("%s stage failed: %v", st, plan.Secrets().Error(err))})
-						return
-					}
-					if resp != nil {
-						answers[i].resps = append(answers[i].resps, resp)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		// Merge in wave order (sorted by name), whatever order the plugins finished in.
-		for i, p := range wave {
-			all = append(all, answers[i].l...)
-			for _, resp := range answers[i].resps {
-				for _, d := range resp.Diagnostics {
-					if d.Plugin == "" {
-						d.Plugin = p.Package.Name
-					}
-					d.Message = plan.Secrets().String(d.Message)
-					all = append(all, d)
-				}
-				all = append(all, m.Add(p.Package.Name, resp.Contribution)...)
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			all.Errorf("", 0, 0, "", "%s stage interrupted: %v", st, err)
+	for w := range plan.Waves {
+		all = append(all, e.RunWave(ctx, plan, st, w, m)...)
+		if ctx.Err() != nil {
 			return all
 		}
-		// The stages that reach the cluster call the caller's hook per wave.
-		var hook func(context.Context, int, []*Planned, *model.Model) diag.List
-		switch st {
-		case stage.Deploy:
-			hook = e.opts.Deploy
-		case stage.Validate:
-			hook = e.opts.Validate
+	}
+	return all
+}
+
+// RunWave runs st for the plugins of plan's wave (counted from 0), at most
+// Options.Parallelism at once, and merges their contributions into m in the
+// wave's order, whatever order they finished in. It returns the wave's
+// diagnostics; deciding whether a fatal one stops the run is the caller's. A
+// cancelled context yields a fatal "interrupted" diagnostic.
+//
+// It is the seam of the lifecycle: a caller runs the deploy stage of wave w,
+// deploys wave w, and waits for it before wave w+1; or the validate stage of
+// wave w, then the wave's checks.
+func (e *Engine) RunWave(ctx context.Context, plan *Plan, st stage.Stage, w int, m *model.Model) diag.List {
+	var all diag.List
+	wave := plan.Waves[w]
+	// Runtimes scrub what plugin code prints of these.
+	ctx = redact.NewContext(ctx, plan.Secrets())
+	if w == 0 {
+		e.log.Info("stage started", "stage", st, "plugins", len(plan.Plugins), "waves", len(plan.Waves))
+	}
+	e.log.Debug("wave started", "stage", st, "wave", w, "plugins", len(wave))
+	if e.opts.Progress != nil {
+		ev := StageEvent{Stage: st, Wave: w, Waves: len(plan.Waves)}
+		for _, p := range wave {
+			ev.Plugins = append(ev.Plugins, p.Package.Name)
 		}
-		if hook != nil {
-			if all.HasFatal() {
-				return all
+		e.opts.Progress(ev)
+	}
+	others := plan.others
+	if others == nil {
+		// A plan not made by Engine.Plan.
+		others = pluginValues(plan)
+	}
+	type answer struct {
+		resps []*stage.Response
+		l     diag.List
+	}
+	answers := make([]answer, len(wave))
+	sem := make(chan struct{}, e.opts.Parallelism)
+	var wg sync.WaitGroup
+	for i, p := range wave {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			req := e.request(plan, p, st, m, others)
+			for _, rt := range p.runtimes {
+				resp, err := rt.Run(ctx, req)
+				if err != nil {
+					answers[i].l = append(answers[i].l, diag.Diagnostic{Severity: diag.Fatal, Plugin: p.Package.Name, Message: fmt.Sprintf("%s stage failed: %v", st, plan.Secrets().Error(err))})
+					return
+				}
+				if resp != nil {
+					answers[i].resps = append(answers[i].resps, resp)
+				}
 			}
-			l := hook(ctx, w, wave, m)
-			all = append(all, l...)
-			if l.HasFatal() {
-				return all
+		})
+	}
+	wg.Wait()
+	for i, p := range wave {
+		all = append(all, answers[i].l...)
+		for _, resp := range answers[i].resps {
+			for _, d := range resp.Diagnostics {
+				if d.Plugin == "" {
+					d.Plugin = p.Package.Name
+				}
+				d.Message = plan.Secrets().String(d.Message)
+				all = append(all, d)
 			}
+			all = append(all, m.Add(p.Package.Name, resp.Contribution)...)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		all.Errorf("", 0, 0, "", "%s stage interrupted: %v", st, err)
 	}
 	return all
 }

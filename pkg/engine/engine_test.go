@@ -252,9 +252,9 @@ func TestPlanFetchesOnlyPicked(t *testing.T) {
 	}
 }
 
-// TestValidateHook: the validate hook runs per wave after the wave's plugins ran
-// their own validate, and a fatal diagnostic from it stops the run before the
-// next wave, with the stage not completed.
+// TestValidateHook: a caller interleaves its checks with the validate stage
+// through RunWave — per wave, after the wave's plugins ran their own validate —
+// and a fatal diagnostic from its checks stops the run before the next wave.
 func TestValidateHook(t *testing.T) {
 	idx := pkgs(t, map[string]fstest.MapFS{
 		"base": manifest("metadata: {name: base, version: 1.0.0}\nspec: {}\n"),
@@ -270,26 +270,42 @@ func TestValidateHook(t *testing.T) {
 	for _, failWave := range []int{-1, 0} {
 		calls = nil
 		e := engine.New(engine.Options{Runtimes: inProcess("code", rt)})
-		e.SetValidate(func(_ context.Context, wave int, plugins []*engine.Planned, _ *model.Model) diag.List {
+		checks := func(wave int, plugins []*engine.Planned) diag.List {
 			calls = append(calls, fmt.Sprintf("checks of wave %d: %s", wave, plugins[0].Package.Name))
 			if wave == failWave {
 				return diag.List{{Severity: diag.Fatal, Plugin: plugins[0].Package.Name, Message: "validate check failed"}}
 			}
 			return nil
-		})
+		}
 		plan, l := e.Plan(context.Background(), cluster(t, "      - {name: code}\n"), idx)
 		if plan == nil {
 			t.Fatal(l)
 		}
-		res, l := e.Run(context.Background(), plan, stage.Validate)
+		res, l := e.Run(context.Background(), plan, stage.Deploy)
+		if l.HasFatal() {
+			t.Fatal(l)
+		}
+		validated := true
+		for w := range plan.Waves {
+			wl := e.RunWave(context.Background(), plan, stage.Validate, w, res.Model)
+			l = append(l, wl...)
+			if !wl.HasFatal() {
+				wl = checks(w, plan.Waves[w])
+				l = append(l, wl...)
+			}
+			if wl.HasFatal() {
+				validated = false
+				break
+			}
+		}
 		want := []string{"checks of wave 0: base", "code validates itself", "checks of wave 1: code"}
 		if failWave == 0 {
 			want = want[:1]
-			if !l.HasFatal() || slices.Contains(res.Stages, stage.Validate) {
-				t.Errorf("a failing check: diagnostics %v, stages %v", l, res.Stages)
+			if !l.HasFatal() || validated {
+				t.Errorf("a failing check: diagnostics %v, validated %v", l, validated)
 			}
-		} else if l.HasFatal() || !slices.Contains(res.Stages, stage.Validate) {
-			t.Errorf("passing checks: diagnostics %v, stages %v", l, res.Stages)
+		} else if l.HasFatal() || !validated {
+			t.Errorf("passing checks: diagnostics %v, validated %v", l, validated)
 		}
 		if !slices.Equal(calls, want) {
 			t.Errorf("fail wave %d: calls %q, want %q", failWave, calls, want)

@@ -49,9 +49,9 @@ type Provider interface {
 	// changed, adds and removes nodes, re-runs hooks whose definitions changed
 	// per the node agent's own state rules). A node whose enforced hook fails
 	// does not join; the error names the node, hook, plugin and phase. The
-	// returned Cluster is valid also with such an error, when the control
+	// returned Running is valid also with such an error, when the control
 	// plane runs.
-	Up(ctx context.Context, d *Desired) (*Cluster, error)
+	Up(ctx context.Context, d *Desired) (*Running, error)
 	// AfterDeploy runs every node's afterDeploy hooks. An enforced failure is an
 	// error naming the node and hook; the other nodes still run theirs.
 	AfterDeploy(ctx context.Context) error
@@ -61,8 +61,8 @@ type Provider interface {
 	Down(ctx context.Context, purge bool) error
 }
 
-// Cluster is a running cluster.
-type Cluster struct {
+// Running is a cluster a provider brought up: where it is and what Up did.
+type Running struct {
 	// Kubeconfig is the path of a cluster-admin kubeconfig file in the state dir.
 	Kubeconfig string
 	RESTConfig *rest.Config
@@ -108,3 +108,40 @@ var (
 	// was started.
 	ErrUnsupportedVersion = errors.New("unsupported Kubernetes version")
 )
+
+// Locator is implemented by a provider that can find the cluster it brought up
+// without changing anything: down uninstalls the plugins of a running cluster
+// first, get-kubeconfig prints where it is.
+type Locator interface {
+	// Locate returns the path of a cluster-admin kubeconfig of the running
+	// cluster. It returns an error wrapping ErrNotRunning when the cluster does
+	// not run, and one wrapping ErrIncompatibleState when its state cannot be read.
+	Locate(ctx context.Context) (kubeconfig string, err error)
+}
+
+// Stateful is implemented by a provider that keeps a cluster's state in a
+// directory on this machine.
+type Stateful interface {
+	// StateDir is the absolute path of the cluster's state directory.
+	StateDir() string
+}
+
+// VersionChecker is implemented by a provider that can run only some Kubernetes
+// versions; up asks it before anything resolves.
+type VersionChecker interface {
+	// CheckKubernetesVersion returns an error wrapping ErrUnsupportedVersion,
+	// naming the versions the provider can run, unless it can run version v
+	// (spec.kubernetesVersion).
+	CheckKubernetesVersion(v string) error
+}
+
+// FactSource is implemented by a provider whose control plane runs with the
+// flags the built-in control-plane plugin renders from the provider's machine
+// facts (addresses, ports, certificate paths): what render shows is then what
+// the provider runs. Up sets the facts as that plugin's "machine" value before
+// anything resolves, and refuses a cluster that does not enable it.
+type FactSource interface {
+	// Facts returns the control-plane machine's facts, as the plugin's values
+	// schema describes them. It starts nothing.
+	Facts() (map[string]any, error)
+}

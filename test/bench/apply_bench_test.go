@@ -19,6 +19,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
 )
 
 func TestMain(m *testing.M) {
@@ -134,9 +135,13 @@ func BenchmarkApply1000(b *testing.B) {
 		// kubeplug apply: resolve, render, apply in waves, wait, record inventories.
 		path := kubeplugCluster(b, filepath.Join(dir, "kubeplug"), "kp-"+suffix)
 		apply := action.NewApply(&action.Config{NoBuiltin: true})
-		apply.Cluster.RESTConfig = cfg
+		apply.Target.RESTConfig = cfg
 		applyOnce := func() error {
-			_, l := apply.Run(context.Background(), path)
+			cl, l := config.Load(path)
+			if cl == nil {
+				return l.Err()
+			}
+			_, l = apply.Run(context.Background(), cl)
 			return l.Err()
 		}
 		tKubeplug := timeIt(b, "kubeplug apply", applyOnce)

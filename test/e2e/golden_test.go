@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden renders under testdata/golden")
@@ -50,7 +51,12 @@ func TestRenderGolden(t *testing.T) {
 			if ex.file != "" {
 				file = filepath.FromSlash(ex.file)
 			}
-			files, l := action.NewRender(cfg).Files(context.Background(), filepath.Join("../../examples", file))
+			cl, l := config.Load(filepath.Join("../../examples", file))
+			if cl == nil {
+				t.Fatal(l)
+			}
+			files, fl := action.NewRender(cfg).Files(context.Background(), cl)
+			l = append(l, fl...)
 			if l.HasFatal() {
 				t.Fatal(l)
 			}

@@ -110,7 +110,7 @@ func (p *Provider) CheckKubernetesVersion(v string) error {
 // Up implements provider.Provider; see the package doc for what it does on
 // this machine. A d.KubernetesVersion the provider cannot run is refused
 // before anything is written or started (CheckKubernetesVersion).
-func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Cluster, error) {
+func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Running, error) {
 	if d == nil || d.Model == nil {
 		return nil, errors.New("local provider: up: no model")
 	}
@@ -170,7 +170,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Clust
 	if err != nil {
 		return nil, err
 	}
-	cl := &provider.Cluster{Kubeconfig: Kubeconfig(p.opts.StateDir)}
+	cl := &provider.Running{Kubeconfig: Kubeconfig(p.opts.StateDir)}
 	if err := p.controlPlane(ctx, args, cl); err != nil {
 		return nil, err
 	}
@@ -251,7 +251,7 @@ func checkFacts(args map[controlplane.Component][]string, ports controlplane.Por
 
 // controlPlane attaches to the running control plane and gives it the command
 // lines args, or starts it with them.
-func (p *Provider) controlPlane(ctx context.Context, args map[controlplane.Component][]string, cl *provider.Cluster) error {
+func (p *Provider) controlPlane(ctx context.Context, args map[controlplane.Component][]string, cl *provider.Running) error {
 	opts := p.cpOptions()
 	cp, err := controlplane.Attach(ctx, opts)
 	switch {

@@ -26,6 +26,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
@@ -160,8 +161,12 @@ func coreModel(ctx context.Context, t *testing.T, facts map[string]any, version 
 	}
 	r := action.NewRender(&action.Config{})
 	r.Stage = stage.Initialise
-	files, l := r.Files(ctx, file)
-	if l.HasFatal() {
+	cl, l := config.Load(file)
+	if cl == nil {
+		t.Fatal(l)
+	}
+	files, fl := r.Files(ctx, cl)
+	if l = append(l, fl...); l.HasFatal() {
 		t.Fatalf("initialise %s: %s", file, l)
 	}
 	var m model.Model

@@ -1,0 +1,333 @@
+package action
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeplug/kubeplug/internal/faultpoint"
+	"github.com/kubeplug/kubeplug/internal/proc"
+	"github.com/kubeplug/kubeplug/pkg/check"
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/stage"
+)
+
+// This file holds the steps that reach a running cluster, and every call the
+// pipeline makes into pkg/deploy.
+
+// live is the cluster side of a run.
+type live struct {
+	// op names the operation in the lease ("apply", "up").
+	op     string
+	opts   DeployOptions
+	dryRun bool
+	// cancel ends the run with a cause: losing the lease cancels everything.
+	cancel context.CancelCauseFunc
+
+	// rest is where the cluster is: the kubeconfig target's (apply) or what
+	// provision returned (up).
+	rest *rest.Config
+	// Set by connect.
+	deployer *deploy.Deployer
+	unlock   func()
+	// Rendered once, before the first wave is applied (see deployStep).
+	objects  map[string][]map[string]any
+	releases map[string][]render.Release
+	rendered bool
+	// checks runs the validate checks; made by the first validate wave.
+	checks *check.Runner
+	// res collects what the steps did.
+	res *ApplyResult
+}
+
+// unlockLease frees the lease, when connect took one.
+func (lv *live) unlockLease() {
+	if lv.unlock != nil {
+		lv.unlock()
+	}
+}
+
+// connectStep reaches the cluster, takes its operation lease (not in a dry run)
+// and refuses a downgrade before any wave changes anything. Input: r.live.rest,
+// the plan. Output: r.live.deployer and the held lease.
+var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
+	var l diag.List
+	lv := &r.live
+	o := lv.opts
+	d, err := deploy.New(rest.CopyConfig(lv.rest), deploy.Options{
+		Logger: r.log(), Events: o.Events, Timeout: o.Timeout, DryRun: lv.dryRun, ForceConflicts: o.ForceConflicts, ForceCRDChanges: o.ForceCRDChanges,
+		RollbackOnFailure: o.RollbackOnFailure, AllowDowngrade: o.AllowDowngrade, HistoryMax: o.HistoryMax,
+	})
+	if err == nil {
+		if err = d.Ping(ctx); err != nil {
+			err = fmt.Errorf("cannot reach the cluster: %w", err)
+		}
+	}
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return l
+	}
+	lv.deployer = d
+	if !lv.dryRun {
+		lctx, unlock, err := o.Lease.lock(ctx, d, lv.op, r.log())
+		if err != nil {
+			l.Errorf("", 0, 0, "", "%v", err)
+			return l
+		}
+		lv.unlock = unlock
+		context.AfterFunc(lctx, func() { lv.cancel(context.Cause(lctx)) })
+	}
+	versions := map[string]string{}
+	for _, pl := range r.plan.Plugins {
+		versions[pl.Package.Name] = pl.Package.Version.String()
+	}
+	err = d.CheckDowngrades(ctx, versions)
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		if e != nil {
+			l.Errorf("", 0, 0, "", "%v", e)
+		}
+	}
+	return l
+}}
+
+// deployStep runs the deploy stage wave by wave: wave w's plugins run their
+// deploy stage, then wave w's Kubernetes content is applied and waited for, so
+// that a plugin's dependents start only once it is deployed and ready. The
+// content is rendered once, from the model as the first wave's deploy stage left
+// it. Input: r.plan, r.model, r.live.deployer. Output: applied and pruned counts
+// in r.live.res; the deploy stage appended to r.stages.
+var deployStep = step{"deploy", func(ctx context.Context, r *run) diag.List {
+	var all diag.List
+	lv := &r.live
+	for w, wave := range r.plan.Waves {
+		l := r.engine.RunWave(ctx, r.plan, stage.Deploy, w, r.model)
+		all = append(all, l...)
+		if all.HasFatal() {
+			return all
+		}
+		if !lv.rendered {
+			var cl diag.List
+			lv.objects, lv.releases, cl = render.Content(ctx, r.renderInput())
+			lv.rendered = true
+			if all = append(all, cl...); cl.HasFatal() {
+				return all
+			}
+		}
+		units, ul := lv.units(wave)
+		if all = append(all, ul...); ul.HasFatal() {
+			return all
+		}
+		wr, err := lv.deployer.ApplyWave(ctx, w, units)
+		if wr != nil {
+			lv.res.Applied += wr.Applied
+			lv.res.Pruned += wr.Pruned
+		}
+		if l := unitDiags(err); len(l) > 0 {
+			all = append(all, l...)
+			return all
+		}
+	}
+	r.stages = append(r.stages, stage.Deploy)
+	return all
+}}
+
+// units turns a wave's plugins and their rendered content into deploy units.
+func (lv *live) units(wave []*engine.Planned) ([]deploy.Unit, diag.List) {
+	var l diag.List
+	var units []deploy.Unit
+	for _, pl := range wave {
+		u, err := unit(pl, lv.objects[pl.Package.Name], lv.releases[pl.Package.Name])
+		if err != nil {
+			l.Errorf("", 0, 0, "", "plugin %s: %v", pl.Package.Name, err)
+			return nil, l
+		}
+		units = append(units, u)
+	}
+	return units, l
+}
+
+// validateStep runs the validate stage wave by wave: wave w's plugins run their
+// own validate, then their plugin.yaml checks run against the cluster, every
+// plugin of the wave at once. A failed check is fatal and stops the run before
+// the next wave. A dry run deployed nothing, so it checks nothing. Input: r.plan,
+// r.model, r.live.rest. Output: the checks' results in r.live.res, in wave order;
+// r.live.res.Validated.
+var validateStep = step{"validate", func(ctx context.Context, r *run) diag.List {
+	var all diag.List
+	lv := &r.live
+	for w, wave := range r.plan.Waves {
+		l := r.engine.RunWave(ctx, r.plan, stage.Validate, w, r.model)
+		all = append(all, l...)
+		if all.HasFatal() {
+			return all
+		}
+		if lv.dryRun {
+			continue
+		}
+		l = lv.runChecks(ctx, r.cluster.Spec.Metadata.Name, wave, r)
+		if all = append(all, l...); l.HasFatal() {
+			return all
+		}
+	}
+	r.stages = append(r.stages, stage.Validate)
+	lv.res.Validated = true
+	return all
+}}
+
+func (lv *live) runChecks(ctx context.Context, cluster string, wave []*engine.Planned, r *run) diag.List {
+	var l diag.List
+	if lv.checks == nil {
+		runner, err := check.New(rest.CopyConfig(lv.rest), check.Options{Logger: r.log(), Cluster: cluster})
+		if err != nil {
+			l.Errorf("", 0, 0, "", "validate checks: %v", err)
+			return l
+		}
+		lv.checks = runner
+	}
+	results := make([][]check.Result, len(wave))
+	var wg sync.WaitGroup
+	for i, pl := range wave {
+		spec := pl.Package.Manifest.Spec
+		if len(spec.Validate) == 0 {
+			continue
+		}
+		cp := check.Plugin{Name: pl.Package.Name, Checks: spec.Validate, FS: pl.Package.FS, Dir: proc.PackageDir(pl.Package.Location)}
+		cp.Pins = map[string]string{}
+		if rt := spec.Runtime; rt != nil {
+			cp.Pins[path.Clean(rt.Command[0])] = rt.SHA256
+		}
+		for _, c := range spec.Validate {
+			if c.Exec != nil && c.Exec.SHA256 != "" {
+				cp.Pins[path.Clean(c.Exec.Command[0])] = c.Exec.SHA256
+			}
+		}
+		wg.Go(func() { results[i] = lv.checks.Run(ctx, cp) })
+	}
+	wg.Wait()
+	for _, res := range results {
+		lv.res.Checks = append(lv.res.Checks, res...)
+		l = append(l, check.Diagnostics(res)...)
+	}
+	return l
+}
+
+// recordStep brings the cluster's release records in line with the plan:
+// installed plugins the plan no longer has are uninstalled. Nothing in the plan
+// requires them (the resolver would have kept them), so they go without cascade.
+// Not in a dry run. Input: r.live.deployer, r.plan. Output: r.live.res.Removed.
+var recordStep = step{"record", func(ctx context.Context, r *run) diag.List {
+	var l diag.List
+	lv := &r.live
+	if lv.dryRun {
+		return nil
+	}
+	removed, err := removeUnlisted(ctx, lv.deployer, r.plan.Names())
+	lv.res.Removed = removed
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+	}
+	return l
+}}
+
+func removeUnlisted(ctx context.Context, d *deploy.Deployer, planned []string) ([]string, error) {
+	invs, err := d.Inventories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, inv := range invs {
+		if !slices.Contains(planned, inv.Plugin) {
+			gone = append(gone, inv.Plugin)
+		}
+	}
+	if len(gone) == 0 {
+		return nil, nil
+	}
+	faultpoint.Hit("apply:before-remove-unlisted")
+	return d.Uninstall(ctx, gone, false)
+}
+
+func unit(pl *engine.Planned, objs []map[string]any, rels []render.Release) (deploy.Unit, error) {
+	u := deploy.Unit{Plugin: pl.Package.Name, Version: pl.Package.Version.String(), Digest: pl.Package.Digest}
+	if up := pl.Package.Manifest.Spec.Upgrade; up != nil {
+		u.AllowDowngrade = up.AllowDowngrade
+	}
+	for _, h := range pl.Package.Manifest.Spec.Health {
+		u.Health = append(u.Health, deploy.HealthCheck{APIVersion: h.APIVersion, Kind: h.Kind, Expression: h.Expression})
+	}
+	if dp := pl.Package.Manifest.Spec.Drift; dp != nil {
+		for _, i := range dp.Ignore {
+			u.DriftIgnore = append(u.DriftIgnore, deploy.DriftIgnore{APIVersion: i.APIVersion, Kind: i.Kind, Namespace: i.Namespace, Name: i.Name, Paths: i.Paths})
+		}
+	}
+	for _, r := range rels {
+		u.Releases = append(u.Releases, deploy.HelmRelease{Name: r.Name, Namespace: r.Namespace, Chart: r.Chart, Values: r.Values, PostRenderer: r.PostRenderer})
+	}
+	for _, r := range pl.Package.Manifest.Spec.Requires {
+		u.Requires = append(u.Requires, r.Name)
+	}
+	raw, err := json.Marshal(pl.Values.Cluster)
+	if err != nil {
+		return u, fmt.Errorf("digest values: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	u.ValuesDigest = "sha256:" + hex.EncodeToString(sum[:])
+	for _, o := range objs {
+		// A JSON round trip turns json.Number into the int64 and float64 that
+		// unstructured objects hold.
+		b, err := json.Marshal(o)
+		if err != nil {
+			return u, fmt.Errorf("encode an object: %w", err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(b); err != nil {
+			return u, fmt.Errorf("decode %s: %w", model.ObjectKey(o), err)
+		}
+		u.Objects = append(u.Objects, obj)
+	}
+	return u, nil
+}
+
+// unitDiags turns a wave's error into one diagnostic per failed plugin.
+func unitDiags(err error) diag.List {
+	if err == nil {
+		return nil
+	}
+	var l diag.List
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		var ue *deploy.UnitError
+		if errors.As(e, &ue) {
+			msg := ue.Err.Error()
+			if ue.Object != "" {
+				msg = ue.Object + ": " + msg
+			}
+			l = append(l, diag.Diagnostic{Severity: diag.Fatal, Plugin: ue.Plugin, Message: msg})
+			continue
+		}
+		l.Errorf("", 0, 0, "", "%v", e)
+	}
+	return l
+}

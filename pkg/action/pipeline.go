@@ -1,0 +1,187 @@
+package action
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/kubeplug/kubeplug/internal/redact"
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/runtime"
+	"github.com/kubeplug/kubeplug/pkg/stage"
+)
+
+// The lifecycle is a pipeline of named steps over one run. A step reads what the
+// steps before it set on the run, sets its own part, and returns diagnostics; the
+// first fatal diagnostic ends the pipeline. Each verb lists its steps (see doc.go):
+//
+//	resolve      cluster spec, sources        -> engine, plan, plugin processes
+//	initialise   plan                         -> model (seeded with the cluster's pools)
+//	render       plan, model                  -> model (finished)
+//	provision    model, rendered machines     -> running cluster, its REST config   (up)
+//	connect      REST config                  -> deployer, lease, downgrade check  (apply, up)
+//	deploy       plan, model, deployer        -> each wave: its plugins' deploy stage, then
+//	                                             its content applied and ready
+//	after-deploy provider                     -> machines' afterDeploy hooks        (up)
+//	validate     plan, model, REST config     -> each wave: its plugins' validate stage, then
+//	                                             their checks
+//	record       deployer, plan               -> plugins the plan no longer has uninstalled
+//
+// A plugin's values enter at resolve (engine.Plan computes them from the cluster
+// spec and the package's defaults and schema), reach the plugin's code in every
+// stage request, and become model contributions; the rendered content is applied
+// with a digest of them, which the release record keeps.
+type run struct {
+	cfg *Config
+	// cluster is the run's input, checked, with its source positions.
+	cluster *config.Cluster
+	// redact makes every stage see sensitive values as "***" (files and reports).
+	redact bool
+
+	// Set by resolve.
+	engine   *engine.Engine
+	plan     *engine.Plan
+	runtimes *runtime.Resolver // the plugin processes; close ends them
+
+	// Seeded by the first stage step, extended by every stage.
+	model *model.Model
+	// stages lists the stages that completed.
+	stages []stage.Stage
+
+	// The cluster side (apply, up): see deploysteps.go.
+	live live
+	// Set by provision (up).
+	prov    provider.Provider
+	running *provider.Running
+}
+
+// step is one named step of the lifecycle.
+type step struct {
+	name string
+	do   func(ctx context.Context, r *run) diag.List
+}
+
+// newRun returns a run of cl; close it when done.
+func (c *Config) newRun(cl *config.Cluster, redact bool) *run {
+	return &run{cfg: c, cluster: cl, redact: redact}
+}
+
+func (r *run) log() *slog.Logger { return r.cfg.logger() }
+
+// pipeline runs steps in order and stops after the first that returns a fatal
+// diagnostic. The diagnostics are sorted.
+func (r *run) pipeline(ctx context.Context, steps ...step) diag.List {
+	var all diag.List
+	for _, s := range steps {
+		start := time.Now()
+		r.log().Debug("step started", "step", s.name)
+		sctx := ctx
+		if r.plan != nil {
+			// Plugin code, checks and their errors are scrubbed of every
+			// sensitive value the plan holds.
+			sctx = redact.NewContext(ctx, r.plan.Secrets())
+		}
+		l := s.do(sctx, r)
+		all = append(all, l...)
+		r.log().Debug("step finished", "step", s.name, "duration", time.Since(start), "fatal", l.HasFatal())
+		if l.HasFatal() {
+			break
+		}
+	}
+	all.Sort()
+	return all
+}
+
+// close stops every plugin process the run started.
+func (r *run) close() {
+	if r.runtimes == nil {
+		return
+	}
+	if err := r.runtimes.Close(); err != nil {
+		r.log().Warn("stopping plugin processes", "error", err)
+	}
+}
+
+// resolveStep loads the configured sources and the cluster's own, and resolves
+// the plan: which plugin versions run, in which waves, with which values.
+// Input: the cluster spec. Output: r.engine, r.plan, r.runtimes.
+var resolveStep = step{"resolve", func(ctx context.Context, r *run) diag.List {
+	c := r.cfg
+	idx, l := c.LoadIndex(ctx, r.cluster.Sources()...)
+	if l.HasFatal() {
+		return l
+	}
+	rs := runtime.NewResolver(runtime.Options{Logger: c.logger(), Timeout: c.PluginTimeout, InProcess: c.InProcess})
+	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), Redact: r.redact, Runtimes: rs, Progress: c.Progress})
+	plan, pl := e.Plan(ctx, r.cluster, idx)
+	l = append(l, pl...)
+	if plan == nil {
+		_ = rs.Close() // nothing has run yet
+		return l
+	}
+	r.engine, r.plan, r.runtimes = e, plan, rs
+	return l
+}}
+
+// stageStep runs every plugin through st, wave by wave, with nothing between
+// the waves. Input: r.plan, r.model (seeded on first use). Output: r.model
+// extended with the plugins' contributions; st appended to r.stages.
+func stageStep(st stage.Stage) step {
+	return step{string(st), func(ctx context.Context, r *run) diag.List {
+		r.seed()
+		l := r.engine.RunStage(ctx, r.plan, st, r.model)
+		if !l.HasFatal() {
+			r.stages = append(r.stages, st)
+		}
+		return l
+	}}
+}
+
+// seed starts the model from the cluster's pools, once.
+func (r *run) seed() {
+	if r.model == nil {
+		r.model = r.engine.Seed(r.plan)
+	}
+}
+
+// renderInput is what render needs of the run with the model: the cluster (and
+// its AWS settings, for the cloud template), the resolved order and every
+// plugin's package files (its charts).
+func (r *run) renderInput() render.Input {
+	pkgs := map[string]fs.FS{}
+	for _, pl := range r.plan.Plugins {
+		pkgs[pl.Package.Name] = pl.Package.FS
+	}
+	var aws render.AWSValues
+	if pr := r.cluster.Spec.Spec.Provider; pr != nil && pr.AWS != nil {
+		a := pr.AWS
+		aws = render.AWSValues{ImageID: a.ImageID, InstanceType: a.InstanceType, ControlPlaneInstanceType: a.ControlPlaneInstanceType,
+			VPCID: a.VPCID, SubnetIDs: a.SubnetIDs, VPCCIDR: a.VPCCIDR, APIServerCIDR: a.APIServerCIDR}
+	}
+	return render.Input{
+		AWS:               aws,
+		ClusterName:       r.cluster.Spec.Metadata.Name,
+		KubernetesVersion: r.cluster.KubernetesVersion.String(),
+		Model:             r.model,
+		Order:             r.plan.Names(),
+		Charts:            func(name string) fs.FS { return pkgs[name] },
+	}
+}
+
+// through returns the steps that run the stages up to and including until.
+func through(until stage.Stage) []step {
+	var out []step
+	for _, st := range stage.Stages {
+		out = append(out, stageStep(st))
+		if st == until {
+			break
+		}
+	}
+	return out
+}

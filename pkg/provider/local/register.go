@@ -1,0 +1,43 @@
+package local
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kubeplug/kubeplug/pkg/provider"
+)
+
+// Name is the local provider's name in the registry and in spec.provider.
+const Name = "local"
+
+func init() {
+	provider.Register(Name, func(cfg provider.Config) (provider.Provider, error) {
+		opts := Options{StateDir: cfg.StateDir, ClusterName: cfg.ClusterName, Events: cfg.Events, Logger: cfg.Logger}
+		if cfg.Spec != nil && cfg.Spec.Local != nil {
+			opts.APIServerPort = cfg.Spec.Local.APIServerPort
+		}
+		return New(opts)
+	})
+}
+
+var (
+	_ provider.Locator  = (*Provider)(nil)
+	_ provider.Stateful = (*Provider)(nil)
+)
+
+// Locate returns the kubeconfig of the cluster of the state dir while it runs.
+func (p *Provider) Locate(context.Context) (string, error) {
+	ok, err := Running(p.opts.StateDir)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("cluster %s (state dir %s): %w", p.opts.ClusterName, p.opts.StateDir, provider.ErrNotRunning)
+	}
+	return Kubeconfig(p.opts.StateDir), nil
+}
+
+var (
+	_ provider.VersionChecker = (*Provider)(nil)
+	_ provider.FactSource     = (*Provider)(nil)
+)

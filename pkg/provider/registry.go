@@ -1,0 +1,105 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+)
+
+// DefaultName is the provider of a cluster whose spec names none.
+const DefaultName = "local"
+
+// Config is what a Factory gets to make the provider of one cluster.
+type Config struct {
+	// ClusterName names the cluster (cluster.yaml's metadata.name).
+	ClusterName string
+	// Spec is the cluster's spec.provider; nil when it names none. A factory reads
+	// its own field (spec.provider.local for the local provider).
+	Spec *v1alpha1.Provider
+	// StateDir is where a provider that keeps state on this machine keeps the
+	// cluster's; empty means the provider's default.
+	StateDir string
+	// Events receives progress; none when nil.
+	Events func(Event)
+	// Logger receives diagnostics; discarded when nil.
+	Logger *slog.Logger
+}
+
+// Factory makes the provider of one cluster. It checks cfg and starts nothing.
+type Factory func(cfg Config) (Provider, error)
+
+var (
+	mu        sync.RWMutex
+	factories = map[string]Factory{}
+)
+
+// Register makes a provider known under name, the key of its field in a cluster's
+// spec.provider. Providers register themselves in an init function; registering
+// a name twice panics, as it is a programming error.
+func Register(name string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := factories[name]; dup {
+		panic(fmt.Sprintf("provider: %s registered twice", name))
+	}
+	factories[name] = f
+}
+
+// Names returns the registered providers' names, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return slices.Sorted(maps.Keys(factories))
+}
+
+// NameOf returns the name of the provider spec selects: the one field it sets,
+// DefaultName when spec is nil or sets none.
+func NameOf(spec *v1alpha1.Provider) (string, error) {
+	if spec == nil {
+		return DefaultName, nil
+	}
+	// The spec's set fields are its JSON keys: a new provider adds a field and
+	// a registration, nothing here.
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("read spec.provider: %w", err)
+	}
+	var set map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &set); err != nil {
+		return "", fmt.Errorf("read spec.provider: %w", err)
+	}
+	switch names := slices.Sorted(maps.Keys(set)); len(names) {
+	case 0:
+		return DefaultName, nil
+	case 1:
+		return names[0], nil
+	default:
+		return "", fmt.Errorf("spec.provider sets %s: expected exactly one provider", strings.Join(names, " and "))
+	}
+}
+
+// New makes the provider cfg.Spec selects with the registered factory. An
+// unknown provider is an error naming the known ones.
+func New(cfg Config) (Provider, error) {
+	name, err := NameOf(cfg.Spec)
+	if err != nil {
+		return nil, err
+	}
+	mu.RLock()
+	f := factories[name]
+	mu.RUnlock()
+	if f == nil {
+		return nil, fmt.Errorf("unknown provider %q: this kubeplug knows %s", name, strings.Join(Names(), ", "))
+	}
+	p, err := f(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s provider: %w", name, err)
+	}
+	return p, nil
+}
