@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/kubeplug/kubeplug/internal/suggest"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -162,7 +163,49 @@ repeatable) and the directories a cluster.yaml names under spec.plugins.sources.
 		return fmt.Errorf("invalid --output %q: expected text, json or yaml", o.output)
 	}
 	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o))
+	rejectUnknownSubcommands(root)
 	return root
+}
+
+// rejectUnknownSubcommands makes every command that only groups subcommands
+// (root, plugin, config, node) fail on an argument that names none of them,
+// with a suggestion, instead of printing its help and exiting 0 as cobra does
+// for a group below the root. Without arguments a group still prints its help.
+func rejectUnknownSubcommands(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		rejectUnknownSubcommands(c)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.DisableFlagsInUseLine = true // the usage is "kubeplug plugin [command]"
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		return unknownCommand(cmd, args[0])
+	}
+	// "kubeplug config valdate -f x" fails on -f, a flag of the subcommand
+	// meant, before RunE: the mistyped name, parsed already, is the real error.
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		if args := cmd.Flags().Args(); len(args) > 0 {
+			return unknownCommand(cmd, args[0])
+		}
+		return err
+	})
+}
+
+// unknownCommand is the error for name, which names no subcommand of group,
+// with the closest subcommands' names as suggestions.
+func unknownCommand(group *cobra.Command, name string) error {
+	var known []string
+	for _, c := range group.Commands() {
+		if c.IsAvailableCommand() {
+			known = append(known, c.Name())
+		}
+	}
+	return fmt.Errorf("unknown command %q for %q%s", name, group.CommandPath(), suggest.Hint(suggest.Closest(name, known)))
 }
 
 // report prints diagnostics to stderr and says whether any was fatal.
