@@ -41,6 +41,7 @@ type options struct {
 	streams    Streams
 	output     string
 	pluginDirs []string
+	catalogs   []string
 	contribDir string
 	noBuiltin  bool
 	verbose    int
@@ -63,6 +64,7 @@ func (o *options) initConfig() {
 		Logger:     slog.New(slog.NewTextHandler(o.streams.Err, &slog.HandlerOptions{Level: level})),
 		ContribDir: o.contribDir,
 		PluginDirs: o.pluginDirs,
+		Catalogs:   o.catalogs,
 		NoBuiltin:  o.noBuiltin,
 		Env:        o.getenv,
 	}
@@ -119,7 +121,9 @@ cluster (manifests, Helm charts).
 
 Plugins come from, lowest precedence first: the built-in plugins, the contrib
 directory (--contrib-dir or $KUBEPLUG_CONTRIB_DIR), user directories (--plugin-dir,
-repeatable) and the directories a cluster.yaml names under spec.plugins.sources.`,
+repeatable; a directory or a package archive), catalogs (--catalog URL of an
+index.yaml, repeatable) and the sources a cluster.yaml names under
+spec.plugins.sources.`,
 		Example: `  # Write a plugin and check it
   kubeplug plugin new demo && kubeplug plugin lint demo
 
@@ -140,6 +144,7 @@ repeatable) and the directories a cluster.yaml names under spec.plugins.sources.
 	pf := root.PersistentFlags()
 	pf.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
 	pf.StringArrayVar(&o.pluginDirs, "plugin-dir", nil, "a directory of user plugins, or a plugin archive (repeatable)")
+	pf.StringArrayVar(&o.catalogs, "catalog", nil, "the https:// URL of a plugin catalog's index.yaml (repeatable)")
 	pf.StringVar(&o.contribDir, "contrib-dir", o.contribDir, "the contrib plugin directory (default $KUBEPLUG_CONTRIB_DIR)")
 	pf.BoolVar(&o.noBuiltin, "no-builtin", false, "leave the built-in plugins out")
 	pf.CountVarP(&o.verbose, "verbose", "v", "log more: -v for progress, -vv for debugging")
@@ -162,7 +167,7 @@ repeatable) and the directories a cluster.yaml names under spec.plugins.sources.
 		}
 		return fmt.Errorf("invalid --output %q: expected text, json or yaml", o.output)
 	}
-	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o))
+	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newCatalogCmd(o))
 	rejectUnknownSubcommands(root)
 	return root
 }

@@ -25,6 +25,10 @@ type Config struct {
 	// by [Package]), searched after the built-in and contrib ones (and before the
 	// cluster file's own sources).
 	PluginDirs []string
+	// Catalogs are the URLs of HTTP catalogs' index.yaml files (see
+	// [source.HTTPCatalog]), at [source.OriginCatalog]; downloads are cached under the
+	// user's cache directory.
+	Catalogs []string
 	// NoBuiltin leaves the built-in plugins out (for tests and for tools that bring
 	// their own core).
 	NoBuiltin bool
@@ -65,6 +69,9 @@ func (c *Config) Sources(extra ...source.Source) []source.Source {
 	}
 	for _, d := range c.PluginDirs {
 		out = append(out, source.Path(plugin.OriginUser, d))
+	}
+	for _, u := range c.Catalogs {
+		out = append(out, source.HTTPCatalog(source.OriginCatalog, u, source.HTTPOptions{Cache: source.DefaultCache()}))
 	}
 	return append(out, extra...)
 }

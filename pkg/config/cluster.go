@@ -152,10 +152,12 @@ func (c *Cluster) check(l *diag.List) {
 		case (src.Dir == "") == (src.Catalog == ""):
 			d.Errorf(l, ptr, "expected exactly one of dir and catalog")
 		case src.Catalog != "":
-			d.Errorf(l, ptr+"/catalog", "remote catalogs are not supported by this version of kubeplug; use dir")
+			if err := source.CheckCatalogURL(src.Catalog); err != nil {
+				d.Errorf(l, ptr+"/catalog", "%v", err)
+			}
 		default:
 			dir := c.path(src.Dir)
-			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			if fi, err := os.Stat(dir); err != nil || (!fi.IsDir() && !fi.Mode().IsRegular()) {
 				d.Errorf(l, ptr+"/dir", "plugin directory %s does not exist", dir)
 			}
 		}
@@ -220,16 +222,20 @@ func (c *Cluster) path(p string) string {
 	return filepath.Join(c.Dir, p)
 }
 
-// Sources returns the user directory (or package archive) sources the file names,
-// resolved against its directory.
+// Sources returns the sources the file names: user directories (or package
+// archives) resolved against its directory, and HTTP catalogs, whose downloads are
+// cached in the user's cache directory.
 func (c *Cluster) Sources() []source.Source {
 	if c.Spec.Spec.Plugins == nil {
 		return nil
 	}
 	var out []source.Source
 	for _, s := range c.Spec.Spec.Plugins.Sources {
-		if s.Dir != "" {
+		switch {
+		case s.Dir != "":
 			out = append(out, source.Path(plugin.OriginUser, c.path(s.Dir)))
+		case s.Catalog != "":
+			out = append(out, source.HTTPCatalog(source.OriginCatalog, s.Catalog, source.HTTPOptions{Cache: source.DefaultCache()}))
 		}
 	}
 	return out

@@ -1,0 +1,345 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/archive"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+)
+
+// OriginCatalog is the origin of remote catalogs: above the contrib directory, below
+// user directories, so that a package being worked on locally shadows the published
+// one.
+var OriginCatalog = plugin.Origin{Name: "catalog", Rank: 150}
+
+// Catalog index format.
+const (
+	// IndexAPIVersion and IndexKind identify a catalog index file.
+	IndexAPIVersion = "kubeplug.dev/v1alpha1"
+	IndexKind       = "PluginIndex"
+	// IndexFile is the conventional name of a catalog's index.
+	IndexFile = "index.yaml"
+	// MaxIndexSize bounds an index document.
+	MaxIndexSize = 64 << 20
+	// DefaultHTTPTimeout bounds one request of an HTTP catalog when
+	// [HTTPOptions.Timeout] is zero.
+	DefaultHTTPTimeout = 30 * time.Second
+)
+
+// CatalogIndex is a catalog's index.yaml, like a Helm repository's index: every
+// version of every plugin with what the resolver reads, its package digest and where
+// its archive is. A resolver picks versions from the index alone; only the picked
+// archives are downloaded.
+type CatalogIndex struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Entries are the versions by plugin name, newest first.
+	Entries map[string][]CatalogEntry `json:"entries"`
+}
+
+// CatalogEntry is one version of one plugin in a [CatalogIndex]. Its fields repeat the
+// package's plugin.yaml (which must agree once downloaded) and say where it is.
+type CatalogEntry struct {
+	Version           string                `json:"version"`
+	Description       string                `json:"description,omitempty"`
+	KubernetesVersion string                `json:"kubernetesVersion,omitempty"`
+	Requires          []v1alpha1.Dependency `json:"requires,omitempty"`
+	Conflicts         []string              `json:"conflicts,omitempty"`
+	After             []string              `json:"after,omitempty"`
+	Before            []string              `json:"before,omitempty"`
+	// Digest is the package digest ([plugin.Package.Digest]); a download whose
+	// package has another digest is refused.
+	Digest string `json:"digest"`
+	// URLs locate the archive, relative to the index's URL or absolute; the first
+	// is used.
+	URLs []string `json:"urls"`
+}
+
+// EntryOf returns the index entry of a loaded package whose archive is at u.
+func EntryOf(p *plugin.Package, u string) CatalogEntry {
+	m, s := p.Manifest, p.Manifest.Spec
+	return CatalogEntry{
+		Version: m.Metadata.Version, Description: m.Metadata.Description,
+		KubernetesVersion: s.KubernetesVersion, Requires: s.Requires,
+		Conflicts: s.Conflicts, After: s.After, Before: s.Before,
+		Digest: p.Digest, URLs: []string{u},
+	}
+}
+
+// Sort orders each plugin's entries newest first (unparsable versions last).
+func (x *CatalogIndex) Sort() {
+	for _, es := range x.Entries {
+		slices.SortStableFunc(es, func(a, b CatalogEntry) int {
+			va, ea := semver.StrictNewVersion(a.Version)
+			vb, eb := semver.StrictNewVersion(b.Version)
+			switch {
+			case ea != nil || eb != nil:
+				return boolCmp(ea != nil, eb != nil)
+			}
+			return vb.Compare(va)
+		})
+	}
+}
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// Versions checks the index and returns its versions, at the archive URLs resolved
+// against base (located as HOST/PATH). Broken entries (a bad name, version, constraint or digest,
+// no URL, a version twice) are fatal diagnostics located at location and left out.
+func (x *CatalogIndex) Versions(origin plugin.Origin, base *url.URL, location string) ([]*Version, diag.List) {
+	var l diag.List
+	if x.APIVersion != IndexAPIVersion || x.Kind != IndexKind {
+		l.Errorf(location, 0, 0, "", "not a plugin catalog index: expected apiVersion %s and kind %s, found %q and %q", IndexAPIVersion, IndexKind, x.APIVersion, x.Kind)
+		return nil, l
+	}
+	var out []*Version
+	names := make([]string, 0, len(x.Entries))
+	for n := range x.Entries {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		seen := map[string]bool{}
+		for i, e := range x.Entries[name] {
+			field := fmt.Sprintf("entries.%s[%d]", name, i)
+			if msg := entryProblem(name, e); msg != "" {
+				l.Errorf(location, 0, 0, field, "%s", msg)
+				continue
+			}
+			if seen[e.Version] {
+				l.Errorf(location, 0, 0, field, "plugin %s@%s is listed twice in the index", name, e.Version)
+				continue
+			}
+			seen[e.Version] = true
+			ref, err := base.Parse(e.URLs[0])
+			if err != nil {
+				l.Errorf(location, 0, 0, field+".urls[0]", "invalid URL %q: %v", e.URLs[0], err)
+				continue
+			}
+			v := versionOf(&v1alpha1.Plugin{
+				Metadata: v1alpha1.PluginMetadata{Name: name, Version: e.Version, Description: e.Description},
+				Spec: v1alpha1.PluginSpec{
+					KubernetesVersion: e.KubernetesVersion, Requires: e.Requires,
+					Conflicts: e.Conflicts, After: e.After, Before: e.Before,
+				},
+			}, origin, locationOf(ref))
+			v.Digest, v.Ref = e.Digest, ref
+			out = append(out, v)
+		}
+	}
+	return out, l
+}
+
+// locationOf names a downloaded package in diagnostics and listings: the archive's
+// URL without its scheme, since diagnostics join file names to it as a path.
+func locationOf(u *url.URL) string { return u.Host + u.Path }
+
+// entryProblem says what is wrong with an entry; "" when nothing.
+func entryProblem(name string, e CatalogEntry) string {
+	if !plugin.NameRE.MatchString(name) || len(name) > 63 {
+		return fmt.Sprintf("plugin name %q is not a DNS label", name)
+	}
+	if _, err := semver.StrictNewVersion(e.Version); err != nil {
+		return fmt.Sprintf("plugin %s: version %q is not a semantic version", name, e.Version)
+	}
+	if e.KubernetesVersion != "" {
+		if _, err := semver.NewConstraint(e.KubernetesVersion); err != nil {
+			return fmt.Sprintf("plugin %s@%s: kubernetesVersion %q is not a version constraint", name, e.Version, e.KubernetesVersion)
+		}
+	}
+	for _, r := range e.Requires {
+		if !plugin.NameRE.MatchString(r.Name) {
+			return fmt.Sprintf("plugin %s@%s requires %q, which is not a plugin name", name, e.Version, r.Name)
+		}
+		if r.Version != "" {
+			if _, err := semver.NewConstraint(r.Version); err != nil {
+				return fmt.Sprintf("plugin %s@%s requires %s %q, which is not a version constraint", name, e.Version, r.Name, r.Version)
+			}
+		}
+	}
+	if !digestRE.MatchString(e.Digest) {
+		return fmt.Sprintf("plugin %s@%s: digest %q is not sha256: and 64 hex digits", name, e.Version, e.Digest)
+	}
+	if len(e.URLs) == 0 || e.URLs[0] == "" {
+		return fmt.Sprintf("plugin %s@%s has no URL", name, e.Version)
+	}
+	return ""
+}
+
+// CheckCatalogURL checks the URL of a catalog's index: https, or plain http to a
+// loopback address (a local test server). OCI catalogs are not served yet.
+func CheckCatalogURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("invalid catalog URL %q: %w", raw, err)
+	}
+	switch {
+	case u.Scheme == "oci":
+		return fmt.Errorf("catalog %s: OCI catalogs are not supported by this version of kubeplug; use an https:// index", raw)
+	case u.Scheme == "https" && u.Host != "":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	case u.Scheme == "http":
+		return fmt.Errorf("catalog %s: plain http is accepted for loopback addresses only; use https", raw)
+	}
+	return fmt.Errorf("catalog %q: expected an https:// URL of an %s", raw, IndexFile)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// HTTPOptions configure an HTTP catalog.
+type HTTPOptions struct {
+	// Client makes the requests; http.DefaultClient when nil (its TLS roots are the
+	// system's, or $SSL_CERT_FILE's).
+	Client *http.Client
+	// Timeout bounds each request; DefaultHTTPTimeout when zero.
+	Timeout time.Duration
+	// Cache, when set, keeps downloaded archives by digest and serves them again
+	// without the network (see [Cache]).
+	Cache *Cache
+}
+
+// httpCatalog is a catalog served over HTTP(S): an index.yaml and archives.
+type httpCatalog struct {
+	origin plugin.Origin
+	index  string
+	opts   HTTPOptions
+}
+
+// HTTPCatalog returns the catalog whose index is at indexURL (an index.yaml, see
+// [CatalogIndex]) as a source of the given origin (usually [OriginCatalog]). List
+// downloads the index only; Fetch downloads the archive of a picked version, unpacks
+// it with the checks of [archive.Extract] and loads it; [Index.Fetch] then refuses a
+// package whose digest or resolver fields differ from the index entry, naming both.
+func HTTPCatalog(origin plugin.Origin, indexURL string, opts HTTPOptions) Source {
+	if opts.Client == nil {
+		opts.Client = http.DefaultClient
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultHTTPTimeout
+	}
+	return &httpCatalog{origin: origin, index: indexURL, opts: opts}
+}
+
+// String names the source in logs.
+func (s *httpCatalog) String() string { return s.origin.Name + " " + s.index }
+
+// List implements [Source].
+func (s *httpCatalog) List(ctx context.Context) ([]*Version, diag.List) {
+	var l diag.List
+	if err := CheckCatalogURL(s.index); err != nil {
+		l.Errorf(s.index, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	base, err := url.Parse(s.index)
+	if err != nil {
+		l.Errorf(s.index, 0, 0, "", "invalid catalog URL: %v", err)
+		return nil, l
+	}
+	data, err := s.get(ctx, s.index, MaxIndexSize)
+	if err != nil {
+		l.Errorf(s.index, 0, 0, "", "cannot read the catalog index: %v", err)
+		return nil, l
+	}
+	var x CatalogIndex
+	if err := yaml.Unmarshal(data, &x); err != nil {
+		l.Errorf(s.index, 0, 0, "", "cannot decode the catalog index: %v", err)
+		return nil, l
+	}
+	return x.Versions(s.origin, base, s.index)
+}
+
+// Fetch implements [Source].
+func (s *httpCatalog) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag.List) {
+	var l diag.List
+	u, ok := v.Ref.(*url.URL)
+	if !ok {
+		l.Errorf(v.Location, 0, 0, "", "plugin %s was not listed by the catalog %s", v.ID(), s.index)
+		return nil, l
+	}
+	// A cached archive is used when it still gives the announced digest; one that
+	// does not (corrupted on disk) is dropped and downloaded again.
+	if data, err := s.opts.Cache.Get(v.Digest); err == nil {
+		if pkg, pl := s.load(data, v); pkg != nil && pkg.Digest == v.Digest && !pl.HasFatal() {
+			return pkg, pl
+		}
+		s.opts.Cache.Remove(v.Digest)
+	}
+	data, err := s.get(ctx, u.String(), plugin.MaxPackageSize)
+	if err != nil {
+		l.Errorf(v.Location, 0, 0, "", "cannot download plugin %s: %v", v.ID(), err)
+		return nil, l
+	}
+	pkg, pl := s.load(data, v)
+	if pkg != nil && pkg.Digest == v.Digest && !pl.HasFatal() {
+		if err := s.opts.Cache.Put(v.Digest, data); err != nil {
+			pl.Warnf(v.Location, 0, 0, "", "cannot cache plugin %s: %v", v.ID(), err)
+		}
+	}
+	return pkg, pl
+}
+
+// load unpacks and loads a downloaded archive.
+func (s *httpCatalog) load(data []byte, v *Version) (*plugin.Package, diag.List) {
+	fsys, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
+	if err != nil {
+		var l diag.List
+		l.Errorf(v.Location, 0, 0, "", "cannot unpack plugin %s: %v", v.ID(), err)
+		return nil, l
+	}
+	return plugin.Load(fsys, s.origin, v.Location)
+}
+
+// get reads url whole, at most limit bytes, within the timeout.
+func (s *httpCatalog) get(ctx context.Context, u string, limit int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.opts.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("GET %s: more than %d bytes", u, limit)
+	}
+	return data, nil
+}
