@@ -72,7 +72,7 @@ spec:
 	}
 	plan := func() string {
 		t.Helper()
-		doc, l := action.NewPlan(cfg).Run(ctx, file)
+		doc, l := action.NewPlan(cfg).Run(ctx, load(t, file))
 		if l.HasFatal() || doc == nil {
 			t.Fatalf("plan: %v", l)
 		}
