@@ -75,8 +75,8 @@ func newDiffCmd(o *options) *cobra.Command {
 		Use:   "diff -f cluster.yaml (--against DIR | --live)",
 		Short: "Show what a re-render would change, or how the cluster drifted from the file",
 		Long: `With --against DIR, render the cluster in memory and print a unified diff against
-DIR, a previous 'kubeplug render'. Nothing is written. Sensitive values are *** on
-both sides.
+DIR, a previous 'kubeplug render' (a directory without render's .kubeplug-render
+marker is refused). Nothing is written. Sensitive values are *** on both sides.
 
 With --live, compare every object the file's plugins would apply with the cluster
 your kubeconfig points at: the API server dry-runs a server-side apply of each

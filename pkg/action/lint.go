@@ -2,9 +2,12 @@ package action
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 
+	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/source"
@@ -41,6 +44,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			for _, v := range vs {
 				pkg, pl := src.Fetch(ctx, v)
 				l = append(l, pl...)
+				lintDigests(pkg, &l)
 				if pkg != nil {
 					n++
 				}
@@ -52,8 +56,9 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 		}
 		if _, err := os.Stat(filepath.Join(dir, plugin.ManifestFile)); err == nil {
 			a.cfg.logger().Debug("linting plugin", "dir", dir)
-			_, pl := plugin.Load(os.DirFS(dir), plugin.OriginUser, filepath.Clean(dir))
+			pkg, pl := plugin.Load(os.DirFS(dir), plugin.OriginUser, filepath.Clean(dir))
 			l = append(l, pl...)
+			lintDigests(pkg, &l)
 			n++
 			continue
 		}
@@ -67,6 +72,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 		for _, v := range vs {
 			pkg, pl := src.Fetch(ctx, v)
 			l = append(l, pl...)
+			lintDigests(pkg, &l)
 			if pkg != nil {
 				n++
 			}
@@ -74,6 +80,42 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 	}
 	l.Sort()
 	return n, l
+}
+
+// lintDigests checks every executable pin of pkg (spec.runtime.sha256, an exec
+// check's sha256) against the file the package holds, as the runtimes will
+// before they run it: a pin that cannot match is a lint error, not a surprise
+// at the first run.
+func lintDigests(pkg *plugin.Package, l *diag.List) {
+	if pkg == nil || pkg.Manifest == nil {
+		return
+	}
+	check := func(ptr, ref, pin string) {
+		if pin == "" || ref == "" {
+			return
+		}
+		name, err := plugin.CleanRef(ref)
+		if err != nil {
+			return // reported by Load
+		}
+		if _, err := proc.Verified(pkg.FS, name, pin); err != nil {
+			file, line, col, field := pkg.ManifestPos(ptr)
+			if de, ok := errors.AsType[*proc.DigestError](err); ok {
+				l.Errorf(file, line, col, field, "sha256 %s does not match %s, whose sha256 is %s", de.Expected, ref, de.Actual)
+				return
+			}
+			l.Errorf(file, line, col, field, "cannot check the sha256 of %s: %v", ref, err)
+		}
+	}
+	s := pkg.Manifest.Spec
+	if r := s.Runtime; r != nil && len(r.Command) > 0 {
+		check("/spec/runtime/sha256", r.Command[0], r.SHA256)
+	}
+	for i, c := range s.Validate {
+		if c.Exec != nil && len(c.Exec.Command) > 0 {
+			check("/spec/validate/"+strconv.Itoa(i)+"/exec/sha256", c.Exec.Command[0], c.Exec.SHA256)
+		}
+	}
 }
 
 func unwrapPathErr(err error) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/render"
@@ -85,6 +87,9 @@ func marshal(v any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// maxRenderedFile bounds a file of a previous render that diff reads.
+const maxRenderedFile = 64 << 20
+
 // Diff compares what a render would write with a directory.
 type Diff struct {
 	render *Render
@@ -97,6 +102,13 @@ func NewDiff(cfg *Config) *Diff { return &Diff{render: NewRender(cfg)} }
 // nothing would change). Both sides are redacted renders, so no sensitive value
 // can appear.
 func (a *Diff) Run(ctx context.Context, cl *config.Cluster, dir string) (string, diag.List) {
+	// Only a directory that render wrote: anything else would be printed into
+	// the diff (a home directory, /etc).
+	if fi, err := os.Lstat(filepath.Join(dir, render.MarkerFile)); err != nil || !fi.Mode().IsRegular() {
+		var l diag.List
+		l.Errorf(dir, 0, 0, "", "refusing to compare with %s: it has no %s, so it is not a directory that kubeplug render wrote", dir, render.MarkerFile)
+		return "", l
+	}
 	files, l := a.render.Files(ctx, cl)
 	if l.HasFatal() {
 		return "", l
@@ -117,9 +129,12 @@ func (a *Diff) Run(ctx context.Context, cl *config.Cluster, dir string) (string,
 		if rel == render.MarkerFile {
 			return nil
 		}
-		b, err := os.ReadFile(p)
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is a %s; a render holds regular files only", rel, d.Type())
+		}
+		b, err := bounded.ReadFile(p, maxRenderedFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", rel, err)
 		}
 		old[rel] = b
 		return nil
