@@ -36,7 +36,7 @@ var Layers = []Layer{
 	},
 	{
 		Name:     "inputs",
-		Prefixes: []string{"pkg/source", "pkg/config"},
+		Prefixes: []string{"pkg/source", "pkg/config", "pkg/lock"},
 		Why:      "where packages come from and the cluster file that picks them",
 	},
 	{

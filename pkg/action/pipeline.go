@@ -125,6 +125,10 @@ var resolveStep = step{"resolve", func(ctx context.Context, r *run) diag.List {
 		_ = rs.Close() // nothing has run yet
 		return l
 	}
+	if ll := checkLock(r.cluster, plan); ll.HasFatal() {
+		_ = rs.Close()
+		return append(l, ll...)
+	}
 	r.engine, r.plan, r.runtimes = e, plan, rs
 	return l
 }}

@@ -1,0 +1,95 @@
+package action
+
+import (
+	"context"
+	"strings"
+
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/lock"
+)
+
+// checkLock refuses a plan whose plugins' locked versions changed digest, when the
+// cluster file has a kubeplug.lock beside it.
+func checkLock(cl *config.Cluster, plan *engine.Plan) diag.List {
+	var l diag.List
+	if cl == nil || cl.File == "" {
+		return nil
+	}
+	path := lock.PathFor(cl.File)
+	lf, err := lock.Read(path)
+	if err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return l
+	}
+	for _, p := range plan.Plugins {
+		if msg := lf.Mismatch(p.Package.Name, p.Package.Version.String(), p.Package.Digest); msg != "" {
+			l.Errorf(path, 0, 0, "", "%s", msg)
+		}
+	}
+	return l
+}
+
+// Lock resolves a cluster and pins every plugin it picked in kubeplug.lock beside
+// the cluster file.
+type Lock struct {
+	cfg *Config
+	// Locked fails, writing nothing, when the lock file would change.
+	Locked bool
+}
+
+// NewLock returns a Lock action.
+func NewLock(cfg *Config) *Lock { return &Lock{cfg: cfg} }
+
+// LockResult is what [Lock.Run] did.
+type LockResult struct {
+	File string `json:"file"`
+	// Changes say how the lock file changed (or would have, with Locked).
+	Changes []string   `json:"changes"`
+	Lock    *lock.File `json:"lock"`
+}
+
+// Run resolves cl (the plan step, nothing deployed) and writes the lock file; with
+// Locked, a lock file that would change is an error listing the changes. A locked
+// version whose digest changed is refused by the resolution itself.
+func (a *Lock) Run(ctx context.Context, cl *config.Cluster) (*LockResult, diag.List) {
+	var l diag.List
+	if cl == nil || cl.File == "" {
+		l.Errorf("", 0, 0, "", "kubeplug lock needs a cluster file (-f): the lock file is written beside it")
+		return nil, l
+	}
+	path := lock.PathFor(cl.File)
+	old, err := lock.Read(path)
+	if err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	doc, pl := NewPlan(a.cfg).Run(ctx, cl)
+	l = append(l, pl...)
+	if doc == nil || l.HasFatal() {
+		return nil, l
+	}
+	entries := make([]lock.Entry, 0, len(doc.Plugins))
+	for _, p := range doc.Plugins {
+		entries = append(entries, lock.Entry{Name: p.Name, Version: p.Version, Source: p.Origin, Digest: p.Digest})
+	}
+	cur := lock.New(entries)
+	res := &LockResult{File: path, Changes: old.Diff(cur), Lock: cur}
+	if old == nil {
+		res.Changes = []string{"no lock file yet"}
+	}
+	if old.Equal(cur) {
+		res.Changes = nil
+		return res, l
+	}
+	if a.Locked {
+		l.Errorf(path, 0, 0, "", "the lock file would change (--locked): %s", strings.Join(res.Changes, "; "))
+		return nil, l
+	}
+	if err := cur.Write(path); err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	return res, l
+}

@@ -1,0 +1,168 @@
+package lock
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// FileName is the lock file's name, beside the cluster file.
+const FileName = "kubeplug.lock"
+
+// APIVersion and Kind identify a lock file.
+const (
+	APIVersion = "kubeplug.dev/v1alpha1"
+	Kind       = "PluginLock"
+)
+
+// maxSize bounds a lock file.
+const maxSize = 4 << 20
+
+// File is a lock file's content.
+type File struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Plugins are the pinned plugins, sorted by name.
+	Plugins []Entry `json:"plugins"`
+}
+
+// Entry pins one resolved plugin.
+type Entry struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Source is the origin the package came from (builtin, contrib, catalog, user).
+	Source string `json:"source"`
+	// Digest is the package digest.
+	Digest string `json:"digest"`
+}
+
+// PathFor returns the lock file's path for a cluster file.
+func PathFor(clusterFile string) string {
+	return filepath.Join(filepath.Dir(clusterFile), FileName)
+}
+
+// New returns a lock file of the entries, sorted.
+func New(entries []Entry) *File {
+	es := slices.Clone(entries)
+	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	return &File{APIVersion: APIVersion, Kind: Kind, Plugins: es}
+}
+
+// Read reads the lock file at path; nil and no error when there is none.
+func Read(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lock file %s: %w", path, err)
+	}
+	if len(data) > maxSize {
+		return nil, fmt.Errorf("read lock file %s: larger than %d bytes", path, maxSize)
+	}
+	var f File
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("decode lock file %s: %w", path, err)
+	}
+	if f.APIVersion != APIVersion || f.Kind != Kind {
+		return nil, fmt.Errorf("lock file %s: expected apiVersion %s and kind %s", path, APIVersion, Kind)
+	}
+	return &f, nil
+}
+
+// Encode returns the file's bytes, the same for the same entries.
+func (f *File) Encode() ([]byte, error) {
+	b, err := yaml.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("encode lock file: %w", err)
+	}
+	return append([]byte("# Written by kubeplug lock. Pins every resolved plugin by version and digest.\n"), b...), nil
+}
+
+// Equal reports whether two lock files pin the same plugins.
+func (f *File) Equal(g *File) bool {
+	if f == nil || g == nil {
+		return f == g
+	}
+	return slices.Equal(f.Plugins, g.Plugins)
+}
+
+// Diff describes how g differs from f, one line per plugin, sorted.
+func (f *File) Diff(g *File) []string {
+	old, cur := map[string]Entry{}, map[string]Entry{}
+	if f != nil {
+		for _, e := range f.Plugins {
+			old[e.Name] = e
+		}
+	}
+	if g != nil {
+		for _, e := range g.Plugins {
+			cur[e.Name] = e
+		}
+	}
+	var out []string
+	for n, o := range old {
+		c, ok := cur[n]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s %s would be removed", n, o.Version))
+		case c != o:
+			out = append(out, fmt.Sprintf("%s %s (%s, %s) would become %s (%s, %s)", n, o.Version, o.Source, o.Digest, c.Version, c.Source, c.Digest))
+		}
+	}
+	for n, c := range cur {
+		if _, ok := old[n]; !ok {
+			out = append(out, fmt.Sprintf("%s %s would be added", n, c.Version))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Write writes f to path atomically.
+func (f *File) Write(path string) error {
+	data, err := f.Encode()
+	if err != nil {
+		return err
+	}
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+FileName+".*")
+	if err != nil {
+		return fmt.Errorf("write lock file %s: %w", path, err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("write lock file %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write lock file %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("write lock file %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// Mismatch returns, for a resolved plugin, why the lock refuses it: its locked
+// version has another digest. "" when the lock does not pin that version or agrees.
+func (f *File) Mismatch(name, version, digest string) string {
+	if f == nil {
+		return ""
+	}
+	for _, e := range f.Plugins {
+		if e.Name == name && e.Version == version && e.Digest != digest {
+			return fmt.Sprintf("plugin %s@%s has digest %s, but %s pins %s (from %s): the package changed under the same version; if that is intended, run kubeplug lock", name, version, digest, FileName, e.Digest, e.Source)
+		}
+	}
+	return ""
+}
