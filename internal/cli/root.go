@@ -44,8 +44,10 @@ type options struct {
 	catalogs   []string
 	contribDir string
 	noBuiltin  bool
-	verbose    int
-	getenv     func(string) (string, bool)
+	// allowValuesOutside lets valuesFrom read outside the cluster file's directory.
+	allowValuesOutside bool
+	verbose            int
+	getenv             func(string) (string, bool)
 }
 
 // config returns the shared action configuration.
@@ -67,6 +69,8 @@ func (o *options) initConfig() {
 		Catalogs:   o.catalogs,
 		NoBuiltin:  o.noBuiltin,
 		Env:        o.getenv,
+
+		AllowValuesOutside: o.allowValuesOutside,
 	}
 }
 
@@ -147,6 +151,7 @@ spec.plugins.sources.`,
 	pf.StringArrayVar(&o.catalogs, "catalog", nil, "the https:// URL of a plugin catalog's index.yaml (repeatable)")
 	pf.StringVar(&o.contribDir, "contrib-dir", o.contribDir, "the contrib plugin directory (default $KUBEPLUG_CONTRIB_DIR)")
 	pf.BoolVar(&o.noBuiltin, "no-builtin", false, "leave the built-in plugins out")
+	pf.BoolVar(&o.allowValuesOutside, "allow-values-outside", false, "let valuesFrom read files outside the cluster file's directory")
 	pf.CountVarP(&o.verbose, "verbose", "v", "log more: -v for progress, -vv for debugging")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.MarkPersistentFlagDirname("plugin-dir")

@@ -34,6 +34,9 @@ type Config struct {
 	NoBuiltin bool
 	// Env looks up environment variables for valuesFrom; os.LookupEnv when nil.
 	Env config.Env
+	// AllowValuesOutside lets valuesFrom read files outside the cluster file's
+	// directory (--allow-values-outside).
+	AllowValuesOutside bool
 	// InProcess are in-process Go plugins, by plugin name (runtime.Options.InProcess).
 	InProcess map[string]stage.Runtime
 	// PluginTimeout, when positive, overrides every plugin's spec.runtime.timeout

@@ -118,7 +118,7 @@ var resolveStep = step{"resolve", func(ctx context.Context, r *run) diag.List {
 		return l
 	}
 	rs := runtime.NewResolver(runtime.Options{Logger: c.logger(), Timeout: c.PluginTimeout, InProcess: c.InProcess})
-	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), Redact: r.redact, Runtimes: rs, Progress: c.Progress})
+	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), AllowValuesOutside: c.AllowValuesOutside, Redact: r.redact, Runtimes: rs, Progress: c.Progress})
 	plan, pl := e.Plan(ctx, r.cluster, idx)
 	l = append(l, pl...)
 	if plan == nil {

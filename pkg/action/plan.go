@@ -95,7 +95,7 @@ func (a *Plan) Upgrade(ctx context.Context, cl *config.Cluster, target *semver.V
 	}
 	rs := runtime.NewResolver(runtime.Options{Logger: a.cfg.logger(), Timeout: a.cfg.PluginTimeout, InProcess: a.cfg.InProcess})
 	defer func() { _ = rs.Close() }() // only the plan is made: no stage runs
-	e := engine.New(engine.Options{Logger: a.cfg.logger(), Env: a.cfg.env(), Redact: true, Runtimes: rs})
+	e := engine.New(engine.Options{Logger: a.cfg.logger(), Env: a.cfg.env(), AllowValuesOutside: a.cfg.AllowValuesOutside, Redact: true, Runtimes: rs})
 	now, pl := e.Plan(ctx, cl, idx)
 	l = append(l, pl...)
 	if now == nil {

@@ -69,7 +69,7 @@ func (a *Show) Run(ctx context.Context, ref string) (*PluginDetail, diag.List) {
 				continue
 			}
 			d.Enabled = true
-			v, vl := cl.Values(i, pkg, a.cfg.env())
+			v, vl := cl.ValuesWith(i, pkg, config.ValuesOptions{Env: a.cfg.env(), AllowOutside: a.cfg.AllowValuesOutside})
 			l = append(l, vl...)
 			d.Values = v.Redacted()
 			for pool, pv := range v.Pools {

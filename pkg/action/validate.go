@@ -53,7 +53,7 @@ func (a *Validate) Run(ctx context.Context, cl *config.Cluster) (*ValidateResult
 		if pkg == nil {
 			continue
 		}
-		v, vl := cl.Values(i, pkg, a.cfg.env())
+		v, vl := cl.ValuesWith(i, pkg, config.ValuesOptions{Env: a.cfg.env(), AllowOutside: a.cfg.AllowValuesOutside})
 		l = append(l, vl...)
 		vp := ValidatedPlugin{PluginInfo: info(pkg), Values: v.Redacted()}
 		vp.Enabled = true

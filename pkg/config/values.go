@@ -94,6 +94,21 @@ type layer struct {
 // spec.plugins.enabled, whose package is pkg. env resolves valuesFrom variables
 // (os.LookupEnv when nil).
 func (c *Cluster) Values(i int, pkg *plugin.Package, env Env) (*Values, diag.List) {
+	return c.ValuesWith(i, pkg, ValuesOptions{Env: env})
+}
+
+// ValuesOptions configure ValuesWith.
+type ValuesOptions struct {
+	// Env resolves valuesFrom variables; os.LookupEnv when nil.
+	Env Env
+	// AllowOutside lets valuesFrom read files outside the cluster file's
+	// directory, as Cluster.AllowValuesOutside does (either allows it).
+	AllowOutside bool
+}
+
+// ValuesWith is Values with options.
+func (c *Cluster) ValuesWith(i int, pkg *plugin.Package, opts ValuesOptions) (*Values, diag.List) {
+	env := opts.Env
 	if env == nil {
 		env = os.LookupEnv
 	}
@@ -109,7 +124,7 @@ func (c *Cluster) Values(i int, pkg *plugin.Package, env Env) (*Values, diag.Lis
 		vp := ptr + "/valuesFrom/" + strconv.Itoa(j)
 		if vf.File != "" {
 			file := c.path(vf.File)
-			if where, out := c.outside(file); out && !c.AllowValuesOutside {
+			if where, out := c.outside(file); out && !c.AllowValuesOutside && !opts.AllowOutside {
 				c.doc.Errorf(&l, vp+"/file", "values file %s is outside the cluster file's directory %s%s; "+
 					"move it there, or allow reading values from anywhere with --allow-values-outside", file, c.Dir, where)
 				continue

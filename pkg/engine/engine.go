@@ -28,6 +28,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Env resolves valuesFrom environment variables; os.LookupEnv when nil.
 	Env config.Env
+	// AllowValuesOutside lets valuesFrom read files outside the cluster file's
+	// directory (config.Cluster.AllowValuesOutside).
+	AllowValuesOutside bool
 	// Redact renders with every plugin's sensitive values replaced by "***": for
 	// files meant for review and version control. Deploying needs the real values.
 	Redact bool
@@ -167,7 +170,7 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 			p := &Planned{Package: pkg, Wave: w}
 			var scope []string
 			if i, ok := refIndex[pkg.Name]; ok {
-				v, vl := cl.Values(i, pkg, e.opts.Env)
+				v, vl := cl.ValuesWith(i, pkg, config.ValuesOptions{Env: e.opts.Env, AllowOutside: e.opts.AllowValuesOutside})
 				l = append(l, vl...)
 				p.Values = v
 				for _, np := range cl.Enabled()[i].NodePools {
