@@ -90,6 +90,22 @@ spec:
 	if got := plan(); got != "lib@1.1.0 app@1.0.0" && got != "app@1.0.0 lib@1.1.0" {
 		t.Fatalf("after publishing lib 1.1.0, planned %s", got)
 	}
+
+	// With a lock file and a warm cache, the catalog may be unreachable.
+	if res, l := action.NewLock(cfg).Run(ctx, load(t, file)); res == nil {
+		t.Fatalf("lock: %v", l)
+	}
+	srv.Close()
+	if got := plan(); got != "lib@1.1.0 app@1.0.0" && got != "app@1.0.0 lib@1.1.0" {
+		t.Fatalf("offline, planned %s", got)
+	}
+	// Without the lock file, an unreachable catalog is an error naming it.
+	if err := os.Remove(filepath.Join(work, "kubeplug.lock")); err != nil {
+		t.Fatal(err)
+	}
+	if _, l := action.NewPlan(cfg).Run(ctx, load(t, file)); !l.HasFatal() || !strings.Contains(l.String(), srv.URL+"/index.yaml: cannot read the catalog index") {
+		t.Fatalf("offline without a lock file: %v", l)
+	}
 }
 
 // TestCatalogIndexRefusesDuplicates checks two archives of one name and version are

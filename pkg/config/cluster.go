@@ -17,6 +17,7 @@ import (
 	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/lock"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/source"
@@ -235,7 +236,27 @@ func (c *Cluster) Sources() []source.Source {
 		case s.Dir != "":
 			out = append(out, source.Path(plugin.OriginUser, c.path(s.Dir)))
 		case s.Catalog != "":
-			out = append(out, source.HTTPCatalog(source.OriginCatalog, s.Catalog, source.HTTPOptions{Cache: source.DefaultCache()}))
+			out = append(out, source.HTTPCatalog(source.OriginCatalog, s.Catalog, source.HTTPOptions{Cache: source.DefaultCache(), Pinned: c.pinned()}))
+		}
+	}
+	return out
+}
+
+// pinned returns the digests the lock file beside the file pins for catalogs, so that
+// a catalog that cannot be reached is listed from the cache; none without a lock
+// file (a broken one is reported when plans check it).
+func (c *Cluster) pinned() []string {
+	if c.File == "" {
+		return nil
+	}
+	lf, err := lock.Read(lock.PathFor(c.File))
+	if err != nil || lf == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range lf.Plugins {
+		if e.Source == source.OriginCatalog.Name {
+			out = append(out, e.Digest)
 		}
 	}
 	return out

@@ -225,6 +225,10 @@ type HTTPOptions struct {
 	// Cache, when set, keeps downloaded archives by digest and serves them again
 	// without the network (see [Cache]).
 	Cache *Cache
+	// Pinned are package digests (a lock file's) that may be listed from the cache
+	// alone when the index cannot be read: with a lock file and a warm cache, a
+	// catalog works offline. Each is listed with the manifest of its cached archive.
+	Pinned []string
 }
 
 // httpCatalog is a catalog served over HTTP(S): an index.yaml and archives.
@@ -266,6 +270,10 @@ func (s *httpCatalog) List(ctx context.Context) ([]*Version, diag.List) {
 	}
 	data, err := s.get(ctx, s.index, MaxIndexSize)
 	if err != nil {
+		if vs := s.pinned(); len(vs) > 0 && ctx.Err() == nil {
+			l.Warnf(s.index, 0, 0, "", "cannot read the catalog index (%v); listing the %d locked packages found in the cache", err, len(vs))
+			return vs, l
+		}
 		l.Errorf(s.index, 0, 0, "", "cannot read the catalog index: %v", err)
 		return nil, l
 	}
@@ -275,6 +283,34 @@ func (s *httpCatalog) List(ctx context.Context) ([]*Version, diag.List) {
 		return nil, l
 	}
 	return x.Versions(s.origin, base, s.index)
+}
+
+// pinned lists the pinned packages whose archives are in the cache and still give
+// their digest.
+func (s *httpCatalog) pinned() []*Version {
+	var out []*Version
+	for _, d := range s.opts.Pinned {
+		data, err := s.opts.Cache.Get(d)
+		if err != nil {
+			continue
+		}
+		fsys, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
+		if err != nil {
+			continue
+		}
+		if got, err := plugin.Digest(fsys); err != nil || got != d {
+			continue
+		}
+		loc := "cache/" + d
+		m, ml := plugin.ReadManifest(fsys, loc)
+		if m == nil || ml.HasFatal() {
+			continue
+		}
+		v := versionOf(m.Plugin, s.origin, loc)
+		v.Digest, v.Ref = d, &url.URL{Scheme: "cache", Opaque: d}
+		out = append(out, v)
+	}
+	return out
 }
 
 // Fetch implements [Source].
