@@ -1,0 +1,73 @@
+package provider_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+)
+
+// stub is a provider that does nothing, for the registry's tests.
+type stub struct{ cfg provider.Config }
+
+func (*stub) Up(context.Context, *provider.Desired) (*provider.Running, error) { return nil, nil }
+func (*stub) AfterDeploy(context.Context) error                               { return nil }
+func (*stub) Down(context.Context, bool) error                                 { return nil }
+
+func init() {
+	provider.Register("local", func(cfg provider.Config) (provider.Provider, error) { return &stub{cfg: cfg}, nil })
+}
+
+func TestNameOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec *v1alpha1.Provider
+		want string
+		err  string
+	}{
+		{name: "none", want: provider.DefaultName},
+		{name: "empty", spec: &v1alpha1.Provider{}, want: provider.DefaultName},
+		{name: "local", spec: &v1alpha1.Provider{Local: &v1alpha1.LocalProvider{}}, want: "local"},
+		{name: "aws", spec: &v1alpha1.Provider{AWS: &v1alpha1.AWSProvider{}}, want: "aws"},
+		{name: "two", spec: &v1alpha1.Provider{Local: &v1alpha1.LocalProvider{}, AWS: &v1alpha1.AWSProvider{}}, err: "spec.provider sets aws and local: expected exactly one provider"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := provider.NameOf(tc.spec)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("NameOf = %q, %v; want error %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("NameOf = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	p, err := provider.New(provider.Config{ClusterName: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := p.(*stub); !ok || s.cfg.ClusterName != "demo" {
+		t.Errorf("New without spec.provider = %#v, want the default provider's, with the config", p)
+	}
+	// An unknown provider names the ones this binary knows.
+	_, err = provider.New(provider.Config{ClusterName: "demo", Spec: &v1alpha1.Provider{AWS: &v1alpha1.AWSProvider{}}})
+	if err == nil || err.Error() != `unknown provider "aws": this kubeplug knows local` {
+		t.Errorf("New(aws) error = %v", err)
+	}
+}
+
+func TestRegisterTwicePanics(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "local registered twice") {
+			t.Errorf("recover() = %v, want a panic naming local", r)
+		}
+	}()
+	provider.Register("local", nil)
+}
