@@ -48,10 +48,13 @@ func Closest(typed string, known []string) []string {
 }
 
 // MaxDistance is how many edits a name of typed's length may be away and still
-// be suggested: 1 up to four characters, 2 up to eight, 3 beyond.
+// be suggested: none up to two characters (every short name is one edit from
+// many), 1 up to five, 2 up to eight, 3 beyond.
 func MaxDistance(typed string) int {
 	switch n := len([]rune(typed)); {
-	case n <= 4:
+	case n <= 2:
+		return 0
+	case n <= 5:
 		return 1
 	case n <= 8:
 		return 2

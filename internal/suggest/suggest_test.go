@@ -46,8 +46,8 @@ func TestClosest(t *testing.T) {
 		{"metric-server", []string{"metrics-server"}},
 		{"cert-manger", []string{"cert-manager"}},
 		{"cert", []string{"cert-manager"}}, // a prefix
-		{"de", []string{"dex"}},
-		{"ne", []string{"new"}},
+		{"de", nil},                        // too short to guess
+		{"x", nil},
 		{"xyz", nil},
 		{"hallo", []string{"hello"}},
 		{"nwe", []string{"new"}},

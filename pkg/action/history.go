@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kubeplug/kubeplug/internal/suggest"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 )
@@ -33,10 +34,30 @@ func (a *History) Run(ctx context.Context, plugin string) ([]deploy.Revision, di
 		return nil, l
 	}
 	if len(h) == 0 {
-		l.Errorf("", 0, 0, "", "plugin %s is not installed in this cluster (it has no release record)", plugin)
+		l.Errorf("", 0, 0, "", "plugin %s is not installed in this cluster (it has no release record)%s", plugin, installedHint(ctx, d, plugin))
 		return nil, l
 	}
 	return h, l
+}
+
+// installedHint suggests the installed plugins whose names are closest to
+// plugin, which is not installed (see suggest.Hint); empty when none is close
+// or the release records cannot be listed.
+func installedHint(ctx context.Context, d *deploy.Deployer, plugin string) string {
+	invs, err := d.Inventories(ctx)
+	if err != nil {
+		return ""
+	}
+	return suggest.Hint(suggest.Closest(plugin, pluginNames(invs)))
+}
+
+// pluginNames are the names of the plugins records are of.
+func pluginNames(recs []*deploy.Record) []string {
+	names := make([]string, 0, len(recs))
+	for _, r := range recs {
+		names = append(names, r.Plugin)
+	}
+	return names
 }
 
 // connect returns a deployer for the cluster once its API server answers.

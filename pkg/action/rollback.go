@@ -2,8 +2,10 @@ package action
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/kubeplug/kubeplug/internal/suggest"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 )
@@ -47,6 +49,15 @@ func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag
 		return nil, l
 	}
 	defer unlock()
+	invs, err := d.Inventories(ctx)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	if names := pluginNames(invs); !slices.Contains(names, plugin) {
+		l.Errorf("", 0, 0, "", "plugin %s is not installed in this cluster%s", plugin, suggest.Hint(suggest.Closest(plugin, names)))
+		return nil, l
+	}
 	rec, err := d.Rollback(ctx, plugin, a.Revision)
 	if err != nil {
 		return nil, unitDiags(err)

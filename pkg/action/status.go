@@ -3,6 +3,7 @@ package action
 import (
 	"context"
 
+	"github.com/kubeplug/kubeplug/internal/suggest"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 )
@@ -82,7 +83,7 @@ func (a *Uninstall) Run(ctx context.Context, plugins ...string) ([]string, diag.
 	}
 	for _, p := range plugins {
 		if !installed[p] {
-			l.Errorf("", 0, 0, "", "plugin %s is not installed in this cluster", p)
+			l.Errorf("", 0, 0, "", "plugin %s is not installed in this cluster%s", p, suggest.Hint(suggest.Closest(p, pluginNames(invs))))
 		}
 	}
 	if l.HasFatal() {

@@ -3,9 +3,11 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/Masterminds/semver/v3"
@@ -153,6 +155,14 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 	}
 	res, err := resolve.Resolve(ctx, catalog(cat), req)
 	if err != nil {
+		// A plugin the cluster enables and no source provides (a typo, often)
+		// is pointed at in the file; other failures involve several plugins.
+		if me, ok := errors.AsType[*resolve.MissingError](err); ok && requestedByCluster(me.Wants) {
+			if i, ok := refIndex[me.Name]; ok {
+				cl.Errorf(&l, fmt.Sprintf("/spec/plugins/enabled/%d/name", i), "cannot resolve plugins: %v", err)
+				return nil, l
+			}
+		}
 		l.Errorf(cl.File, 0, 0, "spec.plugins", "cannot resolve plugins: %v", err)
 		return nil, l
 	}
@@ -213,9 +223,33 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 	return plan, l
 }
 
+// requestedByCluster reports whether the cluster file itself placed one of ws.
+func requestedByCluster(ws []resolve.Want) bool {
+	return slices.ContainsFunc(ws, func(w resolve.Want) bool { return w.By == resolve.RequestedBy })
+}
+
+// namedCatalog is a resolve.Catalog that lists its names too, so that the
+// resolver can suggest the closest to a missing one.
+type namedCatalog struct {
+	resolve.CatalogFunc
+	names func() []string
+}
+
+func (c namedCatalog) Names() []string { return c.names() }
+
 // catalog adapts a source catalog's listing to the resolver, each name once: the
-// resolver compares packages by pointer.
+// resolver compares packages by pointer. A catalog that lists its names (the
+// source index does) lists them to the resolver too.
 func catalog(cat source.Catalog) resolve.Catalog {
+	f := versions(cat)
+	if nl, ok := cat.(resolve.NameLister); ok {
+		return namedCatalog{CatalogFunc: f, names: nl.Names}
+	}
+	return f
+}
+
+// versions is the resolver's view of cat's versions.
+func versions(cat source.Catalog) resolve.CatalogFunc {
 	var cache sync.Map
 	return resolve.CatalogFunc(func(name string) []*resolve.Package {
 		if v, ok := cache.Load(name); ok {

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+
+	"github.com/kubeplug/kubeplug/internal/suggest"
 )
 
 // Sentinel errors, one per way resolution can fail. Every error Resolve
@@ -61,15 +63,21 @@ func joinWants(ws []Want) string {
 	return strings.Join(parts, "; ")
 }
 
-// MissingError reports a plugin that is required but that no source provides.
+// MissingError reports a plugin that is required but that no source provides,
+// with the closest names the catalog holds when it is a [NameLister]:
 //
-//	dex 1.4.0 requires cert-manager >=1.14, which no source provides
+//	dex 1.4.0 requires cert-manger >=1.14, which no source provides; did you mean "cert-manager"?
 type MissingError struct {
 	Name  string
 	Wants []Want // every constraint on Name at the time, in the order placed
+	// Suggestions are the catalog's names closest to Name, closest first;
+	// empty when none is close or the catalog cannot list its names.
+	Suggestions []string
 }
 
-func (e *MissingError) Error() string { return joinWants(e.Wants) + ", which no source provides" }
+func (e *MissingError) Error() string {
+	return joinWants(e.Wants) + ", which no source provides" + suggest.Hint(e.Suggestions)
+}
 
 // Is reports whether target is ErrMissing.
 func (e *MissingError) Is(target error) bool { return target == ErrMissing }

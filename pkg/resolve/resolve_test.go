@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -357,6 +358,20 @@ func TestResolveErrors(t *testing.T) {
 			wantIs:  ErrMissing,
 		},
 		{
+			name:    "enabled plugin misspelt",
+			pkgs:    []*Package{pkg("a 1.0.0"), pkg("dex 1.4.0"), pkg("dexter 1.0.0"), pkg("cert-manager 1.14.0")},
+			enabled: []string{"a", "dxe"},
+			wantErr: `cluster requires dxe, which no source provides; did you mean "dex"?`,
+			wantIs:  ErrMissing,
+		},
+		{
+			name:    "required plugin misspelt",
+			pkgs:    []*Package{pkg("dex 1.4.0", requires("cert-manger >=1.14")), pkg("cert-manager 1.14.0")},
+			enabled: []string{"dex"},
+			wantErr: `dex 1.4.0 requires cert-manger >=1.14, which no source provides; did you mean "cert-manager"?`,
+			wantIs:  ErrMissing,
+		},
+		{
 			name: "unsatisfiable between request and a dependency",
 			pkgs: []*Package{
 				pkg("cert-manager 1.14.0", requires("dex <2.0")),
@@ -515,6 +530,32 @@ func TestResolveErrors(t *testing.T) {
 			wantIs:  ErrOrder,
 		},
 	})
+}
+
+// TestMissingSuggestions checks that suggestions come only from a catalog that
+// lists its names, and are in the error's fields.
+func TestMissingSuggestions(t *testing.T) {
+	pkgs := []*Package{pkg("dex 1.4.0")}
+	req := Request{Enabled: []Requirement{{Name: "dxe"}}}
+	for _, tc := range []struct {
+		name string
+		cat  Catalog
+		want []string
+	}{
+		{"name lister", NewCatalog(pkgs...), []string{"dex"}},
+		{"versions only", CatalogFunc(NewCatalog(pkgs...).Versions), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Resolve(context.Background(), tc.cat, req)
+			var me *MissingError
+			if !errors.As(err, &me) {
+				t.Fatalf("err = %v, want a *MissingError", err)
+			}
+			if !slices.Equal(me.Suggestions, tc.want) {
+				t.Errorf("Suggestions = %q, want %q", me.Suggestions, tc.want)
+			}
+		})
+	}
 }
 
 func TestCycleErrorFields(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"sort"
 
 	"github.com/Masterminds/semver/v3"
+
+	"github.com/kubeplug/kubeplug/internal/suggest"
 )
 
 // Resolve picks one version of every enabled plugin and of everything those
@@ -513,7 +515,11 @@ func (s *solver) explainWants(st *nameState, ws []want) error {
 		}
 	}
 	if len(st.versions) == 0 {
-		return &MissingError{Name: st.name, Wants: pub}
+		e := &MissingError{Name: st.name, Wants: pub}
+		if nl, ok := s.cat.(NameLister); ok {
+			e.Suggestions = suggest.Closest(st.name, nl.Names())
+		}
+		return e
 	}
 	var sat []int
 	for i, p := range st.versions {

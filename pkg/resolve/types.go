@@ -2,6 +2,8 @@ package resolve
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/Masterminds/semver/v3"
@@ -57,6 +59,14 @@ type Catalog interface {
 	Versions(name string) []*Package
 }
 
+// NameLister is a [Catalog] that can list the names it holds. It is optional:
+// the resolver uses it only to suggest the names closest to a missing one in a
+// [MissingError].
+type NameLister interface {
+	// Names returns every plugin name the catalog holds, in any order.
+	Names() []string
+}
+
 // CatalogFunc adapts a function to a [Catalog].
 type CatalogFunc func(name string) []*Package
 
@@ -64,8 +74,9 @@ type CatalogFunc func(name string) []*Package
 func (f CatalogFunc) Versions(name string) []*Package { return f(name) }
 
 var (
-	_ Catalog = CatalogFunc(nil)
-	_ Catalog = (*MapCatalog)(nil)
+	_ Catalog    = CatalogFunc(nil)
+	_ Catalog    = (*MapCatalog)(nil)
+	_ NameLister = (*MapCatalog)(nil)
 )
 
 // MapCatalog is an in-memory [Catalog]. Build it with [NewCatalog]; it is
@@ -104,6 +115,9 @@ func NewCatalog(pkgs ...*Package) *MapCatalog {
 
 // Versions implements [Catalog].
 func (c *MapCatalog) Versions(name string) []*Package { return c.byName[name] }
+
+// Names implements [NameLister]: the names, sorted.
+func (c *MapCatalog) Names() []string { return slices.Sorted(maps.Keys(c.byName)) }
 
 // Request is what the cluster asks for.
 type Request struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
+	"github.com/kubeplug/kubeplug/internal/suggest"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 )
@@ -120,7 +121,7 @@ func (i *Index) All() []*Version {
 func (i *Index) Find(name, constraint string) (*Version, error) {
 	vs := i.byName[name]
 	if len(vs) == 0 {
-		return nil, fmt.Errorf("plugin %q not found in any source", name)
+		return nil, fmt.Errorf("plugin %q not found in any source%s", name, suggest.Hint(suggest.Closest(name, i.names)))
 	}
 	if constraint == "" {
 		return vs[0], nil
