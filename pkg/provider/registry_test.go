@@ -13,7 +13,7 @@ import (
 type stub struct{ cfg provider.Config }
 
 func (*stub) Up(context.Context, *provider.Desired) (*provider.Running, error) { return nil, nil }
-func (*stub) AfterDeploy(context.Context) error                               { return nil }
+func (*stub) AfterDeploy(context.Context) error                                { return nil }
 func (*stub) Down(context.Context, bool) error                                 { return nil }
 
 func init() {
