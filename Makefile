@@ -29,8 +29,19 @@ tools: $(GOLANGCI_LINT)
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
-unit: localcluster validators node-exporter
+unit: localcluster validators node-exporter fuzz
 	$(GO) test -timeout 30m ./...
+
+# Every parser of user input, fuzzed for a few seconds from its seed corpus (the
+# repository's examples plus internal/fuzzseed's hostile classes): enough to
+# catch a regression on the known edges while keeping CI time small.
+FUZZTIME ?= 3s
+FUZZ_TARGETS := ./internal/yamldoc:FuzzParse ./pkg/config:FuzzParseCluster \
+	./pkg/plugin:FuzzDecodeManifest ./pkg/archive:FuzzExtract
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 test: lint unit
 
