@@ -237,7 +237,8 @@ func downCmd(o *options, a *action.Down) *cobra.Command {
 runs), stop the control plane and the simulated nodes, and remove the cluster's
 context from your kubeconfig. The state directory (certificates, etcd data, the
 machines' roots, logs) is kept, so "kubeplug up" starts the same cluster again;
---purge deletes it. Nothing outside the state directory is touched.`,
+--purge deletes it, and fails when there is none. Nothing outside the state
+directory is touched.`,
 		Example: `  kubeplug down -f examples/quickstart/cluster.yaml
   kubeplug down -f examples/quickstart/cluster.yaml --purge`,
 		Args: cobra.NoArgs,

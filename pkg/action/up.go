@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"time"
 
@@ -262,6 +264,12 @@ func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.L
 	res := &DownResult{Cluster: name, Purged: a.Purge}
 	if s, ok := prov.(provider.Stateful); ok {
 		res.StateDir = s.StateDir()
+		// Purging nothing is most likely a wrong -f or --state-dir: say so
+		// rather than report a deletion that did not happen.
+		if _, err := os.Stat(res.StateDir); a.Purge && res.StateDir != "" && errors.Is(err, fs.ErrNotExist) {
+			l.Errorf("", 0, 0, "", "cluster %s has no state directory %s: nothing to purge (check -f and --state-dir)", name, res.StateDir)
+			return nil, l
+		}
 	}
 	var kubeconfig string
 	if loc, ok := prov.(provider.Locator); ok {
