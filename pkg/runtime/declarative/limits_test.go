@@ -43,7 +43,9 @@ func TestTemplateLimits(t *testing.T) {
 					break
 				}
 			}
-			if took := time.Since(start); took > 2*time.Second {
+			// The error proves the limit fired; this bound only catches a limit that
+			// fires after the work is done, generously, as CI machines are loaded.
+			if took := time.Since(start); took > 10*time.Second {
 				t.Errorf("took %s", took)
 			}
 			if te, ok := errors.AsType[*templateError](err); !ok || !strings.Contains(te.Msg, tc.want) {
