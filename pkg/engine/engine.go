@@ -163,6 +163,19 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 				return nil, l
 			}
 		}
+		// A version no constraint lets through, or a plugin a package requires
+		// that no source provides, is pointed at where the constraint is
+		// written: the cluster's entry, else the requiring plugin's manifest.
+		var ws []resolve.Want
+		key := "version"
+		if ue, ok := errors.AsType[*resolve.UnsatisfiableError](err); ok {
+			ws = ue.Wants
+		} else if me, ok := errors.AsType[*resolve.MissingError](err); ok {
+			ws, key = me.Wants, "name"
+		}
+		if locateWant(ctx, &l, cl, cat, refIndex, ws, key, err) {
+			return nil, l
+		}
 		l.Errorf(cl.File, 0, 0, "spec.plugins", "cannot resolve plugins: %v", err)
 		return nil, l
 	}
@@ -221,6 +234,62 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 	}
 	plan.others = pluginValues(plan)
 	return plan, l
+}
+
+// locateWant reports err at the first of ws that can be located: the
+// cluster's spec.plugins.enabled entry for a constraint the cluster placed,
+// else the requiring plugin's spec.requires entry in its plugin.yaml (fetching
+// that package, which the failed resolution has not done). key is the entry's
+// field at fault, "name" or "version"; an entry without a version is pointed
+// at by its name. It returns false, reporting nothing, when none can be located.
+func locateWant(ctx context.Context, l *diag.List, cl *config.Cluster, cat source.Catalog, refIndex map[string]int, ws []resolve.Want, key string, err error) bool {
+	for _, w := range ws {
+		if w.By != resolve.RequestedBy {
+			continue
+		}
+		if i, found := refIndex[w.Name]; found {
+			ptr := fmt.Sprintf("/spec/plugins/enabled/%d/%s", i, key)
+			if cl.Enabled()[i].Version == "" {
+				ptr = fmt.Sprintf("/spec/plugins/enabled/%d/name", i)
+			}
+			cl.Errorf(l, ptr, "cannot resolve plugins: %v", err)
+			return true
+		}
+	}
+	for _, w := range ws {
+		v, isVersion := packageVersion(w.Package)
+		if !isVersion {
+			continue
+		}
+		pkg, fl := cat.Fetch(ctx, v)
+		if pkg == nil || fl.HasFatal() {
+			continue
+		}
+		for j, r := range pkg.Manifest.Spec.Requires {
+			if r.Name != w.Name {
+				continue
+			}
+			ptr := fmt.Sprintf("/spec/requires/%d/%s", j, key)
+			if r.Version == "" {
+				ptr = fmt.Sprintf("/spec/requires/%d/name", j)
+			}
+			file, line, col, field := pkg.ManifestPos(ptr)
+			if line > 0 {
+				l.Errorf(file, line, col, field, "cannot resolve plugins: %v", err)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// packageVersion is the source listing behind a resolver package, if any.
+func packageVersion(p *resolve.Package) (*source.Version, bool) {
+	if p == nil {
+		return nil, false
+	}
+	v, ok := p.Source.(*source.Version)
+	return v, ok
 }
 
 // requestedByCluster reports whether the cluster file itself placed one of ws.

@@ -44,6 +44,9 @@ type Want struct {
 	Name string
 	// Constraint is nil when any version will do.
 	Constraint *semver.Constraints
+	// Package is the requiring package, nil when By is RequestedBy: what a
+	// caller needs to point at the requirement in that package's manifest.
+	Package *Package
 }
 
 // String returns "by requires name constraint".

@@ -558,6 +558,44 @@ func TestMissingSuggestions(t *testing.T) {
 	}
 }
 
+// TestWantPackage: every want in an error names the requiring package, by the
+// pointer the catalog returned, so that a caller can point at the requirement in
+// that package's manifest; the cluster's own wants name none.
+func TestWantPackage(t *testing.T) {
+	a := pkg("a 1.0.0", requires("b >=2.0", "ghost"))
+	cat := NewCatalog(a, pkg("b 1.0.0"))
+	for _, tc := range []struct {
+		name    string
+		enabled []Requirement
+		want    map[string]*Package // By -> Package
+	}{
+		{"unsatisfiable by a package", enable("a"), map[string]*Package{"a 1.0.0": a}},
+		{"unsatisfiable by the cluster", enable("b >=3.0"), map[string]*Package{"cluster": nil}},
+		{"missing", enable("a", "b"), map[string]*Package{"a 1.0.0": a}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Resolve(context.Background(), cat, Request{Enabled: tc.enabled})
+			var ws []Want
+			if ue, ok := errors.AsType[*UnsatisfiableError](err); ok {
+				ws = ue.Wants
+			} else if me, ok := errors.AsType[*MissingError](err); ok {
+				ws = me.Wants
+			} else {
+				t.Fatalf("err = %v, want an unsatisfiable or missing error", err)
+			}
+			if len(ws) != len(tc.want) {
+				t.Fatalf("Wants = %v, want %d", ws, len(tc.want))
+			}
+			for _, w := range ws {
+				p, ok := tc.want[w.By]
+				if !ok || w.Package != p {
+					t.Errorf("want %v: Package = %v, want %v", w, w.Package, p)
+				}
+			}
+		})
+	}
+}
+
 func TestCycleErrorFields(t *testing.T) {
 	cat := NewCatalog(pkg("b 1.0.0", requires("a")), pkg("a 1.0.0", requires("b")))
 	_, err := Resolve(context.Background(), cat, Request{Enabled: enable("b")})

@@ -512,6 +512,7 @@ func (s *solver) explainWants(st *nameState, ws []want) error {
 		pub[i] = Want{By: RequestedBy, Name: st.name, Constraint: w.c}
 		if w.by != nil {
 			pub[i].By = w.by.String()
+			pub[i].Package = w.by
 		}
 	}
 	if len(st.versions) == 0 {
