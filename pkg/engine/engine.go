@@ -505,7 +505,9 @@ func (e *Engine) RunWave(ctx context.Context, plan *Plan, st stage.Stage, w int,
 				d.Message = plan.Secrets().String(d.Message)
 				all = append(all, d)
 			}
-			all = append(all, m.Add(p.Package.Name, resp.Contribution)...)
+			for _, d := range m.Add(p.Package.Name, resp.Contribution) {
+				all = append(all, plan.locate(d))
+			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -533,6 +535,39 @@ func (e *Engine) request(plan *Plan, p *Planned, st stage.Stage, m *model.Model,
 		Stage: st, Cluster: cluster, Plugin: p.Package.Name, Version: p.Package.Version.String(),
 		Values: vals, PoolValues: pools, Plugins: plugins, Model: m,
 	}
+}
+
+// locate points d, a diagnostic of the model about a key a plugin's
+// contribution set, at that contribution's line in the plugin's plugin.yaml,
+// when the contribution is declarative; a conflict also says where the other
+// plugin set the key. d is returned as is when it cannot be located (plugin
+// code contributed the key).
+func (p *Plan) locate(d diag.Diagnostic) diag.Diagnostic {
+	if d.File != "" || d.Field == "" {
+		return d
+	}
+	pos := func(name string) (file string, line, col int, field string, ok bool) {
+		i := slices.IndexFunc(p.Plugins, func(pl *Planned) bool { return pl.Package.Name == name })
+		if i < 0 {
+			return "", 0, 0, "", false
+		}
+		pkg := p.Plugins[i].Package
+		ptr, ok := declarative.ContributionPtr(pkg, d.Field)
+		if !ok {
+			return "", 0, 0, "", false
+		}
+		file, line, col, field = pkg.ManifestPos(ptr)
+		return file, line, col, field, line > 0
+	}
+	if other, ok := model.ConflictWith(d); ok {
+		if file, line, col, _, ok := pos(other); ok {
+			d.Message += fmt.Sprintf(" (%s sets it at %s:%d:%d)", other, file, line, col)
+		}
+	}
+	if file, line, col, field, ok := pos(d.Plugin); ok {
+		d.File, d.Line, d.Column, d.Field = file, line, col, field
+	}
+	return d
 }
 
 // Names returns the plan's plugin names in order.

@@ -156,7 +156,8 @@ func TestConflictNamesBothPlugins(t *testing.T) {
 		"c": manifest("metadata: {name: c, version: 1.0.0}\nspec: {contributes: {controlPlane: {apiServer: {flags: {audit-log-maxage: \"7\"}}}}}\n"),
 	})
 	_, _, l := run(t, cluster(t, "      - {name: a}\n      - {name: b}\n      - {name: c}\n"), idx, engine.Options{})
-	want := "plugin b: controlPlane.kube-apiserver.flags.audit-log-maxage: plugins a and b set controlPlane.kube-apiserver.flags.audit-log-maxage to different values"
+	// Located at the second contribution's line, naming the first one's.
+	want := "plugins/b/plugin.yaml:4:75: spec.contributes.controlPlane.apiServer.flags.audit-log-maxage: plugins a and b set controlPlane.kube-apiserver.flags.audit-log-maxage to different values (a sets it at plugins/a/plugin.yaml:4:75)"
 	if got := l.Fatal().String(); got != want {
 		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
 	}

@@ -196,11 +196,30 @@ type adder struct {
 	l  diag.List
 }
 
+// conflictFormat is the message of a conflict: the other plugin, the plugin
+// the diagnostic concerns, the key.
+const conflictFormat = "plugins %s and %s set %s to different values"
+
 func (a *adder) conflict(other, key string) {
 	a.l = append(a.l, diag.Diagnostic{
 		Severity: diag.Fatal, Plugin: a.by, Field: key,
-		Message: fmt.Sprintf("plugins %s and %s set %s to different values", other, a.by, key),
+		Message: fmt.Sprintf(conflictFormat, other, a.by, key),
 	})
+}
+
+// ConflictWith returns the plugin that set d's key first when d is a conflict
+// that [Model.Add] reported (d.Plugin is the one that set it second), so that a
+// caller can point at both contributions.
+func ConflictWith(d diag.Diagnostic) (other string, ok bool) {
+	rest, found := strings.CutPrefix(d.Message, "plugins ")
+	if !found || d.Field == "" {
+		return "", false
+	}
+	other, _, found = strings.Cut(rest, " ")
+	if !found || d.Message != fmt.Sprintf(conflictFormat, other, d.Plugin, d.Field) {
+		return "", false
+	}
+	return other, true
 }
 
 func (a *adder) errorf(key, format string, args ...any) {
