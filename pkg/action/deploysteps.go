@@ -126,7 +126,7 @@ var deployStep = step{"deploy", func(ctx context.Context, r *run) diag.List {
 			var cl diag.List
 			lv.objects, lv.releases, cl = render.Content(ctx, r.renderInput())
 			lv.rendered = true
-			if all = append(all, cl...); cl.HasFatal() {
+			if all = append(all, r.plan.LocatePatches(r.model, cl)...); cl.HasFatal() {
 				return all
 			}
 		}

@@ -47,7 +47,7 @@ func (a *Drift) Run(ctx context.Context, cl *config.Cluster) ([]deploy.PluginDri
 		return nil, l
 	}
 	objects, releases, cl2 := render.Content(ctx, r.renderInput())
-	l = append(l, cl2...)
+	l = append(l, r.plan.LocatePatches(r.model, cl2)...)
 	if l.HasFatal() {
 		l.Sort()
 		return nil, l

@@ -61,7 +61,7 @@ func (a *Render) Files(ctx context.Context, cl *config.Cluster) (map[string][]by
 	in := r.renderInput()
 	in.Plan = doc
 	files, fl := render.Files(ctx, in)
-	l = append(l, fl...)
+	l = append(l, r.plan.LocatePatches(r.model, fl)...)
 	l.Sort()
 	return files, l
 }

@@ -191,7 +191,7 @@ func (u *Up) provisionStep(res *UpResult) step {
 		prov := r.prov
 		in := r.renderInput()
 		machines, ml := render.Machines(ctx, in)
-		l = append(l, ml...)
+		l = append(l, r.plan.LocatePatches(r.model, ml)...)
 		if ml.HasFatal() {
 			return l
 		}

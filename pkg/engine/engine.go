@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/Masterminds/semver/v3"
@@ -568,6 +570,77 @@ func (p *Plan) locate(d diag.Diagnostic) diag.Diagnostic {
 		d.File, d.Line, d.Column, d.Field = file, line, col, field
 	}
 	return d
+}
+
+// patchField is the field of a render diagnostic about a patch of the model:
+// the layer, the model's patch index, the operation's index and the rest.
+var patchField = regexp.MustCompile(`^(cloud|kubernetes)\.patches\[(\d+)\](?:\.ops\[(\d+)\])?(\.target\.kind)?$`)
+
+// LocatePatches points the diagnostics of l that are about a cloud or
+// kubernetes patch of m (render's "cloud.patches[i].ops[j]") at the operation's
+// line in its plugin's plugin.yaml, when the patch is declarative. The rest of l
+// is returned as is.
+func (p *Plan) LocatePatches(m *model.Model, l diag.List) diag.List {
+	if m == nil {
+		return l
+	}
+	out := make(diag.List, len(l))
+	for n, d := range l {
+		out[n] = d
+		sm := patchField.FindStringSubmatch(d.Field)
+		if d.File != "" || sm == nil {
+			continue
+		}
+		i, _ := strconv.Atoi(sm[2])
+		var by []string
+		var opsOf func(int) []model.PatchOp
+		if sm[1] == "cloud" {
+			for _, pt := range m.Cloud.Patches {
+				by = append(by, pt.By)
+			}
+			opsOf = func(i int) []model.PatchOp { return m.Cloud.Patches[i].Ops }
+		} else {
+			for _, pt := range m.Kubernetes.Patches {
+				by = append(by, pt.By)
+			}
+			opsOf = func(i int) []model.PatchOp { return m.Kubernetes.Patches[i].Ops }
+		}
+		if i >= len(by) || by[i] != d.Plugin {
+			continue
+		}
+		k := 0
+		for _, b := range by[:i] {
+			if b == by[i] {
+				k++
+			}
+		}
+		pl := slices.IndexFunc(p.Plugins, func(pl *Planned) bool { return pl.Package.Name == d.Plugin })
+		if pl < 0 {
+			continue
+		}
+		pkg := p.Plugins[pl].Package
+		var ptr string
+		var ok bool
+		if sm[3] != "" {
+			j, _ := strconv.Atoi(sm[3])
+			if ops := opsOf(i); j < len(ops) {
+				ptr, ok = declarative.PatchPtr(pkg, sm[1], k, j, ops[j].Op, ops[j].Path)
+				ptr += "/path" // what every patch error is about
+			}
+		} else {
+			ptr, ok = declarative.PatchPtr(pkg, sm[1], k, -1, "", "")
+			if ok && sm[4] != "" {
+				ptr += "/target/kind"
+			}
+		}
+		if !ok {
+			continue
+		}
+		if file, line, col, field := pkg.ManifestPos(ptr); line > 0 {
+			out[n].File, out[n].Line, out[n].Column, out[n].Field = file, line, col, field
+		}
+	}
+	return out
 }
 
 // Names returns the plan's plugin names in order.

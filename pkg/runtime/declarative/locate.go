@@ -158,3 +158,40 @@ func nodePtr(n v1alpha1.NodeContribution, base, rest string) (string, bool) {
 	}
 	return "", false
 }
+
+// PatchPtr returns the JSON pointer, in pkg's plugin.yaml, of operation j of
+// the plugin's k-th patch of layer ("cloud" or "kubernetes") in the model, or
+// of the patch itself when j is negative. A declarative plugin contributes its
+// cloud patches as one model patch (k is 0) and each kubernetes patch as one.
+// op and opPath are the operation as rendered; ok is false when the manifest's
+// operation there is another one (the patch came from plugin code), while a
+// templated path is taken as rendered from it.
+func PatchPtr(pkg *plugin.Package, layer string, k, j int, op, opPath string) (ptr string, ok bool) {
+	if pkg == nil || pkg.Manifest == nil || pkg.Manifest.Spec.Contributes == nil || k < 0 {
+		return "", false
+	}
+	c := pkg.Manifest.Spec.Contributes
+	var base string
+	var ops []v1alpha1.PatchOp
+	switch {
+	case layer == "cloud" && c.Cloud != nil && k == 0:
+		base, ops = "/spec/contributes/cloud/patches", c.Cloud.Patches
+		if j < 0 {
+			return base, len(ops) > 0
+		}
+		base += "/" + strconv.Itoa(j)
+	case layer == "kubernetes" && c.Kubernetes != nil && k < len(c.Kubernetes.Patches):
+		base = "/spec/contributes/kubernetes/patches/" + strconv.Itoa(k)
+		if j < 0 {
+			return base, true
+		}
+		ops = c.Kubernetes.Patches[k].Patch
+		base += "/patch/" + strconv.Itoa(j)
+	default:
+		return "", false
+	}
+	if j >= len(ops) || ops[j].Op != op || (ops[j].Path != opPath && !strings.Contains(ops[j].Path, "{{")) {
+		return "", false
+	}
+	return base, true
+}

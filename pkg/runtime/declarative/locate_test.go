@@ -62,3 +62,38 @@ func TestContributionPtr(t *testing.T) {
 		t.Errorf("a manifest without contributions located a key")
 	}
 }
+
+// TestPatchPtr: a patch operation is found at its entry when the manifest's
+// operation there is the one rendered (a templated path as rendered).
+func TestPatchPtr(t *testing.T) {
+	pkg := load(t, `spec:
+  contributes:
+    cloud:
+      patches: [{op: add, path: /a, value: 1}, {op: remove, path: "/{{ .Values.p }}"}]
+    kubernetes:
+      patches:
+        - {target: {kind: ConfigMap}, patch: [{op: remove, path: /data/x}]}
+`)
+	for _, tc := range []struct {
+		layer    string
+		k, j     int
+		op, path string
+		want     string
+	}{
+		{"cloud", 0, 0, "add", "/a", "/spec/contributes/cloud/patches/0"},
+		{"cloud", 0, 1, "remove", "/rendered", "/spec/contributes/cloud/patches/1"},
+		{"cloud", 0, -1, "", "", "/spec/contributes/cloud/patches"},
+		{"cloud", 0, 0, "remove", "/a", ""},
+		{"cloud", 0, 0, "add", "/b", ""},
+		{"cloud", 1, 0, "add", "/a", ""},
+		{"cloud", 0, 2, "add", "/a", ""},
+		{"kubernetes", 0, 0, "remove", "/data/x", "/spec/contributes/kubernetes/patches/0/patch/0"},
+		{"kubernetes", 0, -1, "", "", "/spec/contributes/kubernetes/patches/0"},
+		{"kubernetes", 1, 0, "remove", "/data/x", ""},
+	} {
+		got, ok := declarative.PatchPtr(pkg, tc.layer, tc.k, tc.j, tc.op, tc.path)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("PatchPtr(%s, %d, %d, %s %s) = %q, %v; want %q", tc.layer, tc.k, tc.j, tc.op, tc.path, got, ok, tc.want)
+		}
+	}
+}
