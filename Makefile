@@ -37,7 +37,8 @@ unit: localcluster validators node-exporter fuzz
 # catch a regression on the known edges while keeping CI time small.
 FUZZTIME ?= 3s
 FUZZ_TARGETS := ./internal/yamldoc:FuzzParse ./pkg/config:FuzzParseCluster \
-	./pkg/plugin:FuzzDecodeManifest ./pkg/archive:FuzzExtract
+	./pkg/plugin:FuzzDecodeManifest ./pkg/archive:FuzzExtract \
+	./pkg/config:FuzzValuesFile ./pkg/hookspec:FuzzParseManifest
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \

@@ -205,8 +205,15 @@ func ReadManifest(file string) (*Manifest, error) {
 	if err != nil {
 		return nil, &ManifestError{Path: file, Err: err}
 	}
+	return ParseManifest(file, b)
+}
+
+// ParseManifest checks data, the hooks manifest read from file (named in
+// errors), filling in each hook's default behaviour, as [ReadManifest] does. An
+// error is a *ManifestError.
+func ParseManifest(file string, data []byte) (*Manifest, error) {
 	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, &ManifestError{Path: file, Err: fmt.Errorf("expected the hooks manifest as JSON: %w", err)}
 	}
 	seen := map[string]int{}
