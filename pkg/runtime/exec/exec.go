@@ -140,6 +140,11 @@ func (r *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
+	// The plugin's TMPDIR is its own for this call, removed with tmp.
+	private, err := proc.PrivateTemp(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", r.argv[0], err)
+	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -156,6 +161,7 @@ func (r *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 	contained := proc.NewContainment()
 	env := proc.Env(append([]string{
 		"KUBEPLUG_PLUGIN=" + r.pkg.Name, "KUBEPLUG_STAGE=" + string(req.Stage), "KUBEPLUG_PROTOCOL=" + protocol.Version, contained.Env(),
+		"TMPDIR=" + private,
 	}, r.opts.Env...)...)
 	// The output pipes are ours rather than os/exec's, so that Wait returns when the
 	// plugin exits even if a child it left behind still holds them: the group is

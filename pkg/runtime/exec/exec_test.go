@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -265,4 +266,42 @@ func processes(t testing.TB, name string, args ...string) []string {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return found
+}
+
+// TestPrivateTempDir: each call's TMPDIR is a fresh directory of its own,
+// readable by the plugin only, and removed, with what the plugin put there,
+// when the call ends.
+func TestPrivateTempDir(t *testing.T) {
+	out := t.TempDir()
+	pkg := script(t, `n=$(ls "$TEST_OUT" | wc -l)
+echo "$TMPDIR" > "$TEST_OUT/$n"
+ls -A "$TMPDIR" >> "$TEST_OUT/$n"
+stat -c %a "$TMPDIR" >> "$TEST_OUT/$n"
+echo left > "$TMPDIR/file"
+echo '{"protocolVersion":"kubeplug.dev/exec/v1"}'
+`, true)
+	rt, err := exec.New(pkg, exec.Options{Env: []string{"TEST_OUT=" + out}})
+	must(t, err)
+	var dirs []string
+	for i := range 2 {
+		_, err := rt.Run(context.Background(), request(stage.Initialise))
+		must(t, err)
+		b, err := os.ReadFile(filepath.Join(out, strconv.Itoa(i)))
+		must(t, err)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != 2 || lines[1] != "700" {
+			t.Fatalf("call %d saw TMPDIR, its contents, its mode:\n%s\nwant an empty directory of mode 700", i, b)
+		}
+		dir := lines[0]
+		if dir == "" || dir == os.TempDir() {
+			t.Errorf("call %d: TMPDIR = %q, want a private directory", i, dir)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("call %d: TMPDIR %s outlived the call (%v)", i, dir, err)
+		}
+		dirs = append(dirs, dir)
+	}
+	if dirs[0] == dirs[1] {
+		t.Errorf("two calls shared TMPDIR %s", dirs[0])
+	}
 }
