@@ -7,69 +7,10 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
+	"github.com/kubeplug/kubeplug/pkg/deploy/internal/deploytest"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
-
-// widgetsV1 is a live CRD: v1 served and stored.
-const widgetsV1 = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {kind: Widget, plural: widgets}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            required: [size]
-            properties:
-              size: {type: integer, description: how big}
-              mode: {type: string, enum: [fast, slow]}
-              config: {type: object, x-kubernetes-preserve-unknown-fields: true}
-              ports:
-                type: array
-                items:
-                  type: object
-                  properties:
-                    port: {type: integer}
-              labels:
-                type: object
-                additionalProperties:
-                  type: object
-                  properties:
-                    value: {type: string}
-status:
-  storedVersions: [v1]
-`
-
-func crd(t *testing.T, text string, edit func(m map[string]any)) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := yaml.Unmarshal([]byte(text), &m); err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(m)
-	}
-	return m
-}
-
-// v1Spec returns the properties of .spec in version i of the CRD.
-func v1Spec(m map[string]any, i int) map[string]any {
-	vs := m["spec"].(map[string]any)["versions"].([]any)
-	s := vs[i].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
-	return s["properties"].(map[string]any)["spec"].(map[string]any)
-}
 
 func prop(m map[string]any, name string) map[string]any {
 	return m["properties"].(map[string]any)[name].(map[string]any)
@@ -89,13 +30,13 @@ func runtimeCopy(m map[string]any) map[string]any {
 func TestCompareCRDs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// live edits the live CRD (nil: widgetsV1 as is); desired edits the new one.
+		// live edits the live CRD (nil: deploytest.WidgetsV1 as is); desired edits the new one.
 		live, desired func(m map[string]any)
 		want          []string
 	}{
 		{name: "unchanged"},
 		{name: "description, printer column, new version, new field and enum value are safe", desired: func(m map[string]any) {
-			s := v1Spec(m, 0)
+			s := deploytest.V1Spec(m, 0)
 			prop(s, "size")["description"] = "how big, in units"
 			prop(s, "mode")["enum"] = []any{"fast", "slow", "medium"}
 			s["properties"].(map[string]any)["color"] = map[string]any{"type": "string"}
@@ -103,13 +44,13 @@ func TestCompareCRDs(t *testing.T) {
 			addVersion(m, "v2", true)
 		}},
 		{name: "type changed", desired: func(m map[string]any) {
-			prop(v1Spec(m, 0), "size")["type"] = "string"
+			prop(deploytest.V1Spec(m, 0), "size")["type"] = "string"
 		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1: field .spec.size: type changed from integer to string"}},
 		{name: "field removed", desired: func(m map[string]any) {
-			delete(v1Spec(m, 0)["properties"].(map[string]any), "mode")
+			delete(deploytest.V1Spec(m, 0)["properties"].(map[string]any), "mode")
 		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1: field .spec.mode: removed (its values in existing objects would be pruned)"}},
 		{name: "field removed inside array items and map values", desired: func(m map[string]any) {
-			s := v1Spec(m, 0)
+			s := deploytest.V1Spec(m, 0)
 			delete(prop(s, "ports")["items"].(map[string]any)["properties"].(map[string]any), "port")
 			delete(prop(s, "labels")["additionalProperties"].(map[string]any)["properties"].(map[string]any), "value")
 		}, want: []string{
@@ -117,15 +58,15 @@ func TestCompareCRDs(t *testing.T) {
 			"CustomResourceDefinition widgets.example.com: version v1: field .spec.ports[*].port: removed (its values in existing objects would be pruned)",
 		}},
 		{name: "new required field", desired: func(m map[string]any) {
-			s := v1Spec(m, 0)
+			s := deploytest.V1Spec(m, 0)
 			s["properties"].(map[string]any)["color"] = map[string]any{"type": "string"}
 			s["required"] = []any{"size", "color"}
 		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1: field .spec.color: new required field (existing objects may not set it)"}},
 		{name: "enum narrowed", desired: func(m map[string]any) {
-			prop(v1Spec(m, 0), "mode")["enum"] = []any{"fast"}
+			prop(deploytest.V1Spec(m, 0), "mode")["enum"] = []any{"fast"}
 		}, want: []string{`CustomResourceDefinition widgets.example.com: version v1: field .spec.mode: enum narrowed: "slow" no longer allowed`}},
 		{name: "preserve-unknown-fields removed", desired: func(m map[string]any) {
-			delete(prop(v1Spec(m, 0), "config"), "x-kubernetes-preserve-unknown-fields")
+			delete(prop(deploytest.V1Spec(m, 0), "config"), "x-kubernetes-preserve-unknown-fields")
 		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1: field .spec.config: x-kubernetes-preserve-unknown-fields removed (unknown fields of existing objects would be pruned)"}},
 		{name: "scope changed", desired: func(m map[string]any) {
 			m["spec"].(map[string]any)["scope"] = "Cluster"
@@ -147,12 +88,12 @@ func TestCompareCRDs(t *testing.T) {
 			addVersion(m, "v1beta1", false)
 		}, want: []string{"CustomResourceDefinition widgets.example.com: version v1beta1: no longer served"}},
 		{name: "a field moved under preserve-unknown-fields is kept", desired: func(m map[string]any) {
-			s := v1Spec(m, 0)
+			s := deploytest.V1Spec(m, 0)
 			delete(s["properties"].(map[string]any), "mode")
 			s["x-kubernetes-preserve-unknown-fields"] = true
 		}},
 		{name: "every finding is listed", desired: func(m map[string]any) {
-			s := v1Spec(m, 0)
+			s := deploytest.V1Spec(m, 0)
 			prop(s, "size")["type"] = "string"
 			delete(s["properties"].(map[string]any), "mode")
 			m["spec"].(map[string]any)["scope"] = "Cluster"
@@ -163,7 +104,7 @@ func TestCompareCRDs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			live, desired := crd(t, widgetsV1, tc.live), crd(t, widgetsV1, tc.desired)
+			live, desired := deploytest.CRD(t, deploytest.WidgetsV1, tc.live), deploytest.CRD(t, deploytest.WidgetsV1, tc.desired)
 			delete(desired, "status")
 			var got []string
 			for _, f := range CompareCRDs(live, desired) {

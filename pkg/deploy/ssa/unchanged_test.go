@@ -4,83 +4,24 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
+	"github.com/kubeplug/kubeplug/pkg/deploy/internal/deploytest"
 	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
 )
-
-// widgetsV1 is a live CRD: v1 served and stored.
-const widgetsV1 = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {kind: Widget, plural: widgets}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            required: [size]
-            properties:
-              size: {type: integer, description: how big}
-              mode: {type: string, enum: [fast, slow]}
-              config: {type: object, x-kubernetes-preserve-unknown-fields: true}
-              ports:
-                type: array
-                items:
-                  type: object
-                  properties:
-                    port: {type: integer}
-              labels:
-                type: object
-                additionalProperties:
-                  type: object
-                  properties:
-                    value: {type: string}
-status:
-  storedVersions: [v1]
-`
-
-func crd(t *testing.T, text string, edit func(m map[string]any)) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := yaml.Unmarshal([]byte(text), &m); err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(m)
-	}
-	return m
-}
-
-// v1Spec returns the properties of .spec in version i of the CRD.
-func v1Spec(m map[string]any, i int) map[string]any {
-	vs := m["spec"].(map[string]any)["versions"].([]any)
-	s := vs[i].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
-	return s["properties"].(map[string]any)["spec"].(map[string]any)
-}
 
 // TestUnchangedDetectsChangedCRDAndHonoursIgnoredPaths: a CRD whose content changed
 // is never skipped, and a field another manager owns by the plugin's declaration
 // does not make an object look changed.
 func TestUnchangedDetectsChangedCRDAndHonoursIgnoredPaths(t *testing.T) {
-	desired := &unstructured.Unstructured{Object: crd(t, widgetsV1, func(m map[string]any) { delete(m, "status") })}
+	desired := &unstructured.Unstructured{Object: deploytest.CRD(t, deploytest.WidgetsV1, func(m map[string]any) { delete(m, "status") })}
 	ssa.StampDigest(desired)
 	live := desired.DeepCopy()
 	if !ssa.Unchanged(desired, live, nil) {
 		t.Fatal("identical CRD reported changed")
 	}
-	next := &unstructured.Unstructured{Object: crd(t, widgetsV1, func(m map[string]any) {
+	next := &unstructured.Unstructured{Object: deploytest.CRD(t, deploytest.WidgetsV1, func(m map[string]any) {
 		delete(m, "status")
-		delete(v1Spec(m, 0)["properties"].(map[string]any), "mode")
+		delete(deploytest.V1Spec(m, 0)["properties"].(map[string]any), "mode")
 	})}
 	ssa.StampDigest(next)
 	if ssa.Unchanged(next, live, nil) {
