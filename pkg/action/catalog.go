@@ -2,6 +2,7 @@ package action
 
 import (
 	"context"
+	"encoding/json"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,8 @@ import (
 // to be served over HTTP beside them (see [source.HTTPCatalog]).
 type CatalogIndex struct {
 	cfg *Config
-	// Output is the index file to write; DIR/index.yaml when empty.
+	// Output is the index file to write; DIR/index.yaml when empty. A name ending in
+	// .json writes the index as JSON, which catalogs decode several times faster.
 	Output string
 	// BaseURL, when set, makes every archive URL absolute: BaseURL/PATH. Otherwise
 	// URLs are relative to the index, which must then be served from DIR.
@@ -86,14 +88,19 @@ func (a *CatalogIndex) Run(ctx context.Context, dir string) (*source.CatalogInde
 		return nil, "", l
 	}
 	x.Sort()
-	data, err := yaml.Marshal(x)
-	if err != nil {
-		l.Errorf(dir, 0, 0, "", "cannot encode the index: %v", err)
-		return nil, "", l
-	}
 	out := a.Output
 	if out == "" {
 		out = filepath.Join(dir, source.IndexFile)
+	}
+	// A .json index is JSON, which catalogs decode several times faster than YAML.
+	marshal := yaml.Marshal
+	if strings.EqualFold(filepath.Ext(out), ".json") {
+		marshal = func(v any) ([]byte, error) { return json.MarshalIndent(v, "", " ") }
+	}
+	data, err := marshal(x)
+	if err != nil {
+		l.Errorf(dir, 0, 0, "", "cannot encode the index: %v", err)
+		return nil, "", l
 	}
 	if err := writeFileAtomic(out, data); err != nil {
 		l.Errorf(out, 0, 0, "", "cannot write the index: %v", err)

@@ -2,6 +2,7 @@ package action_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/source"
 )
 
 // writePlugin writes a minimal plugin package and returns its directory.
@@ -128,5 +130,34 @@ func TestCatalogIndexRefusesDuplicates(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dist, "index.yaml")); !os.IsNotExist(err) {
 		t.Fatal("an index was written despite the error")
+	}
+}
+
+// TestCatalogIndexJSON: an output named .json is a JSON index with the same entries.
+func TestCatalogIndexJSON(t *testing.T) {
+	ctx := context.Background()
+	work, dist := t.TempDir(), t.TempDir()
+	cfg := &action.Config{NoBuiltin: true}
+	p := action.NewPackage(cfg)
+	p.Output = filepath.Join(dist, "lib-1.0.0.tgz")
+	if _, l := p.Run(ctx, writePlugin(t, work, "lib", "1.0.0", `{}`)); l.HasFatal() {
+		t.Fatal(l)
+	}
+	idx := action.NewCatalogIndex(cfg)
+	idx.Output = filepath.Join(dist, "index.json")
+	want, _, l := idx.Run(ctx, dist)
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	data, err := os.ReadFile(idx.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(data) {
+		t.Fatalf("index.json is not JSON:\n%s", data)
+	}
+	got, err := source.DecodeIndex(data)
+	if err != nil || len(got.Entries["lib"]) != 1 || got.Entries["lib"][0].Digest != want.Entries["lib"][0].Digest {
+		t.Fatalf("decoded %+v (%v), want %+v", got, err, want)
 	}
 }

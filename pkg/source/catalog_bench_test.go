@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -96,4 +97,30 @@ func catalogOf(idx *source.Index) resolve.Catalog {
 		v, _ := cache.LoadOrStore(name, out)
 		return v.([]*resolve.Package)
 	})
+}
+
+// BenchmarkDecodeIndex decodes the 10,000 × 10 index as YAML and as JSON.
+func BenchmarkDecodeIndex(b *testing.B) {
+	data := bigIndexOnce()
+	x, err := source.DecodeIndex(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	js, err := json.Marshal(x)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"yaml", data}, {"json", js}} {
+		b.Run(f.name, func(b *testing.B) {
+			b.SetBytes(int64(len(f.data)))
+			for b.Loop() {
+				if _, err := source.DecodeIndex(f.data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

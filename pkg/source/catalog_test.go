@@ -3,6 +3,7 @@ package source_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log"
 	"net/http"
@@ -65,7 +66,7 @@ func (c *catalog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "broken", int(s))
 		return
 	}
-	if r.URL.Path == "/repo/index.yaml" {
+	if r.URL.Path == "/repo/index.yaml" || r.URL.Path == "/repo/index.json" {
 		x := source.CatalogIndex{APIVersion: source.IndexAPIVersion, Kind: source.IndexKind, Entries: map[string][]source.CatalogEntry{}}
 		for _, p := range c.ps {
 			x.Entries[p.name] = append(x.Entries[p.name], p.entry)
@@ -74,6 +75,10 @@ func (c *catalog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.edit(&x)
 		}
 		b, _ := yaml.Marshal(x)
+		if strings.HasSuffix(r.URL.Path, ".json") {
+			b, _ = json.MarshalIndent(x, "", " ")
+			b = append([]byte("\n  "), b...) // blanks before the '{' still make it JSON
+		}
 		_, _ = w.Write(b)
 		return
 	}
@@ -148,6 +153,30 @@ func TestHTTPCatalog(t *testing.T) {
 				t.Fatalf("cached fetch: %d downloads, %v", c.hits.Load(), l)
 			}
 		})
+	}
+}
+
+// TestHTTPCatalogJSONIndex: an index.json lists exactly what the same index.yaml
+// lists, and its packages fetch the same.
+func TestHTTPCatalogJSONIndex(t *testing.T) {
+	c := newCatalog(t)
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	var got [2][]string
+	for i, name := range []string{"index.yaml", "index.json"} {
+		pkgs, diags := fetchAll(t, source.HTTPCatalog(source.OriginCatalog, srv.URL+"/repo/"+name, source.HTTPOptions{Cache: &source.Cache{Dir: t.TempDir()}}))
+		if diags != "" {
+			t.Fatalf("%s: %s", name, diags)
+		}
+		for _, p := range pkgs {
+			got[i] = append(got[i], p.ID()+" "+p.Digest)
+		}
+	}
+	if len(got[0]) != 3 || strings.Join(got[0], ",") != strings.Join(got[1], ",") {
+		t.Errorf("index.yaml listed %v, index.json %v", got[0], got[1])
+	}
+	if _, err := source.DecodeIndex([]byte(" {\"entries\": [}")); err == nil {
+		t.Error("a broken JSON index decoded")
 	}
 }
 
