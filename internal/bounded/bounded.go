@@ -100,7 +100,7 @@ func readWithDeadline(f *os.File, limit int64, mode fs.FileMode) ([]byte, error)
 		done <- result{data, err}
 	}()
 	timeout := func() error {
-		return fmt.Errorf("%w: a %s that delivered no end of file within %s", ErrTimeout, kind(mode), deadline)
+		return fmt.Errorf("%w: a %s that delivered no end of file within %s", ErrTimeout, Kind(mode), deadline)
 	}
 	select {
 	case r := <-done:
@@ -113,7 +113,9 @@ func readWithDeadline(f *os.File, limit int64, mode fs.FileMode) ([]byte, error)
 	}
 }
 
-func kind(m fs.FileMode) string {
+// Kind names the type of a file that is not regular, for messages: "FIFO",
+// "character device", "device", "socket", or "special file (TYPE)".
+func Kind(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeNamedPipe != 0:
 		return "FIFO"
@@ -124,7 +126,7 @@ func kind(m fs.FileMode) string {
 	case m&fs.ModeSocket != 0:
 		return "socket"
 	}
-	return "special file"
+	return "special file (" + m.Type().String() + ")"
 }
 
 func unwrapPath(err error) error {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 )
 
@@ -70,7 +71,7 @@ func walk(fsys fs.FS, location string) (map[string]fileInfo, string, diag.List) 
 				return nil
 			}
 			if !fi.IsDir() && !fi.Mode().IsRegular() {
-				l.Errorf(name, 0, 0, "", "symlink to %q, which is a %s; packages hold regular files, directories and symlinks", target, kind(fi.Mode()))
+				l.Errorf(name, 0, 0, "", "symlink to %q, which is a %s; packages hold regular files, directories and symlinks", target, bounded.Kind(fi.Mode()))
 				files[p] = fileInfo{escapes: true}
 				return nil
 			}
@@ -177,7 +178,7 @@ func Digest(fsys fs.FS) (string, error) {
 // writer comes, and a device never ends.
 func readLimited(fsys fs.FS, name string, limit int64) ([]byte, error) {
 	if fi, err := fs.Stat(fsys, name); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-		return nil, fmt.Errorf("cannot read: %s is a %s, not a regular file", path.Base(name), kind(fi.Mode()))
+		return nil, fmt.Errorf("cannot read: %s is a %s, not a regular file", path.Base(name), bounded.Kind(fi.Mode()))
 	}
 	f, err := fsys.Open(name)
 	if err != nil {
@@ -198,19 +199,6 @@ func readLimited(fsys fs.FS, name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("file is larger than the %s limit for %s", size(limit), path.Base(name))
 	}
 	return data, nil
-}
-
-// kind names a special file's type for messages.
-func kind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	}
-	return "special file (" + m.Type().String() + ")"
 }
 
 func unwrapPath(err error) error {
