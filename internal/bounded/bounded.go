@@ -26,6 +26,10 @@ var (
 	ErrIsDir = errors.New("is a directory")
 	// ErrTimeout: a FIFO or device did not deliver its content within Deadline.
 	ErrTimeout = errors.New("read timed out")
+	// ErrNoData: a FIFO or device ended without delivering a byte — a FIFO
+	// nobody writes to reads as end of file at once, which would otherwise
+	// surface as a confusing "missing field" of an empty document.
+	ErrNoData = errors.New("delivered no data")
 )
 
 // TooLargeError says a file is larger than a limit.
@@ -106,6 +110,9 @@ func readWithDeadline(f *os.File, limit int64, mode fs.FileMode) ([]byte, error)
 	case r := <-done:
 		if errors.Is(r.err, os.ErrDeadlineExceeded) {
 			return nil, timeout()
+		}
+		if r.err == nil && len(r.data) == 0 {
+			return nil, fmt.Errorf("%w: a %s that ended at once (nothing writing to it?)", ErrNoData, Kind(mode))
 		}
 		return r.data, r.err
 	case <-time.After(deadline + time.Second):

@@ -48,7 +48,8 @@ func TestReadFile(t *testing.T) {
 		{"directory", dir, "", ErrIsDir},
 		{"device that never ends", "/dev/zero", "", ErrTooLarge},
 		{"proc file claiming 0 bytes", "/proc/self/cmdline", "", ErrTooLarge},
-		{"FIFO without writer", nowriter, "", nil},
+		{"FIFO without writer", nowriter, "", ErrNoData},
+		{"device that is empty", "/dev/null", "", ErrNoData},
 		{"FIFO whose writer is silent", silent, "", ErrTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,4 +69,47 @@ func TestReadFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadFileFedFIFO reads a FIFO whose writer delivers and then closes, as
+// `kubeplug apply -f <(cmd)` gives: the content, not an error.
+func TestReadFileFedFIFO(t *testing.T) {
+	fed := filepath.Join(t.TempDir(), "fed")
+	if err := syscall.Mkfifo(fed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(fed, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteString("fifo"); err != nil {
+		t.Fatal(err)
+	}
+	// Close the writer once ReadFile holds the FIFO open too (two descriptors of
+	// this process name it), so its bytes are read before the end of file.
+	go func() {
+		defer func() { _ = w.Close() }()
+		for range 500 {
+			if openCount(fed) >= 2 {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	got, err := ReadFile(fed, 10)
+	if err != nil || string(got) != "fifo" {
+		t.Fatalf("ReadFile = %q, %v; want %q", got, err, "fifo")
+	}
+}
+
+// openCount is how many of this process's descriptors name path.
+func openCount(path string) int {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path {
+			n++
+		}
+	}
+	return n
 }

@@ -81,7 +81,7 @@ func readFile(path string) ([]byte, error) {
 		return nil, errNotFound
 	case errors.Is(err, bounded.ErrIsDir):
 		return nil, errors.New("is a directory, expected a YAML file")
-	case errors.Is(err, bounded.ErrTooLarge), errors.Is(err, bounded.ErrTimeout):
+	case errors.Is(err, bounded.ErrTooLarge), errors.Is(err, bounded.ErrTimeout), errors.Is(err, bounded.ErrNoData):
 		return nil, err
 	}
 	return nil, fmt.Errorf("cannot read: %w", err)
