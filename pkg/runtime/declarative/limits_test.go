@@ -16,7 +16,9 @@ func TestTemplateLimits(t *testing.T) {
 		l.maxTemplate, l.maxPlugin, l.templateTime = 1<<20, 3<<20, 200*time.Millisecond
 		return l
 	}
-	big := make([]any, 3000)
+	// 8000² bare iterations: over a second on an idle machine, well past the
+	// 200 ms limit (3000² finished inside it on a fast idle core).
+	big := make([]any, 8000)
 	data := map[string]any{"Values": map[string]any{"big": big}}
 	for _, tc := range []struct {
 		name  string
