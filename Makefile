@@ -29,7 +29,7 @@ tools: $(GOLANGCI_LINT)
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
-unit: localcluster validators node-exporter fuzz
+unit: localcluster localnode node-deps validators node-exporter fuzz
 	$(GO) test -timeout 30m ./...
 
 # Every parser of user input, fuzzed for a few seconds from its seed corpus (the
@@ -49,7 +49,7 @@ test: lint unit
 # The README's main-job command: the quickstart as a local cluster — the control
 # plane with the plugins' flags, simulated nodes that ran the plugins' hooks, every
 # plugin deployed and validated. `make down` stops it.
-up: build localcluster
+up: build localcluster localnode node-deps
 	$(KUBEPLUG) up -f examples/quickstart/cluster.yaml
 
 down: build
@@ -81,7 +81,7 @@ bench: localcluster $(HELM)
 # when the module's sources change, and then mostly from the Go build cache.
 LOCALCLUSTER_BIN := $(ROOT)/_output/localcluster/bin
 LOCALCLUSTER := $(LOCALCLUSTER_BIN)/kubeplug-localcluster
-LOCALCLUSTER_COMPONENTS := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok
+LOCALCLUSTER_COMPONENTS := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kubelet kube-proxy
 LOCALCLUSTER_SRCS := $(shell find localcluster -type f \( -name '*.go' -o -name go.mod -o -name go.sum \))
 # Release builds of Kubernetes stamp their version at link time; without it the
 # API server would report v0.0.0-master. Taken from localcluster/go.mod.
@@ -101,6 +101,36 @@ $(LOCALCLUSTER): $(LOCALCLUSTER_SRCS)
 	cd localcluster && $(GO) build -ldflags='$(LOCALCLUSTER_LDFLAGS)' -o $@.tmp .
 	mv -f $@.tmp $@
 	for c in $(LOCALCLUSTER_COMPONENTS); do ln -sfn kubeplug-localcluster $(LOCALCLUSTER_BIN)/$$c; done
+
+# The real nodes' programs (spec.provider.local.realPools): containerd and its runc
+# shim built from their Go module, pinned in ./localnode (a separate module, like
+# ./localcluster), plus the sandbox ("pause") program and kubeplug-registry, the
+# cluster's OCI registry (go-containerregistry). kubelet and kube-proxy are in the
+# localcluster binary. Tests and the local provider find them here or through
+# $KUBEPLUG_LOCALNODE_BIN.
+LOCALNODE_BIN := $(ROOT)/_output/localnode/bin
+LOCALNODE := $(LOCALNODE_BIN)/.built
+LOCALNODE_SRCS := $(shell find localnode -type f \( -name '*.go' -o -name go.mod -o -name go.sum \))
+.PHONY: localnode
+localnode: $(LOCALNODE)
+
+$(LOCALNODE): $(LOCALNODE_SRCS)
+	@mkdir -p $(LOCALNODE_BIN)
+	cd localnode && CGO_ENABLED=0 $(GO) build -tags 'no_btrfs no_devmapper no_zfs' -ldflags='-s -w' -o $(LOCALNODE_BIN)/ \
+	  github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+	  ./cmd/pause ./cmd/kubeplug-registry
+	touch $@
+
+# What a real node needs from Debian: runc (the OCI runtime), the CNI plugins
+# (bridge, host-local, portmap, loopback in /usr/lib/cni), iptables and conntrack
+# for kube-proxy. Installed only when one is missing.
+NODE_PKGS := runc containernetworking-plugins iptables conntrack
+.PHONY: node-deps
+node-deps:
+	@command -v runc >/dev/null && [ -x /usr/lib/cni/bridge ] && command -v iptables >/dev/null && command -v conntrack >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y --no-install-recommends $(NODE_PKGS) || \
+	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $(NODE_PKGS); }; }
 
 # The validators the render tests run on rendered node files, from Debian. Installed
 # only when one is missing; `apt-get update` only when the install fails without it.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"k8s.io/component-base/cli"
@@ -9,7 +10,9 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 // The runners below mirror the upstream main functions in k8s.io/kubernetes/cmd so
@@ -30,6 +33,18 @@ func runControllerManager(args []string) int {
 
 func runScheduler(args []string) int {
 	cmd := scheduler.NewSchedulerCommand()
+	cmd.SetArgs(args)
+	return cli.Run(cmd)
+}
+
+func runKubelet(args []string) int {
+	cmd := kubelet.NewKubeletCommand(context.Background())
+	cmd.SetArgs(args)
+	return cli.Run(cmd)
+}
+
+func runProxy(args []string) int {
+	cmd := proxy.NewProxyCommand()
 	cmd.SetArgs(args)
 	return cli.Run(cmd)
 }

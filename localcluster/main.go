@@ -1,6 +1,6 @@
 // Command kubeplug-localcluster is a multicall binary holding a whole Kubernetes
-// control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-// kubectl and kwok (simulated kubelets).
+// cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+// kwok (simulated kubelets), and kubelet and kube-proxy for real nodes.
 //
 // One binary instead of six means one link step and one copy of the shared
 // Kubernetes libraries, which is most of the build time. The component to run is
@@ -31,6 +31,8 @@ var components = map[string]component{
 	"kube-controller-manager": runControllerManager,
 	"kube-scheduler":          runScheduler,
 	"kubectl":                 runKubectl,
+	"kubelet":                 runKubelet,
+	"kube-proxy":              runProxy,
 	"kwok":                    runKwok,
 }
 

@@ -488,6 +488,13 @@ type LocalProvider struct {
 	// APIServerPort is the port the API server listens on, on 127.0.0.1.
 	// Default: a free port, chosen when the cluster is first created and kept.
 	APIServerPort int `json:"apiServerPort,omitempty" jsonschema:"minimum=1,maximum=65535"`
+	// RealPools names node pools whose nodes are real: each runs a kubelet,
+	// containerd, runc, the CNI bridge plugins and kube-proxy on this machine,
+	// in a network namespace of its own, so Pods really run (`kubectl logs`,
+	// `exec`, Services). Needs root, overlayfs and cgroups (`make node-deps
+	// localnode` installs and builds the programs). The other pools' nodes are
+	// simulated (kwok), which scales to hundreds of nodes.
+	RealPools []string `json:"realPools,omitempty"`
 }
 
 // ControlPlaneSpec sizes the control plane.

@@ -202,3 +202,58 @@ func writePEM(path, blockType string, der []byte, mode os.FileMode) error {
 	}
 	return nil
 }
+
+// IssueClientCert writes a client certificate for user cn in groups orgs, signed
+// by the cluster CA in pkiDir (the one Start made), and its key, to certPath and
+// keyPath: the identity of a real node's kubelet or kube-proxy. An existing pair
+// is kept.
+func IssueClientCert(pkiDir, certPath, keyPath, cn string, orgs ...string) error {
+	if _, err := os.Stat(keyPath); err == nil {
+		if _, err := os.Stat(certPath); err == nil {
+			return nil
+		}
+	}
+	caPEM, err := os.ReadFile(filepath.Join(pkiDir, caCert))
+	if err != nil {
+		return fmt.Errorf("read cluster CA: %w", err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(pkiDir, caKey))
+	if err != nil {
+		return fmt.Errorf("read cluster CA key: %w", err)
+	}
+	cb, _ := pem.Decode(caPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return errors.New("cluster CA: not PEM")
+	}
+	ca, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return fmt.Errorf("parse cluster CA: %w", err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return fmt.Errorf("parse cluster CA key: %w", err)
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return errors.New("cluster CA key cannot sign")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generate key for %s: %w", cn, err)
+	}
+	der, err := sign(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn, Organization: orgs},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca, key.Public(), signer)
+	if err != nil {
+		return fmt.Errorf("sign certificate of %s: %w", cn, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(certPath), 0o700); err != nil {
+		return err
+	}
+	return writeCertAndKey(certPath, keyPath, der, key)
+}
+
+// CACertPath is the cluster CA's certificate in pkiDir.
+func CACertPath(pkiDir string) string { return filepath.Join(pkiDir, caCert) }

@@ -117,6 +117,10 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := p.CheckKubernetesVersion(d.KubernetesVersion); err != nil {
 		return nil, err
 	}
+	// A machine that cannot host the real pools is refused before anything starts.
+	if err := p.preflightReal(d.Model); err != nil {
+		return nil, err
+	}
 	if entries, err := os.ReadDir(p.opts.StateDir); err == nil && slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() != lockFile }) && !isStateDir(p.opts.StateDir) {
 		return nil, fmt.Errorf("state directory %s is not empty and holds no %s: not a kubeplug state directory, left alone; choose another --state-dir", p.opts.StateDir, StateFile)
 	}
@@ -138,6 +142,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if st == nil {
 		st = &state{}
 	}
+	prev := slices.Clone(st.Nodes)
 	st.ClusterName = p.opts.ClusterName
 	if err := writeState(p.opts.StateDir, st); err != nil {
 		return nil, err
@@ -178,15 +183,58 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 
 	// Record the nodes before touching them, so that an interrupted Up leaves
 	// a state dir that names every machine directory it may have created.
+	var realNames []string
+	for _, n := range nodes {
+		if p.realPool(n.pool) {
+			realNames = append(realNames, n.name)
+		}
+	}
+	indexes := realIndexes(prev, realNames)
 	st.Nodes = nil
 	for _, n := range nodes {
-		st.Nodes = append(st.Nodes, nodeState{Name: n.name, Pool: n.pool, Role: n.role})
+		idx, real := indexes[n.name]
+		st.Nodes = append(st.Nodes, nodeState{Name: n.name, Pool: n.pool, Role: n.role, Real: real, RealIndex: idx})
+	}
+	// Real nodes no longer wanted (or now simulated) stop first; their Nodes go.
+	keep := map[string]bool{}
+	for _, name := range realNames {
+		keep[name] = true
+	}
+	if err := p.stopReal(ctx, &state{Network: st.Network, Nodes: prev}, keep); err != nil {
+		return cl, err
+	}
+	for _, ns := range prev {
+		if ns.Real && !keep[ns.Name] {
+			if err := p.cp.DeleteNode(ctx, ns.Name); err != nil {
+				return cl, err
+			}
+		}
 	}
 	if err := writeState(p.opts.StateDir, st); err != nil {
 		return cl, err
 	}
 	if err := p.removeStale(ctx, nodes); err != nil {
 		return cl, err
+	}
+	if len(realNames) > 0 {
+		rc, err := p.ensureRealCluster(ctx, st, args)
+		if err != nil {
+			return cl, err
+		}
+		for _, n := range nodes {
+			if idx, ok := indexes[n.name]; ok {
+				n.real = p.realNode(rc, n, idx)
+			}
+		}
+	} else if st.Network != nil {
+		// The last real pool went: the registry and network go too.
+		if err := p.teardownReal(ctx, st); err != nil {
+			return cl, err
+		}
+		st.Network = nil
+		if err := writeState(p.opts.StateDir, st); err != nil {
+			return cl, err
+		}
 	}
 
 	var (
@@ -359,7 +407,13 @@ func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.
 	if isControlPlane {
 		taints = append(taints, corev1.Taint{Key: ControlPlaneRoleLabel, Effect: corev1.TaintEffectNoSchedule})
 	}
-	created, err := p.cp.EnsureNode(ctx, n.name, controlplane.NodeOptions{Labels: n.labels, Taints: taints})
+	var created bool
+	var err error
+	if n.real != nil {
+		created, err = p.joinReal(ctx, n.real, controlplane.NodeOptions{Labels: n.labels, Taints: taints})
+	} else {
+		created, err = p.cp.EnsureNode(ctx, n.name, controlplane.NodeOptions{Labels: n.labels, Taints: taints})
+	}
 	if err != nil {
 		return fmt.Errorf("node %s: join: %w", n.name, err)
 	}
@@ -461,7 +515,23 @@ func (p *Provider) Down(ctx context.Context, purge bool) error {
 		}
 		defer unlock()
 	}
-	_, stateErr := readState(dir)
+	st, stateErr := readState(dir)
+	// Real nodes first (while the API server still runs their kubelets do not
+	// matter; what matters is that nothing of theirs outlives the cluster).
+	if stateErr == nil {
+		if err := p.teardownReal(ctx, st); err != nil {
+			return fmt.Errorf("stop real nodes of cluster %s: %w", p.opts.ClusterName, err)
+		}
+		if st != nil && st.Network != nil {
+			st.Network = nil
+			for i := range st.Nodes {
+				st.Nodes[i].Joined = false
+			}
+			if err := writeState(dir, st); err != nil {
+				return err
+			}
+		}
+	}
 	running, runErr := controlplane.Running(filepath.Join(dir, controlPlaneDir))
 	if stateErr == nil && runErr == nil && running {
 		p.event("control-plane", "", "stopping the control plane")

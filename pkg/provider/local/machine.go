@@ -1,6 +1,8 @@
 package local
 
 import (
+	"github.com/kubeplug/kubeplug/internal/localnode"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -172,6 +174,7 @@ type desiredNode struct {
 	labels           map[string]string // the Node's labels (pool labels + kubeplug.dev/pool)
 	machine          *render.Machine
 	spec             *model.Pool
+	real             *localnode.Node // nil: simulated
 }
 
 // hookFailed is an enforced hook failure: its message names node, hook, plugin

@@ -34,6 +34,14 @@ type Options struct {
 	BinDir string
 	// Parallel bounds how many nodes are brought up at once. Default 4.
 	Parallel int
+	// RealPools names the pools whose nodes are real (spec.provider.local.realPools):
+	// a kubelet, containerd and kube-proxy on this machine (package
+	// internal/localnode). The other pools' nodes are simulated (kwok).
+	RealPools []string
+	// NodeBinDir holds containerd, its shim, pause and kubeplug-registry (make
+	// localnode). Default: $KUBEPLUG_LOCALNODE_BIN, else localnode/bin beside
+	// the control plane's bin directory.
+	NodeBinDir string
 	// StopGracePeriod is how long each component gets to exit after SIGTERM.
 	// Default: the control plane's default.
 	StopGracePeriod time.Duration

@@ -15,6 +15,7 @@ func init() {
 		opts := Options{StateDir: cfg.StateDir, ClusterName: cfg.ClusterName, Events: cfg.Events, Logger: cfg.Logger}
 		if cfg.Spec != nil && cfg.Spec.Local != nil {
 			opts.APIServerPort = cfg.Spec.Local.APIServerPort
+			opts.RealPools = cfg.Spec.Local.RealPools
 		}
 		return New(opts)
 	})

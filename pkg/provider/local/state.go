@@ -1,6 +1,8 @@
 package local
 
 import (
+	"github.com/kubeplug/kubeplug/internal/localnode"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,9 @@ type state struct {
 	Version     int         `json:"version"`
 	ClusterName string      `json:"clusterName"`
 	Nodes       []nodeState `json:"nodes,omitempty"`
+	// Network is the real nodes' network, once a real node was started; Down
+	// removes it.
+	Network *localnode.Network `json:"network,omitempty"`
 }
 
 type nodeState struct {
@@ -45,6 +50,10 @@ type nodeState struct {
 	// Joined is whether the node joined in the last Up; AfterDeploy runs on
 	// joined nodes only.
 	Joined bool `json:"joined,omitempty"`
+	// Real nodes run a kubelet on this machine; RealIndex is the node's
+	// ordinal in the node network (its address and Pod subnet).
+	Real      bool `json:"real,omitempty"`
+	RealIndex int  `json:"realIndex,omitempty"`
 }
 
 // Kubeconfig is the path of the cluster-admin kubeconfig in stateDir, valid

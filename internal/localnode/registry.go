@@ -1,0 +1,197 @@
+package localnode
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// RegistryPort is the port of the cluster's registry on the gateway.
+const RegistryPort = 5000
+
+// Registry is a cluster's OCI registry: the kubeplug-registry program serving
+// Dir on the gateway, where the nodes (and the host) reach it.
+type Registry struct {
+	// Bin is the kubeplug-registry program.
+	Bin string
+	// Dir holds its blobs, manifests, log and pid file.
+	Dir string
+	// Network is the cluster's node network.
+	Network Network
+}
+
+// Addr is host:port of the registry.
+func (r *Registry) Addr() string {
+	return net.JoinHostPort(r.Network.Gateway().String(), strconv.Itoa(RegistryPort))
+}
+
+// Start starts the registry unless it runs, and waits until it answers.
+func (r *Registry) Start(ctx context.Context) error {
+	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
+		return err
+	}
+	if !r.alive() {
+		logf, err := os.OpenFile(filepath.Join(r.Dir, "registry.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command(r.Bin, "--listen", r.Addr(), "--dir", r.Dir)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		err = cmd.Start()
+		_ = logf.Close()
+		if err != nil {
+			return fmt.Errorf("start registry: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(r.Dir, "registry.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			return err
+		}
+		go func() { _ = cmd.Wait() }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + r.Addr() + "/v2/")
+		if err == nil {
+			_ = resp.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("registry on %s does not answer: %w (log: %s)", r.Addr(), err, filepath.Join(r.Dir, "registry.log"))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (r *Registry) pid() int {
+	b, err := os.ReadFile(filepath.Join(r.Dir, "registry.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func (r *Registry) alive() bool {
+	pid := r.pid()
+	if pid <= 0 {
+		return false
+	}
+	// Its data directory identifies it, whichever binary runs it.
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.Contains(cmdline, []byte("\x00--dir\x00"+r.Dir+"\x00"))
+}
+
+// Stop stops the registry (its data stays in Dir).
+func (r *Registry) Stop(ctx context.Context) error {
+	if !r.alive() {
+		_ = os.Remove(filepath.Join(r.Dir, "registry.pid"))
+		return nil
+	}
+	pid := r.pid()
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.alive() {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	_ = os.Remove(filepath.Join(r.Dir, "registry.pid"))
+	return nil
+}
+
+// PushBinary builds an image of one static binary, ko-style (no daemon, no
+// Dockerfile: the binary as the only layer on an empty base, entrypoint set,
+// fixed timestamps so the same binary gives the same digest), and pushes it to
+// the registry as repo:tag unless that tag already names the same digest.
+func (r *Registry) PushBinary(ctx context.Context, repo, tag, bin string) (string, error) {
+	img, err := BinaryImage(bin)
+	if err != nil {
+		return "", err
+	}
+	ref, err := name.ParseReference(r.Addr()+"/"+repo+":"+tag, name.Insecure)
+	if err != nil {
+		return "", err
+	}
+	want, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	if desc, err := remote.Head(ref, remote.WithContext(ctx)); err == nil && desc.Digest == want {
+		return ref.String(), nil
+	}
+	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+		return "", fmt.Errorf("push %s: %w", ref, err)
+	}
+	return ref.String(), nil
+}
+
+// BinaryImage is the image of one static binary at /<base name>, its entrypoint.
+func BinaryImage(bin string) (v1.Image, error) {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	base := filepath.Base(bin)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: base, Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Config.Entrypoint = []string{"/" + base}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, err
+	}
+	if img == nil {
+		return nil, errors.New("empty image")
+	}
+	return img, nil
+}

@@ -1,0 +1,349 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeplug/kubeplug/internal/controlplane"
+	"github.com/kubeplug/kubeplug/internal/localnode"
+	"github.com/kubeplug/kubeplug/pkg/model"
+)
+
+// NodeBinDirEnv overrides where the real nodes' programs are (make localnode).
+const NodeBinDirEnv = "KUBEPLUG_LOCALNODE_BIN"
+
+// registryDir is the cluster registry's data directory in the state dir.
+const registryDir = "registry"
+
+// pauseImage is the sandbox image's repository and tag in the cluster registry.
+const pauseRepo, pauseTag = "kubeplug/pause", "local"
+
+// kubeletFlagsOwned are kubelet flags kubeplug sets for a real node; a plugin's
+// value for one of them is left out (with an event), as it would disconnect
+// the node from its runtime, network or cluster.
+var kubeletFlagsOwned = map[string]bool{
+	"config": true, "kubeconfig": true, "root-dir": true, "cert-dir": true, "hostname-override": true,
+	"node-ip": true, "container-runtime-endpoint": true, "cgroup-driver": true, "cgroup-root": true,
+	"bootstrap-kubeconfig": true, "pod-manifest-path": true,
+}
+
+// realPool says whether pool's nodes are real.
+func (p *Provider) realPool(pool string) bool { return slices.Contains(p.opts.RealPools, pool) }
+
+// checkRealPools refuses real pools that name no worker pool of the model.
+func (p *Provider) checkRealPools(m *model.Model) error {
+	for _, name := range p.opts.RealPools {
+		pool := m.Pools[name]
+		switch {
+		case pool == nil:
+			return fmt.Errorf("spec.provider.local.realPools: no node pool %q (pools: %s)", name, strings.Join(workerPools(m), ", "))
+		case pool.Role == model.RoleControlPlane:
+			return fmt.Errorf("spec.provider.local.realPools: %q is the control plane's pool; only worker pools can be real", name)
+		}
+	}
+	return nil
+}
+
+func workerPools(m *model.Model) []string {
+	var out []string
+	for _, n := range m.PoolNames() {
+		if m.Pools[n].Role != model.RoleControlPlane {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// nodeBins finds the real nodes' programs.
+func (p *Provider) nodeBins() (localnode.Bins, string, error) {
+	dir := p.opts.NodeBinDir
+	if dir == "" {
+		dir = os.Getenv(NodeBinDirEnv)
+	}
+	binDir := p.opts.BinDir
+	if binDir == "" {
+		var err error
+		if binDir, err = controlplane.FindBinDir(""); err != nil {
+			return localnode.Bins{}, "", err
+		}
+	}
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(filepath.Dir(binDir)), "localnode", "bin")
+	}
+	return localnode.Bins{
+		Kubelet:    filepath.Join(binDir, "kubelet"),
+		KubeProxy:  filepath.Join(binDir, "kube-proxy"),
+		Containerd: filepath.Join(dir, "containerd"),
+		Runc:       "/usr/sbin/runc",
+		CNI:        "/usr/lib/cni",
+	}, dir, nil
+}
+
+// preflightReal checks the machine before anything starts, when a real pool
+// has nodes.
+func (p *Provider) preflightReal(m *model.Model) error {
+	if err := p.checkRealPools(m); err != nil {
+		return err
+	}
+	wanted := false
+	for _, name := range p.opts.RealPools {
+		wanted = wanted || m.Pools[name].Count > 0
+	}
+	if !wanted {
+		return nil
+	}
+	bins, dir, err := p.nodeBins()
+	if err != nil {
+		return err
+	}
+	return localnode.Preflight(bins, filepath.Join(dir, "kubeplug-registry"))
+}
+
+// realCluster is what a real node needs of the cluster: its network, registry
+// and CIDRs.
+type realCluster struct {
+	network     localnode.Network
+	registry    *localnode.Registry
+	bins        localnode.Bins
+	clusterCIDR string
+	clusterDNS  string
+	sandbox     string
+}
+
+// ensureRealCluster brings up what the real nodes share: the node network
+// (chosen once and recorded in the state), the registry with the pause image,
+// and the kubernetes Service's endpoint at the gateway.
+func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[controlplane.Component][]string) (*realCluster, error) {
+	bins, dir, err := p.nodeBins()
+	if err != nil {
+		return nil, err
+	}
+	clusterCIDR := flagValue(args[controlplane.ControllerManager], "cluster-cidr")
+	serviceCIDR := flagValue(args[controlplane.APIServer], "service-cluster-ip-range")
+	if clusterCIDR == "" || serviceCIDR == "" {
+		return nil, errors.New("real nodes need the controller manager's --cluster-cidr and the API server's --service-cluster-ip-range (the control-plane plugin sets both)")
+	}
+	if st.Network == nil {
+		id := localnode.ClusterID(p.opts.StateDir)
+		subnet, err := localnode.ChooseSubnet(ctx, id, clusterCIDR, serviceCIDR)
+		if err != nil {
+			return nil, err
+		}
+		st.Network = &localnode.Network{ID: id, Subnet: subnet}
+	}
+	st.Network.APIServerPort = portOf(p.cp.Host())
+	// Recorded before anything exists, so that Down finds it after a crash.
+	if err := writeState(p.opts.StateDir, st); err != nil {
+		return nil, err
+	}
+	network := *st.Network
+	p.event("node-network", "", "node network "+network.Subnet+" on bridge "+network.Bridge())
+	if err := network.EnsureBridge(ctx); err != nil {
+		return nil, err
+	}
+	reg := &localnode.Registry{Bin: filepath.Join(dir, "kubeplug-registry"), Dir: filepath.Join(p.opts.StateDir, registryDir), Network: network}
+	if err := reg.Start(ctx); err != nil {
+		return nil, err
+	}
+	sandbox, err := reg.PushBinary(ctx, pauseRepo, pauseTag, filepath.Join(dir, "pause"))
+	if err != nil {
+		return nil, fmt.Errorf("sandbox image: %w", err)
+	}
+	if err := p.ensureAPIEndpoint(ctx, network); err != nil {
+		return nil, err
+	}
+	dns, err := nthIP(serviceCIDR, 10)
+	if err != nil {
+		return nil, err
+	}
+	return &realCluster{network: network, registry: reg, bins: bins, clusterCIDR: clusterCIDR, clusterDNS: dns, sandbox: sandbox}, nil
+}
+
+// ensureAPIEndpoint points the kubernetes Service at the gateway, where Pods on
+// real nodes reach the API server (the control plane runs without an endpoint
+// reconciler: its address, 127.0.0.1, means nothing inside a Pod).
+func (p *Provider) ensureAPIEndpoint(ctx context.Context, network localnode.Network) error {
+	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+	if err != nil {
+		return err
+	}
+	port := int32(localnode.GatewayAPIPort)
+	name, proto := "https", corev1.ProtocolTCP
+	ready := true
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault, Labels: map[string]string{
+			discoveryv1.LabelServiceName: "kubernetes",
+			discoveryv1.LabelManagedBy:   "kubeplug.dev-local-provider",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{network.Gateway().String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+	}
+	slices := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault)
+	cur, err := slices.Get(ctx, slice.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = slices.Create(ctx, slice, metav1.CreateOptions{})
+	case err == nil:
+		slice.ResourceVersion = cur.ResourceVersion
+		_, err = slices.Update(ctx, slice, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("endpoint of the kubernetes Service: %w", err)
+	}
+	return nil
+}
+
+// realNode is the localnode.Node of a desired real node.
+func (p *Provider) realNode(rc *realCluster, n *desiredNode, index int) *localnode.Node {
+	node := &localnode.Node{
+		Name:         n.name,
+		Index:        index,
+		Dir:          filepath.Join(p.machineDir(n.name), "node"),
+		Network:      rc.network,
+		Bins:         rc.bins,
+		PKIDir:       filepath.Join(p.machineRoot(ControlPlaneNode), "etc", "kubernetes", "pki"),
+		ClusterCIDR:  rc.clusterCIDR,
+		ClusterDNS:   rc.clusterDNS,
+		Registry:     rc.registry.Addr(),
+		SandboxImage: rc.sandbox,
+	}
+	if n.spec != nil {
+		for _, k := range slices.Sorted(maps.Keys(n.spec.Kubelet.Flags)) {
+			if kubeletFlagsOwned[k] {
+				p.event("node", n.name, "kubelet flag --"+k+" of "+n.spec.Kubelet.Flags[k].By+" left out: kubeplug sets it for a real node")
+				continue
+			}
+			node.KubeletArgs = append(node.KubeletArgs, "--"+k+"="+n.spec.Kubelet.Flags[k].Value)
+		}
+		var gates []string
+		for _, k := range slices.Sorted(maps.Keys(n.spec.Kubelet.FeatureGates)) {
+			gates = append(gates, k+"="+strconv.FormatBool(n.spec.Kubelet.FeatureGates[k].Value))
+		}
+		if len(gates) > 0 {
+			node.KubeletArgs = append(node.KubeletArgs, "--feature-gates="+strings.Join(gates, ","))
+		}
+	}
+	return node
+}
+
+// joinReal starts a real node's programs, waits for its kubelet to register the
+// Node, then sets the pool's labels and taints on it (the kubelet may not set
+// most of them itself, under NodeRestriction).
+func (p *Provider) joinReal(ctx context.Context, node *localnode.Node, opts controlplane.NodeOptions) (created bool, err error) {
+	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+	if err != nil {
+		return false, err
+	}
+	_, getErr := client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	created = apierrors.IsNotFound(getErr)
+	if err := node.Start(ctx); err != nil {
+		return false, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, err := client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("the kubelet did not register the Node within 2m (log: %s)", filepath.Join(node.Dir, "logs", "kubelet.log"))
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if _, err := p.cp.EnsureNode(ctx, node.Name, opts); err != nil {
+		return false, err
+	}
+	return created, nil
+}
+
+// realIndexes gives every real node an ordinal: the one it had, else the
+// lowest free one.
+func realIndexes(prev []nodeState, nodes []string) map[string]int {
+	out := map[string]int{}
+	used := map[int]bool{}
+	for _, ns := range prev {
+		if ns.Real && slices.Contains(nodes, ns.Name) {
+			out[ns.Name] = ns.RealIndex
+			used[ns.RealIndex] = true
+		}
+	}
+	next := 0
+	for _, n := range nodes {
+		if _, ok := out[n]; ok {
+			continue
+		}
+		for used[next] {
+			next++
+		}
+		out[n] = next
+		used[next] = true
+	}
+	return out
+}
+
+// stopReal stops the recorded real nodes that keep does not name.
+func (p *Provider) stopReal(ctx context.Context, st *state, keep map[string]bool) error {
+	if st.Network == nil {
+		return nil
+	}
+	var errs []error
+	for _, ns := range st.Nodes {
+		if !ns.Real || keep[ns.Name] {
+			continue
+		}
+		node := &localnode.Node{Name: ns.Name, Index: ns.RealIndex, Dir: filepath.Join(p.machineDir(ns.Name), "node"), Network: *st.Network}
+		p.event("node", ns.Name, "stopping real node "+ns.Name)
+		if err := node.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// teardownReal stops every real node, the registry and the node network.
+func (p *Provider) teardownReal(ctx context.Context, st *state) error {
+	if st == nil || st.Network == nil {
+		return nil
+	}
+	err := p.stopReal(ctx, st, nil)
+	reg := &localnode.Registry{Dir: filepath.Join(p.opts.StateDir, registryDir), Network: *st.Network}
+	if _, dir, berr := p.nodeBins(); berr == nil {
+		reg.Bin = filepath.Join(dir, "kubeplug-registry")
+	}
+	return errors.Join(err, reg.Stop(ctx), st.Network.Teardown(ctx))
+}
+
+// nthIP is the n-th address of cidr.
+func nthIP(cidr string, n int) (string, error) {
+	_, ipn, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return "", err
+	}
+	ip := ipn.IP.To4()
+	if ip == nil {
+		return "", fmt.Errorf("%s: not IPv4", cidr)
+	}
+	v := uint32(ip[0])<<24 | uint32(ip[1])<<16 | uint32(ip[2])<<8 | uint32(ip[3])
+	v += uint32(n)
+	return net.IPv4(byte(v>>24), byte(v>>16), byte(v>>8), byte(v)).String(), nil
+}
