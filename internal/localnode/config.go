@@ -70,7 +70,7 @@ state = %q
 `, n.path("containerd", "root"), n.runDir()+"/containerd", n.socket(), n.Bins.CNI, n.path("cni", "net.d"), n.Bins.Runc,
 			n.SandboxImage, n.path("certs.d")),
 		// Every registry name is pulled through the cluster's registry.
-		"certs.d/_default/hosts.toml": fmt.Sprintf("[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+n.Registry),
+		"certs.d/_default/hosts.toml":           fmt.Sprintf("[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+n.Registry),
 		"certs.d/" + n.Registry + "/hosts.toml": fmt.Sprintf("server = %q\n", "http://"+n.Registry),
 		"cni/net.d/10-kubeplug.conflist": fmt.Sprintf(`{
   "cniVersion": "1.0.0",

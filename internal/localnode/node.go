@@ -2,6 +2,8 @@ package localnode
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -68,7 +70,9 @@ func (n *Node) nsName() string { return "kp" + n.Network.ID + "-" + n.Name }
 func (n *Node) veth() string { return "kp" + n.Network.ID + "n" + strconv.Itoa(n.Index) }
 
 // runDir holds the node's sockets; Unix socket paths are limited to 108 bytes.
-func (n *Node) runDir() string { return filepath.Join("/run/kubeplug", n.Network.ID, strconv.Itoa(n.Index)) }
+func (n *Node) runDir() string {
+	return filepath.Join("/run/kubeplug", n.Network.ID, strconv.Itoa(n.Index))
+}
 
 // CgroupParent is the node's cgroup in every hierarchy.
 func (n *Node) CgroupParent() string { return "/kubeplug/" + n.Network.ID + "/" + n.Name }
@@ -105,8 +109,19 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("node %s: configuration: %w", n.Name, err)
 	}
 	for _, comp := range components {
+		want := n.fingerprint(comp)
 		if n.alive(comp) {
-			continue
+			if have, _ := os.ReadFile(n.path(comp + ".fingerprint")); string(have) == want {
+				continue
+			}
+			// Its flags or configuration changed: restart it (containers
+			// survive a restart of containerd or the kubelet).
+			if err := n.stopComponent(ctx, comp); err != nil {
+				return fmt.Errorf("node %s: restart %s: %w", n.Name, comp, err)
+			}
+		}
+		if err := os.WriteFile(n.path(comp+".fingerprint"), []byte(want), 0o644); err != nil {
+			return err
 		}
 		if err := n.start(comp); err != nil {
 			return fmt.Errorf("node %s: start %s: %w", n.Name, comp, err)
@@ -246,7 +261,8 @@ func (n *Node) start(comp string) error {
 		return err
 	}
 	pid := cmd.Process.Pid
-	_ = cmd.Process.Release()
+	// Reap it if it dies while this process lives (after that, init does).
+	go func() { _ = cmd.Wait() }()
 	return os.WriteFile(n.path(comp+".pid"), []byte(strconv.Itoa(pid)), 0o644)
 }
 
@@ -263,6 +279,37 @@ func (n *Node) alive(comp string) bool {
 	// The shell execs nsenter, which execs the program: each stage names the
 	// program's configuration file, which is this node's alone.
 	return strings.Contains(string(cmdline), n.configFile(comp))
+}
+
+// fingerprint identifies what comp runs with: its arguments and the content
+// of its configuration file.
+func (n *Node) fingerprint(comp string) string {
+	h := sha256.New()
+	for _, a := range n.argv(comp) {
+		h.Write([]byte(a))
+		h.Write([]byte{0})
+	}
+	cfg, _ := os.ReadFile(n.configFile(comp))
+	h.Write(cfg)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// stopComponent stops one running component: SIGTERM, then SIGKILL after 10s.
+func (n *Node) stopComponent(ctx context.Context, comp string) error {
+	pid := n.pid(comp)
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(10 * time.Second)
+	for n.alive(comp) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // configFile is the configuration file comp is started with.

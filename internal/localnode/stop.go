@@ -113,6 +113,11 @@ func (n *Node) removeCgroups() error {
 	if err != nil {
 		return err
 	}
+	// runc also makes the containers' cgroups in the unified (v2) hierarchy of
+	// a hybrid machine.
+	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
+		hs = append(hs, "/sys/fs/cgroup/unified")
+	}
 	var errs []error
 	for _, h := range hs {
 		root := filepath.Join(h, n.CgroupParent())
@@ -129,7 +134,7 @@ func (n *Node) removeCgroups() error {
 				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
 			}
 		}
-		_ = syscall.Rmdir(filepath.Dir(root))             // /kubeplug/<ID>
+		_ = syscall.Rmdir(filepath.Dir(root))               // /kubeplug/<ID>
 		_ = syscall.Rmdir(filepath.Dir(filepath.Dir(root))) // /kubeplug
 	}
 	return errors.Join(errs...)

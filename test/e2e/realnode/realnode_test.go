@@ -1,0 +1,353 @@
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplug/kubeplug/internal/cli"
+	"github.com/kubeplug/kubeplug/internal/controlplane"
+	"github.com/kubeplug/kubeplug/internal/localnode"
+)
+
+const plugin = `apiVersion: kubeplug.dev/v1alpha1
+kind: Plugin
+metadata:
+  name: demo
+  version: 0.1.0
+  description: a workload on a real node
+spec:
+  contributes:
+    nodes:
+      - kubelet:
+          flags:
+            max-pods: "42"
+    kubernetes:
+      manifests: [manifests/]
+  validate:
+    - name: available
+      wait: {apiVersion: apps/v1, kind: Deployment, namespace: default, name: demo, timeout: 2m}
+`
+
+const manifests = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: demo, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: demo}}
+  template:
+    metadata: {labels: {app: demo}}
+    spec:
+      nodeSelector: {kubeplug.dev/pool: real}
+      containers:
+        - name: app
+          # Any registry name: the node pulls every image through the cluster's registry.
+          image: example.com/demo/app:v1
+          args: [serve]
+          ports: [{containerPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: demo, namespace: default}
+spec:
+  selector: {app: demo}
+  ports: [{port: 80, targetPort: 8080}]
+`
+
+func cluster(plugins ...string) string {
+	s := `apiVersion: kubeplug.dev/v1alpha1
+kind: Cluster
+metadata: {name: realnode}
+spec:
+  kubernetesVersion: 1.37.1
+  provider:
+    local:
+      realPools: [real]
+  nodePools:
+    - {name: sim, role: worker, count: 1}
+    - {name: real, role: worker, count: 1}
+  plugins:
+    sources: [{dir: ./plugins}]
+    enabled:
+      - name: control-plane
+`
+	for _, p := range plugins {
+		s += "      - name: " + p + "\n"
+	}
+	return s
+}
+
+// TestRealNode brings a cluster with a real pool up through the CLI, pushes an
+// image built from Go into its registry, deploys a plugin onto the real node and
+// checks what only a real node does; then `down` must leave nothing.
+func TestRealNode(t *testing.T) {
+	bin, err := controlplane.FindBinDir("")
+	if err != nil {
+		t.Fatalf("the local control plane is not built (make localcluster): %v", err)
+	}
+	nodeBin := os.Getenv("KUBEPLUG_LOCALNODE_BIN")
+	if nodeBin == "" {
+		nodeBin = filepath.Join(filepath.Dir(filepath.Dir(bin)), "localnode", "bin")
+	}
+	bins := localnode.Bins{Kubelet: filepath.Join(bin, "kubelet"), KubeProxy: filepath.Join(bin, "kube-proxy"),
+		Containerd: filepath.Join(nodeBin, "containerd"), Runc: "/usr/sbin/runc", CNI: "/usr/lib/cni"}
+	if err := localnode.Preflight(bins, filepath.Join(nodeBin, "kubeplug-registry")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run real nodes (make localnode node-deps): %v", err)
+		}
+		t.Skipf("this machine cannot run real nodes: %v", err)
+	}
+	t.Setenv("KUBEPLUG_LOCALCLUSTER_BIN", bin)
+	t.Setenv("KUBEPLUG_LOCALNODE_BIN", nodeBin)
+
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	write(t, filepath.Join(dir, "plugins", "demo", "plugin.yaml"), plugin)
+	write(t, filepath.Join(dir, "plugins", "demo", "manifests", "demo.yaml"), manifests)
+	file := filepath.Join(dir, "cluster.yaml")
+	kp := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var out, errb bytes.Buffer
+		args = append(args, "-f", file, "--state-dir", state)
+		if args[0] == "up" {
+			args = append(args, "--no-kubeconfig-update")
+		}
+		if code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb}); code != 0 {
+			t.Fatalf("kubeplug %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	id := localnode.ClusterID(state)
+	t.Cleanup(func() {
+		// Whatever happened above, nothing of the cluster may stay.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var out bytes.Buffer
+		_ = cli.Main(ctx, []string{"down", "-f", file, "--state-dir", state}, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+		checkNothingLeft(t, state, id)
+	})
+
+	// Phase 1: the cluster with its registry; then the workload's image.
+	write(t, file, cluster())
+	kp("up")
+	reg := &localnode.Registry{Network: network(t, state)}
+	img := buildApp(t, dir)
+	if _, err := reg.PushBinary(context.Background(), "demo/app", "v1", img); err != nil {
+		t.Fatal(err)
+	}
+
+	// Phase 2: the plugin, on the real node.
+	write(t, file, cluster("demo"))
+	kp("up")
+	kubeconfig := filepath.Join(state, "controlplane", "kubeconfig")
+	client := clientFor(t, kubeconfig)
+	ctx := context.Background()
+
+	node, err := client.CoreV1().Nodes().Get(ctx, "real-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ready(node) {
+		t.Fatalf("node real-0 is not Ready: %+v", node.Status.Conditions)
+	}
+	if got := node.Status.Capacity.Pods().Value(); got != 42 {
+		t.Errorf("node real-0 has capacity for %d pods, want 42 (the plugin's kubelet flag max-pods)", got)
+	}
+	if node.Labels["kubeplug.dev/pool"] != "real" {
+		t.Errorf("node real-0 labels = %v, want the pool label", node.Labels)
+	}
+	pod := runningPod(t, client, "app=demo")
+	if pod.Spec.NodeName != "real-0" {
+		t.Fatalf("demo runs on %s, want real-0", pod.Spec.NodeName)
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if logs := kubectl("logs", pod.Name); !strings.Contains(logs, "hello from "+pod.Name) {
+		t.Errorf("kubectl logs %s = %q, want the workload's greeting", pod.Name, logs)
+	}
+	if out := kubectl("exec", pod.Name, "--", "/app", "echo", "inside", "the", "container"); strings.TrimSpace(out) != "inside the container" {
+		t.Errorf("kubectl exec printed %q", out)
+	}
+	svc, err := client.CoreV1().Services("default").Get(ctx, "demo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Pod reaches the Service (kube-proxy on the node), which reaches a Pod.
+	var body string
+	for range 30 {
+		cmd := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", kubeconfig, "exec", pod.Name, "--", "/app", "get", "http://"+svc.Spec.ClusterIP)
+		out, err := cmd.CombinedOutput()
+		body = string(out)
+		if err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if !strings.Contains(body, "served by "+pod.Name) {
+		t.Errorf("GET of the demo Service from inside a Pod = %q", body)
+	}
+
+	// A container that dies is restarted by the kubelet.
+	_ = kubectl("exec", pod.Name, "--", "/app", "get", "http://127.0.0.1:8080/exit")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		p, err := client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount > 0 && p.Status.ContainerStatuses[0].Ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the container was not restarted: %+v", p.Status.ContainerStatuses)
+		}
+		time.Sleep(time.Second)
+	}
+
+	// kill -9 of the kubelet: the next up brings it back.
+	pidb, err := os.ReadFile(filepath.Join(state, "machines", "real-0", "node", "kubelet.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	_, _ = fmt.Sscan(string(pidb), &pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the kubelet: %v", err)
+	}
+	kp("up")
+	if pidb2, _ := os.ReadFile(filepath.Join(state, "machines", "real-0", "node", "kubelet.pid")); string(pidb2) == string(pidb) {
+		t.Error("up did not start a new kubelet after the old one was killed")
+	}
+	runningPod(t, client, "app=demo")
+
+	kp("down")
+	checkNothingLeft(t, state, id)
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// network reads the node network the provider recorded.
+func network(t *testing.T, state string) localnode.Network {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(state, "provider.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Network *localnode.Network `json:"network"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil || st.Network == nil {
+		t.Fatalf("provider.json records no node network: %v\n%s", err, b)
+	}
+	return *st.Network
+}
+
+// buildApp builds testdata/app as a static binary named app.
+func buildApp(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, "app")
+	cmd := exec.Command("go", "build", "-o", out, "./testdata/app")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the workload: %v\n%s", err, b)
+	}
+	return out
+}
+
+func clientFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// runningPod waits for the one Pod of selector to run with its container ready.
+func runningPod(t *testing.T, client *kubernetes.Clientset, selector string) *corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		list, err := client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err == nil && len(list.Items) == 1 {
+			p := &list.Items[0]
+			if p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running Pod for %s: %v %+v", selector, err, list)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkNothingLeft: no process, namespace, interface, nat chain, mount or cgroup
+// of the cluster remains.
+func checkNothingLeft(t *testing.T, state, id string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && (bytes.Contains(b, []byte(state)) || bytes.Contains(b, []byte("/run/kubeplug/"+id))) {
+			t.Errorf("process left: %s", bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		}
+	}
+	if m, _ := filepath.Glob("/run/netns/kp" + id + "-*"); len(m) > 0 {
+		t.Errorf("network namespaces left: %v", m)
+	}
+	if m, _ := filepath.Glob("/sys/class/net/kp" + id + "*"); len(m) > 0 {
+		t.Errorf("interfaces left: %v", m)
+	}
+	if out, _ := exec.Command("iptables", "-w", "-t", "nat", "-S").Output(); bytes.Contains(out, []byte("KP-"+strings.ToUpper(id))) {
+		t.Errorf("nat rules left:\n%s", out)
+	}
+	for _, d := range []string{state, "/run/kubeplug/" + id} {
+		if m, _ := localnode.MountsBelow(d); len(m) > 0 {
+			t.Errorf("mounts left below %s: %v", d, m)
+		}
+	}
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/kubeplug/" + id); len(m) > 0 {
+		t.Errorf("cgroups left: %v", m)
+	}
+}
