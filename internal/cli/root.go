@@ -172,7 +172,7 @@ spec.plugins.sources.`,
 		}
 		return fmt.Errorf("invalid --output %q: expected text, json or yaml", o.output)
 	}
-	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newCatalogCmd(o), newLockCmd(o))
+	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newCatalogCmd(o), newLockCmd(o), newImageCmd(o))
 	rejectUnknownSubcommands(root)
 	return root
 }

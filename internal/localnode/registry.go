@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -194,4 +195,101 @@ func BinaryImage(bin string) (v1.Image, error) {
 		return nil, errors.New("empty image")
 	}
 	return img, nil
+}
+
+// Load pushes the images of an archive into the registry: a docker-archive
+// tarball (`docker save`, `crane pull --format tarball`) or an OCI image layout
+// directory. Each image keeps its repository path and tag (example.com/team/app:v1
+// becomes team/app:v1 in the registry), which is what the nodes ask for when a Pod
+// names the image under any registry. It returns the names pushed.
+func (r *Registry) Load(ctx context.Context, path string) ([]string, error) {
+	return LoadArchive(ctx, r.Addr(), path)
+}
+
+// LoadArchive is Load for the registry at addr (host:port, plain HTTP).
+func LoadArchive(ctx context.Context, addr, path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return loadLayout(ctx, addr, path)
+	}
+	opener := func() (io.ReadCloser, error) { return os.Open(path) }
+	manifest, err := tarball.LoadManifest(opener)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a docker-archive tarball or OCI layout directory: %w", path, err)
+	}
+	var pushed []string
+	for _, desc := range manifest {
+		if len(desc.RepoTags) == 0 {
+			return pushed, fmt.Errorf("%s: an image without a name (RepoTags) cannot be pulled by name; tag it when saving", path)
+		}
+		for _, tag := range desc.RepoTags {
+			t, err := name.NewTag(tag)
+			if err != nil {
+				return pushed, fmt.Errorf("%s: image name %q: %w", path, tag, err)
+			}
+			img, err := tarball.Image(opener, &t)
+			if err != nil {
+				return pushed, fmt.Errorf("%s: %s: %w", path, tag, err)
+			}
+			dst, err := name.NewTag(addr+"/"+t.RepositoryStr()+":"+t.TagStr(), name.Insecure)
+			if err != nil {
+				return pushed, err
+			}
+			if err := remote.Write(dst, img, remote.WithContext(ctx)); err != nil {
+				return pushed, fmt.Errorf("push %s: %w", tag, err)
+			}
+			pushed = append(pushed, t.Name())
+		}
+	}
+	return pushed, nil
+}
+
+// loadLayout pushes the named manifests of an OCI image layout: those whose
+// descriptor carries a full image name in io.containerd.image.name or
+// org.opencontainers.image.ref.name.
+func loadLayout(ctx context.Context, addr, dir string) ([]string, error) {
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not an OCI image layout: %w", dir, err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	var pushed []string
+	for _, desc := range im.Manifests {
+		ref := desc.Annotations["io.containerd.image.name"]
+		if ref == "" {
+			ref = desc.Annotations["org.opencontainers.image.ref.name"]
+		}
+		t, err := name.NewTag(ref)
+		if ref == "" || err != nil || !strings.ContainsAny(ref, "/:") {
+			return pushed, fmt.Errorf("%s: manifest %s has no image name (annotation io.containerd.image.name or a full org.opencontainers.image.ref.name)", dir, desc.Digest)
+		}
+		dst, err := name.NewTag(addr+"/"+t.RepositoryStr()+":"+t.TagStr(), name.Insecure)
+		if err != nil {
+			return pushed, err
+		}
+		if desc.MediaType.IsIndex() {
+			child, err := idx.ImageIndex(desc.Digest)
+			if err != nil {
+				return pushed, err
+			}
+			err = remote.WriteIndex(dst, child, remote.WithContext(ctx))
+		} else {
+			img, ierr := idx.Image(desc.Digest)
+			if ierr != nil {
+				return pushed, ierr
+			}
+			err = remote.Write(dst, img, remote.WithContext(ctx))
+		}
+		if err != nil {
+			return pushed, fmt.Errorf("push %s: %w", ref, err)
+		}
+		pushed = append(pushed, t.Name())
+	}
+	return pushed, nil
 }

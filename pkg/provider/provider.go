@@ -145,3 +145,11 @@ type FactSource interface {
 	// schema describes them. It starts nothing.
 	Facts() (map[string]any, error)
 }
+
+// ImageLoader is a provider whose clusters pull their images through a registry
+// it runs (the local provider's real nodes): LoadImage pushes the images of an
+// archive — a docker-archive tarball or an OCI image layout directory — there,
+// under their own repository and tag, and returns their names.
+type ImageLoader interface {
+	LoadImage(ctx context.Context, path string) ([]string, error)
+}

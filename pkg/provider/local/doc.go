@@ -82,4 +82,17 @@
 // hook is an event. Nodes of pools that shrank or vanished are deleted with
 // their machine directories. The node agent records which hooks succeeded, so a
 // second Up re-runs none unless its definition changed.
+//
+// # Real nodes
+//
+// The nodes of the pools named in Options.RealPools are real (package
+// internal/localnode): the node's programs start in its own network namespace,
+// the kubelet registers the Node, and Up then sets the pool's labels and taints
+// on it as it does for simulated ones. The first real node creates what they
+// share: the node network (a /24 in 10.250.0.0/16 clashing with no route of the
+// host, recorded in provider.json), the cluster's registry with the sandbox
+// image, and the kubernetes Service's endpoint at the network's gateway. A
+// component whose flags or configuration changed restarts; one that died starts
+// again. Preflight refuses a machine that cannot host them before anything
+// starts. Down stops them all and removes the network, from provider.json.
 package local

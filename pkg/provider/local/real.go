@@ -22,6 +22,7 @@ import (
 	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/internal/localnode"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
 // NodeBinDirEnv overrides where the real nodes' programs are (make localnode).
@@ -346,4 +347,20 @@ func nthIP(cidr string, n int) (string, error) {
 	v := uint32(ip[0])<<24 | uint32(ip[1])<<16 | uint32(ip[2])<<8 | uint32(ip[3])
 	v += uint32(n)
 	return net.IPv4(byte(v>>24), byte(v>>16), byte(v>>8), byte(v)).String(), nil
+}
+
+var _ provider.ImageLoader = (*Provider)(nil)
+
+// LoadImage implements provider.ImageLoader: the images go into the cluster's
+// registry, from which every real node pulls any image name.
+func (p *Provider) LoadImage(ctx context.Context, path string) ([]string, error) {
+	st, err := readState(p.opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil || st.Network == nil {
+		return nil, fmt.Errorf("cluster %s (state dir %s) has no real nodes, and simulated nodes pull no images: name a pool in spec.provider.local.realPools and run kubeplug up", p.opts.ClusterName, p.opts.StateDir)
+	}
+	reg := &localnode.Registry{Dir: filepath.Join(p.opts.StateDir, registryDir), Network: *st.Network}
+	return reg.Load(ctx, path)
 }

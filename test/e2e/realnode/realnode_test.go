@@ -3,7 +3,6 @@ package realnode
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/kubeplug/kubeplug/internal/cli"
 	"github.com/kubeplug/kubeplug/internal/controlplane"
@@ -145,10 +147,19 @@ func TestRealNode(t *testing.T) {
 	// Phase 1: the cluster with its registry; then the workload's image.
 	write(t, file, cluster())
 	kp("up")
-	reg := &localnode.Registry{Network: network(t, state)}
-	img := buildApp(t, dir)
-	if _, err := reg.PushBinary(context.Background(), "demo/app", "v1", img); err != nil {
+	// The workload's image, built from Go without a daemon, loaded as a
+	// docker-archive tarball through the CLI.
+	img, err := localnode.BinaryImage(buildApp(t, dir))
+	if err != nil {
 		t.Fatal(err)
+	}
+	tag, _ := name.NewTag("example.com/demo/app:v1")
+	archive := filepath.Join(dir, "app.tar")
+	if err := tarball.WriteToFile(archive, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	if out := kp("image", "load", archive); !strings.Contains(out, "loaded example.com/demo/app:v1") {
+		t.Fatalf("kubeplug image load printed %q", out)
 	}
 
 	// Phase 2: the plugin, on the real node.
@@ -251,22 +262,6 @@ func write(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// network reads the node network the provider recorded.
-func network(t *testing.T, state string) localnode.Network {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(state, "provider.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		Network *localnode.Network `json:"network"`
-	}
-	if err := json.Unmarshal(b, &st); err != nil || st.Network == nil {
-		t.Fatalf("provider.json records no node network: %v\n%s", err, b)
-	}
-	return *st.Network
 }
 
 // buildApp builds testdata/app as a static binary named app.

@@ -1,0 +1,76 @@
+package localnode
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// TestLoadArchive pushes a docker-archive tarball and an OCI layout into a
+// registry on loopback and pulls them back by repository and tag; an image
+// without a name is refused naming the file.
+func TestLoadArchive(t *testing.T) {
+	srv := httptest.NewServer(registry.New())
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := BinaryImage(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := img.Digest()
+
+	tag, _ := name.NewTag("example.com/team/tool:v1")
+	tarPath := filepath.Join(dir, "tool.tar")
+	if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	lay := filepath.Join(dir, "layout")
+	p, err := layout.Write(lay, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"io.containerd.image.name": "docker.io/library/tool:v2"})); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, pushed, repo string }{
+		{tarPath, "example.com/team/tool:v1", "team/tool:v1"},
+		{lay, "index.docker.io/library/tool:v2", "library/tool:v2"},
+	} {
+		got, err := LoadArchive(context.Background(), addr, tc.path)
+		if err != nil || len(got) != 1 || got[0] != tc.pushed {
+			t.Fatalf("LoadArchive(%s) = %v, %v; want [%s]", tc.path, got, err, tc.pushed)
+		}
+		ref, _ := name.ParseReference(addr+"/"+tc.repo, name.Insecure)
+		desc, err := remote.Head(ref)
+		if err != nil || desc.Digest != want {
+			t.Errorf("%s in the registry: %v, %v; want digest %s", tc.repo, desc, err, want)
+		}
+	}
+
+	unnamed := filepath.Join(dir, "unnamed")
+	p2, _ := layout.Write(unnamed, empty.Index)
+	plain, _ := mutate.AppendLayers(empty.Image)
+	_ = p2.AppendImage(plain)
+	if _, err := LoadArchive(context.Background(), addr, unnamed); err == nil || !strings.Contains(err.Error(), "no image name") {
+		t.Errorf("unnamed layout: err = %v", err)
+	}
+	if _, err := LoadArchive(context.Background(), addr, bin); err == nil || !strings.Contains(err.Error(), "not a docker-archive") {
+		t.Errorf("a file that is no archive: err = %v", err)
+	}
+}
