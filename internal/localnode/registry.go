@@ -274,9 +274,9 @@ func loadLayout(ctx context.Context, addr, dir string) ([]string, error) {
 			return pushed, err
 		}
 		if desc.MediaType.IsIndex() {
-			child, err := idx.ImageIndex(desc.Digest)
-			if err != nil {
-				return pushed, err
+			child, ierr := idx.ImageIndex(desc.Digest)
+			if ierr != nil {
+				return pushed, ierr
 			}
 			err = remote.WriteIndex(dst, child, remote.WithContext(ctx))
 		} else {
