@@ -26,8 +26,8 @@ func newImageLoadCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "load -f cluster.yaml ARCHIVE...",
 		Short: "Push image archives into the registry a local cluster's real nodes pull from",
-		Long: `Push the images of docker-archive tarballs (docker save, crane pull --format
-tarball) or OCI image layout directories into the registry of a local cluster
+		Long: `Push the images of docker-archive tarballs (what docker save writes) or OCI
+image layout directories into the registry of a local cluster
 that has real nodes (spec.provider.local.realPools). Each image keeps its
 repository and tag, and the nodes pull every registry name through that
 registry, so a Pod that names example.com/team/app:v1 runs the loaded
