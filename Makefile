@@ -29,7 +29,7 @@ tools: $(GOLANGCI_LINT)
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
-unit: localcluster localnode node-deps validators node-exporter fuzz
+unit: localcluster localnode images node-deps validators node-exporter fuzz
 	$(GO) test -timeout 30m ./...
 
 # Every parser of user input, fuzzed for a few seconds from its seed corpus (the
@@ -49,7 +49,7 @@ test: lint unit
 # The README's main-job command: the quickstart as a local cluster — the control
 # plane with the plugins' flags, simulated nodes that ran the plugins' hooks, every
 # plugin deployed and validated. `make down` stops it.
-up: build localcluster localnode node-deps
+up: build localcluster localnode images node-deps
 	$(KUBEPLUG) up -f examples/quickstart/cluster.yaml
 
 down: build
@@ -119,6 +119,25 @@ $(LOCALNODE): $(LOCALNODE_SRCS)
 	cd localnode && CGO_ENABLED=0 $(GO) build -tags 'no_btrfs no_devmapper no_zfs' -ldflags='-s -w' -o $(LOCALNODE_BIN)/ \
 	  github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
 	  ./cmd/pause ./cmd/kubeplug-registry
+	touch $@
+
+# The built-in plugins' images, built from their Go modules (no Dockerfile, no
+# daemon): CoreDNS and metrics-server each from a module of its own under ./images
+# (their Kubernetes libraries differ from each other's), agnhost (the quickstart's
+# workload) from k8s.io/kubernetes in ./localcluster. `up` makes each an image of
+# one layer and pushes it into a cluster with real nodes under the upstream name
+# the plugins use (internal/localnode.BuiltinImages).
+IMAGES_BIN := $(ROOT)/_output/images/bin
+IMAGES := $(IMAGES_BIN)/.built
+IMAGES_SRCS := $(shell find images -type f \( -name go.mod -o -name go.sum \)) localcluster/go.mod
+.PHONY: images
+images: $(IMAGES)
+
+$(IMAGES): $(IMAGES_SRCS)
+	@mkdir -p $(IMAGES_BIN)
+	cd images/coredns && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(IMAGES_BIN)/ github.com/coredns/coredns
+	cd images/metrics-server && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(IMAGES_BIN)/ sigs.k8s.io/metrics-server/cmd/metrics-server
+	cd localcluster && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(IMAGES_BIN)/ k8s.io/kubernetes/test/images/agnhost
 	touch $@
 
 # What a real node needs from Debian: runc (the OCI runtime), the CNI plugins

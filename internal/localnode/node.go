@@ -154,10 +154,28 @@ func (n *Node) ensureNetns(ctx context.Context) error {
 		{"-n", ns, "link", "set", "eth0", "up"},
 		{"-n", ns, "link", "set", "lo", "up"},
 		{"-n", ns, "route", "replace", "default", "via", n.Network.Gateway().String()},
+		// The host (the API server: aggregated APIs, webhooks) reaches the
+		// node's Pods directly.
+		{"route", "replace", PodCIDR(n.ClusterCIDR, n.Index), "via", n.Network.NodeIP(n.Index).String(), "dev", n.Network.Bridge()},
 	}
 	for _, s := range steps {
 		if _, err := run(ctx, "ip", s...); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// RoutePeers routes the Pod subnets of the other real nodes through their
+// addresses on the bridge, inside this node's namespace: Pod-to-Pod traffic
+// between nodes crosses the bridge without the host forwarding it.
+func (n *Node) RoutePeers(ctx context.Context, peers []*Node) error {
+	for _, p := range peers {
+		if p.Name == n.Name {
+			continue
+		}
+		if _, err := run(ctx, "ip", "-n", n.nsName(), "route", "replace", PodCIDR(p.ClusterCIDR, p.Index), "via", p.Network.NodeIP(p.Index).String()); err != nil {
+			return fmt.Errorf("node %s: route to node %s: %w", n.Name, p.Name, err)
 		}
 	}
 	return nil
@@ -312,6 +330,20 @@ func (n *Node) stopComponent(ctx context.Context, comp string) error {
 	return nil
 }
 
+// running says whether pid is a process that has not exited (a zombie has).
+func running(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses, which may hold spaces.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
+}
+
 // configFile is the configuration file comp is started with.
 func (n *Node) configFile(comp string) string {
 	switch comp {
@@ -360,7 +392,9 @@ func (n *Node) waitSocket(ctx context.Context, timeout time.Duration) error {
 		if _, err := os.Stat(n.socket()); err == nil {
 			return nil
 		}
-		if !n.alive("containerd") {
+		// Not alive(): while the shell execs nsenter and nsenter containerd,
+		// the command line can read empty for an instant.
+		if !running(n.pid("containerd")) {
 			return errors.New("containerd exited at start")
 		}
 		if time.Now().After(deadline) {

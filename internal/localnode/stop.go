@@ -44,6 +44,9 @@ func (n *Node) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if ip := n.Network.NodeIP(n.Index); ip != nil {
+		_, _ = run(ctx, "ip", "route", "flush", "via", ip.String()) // the host's route to its Pods
+	}
 	if _, err := run(ctx, "ip", "link", "show", n.veth()); err == nil {
 		if _, err := run(ctx, "ip", "link", "del", n.veth()); err != nil {
 			errs = append(errs, err)

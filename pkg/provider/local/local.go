@@ -1,6 +1,8 @@
 package local
 
 import (
+	"github.com/kubeplug/kubeplug/internal/localnode"
+
 	"context"
 	"errors"
 	"fmt"
@@ -264,6 +266,17 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		})
 	}
 	wg.Wait()
+	var reals []*localnode.Node
+	for _, n := range nodes {
+		if n.real != nil {
+			reals = append(reals, n.real)
+		}
+	}
+	for _, n := range reals {
+		if err := n.RoutePeers(ctx, reals); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(statuses)) {
 		cl.Nodes = append(cl.Nodes, *statuses[name])
 	}

@@ -28,6 +28,9 @@ import (
 // NodeBinDirEnv overrides where the real nodes' programs are (make localnode).
 const NodeBinDirEnv = "KUBEPLUG_LOCALNODE_BIN"
 
+// ImagesDirEnv overrides where the built-in images' programs are (make images).
+const ImagesDirEnv = "KUBEPLUG_IMAGES_BIN"
+
 // registryDir is the cluster registry's data directory in the state dir.
 const registryDir = "registry"
 
@@ -164,6 +167,17 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 	sandbox, err := reg.PushBinary(ctx, pauseRepo, pauseTag, filepath.Join(dir, "pause"))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox image: %w", err)
+	}
+	imagesDir := os.Getenv(ImagesDirEnv)
+	if imagesDir == "" {
+		imagesDir = filepath.Join(filepath.Dir(dir), "..", "images", "bin")
+	}
+	missing, err := reg.PushBuiltins(ctx, imagesDir)
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		p.event("registry", "", fmt.Sprintf("built-in images not built (make images), so not in the registry: %s", strings.Join(missing, ", ")))
 	}
 	if err := p.ensureAPIEndpoint(ctx, network); err != nil {
 		return nil, err

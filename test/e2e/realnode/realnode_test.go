@@ -88,6 +88,10 @@ spec:
 `
 	for _, p := range plugins {
 		s += "      - name: " + p + "\n"
+		if p == "metrics-server" {
+			// The real kubelet's serving certificate is self-signed.
+			s += "        values: {kubeletInsecureTLS: true}\n"
+		}
 	}
 	return s
 }
@@ -112,6 +116,16 @@ func TestRealNode(t *testing.T) {
 		}
 		t.Skipf("this machine cannot run real nodes: %v", err)
 	}
+	images := os.Getenv("KUBEPLUG_IMAGES_BIN")
+	if images == "" {
+		images = filepath.Join(filepath.Dir(filepath.Dir(bin)), "images", "bin")
+	}
+	for _, b := range localnode.BuiltinImages {
+		if _, err := os.Stat(filepath.Join(images, b.Binary)); err != nil {
+			t.Fatalf("the built-in images are not built (make images): %v", err)
+		}
+	}
+	t.Setenv("KUBEPLUG_IMAGES_BIN", images)
 	t.Setenv("KUBEPLUG_LOCALCLUSTER_BIN", bin)
 	t.Setenv("KUBEPLUG_LOCALNODE_BIN", nodeBin)
 
@@ -162,8 +176,9 @@ func TestRealNode(t *testing.T) {
 		t.Fatalf("kubeplug image load printed %q", out)
 	}
 
-	// Phase 2: the plugin, on the real node.
-	write(t, file, cluster("demo"))
+	// Phase 2: the plugin, on the real node, with cluster DNS and metrics (their
+	// images built from Go by make images, pushed by up).
+	write(t, file, cluster("cluster-dns", "metrics-server", "demo"))
 	kp("up")
 	kubeconfig := filepath.Join(state, "controlplane", "kubeconfig")
 	client := clientFor(t, kubeconfig)
@@ -218,6 +233,24 @@ func TestRealNode(t *testing.T) {
 	}
 	if !strings.Contains(body, "served by "+pod.Name) {
 		t.Errorf("GET of the demo Service from inside a Pod = %q", body)
+	}
+	// ... and by its name, through the cluster DNS.
+	if out := kubectl("exec", pod.Name, "--", "/app", "get", "http://demo.default.svc.cluster.local"); !strings.Contains(out, "served by "+pod.Name) {
+		t.Errorf("GET of the demo Service by name = %q", out)
+	}
+	// kubectl top: metrics-server (built from Go) scrapes the real kubelet.
+	var top string
+	for range 90 {
+		cmd := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", kubeconfig, "top", "node", "real-0", "--no-headers")
+		out, err := cmd.CombinedOutput()
+		top = string(out)
+		if err == nil && strings.HasPrefix(top, "real-0") {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if f := strings.Fields(top); len(f) < 5 || !strings.HasPrefix(f[0], "real-0") || !strings.HasSuffix(f[1], "m") {
+		t.Errorf("kubectl top node real-0 = %q, want its CPU and memory", top)
 	}
 
 	// A container that dies is restarted by the kubelet.
