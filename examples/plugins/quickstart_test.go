@@ -60,7 +60,7 @@ func TestQuickstartWithCodePlugins(t *testing.T) {
 			t.Errorf("kube-apiserver.yaml lacks %s:\n%s", flag, apiserver)
 		}
 	}
-	if _, ok := files["kubernetes/00-hello.yaml"]; !ok {
+	if _, ok := files["kubernetes/01-hello.yaml"]; !ok {
 		t.Errorf("the quickstart's own plugin was not rendered; files: %v", keys(files))
 	}
 }

@@ -154,16 +154,24 @@ func (n *Node) ensureNetns(ctx context.Context) error {
 		{"-n", ns, "link", "set", "eth0", "up"},
 		{"-n", ns, "link", "set", "lo", "up"},
 		{"-n", ns, "route", "replace", "default", "via", n.Network.Gateway().String()},
-		// The host (the API server: aggregated APIs, webhooks) reaches the
-		// node's Pods directly.
-		{"route", "replace", PodCIDR(n.ClusterCIDR, n.Index), "via", n.Network.NodeIP(n.Index).String(), "dev", n.Network.Bridge()},
 	}
 	for _, s := range steps {
 		if _, err := run(ctx, "ip", s...); err != nil {
 			return err
 		}
 	}
-	return nil
+	// The host (the API server: aggregated APIs, webhooks) reaches the node's
+	// Pods directly, unless another cluster's real node routes the same subnet.
+	podCIDR := PodCIDR(n.ClusterCIDR, n.Index)
+	out, err := run(ctx, "ip", "-4", "route", "show", podCIDR)
+	if err != nil {
+		return err
+	}
+	if f := strings.Fields(out); len(f) > 0 && !strings.Contains(out, "dev "+n.Network.Bridge()+" ") && !strings.HasSuffix(strings.TrimSpace(out), "dev "+n.Network.Bridge()) {
+		return fmt.Errorf("the Pod subnet %s is already routed on this machine (%s), probably to another local cluster's real node: give this cluster another clusterCIDR (the control-plane plugin's value)", podCIDR, strings.TrimSpace(out))
+	}
+	_, err = run(ctx, "ip", "route", "replace", podCIDR, "via", n.Network.NodeIP(n.Index).String(), "dev", n.Network.Bridge())
+	return err
 }
 
 // RoutePeers routes the Pod subnets of the other real nodes through their

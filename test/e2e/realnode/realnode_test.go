@@ -85,6 +85,9 @@ spec:
     sources: [{dir: ./plugins}]
     enabled:
       - name: control-plane
+        # Not the default Pod range, so that a quickstart running beside the
+        # test keeps its routes.
+        values: {clusterCIDR: 10.245.0.0/16}
 `
 	for _, p := range plugins {
 		s += "      - name: " + p + "\n"
