@@ -11,6 +11,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
@@ -154,7 +155,7 @@ func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructur
 		}
 		select {
 		case <-ctx.Done():
-			return notReady(objs, pending, a.opts.Timeout)
+			return notReady(objs, pending, a.opts.Timeout, a.podReasons)
 		case <-time.After(pollInterval):
 		}
 	}
@@ -182,7 +183,7 @@ func checkReady(ctx context.Context, o *unstructured.Unstructured, checks Health
 	return nil
 }
 
-func notReady(objs []*unstructured.Unstructured, pending map[int]*pendingObj, timeout time.Duration) error {
+func notReady(objs []*unstructured.Unstructured, pending map[int]*pendingObj, timeout time.Duration, podReasons func(*unstructured.Unstructured) string) error {
 	var lines []string
 	for i, p := range pending {
 		line := kube.RefOf(objs[i]).String()
@@ -200,8 +201,67 @@ func notReady(objs []*unstructured.Unstructured, pending map[int]*pendingObj, ti
 		default:
 			line += " [" + conditionsText(objs[i]) + "]"
 		}
+		if p.err == nil {
+			line += podReasons(objs[i])
+		}
 		lines = append(lines, line)
 	}
 	slices.Sort(lines)
 	return fmt.Errorf("not ready after %s: %s", timeout, strings.Join(lines, "; "))
+}
+
+// podReasons says why the Pods of a workload (anything with a label selector and
+// a Pod template: Deployment, StatefulSet, DaemonSet, ReplicaSet, Job) are not
+// ready, from their containers' waiting and terminated states — an image that
+// cannot be pulled, a crash loop — which the workload's own status never names.
+// It asks the API server once, briefly: the wait is already over.
+func (a *Applier) podReasons(o *unstructured.Unstructured) string {
+	sel, found, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+	if !found || len(sel) == 0 || o.GetNamespace() == "" {
+		return ""
+	}
+	if _, ok, _ := unstructured.NestedMap(o.Object, "spec", "template"); !ok {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pods, err := a.c.ResourceFor(kube.ObjRef{Version: "v1", Kind: "Pod", Namespace: o.GetNamespace()})
+	if err != nil {
+		return ""
+	}
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String(), Limit: 20})
+	if err != nil {
+		return ""
+	}
+	var reasons []string
+	seen := map[string]bool{}
+	for _, pod := range list.Items {
+		statuses, _, _ := unstructured.NestedSlice(pod.Object, "status", "containerStatuses")
+		for _, cs := range statuses {
+			m, _ := cs.(map[string]any)
+			name, _, _ := unstructured.NestedString(m, "name")
+			for _, state := range []string{"waiting", "terminated"} {
+				reason, _, _ := unstructured.NestedString(m, "state", state, "reason")
+				msg, _, _ := unstructured.NestedString(m, "state", state, "message")
+				if reason == "" || reason == "ContainerCreating" || reason == "PodInitializing" || reason == "Completed" {
+					continue
+				}
+				text := "container " + name + ": " + reason
+				if msg != "" {
+					text += ": " + msg
+				}
+				if !seen[text] {
+					seen[text] = true
+					reasons = append(reasons, "pod "+pod.GetName()+" "+text)
+				}
+			}
+		}
+		if len(reasons) >= 3 {
+			break
+		}
+	}
+	if len(reasons) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(reasons, "; ") + ")"
 }

@@ -137,19 +137,25 @@ func TestRealNode(t *testing.T) {
 	write(t, filepath.Join(dir, "plugins", "demo", "plugin.yaml"), plugin)
 	write(t, filepath.Join(dir, "plugins", "demo", "manifests", "demo.yaml"), manifests)
 	file := filepath.Join(dir, "cluster.yaml")
-	kp := func(args ...string) string {
+	kpCode := func(args ...string) (int, string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		var out, errb bytes.Buffer
+		var out bytes.Buffer
 		args = append(args, "-f", file, "--state-dir", state)
 		if args[0] == "up" {
 			args = append(args, "--no-kubeconfig-update")
 		}
-		if code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb}); code != 0 {
-			t.Fatalf("kubeplug %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out.String(), errb.String())
+		code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+		return code, out.String()
+	}
+	kp := func(args ...string) string {
+		t.Helper()
+		code, out := kpCode(args...)
+		if code != 0 {
+			t.Fatalf("kubeplug %s: exit %d\n%s", strings.Join(args, " "), code, out)
 		}
-		return out.String()
+		return out
 	}
 	id := localnode.ClusterID(state)
 	t.Cleanup(func() {
@@ -285,6 +291,20 @@ func TestRealNode(t *testing.T) {
 		t.Error("up did not start a new kubelet after the old one was killed")
 	}
 	runningPod(t, client, "app=demo")
+
+	// An image the registry does not have: up fails naming it, and converges
+	// once the plugin is gone.
+	write(t, filepath.Join(dir, "plugins", "missing", "plugin.yaml"), strings.NewReplacer("name: demo", "name: missing",
+		"name: available", "name: runs", "name: demo, timeout: 2m", "name: missing, timeout: 2m").Replace(plugin))
+	// example.com/missing/app:v1: never loaded.
+	write(t, filepath.Join(dir, "plugins", "missing", "manifests", "missing.yaml"), strings.ReplaceAll(manifests, "demo", "missing"))
+	write(t, file, cluster("cluster-dns", "metrics-server", "demo", "missing"))
+	code, out := kpCode("up", "--timeout", "20s")
+	if code == 0 || !strings.Contains(out, `example.com/missing/app:v1: not found`) || !strings.Contains(out, "ImagePull") {
+		t.Errorf("up with an image the registry lacks: exit %d, want an error naming the image and the pull failure:\n%s", code, out)
+	}
+	write(t, file, cluster("cluster-dns", "metrics-server", "demo"))
+	kp("up")
 
 	kp("down")
 	checkNothingLeft(t, state, id)
