@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,17 +25,29 @@ func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go watchSignals(sigs, cancel, os.Stderr, cleanupGrace, os.Exit)
+	var got atomic.Value // the first signal, once one came
+	go watchSignals(sigs, func() { cancel() }, &got, os.Stderr, cleanupGrace, os.Exit)
 	code := cli.Main(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	signal.Stop(sigs)
 	cancel()
-	os.Exit(code)
+	os.Exit(exitAfter(code, &got))
+}
+
+// exitAfter is the exit status of a run that returned code: a run a signal
+// stopped exits as the shell expects of one (130 after Ctrl-C), whatever error
+// the cancelled work reported.
+func exitAfter(code int, got *atomic.Value) int {
+	if s, ok := got.Load().(os.Signal); ok && code != 0 {
+		return exitCode(s)
+	}
+	return code
 }
 
 // watchSignals cancels the run at the first signal, and exits with 128+signal at a
 // second one or when the run has not ended grace after the first.
-func watchSignals(sigs <-chan os.Signal, cancel func(), stderr io.Writer, grace time.Duration, exit func(int)) {
+func watchSignals(sigs <-chan os.Signal, cancel func(), got *atomic.Value, stderr io.Writer, grace time.Duration, exit func(int)) {
 	first := <-sigs
+	got.Store(first)
 	cancel()
 	_, _ = fmt.Fprintf(stderr, "kubeplug: %s: stopping (again to quit at once)\n", first)
 	code := exitCode(first)

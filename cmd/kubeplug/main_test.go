@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ func TestSignalsEndTheProcess(t *testing.T) {
 			sigs := make(chan os.Signal, 2)
 			cancelled := make(chan struct{})
 			exited := make(chan int, 1)
-			go watchSignals(sigs, func() { close(cancelled) }, io.Discard, 100*time.Millisecond, func(c int) { exited <- c })
+			var got atomic.Value
+			go watchSignals(sigs, func() { close(cancelled) }, &got, io.Discard, 100*time.Millisecond, func(c int) { exited <- c })
 			sigs <- syscall.SIGTERM
 			<-cancelled
 			if tc.second != nil {
@@ -34,6 +36,14 @@ func TestSignalsEndTheProcess(t *testing.T) {
 			case c := <-exited:
 				if c != tc.want {
 					t.Errorf("exit code %d, want %d", c, tc.want)
+				}
+				// A run that ended with an error after the signal exits as the
+				// signal says; one that succeeded anyway exits 0.
+				if c := exitAfter(1, &got); c != 143 {
+					t.Errorf("exitAfter(1) = %d after SIGTERM, want 143", c)
+				}
+				if c := exitAfter(0, &got); c != 0 {
+					t.Errorf("exitAfter(0) = %d, want 0", c)
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatal("the process did not exit")

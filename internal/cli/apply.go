@@ -86,6 +86,8 @@ func (p *progress) event(e deploy.Event) {
 		_, _ = fmt.Fprintf(w, "  %s: pruned %d object(s) its new version no longer has\n", e.Plugin, e.Total)
 	case deploy.PluginFailed:
 		_, _ = fmt.Fprintf(w, "  %s: FAILED: %s\n", e.Plugin, e.Message)
+	case deploy.PluginInterrupted:
+		_, _ = fmt.Fprintf(w, "  %s: interrupted: %s\n", e.Plugin, e.Message)
 	case deploy.PluginRemoved:
 		_, _ = fmt.Fprintf(w, "  %s: uninstalled (%d object(s) deleted)\n", e.Plugin, e.Total)
 	case deploy.UninstallFailed:

@@ -7,15 +7,19 @@ type EventType string
 
 // Event types, in the order a wave produces them.
 const (
-	WaveStarted     EventType = "WaveStarted"
-	PluginApplied   EventType = "PluginApplied"
-	ObjectReady     EventType = "ObjectReady"
-	PluginReady     EventType = "PluginReady"
-	PluginPruned    EventType = "PluginPruned"
-	PluginFailed    EventType = "PluginFailed"
-	WaveFinished    EventType = "WaveFinished"
-	PluginRemoved   EventType = "PluginRemoved"
-	UninstallFailed EventType = "UninstallFailed"
+	WaveStarted   EventType = "WaveStarted"
+	PluginApplied EventType = "PluginApplied"
+	ObjectReady   EventType = "ObjectReady"
+	PluginReady   EventType = "PluginReady"
+	PluginPruned  EventType = "PluginPruned"
+	PluginFailed  EventType = "PluginFailed"
+	// PluginInterrupted: the run was cancelled (Ctrl-C, SIGTERM) before the
+	// plugin was ready; its revision is recorded Interrupted, and a re-run
+	// continues it.
+	PluginInterrupted EventType = "PluginInterrupted"
+	WaveFinished      EventType = "WaveFinished"
+	PluginRemoved     EventType = "PluginRemoved"
+	UninstallFailed   EventType = "UninstallFailed"
 )
 
 // Event is one step of progress, for terminals and for machines (-o json).

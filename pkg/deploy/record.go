@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -151,7 +152,13 @@ func (w *wave) failRecord(ctx context.Context, r *unitRun, cause error, msg stri
 	d, u, hist, rec := w.d, r.unit, r.hist, r.rec
 	// Record the failure even when ctx is done: a record that says Applying lies.
 	wctx := context.WithoutCancel(ctx)
-	if err := d.setPhase(wctx, rec.Clone(), PhaseFailed, msg); err != nil {
+	phase := PhaseFailed
+	if errors.Is(cause, context.Canceled) {
+		// Not a failure of the plugin: the user stopped the run. A re-run
+		// continues from this revision.
+		phase, msg = PhaseInterrupted, msg+"; run the same command again to continue"
+	}
+	if err := d.setPhase(wctx, rec.Clone(), phase, msg); err != nil {
 		d.opts.Logger.Warn("could not record a failed apply", "plugin", u.Plugin, "error", err)
 	}
 	if !d.opts.RollbackOnFailure || u.rollback != nil || r.same || ctx.Err() != nil {

@@ -253,7 +253,11 @@ func (w *wave) settle(ctx context.Context) {
 	w.each(func(r *unitRun) {
 		if err := w.ready(ctx, r); err != nil {
 			r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
-			w.d.emit(Event{Type: PluginFailed, Wave: w.n, Plugin: r.unit.Plugin, Message: err.Error()})
+			typ := PluginFailed
+			if errors.Is(err, context.Canceled) {
+				typ = PluginInterrupted
+			}
+			w.d.emit(Event{Type: typ, Wave: w.n, Plugin: r.unit.Plugin, Message: err.Error()})
 			return
 		}
 		all := append(kube.RefsOf(r.unit.Objects), kube.RefsOf(r.helm.Objects)...)

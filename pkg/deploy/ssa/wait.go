@@ -2,6 +2,7 @@ package ssa
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -155,6 +156,11 @@ func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructur
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				// The caller gave up (Ctrl-C), not the timeout: say so, and
+				// keep context.Canceled in the chain for the record.
+				return fmt.Errorf("%w while waiting for %d object(s) to become ready", context.Canceled, len(pending))
+			}
 			return notReady(objs, pending, a.opts.Timeout, a.podReasons)
 		case <-time.After(pollInterval):
 		}

@@ -50,11 +50,13 @@ const (
 	PhaseApplying = "Applying"
 	PhaseReady    = "Ready"
 	PhaseFailed   = "Failed"
-	// PhaseSuperseded and PhaseInterrupted are never stored: a history reports a
-	// Ready revision that a later one replaced as Superseded, and an Applying one
+	// PhaseInterrupted is stored for a revision whose run was cancelled (Ctrl-C,
+	// SIGTERM) before it was ready; a history also reports an Applying revision
 	// that is not the newest (its run died) as Interrupted.
-	PhaseSuperseded  = "Superseded"
 	PhaseInterrupted = "Interrupted"
+	// PhaseSuperseded is never stored: a history reports a Ready revision that
+	// a later one replaced as Superseded.
+	PhaseSuperseded = "Superseded"
 )
 
 // ErrNoObjects is returned for a revision whose objects were not recorded (one

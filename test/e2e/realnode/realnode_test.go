@@ -247,6 +247,10 @@ func TestRealNode(t *testing.T) {
 	if out := kubectl("exec", pod.Name, "--", "/app", "get", "http://demo.default.svc.cluster.local"); !strings.Contains(out, "served by "+pod.Name) {
 		t.Errorf("GET of the demo Service by name = %q", out)
 	}
+	// A Service of another plugin, by name: metrics-server's.
+	if out := kubectl("exec", pod.Name, "--", "/app", "get", "https://metrics-server.kube-system.svc/livez"); strings.TrimSpace(out) != "ok" {
+		t.Errorf("GET of metrics-server's /livez by its Service name = %q", out)
+	}
 	// kubectl top: metrics-server (built from Go) scrapes the real kubelet.
 	var top string
 	for range 90 {

@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 			// As cmd/kubeplug: Ctrl-C (SIGINT) cancels the run.
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			code := cli.Main(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+			if ctx.Err() != nil && code != 0 {
+				code = 130 // as cmd/kubeplug after a SIGINT
+			}
 			stop()
 			os.Exit(code)
 		},
