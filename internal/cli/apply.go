@@ -47,11 +47,38 @@ type progress struct {
 }
 
 func newProgress(o *options) *progress {
-	tty := false
-	if f, ok := o.streams.Err.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
+	return &progress{o: o, tty: o.errTerminal() && !o.noProgress && !o.envSet("CI"), start: time.Now()}
+}
+
+// errTerminal says whether stderr is a terminal.
+func (o *options) errTerminal() bool {
+	f, ok := o.streams.Err.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// envSet says whether the environment variable name is set and not empty.
+func (o *options) envSet(name string) bool {
+	v, ok := o.getenv(name)
+	return ok && v != ""
+}
+
+// ANSI colours for progress lines.
+const (
+	red    = "31"
+	green  = "32"
+	yellow = "33"
+)
+
+// paint colours s on a terminal, unless $NO_COLOR is set (no-color.org) or the
+// terminal is dumb.
+func (o *options) paint(color, s string) string {
+	if !o.errTerminal() || o.envSet("NO_COLOR") {
+		return s
 	}
-	return &progress{o: o, tty: tty, start: time.Now()}
+	if t, _ := o.getenv("TERM"); t == "dumb" {
+		return s
+	}
+	return "\033[" + color + "m" + s + "\033[0m"
 }
 
 func (p *progress) event(e deploy.Event) {
@@ -60,6 +87,9 @@ func (p *progress) event(e deploy.Event) {
 	if p.o.output == "json" {
 		b, _ := json.Marshal(e)
 		_, _ = fmt.Fprintln(p.o.streams.Out, string(b))
+		return
+	}
+	if p.o.quiet && e.Type != deploy.PluginFailed && e.Type != deploy.UninstallFailed && e.Type != deploy.PluginInterrupted {
 		return
 	}
 	w := p.o.streams.Err
@@ -81,17 +111,17 @@ func (p *progress) event(e deploy.Event) {
 	case deploy.PluginApplied:
 		_, _ = fmt.Fprintf(w, "  %s: applied %d/%d\n", e.Plugin, e.Applied, e.Total)
 	case deploy.PluginReady:
-		_, _ = fmt.Fprintf(w, "  %s: ready %d/%d [%s]\n", e.Plugin, e.Ready, e.Total, elapsed)
+		_, _ = fmt.Fprintf(w, "  %s: %s %d/%d [%s]\n", e.Plugin, p.o.paint(green, "ready"), e.Ready, e.Total, elapsed)
 	case deploy.PluginPruned:
 		_, _ = fmt.Fprintf(w, "  %s: pruned %d object(s) its new version no longer has\n", e.Plugin, e.Total)
 	case deploy.PluginFailed:
-		_, _ = fmt.Fprintf(w, "  %s: FAILED: %s\n", e.Plugin, e.Message)
+		_, _ = fmt.Fprintf(w, "  %s: %s: %s\n", e.Plugin, p.o.paint(red, "FAILED"), e.Message)
 	case deploy.PluginInterrupted:
-		_, _ = fmt.Fprintf(w, "  %s: interrupted: %s\n", e.Plugin, e.Message)
+		_, _ = fmt.Fprintf(w, "  %s: %s: %s\n", e.Plugin, p.o.paint(yellow, "interrupted"), e.Message)
 	case deploy.PluginRemoved:
 		_, _ = fmt.Fprintf(w, "  %s: uninstalled (%d object(s) deleted)\n", e.Plugin, e.Total)
 	case deploy.UninstallFailed:
-		_, _ = fmt.Fprintf(w, "  %s: uninstall FAILED: %s\n", e.Plugin, e.Message)
+		_, _ = fmt.Fprintf(w, "  %s: uninstall %s: %s\n", e.Plugin, p.o.paint(red, "FAILED"), e.Message)
 	}
 }
 

@@ -47,7 +47,11 @@ type options struct {
 	// allowValuesOutside lets valuesFrom read outside the cluster file's directory.
 	allowValuesOutside bool
 	verbose            int
-	getenv             func(string) (string, bool)
+	// quiet prints only errors and the final result.
+	quiet bool
+	// noProgress prints progress as plain lines even on a terminal.
+	noProgress bool
+	getenv     func(string) (string, bool)
 }
 
 // config returns the shared action configuration.
@@ -152,7 +156,9 @@ spec.plugins.sources.`,
 	pf.StringVar(&o.contribDir, "contrib-dir", o.contribDir, "the contrib plugin directory (default $KUBEPLUG_CONTRIB_DIR)")
 	pf.BoolVar(&o.noBuiltin, "no-builtin", false, "leave the built-in plugins out")
 	pf.BoolVar(&o.allowValuesOutside, "allow-values-outside", false, "let valuesFrom read files outside the cluster file's directory")
-	pf.CountVarP(&o.verbose, "verbose", "v", "log more: -v for progress, -vv for debugging")
+	pf.CountVarP(&o.verbose, "verbose", "v", "log more: -v for kubeplug's progress details, -vv for its debugging, -vvv also for client-go's own logs")
+	pf.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors and the final result, no progress")
+	pf.BoolVar(&o.noProgress, "no-progress", false, "print progress as plain lines, never as a line updated in place (also when $CI is set or stderr is no terminal)")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.MarkPersistentFlagDirname("plugin-dir")
 	_ = root.MarkPersistentFlagDirname("contrib-dir")
@@ -160,8 +166,8 @@ spec.plugins.sources.`,
 		o.initConfig()
 		// client-go logs through klog to stderr: an API server restarting would
 		// flood the output with discovery retries that kubeplug reports itself.
-		// They are debugging output (-vv).
-		if o.verbose >= 2 {
+		// They are debugging output, below kubeplug's own (-vvv).
+		if o.verbose >= 3 {
 			klog.SetSlogLogger(o.config().Logger)
 		} else {
 			klog.SetLogger(logr.Discard())

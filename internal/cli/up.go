@@ -197,6 +197,9 @@ func (p *progress) stage(e engine.StageEvent) {
 		_, _ = fmt.Fprintln(p.o.streams.Out, string(b))
 		return
 	}
+	if p.o.quiet {
+		return
+	}
 	elapsed := time.Since(p.start).Round(100 * time.Millisecond)
 	switch {
 	case e.Stage == stage.Validate:
@@ -212,6 +215,9 @@ func (p *progress) providerEvent(e provider.Event) {
 	if p.o.output == "json" {
 		b, _ := json.Marshal(map[string]any{"type": "Provider", "time": e.Time, "step": e.Step, "node": e.Node, "message": e.Message})
 		_, _ = fmt.Fprintln(p.o.streams.Out, string(b))
+		return
+	}
+	if p.o.quiet {
 		return
 	}
 	elapsed := e.Time.Sub(p.start).Round(100 * time.Millisecond)
