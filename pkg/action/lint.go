@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/kubeplug/kubeplug/internal/proc"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/source"
@@ -59,6 +61,9 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			pkg, pl := plugin.Load(os.DirFS(dir), plugin.OriginUser, filepath.Clean(dir))
 			l = append(l, pl...)
 			lintDigests(pkg, &l)
+			if pkg != nil && !pl.HasFatal() {
+				l = append(l, a.renderDefaults(ctx, dir, pkg)...)
+			}
 			n++
 			continue
 		}
@@ -75,11 +80,93 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			lintDigests(pkg, &l)
 			if pkg != nil {
 				n++
+				if fi, err := os.Stat(pkg.Location); err == nil && fi.IsDir() && !pl.HasFatal() {
+					l = append(l, a.renderDefaults(ctx, pkg.Location, pkg)...)
+				}
 			}
 		}
 	}
 	l.Sort()
 	return n, l
+}
+
+// lintKubernetesVersion is the Kubernetes version lint renders a plugin for:
+// the one kubeplug's local provider runs.
+const lintKubernetesVersion = "1.37.1"
+
+// renderDefaults renders the plugin in dir with its default values, in a
+// cluster of one worker pool that enables it alone (with the built-in plugins
+// available for its requirements), as kubeplug render would: a template or
+// chart that fails there is a lint error naming its file and line. A plugin
+// that cannot be rendered alone (a requirement no source here has, values
+// without defaults) is a warning saying so, not an error of the package.
+func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Package) diag.List {
+	name := pkg.Manifest.Metadata.Name
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil
+	}
+	rel, err := filepath.Rel(cwd, abs)
+	if err != nil {
+		rel = abs
+	}
+	doc := "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: lint}\nspec:\n  kubernetesVersion: " + lintKubernetesVersion +
+		"\n  nodePools: [{name: workers, count: 1}]\n  plugins:\n    sources: [{dir: " + strconv.Quote(filepath.ToSlash(rel)) +
+		"}]\n    enabled: [{name: " + strconv.Quote(name) + ", version: " + strconv.Quote(pkg.Manifest.Metadata.Version) + "}]\n"
+	synthetic := filepath.Join(cwd, ".kubeplug-lint.yaml") // never written
+	cl, cl0 := config.Parse(synthetic, []byte(doc))
+	if cl == nil || cl0.HasFatal() {
+		return nil
+	}
+	_, rl := NewRender(a.cfg).Files(ctx, cl)
+	var out diag.List
+	var elsewhere []string
+	for _, d := range rl {
+		if d.Severity != diag.Fatal {
+			continue
+		}
+		if f, ok := within(d.File, abs, rel); ok {
+			d.File = f
+			out = append(out, d)
+			continue
+		}
+		if d.File == "" && d.Plugin == name {
+			// A chart's error names its template in the message.
+			d.File = filepath.Join(rel, plugin.ManifestFile)
+			out = append(out, d)
+			continue
+		}
+		if d.File == synthetic {
+			elsewhere = append(elsewhere, d.Message)
+		} else {
+			elsewhere = append(elsewhere, d.String())
+		}
+	}
+	if len(out) == 0 && len(elsewhere) > 0 {
+		out.Warnf(filepath.Join(rel, plugin.ManifestFile), 0, 0, "", "not rendered with its default values: %s", strings.Join(elsewhere, "; "))
+	}
+	return out
+}
+
+// within says whether file (absolute or relative to the working directory) is in
+// the package at abs, and names it the way the user named the package (rel).
+func within(file, abs, rel string) (string, bool) {
+	if file == "" {
+		return "", false
+	}
+	f, err := filepath.Abs(file)
+	if err != nil {
+		return "", false
+	}
+	r, err := filepath.Rel(abs, f)
+	if err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		return "", false
+	}
+	return filepath.Join(rel, r), true
 }
 
 // lintDigests checks every executable pin of pkg (spec.runtime.sha256, an exec
