@@ -119,6 +119,10 @@ func (p *progress) event(e deploy.Event) {
 	case deploy.PluginInterrupted:
 		_, _ = fmt.Fprintf(w, "  %s: %s: %s\n", e.Plugin, p.o.paint(yellow, "interrupted"), e.Message)
 	case deploy.PluginRemoved:
+		if e.Message == "dry run" {
+			_, _ = fmt.Fprintf(w, "  %s: would be uninstalled (%d object(s); the API server accepted each delete as a dry run)\n", e.Plugin, e.Total)
+			break
+		}
 		_, _ = fmt.Fprintf(w, "  %s: uninstalled (%d object(s) deleted)\n", e.Plugin, e.Total)
 	case deploy.UninstallFailed:
 		_, _ = fmt.Fprintf(w, "  %s: uninstall %s: %s\n", e.Plugin, p.o.paint(red, "FAILED"), e.Message)
@@ -323,7 +327,8 @@ inventories. A plugin that another installed plugin requires is not removed unle
 Namespaces after the objects in them. With -f, kubeplug warns about plugins the
 cluster file still enables: the next apply would install them again.`,
 		Example: `  kubeplug uninstall metrics-server
-  kubeplug uninstall cert-manager --cascade -f cluster.yaml`,
+  kubeplug uninstall cert-manager --cascade -f cluster.yaml
+  kubeplug uninstall metrics-server --dry-run=server   # what would go, checked by the API server`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file != "" {
@@ -344,6 +349,12 @@ cluster file still enables: the next apply would install them again.`,
 			if o.report(l) {
 				return errFailed
 			}
+			if a.DryRun {
+				return o.print(map[string]any{"removed": done, "dryRun": true}, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "would uninstall (server dry run, nothing changed): %s\n", strings.Join(done, ", "))
+					return err
+				})
+			}
 			return o.print(map[string][]string{"removed": done}, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "uninstalled: %s\n", strings.Join(done, ", "))
 				return err
@@ -352,6 +363,9 @@ cluster file still enables: the next apply would install them again.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file, to warn about plugins it still enables")
 	cmd.Flags().BoolVar(&a.Cascade, "cascade", false, "also remove installed plugins that require the named ones")
+	cmd.Flags().Var(dryRunValue{&a.DryRun}, "dry-run", `"server" to have the API server check every delete without persisting it (the release records stay)`)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{"none", "server"}, cobra.ShellCompDirectiveNoFileComp))
 	targetFlags(cmd, &a.Target)
 	leaseFlags(cmd, &a.Lease)
 	return cmd

@@ -94,13 +94,18 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 // the one kubeplug's local provider runs.
 const lintKubernetesVersion = "1.37.1"
 
-// renderDefaults renders the plugin in dir with its default values, in a
+// renderDefaults renders a declarative plugin (one without code: lint runs
+// none) in dir with its default values, in a
 // cluster of one worker pool that enables it alone (with the built-in plugins
 // available for its requirements), as kubeplug render would: a template or
 // chart that fails there is a lint error naming its file and line. A plugin
 // that cannot be rendered alone (a requirement no source here has, values
 // without defaults) is a warning saying so, not an error of the package.
 func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Package) diag.List {
+	if pkg.Manifest.Spec.Runtime != nil {
+		// Rendering would run the plugin's own code: lint does not run code.
+		return nil
+	}
 	name := pkg.Manifest.Metadata.Name
 	cwd, err := os.Getwd()
 	if err != nil {

@@ -44,6 +44,9 @@ type Uninstall struct {
 	Cascade bool
 	// All uninstalls every installed plugin, dependents first (kubeplug down).
 	All bool
+	// DryRun has the API server check every delete without persisting it; the
+	// release records stay.
+	DryRun bool
 	// Lease says how the run takes the cluster's operation lease.
 	Lease  Lease
 	Events func(deploy.Event)
@@ -55,7 +58,7 @@ func NewUninstall(cfg *Config) *Uninstall { return &Uninstall{cfg: cfg} }
 // Run uninstalls the named plugins and returns those removed, in order.
 func (a *Uninstall) Run(ctx context.Context, plugins ...string) ([]string, diag.List) {
 	var l diag.List
-	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{Events: a.Events})
+	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{Events: a.Events, DryRun: a.DryRun})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l

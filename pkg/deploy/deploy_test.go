@@ -430,3 +430,33 @@ func TestUnreachableAPIServerIsOneClearError(t *testing.T) {
 		t.Fatalf("ping of a closed port: %v", err)
 	}
 }
+
+// TestUninstallDryRun: a server dry run of an uninstall reports what would go,
+// with the API server checking each delete, and changes nothing: objects, Helm
+// release and record stay, and a real uninstall afterwards removes them.
+func TestUninstallDryRun(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	plugin := unique(t, "dry")
+	d := newDeployer(t, deploy.Options{Timeout: time.Minute})
+	if _, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: cms(t, ns, map[string]string{"d": "1"}),
+		Releases: []deploy.HelmRelease{{Name: "web", Namespace: ns, Chart: testChart(t)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	dry := newDeployer(t, deploy.Options{Timeout: time.Minute, DryRun: true})
+	done, err := dry.Uninstall(t.Context(), []string{plugin}, false)
+	if err != nil || len(done) != 1 || done[0] != plugin {
+		t.Fatalf("dry-run uninstall = %v, %v", done, err)
+	}
+	if !exists(t, cmGVR, ns, "d") {
+		t.Fatal("a dry-run uninstall deleted an object")
+	}
+	if h, err := d.History(t.Context(), plugin); err != nil || len(h) != 1 {
+		t.Fatalf("a dry-run uninstall touched the record: %v, %v", h, err)
+	}
+	if _, err := d.Uninstall(t.Context(), []string{plugin}, false); err != nil {
+		t.Fatal(err)
+	}
+	if exists(t, cmGVR, ns, "d") {
+		t.Fatal("the real uninstall left the object")
+	}
+}

@@ -64,7 +64,11 @@ func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool
 			d.emit(Event{Type: UninstallFailed, Plugin: p, Message: err.Error()})
 			return done, fmt.Errorf("uninstall %s: %w", p, err)
 		}
-		d.emit(Event{Type: PluginRemoved, Plugin: p, Total: n})
+		ev := Event{Type: PluginRemoved, Plugin: p, Total: n}
+		if d.opts.DryRun {
+			ev.Message = "dry run"
+		}
+		d.emit(ev)
 		faultpoint.Hit("uninstall:plugin-removed")
 		done = append(done, p)
 	}
@@ -90,6 +94,9 @@ func (d *Deployer) remove(ctx context.Context, rec *Record) (int, error) {
 		return 0, err
 	}
 	faultpoint.Hit("uninstall:objects-deleted")
+	if d.opts.DryRun {
+		return n + released, nil // the records stay: nothing was removed
+	}
 	if err := d.store.Delete(ctx, rec.Plugin); err != nil {
 		return 0, err
 	}

@@ -315,6 +315,7 @@ func (m *Manager) Remove(ctx context.Context, ref kube.ReleaseRef) (int, error) 
 	un.WaitStrategy = helmkube.HookOnlyStrategy
 	un.Timeout = m.opts.Timeout
 	un.DeletionPropagation = "background"
+	un.DryRun = m.opts.DryRun // Helm only reads the release: nothing is deleted
 	faultpoint.Hit("helm:before-uninstall")
 	resp, err := un.Run(ref.Name)
 	faultpoint.Hit("helm:after-uninstall")

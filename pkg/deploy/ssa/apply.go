@@ -179,8 +179,13 @@ func (a *Applier) Delete(ctx context.Context, r kube.ObjRef) (bool, error) {
 		return false, err
 	}
 	policy := metav1.DeletePropagationBackground
+	opts := metav1.DeleteOptions{PropagationPolicy: &policy}
+	if a.opts.DryRun {
+		// The API server runs admission and reports what it would delete.
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
 	err = a.c.Retry(ctx, func(ctx context.Context) error {
-		return ri.Delete(ctx, r.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
+		return ri.Delete(ctx, r.Name, opts)
 	})
 	if apierrors.IsNotFound(err) {
 		return false, nil
