@@ -303,7 +303,7 @@ func TestRealNode(t *testing.T) {
 	// example.com/missing/app:v1: never loaded.
 	write(t, filepath.Join(dir, "plugins", "missing", "manifests", "missing.yaml"), strings.ReplaceAll(manifests, "demo", "missing"))
 	write(t, file, cluster("cluster-dns", "metrics-server", "demo", "missing"))
-	code, out := kpCode("up", "--timeout", "20s")
+	code, out := kpCode("up", "--timeout", "60s")
 	if code == 0 || !strings.Contains(out, `example.com/missing/app:v1: not found`) || !strings.Contains(out, "ImagePull") {
 		t.Errorf("up with an image the registry lacks: exit %d, want an error naming the image and the pull failure:\n%s", code, out)
 	}
