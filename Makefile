@@ -59,7 +59,7 @@ down: build
 quickstart: build
 	$(KUBEPLUG) config validate -f examples/quickstart/cluster.yaml
 	$(KUBEPLUG) plan -f examples/quickstart/cluster.yaml
-	$(KUBEPLUG) render -f examples/quickstart/cluster.yaml -o out/quickstart
+	$(KUBEPLUG) render -f examples/quickstart/cluster.yaml --output-dir out/quickstart
 
 # Benchmarks against the DESIGN.md targets; figures go into the issue notes. The
 # apply benchmark compares kubeplug with kubectl (from the local control plane build)

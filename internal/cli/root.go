@@ -141,7 +141,7 @@ spec.plugins.sources.`,
 
   # Review what the plugins build, then deploy it to the cluster of your kubeconfig
   kubeplug plan -f examples/quickstart/cluster.yaml
-  kubeplug render -f examples/quickstart/cluster.yaml -o out
+  kubeplug render -f examples/quickstart/cluster.yaml --output-dir out
   kubeplug apply -f examples/quickstart/cluster.yaml --context dev`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -162,7 +162,7 @@ spec.plugins.sources.`,
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.MarkPersistentFlagDirname("plugin-dir")
 	_ = root.MarkPersistentFlagDirname("contrib-dir")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		o.initConfig()
 		// client-go logs through klog to stderr: an API server restarting would
 		// flood the output with discovery retries that kubeplug reports itself.
@@ -176,7 +176,11 @@ spec.plugins.sources.`,
 		case "text", "json", "yaml":
 			return nil
 		}
-		return fmt.Errorf("invalid --output %q: expected text, json or yaml", o.output)
+		hint := ""
+		if cmd.Name() == "render" {
+			hint = " (render writes files into --output-dir DIR)"
+		}
+		return fmt.Errorf("invalid --output %q: expected text, json or yaml%s", o.output, hint)
 	}
 	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newCatalogCmd(o), newLockCmd(o), newImageCmd(o))
 	rejectUnknownSubcommands(root)
