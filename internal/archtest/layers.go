@@ -36,8 +36,8 @@ var Layers = []Layer{
 	},
 	{
 		Name:     "inputs",
-		Prefixes: []string{"pkg/source", "pkg/config", "pkg/lock"},
-		Why:      "where packages come from and the cluster file that picks them",
+		Prefixes: []string{"pkg/source", "pkg/config", "pkg/lock", "pkg/oci"},
+		Why:      "where packages come from (directories, catalogs, OCI registries) and the cluster file that picks them",
 	},
 	{
 		Name:     "stages",

@@ -19,9 +19,10 @@ func newPluginCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "plugin",
 		Aliases: []string{"plugins"},
-		Short:   "List, inspect, check and scaffold plugins",
+		Short:   "List, inspect, check, scaffold, package, push and pull plugins",
 	}
-	cmd.AddCommand(newPluginListCmd(o), newPluginShowCmd(o), newPluginLintCmd(o), newPluginNewCmd(o), newPluginPackageCmd(o))
+	cmd.AddCommand(newPluginListCmd(o), newPluginShowCmd(o), newPluginLintCmd(o), newPluginNewCmd(o), newPluginPackageCmd(o),
+		newPluginPushCmd(o), newPluginPullCmd(o))
 	return cmd
 }
 
