@@ -150,7 +150,7 @@ spec.plugins.sources.`,
 	root.SetOut(streams.Out)
 	root.SetErr(streams.Err)
 	pf := root.PersistentFlags()
-	pf.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
+	pf.StringVarP(&o.output, "output", "o", "text", "output format: text, json, yaml, name or jsonpath=TEMPLATE (see docs/output.md)")
 	pf.StringArrayVar(&o.pluginDirs, "plugin-dir", nil, "a directory of user plugins, or a plugin archive (repeatable)")
 	pf.StringArrayVar(&o.catalogs, "catalog", nil, "the https:// URL of a plugin catalog's index.yaml (repeatable)")
 	pf.StringVar(&o.contribDir, "contrib-dir", o.contribDir, "the contrib plugin directory (default $KUBEPLUG_CONTRIB_DIR)")
@@ -159,7 +159,7 @@ spec.plugins.sources.`,
 	pf.CountVarP(&o.verbose, "verbose", "v", "log more: -v for kubeplug's progress details, -vv for its debugging, -vvv also for client-go's own logs")
 	pf.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors and the final result, no progress")
 	pf.BoolVar(&o.noProgress, "no-progress", false, "print progress as plain lines, never as a line updated in place (also when $CI is set or stderr is no terminal)")
-	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
 	_ = root.MarkPersistentFlagDirname("plugin-dir")
 	_ = root.MarkPersistentFlagDirname("contrib-dir")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
@@ -172,18 +172,11 @@ spec.plugins.sources.`,
 		} else {
 			klog.SetLogger(logr.Discard())
 		}
-		switch o.output {
-		case "text", "json", "yaml":
-			return nil
-		}
-		hint := ""
-		if cmd.Name() == "render" {
-			hint = " (render writes files into --output-dir DIR)"
-		}
-		return fmt.Errorf("invalid --output %q: expected text, json or yaml%s", o.output, hint)
+		return checkOutput(o.output, cmd.Name())
 	}
 	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newCatalogCmd(o), newLockCmd(o), newImageCmd(o))
 	rejectUnknownSubcommands(root)
+	registerCompletions(root)
 	return root
 }
 
