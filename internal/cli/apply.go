@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/pkg/action"
@@ -31,9 +34,23 @@ func leaseFlags(cmd *cobra.Command, l *action.Lease) {
 
 // targetFlags binds which running cluster a command talks to.
 func targetFlags(cmd *cobra.Command, c *action.KubeconfigTarget) {
-	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVar(&c.Context, "context", "", "the kubeconfig context to use (default its current context)")
+	// kubectl's own flag set: --kubeconfig, --context, --cluster, --user, --as,
+	// --as-group, --as-uid, --token, --server, --certificate-authority,
+	// --insecure-skip-tls-verify, --tls-server-name, --request-timeout, ...
+	// Not --namespace: each plugin's objects name their own.
+	cf := genericclioptions.NewConfigFlags(false)
+	cf.Namespace = nil
+	cf.CacheDir = nil
+	c.Flags = cf
+	cf.AddFlags(cmd.Flags())
 	_ = cmd.MarkFlagFilename("kubeconfig")
+	_ = cmd.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		raw, err := cf.ToRawKubeConfigLoader().RawConfig()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return slices.Sorted(maps.Keys(raw.Contexts)), cobra.ShellCompDirectiveNoFileComp
+	})
 }
 
 // progress prints deploy events: one line per plugin step on a terminal or in a log,
@@ -255,6 +272,7 @@ and the next run takes it over.`,
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
 	deployFlags(cmd, &a.DeployOptions)
 	targetFlags(cmd, &a.Target)
+	stateDirFlag(cmd, &a.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{"none", "server"}, cobra.ShellCompDirectiveNoFileComp))
@@ -312,6 +330,7 @@ compare with, and DRIFT is "-" (unknown).`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "a cluster file: include the plugins it enables and count drift from what it would apply")
 	targetFlags(cmd, &a.Target)
+	stateDirFlag(cmd, &a.StateDir)
 	return cmd
 }
 

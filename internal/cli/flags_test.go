@@ -52,6 +52,8 @@ func nonDefault(t *testing.T, f *pflag.Flag) string {
 		return "7m13s"
 	case "int":
 		return "37"
+	case "stringArray":
+		return "some-value"
 	case "string":
 		if f.Name == "dry-run" {
 			return "server"
@@ -128,13 +130,19 @@ func TestFlagsBindEveryOption(t *testing.T) {
 				if len(flags) > 0 {
 					t.Errorf("option %s is listed as unbound, but flags %v set it", field, flags)
 				}
+			case strings.HasSuffix(field, "Target.Flags"):
+				// kubectl's kubeconfig flag set, bound whole (genericclioptions).
+				if len(flags) < 10 {
+					t.Errorf("option %s is set by flags %v, want kubectl's whole kubeconfig flag set", field, flags)
+				}
 			case len(flags) != 1:
 				t.Errorf("option %s is set by %d flags %v, want exactly one", field, len(flags), flags)
 			}
 		}
 	}
 	t.Run("apply", func(t *testing.T) {
-		check(t, boundFields(t, applyCmd, action.NewApply))
+		// Kubeconfig and Context are filled from Target.Flags when it runs.
+		check(t, boundFields(t, applyCmd, action.NewApply), "Target.Kubeconfig", "Target.Context")
 	})
 	t.Run("up", func(t *testing.T) {
 		check(t, boundFields(t, upCmd, action.NewUp))

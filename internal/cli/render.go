@@ -169,6 +169,7 @@ failed), for CI drift checks.`,
 	cmd.Flags().BoolVar(&live, "live", false, "compare with the running cluster instead (drift)")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 2 when there are differences")
 	targetFlags(cmd, &drift.Target)
+	stateDirFlag(cmd, &drift.StateDir)
 	cmd.MarkFlagsMutuallyExclusive("against", "live")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")

@@ -252,7 +252,7 @@ directory is touched.`,
 			res, l := withCluster(file, func(cl *config.Cluster) (*action.DownResult, diag.List) { return a.Run(cmd.Context(), cl) })
 			failed := o.report(l)
 			if res != nil && !failed {
-				if err := action.UnmergeKubeconfig(res.Cluster); err != nil {
+				if err := action.UnmergeKubeconfig(res.Cluster, res.CA); err != nil {
 					_, _ = fmt.Fprintf(o.streams.Err, "warning: %v\n", err)
 				}
 			}

@@ -42,6 +42,9 @@ type Apply struct {
 	cfg *Config
 	// Target is the running cluster.
 	Target KubeconfigTarget
+	// StateDir is the local cluster's state directory, where the file's cluster
+	// is looked for (see KubeconfigTarget.ForCluster); default as for Up.
+	StateDir string
 	// DryRun asks the API server to validate everything without persisting it.
 	DryRun bool
 	DeployOptions
@@ -79,7 +82,13 @@ func (a *Apply) Run(ctx context.Context, cl *config.Cluster) (*ApplyResult, diag
 	if l.HasFatal() {
 		return nil, l
 	}
-	rc, err := a.Target.Config()
+	target, err := a.Target.ForCluster(ctx, a.cfg, cl, a.StateDir)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		l.Sort()
+		return nil, l
+	}
+	rc, err := target.Config()
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		l.Sort()

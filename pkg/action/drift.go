@@ -21,6 +21,9 @@ type Drift struct {
 	cfg *Config
 	// Target is the running cluster.
 	Target KubeconfigTarget
+	// StateDir is where the file's local cluster is looked for (see
+	// KubeconfigTarget.ForCluster).
+	StateDir string
 }
 
 // NewDrift returns a Drift action.
@@ -37,7 +40,12 @@ func (a *Drift) Run(ctx context.Context, cl *config.Cluster) ([]deploy.PluginDri
 	if l.HasFatal() {
 		return nil, l
 	}
-	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{})
+	target, err := a.Target.ForCluster(ctx, a.cfg, cl, a.StateDir)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	d, err := connect(ctx, a.cfg, target, deploy.Options{})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l
@@ -162,6 +170,15 @@ type PluginReport struct {
 // enables that the cluster does not have (phase NotInstalled), and each installed
 // plugin's drift from what the spec would apply; with a nil one, drift is unknown.
 func (a *Status) Report(ctx context.Context, cl *config.Cluster) ([]PluginReport, diag.List) {
+	if cl != nil {
+		target, err := a.Target.ForCluster(ctx, a.cfg, cl, a.StateDir)
+		if err != nil {
+			var l diag.List
+			l.Errorf("", 0, 0, "", "%v", err)
+			return nil, l
+		}
+		a.Target = target
+	}
 	st, l := a.Run(ctx)
 	if l.HasFatal() {
 		return nil, l

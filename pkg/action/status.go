@@ -13,6 +13,9 @@ type Status struct {
 	cfg *Config
 	// Target is the running cluster.
 	Target KubeconfigTarget
+	// StateDir is where Report looks for the file's local cluster (see
+	// KubeconfigTarget.ForCluster).
+	StateDir string
 }
 
 // NewStatus returns a Status action.

@@ -1,14 +1,21 @@
 package action
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
 // KubeconfigTarget says which running cluster to talk to, as kubectl does: the
@@ -22,6 +29,33 @@ type KubeconfigTarget struct {
 	Context string
 	// RESTConfig, when set, is used instead of the kubeconfig (library users, tests).
 	RESTConfig *rest.Config
+	// Flags, when set, are kubectl's kubeconfig flags (--kubeconfig, --context,
+	// --as, --request-timeout, --server, --token, ...) as the CLI binds them;
+	// their --kubeconfig and --context win over the fields above.
+	Flags *genericclioptions.ConfigFlags
+}
+
+// Explicit says whether the target names a cluster itself (a kubeconfig file,
+// a context, a server or a REST config) rather than leaving it to the current
+// context.
+func (c *KubeconfigTarget) Explicit() bool {
+	c.fromFlags()
+	if c.RESTConfig != nil || c.Kubeconfig != "" || c.Context != "" {
+		return true
+	}
+	return c.Flags != nil && c.Flags.APIServer != nil && *c.Flags.APIServer != ""
+}
+
+func (c *KubeconfigTarget) fromFlags() {
+	if c.Flags == nil {
+		return
+	}
+	if c.Flags.KubeConfig != nil && *c.Flags.KubeConfig != "" {
+		c.Kubeconfig = *c.Flags.KubeConfig
+	}
+	if c.Flags.Context != nil && *c.Flags.Context != "" {
+		c.Context = *c.Flags.Context
+	}
 }
 
 // Config returns the REST config of the cluster.
@@ -29,9 +63,21 @@ func (c *KubeconfigTarget) Config() (*rest.Config, error) {
 	if c.RESTConfig != nil {
 		return rest.CopyConfig(c.RESTConfig), nil
 	}
+	c.fromFlags()
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = c.Kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context})
+	var loader clientcmd.ClientConfig
+	if c.Flags != nil {
+		if c.Kubeconfig != "" {
+			c.Flags.KubeConfig = &c.Kubeconfig
+		}
+		if c.Context != "" {
+			c.Flags.Context = &c.Context
+		}
+		loader = c.Flags.ToRawKubeConfigLoader()
+	} else {
+		loader = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context})
+	}
 	if c.Context != "" {
 		// Name the file and the contexts it has: clientcmd's own message names neither.
 		if raw, err := loader.RawConfig(); err == nil && raw.Contexts[c.Context] == nil {
@@ -48,4 +94,41 @@ func (c *KubeconfigTarget) Config() (*rest.Config, error) {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	return cfg, nil
+}
+
+// ForCluster is the target for the cluster file cl: an explicit target as it
+// is; else, when cl's provider runs the cluster on this machine (the local
+// provider, state in stateDir), that cluster's own kubeconfig — not whatever the
+// current context is; else the current context. A local cluster whose state
+// exists but that is not running is an error: the file names a cluster, and
+// the current context is some other one.
+func (c KubeconfigTarget) ForCluster(ctx context.Context, cfg *Config, cl *config.Cluster, stateDir string) (KubeconfigTarget, error) {
+	if c.Explicit() || cl == nil {
+		return c, nil
+	}
+	name := cl.Spec.Metadata.Name
+	prov, err := provider.New(provider.Config{ClusterName: name, Spec: cl.Spec.Spec.Provider, StateDir: stateDir, Logger: cfg.logger()})
+	if err != nil {
+		return c, nil //nolint:nilerr // no provider here: the kubeconfig decides
+	}
+	loc, ok := prov.(provider.Locator)
+	if !ok {
+		return c, nil
+	}
+	kubeconfig, err := loc.Locate(ctx)
+	if err == nil {
+		cfg.logger().Info("using the kubeconfig of the cluster the file names", "cluster", name, "kubeconfig", kubeconfig)
+		out := c
+		out.Kubeconfig = kubeconfig
+		if out.Flags != nil {
+			out.Flags.KubeConfig = &out.Kubeconfig
+		}
+		return out, nil
+	}
+	if s, ok := prov.(provider.Stateful); ok && errors.Is(err, provider.ErrNotRunning) {
+		if _, serr := os.Stat(s.StateDir()); serr == nil {
+			return c, fmt.Errorf("%s names local cluster %s, which is not running (state dir %s): start it with kubeplug up -f %s, or give --context or --kubeconfig to use another cluster", cl.File, name, s.StateDir(), cl.File)
+		}
+	}
+	return c, nil
 }

@@ -249,6 +249,9 @@ type DownResult struct {
 	StateDir    string   `json:"stateDir"`
 	Uninstalled []string `json:"uninstalled,omitempty"`
 	Purged      bool     `json:"purged"`
+	// CA identifies the cluster's entries in the user's kubeconfig (read while
+	// it ran; nil when it was not running).
+	CA []byte `json:"-"`
 }
 
 // Run stops the cluster of cl. It reads only the spec's name and provider, so it
@@ -282,6 +285,9 @@ func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.L
 			l.Errorf("", 0, 0, "", "%v", err)
 			return nil, l
 		}
+	}
+	if kubeconfig != "" {
+		res.CA = KubeconfigCA(kubeconfig)
 	}
 	if kubeconfig != "" && !a.KeepPlugins {
 		a.Uninstall.Target = KubeconfigTarget{Kubeconfig: kubeconfig}
