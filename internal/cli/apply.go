@@ -245,13 +245,18 @@ and the next run takes it over.`,
 			if res == nil {
 				return errFailed
 			}
-			if o.output == "json" {
+			switch o.output {
+			case "json":
 				bs, _ := json.Marshal(map[string]any{"type": "Summary", "result": res, "failed": failed})
 				_, _ = fmt.Fprintln(o.streams.Out, string(bs))
-			} else {
+			case "text":
 				printChecks(o.streams.Out, res.Checks)
+			default:
+				if err := o.print(ApplySummary{APIVersion: APIVersion, Kind: "ApplyResult", Failed: failed, ApplyResult: res}, nil); err != nil {
+					return err
+				}
 			}
-			if o.output != "json" && !failed {
+			if o.output == "text" && !failed {
 				verb := "applied"
 				if res.DryRun {
 					verb = "validated by the server (dry run)"

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/pkg/action"
 )
 
 // outputFormats are the values --output takes besides jsonpath=TEMPLATE.
@@ -83,6 +85,27 @@ func (o *options) print(v any, text func(w io.Writer) error) error {
 	return text(w)
 }
 
+// APIVersion is the apiVersion of kubeplug's structured results.
+const APIVersion = "kubeplug.dev/v1alpha1"
+
+// ApplySummary is apply's result with -o yaml, name or jsonpath; with -o json
+// it is the last line of the event stream instead (type Summary).
+type ApplySummary struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"` // ApplyResult
+	// Failed says whether the apply failed (the exit status is 1 then).
+	Failed bool `json:"failed"`
+	*action.ApplyResult
+}
+
+// RenderDiff is diff --against's result with any -o but text: the files that
+// would change, in path order, each with its unified diff.
+type RenderDiff struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"` // RenderDiff
+	Files      []action.FileDiff `json:"files"`
+}
+
 // asObject converts v through JSON to a map: a list becomes {"items": list}.
 func asObject(v any) (map[string]any, error) {
 	b, err := json.Marshal(v)
@@ -107,13 +130,20 @@ func asObject(v any) (map[string]any, error) {
 // printNames prints one KIND/NAME line per item of a list, or for the object.
 func printNames(w io.Writer, obj map[string]any) error {
 	items := []any{obj}
-	for _, list := range []string{"items", "files"} {
-		if l, ok := obj[list].([]any); ok {
-			items = l
+	kind := ""
+	for _, list := range []struct{ field, kind string }{{"items", ""}, {"files", "file"}, {"plugins", "plugin"}, {"removed", "plugin"}, {"images", "image"}} {
+		if l, ok := obj[list.field].([]any); ok {
+			items, kind = l, list.kind
 			break
 		}
 	}
 	for _, it := range items {
+		if s, ok := it.(string); ok && kind != "" { // a list of names: apply's plugins, uninstall's removed
+			if _, err := fmt.Fprintln(w, kind+"/"+s); err != nil {
+				return err
+			}
+			continue
+		}
 		m, _ := it.(map[string]any)
 		n, ok := objectName(m)
 		if !ok {

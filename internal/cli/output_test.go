@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 )
 
@@ -35,6 +36,10 @@ func TestPrintFormats(t *testing.T) {
 		{"jsonpath={range .items[*]}{.revision}={.status}{\"\\n\"}{end}", h, "1=Superseded\n2=Ready\n\n"},
 		{"jsonpath={.kind}", files, "RenderedFiles\n"},
 		{"text", h, "text\n"},
+		{"name", map[string]any{"removed": []string{"a", "b"}, "dryRun": true}, "plugin/a\nplugin/b\n"},
+		{"name", ApplySummary{APIVersion: APIVersion, Kind: "ApplyResult", ApplyResult: &action.ApplyResult{Plugins: []string{"x"}}}, "plugin/x\n"},
+		{"jsonpath={.kind} {.failed} {.applied}", ApplySummary{APIVersion: APIVersion, Kind: "ApplyResult", Failed: true, ApplyResult: &action.ApplyResult{Applied: 4}}, "ApplyResult true 4\n"},
+		{"name", RenderDiff{Files: []action.FileDiff{{Path: "a", Change: "added"}}}, "file/a\n"},
 	} {
 		var out bytes.Buffer
 		o := &options{output: tc.output, streams: Streams{Out: &out, Err: &bytes.Buffer{}}}

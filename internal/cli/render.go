@@ -96,7 +96,7 @@ type RenderedFile struct {
 }
 
 func renderedFiles(files map[string][]byte) RenderedFiles {
-	out := RenderedFiles{APIVersion: "kubeplug.dev/v1alpha1", Kind: "RenderedFiles", Files: []RenderedFile{}}
+	out := RenderedFiles{APIVersion: APIVersion, Kind: "RenderedFiles", Files: []RenderedFile{}}
 	for _, p := range slices.Sorted(maps.Keys(files)) {
 		out.Files = append(out.Files, RenderedFile{Path: p, Content: string(files[p])})
 	}
@@ -151,14 +151,24 @@ failed), for CI drift checks.`,
 				}
 				return nil
 			}
-			text, l := withCluster(file, func(cl *config.Cluster) (string, diag.List) { return action.NewDiff(o.cfg).Run(cmd.Context(), cl, dir) })
+			files, l := withCluster(file, func(cl *config.Cluster) ([]action.FileDiff, diag.List) {
+				return action.NewDiff(o.cfg).Files(cmd.Context(), cl, dir)
+			})
 			if o.report(l) {
 				return errFailed
 			}
-			if _, err := io.WriteString(o.streams.Out, text); err != nil {
+			err := o.print(RenderDiff{APIVersion: APIVersion, Kind: "RenderDiff", Files: files}, func(w io.Writer) error {
+				for _, f := range files {
+					if _, err := io.WriteString(w, f.Diff); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
 				return err
 			}
-			if exitCode && text != "" {
+			if exitCode && len(files) > 0 {
 				return exitError{code: 2}
 			}
 			return nil

@@ -81,12 +81,12 @@ the current context — so kubectl and kubeplug status work at once. Use
 			case "json":
 				bs, _ := json.Marshal(map[string]any{"type": "Summary", "result": res, "failed": failed})
 				_, _ = fmt.Fprintln(o.streams.Out, string(bs))
-			case "yaml":
+			case "text":
+				printUpSummary(o.streams.Out, res, failed)
+			default:
 				if err := o.print(res, nil); err != nil {
 					return err
 				}
-			default:
-				printUpSummary(o.streams.Out, res, failed)
 			}
 			if failed {
 				return errFailed

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
 
@@ -98,20 +99,41 @@ type Diff struct {
 // NewDiff returns a Diff action.
 func NewDiff(cfg *Config) *Diff { return &Diff{render: NewRender(cfg)} }
 
+// FileDiff is how one rendered file would change.
+type FileDiff struct {
+	// Path is the file's path in the render, with forward slashes.
+	Path string `json:"path"`
+	// Change is added, removed or modified.
+	Change string `json:"change"`
+	// Diff is the file's unified diff (a/PATH against b/PATH).
+	Diff string `json:"diff"`
+}
+
 // Run renders cl in memory and returns a unified diff against dir (empty when
-// nothing would change). Both sides are redacted renders, so no sensitive value
-// can appear.
+// nothing would change): the Diff of every file Files returns.
 func (a *Diff) Run(ctx context.Context, cl *config.Cluster, dir string) (string, diag.List) {
+	files, l := a.Files(ctx, cl, dir)
+	var out strings.Builder
+	for _, f := range files {
+		out.WriteString(f.Diff)
+	}
+	return out.String(), l
+}
+
+// Files renders cl in memory and compares it with dir, file by file in path
+// order: the files that would change (none when nothing would). Both sides
+// are redacted renders, so no sensitive value can appear.
+func (a *Diff) Files(ctx context.Context, cl *config.Cluster, dir string) ([]FileDiff, diag.List) {
 	// Only a directory that render wrote: anything else would be printed into
 	// the diff (a home directory, /etc).
 	if fi, err := os.Lstat(filepath.Join(dir, render.MarkerFile)); err != nil || !fi.Mode().IsRegular() {
 		var l diag.List
 		l.Errorf(dir, 0, 0, "", "refusing to compare with %s: it has no %s, so it is not a directory that kubeplug render wrote", dir, render.MarkerFile)
-		return "", l
+		return nil, l
 	}
 	files, l := a.render.Files(ctx, cl)
 	if l.HasFatal() {
-		return "", l
+		return nil, l
 	}
 	old := map[string][]byte{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -141,7 +163,7 @@ func (a *Diff) Run(ctx context.Context, cl *config.Cluster, dir string) (string,
 	})
 	if err != nil {
 		l.Errorf(dir, 0, 0, "", "cannot read the previous render: %v", err)
-		return "", l
+		return nil, l
 	}
 	var names []string
 	for n := range files {
@@ -153,18 +175,18 @@ func (a *Diff) Run(ctx context.Context, cl *config.Cluster, dir string) (string,
 		}
 	}
 	slices.Sort(names)
-	var out bytes.Buffer
+	out := []FileDiff{}
 	for _, n := range names {
 		a, b := old[n], files[n]
 		if bytes.Equal(a, b) {
 			continue
 		}
-		from, to := "a/"+n, "b/"+n
+		from, to, change := "a/"+n, "b/"+n, "modified"
 		if _, ok := old[n]; !ok {
-			from = "/dev/null"
+			from, change = "/dev/null", "added"
 		}
 		if _, ok := files[n]; !ok {
-			to = "/dev/null"
+			to, change = "/dev/null", "removed"
 		}
 		text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 			A: difflib.SplitLines(string(a)), B: difflib.SplitLines(string(b)),
@@ -174,7 +196,7 @@ func (a *Diff) Run(ctx context.Context, cl *config.Cluster, dir string) (string,
 			l.Errorf(n, 0, 0, "", "diff: %v", err)
 			continue
 		}
-		out.WriteString(text)
+		out = append(out, FileDiff{Path: n, Change: change, Diff: text})
 	}
-	return out.String(), l
+	return out, l
 }
