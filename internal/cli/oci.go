@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kubeplug/kubeplug/pkg/oci"
+	"github.com/kubeplug/kubeplug/pkg/source"
 )
 
 // registryFlags are the flags of every command that talks to an OCI registry.
@@ -57,6 +58,12 @@ its version and package digest, and the archive as its one layer. The archive is
 unpacked and its manifest checked before anything is uploaded; pushing the same
 archive twice gives the same manifest digest.
 
+The prefix is an OCI catalog: push also adds the version to the catalog's index, an
+artifact tagged 'index' in the repository PREFIX, so that 'plan' and 'apply' with
+--catalog oci://HOST/PREFIX (or a catalog source in cluster.yaml) see it without
+listing the registry. Publish to one catalog from one place at a time: two pushes at
+once may lose an index entry.
+
 Credentials come from the docker config file (as 'docker login' and 'oras login'
 write it) unless --username and --password-stdin are given.`,
 		Example: `  kubeplug plugin package ./demo -o demo-0.1.0.tgz
@@ -69,7 +76,7 @@ write it) unless --username and --password-stdin are given.`,
 			if err != nil {
 				return err
 			}
-			res, err := c.Push(cmd.Context(), args[0], args[1])
+			res, err := source.PushToCatalog(cmd.Context(), c, args[0], args[1])
 			if err != nil {
 				return err
 			}

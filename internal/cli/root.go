@@ -152,7 +152,7 @@ spec.plugins.sources.`,
 	pf := root.PersistentFlags()
 	pf.StringVarP(&o.output, "output", "o", "text", "output format: text, json, yaml, name or jsonpath=TEMPLATE (see docs/output.md)")
 	pf.StringArrayVar(&o.pluginDirs, "plugin-dir", nil, "a directory of user plugins, or a plugin archive (repeatable)")
-	pf.StringArrayVar(&o.catalogs, "catalog", nil, "the https:// URL of a plugin catalog's index.yaml (repeatable)")
+	pf.StringArrayVar(&o.catalogs, "catalog", nil, "a plugin catalog: the https:// URL of its index.yaml or an oci://HOST/PREFIX registry prefix (repeatable)")
 	pf.StringVar(&o.contribDir, "contrib-dir", o.contribDir, "the contrib plugin directory (default $KUBEPLUG_CONTRIB_DIR)")
 	pf.BoolVar(&o.noBuiltin, "no-builtin", false, "leave the built-in plugins out")
 	pf.BoolVar(&o.allowValuesOutside, "allow-values-outside", false, "let valuesFrom read files outside the cluster file's directory")

@@ -74,7 +74,7 @@ func (c *Config) Sources(extra ...source.Source) []source.Source {
 		out = append(out, source.Path(plugin.OriginUser, d))
 	}
 	for _, u := range c.Catalogs {
-		out = append(out, source.HTTPCatalog(source.OriginCatalog, u, source.HTTPOptions{Cache: source.DefaultCache()}))
+		out = append(out, source.OpenCatalog(source.OriginCatalog, u, source.HTTPOptions{Cache: source.DefaultCache()}))
 	}
 	return append(out, extra...)
 }

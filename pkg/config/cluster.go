@@ -236,7 +236,7 @@ func (c *Cluster) Sources() []source.Source {
 		case s.Dir != "":
 			out = append(out, source.Path(plugin.OriginUser, c.path(s.Dir)))
 		case s.Catalog != "":
-			out = append(out, source.HTTPCatalog(source.OriginCatalog, s.Catalog, source.HTTPOptions{Cache: source.DefaultCache(), Pinned: c.pinned()}))
+			out = append(out, source.OpenCatalog(source.OriginCatalog, s.Catalog, source.HTTPOptions{Cache: source.DefaultCache(), Pinned: c.pinned()}))
 		}
 	}
 	return out

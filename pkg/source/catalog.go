@@ -18,6 +18,7 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 )
 
@@ -207,7 +208,8 @@ func entryProblem(name string, e CatalogEntry) string {
 }
 
 // CheckCatalogURL checks the URL of a catalog's index: https, or plain http to a
-// loopback address (a local test server). OCI catalogs are not served yet.
+// loopback address (a local test server), or oci://HOST/PREFIX, a repository prefix
+// in an OCI registry (plain HTTP for loopback registries).
 func CheckCatalogURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -215,7 +217,14 @@ func CheckCatalogURL(raw string) error {
 	}
 	switch {
 	case u.Scheme == "oci":
-		return fmt.Errorf("catalog %s: OCI catalogs are not supported by this version of kubeplug; use an https:// index", raw)
+		r, err := oci.ParseRef(raw)
+		if err != nil {
+			return fmt.Errorf("catalog %s: %w", raw, err)
+		}
+		if r.Reference != "" {
+			return fmt.Errorf("catalog %s: an OCI catalog is a repository prefix, without a tag or digest", raw)
+		}
+		return nil
 	case u.Scheme == "https" && u.Host != "":
 		return nil
 	case u.Scheme == "http" && isLoopback(u.Hostname()):

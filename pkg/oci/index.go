@@ -1,0 +1,96 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/errdef"
+)
+
+// Media types and tag of a catalog's index artifact.
+const (
+	IndexArtifactType = "application/vnd.kubeplug.catalog.index.v1"
+	IndexMediaType    = "application/vnd.kubeplug.catalog.index.v1+json"
+	// IndexTag tags the index in the repository PREFIX itself; the plugins are the
+	// repositories PREFIX/NAME, so no plugin name can collide with it.
+	IndexTag = "index"
+	// MaxIndexSize bounds an index read from a registry.
+	MaxIndexSize = 64 << 20
+)
+
+// FetchIndex returns the catalog index (JSON, see source.CatalogIndex) stored under the
+// prefix oci://HOST/PREFIX, checked against its digests; found is false when the
+// prefix has no index yet.
+func (c *Client) FetchIndex(ctx context.Context, prefix string) (data []byte, found bool, err error) {
+	r, err := ParseRef(prefix)
+	if err != nil {
+		return nil, false, err
+	}
+	if r.Reference != "" {
+		return nil, false, fmt.Errorf("%s: a catalog is a repository prefix, without a tag or digest", prefix)
+	}
+	r.Reference = IndexTag
+	repo, err := c.repo(r)
+	if err != nil {
+		return nil, false, err
+	}
+	desc, rc, err := repo.FetchReference(ctx, IndexTag)
+	if errors.Is(err, errdef.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, describe(r, err)
+	}
+	manData, err := readVerified(rc, desc, maxManifest)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: index manifest: %w", r, err)
+	}
+	man, err := decodeManifest(manData)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", r, err)
+	}
+	if man.ArtifactType != IndexArtifactType || len(man.Layers) != 1 || man.Layers[0].MediaType != IndexMediaType {
+		return nil, false, fmt.Errorf("%s is not a kubeplug catalog index (artifact type %q)", r, man.ArtifactType)
+	}
+	b, err := fetchBlob(ctx, repo, man.Layers[0], MaxIndexSize)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: index: %w", r, describe(r, err))
+	}
+	return b, true, nil
+}
+
+// PushIndex stores data (a catalog index as JSON) as the index of the prefix
+// oci://HOST/PREFIX, replacing the one there.
+func (c *Client) PushIndex(ctx context.Context, prefix string, data []byte) (ocispec.Descriptor, error) {
+	r, err := ParseRef(prefix)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if r.Reference != "" {
+		return ocispec.Descriptor{}, fmt.Errorf("%s: a catalog is a repository prefix, without a tag or digest", prefix)
+	}
+	r.Reference = IndexTag
+	repo, err := c.repo(r)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	layer := content.NewDescriptorFromBytes(IndexMediaType, data)
+	if err := pushBlob(ctx, repo, layer, data); err != nil {
+		return ocispec.Descriptor{}, describe(r, err)
+	}
+	d, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, IndexArtifactType, oras.PackManifestOptions{
+		Layers:              []ocispec.Descriptor{layer},
+		ManifestAnnotations: map[string]string{ocispec.AnnotationCreated: "1970-01-01T00:00:00Z"},
+	})
+	if err != nil {
+		return ocispec.Descriptor{}, describe(r, err)
+	}
+	if err := repo.Tag(ctx, d, IndexTag); err != nil {
+		return ocispec.Descriptor{}, describe(r, err)
+	}
+	return d, nil
+}
