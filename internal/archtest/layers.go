@@ -31,7 +31,7 @@ var Layers = []Layer{
 	},
 	{
 		Name:     "packages",
-		Prefixes: []string{"pkg/plugin", "pkg/archive", "pkg/resolve"},
+		Prefixes: []string{"pkg/plugin", "pkg/archive", "pkg/resolve", "pkg/sign"},
 		Why:      "reading and checking one plugin package, and its archive; resolving versions into waves",
 	},
 	{

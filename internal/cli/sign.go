@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeplug/kubeplug/pkg/action"
+)
+
+// passwordEnv holds the signing key's password, so that it is never a flag (and
+// never in a shell's history or a process listing).
+const passwordEnv = "KUBEPLUG_SIGNING_PASSWORD"
+
+// password returns the signing password: the first line of standard input with
+// --password-stdin, else $KUBEPLUG_SIGNING_PASSWORD; nil when neither is given.
+func (o *options) password(fromStdin bool) ([]byte, error) {
+	if fromStdin {
+		line, err := bufio.NewReader(o.streams.In).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("reading the password from standard input: %w", err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			return nil, errors.New("--password-stdin: standard input holds no password")
+		}
+		return []byte(line), nil
+	}
+	if v, ok := o.getenv(passwordEnv); ok && v != "" {
+		return []byte(v), nil
+	}
+	return nil, nil
+}
+
+func newPluginKeygenCmd(o *options) *cobra.Command {
+	var (
+		a          action.Keygen
+		fromStdin  bool
+		noPassword bool
+	)
+	cmd := &cobra.Command{
+		Use:   "keygen",
+		Short: "Make a key pair to sign plugin packages with",
+		Long: `Write a new ECDSA P-256 key pair: PREFIX.key, the private key (mode 0600), and
+PREFIX.pub, the public key to give to those who install your plugins. The files are
+cosign's: 'cosign sign-blob' and 'cosign verify-blob' use them too.
+
+The private key is encrypted with a password taken from $` + passwordEnv + `, or
+from the first line of standard input with --password-stdin. --no-password writes it
+unencrypted, for CI systems that keep the key file itself as a secret. Existing
+files are never overwritten. The password and the private key are never printed.`,
+		Example: `  KUBEPLUG_SIGNING_PASSWORD=... kubeplug plugin keygen
+  kubeplug plugin keygen --output-key-prefix ci --no-password`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pw, err := o.password(fromStdin)
+			if err != nil {
+				return err
+			}
+			switch {
+			case noPassword && pw != nil:
+				return fmt.Errorf("--no-password, but a password was given (by $%s or --password-stdin): choose one", passwordEnv)
+			case !noPassword && pw == nil:
+				return fmt.Errorf("no password to encrypt the private key: set $%s, pass --password-stdin, or --no-password for an unencrypted key", passwordEnv)
+			}
+			a.Password = pw
+			res, err := a.Run(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return o.print(res, func(w io.Writer) error {
+				state := "encrypted"
+				if !res.Encrypted {
+					state = "UNENCRYPTED: keep it secret"
+				}
+				_, err := fmt.Fprintf(w, "private key: %s (%s)\npublic key:  %s\nkey ID:      %s\nnext: kubeplug plugin sign --key %s ARCHIVE\n",
+					res.PrivateKey, state, res.PublicKey, res.KeyID, res.PrivateKey)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&a.Prefix, "output-key-prefix", "kubeplug", "the path of the key files without extension: PREFIX.key and PREFIX.pub")
+	cmd.Flags().BoolVar(&fromStdin, "password-stdin", false, "read the password from the first line of standard input")
+	cmd.Flags().BoolVar(&noPassword, "no-password", false, "write the private key unencrypted (for CI that keeps the key file secret)")
+	return cmd
+}
+
+func newPluginSignCmd(o *options) *cobra.Command {
+	var (
+		a         action.Sign
+		fromStdin bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sign ARCHIVE",
+		Short: "Sign a plugin package archive with a private key",
+		Long: `Sign ARCHIVE, a package archive written by 'plugin package', with the private key
+of 'plugin keygen', and write the detached signature beside it as ARCHIVE.sig. The
+archive is checked as a package first; an invalid one is not signed.
+
+The signature is cosign's blob signature (ECDSA P-256 over the SHA-256 of the
+archive), made offline: no transparency log or certificate authority is used.
+'kubeplug plugin verify --key KEY.pub ARCHIVE' checks it, and so does cosign's
+verify-blob with the transparency log check turned off (see docs/distribution.md).
+An encrypted key's password comes from $` + passwordEnv + ` or --password-stdin.`,
+		Example: `  kubeplug plugin package ./demo
+  KUBEPLUG_SIGNING_PASSWORD=... kubeplug plugin sign --key kubeplug.key demo-0.1.0.tgz`,
+		Args: cobra.ExactArgs(1),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return []string{"tgz"}, cobra.ShellCompDirectiveFilterFileExt
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pw, err := o.password(fromStdin)
+			if err != nil {
+				return err
+			}
+			a.Password = pw
+			res, err := a.Run(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return o.print(res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "signed plugin %s@%s (%s, digest %s) with key %s\nsignature: %s\n",
+					res.Name, res.Version, res.File, res.Digest, res.KeyID, res.Signature)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&a.Key, "key", "", "the private key file (from kubeplug plugin keygen)")
+	cmd.Flags().StringVar(&a.Output, "signature", "", "the signature file to write (default: ARCHIVE.sig)")
+	cmd.Flags().BoolVar(&fromStdin, "password-stdin", false, "read the key's password from the first line of standard input")
+	_ = cmd.MarkFlagRequired("key")
+	_ = cmd.MarkFlagFilename("key", "key")
+	return cmd
+}
+
+func newPluginVerifyCmd(o *options) *cobra.Command {
+	var a action.Verify
+	cmd := &cobra.Command{
+		Use:   "verify ARCHIVE",
+		Short: "Check a plugin package archive's signature against trusted public keys",
+		Long: `Check that ARCHIVE.sig is a signature of ARCHIVE by one of the public keys given
+with --key, and that ARCHIVE is a valid package. A missing signature, a signature by
+another key, an archive changed after signing and a malformed signature are each
+refused with an error naming the archive, the plugin and version when it can be
+read, the signature file and the keys tried; the exit status is then 1.`,
+		Example: `  kubeplug plugin verify --key kubeplug.pub demo-0.1.0.tgz
+  kubeplug plugin verify --key alice.pub --key bob.pub demo-0.1.0.tgz -o json`,
+		Args: cobra.ExactArgs(1),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return []string{"tgz"}, cobra.ShellCompDirectiveFilterFileExt
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := a.Run(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return o.print(res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "verified plugin %s@%s (%s, digest %s): signed by %s (%s)\n",
+					res.Name, res.Version, res.File, res.Digest, res.Key, res.KeyID)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringArrayVar(&a.Keys, "key", nil, "a trusted public key file; repeat for several")
+	cmd.Flags().StringVar(&a.Signature, "signature", "", "the signature file (default: ARCHIVE.sig)")
+	_ = cmd.MarkFlagRequired("key")
+	return cmd
+}

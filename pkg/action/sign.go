@@ -1,0 +1,244 @@
+package action
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/kubeplug/kubeplug/pkg/archive"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/sign"
+)
+
+// Keygen writes a new signing key pair: PREFIX.key (mode 0600) and PREFIX.pub.
+type Keygen struct {
+	// Prefix is the path of both files without extension; "kubeplug" when empty.
+	Prefix string
+	// Password encrypts the private key; nil writes it unencrypted (for CI, where
+	// the key file is itself kept secret).
+	Password []byte
+}
+
+// KeygenResult is what [Keygen.Run] wrote.
+type KeygenResult struct {
+	PrivateKey string `json:"privateKey"`
+	PublicKey  string `json:"publicKey"`
+	KeyID      string `json:"keyID"`
+	Encrypted  bool   `json:"encrypted"`
+}
+
+// Run generates the pair and writes both files; it never overwrites a file, and
+// writes neither when either exists.
+func (a *Keygen) Run(ctx context.Context) (*KeygenResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	prefix := a.Prefix
+	if prefix == "" {
+		prefix = "kubeplug"
+	}
+	privPath, pubPath := prefix+".key", prefix+".pub"
+	for _, p := range []string{privPath, pubPath} {
+		if _, err := os.Lstat(p); err == nil {
+			return nil, fmt.Errorf("%s exists: not overwriting a key; choose another --output-key-prefix or remove it", p)
+		}
+	}
+	kp, err := sign.GenerateKeyPair(a.Password)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := sign.LoadPublicKey(pubPath, kp.Public)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeNew(privPath, kp.Private, 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeNew(pubPath, kp.Public, 0o644); err != nil {
+		_ = os.Remove(privPath)
+		return nil, err
+	}
+	return &KeygenResult{PrivateKey: privPath, PublicKey: pubPath, KeyID: pub.ID, Encrypted: a.Password != nil}, nil
+}
+
+// writeNew creates name with data and mode, failing when it exists.
+func writeNew(name string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return fmt.Errorf("writing key: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		_ = os.Remove(name)
+		return fmt.Errorf("writing key %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(name)
+		return fmt.Errorf("writing key %s: %w", name, err)
+	}
+	return nil
+}
+
+// Sign writes the detached signature of a package archive (see package sign).
+type Sign struct {
+	// Key is the private key file.
+	Key string
+	// Password decrypts an encrypted key.
+	Password []byte
+	// Output is the signature file; ARCHIVE.sig when empty.
+	Output string
+}
+
+// SignResult says what was signed and where the signature went.
+type SignResult struct {
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+	File      string `json:"file"`
+	Digest    string `json:"digest"`
+	Signature string `json:"signature"`
+	KeyID     string `json:"keyID"`
+}
+
+// Run checks that file is a valid package archive (as lint does: a package with
+// fatal problems is not signed), signs its bytes and writes the signature.
+func (a *Sign) Run(ctx context.Context, file string) (*SignResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if a.Key == "" {
+		return nil, errors.New("no private key: pass --key FILE (make one with kubeplug plugin keygen)")
+	}
+	keyPEM, err := os.ReadFile(a.Key)
+	if err != nil {
+		return nil, fmt.Errorf("reading private key: %w", err)
+	}
+	s, err := sign.LoadSigner(keyPEM, a.Password)
+	if err != nil {
+		if errors.Is(err, sign.ErrNoPassword) {
+			return nil, fmt.Errorf("private key %s: %w: set KUBEPLUG_SIGNING_PASSWORD or pass --password-stdin", a.Key, err)
+		}
+		return nil, fmt.Errorf("private key %s: %w", a.Key, err)
+	}
+	data, pkg, err := readArchive(file)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := s.Sign(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("signing %s: %w", file, err)
+	}
+	out := a.Output
+	if out == "" {
+		out = file + sign.SigExt
+	}
+	if err := writeFileAtomic(out, sig); err != nil {
+		return nil, fmt.Errorf("writing signature of %s: %w", file, err)
+	}
+	return &SignResult{Name: pkg.Name, Version: pkg.Version.String(), File: file, Digest: pkg.Digest, Signature: out, KeyID: s.KeyID()}, nil
+}
+
+// readArchive reads a package archive whole and loads the package it holds.
+func readArchive(file string) ([]byte, *plugin.Package, error) {
+	if fi, err := os.Stat(file); err != nil {
+		return nil, nil, fmt.Errorf("reading plugin archive: %w", err)
+	} else if fi.IsDir() {
+		return nil, nil, fmt.Errorf("%s is a directory: expected a package archive (write one with kubeplug plugin package %s)", file, file)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading plugin archive: %w", err)
+	}
+	pkg, err := loadArchive(file, data)
+	return data, pkg, err
+}
+
+func loadArchive(file string, data []byte) (*plugin.Package, error) {
+	fsys, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("plugin archive %s: %w", file, err)
+	}
+	return loadPackageFS(file, fsys)
+}
+
+func loadPackageFS(file string, fsys fs.FS) (*plugin.Package, error) {
+	pkg, l := plugin.Load(fsys, plugin.OriginUser, filepath.Clean(file))
+	if pkg == nil || l.HasFatal() {
+		return nil, fmt.Errorf("plugin archive %s is not a valid package (run kubeplug plugin lint %s): %s", file, file, l.Fatal().String())
+	}
+	return pkg, nil
+}
+
+// Verify checks the detached signature of a package archive against trusted keys.
+type Verify struct {
+	// Keys are public key files; the signature must verify with one of them.
+	Keys []string
+	// Signature is the signature file; ARCHIVE.sig when empty.
+	Signature string
+}
+
+// VerifyResult says what verified, and with which key.
+type VerifyResult struct {
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+	File      string `json:"file"`
+	Digest    string `json:"digest"`
+	Signature string `json:"signature"`
+	Key       string `json:"key"`
+	KeyID     string `json:"keyID"`
+}
+
+// Run verifies file. Every refusal names the archive, the plugin and version when
+// the archive can be read, the signature file, and the keys that were tried.
+func (a *Verify) Run(ctx context.Context, file string) (*VerifyResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(a.Keys) == 0 {
+		return nil, errors.New("no trusted key: pass --key FILE.pub (once per key)")
+	}
+	keys := make([]*sign.PublicKey, 0, len(a.Keys))
+	for _, k := range a.Keys {
+		b, err := os.ReadFile(k)
+		if err != nil {
+			return nil, fmt.Errorf("reading public key: %w", err)
+		}
+		pk, err := sign.LoadPublicKey(k, b)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, pk)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading plugin archive: %w", err)
+	}
+	// Name the plugin when the archive still reads as a package; a tampered one may not.
+	what := "plugin archive " + file
+	pkg, loadErr := loadArchive(file, data)
+	if loadErr == nil {
+		what = fmt.Sprintf("plugin %s@%s (archive %s, digest %s)", pkg.Name, pkg.Version, file, pkg.Digest)
+	}
+	sigFile := a.Signature
+	if sigFile == "" {
+		sigFile = file + sign.SigExt
+	}
+	sig, err := os.ReadFile(sigFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s is not signed: expected signature %s (write it with kubeplug plugin sign --key KEY %s)", what, sigFile, file)
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: reading signature: %w", what, err)
+	}
+	k, err := sign.Verify(data, sig, keys...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: signature %s: %w", what, sigFile, err)
+	}
+	// A signature over bytes that are not a valid package is still refused.
+	if loadErr != nil {
+		return nil, loadErr
+	}
+	return &VerifyResult{Name: pkg.Name, Version: pkg.Version.String(), File: file, Digest: pkg.Digest, Signature: sigFile, Key: k.Name, KeyID: k.ID}, nil
+}
