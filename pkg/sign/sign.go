@@ -87,7 +87,7 @@ func LoadSigner(privPEM, password []byte) (*Signer, error) {
 		if Encrypted(privPEM) {
 			return nil, fmt.Errorf("decrypting the private key: %w", ErrBadPassword)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadKey, err)
 	}
 	ec, ok := k.(*ecdsa.PrivateKey)
 	if !ok {
@@ -95,7 +95,7 @@ func LoadSigner(privPEM, password []byte) (*Signer, error) {
 	}
 	sv, err := signature.LoadECDSASignerVerifier(ec, crypto.SHA256)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadKey, err)
 	}
 	id, err := KeyID(&ec.PublicKey)
 	if err != nil {
@@ -130,7 +130,7 @@ type PublicKey struct {
 func LoadPublicKey(name string, pubPEM []byte) (*PublicKey, error) {
 	k, err := cryptoutils.UnmarshalPEMToPublicKey(pubPEM)
 	if err != nil {
-		return nil, fmt.Errorf("reading public key %s: %w: %v", name, ErrBadKey, err)
+		return nil, fmt.Errorf("reading public key %s: %w: %w", name, ErrBadKey, err)
 	}
 	ec, ok := k.(*ecdsa.PublicKey)
 	if !ok {
@@ -138,7 +138,7 @@ func LoadPublicKey(name string, pubPEM []byte) (*PublicKey, error) {
 	}
 	v, err := signature.LoadECDSAVerifier(ec, crypto.SHA256)
 	if err != nil {
-		return nil, fmt.Errorf("reading public key %s: %w: %v", name, ErrBadKey, err)
+		return nil, fmt.Errorf("reading public key %s: %w: %w", name, ErrBadKey, err)
 	}
 	id, err := KeyID(ec)
 	if err != nil {
@@ -153,7 +153,7 @@ func LoadPublicKey(name string, pubPEM []byte) (*PublicKey, error) {
 func KeyID(pub crypto.PublicKey) (string, error) {
 	der, err := cryptoutils.MarshalPublicKeyToDER(pub)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrBadKey, err)
+		return "", fmt.Errorf("%w: %w", ErrBadKey, err)
 	}
 	sum := sha256.Sum256(der)
 	return "sha256:" + hex.EncodeToString(sum[:8]), nil
