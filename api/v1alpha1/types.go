@@ -533,6 +533,21 @@ type Source struct {
 	Dir string `json:"dir,omitempty"`
 	// Catalog is a remote catalog URL (https:// index or oci:// repository).
 	Catalog string `json:"catalog,omitempty"`
+	// Verify is the source's trust policy: which keys sign its packages, and whether
+	// a signature is required. Only for dir sources today.
+	Verify *SourceVerify `json:"verify,omitempty"`
+}
+
+// SourceVerify is a source's trust policy (see docs/distribution.md). A package
+// archive is signed by ARCHIVE.sig beside it, written by `kubeplug plugin sign`.
+type SourceVerify struct {
+	// Keys are public key files (from `kubeplug plugin keygen` or cosign), relative to
+	// cluster.yaml; a signature must verify with one of them.
+	Keys []string `json:"keys" jsonschema:"minItems=1"`
+	// Required refuses a package without a signature (and every unpacked directory,
+	// which cannot be signed). Without it an unsigned package is accepted, but a
+	// signature that does not verify is always refused.
+	Required bool `json:"required,omitempty"`
 }
 
 // PluginRef enables a plugin in a cluster.

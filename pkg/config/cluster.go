@@ -20,6 +20,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/lock"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/sign"
 	"github.com/kubeplug/kubeplug/pkg/source"
 )
 
@@ -162,6 +163,9 @@ func (c *Cluster) check(l *diag.List) {
 				d.Errorf(l, ptr+"/dir", "plugin directory %s does not exist", dir)
 			}
 		}
+		if src.Verify != nil {
+			c.checkVerify(l, ptr, src)
+		}
 	}
 	enabled := map[string]bool{}
 	for i, e := range s.Plugins.Enabled {
@@ -233,6 +237,13 @@ func (c *Cluster) Sources() []source.Source {
 	var out []source.Source
 	for _, s := range c.Spec.Spec.Plugins.Sources {
 		switch {
+		case s.Dir != "" && s.Verify != nil:
+			keys := make([]string, len(s.Verify.Keys))
+			for i, k := range s.Verify.Keys {
+				keys[i] = c.path(k)
+			}
+			dir := c.path(s.Dir)
+			out = append(out, source.Verified(source.Path(plugin.OriginUser, dir), dir, source.TrustPolicy{Keys: keys, Required: s.Verify.Required}))
 		case s.Dir != "":
 			out = append(out, source.Path(plugin.OriginUser, c.path(s.Dir)))
 		case s.Catalog != "":
@@ -273,4 +284,27 @@ func (c *Cluster) Enabled() []v1alpha1.PluginRef {
 // Errorf reports a problem located at a JSON pointer into the file.
 func (c *Cluster) Errorf(l *diag.List, ptr, format string, args ...any) {
 	c.doc.Errorf(l, ptr, format, args...)
+}
+
+// checkVerify checks a source's trust policy: a dir source, every key a public key
+// that can be read.
+func (c *Cluster) checkVerify(l *diag.List, ptr string, src v1alpha1.Source) {
+	if src.Catalog != "" {
+		c.doc.Errorf(l, ptr+"/verify", "verify is supported for dir sources only today: sign archives with kubeplug plugin sign and list them as dir sources")
+		return
+	}
+	if len(src.Verify.Keys) == 0 {
+		c.doc.Errorf(l, ptr+"/verify/keys", "expected at least one public key file (from kubeplug plugin keygen)")
+	}
+	for i, k := range src.Verify.Keys {
+		kp := ptr + "/verify/keys/" + strconv.Itoa(i)
+		b, err := os.ReadFile(c.path(k))
+		if err != nil {
+			c.doc.Errorf(l, kp, "cannot read the public key %s: %v", c.path(k), errors.Unwrap(err))
+			continue
+		}
+		if _, err := sign.LoadPublicKey(c.path(k), b); err != nil {
+			c.doc.Errorf(l, kp, "%v", err)
+		}
+	}
 }
