@@ -118,8 +118,9 @@ nothing.`,
 				return fmt.Errorf("cannot write the plugin archive: %w", err)
 			}
 			out := struct {
-				Name, Version, Ref, Manifest, Digest, File string
-			}{res.Name, res.Version, res.Ref, res.Manifest, res.Digest, file}
+				oci.Pushed
+				File string `json:"file"`
+			}{oci.Pushed{Name: res.Name, Version: res.Version, Ref: res.Ref, Manifest: res.Manifest, Digest: res.Digest}, file}
 			return o.print(out, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "pulled plugin %s@%s into %s\nmanifest: %s\ndigest: %s\n", res.Name, res.Version, file, res.Manifest, res.Digest)
 				return err

@@ -130,7 +130,7 @@ cluster (manifests, Helm charts).
 Plugins come from, lowest precedence first: the built-in plugins, the contrib
 directory (--contrib-dir or $KUBEPLUG_CONTRIB_DIR), user directories (--plugin-dir,
 repeatable; a directory or a package archive), catalogs (--catalog URL of an
-index.yaml, repeatable) and the sources a cluster.yaml names under
+index.yaml or oci://HOST/PREFIX, repeatable) and the sources a cluster.yaml names under
 spec.plugins.sources.`,
 		Example: `  # Write a plugin and check it
   kubeplug plugin new demo && kubeplug plugin lint demo

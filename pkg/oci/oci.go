@@ -192,12 +192,13 @@ func (c *Client) repo(r Ref) (*remote.Repository, error) {
 
 // Pushed says what Push stored.
 type Pushed struct {
-	Name, Version string
+	Name    string `json:"name"`
+	Version string `json:"version"`
 	// Ref is the tagged reference; Manifest the manifest's digest.
-	Ref      string
-	Manifest string
+	Ref      string `json:"ref"`
+	Manifest string `json:"manifest"`
 	// Digest is the package digest.
-	Digest string
+	Digest string `json:"digest"`
 }
 
 // Push stores the package archive file under the prefix oci://HOST/PREFIX as the
@@ -363,6 +364,9 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Pulled, error) {
 
 // WriteArchive writes a pulled package to dir as NAME-VERSION.tgz and returns the path.
 func (p *Pulled) WriteArchive(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
 	f := filepath.Join(dir, p.Name+"-"+p.Version+archive.Ext)
 	tmp, err := os.CreateTemp(dir, ".pull-*")
 	if err != nil {

@@ -2,10 +2,15 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/kubeplug/kubeplug/internal/cli"
@@ -28,6 +33,11 @@ func TestCLI(t *testing.T) {
 		Dir: "testdata",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("REPO", repo)
+			// REGISTRY is an in-process OCI registry on loopback (the real
+			// distribution API), one per script, stopped when the script ends.
+			srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+			env.Defer(srv.Close)
+			env.Setenv("REGISTRY", strings.TrimPrefix(srv.URL, "http://"))
 			return nil
 		},
 	})
