@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -73,10 +74,14 @@ func (o *options) print(v any, text func(w io.Writer) error) error {
 		if err != nil {
 			return fmt.Errorf("invalid --output %q: %w", o.output, err)
 		}
-		if err := p.PrintObj(&unstructured.Unstructured{Object: obj}, w); err != nil {
+		var b bytes.Buffer
+		if err := p.PrintObj(&unstructured.Unstructured{Object: obj}, &b); err != nil {
 			return fmt.Errorf("--output %s: %w", o.output, err)
 		}
-		_, err = fmt.Fprintln(w)
+		if b.Len() > 0 && !bytes.HasSuffix(b.Bytes(), []byte("\n")) {
+			b.WriteByte('\n') // a shell prompt on its own line; a template's own newline is kept as it is
+		}
+		_, err = w.Write(b.Bytes())
 		return err
 	}
 	if text == nil {

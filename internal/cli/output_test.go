@@ -33,7 +33,7 @@ func TestPrintFormats(t *testing.T) {
 		{"name", files, "file/a.yaml\nfile/b/x.yaml\n"},
 		{"name", map[string]string{"plugin": "cert-manager", "status": "Ready"}, "plugin/cert-manager\n"},
 		{"jsonpath={.items[*].version}", h, "1.0.0 1.1.0\n"},
-		{"jsonpath={range .items[*]}{.revision}={.status}{\"\\n\"}{end}", h, "1=Superseded\n2=Ready\n\n"},
+		{"jsonpath={range .items[*]}{.revision}={.status}{\"\\n\"}{end}", h, "1=Superseded\n2=Ready\n"},
 		{"jsonpath={.kind}", files, "RenderedFiles\n"},
 		{"text", h, "text\n"},
 		{"name", map[string]any{"removed": []string{"a", "b"}, "dryRun": true}, "plugin/a\nplugin/b\n"},
