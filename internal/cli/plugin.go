@@ -19,10 +19,10 @@ func newPluginCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "plugin",
 		Aliases: []string{"plugins"},
-		Short:   "List, inspect, check, scaffold, package, sign, push and pull plugins",
+		Short:   "List, inspect, check, scaffold, test, package, sign, push and pull plugins",
 	}
 	cmd.AddCommand(newPluginListCmd(o), newPluginShowCmd(o), newPluginLintCmd(o), newPluginNewCmd(o), newPluginPackageCmd(o),
-		newPluginKeygenCmd(o), newPluginSignCmd(o), newPluginVerifyCmd(o), newPluginPushCmd(o), newPluginPullCmd(o))
+		newPluginTestCmd(o), newPluginKeygenCmd(o), newPluginSignCmd(o), newPluginVerifyCmd(o), newPluginPushCmd(o), newPluginPullCmd(o))
 	return cmd
 }
 

@@ -170,3 +170,49 @@ read, the signature file and the keys tried; the exit status is then 1.`,
 	_ = cmd.MarkFlagRequired("key")
 	return cmd
 }
+
+func newPluginTestCmd(o *options) *cobra.Command {
+	a := action.NewPluginTest(nil)
+	cmd := &cobra.Command{
+		Use:   "test DIR",
+		Short: "Run a plugin through initialise and render against a sample cluster",
+		Long: `Check the package in DIR (a directory or an archive) whole and run it through
+initialise and render against a sample cluster, as 'kubeplug render' would for a
+cluster enabling it: one worker pool, the Kubernetes version of the local provider,
+the plugin's default values and the built-in plugins for its requirements. Unlike
+'plugin lint' this runs the plugin's own code. The rendered files are listed, and
+written with --output-dir. Problems are printed as FILE:LINE:COL: field: message;
+the exit status is then 1.
+
+Installing the plugin into a throwaway local cluster (install, validate, upgrade,
+uninstall) is not part of this command yet.`,
+		Example: `  kubeplug plugin test ./demo
+  kubeplug plugin test ./demo --output-dir out`,
+		Args: cobra.ExactArgs(1),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return nil, cobra.ShellCompDirectiveFilterDirs
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			run := action.NewPluginTest(o.config())
+			run.OutputDir = a.OutputDir
+			res, l := run.Run(cmd.Context(), args[0])
+			if o.report(l) || res == nil {
+				return errFailed
+			}
+			return o.print(res, func(w io.Writer) error {
+				if _, err := fmt.Fprintf(w, "plugin %s@%s rendered %d file(s) against a sample cluster\n", res.Name, res.Version, len(res.Files)); err != nil {
+					return err
+				}
+				for _, f := range res.Files {
+					if _, err := fmt.Fprintln(w, "  "+f); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&a.OutputDir, "output-dir", "", "write the rendered files to this directory")
+	_ = cmd.MarkFlagDirname("output-dir")
+	return cmd
+}

@@ -1,0 +1,116 @@
+package action
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/source"
+)
+
+// PluginTest runs one plugin package through initialise and render against a
+// sample cluster, as `kubeplug render` would for a cluster enabling it: one worker
+// pool, the Kubernetes version of the local provider, the plugin's default values,
+// and the built-in plugins for its requirements. Unlike lint it runs the plugin's
+// own code (a plugin with a runtime is started).
+type PluginTest struct {
+	cfg *Config
+	// OutputDir, when set, receives the rendered files (as `render --output-dir`).
+	OutputDir string
+}
+
+// NewPluginTest returns a PluginTest action.
+func NewPluginTest(cfg *Config) *PluginTest { return &PluginTest{cfg: cfg} }
+
+// PluginTestResult is what [PluginTest.Run] rendered.
+type PluginTestResult struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Digest  string `json:"digest"`
+	// Files are the rendered files' paths, sorted.
+	Files []string `json:"files"`
+	// OutputDir is where they were written, when they were.
+	OutputDir string `json:"outputDir,omitempty"`
+}
+
+// Run checks the package in dir (a directory or an archive) whole and renders the
+// sample cluster; fatal diagnostics locate what failed (the plugin's file and line
+// where the failure is the plugin's).
+func (a *PluginTest) Run(ctx context.Context, dir string) (*PluginTestResult, diag.List) {
+	var l diag.List
+	if err := ctx.Err(); err != nil {
+		l.Errorf(dir, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	if _, err := os.Stat(dir); err != nil {
+		l.Errorf(dir, 0, 0, "", "expected a plugin package directory (holding %s) or archive", plugin.ManifestFile)
+		return nil, l
+	}
+	src := source.Path(plugin.OriginUser, dir)
+	vs, vl := src.List(ctx)
+	l = append(l, vl...)
+	if vl.HasFatal() || len(vs) != 1 {
+		if len(vs) > 1 {
+			l.Errorf(dir, 0, 0, "", "expected one plugin package, found %d: test them one at a time", len(vs))
+		}
+		return nil, l
+	}
+	pkg, pl := src.Fetch(ctx, vs[0])
+	l = append(l, pl...)
+	if pkg == nil || pl.HasFatal() {
+		return nil, l
+	}
+	// The sample cluster file sits (never written) in the working directory and
+	// names the package relative to it, so that messages name the package's files
+	// as the user wrote DIR.
+	cwd, err := os.Getwd()
+	if err != nil {
+		l.Errorf(dir, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		l.Errorf(dir, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	rel, err := filepath.Rel(cwd, abs)
+	if err != nil {
+		rel = abs
+	}
+	name, version := pkg.Manifest.Metadata.Name, pkg.Manifest.Metadata.Version
+	doc := "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: plugin-test}\nspec:\n  kubernetesVersion: " + lintKubernetesVersion +
+		"\n  nodePools: [{name: workers, count: 1}]\n  plugins:\n    sources: [{dir: " + strconv.Quote(filepath.ToSlash(rel)) +
+		"}]\n    enabled: [{name: " + strconv.Quote(name) + ", version: " + strconv.Quote(version) + "}]\n"
+	cl, cl0 := config.Parse(filepath.Join(cwd, ".kubeplug-plugin-test.yaml"), []byte(doc))
+	if cl == nil || cl0.HasFatal() {
+		return nil, append(l, cl0...)
+	}
+	files, rl := NewRender(a.cfg).Files(ctx, cl)
+	for i := range rl {
+		if f, ok := within(rl[i].File, abs, rel); ok {
+			rl[i].File = f
+		}
+	}
+	l = append(l, rl...)
+	if rl.HasFatal() {
+		return nil, l
+	}
+	res := &PluginTestResult{Name: name, Version: version, Digest: pkg.Digest}
+	for f := range files {
+		res.Files = append(res.Files, f)
+	}
+	slices.Sort(res.Files)
+	if a.OutputDir != "" {
+		if wl := render.WriteFiles(ctx, a.OutputDir, files); wl.HasFatal() {
+			return nil, append(l, wl...)
+		}
+		res.OutputDir = a.OutputDir
+	}
+	return res, l
+}
