@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -61,16 +63,27 @@ func registerCompletions(root *cobra.Command) {
 	walk(root)
 }
 
-// completionTarget is the cluster the command's --kubeconfig and --context name.
+// completionTarget is the cluster the command's kubeconfig flags name: the
+// same kubectl flag set (--kubeconfig, --context, --server, --token, ...) as the
+// command binds, filled from the values given on the line being completed.
 func completionTarget(cmd *cobra.Command) action.KubeconfigTarget {
-	var t action.KubeconfigTarget
-	if f := cmd.Flags().Lookup("kubeconfig"); f != nil {
-		t.Kubeconfig = f.Value.String()
-	}
-	if f := cmd.Flags().Lookup("context"); f != nil {
-		t.Context = f.Value.String()
-	}
-	return t
+	cf := genericclioptions.NewConfigFlags(false)
+	fs := pflag.NewFlagSet("target", pflag.ContinueOnError)
+	cf.AddFlags(fs)
+	fs.VisitAll(func(f *pflag.Flag) {
+		given := cmd.Flags().Lookup(f.Name)
+		if given == nil || !given.Changed {
+			return
+		}
+		if sv, ok := given.Value.(pflag.SliceValue); ok { // --as-group, given once per group
+			for _, v := range sv.GetSlice() {
+				_ = fs.Set(f.Name, v)
+			}
+			return
+		}
+		_ = fs.Set(f.Name, given.Value.String())
+	})
+	return action.KubeconfigTarget{Flags: cf}
 }
 
 // completeContexts lists the contexts of the kubeconfig the command would use.

@@ -26,6 +26,8 @@ var outputCommands = []struct {
 	{"plugin-show", []string{"plugin", "show", "hello", "-f", "$REPO/examples/quickstart/cluster.yaml"}},
 	{"plugin-lint", []string{"plugin", "lint", "$REPO/examples/quickstart/plugins/hello"}},
 	{"config-validate", []string{"config", "validate", "-f", "$REPO/examples/quickstart/cluster.yaml"}},
+	{"plan", []string{"plan", "-f", "$REPO/examples/quickstart/cluster.yaml"}},
+	{"plan-upgrade", []string{"plan", "-f", "$REPO/examples/quickstart/cluster.yaml", "--kubernetes-version", "1.37.1"}},
 	{"render-initialise", []string{"render", "--stage", "initialise", "-f", "$REPO/examples/quickstart/cluster.yaml"}},
 	{"diff-against", []string{"diff", "-f", "$REPO/examples/quickstart/cluster.yaml", "--against", "$TMP/render"}},
 }
