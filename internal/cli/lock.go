@@ -27,9 +27,11 @@ lock file would change (for CI).
 
 When a lock file is present, plan, render and apply refuse a plugin whose locked
 version now has another digest (the package changed under the same version),
-naming both digests.`,
+naming both digests. plan, render, apply and up with --locked also fail when their
+resolution would change the lock file (or there is none), listing the changes.`,
 		Example: `  kubeplug lock -f cluster.yaml
-  kubeplug lock -f cluster.yaml --locked`,
+  kubeplug lock -f cluster.yaml --locked
+  kubeplug apply -f cluster.yaml --locked   # in CI: deploy exactly what is locked`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a := action.NewLock(o.config())

@@ -76,6 +76,7 @@ needs, and the command exits 1. Only the resolver runs.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	lockedFlag(cmd, o)
 	cmd.Flags().StringVar(&kube, "kubernetes-version", "", "plan moving the cluster to this Kubernetes version: which plugins must move")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")

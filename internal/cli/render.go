@@ -73,6 +73,7 @@ path order). Sensitive values are written as ***.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	lockedFlag(cmd, o)
 	cmd.Flags().StringVar(&dir, "output-dir", "", "the directory to write the files into")
 	cmd.Flags().StringVar(&until, "stage", "render", "what to write: render (every file) or initialise (the model)")
 	_ = cmd.MarkFlagRequired("file")

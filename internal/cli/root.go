@@ -46,7 +46,9 @@ type options struct {
 	noBuiltin  bool
 	// allowValuesOutside lets valuesFrom read outside the cluster file's directory.
 	allowValuesOutside bool
-	verbose            int
+	// locked is --locked of plan, render, apply and up.
+	locked  bool
+	verbose int
 	// quiet prints only errors and the final result.
 	quiet bool
 	// noProgress prints progress as plain lines even on a terminal.
@@ -75,6 +77,7 @@ func (o *options) initConfig() {
 		Env:        o.getenv,
 
 		AllowValuesOutside: o.allowValuesOutside,
+		Locked:             o.locked,
 	}
 }
 
@@ -227,4 +230,9 @@ func (o *options) report(l diag.List) bool {
 		_, _ = fmt.Fprintln(o.streams.Err, d.String())
 	}
 	return l.HasFatal()
+}
+
+// lockedFlag adds --locked to a command that plans a cluster.
+func lockedFlag(cmd *cobra.Command, o *options) {
+	cmd.Flags().BoolVar(&o.locked, "locked", false, "fail when the plan would change kubeplug.lock beside the cluster file (or there is none): for CI")
 }

@@ -95,6 +95,7 @@ the current context — so kubectl and kubeplug status work at once. Use
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	lockedFlag(cmd, o)
 	deployFlags(cmd, &u.DeployOptions)
 	cmd.Flags().BoolVar(&noKubeconfig, "no-kubeconfig-update", false, "do not merge the cluster's context into your kubeconfig")
 	stateDirFlag(cmd, &u.StateDir)

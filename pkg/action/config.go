@@ -37,6 +37,9 @@ type Config struct {
 	// AllowValuesOutside lets valuesFrom read files outside the cluster file's
 	// directory (--allow-values-outside).
 	AllowValuesOutside bool
+	// Locked refuses a plan that would change the cluster file's kubeplug.lock (or
+	// that has none): plan, render, apply and up with --locked.
+	Locked bool
 	// InProcess are in-process Go plugins, by plugin name (runtime.Options.InProcess).
 	InProcess map[string]stage.Runtime
 	// PluginTimeout, when positive, overrides every plugin's spec.runtime.timeout

@@ -11,11 +11,17 @@ import (
 )
 
 // checkLock refuses a plan whose plugins' locked versions changed digest, when the
-// cluster file has a kubeplug.lock beside it.
-func checkLock(cl *config.Cluster, plan *engine.Plan) diag.List {
+// cluster file has a kubeplug.lock beside it. With locked, it also refuses a plan that
+// would change the lock file (no lock file, a plugin added, removed or at another
+// version), listing the changes: CI runs plan/render/apply --locked so that what it
+// deploys is exactly what was locked.
+func checkLock(cl *config.Cluster, plan *engine.Plan, locked bool) diag.List {
 	var l diag.List
 	if cl == nil || cl.File == "" {
-		return nil
+		if locked {
+			l.Errorf("", 0, 0, "", "--locked needs a cluster file: the lock file is beside it")
+		}
+		return l
 	}
 	path := lock.PathFor(cl.File)
 	lf, err := lock.Read(path)
@@ -27,6 +33,20 @@ func checkLock(cl *config.Cluster, plan *engine.Plan) diag.List {
 		if msg := lf.Mismatch(p.Package.Name, p.Package.Version.String(), p.Package.Digest); msg != "" {
 			l.Errorf(path, 0, 0, "", "%s", msg)
 		}
+	}
+	if !locked || l.HasFatal() {
+		return l
+	}
+	if lf == nil {
+		l.Errorf(path, 0, 0, "", "--locked: there is no lock file; write one with 'kubeplug lock -f %s'", cl.File)
+		return l
+	}
+	entries := make([]lock.Entry, 0, len(plan.Plugins))
+	for _, p := range plan.Plugins {
+		entries = append(entries, lock.Entry{Name: p.Package.Name, Version: p.Package.Version.String(), Source: p.Package.Origin.Name, Digest: p.Package.Digest})
+	}
+	if cur := lock.New(entries); !lf.Equal(cur) {
+		l.Errorf(path, 0, 0, "", "the lock file would change (--locked): %s; run 'kubeplug lock -f %s' and commit it", strings.Join(lf.Diff(cur), "; "), cl.File)
 	}
 	return l
 }

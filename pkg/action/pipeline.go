@@ -125,7 +125,7 @@ var resolveStep = step{"resolve", func(ctx context.Context, r *run) diag.List {
 		_ = rs.Close() // nothing has run yet
 		return l
 	}
-	if ll := checkLock(r.cluster, plan); ll.HasFatal() {
+	if ll := checkLock(r.cluster, plan, c.Locked); ll.HasFatal() {
 		_ = rs.Close()
 		return append(l, ll...)
 	}
