@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/oci"
 )
 
 // passwordEnv holds the signing key's password, so that it is never a flag (and
@@ -93,6 +94,7 @@ func newPluginSignCmd(o *options) *cobra.Command {
 	var (
 		a         action.Sign
 		fromStdin bool
+		reg       oci.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "sign ARCHIVE",
@@ -105,9 +107,15 @@ The signature is cosign's blob signature (ECDSA P-256 over the SHA-256 of the
 archive), made offline: no transparency log or certificate authority is used.
 'kubeplug plugin verify --key KEY.pub ARCHIVE' checks it, and so does cosign's
 verify-blob with the transparency log check turned off (see docs/distribution.md).
-An encrypted key's password comes from $` + passwordEnv + ` or --password-stdin.`,
+An encrypted key's password comes from $` + passwordEnv + ` or --password-stdin.
+
+With --push oci://HOST/REPO/NAME:VERSION the signature is also attached to that
+artifact (pushed by 'plugin push') as an OCI referrer of artifact type
+` + action.SignatureArtifactType + `; the artifact must hold this very
+archive. Registry credentials come from the docker config file.`,
 		Example: `  kubeplug plugin package ./demo
-  KUBEPLUG_SIGNING_PASSWORD=... kubeplug plugin sign --key kubeplug.key demo-0.1.0.tgz`,
+  KUBEPLUG_SIGNING_PASSWORD=... kubeplug plugin sign --key kubeplug.key demo-0.1.0.tgz
+  kubeplug plugin sign --key kubeplug.key demo-0.1.0.tgz --push oci://registry.example.com/plugins/demo:0.1.0`,
 		Args: cobra.ExactArgs(1),
 		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			return []string{"tgz"}, cobra.ShellCompDirectiveFilterFileExt
@@ -118,6 +126,11 @@ An encrypted key's password comes from $` + passwordEnv + ` or --password-stdin.
 				return err
 			}
 			a.Password = pw
+			if a.Push != "" {
+				if a.Registry, err = oci.New(reg); err != nil {
+					return err
+				}
+			}
 			res, err := a.Run(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -125,6 +138,9 @@ An encrypted key's password comes from $` + passwordEnv + ` or --password-stdin.
 			return o.print(res, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "signed plugin %s@%s (%s, digest %s) with key %s\nsignature: %s\n",
 					res.Name, res.Version, res.File, res.Digest, res.KeyID, res.Signature)
+				if err == nil && res.Referrer != "" {
+					_, err = fmt.Fprintf(w, "attached to %s as %s\n", a.Push, res.Referrer)
+				}
 				return err
 			})
 		},
@@ -132,28 +148,48 @@ An encrypted key's password comes from $` + passwordEnv + ` or --password-stdin.
 	cmd.Flags().StringVar(&a.Key, "key", "", "the private key file (from kubeplug plugin keygen)")
 	cmd.Flags().StringVar(&a.Output, "signature", "", "the signature file to write (default: ARCHIVE.sig)")
 	cmd.Flags().BoolVar(&fromStdin, "password-stdin", false, "read the key's password from the first line of standard input")
+	cmd.Flags().StringVar(&a.Push, "push", "", "also attach the signature to this pushed artifact, oci://HOST/REPO/NAME:VERSION")
+	cmd.Flags().BoolVar(&reg.PlainHTTP, "plain-http", false, "talk HTTP, not HTTPS, to the registry (for loopback test registries)")
+	cmd.Flags().StringArrayVar(&reg.CAFiles, "ca-file", nil, "a PEM file of certificate authorities to trust besides the system's (repeatable)")
+	cmd.Flags().StringVar(&reg.RegistryConfig, "registry-config", "", "the docker config file with registry credentials (default: $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
+	cmd.Flags().DurationVar(&reg.Timeout, "registry-timeout", oci.DefaultTimeout, "bound on each request to the registry")
 	_ = cmd.MarkFlagRequired("key")
 	_ = cmd.MarkFlagFilename("key", "key")
 	return cmd
 }
 
 func newPluginVerifyCmd(o *options) *cobra.Command {
-	var a action.Verify
+	var (
+		a  action.Verify
+		rf registryFlags
+	)
 	cmd := &cobra.Command{
-		Use:   "verify ARCHIVE",
+		Use:   "verify ARCHIVE|oci://HOST/REPO/NAME:VERSION",
 		Short: "Check a plugin package archive's signature against trusted public keys",
 		Long: `Check that ARCHIVE.sig is a signature of ARCHIVE by one of the public keys given
 with --key, and that ARCHIVE is a valid package. A missing signature, a signature by
 another key, an archive changed after signing and a malformed signature are each
 refused with an error naming the archive, the plugin and version when it can be
-read, the signature file and the keys tried; the exit status is then 1.`,
+read, the signature file and the keys tried; the exit status is then 1.
+
+Given oci://HOST/REPO/NAME:VERSION (or …@sha256:HEX), the artifact is pulled (every
+blob checked against its digest) and one of the signatures attached to it by
+'kubeplug plugin sign --push' must verify over its archive.`,
 		Example: `  kubeplug plugin verify --key kubeplug.pub demo-0.1.0.tgz
-  kubeplug plugin verify --key alice.pub --key bob.pub demo-0.1.0.tgz -o json`,
+  kubeplug plugin verify --key alice.pub --key bob.pub demo-0.1.0.tgz -o json
+  kubeplug plugin verify --key kubeplug.pub oci://registry.example.com/plugins/demo:0.1.0`,
 		Args: cobra.ExactArgs(1),
 		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			return []string{"tgz"}, cobra.ShellCompDirectiveFilterFileExt
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.HasPrefix(args[0], "oci://") {
+				c, err := rf.client(o.streams.In)
+				if err != nil {
+					return err
+				}
+				a.Registry = c
+			}
 			res, err := a.Run(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -167,6 +203,7 @@ read, the signature file and the keys tried; the exit status is then 1.`,
 	}
 	cmd.Flags().StringArrayVar(&a.Keys, "key", nil, "a trusted public key file; repeat for several")
 	cmd.Flags().StringVar(&a.Signature, "signature", "", "the signature file (default: ARCHIVE.sig)")
+	rf.add(cmd.Flags())
 	_ = cmd.MarkFlagRequired("key")
 	return cmd
 }

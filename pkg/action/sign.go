@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/kubeplug/kubeplug/pkg/archive"
+	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/sign"
 )
@@ -91,7 +93,19 @@ type Sign struct {
 	Password []byte
 	// Output is the signature file; ARCHIVE.sig when empty.
 	Output string
+	// Push, an oci://HOST/REPO/NAME:VERSION reference, also attaches the signature
+	// to that artifact as an OCI referrer; the artifact must hold this very
+	// archive. Registry is the client to use then.
+	Push     string
+	Registry *oci.Client
 }
+
+// SignatureArtifactType is the artifact type of a signature attached to a plugin
+// artifact; its one blob is the base64 signature of the archive (the artifact's
+// layer), as ARCHIVE.sig holds it.
+const SignatureArtifactType = "application/vnd.kubeplug.plugin.signature.v1"
+
+const signatureMediaType = "application/vnd.kubeplug.plugin.signature.v1+base64"
 
 // SignResult says what was signed and where the signature went.
 type SignResult struct {
@@ -101,6 +115,8 @@ type SignResult struct {
 	Digest    string `json:"digest"`
 	Signature string `json:"signature"`
 	KeyID     string `json:"keyID"`
+	// Referrer is the digest of the signature artifact attached with Push.
+	Referrer string `json:"referrer,omitempty"`
 }
 
 // Run checks that file is a valid package archive (as lint does: a package with
@@ -138,7 +154,26 @@ func (a *Sign) Run(ctx context.Context, file string) (*SignResult, error) {
 	if err := writeFileAtomic(out, sig); err != nil {
 		return nil, fmt.Errorf("writing signature of %s: %w", file, err)
 	}
-	return &SignResult{Name: pkg.Name, Version: pkg.Version.String(), File: file, Digest: pkg.Digest, Signature: out, KeyID: s.KeyID()}, nil
+	res := &SignResult{Name: pkg.Name, Version: pkg.Version.String(), File: file, Digest: pkg.Digest, Signature: out, KeyID: s.KeyID()}
+	if a.Push != "" {
+		if a.Registry == nil {
+			return nil, errors.New("signing with push: no registry client")
+		}
+		pulled, err := a.Registry.Pull(ctx, a.Push)
+		if err != nil {
+			return nil, fmt.Errorf("attaching the signature of %s: %w", file, err)
+		}
+		if !bytes.Equal(pulled.Archive, data) {
+			return nil, fmt.Errorf("attaching the signature of %s to %s: the artifact holds another archive (plugin %s@%s, digest %s), not plugin %s@%s (digest %s); push this archive first",
+				file, a.Push, pulled.Name, pulled.Version, pulled.Digest, pkg.Name, pkg.Version, pkg.Digest)
+		}
+		d, err := a.Registry.PushReferrer(ctx, a.Push, SignatureArtifactType, signatureMediaType, sig, map[string]string{"dev.kubeplug.signature.key-id": s.KeyID()})
+		if err != nil {
+			return nil, fmt.Errorf("attaching the signature of %s to %s: %w", file, a.Push, err)
+		}
+		res.Referrer = d.Digest.String()
+	}
+	return res, nil
 }
 
 // readArchive reads a package archive whole and loads the package it holds.
@@ -178,6 +213,8 @@ type Verify struct {
 	Keys []string
 	// Signature is the signature file; ARCHIVE.sig when empty.
 	Signature string
+	// Registry pulls an oci:// archive and its attached signatures.
+	Registry *oci.Client
 }
 
 // VerifyResult says what verified, and with which key.
@@ -212,6 +249,9 @@ func (a *Verify) Run(ctx context.Context, file string) (*VerifyResult, error) {
 		}
 		keys = append(keys, pk)
 	}
+	if strings.HasPrefix(file, "oci://") {
+		return a.runOCI(ctx, file, keys)
+	}
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("reading plugin archive: %w", err)
@@ -241,4 +281,40 @@ func (a *Verify) Run(ctx context.Context, file string) (*VerifyResult, error) {
 		return nil, loadErr
 	}
 	return &VerifyResult{Name: pkg.Name, Version: pkg.Version.String(), File: file, Digest: pkg.Digest, Signature: sigFile, Key: k.Name, KeyID: k.ID}, nil
+}
+
+// runOCI verifies a pushed plugin: one of the signatures attached to ref must
+// verify over the artifact's archive (Pull checks every blob against its digest
+// and the package against the artifact's config).
+func (a *Verify) runOCI(ctx context.Context, ref string, keys []*sign.PublicKey) (*VerifyResult, error) {
+	if a.Registry == nil {
+		return nil, errors.New("verifying " + ref + ": no registry client")
+	}
+	pulled, err := a.Registry.Pull(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("verifying %s: %w", ref, err)
+	}
+	what := fmt.Sprintf("plugin %s@%s (%s, digest %s)", pulled.Name, pulled.Version, ref, pulled.Digest)
+	descs, err := a.Registry.Referrers(ctx, ref, SignatureArtifactType)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listing signatures: %w", what, err)
+	}
+	if len(descs) == 0 {
+		return nil, fmt.Errorf("%s is not signed: no %s artifact refers to it (attach one with kubeplug plugin sign --push)", what, SignatureArtifactType)
+	}
+	var errs []error
+	for _, d := range descs {
+		blob, err := a.Registry.ReferrerBlob(ctx, ref, d)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("signature %s: %w", d.Digest, err))
+			continue
+		}
+		k, err := sign.Verify(pulled.Archive, blob, keys...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("signature %s: %w", d.Digest, err))
+			continue
+		}
+		return &VerifyResult{Name: pulled.Name, Version: pulled.Version, File: ref, Digest: pulled.Digest, Signature: d.Digest.String(), Key: k.Name, KeyID: k.ID}, nil
+	}
+	return nil, fmt.Errorf("%s: %w", what, errors.Join(errs...))
 }
