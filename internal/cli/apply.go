@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -44,13 +42,7 @@ func targetFlags(cmd *cobra.Command, c *action.KubeconfigTarget) {
 	c.Flags = cf
 	cf.AddFlags(cmd.Flags())
 	_ = cmd.MarkFlagFilename("kubeconfig")
-	_ = cmd.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		raw, err := cf.ToRawKubeConfigLoader().RawConfig()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return slices.Sorted(maps.Keys(raw.Contexts)), cobra.ShellCompDirectiveNoFileComp
-	})
+	// --context completes from the kubeconfig (registerCompletions).
 }
 
 // progress prints deploy events: one line per plugin step on a terminal or in a log,
