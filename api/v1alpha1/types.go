@@ -534,7 +534,7 @@ type Source struct {
 	// Catalog is a remote catalog URL (https:// index or oci:// repository).
 	Catalog string `json:"catalog,omitempty"`
 	// Verify is the source's trust policy: which keys sign its packages, and whether
-	// a signature is required. Only for dir sources today.
+	// a signature is required. For dir and oci:// catalog sources.
 	Verify *SourceVerify `json:"verify,omitempty"`
 }
 

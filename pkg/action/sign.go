@@ -101,11 +101,8 @@ type Sign struct {
 }
 
 // SignatureArtifactType is the artifact type of a signature attached to a plugin
-// artifact; its one blob is the base64 signature of the archive (the artifact's
-// layer), as ARCHIVE.sig holds it.
-const SignatureArtifactType = "application/vnd.kubeplug.plugin.signature.v1"
-
-const signatureMediaType = "application/vnd.kubeplug.plugin.signature.v1+base64"
+// artifact (see [sign.ArtifactType]).
+const SignatureArtifactType = sign.ArtifactType
 
 // SignResult says what was signed and where the signature went.
 type SignResult struct {
@@ -167,7 +164,7 @@ func (a *Sign) Run(ctx context.Context, file string) (*SignResult, error) {
 			return nil, fmt.Errorf("attaching the signature of %s to %s: the artifact holds another archive (plugin %s@%s, digest %s), not plugin %s@%s (digest %s); push this archive first",
 				file, a.Push, pulled.Name, pulled.Version, pulled.Digest, pkg.Name, pkg.Version, pkg.Digest)
 		}
-		d, err := a.Registry.PushReferrer(ctx, a.Push, SignatureArtifactType, signatureMediaType, sig, map[string]string{"dev.kubeplug.signature.key-id": s.KeyID()})
+		d, err := a.Registry.PushReferrer(ctx, a.Push, SignatureArtifactType, sign.MediaType, sig, map[string]string{"dev.kubeplug.signature.key-id": s.KeyID()})
 		if err != nil {
 			return nil, fmt.Errorf("attaching the signature of %s to %s: %w", file, a.Push, err)
 		}

@@ -246,6 +246,13 @@ func (c *Cluster) Sources() []source.Source {
 			out = append(out, source.Verified(source.Path(plugin.OriginUser, dir), dir, source.TrustPolicy{Keys: keys, Required: s.Verify.Required}))
 		case s.Dir != "":
 			out = append(out, source.Path(plugin.OriginUser, c.path(s.Dir)))
+		case s.Catalog != "" && s.Verify != nil:
+			keys := make([]string, len(s.Verify.Keys))
+			for i, k := range s.Verify.Keys {
+				keys[i] = c.path(k)
+			}
+			cat := source.OpenCatalog(source.OriginCatalog, s.Catalog, source.HTTPOptions{Cache: source.DefaultCache(), Pinned: c.pinned()})
+			out = append(out, source.Verified(cat, s.Catalog, source.TrustPolicy{Keys: keys, Required: s.Verify.Required}))
 		case s.Catalog != "":
 			out = append(out, source.OpenCatalog(source.OriginCatalog, s.Catalog, source.HTTPOptions{Cache: source.DefaultCache(), Pinned: c.pinned()}))
 		}
@@ -289,8 +296,8 @@ func (c *Cluster) Errorf(l *diag.List, ptr, format string, args ...any) {
 // checkVerify checks a source's trust policy: a dir source, every key a public key
 // that can be read.
 func (c *Cluster) checkVerify(l *diag.List, ptr string, src v1alpha1.Source) {
-	if src.Catalog != "" {
-		c.doc.Errorf(l, ptr+"/verify", "verify is supported for dir sources only today: sign archives with kubeplug plugin sign and list them as dir sources")
+	if src.Catalog != "" && !strings.HasPrefix(src.Catalog, "oci://") {
+		c.doc.Errorf(l, ptr+"/verify", "verify is supported for dir and oci:// catalog sources only today, not HTTP catalogs")
 		return
 	}
 	if len(src.Verify.Keys) == 0 {

@@ -20,6 +20,14 @@ import (
 // SigExt is appended to an archive's file name to name its detached signature.
 const SigExt = ".sig"
 
+// ArtifactType is the OCI artifact type of a signature attached to a plugin
+// artifact as a referrer; its one blob, of media type [MediaType], is the base64
+// signature of the archive (the artifact's layer), as ARCHIVE.sig holds it.
+const (
+	ArtifactType = "application/vnd.kubeplug.plugin.signature.v1"
+	MediaType    = "application/vnd.kubeplug.plugin.signature.v1+base64"
+)
+
 // Errors callers tell apart with errors.Is.
 var (
 	// ErrNoPassword is returned when a private key is encrypted and no password was

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/oci"
@@ -43,7 +44,13 @@ func OCICatalog(origin plugin.Origin, prefix string, opts HTTPOptions) Source {
 }
 
 func (s *ociCatalog) client() (*oci.Client, error) {
-	r, err := oci.ParseRef(s.prefix)
+	return ociClientFor(s.prefix, s.opts.Timeout)
+}
+
+// ociClientFor is the client for the registry of ref: plain HTTP on loopback, as
+// for loopback HTTP catalogs.
+func ociClientFor(ref string, timeout time.Duration) (*oci.Client, error) {
+	r, err := oci.ParseRef(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +58,7 @@ func (s *ociCatalog) client() (*oci.Client, error) {
 	if u, err := url.Parse("//" + host); err == nil {
 		host = u.Hostname()
 	}
-	return oci.New(oci.Options{PlainHTTP: isLoopback(host), Timeout: s.opts.Timeout})
+	return oci.New(oci.Options{PlainHTTP: isLoopback(host), Timeout: timeout})
 }
 
 // List implements [Source].

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"strings"
 
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/sign"
 )
@@ -52,14 +54,14 @@ func (s *verified) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 	if pkg == nil || l.HasFatal() {
 		return pkg, l
 	}
-	if err := s.check(v, pkg); err != nil {
+	if err := s.check(ctx, v, pkg); err != nil {
 		l.Errorf(v.Location, 0, 0, "", "plugin %s from source %s: %v", v.ID(), s.name, err)
 		return nil, l
 	}
 	return pkg, l
 }
 
-func (s *verified) check(v *Version, pkg *plugin.Package) error {
+func (s *verified) check(ctx context.Context, v *Version, pkg *plugin.Package) error {
 	keys := make([]*sign.PublicKey, 0, len(s.policy.Keys))
 	for _, k := range s.policy.Keys {
 		b, err := os.ReadFile(k)
@@ -75,6 +77,9 @@ func (s *verified) check(v *Version, pkg *plugin.Package) error {
 	names := make([]string, len(keys))
 	for i, k := range keys {
 		names[i] = k.Name + " (" + k.ID + ")"
+	}
+	if u, ok := v.Ref.(*url.URL); ok && u.Scheme+"://" == oci.Scheme {
+		return s.checkOCI(ctx, pkg, u.String(), keys, names)
 	}
 	if !IsArchive(v.Location) {
 		if s.policy.Required {
@@ -100,8 +105,12 @@ func (s *verified) check(v *Version, pkg *plugin.Package) error {
 	if _, err := sign.Verify(data, sig, keys...); err != nil {
 		return fmt.Errorf("signature %s: %w", sigFile, err)
 	}
-	// The package returned must be the one whose bytes verified, not an archive
-	// replaced in between.
+	return sameDigest(data, pkg)
+}
+
+// sameDigest checks that the package returned is the one whose bytes verified, not
+// an archive replaced in between (or a cached copy that differs).
+func sameDigest(data []byte, pkg *plugin.Package) error {
 	fsys, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
 	if err != nil {
 		return fmt.Errorf("the signed archive: %w", err)
@@ -110,4 +119,40 @@ func (s *verified) check(v *Version, pkg *plugin.Package) error {
 		return fmt.Errorf("the archive changed while it was read: the signed bytes have digest %s, the package loaded %s", d, pkg.Digest)
 	}
 	return nil
+}
+
+// checkOCI verifies a package of an OCI catalog: a signature attached to its
+// artifact (ref, by manifest digest) as a referrer of [sign.ArtifactType] must
+// verify over the artifact's archive with one of keys. The registry must be
+// reachable: a package from the cache alone cannot be verified.
+func (s *verified) checkOCI(ctx context.Context, pkg *plugin.Package, ref string, keys []*sign.PublicKey, names []string) error {
+	c, err := ociClientFor(ref, DefaultHTTPTimeout)
+	if err != nil {
+		return err
+	}
+	descs, err := c.Referrers(ctx, ref, sign.ArtifactType)
+	if err != nil {
+		return fmt.Errorf("listing the signatures of %s: %w", ref, err)
+	}
+	if len(descs) == 0 {
+		if s.policy.Required {
+			return fmt.Errorf("not signed: the source requires a signature by %s, and no %s artifact refers to %s", strings.Join(names, ", "), sign.ArtifactType, ref)
+		}
+		return nil
+	}
+	p, err := c.Pull(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("pulling %s to verify it: %w", ref, err)
+	}
+	var errs []error
+	for _, d := range descs {
+		blob, err := c.ReferrerBlob(ctx, ref, d)
+		if err == nil {
+			if _, err = sign.Verify(p.Archive, blob, keys...); err == nil {
+				return sameDigest(p.Archive, pkg)
+			}
+		}
+		errs = append(errs, fmt.Errorf("signature %s: %w", d.Digest, err))
+	}
+	return errors.Join(errs...)
 }
