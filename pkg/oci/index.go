@@ -94,3 +94,23 @@ func (c *Client) PushIndex(ctx context.Context, prefix string, data []byte) (oci
 	}
 	return d, nil
 }
+
+// Tags lists the tags of the repository oci://HOST/REPO.
+func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) {
+	r, err := ParseRef(repository)
+	if err != nil {
+		return nil, err
+	}
+	repo, err := c.repo(r)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	if err := repo.Tags(ctx, "", func(ts []string) error {
+		out = append(out, ts...)
+		return nil
+	}); err != nil {
+		return nil, describe(r, err)
+	}
+	return out, nil
+}

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
@@ -176,4 +180,58 @@ func PushToCatalog(ctx context.Context, c *oci.Client, file, prefix string) (*oc
 		return nil, err
 	}
 	return p, nil
+}
+
+// RebuildOCIIndex builds the index of the OCI catalog prefix from the registry itself:
+// every version tag of every plugin the current index names, plus names, each pulled
+// and checked as a catalog fetch would be. It repairs an index that lost an entry
+// (two pushes at once) without relying on the registry's _catalog.
+func RebuildOCIIndex(ctx context.Context, c *oci.Client, prefix string, names []string) (*CatalogIndex, error) {
+	data, found, err := c.FetchIndex(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	all := slices.Clone(names)
+	if found {
+		x, err := DecodeIndex(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: cannot decode the catalog index: %w", prefix, err)
+		}
+		for n := range x.Entries {
+			all = append(all, n)
+		}
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	if len(all) == 0 {
+		return nil, fmt.Errorf("%s has no index and no plugin was named (--plugin NAME)", prefix)
+	}
+	base := strings.TrimSuffix(prefix, "/")
+	out := &CatalogIndex{APIVersion: IndexAPIVersion, Kind: IndexKind, Entries: map[string][]CatalogEntry{}}
+	for _, n := range all {
+		tags, err := c.Tags(ctx, base+"/"+n)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tags {
+			if _, err := semver.StrictNewVersion(t); err != nil {
+				continue // not a version tag (a signature fallback index, say)
+			}
+			p, err := c.Pull(ctx, base+"/"+n+":"+t)
+			if err != nil {
+				return nil, err
+			}
+			fsys, err := archive.Extract(bytes.NewReader(p.Archive), archive.Limits{})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p.Ref, err)
+			}
+			pkg, l := plugin.Load(fsys, OriginCatalog, p.Ref)
+			if pkg == nil || l.HasFatal() {
+				return nil, fmt.Errorf("%s: %w", p.Ref, l.Err())
+			}
+			out.Entries[n] = append(out.Entries[n], EntryOf(pkg, base+"/"+n+"@"+p.Manifest))
+		}
+	}
+	out.Sort()
+	return out, nil
 }

@@ -107,3 +107,27 @@ func TestOCICatalogRefuses(t *testing.T) {
 		t.Fatal("a tagged OCI catalog was accepted")
 	}
 }
+
+// TestRebuildOCIIndex restores an index that lost its entries from the registry's tags.
+func TestRebuildOCIIndex(t *testing.T) {
+	prefix, c := ociRegistry(t)
+	cat := newCatalog(t)
+	pushAll(t, c, prefix, cat.ps...)
+	ctx := context.Background()
+	want, _, err := c.FetchIndex(ctx, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, _ := json.Marshal(source.CatalogIndex{APIVersion: source.IndexAPIVersion, Kind: source.IndexKind, Entries: map[string][]source.CatalogEntry{}})
+	if _, err := c.PushIndex(ctx, prefix, lost); err != nil {
+		t.Fatal(err)
+	}
+	x, err := source.RebuildOCIIndex(ctx, c, prefix, []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(x)
+	if string(got) != string(want) {
+		t.Fatalf("rebuilt index\n%s\nwant\n%s", got, want)
+	}
+}
