@@ -320,6 +320,13 @@ type Kubernetes struct {
 	HelmReleases []HelmRelease `json:"helmReleases,omitempty"`
 	// Patches to manifests that other plugins or the core generated.
 	Patches []ManifestPatch `json:"patches,omitempty"`
+	// APIs are API groups the plugin serves through the Kubernetes API (aggregation):
+	// kubeplug generates their APIService objects, serving certificates and the RBAC
+	// of delegated authentication. See docs/served-apis.md.
+	APIs []ServedAPI `json:"apis,omitempty"`
+	// Webhooks are admission webhooks served by the plugin: kubeplug generates their
+	// configurations with the CA injected and safe defaults.
+	Webhooks []Webhook `json:"webhooks,omitempty"`
 }
 
 // HelmRelease is a chart installed as a Helm release.

@@ -41,14 +41,14 @@ var Layers = []Layer{
 	},
 	{
 		Name:     "stages",
-		Prefixes: []string{"pkg/runtime", "pkg/engine", "pkg/render", "sdk"},
+		Prefixes: []string{"pkg/runtime", "pkg/engine", "pkg/render", "pkg/serving", "sdk"},
 		Why:      "running plugins' stages (runtimes, the engine, the plugin SDK) and rendering the result to files; nothing here talks to a cluster",
 	},
 	{
 		Name: "cluster",
 		Prefixes: []string{
 			"pkg/deploy", "pkg/check", "pkg/nodeagent", "pkg/provider",
-			"internal/controlplane", "internal/lease", "internal/localnode",
+			"internal/controlplane", "internal/lease", "internal/localnode", "sdk/apiserver",
 		},
 		Why: "everything that talks to a cluster, a machine or a cloud: deploy, checks, the node agent, providers and the local control plane",
 	},

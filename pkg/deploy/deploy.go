@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -17,6 +19,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+	"github.com/kubeplug/kubeplug/pkg/serving"
 )
 
 // FieldManager is the server-side apply field manager of everything kubeplug applies.
@@ -129,6 +132,9 @@ type Options struct {
 	// Store keeps the release records. Default: Secrets in Namespace of the
 	// cluster deployed to (state.Secrets).
 	Store state.Store
+	// ServingCerts says how long the serving CAs and certificates of plugins'
+	// APIs and webhooks live (serving.Inject); zero fields take its defaults.
+	ServingCerts serving.Policy
 }
 
 func (o *Options) defaults() {
@@ -252,4 +258,22 @@ func (d *Deployer) Drift(ctx context.Context, units []Unit) ([]PluginDrift, erro
 		plugins[i] = drift.Plugin{Name: u.Plugin, Objects: u.Objects, Ignore: u.DriftIgnore}
 	}
 	return d.drift.Detect(ctx, plugins)
+}
+
+// liveSecret reads a Secret for serving.Inject: nil when there is none.
+func (d *Deployer) liveSecret(ctx context.Context, namespace, name string) (*unstructured.Unstructured, error) {
+	ri, err := d.kc.ResourceFor(kube.ObjRef{Version: "v1", Kind: "Secret", Namespace: namespace, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	var got *unstructured.Unstructured
+	err = d.kc.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		got, err = ri.Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return got, err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+	"github.com/kubeplug/kubeplug/pkg/serving"
 )
 
 // WaveResult is what applying one wave did.
@@ -45,8 +46,14 @@ func (d *Deployer) ApplyWave(ctx context.Context, n int, units []Unit) (*WaveRes
 	if !d.opts.DryRun {
 		w.begin(ctx)
 	}
+	w.inject(ctx)
 	for _, stage := range ssa.Stages {
-		w.applyStage(ctx, stage)
+		// What routes the API server's requests to a plugin (APIServices, webhook
+		// configurations) waits until the plugin's other objects are ready (settle):
+		// a server that is not there yet would fail the requests routed to it.
+		if stage != ssa.StageServing || d.opts.DryRun {
+			w.applyStage(ctx, stage)
+		}
 	}
 	w.applied()
 	if d.opts.DryRun {
@@ -68,6 +75,7 @@ type wave struct {
 	runs  []*unitRun
 	total int
 	res   *WaveResult
+	mu    sync.Mutex // guards res once units settle in parallel
 }
 
 // unitRun is one unit's progress through a wave.
@@ -83,6 +91,10 @@ type unitRun struct {
 	// thousand applies on a re-apply with nothing changed).
 	live    map[string]*unstructured.Unstructured
 	applied []*unstructured.Unstructured
+	// filled are the unit's objects with their serving certificates and CA
+	// bundles filled in (serving.Inject), by index into unit.Objects: applied in
+	// their place, never recorded.
+	filled map[int]*unstructured.Unstructured
 	// helm is what the unit's Helm releases did (settle).
 	helm *helm.Result
 	err  error
@@ -174,21 +186,49 @@ type applyJob struct {
 func (w *wave) applyStage(ctx context.Context, stage ssa.Stage) {
 	var jobs []applyJob
 	for _, r := range w.runs {
-		if r.err != nil {
-			continue
-		}
-		for _, o := range r.unit.Objects {
-			if ssa.StageOf(o.GroupVersionKind().GroupKind()) != stage {
-				continue
-			}
-			live, ignore := r.live[kube.RefOf(o).Key()], ssa.IgnoredPaths(r.unit.DriftIgnore, o)
-			if ssa.Unchanged(o, live, ignore) {
-				r.applied = append(r.applied, live)
-				continue
-			}
-			jobs = append(jobs, applyJob{run: r, obj: ssa.YieldIgnored(o, live, ignore)})
+		if r.err == nil {
+			jobs = append(jobs, w.stageJobs(r, stage)...)
 		}
 	}
+	w.applyJobs(ctx, jobs)
+	if stage == ssa.StageDefinitions && !w.d.opts.DryRun {
+		for _, r := range w.runs {
+			if r.err != nil {
+				continue
+			}
+			if err := w.d.ssa.WaitEstablished(ctx, r.applied); err != nil {
+				r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
+			}
+		}
+		w.d.kc.Mapper.Reset()
+		faultpoint.Hit("apply:definitions-ready")
+	}
+}
+
+// stageJobs are the objects of r's unit in stage that the cluster does not
+// already hold as desired; those it holds are counted as applied.
+func (w *wave) stageJobs(r *unitRun, stage ssa.Stage) []applyJob {
+	var jobs []applyJob
+	for i, o := range r.unit.Objects {
+		if ssa.StageOf(o.GroupVersionKind().GroupKind()) != stage {
+			continue
+		}
+		if f, ok := r.filled[i]; ok {
+			o = f
+		}
+		live, ignore := r.live[kube.RefOf(o).Key()], ssa.IgnoredPaths(r.unit.DriftIgnore, o)
+		if ssa.Unchanged(o, live, ignore) {
+			r.applied = append(r.applied, live)
+			continue
+		}
+		jobs = append(jobs, applyJob{run: r, obj: ssa.YieldIgnored(o, live, ignore)})
+	}
+	return jobs
+}
+
+// applyJobs applies jobs concurrently and adds what the server stored to each
+// unit's applied objects; the first failure of a unit is its error.
+func (w *wave) applyJobs(ctx context.Context, jobs []applyJob) {
 	objs := make([]*unstructured.Unstructured, len(jobs))
 	for i, j := range jobs {
 		objs[i] = j.obj
@@ -203,18 +243,17 @@ func (w *wave) applyStage(ctx context.Context, stage ssa.Stage) {
 		}
 		r.applied = append(r.applied, res.Obj)
 	}
-	if stage == ssa.StageDefinitions && !w.d.opts.DryRun {
-		for _, r := range w.runs {
-			if r.err != nil {
-				continue
-			}
-			if err := w.d.ssa.WaitEstablished(ctx, r.applied); err != nil {
-				r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
-			}
+}
+
+// inject fills in each unit's serving certificates and CA bundles
+// (serving.Inject) from the live Secrets, before anything is applied.
+func (w *wave) inject(ctx context.Context) {
+	w.each(func(r *unitRun) {
+		var err error
+		if r.filled, err = serving.Inject(ctx, r.unit.Objects, w.d.liveSecret, w.d.opts.ServingCerts); err != nil {
+			r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
 		}
-		w.d.kc.Mapper.Reset()
-		faultpoint.Hit("apply:definitions-ready")
-	}
+	})
 }
 
 // applied reports each unit whose objects were all applied.
@@ -300,6 +339,28 @@ func (w *wave) ready(ctx context.Context, r *unitRun) error {
 		w.d.emit(Event{Type: ObjectReady, Wave: w.n, Plugin: r.unit.Plugin, Object: obj.String(), Ready: ready, Total: total})
 	}
 	if err := w.d.ssa.WaitReady(ctx, objs, len(r.applied), r.health, ready); err != nil {
+		return w.d.helm.Failed(ctx, r.helm.Done, err)
+	}
+	// Only now that what serves them is ready: the unit's APIServices and webhook
+	// configurations, then until the APIServices are Available.
+	jobs := w.stageJobs(r, ssa.StageServing)
+	if len(jobs) == 0 {
+		return nil
+	}
+	before := len(r.applied)
+	w.applyJobs(ctx, jobs)
+	if r.err != nil {
+		err := r.err
+		r.err = nil // the caller wraps what ready returns
+		if ue := (*UnitError)(nil); errors.As(err, &ue) {
+			return fmt.Errorf("apply %s: %w", ue.Object, ue.Err)
+		}
+		return err
+	}
+	w.mu.Lock()
+	w.res.Applied += len(r.applied) - before
+	w.mu.Unlock()
+	if err := w.d.ssa.WaitReady(ctx, slices.Clone(r.applied[before:]), len(r.applied)-before, r.health, ready); err != nil {
 		return w.d.helm.Failed(ctx, r.helm.Done, err)
 	}
 	return nil

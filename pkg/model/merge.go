@@ -105,8 +105,14 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 	if k := c.Kubernetes; k != nil {
 		if m.objects == nil {
 			m.objects = make(map[string]int, len(m.Kubernetes.Objects))
+			m.groups = map[string]servedBy{}
 			for i, o := range m.Kubernetes.Objects {
 				m.objects[ObjectKey(o.Object)] = i
+				if g, what, ok := servedGroup(o.Object); ok {
+					if _, seen := m.groups[g]; !seen {
+						m.groups[g] = servedBy{what: what, by: o.By}
+					}
+				}
 			}
 		}
 		for _, o := range k.Objects {
@@ -117,6 +123,7 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 			}
 			m.objects[key] = len(m.Kubernetes.Objects)
 			m.Kubernetes.Objects = append(m.Kubernetes.Objects, Object{Object: o.Object, By: by})
+			m.serveGroup(&a, m.Kubernetes.Objects[len(m.Kubernetes.Objects)-1])
 		}
 		for _, h := range k.HelmReleases {
 			key := h.Namespace + "/" + h.Name
@@ -266,4 +273,50 @@ func ObjectKey(o map[string]any) string {
 		return group + "/" + kind + " " + name
 	}
 	return group + "/" + kind + " " + ns + "/" + name
+}
+
+// servedBy is what serves an API group in the model, and which plugin added it.
+type servedBy struct{ what, by string }
+
+// servedGroup returns the API group an object makes the API server serve: a
+// CustomResourceDefinition's, or an APIService's that sends it to a Service.
+func servedGroup(o map[string]any) (group, what string, ok bool) {
+	kind, _ := o["kind"].(string)
+	apiVersion, _ := o["apiVersion"].(string)
+	spec, _ := o["spec"].(map[string]any)
+	md, _ := o["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
+	group, _ = spec["group"].(string)
+	switch {
+	case group == "":
+		return "", "", false
+	case kind == "CustomResourceDefinition" && strings.HasPrefix(apiVersion, "apiextensions.k8s.io/"):
+		return group, "CustomResourceDefinition " + name, true
+	case kind == "APIService" && strings.HasPrefix(apiVersion, "apiregistration.k8s.io/") && spec["service"] != nil:
+		return group, "APIService " + name, true
+	}
+	return "", "", false
+}
+
+// serveGroup reports a group that two plugins serve, or that a plugin serves both
+// as custom resources and through an APIService: the API server can route a group
+// to one place only.
+func (m *Model) serveGroup(a *adder, o Object) {
+	g, what, ok := servedGroup(o.Object)
+	if !ok {
+		return
+	}
+	prev, seen := m.groups[g]
+	if !seen {
+		m.groups[g] = servedBy{what: what, by: o.By}
+		return
+	}
+	kindOf := func(s string) string { k, _, _ := strings.Cut(s, " "); return k }
+	switch {
+	case kindOf(prev.what) == "CustomResourceDefinition" && kindOf(what) == "CustomResourceDefinition":
+		return // custom resources of one group may come from several plugins
+	case prev.by == o.By && kindOf(prev.what) == kindOf(what):
+		return // one plugin's versions of one group
+	}
+	a.errorf("kubernetes.apis."+g, "API group %s is served by %s of plugin %s and by %s of plugin %s: the API server routes a group to one place only", g, prev.what, prev.by, what, o.By)
 }

@@ -37,6 +37,8 @@ type Model struct {
 	// objects indexes Kubernetes.Objects by ObjectKey, so adding many objects stays
 	// linear.
 	objects map[string]int
+	// groups indexes the API groups the objects serve (CRDs, APIServices).
+	groups map[string]servedBy
 }
 
 // ControlPlane holds the control-plane components' configuration.

@@ -175,6 +175,22 @@ type pendingObj struct {
 	expr, why string
 	// err is why the object could not be read.
 	err error
+	// cond is set when kstatus says Current but a condition the kind needs
+	// (servingCondition) is not True.
+	cond string
+}
+
+// servingCondition is the condition an object must have True to be ready beyond
+// kstatus, which knows nothing of it: an APIService that sends its group to a
+// Service is ready once the API server reaches it (Available); "" for anything else.
+func servingCondition(o *unstructured.Unstructured) string {
+	if o.GetKind() != "APIService" || o.GroupVersionKind().Group != "apiregistration.k8s.io" {
+		return ""
+	}
+	if svc, ok, _ := unstructured.NestedMap(o.Object, "spec", "service"); !ok || svc == nil {
+		return "" // served by the API server itself (a built-in group or CRDs)
+	}
+	return "Available"
 }
 
 // checkReady returns nil when o is ready, else why not.
@@ -182,6 +198,9 @@ func checkReady(ctx context.Context, o *unstructured.Unstructured, checks Health
 	r, err := status.Compute(o)
 	if err != nil || r.Status != status.CurrentStatus {
 		return &pendingObj{status: r}
+	}
+	if cond := servingCondition(o); cond != "" && !conditionTrue(o, cond) {
+		return &pendingObj{status: r, cond: cond}
 	}
 	if expr, why := checks.failing(ctx, o); expr != "" {
 		return &pendingObj{status: r, expr: expr, why: why}
@@ -196,6 +215,8 @@ func notReady(objs []*unstructured.Unstructured, pending map[int]*pendingObj, ti
 		switch {
 		case p.err != nil:
 			line += " could not be read: " + p.err.Error()
+		case p.cond != "":
+			line += " is not " + p.cond + " [" + conditionsText(objs[i]) + "]"
 		case p.expr != "":
 			line += " is Current but its health expression `" + p.expr + "` " + p.why
 		case p.status != nil:

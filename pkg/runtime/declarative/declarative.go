@@ -17,6 +17,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/serving"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
@@ -105,7 +106,7 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 			r.manifests("/spec/contributes/kubernetes/manifests/"+strconv.Itoa(i), m, c.Kubernetes, data)
 		}
 		var rk v1alpha1.Kubernetes
-		if r.renderInto("/spec/contributes/kubernetes", &v1alpha1.Kubernetes{HelmReleases: k.HelmReleases, Patches: k.Patches}, &rk, data) {
+		if r.renderInto("/spec/contributes/kubernetes", &v1alpha1.Kubernetes{HelmReleases: k.HelmReleases, Patches: k.Patches, APIs: k.APIs, Webhooks: k.Webhooks}, &rk, data) {
 			for _, h := range rk.HelmReleases {
 				name := h.Name
 				if name == "" {
@@ -115,6 +116,12 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 			}
 			for _, p := range rk.Patches {
 				c.Kubernetes.Patches = append(c.Kubernetes.Patches, model.ObjectPatch{Target: model.ObjectRef(p.Target), Ops: ops(p.Patch)})
+			}
+			for _, v := range serving.Validate(rk.APIs, rk.Webhooks) {
+				r.errorf("/spec/contributes/kubernetes"+v[0], "%s", v[1])
+			}
+			for _, o := range serving.Objects(d.pkg.Name, rk.APIs, rk.Webhooks) {
+				c.Kubernetes.Objects = append(c.Kubernetes.Objects, model.Object{Object: o})
 			}
 		}
 	}
