@@ -1,0 +1,204 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Labels and annotations of the ConfigMaps that hold objects.
+const (
+	labelResource    = "apiserver.sdk.kubeplug.dev/resource"
+	labelNamespace   = "apiserver.sdk.kubeplug.dev/namespace"
+	annotationName   = "apiserver.sdk.kubeplug.dev/name"
+	dataKeyObject    = "object.json"
+	clusterNamespace = "_cluster"
+)
+
+// store keeps a group's objects as ConfigMaps in one namespace of the cluster:
+// delegated storage. The ConfigMap's resourceVersion, uid and creation time are
+// the object's, so optimistic concurrency and watches are the API server's own.
+type store struct {
+	client    kubernetes.Interface
+	namespace string
+	group     string
+}
+
+// cmName is the ConfigMap of an object: stable, a valid name whatever the
+// object's name, and different for every namespace/name.
+func (s *store) cmName(r Resource, ns, name string) string {
+	sum := sha256.Sum256([]byte(s.group + "/" + r.Plural + "/" + ns + "/" + name))
+	return r.Plural + "-" + hex.EncodeToString(sum[:10])
+}
+
+func (s *store) selector(r Resource, ns string) string {
+	sel := labelResource + "=" + r.Plural + "." + s.group
+	if ns != "" {
+		sel += "," + labelNamespace + "=" + ns
+	}
+	return sel
+}
+
+func (s *store) groupResource(r Resource) schema.GroupResource {
+	return schema.GroupResource{Group: s.group, Resource: r.Plural}
+}
+
+// translate turns an error about a ConfigMap into one about the object.
+func (s *store) translate(err error, r Resource, name string) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return apierrors.NewNotFound(s.groupResource(r), name)
+	case apierrors.IsAlreadyExists(err):
+		return apierrors.NewAlreadyExists(s.groupResource(r), name)
+	case apierrors.IsConflict(err):
+		return apierrors.NewConflict(s.groupResource(r), name, fmt.Errorf("the object has been modified; apply your changes to the latest version and try again"))
+	}
+	return apierrors.NewInternalError(fmt.Errorf("storage: %w", err))
+}
+
+// decode turns a ConfigMap back into the object it holds.
+func (s *store) decode(cm *corev1.ConfigMap) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal([]byte(cm.Data[dataKeyObject]), &u.Object); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("storage ConfigMap %s: %w", cm.Name, err))
+	}
+	u.SetResourceVersion(cm.ResourceVersion)
+	u.SetUID(cm.UID)
+	u.SetCreationTimestamp(cm.CreationTimestamp)
+	return u, nil
+}
+
+func (s *store) encode(r Resource, u *unstructured.Unstructured) (*corev1.ConfigMap, error) {
+	cp := u.DeepCopy()
+	unstructured.RemoveNestedField(cp.Object, "metadata", "resourceVersion")
+	unstructured.RemoveNestedField(cp.Object, "metadata", "uid")
+	unstructured.RemoveNestedField(cp.Object, "metadata", "creationTimestamp")
+	raw, err := json.Marshal(cp.Object)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	ns := u.GetNamespace()
+	nsLabel := ns
+	if !r.Namespaced {
+		nsLabel = clusterNamespace
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: s.cmName(r, ns, u.GetName()), Namespace: s.namespace,
+			Labels:          map[string]string{labelResource: r.Plural + "." + s.group, labelNamespace: nsLabel},
+			Annotations:     map[string]string{annotationName: u.GetName()},
+			ResourceVersion: u.GetResourceVersion(),
+		},
+		Data: map[string]string{dataKeyObject: string(raw)},
+	}, nil
+}
+
+func (s *store) get(ctx context.Context, r Resource, ns, name string) (*unstructured.Unstructured, error) {
+	cm, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, s.cmName(r, ns, name), metav1.GetOptions{})
+	if err != nil {
+		return nil, s.translate(err, r, name)
+	}
+	return s.decode(cm)
+}
+
+func (s *store) list(ctx context.Context, r Resource, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	opts.LabelSelector = s.selector(r, ns)
+	cms, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, opts)
+	if err != nil {
+		return nil, s.translate(err, r, "")
+	}
+	out := &unstructured.UnstructuredList{Object: map[string]any{}}
+	out.SetResourceVersion(cms.ResourceVersion)
+	for i := range cms.Items {
+		u, err := s.decode(&cms.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out.Items = append(out.Items, *u)
+	}
+	return out, nil
+}
+
+func (s *store) create(ctx context.Context, r Resource, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	u.SetResourceVersion("")
+	cm, err := s.encode(r, u)
+	if err != nil {
+		return nil, err
+	}
+	got, err := s.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		return nil, s.translate(err, r, u.GetName())
+	}
+	return s.decode(got)
+}
+
+// update replaces an object; without a resourceVersion it overwrites whatever
+// is stored (as the API server does for an update without one).
+func (s *store) update(ctx context.Context, r Resource, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	cm, err := s.encode(r, u)
+	if err != nil {
+		return nil, err
+	}
+	if cm.ResourceVersion == "" {
+		cur, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, cm.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, s.translate(err, r, u.GetName())
+		}
+		cm.ResourceVersion = cur.ResourceVersion
+	}
+	got, err := s.client.CoreV1().ConfigMaps(s.namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, s.translate(err, r, u.GetName())
+	}
+	return s.decode(got)
+}
+
+func (s *store) delete(ctx context.Context, r Resource, ns, name string) (*unstructured.Unstructured, error) {
+	cur, err := s.get(ctx, r, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	rv := cur.GetResourceVersion()
+	err = s.client.CoreV1().ConfigMaps(s.namespace).Delete(ctx, s.cmName(r, ns, name), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	if err != nil {
+		return nil, s.translate(err, r, name)
+	}
+	return cur, nil
+}
+
+// watch follows the ConfigMaps of a resource and turns their events into the
+// objects' events.
+func (s *store) watch(ctx context.Context, r Resource, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.LabelSelector = s.selector(r, ns)
+	opts.Watch = true
+	w, err := s.client.CoreV1().ConfigMaps(s.namespace).Watch(ctx, opts)
+	if err != nil {
+		return nil, s.translate(err, r, "")
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		cm, ok := e.Object.(*corev1.ConfigMap)
+		if !ok {
+			return e, e.Type == watch.Error
+		}
+		if e.Type == watch.Bookmark {
+			return e, false // not asked for
+		}
+		u, err := s.decode(cm)
+		if err != nil {
+			return e, false
+		}
+		return watch.Event{Type: e.Type, Object: u}, true
+	}), nil
+}
