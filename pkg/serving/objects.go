@@ -36,8 +36,11 @@ const (
 	DefaultTimeoutSeconds       = 5
 )
 
-// CASecretName and CertSecretName name a Service's serving Secrets.
-func CASecretName(service string) string   { return service + "-serving-ca" }
+// CASecretName names a Service's serving CA Secret.
+func CASecretName(service string) string { return service + "-serving-ca" }
+
+// CertSecretName names a Service's serving certificate Secret (kubernetes.io/tls),
+// the one the server mounts.
 func CertSecretName(service string) string { return service + "-serving-cert" }
 
 // Objects returns the objects that serve a plugin's APIs and webhooks, in a

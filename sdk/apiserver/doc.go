@@ -1,7 +1,7 @@
 // Package apiserver serves a plugin's API group through the cluster's API server
 // (API aggregation), in a few dozen lines of the plugin's own code:
 //
-//	srv, err := apiserver.New(apiserver.Options{
+//	srv, err := apiserver.New(ctx, apiserver.Options{
 //		Group: "widgets.example.com", Version: "v1alpha1",
 //		Resources: []apiserver.Resource{{Kind: "Widget", Plural: "widgets", Namespaced: true}},
 //		CertFile: "/serving/tls.crt", KeyFile: "/serving/tls.key",

@@ -81,9 +81,10 @@ type Server struct {
 
 var codecs = serializer.NewCodecFactory(runtime.NewScheme())
 
-// New checks the options and builds the handler chain: request info,
-// delegated authentication, delegated authorization, then the API.
-func New(opts Options) (*Server, error) {
+// New checks the options, reads the cluster's authentication configuration
+// (bounded by ctx) and builds the handler chain: request info, delegated
+// authentication, delegated authorization, then the API.
+func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Group == "" || opts.Version == "" || len(opts.Resources) == 0 {
 		return nil, errors.New("apiserver: Group, Version and Resources are required")
 	}
@@ -103,7 +104,7 @@ func New(opts Options) (*Server, error) {
 		}
 		s.resources[r.Plural] = r
 	}
-	authn, err := s.authenticator()
+	authn, err := s.authenticator(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -132,9 +133,9 @@ func New(opts Options) (*Server, error) {
 // authenticator delegates to the cluster: the front proxy's client certificate
 // and headers, as the extension-apiserver-authentication ConfigMap says, then
 // bearer tokens through TokenReview.
-func (s *Server) authenticator() (authenticator.Request, error) {
+func (s *Server) authenticator(ctx context.Context) (authenticator.Request, error) {
 	const ns, name = "kube-system", "extension-apiserver-authentication"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cm, err := s.opts.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
