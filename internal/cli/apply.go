@@ -284,7 +284,9 @@ func newStatusCmd(o *options) *cobra.Command {
 		Use:   "status [-f cluster.yaml]",
 		Short: "Show the plugins installed in a cluster, whether their objects are ready, and drift",
 		Long: `List every plugin kubeplug installed in the cluster (from its inventories): version,
-phase of the last apply, and how many of its objects exist and are ready.
+phase of the last apply, and how many of its objects exist and are ready. A plugin
+whose last apply was Ready but whose objects are now missing or not ready (its
+Pods crash, its APIService is not Available) is shown Degraded, with why.
 
 With -f, plugins the cluster file enables but the cluster does not have are listed
 too, and DRIFT counts each installed plugin's objects that differ from what the
@@ -316,7 +318,15 @@ compare with, and DRIFT is "-" (unknown).`,
 					if s.Drift != nil {
 						drift = fmt.Sprint(*s.Drift)
 					}
-					rows = append(rows, []string{s.Plugin, s.Version, s.Phase, fmt.Sprintf("%d/%d", s.Ready, s.Objects), fmt.Sprint(s.Missing), drift, strings.Join(s.Releases, ", "), s.Message})
+					phase, msg := s.Phase, s.Message
+					if s.Degraded {
+						// The last apply was Ready; what is wrong now is news.
+						phase = "Degraded"
+						if msg == "" {
+							msg = strings.Join(s.NotReady, "; ")
+						}
+					}
+					rows = append(rows, []string{s.Plugin, s.Version, phase, fmt.Sprintf("%d/%d", s.Ready, s.Objects), fmt.Sprint(s.Missing), drift, strings.Join(s.Releases, ", "), msg})
 				}
 				return table(w, []string{"PLUGIN", "VERSION", "PHASE", "READY", "MISSING", "DRIFT", "HELM RELEASES", "MESSAGE"}, rows)
 			})

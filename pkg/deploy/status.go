@@ -2,11 +2,13 @@ package deploy
 
 import (
 	"context"
+	"slices"
 	"sync"
 
-	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
 )
 
 // PluginStatus is an installed plugin as the cluster has it now.
@@ -20,8 +22,13 @@ type PluginStatus struct {
 	Objects  int    `json:"objects"`
 	Ready    int    `json:"ready"`
 	Missing  int    `json:"missing"`
-	// NotReady names the objects that exist but are not Current.
+	// NotReady names the objects that exist but are not ready, and why: not
+	// Current by kstatus, or an APIService that is not Available.
 	NotReady []string `json:"notReady,omitempty"`
+	// Degraded is true when the last apply ended Ready but some of the
+	// plugin's objects are now missing or not ready: its API server died, its
+	// Pods crash. The plugin's record is unchanged; NotReady says what.
+	Degraded bool `json:"degraded,omitempty"`
 	// Releases are the plugin's Helm releases as Helm records them:
 	// "namespace/name: deployed (revision 2)".
 	Releases []string `json:"releases,omitempty"`
@@ -60,15 +67,17 @@ func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
 				case err != nil:
 					ps.NotReady = append(ps.NotReady, r.String()+": "+err.Error())
 				default:
-					if res, err := status.Compute(got); err == nil && res.Status == status.CurrentStatus {
+					if ok, why := ssa.ReadyNow(got); ok {
 						ps.Ready++
 					} else {
-						ps.NotReady = append(ps.NotReady, r.String())
+						ps.NotReady = append(ps.NotReady, r.String()+": "+why)
 					}
 				}
 			})
 		}
 		wg.Wait()
+		slices.Sort(ps.NotReady)
+		ps.Degraded = inv.Phase == PhaseReady && (ps.Missing > 0 || len(ps.NotReady) > 0)
 		for _, r := range inv.Releases {
 			ps.Releases = append(ps.Releases, r.String()+": "+d.helm.Status(r))
 		}

@@ -343,11 +343,11 @@ func (w *wave) ready(ctx context.Context, r *unitRun) error {
 	}
 	// Only now that what serves them is ready: the unit's APIServices and webhook
 	// configurations, then until the APIServices are Available.
-	jobs := w.stageJobs(r, ssa.StageServing)
-	if len(jobs) == 0 {
+	before := len(r.applied)
+	jobs := w.stageJobs(r, ssa.StageServing) // what is unchanged joins r.applied
+	if len(r.applied) == before && len(jobs) == 0 {
 		return nil
 	}
-	before := len(r.applied)
 	w.applyJobs(ctx, jobs)
 	if r.err != nil {
 		err := r.err

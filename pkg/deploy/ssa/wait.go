@@ -292,3 +292,24 @@ func (a *Applier) podReasons(o *unstructured.Unstructured) string {
 	}
 	return " (" + strings.Join(reasons, "; ") + ")"
 }
+
+// ReadyNow says whether a live object is ready by the same rules a wait uses
+// (kstatus Current, and the condition its kind needs), and when it is not, why:
+// its status message or its conditions.
+func ReadyNow(o *unstructured.Unstructured) (bool, string) {
+	r, err := status.Compute(o)
+	switch {
+	case err != nil:
+		return false, err.Error()
+	case r.Status != status.CurrentStatus:
+		why := string(r.Status)
+		if r.Message != "" {
+			why += ": " + r.Message
+		}
+		return false, why
+	}
+	if cond := servingCondition(o); cond != "" && !conditionTrue(o, cond) {
+		return false, "not " + cond + " [" + conditionsText(o) + "]"
+	}
+	return true, ""
+}
