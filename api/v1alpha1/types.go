@@ -417,9 +417,14 @@ type ExecCheck struct {
 	Timeout string `json:"timeout,omitempty"`
 }
 
-// ObjectWait waits for one object to become ready.
+// ObjectWait waits for one object to become ready: kstatus Current, or, with
+// Condition, until that condition is True.
 type ObjectWait struct {
 	ObjectRef
+	// Condition, when set, is the type of a status condition that must be True
+	// (for example Ready, set by an operator), with observedGeneration (when the
+	// condition or the status has one) equal to the object's generation.
+	Condition string `json:"condition,omitempty" jsonschema:"pattern=^[A-Za-z][A-Za-z0-9_.-]*$,maxLength=316"`
 	// Timeout is a Go duration. Default 5m.
 	Timeout string `json:"timeout,omitempty"`
 }

@@ -161,7 +161,7 @@ func (r *Runner) run(ctx context.Context, p Plugin, c v1alpha1.Check) Result {
 	case c.Wait != nil:
 		timeout, err = duration(c.Wait.Timeout, DefaultWaitTimeout)
 		subject = ref(c.Wait.ObjectRef)
-		try = r.wait(c.Wait.ObjectRef)
+		try = r.wait(c.Wait)
 	case c.Expression != nil:
 		timeout, err = duration(c.Expression.Timeout, DefaultExpressionTimeout)
 		subject = "expression " + c.Expression.Expression

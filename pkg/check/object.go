@@ -116,7 +116,8 @@ func (r *Runner) get(ctx context.Context, o v1alpha1.ObjectRef, state string) (*
 }
 
 // wait passes when the object exists and kstatus says it is Current.
-func (r *Runner) wait(o v1alpha1.ObjectRef) attempt {
+func (r *Runner) wait(w *v1alpha1.ObjectWait) attempt {
+	o := w.ObjectRef
 	return func(ctx context.Context) (string, error) {
 		if o.Name == "" {
 			return "", terminal{errors.New("the wait names no object")}
@@ -129,6 +130,9 @@ func (r *Runner) wait(o v1alpha1.ObjectRef) attempt {
 		}
 		if err != nil {
 			return "", err
+		}
+		if w.Condition != "" {
+			return conditionTrue(got, w.Condition)
 		}
 		st, err := status.Compute(got)
 		if err != nil {
@@ -192,4 +196,40 @@ func (r *Runner) expression(c *v1alpha1.ExpressionCheck) (attempt, error) {
 		}
 		return "true of " + detail, nil
 	}, nil
+}
+
+// conditionTrue passes when got's condition typ is True for its current
+// generation; else it says what the condition (or its absence) is.
+func conditionTrue(got *unstructured.Unstructured, typ string) (string, error) {
+	conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	gen := got.GetGeneration()
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] != typ {
+			continue
+		}
+		st, _ := m["status"].(string)
+		reason, _ := m["reason"].(string)
+		msg, _ := m["message"].(string)
+		if st != "True" {
+			detail := typ + "=" + st
+			if reason != "" || msg != "" {
+				detail += " (" + strings.TrimSuffix(reason+": "+msg, ": ") + ")"
+			}
+			return "", &failing{state: "is not ready", detail: detail}
+		}
+		observed, ok, _ := unstructured.NestedInt64(m, "observedGeneration")
+		if !ok {
+			observed, ok, _ = unstructured.NestedInt64(got.Object, "status", "observedGeneration")
+		}
+		if ok && gen != 0 && observed < gen {
+			return "", &failing{state: "is not ready", detail: fmt.Sprintf("%s=True is for generation %d, the object is at %d", typ, observed, gen)}
+		}
+		return fmt.Sprintf("%s has %s=True", ref(got2ref(got)), typ), nil
+	}
+	return "", &failing{state: "is not ready", detail: "it has no " + typ + " condition yet (is its operator running?)"}
+}
+
+func got2ref(u *unstructured.Unstructured) v1alpha1.ObjectRef {
+	return v1alpha1.ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
 }

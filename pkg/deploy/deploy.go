@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -276,4 +277,45 @@ func (d *Deployer) liveSecret(ctx context.Context, namespace, name string) (*uns
 		return nil, nil
 	}
 	return got, err
+}
+
+// refuseTakenGroups refuses a unit's APIService for a group version the
+// cluster already serves otherwise: by the API server itself (a built-in group,
+// or a CustomResourceDefinition's), or through an APIService another plugin or
+// someone else applied. Server-side apply would take it over and send the
+// group's requests to this plugin.
+func (d *Deployer) refuseTakenGroups(ctx context.Context, u Unit) error {
+	for _, o := range u.Objects {
+		if o.GetKind() != "APIService" || o.GroupVersionKind().Group != "apiregistration.k8s.io" {
+			continue
+		}
+		ri, err := d.kc.Resource(o)
+		if err != nil {
+			return err
+		}
+		var live *unstructured.Unstructured
+		err = d.kc.Retry(ctx, func(ctx context.Context) error {
+			var err error
+			live, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+			return err
+		})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read APIService %s: %w", o.GetName(), err)
+		}
+		owner := live.GetLabels()[kube.LabelPlugin]
+		if owner == u.Plugin {
+			continue
+		}
+		if svc, ok, _ := unstructured.NestedMap(live.Object, "spec", "service"); !ok || svc == nil {
+			return fmt.Errorf("APIService %s: the API server already serves this group version itself (a built-in API or a CustomResourceDefinition); a plugin cannot take it over", o.GetName())
+		}
+		if owner != "" {
+			return fmt.Errorf("APIService %s: plugin %s already serves this group version", o.GetName(), owner)
+		}
+		return fmt.Errorf("APIService %s: already exists and was not applied by kubeplug; delete it first if this plugin is to serve the group", o.GetName())
+	}
+	return nil
 }

@@ -164,3 +164,41 @@ func TestServedCertificatesRotate(t *testing.T) {
 		t.Error("CA bundle changed when only the certificate was due")
 	}
 }
+
+// TestServedAPICannotTakeOverAGroup: a plugin's APIService for a group the API
+// server serves itself (built in, or by a CRD), or that another plugin serves,
+// is refused before anything of the plugin is applied.
+func TestServedAPICannotTakeOverAGroup(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	d := newDeployer(t, deploy.Options{Timeout: 5 * time.Second})
+	for _, tc := range []struct{ group, want string }{
+		{"apps", "APIService v1.apps: the API server already serves this group version itself"},
+		{"apiextensions.k8s.io", "APIService v1.apiextensions.k8s.io: the API server already serves"},
+	} {
+		plugin := unique(t, "taker")
+		objs := servedObjects(t, plugin, ns, tc.group)
+		for _, o := range objs {
+			if o.GetKind() == "APIService" {
+				o.SetName("v1." + tc.group)
+				_ = unstructured.SetNestedField(o.Object, "v1", "spec", "version")
+			}
+		}
+		_, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: plugin, Version: "1.0.0", Objects: objs}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("group %s: err = %v, want %q", tc.group, err, tc.want)
+		}
+		if exists(t, secretGVR, ns, serving.CertSecretName("api")) {
+			t.Fatalf("group %s: the plugin was half applied", tc.group)
+		}
+		_, _ = d.Uninstall(context.WithoutCancel(t.Context()), []string{plugin}, true)
+	}
+	// Another plugin's served group.
+	owner, taker := unique(t, "owner"), unique(t, "taker")
+	group := owner + ".example.com"
+	t.Cleanup(func() { _, _ = d.Uninstall(context.WithoutCancel(t.Context()), []string{owner}, true) })
+	_, _ = d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: owner, Version: "1.0.0", Objects: servedObjects(t, owner, ns, group)}})
+	_, err := d.ApplyWave(t.Context(), 0, []deploy.Unit{{Plugin: taker, Version: "1.0.0", Objects: servedObjects(t, taker, ns+"x", group)[4:]}})
+	if err == nil || !strings.Contains(err.Error(), "plugin "+owner+" already serves this group version") {
+		t.Fatalf("err = %v, want one naming plugin %s", err, owner)
+	}
+}

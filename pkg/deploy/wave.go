@@ -249,6 +249,10 @@ func (w *wave) applyJobs(ctx context.Context, jobs []applyJob) {
 // (serving.Inject) from the live Secrets, before anything is applied.
 func (w *wave) inject(ctx context.Context) {
 	w.each(func(r *unitRun) {
+		if err := w.d.refuseTakenGroups(ctx, r.unit); err != nil {
+			r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
+			return
+		}
 		var err error
 		if r.filled, err = serving.Inject(ctx, r.unit.Objects, w.d.liveSecret, w.d.opts.ServingCerts); err != nil {
 			r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}

@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -31,5 +32,52 @@ func TestConflictWith(t *testing.T) {
 		if other, ok := model.ConflictWith(d); ok {
 			t.Errorf("ConflictWith(%v) = %q, want no conflict", d, other)
 		}
+	}
+}
+
+// TestServedGroupConflicts: an API group is routed to one place only — two
+// plugins' APIServices, or an APIService and a CRD, serving one group are a
+// fatal diagnostic naming both; CRDs of one group from several plugins, and one
+// plugin's several versions, are fine.
+func TestServedGroupConflicts(t *testing.T) {
+	apiService := func(version, group string) model.Object {
+		return model.Object{Object: map[string]any{"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+			"metadata": map[string]any{"name": version + "." + group},
+			"spec":     map[string]any{"group": group, "version": version, "service": map[string]any{"namespace": "n", "name": "s"}}}}
+	}
+	crd := func(plural, group string) model.Object {
+		return model.Object{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+			"metadata": map[string]any{"name": plural + "." + group}, "spec": map[string]any{"group": group}}}
+	}
+	add := func(objs ...model.Object) *model.Contribution {
+		return &model.Contribution{Kubernetes: &model.Kubernetes{Objects: objs}}
+	}
+	for _, tc := range []struct {
+		name  string
+		adds  [][2]any // plugin, contribution
+		wants string   // "" for no diagnostic
+	}{
+		{"one plugin's versions", [][2]any{{"a", add(apiService("v1", "x.io"), apiService("v2", "x.io"))}}, ""},
+		{"CRDs of one group from two plugins", [][2]any{{"a", add(crd("as", "x.io"))}, {"b", add(crd("bs", "x.io"))}}, ""},
+		{"two plugins' APIServices", [][2]any{{"a", add(apiService("v1", "x.io"))}, {"b", add(apiService("v2", "x.io"))}},
+			"API group x.io is served by APIService v1.x.io of plugin a and by APIService v2.x.io of plugin b"},
+		{"a CRD then an APIService", [][2]any{{"a", add(crd("things", "x.io"))}, {"b", add(apiService("v1", "x.io"))}},
+			"API group x.io is served by CustomResourceDefinition things.x.io of plugin a and by APIService v1.x.io of plugin b"},
+		{"one plugin's CRD and APIService", [][2]any{{"a", add(apiService("v1", "x.io"), crd("things", "x.io"))}},
+			"by APIService v1.x.io of plugin a and by CustomResourceDefinition things.x.io of plugin a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := model.New()
+			var l diag.List
+			for _, a := range tc.adds {
+				l = append(l, m.Add(a[0].(string), a[1].(*model.Contribution))...)
+			}
+			switch {
+			case tc.wants == "" && len(l) > 0:
+				t.Fatalf("diagnostics = %v, want none", l)
+			case tc.wants != "" && (len(l) != 1 || !l.HasFatal() || !strings.Contains(l[0].Message, tc.wants)):
+				t.Fatalf("diagnostics = %v, want one fatal saying %q", l, tc.wants)
+			}
+		})
 	}
 }

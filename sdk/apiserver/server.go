@@ -63,8 +63,9 @@ type Options struct {
 	CertFile, KeyFile string
 	// Addr to listen on. Default :8443.
 	Addr string
-	// Validate, when set, is called on every object created or updated; an error
-	// refuses it (422 Invalid, the error's text as the message).
+	// Validate, when set, is called on every object created, updated or patched;
+	// an error refuses it (422 Invalid). Return a *field.Error to name the field,
+	// as the API server's own messages do.
 	Validate func(ctx context.Context, obj *unstructured.Unstructured) error
 	// Logger receives request errors. Default: discarded.
 	Logger *slog.Logger
@@ -398,7 +399,9 @@ func (s *Server) check(ctx context.Context, u *unstructured.Unstructured, res Re
 	}
 	if s.opts.Validate != nil {
 		if err := s.opts.Validate(ctx, u); err != nil {
-			return apierrors.NewInvalid(gk, u.GetName(), field.ErrorList{field.Invalid(field.NewPath(""), u.GetName(), err.Error())})
+			fe := field.Invalid(field.NewPath("spec"), nil, err.Error())
+			_ = errors.As(err, &fe)
+			return apierrors.NewInvalid(gk, u.GetName(), field.ErrorList{fe})
 		}
 	}
 	return nil

@@ -136,13 +136,37 @@ func DescribeApplyError(err error) error {
 // objects concurrently) and returns how many existed.
 func (a *Applier) DeleteAll(ctx context.Context, refs []kube.ObjRef) (int, error) {
 	byStage := map[Stage][]kube.ObjRef{}
+	// Custom resources of the CRDs among refs go first, and are waited for: their
+	// operator (among refs too, as a rule) must still run to clear their
+	// finalizers, or they and their CRD stay Terminating for ever.
+	crdGroups := map[string]bool{}
+	for _, r := range refs {
+		if r.Group == "apiextensions.k8s.io" && r.Kind == "CustomResourceDefinition" {
+			if _, g, ok := strings.Cut(r.Name, "."); ok {
+				crdGroups[g] = true
+			}
+		}
+	}
+	var custom []kube.ObjRef
 	for _, r := range refs {
 		s := StageOf(schemaGroupKind(r))
+		if s == StageContent && crdGroups[r.Group] {
+			custom = append(custom, r)
+			continue
+		}
 		byStage[s] = append(byStage[s], r)
 	}
 	n := 0
 	var errs []error
 	for _, stage := range DeleteStages() {
+		if stage == StageContent && len(custom) > 0 {
+			m, err := a.deleteAndWait(ctx, custom)
+			n += m
+			if err != nil {
+				// Keep the rest (the operator) so that a re-run can finish.
+				return n, err
+			}
+		}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, a.opts.Concurrency)
@@ -166,6 +190,60 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []kube.ObjRef) (int, error
 		wg.Wait()
 	}
 	return n, errors.Join(errs...)
+}
+
+// deleteAndWait deletes custom resources and waits until they are gone, so that
+// the finalizers their operator set are done before the operator is removed. It
+// gives up after Options.Timeout naming what is left and its finalizers.
+func (a *Applier) deleteAndWait(ctx context.Context, refs []kube.ObjRef) (int, error) {
+	n := 0
+	for _, r := range refs {
+		existed, err := a.Delete(ctx, r)
+		if err != nil {
+			return n, fmt.Errorf("%s: %w", r, err)
+		}
+		if existed {
+			n++
+		}
+	}
+	if a.opts.DryRun {
+		return n, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	pending := slices.Clone(refs)
+	for {
+		var left []string
+		next := pending[:0]
+		for _, r := range pending {
+			ri, err := a.c.ResourceFor(r)
+			if errors.Is(err, kube.ErrNoKind) {
+				continue
+			}
+			if err != nil {
+				return n, err
+			}
+			got, err := ri.Get(ctx, r.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			next = append(next, r)
+			if err == nil {
+				left = append(left, fmt.Sprintf("%s (finalizers %v)", r, got.GetFinalizers()))
+			} else {
+				left = append(left, fmt.Sprintf("%s (%v)", r, err))
+			}
+		}
+		pending = next
+		if len(pending) == 0 {
+			return n, nil
+		}
+		select {
+		case <-ctx.Done():
+			return n, fmt.Errorf("custom resources still terminating after %s, so their operator was kept to finish them (is it running?): %s", a.opts.Timeout, strings.Join(left, "; "))
+		case <-time.After(pollInterval):
+		}
+	}
 }
 
 // Delete deletes one object (background propagation) and reports whether it

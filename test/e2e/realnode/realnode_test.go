@@ -95,6 +95,9 @@ spec:
 			// The real kubelet's serving certificate is self-signed.
 			s += "        values: {kubeletInsecureTLS: true}\n"
 		}
+		if p == "widgets-api" || p == "backup-operator" {
+			s += "        values: {nodeSelector: {kubeplug.dev/pool: real}}\n"
+		}
 	}
 	return s
 }
@@ -184,11 +187,28 @@ func TestRealNode(t *testing.T) {
 	if out := kp("image", "load", archive); !strings.Contains(out, "loaded example.com/demo/app:v1") {
 		t.Fatalf("kubeplug image load printed %q", out)
 	}
+	// The example plugins that run servers: the widgets-api aggregated API server
+	// and the backup-operator extension operator, their images from Go the same way.
+	for _, ex := range []struct{ plugin, binary, pkg string }{
+		{"widgets-api", "widgets-apiserver", "server"},
+		{"backup-operator", "backup-operator", "operator"},
+	} {
+		copyDir(t, filepath.Join("..", "..", "..", "examples", "plugins", ex.plugin), filepath.Join(dir, "plugins", ex.plugin))
+		img, err := localnode.BinaryImage(buildGo(t, dir, ex.binary, "github.com/kubeplug/kubeplug/examples/plugins/"+ex.plugin+"/"+ex.pkg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tag, _ := name.NewTag("kubeplug.dev/examples/" + ex.binary + ":0.1.0")
+		if err := tarball.WriteToFile(filepath.Join(dir, ex.binary+".tar"), tag, img); err != nil {
+			t.Fatal(err)
+		}
+		kp("image", "load", filepath.Join(dir, ex.binary+".tar"))
+	}
 
 	// Phase 2: the plugin, on the real node, with cluster DNS and metrics (their
 	// images built from Go by make images, pushed by up).
-	write(t, file, cluster("cluster-dns", "metrics-server", "demo"))
-	kp("up")
+	write(t, file, cluster("cluster-dns", "metrics-server", "demo", "widgets-api", "backup-operator"))
+	kp("up") // its validate waited for the Backup's Ready condition, set by the operator
 	kubeconfig := filepath.Join(state, "controlplane", "kubeconfig")
 	client := clientFor(t, kubeconfig)
 	ctx := context.Background()
@@ -266,6 +286,25 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("kubectl top node real-0 = %q, want its CPU and memory", top)
 	}
 
+	// The example's aggregated API, served from the real node through the
+	// kube-apiserver (up waited for its APIService to be Available), with its
+	// objects stored by the cluster's API server.
+	if wp := runningPodIn(t, client, "widgets-system", "app=widgets-api"); wp.Spec.NodeName != "real-0" {
+		t.Errorf("widgets-api runs on %s, want real-0", wp.Spec.NodeName)
+	}
+	write(t, filepath.Join(dir, "widget.yaml"), "apiVersion: widgets.example.com/v1alpha1\nkind: Widget\nmetadata: {name: w1, namespace: default}\nspec: {size: 7}\n")
+	kubectl("create", "-f", filepath.Join(dir, "widget.yaml"), "--validate=false")
+	if out := kubectl("get", "widgets", "-n", "default", "-o", "jsonpath={.items[*].spec.size}"); out != "7" {
+		t.Errorf("kubectl get widgets = %q, want the widget created through the aggregated API", out)
+	}
+	if out := kubectl("get", "configmaps", "-n", "widgets-system", "-l", "apiserver.sdk.kubeplug.dev/resource=widgets.widgets.example.com", "-o", "name"); !strings.Contains(out, "configmap/") {
+		t.Errorf("the widget is not stored by the cluster's API server: %q", out)
+	}
+
+	if op := runningPodIn(t, client, "backup-system", "app=backup-operator"); op.Spec.NodeName != "real-0" {
+		t.Errorf("backup-operator runs on %s, want real-0", op.Spec.NodeName)
+	}
+
 	// A container that dies is restarted by the kubelet.
 	_ = kubectl("exec", pod.Name, "--", "/app", "get", "http://127.0.0.1:8080/exit")
 	deadline := time.Now().Add(2 * time.Minute)
@@ -309,6 +348,28 @@ func TestRealNode(t *testing.T) {
 	}
 	write(t, file, cluster("cluster-dns", "metrics-server", "demo"))
 	kp("up")
+	// backup-operator is no longer enabled: its Backup went first, finalized by
+	// the operator still running, then the operator, then the CRD — nothing is
+	// left Terminating.
+	if out, err := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", kubeconfig, "get", "crd", "backups.ops.example.com").CombinedOutput(); err == nil {
+		t.Errorf("the CRD of an uninstalled operator plugin is left: %s", out)
+	}
+	for start := time.Now(); ; time.Sleep(time.Second) {
+		out, err := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", kubeconfig, "get", "namespace", "backup-system", "-o", "jsonpath={.status}").CombinedOutput()
+		if err != nil && strings.Contains(string(out), "NotFound") {
+			break
+		}
+		if time.Since(start) > 90*time.Second {
+			t.Errorf("namespace backup-system is stuck Terminating: %s", out)
+			break
+		}
+	}
+	// widgets-api is no longer enabled: uninstalled, its APIService first, so
+	// discovery has nothing stale.
+	if out, err := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", kubeconfig, "get", "apiservice", "v1alpha1.widgets.example.com").CombinedOutput(); err == nil {
+		t.Errorf("the APIService of an uninstalled plugin is left: %s", out)
+	}
+	kubectl("get", "pods", "-A")
 
 	kp("down")
 	checkNothingLeft(t, state, id)
@@ -320,6 +381,38 @@ func write(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// buildGo builds a package as a static binary named name in dir.
+func buildGo(t *testing.T, dir, name, pkg string) string {
+	t.Helper()
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// copyDir copies a plugin directory (regular files only).
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		write(t, filepath.Join(to, rel), string(b))
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -361,9 +454,14 @@ func ready(n *corev1.Node) bool {
 // runningPod waits for the one Pod of selector to run with its container ready.
 func runningPod(t *testing.T, client *kubernetes.Clientset, selector string) *corev1.Pod {
 	t.Helper()
+	return runningPodIn(t, client, "default", selector)
+}
+
+func runningPodIn(t *testing.T, client *kubernetes.Clientset, ns, selector string) *corev1.Pod {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		list, err := client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		list, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 		if err == nil && len(list.Items) == 1 {
 			p := &list.Items[0]
 			if p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubeplug/kubeplug/internal/cli"
@@ -155,6 +156,12 @@ func TestServedAPI(t *testing.T) {
 			Resources: []apiserver.Resource{{Kind: "Widget", Plural: "widgets", Namespaced: true}},
 			Client:    testcluster.Client(t), Storage: ns,
 			CertFile: filepath.Join(certDir, "tls.crt"), KeyFile: filepath.Join(certDir, "tls.key"),
+			Validate: func(_ context.Context, w *unstructured.Unstructured) error {
+				if v, ok, _ := unstructured.NestedFieldNoCopy(w.Object, "spec", "size"); ok && v.(float64) < 1 {
+					return field.Invalid(field.NewPath("spec", "size"), v, "must be at least 1")
+				}
+				return nil
+			},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -183,6 +190,10 @@ func TestServedAPI(t *testing.T) {
 	write(t, widget, "apiVersion: "+group+"/v1alpha1\nkind: Widget\nmetadata: {name: w1, namespace: "+ns+"}\nspec: {size: 3}\n")
 	if out, err := kubectl("create", "-f", widget, "--validate=false"); err != nil {
 		t.Fatalf("kubectl create: %v\n%s", err, out)
+	}
+	write(t, filepath.Join(dir, "bad.yaml"), "apiVersion: "+group+"/v1alpha1\nkind: Widget\nmetadata: {name: bad, namespace: "+ns+"}\nspec: {size: 0}\n")
+	if out, err := kubectl("create", "-f", filepath.Join(dir, "bad.yaml"), "--validate=false"); err == nil || !strings.Contains(out, "spec.size: Invalid value: 0: must be at least 1") {
+		t.Fatalf("an invalid widget was not refused naming the field: %v\n%s", err, out)
 	}
 	if out, err := kubectl("get", "widgets."+group, "-n", ns, "-o", "jsonpath={.items[*].spec.size}"); err != nil || out != "3" {
 		t.Fatalf("kubectl get widgets: %v\n%q", err, out)

@@ -7,13 +7,13 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -58,9 +58,13 @@ func run(ctx context.Context, addr, certDir, storage, kubeconfig string, log *sl
 		CertFile: certDir + "/tls.crt", KeyFile: certDir + "/tls.key",
 		Addr: addr, Logger: log,
 		Validate: func(_ context.Context, w *unstructured.Unstructured) error {
-			size, found, err := unstructured.NestedInt64(w.Object, "spec", "size")
-			if err != nil || (found && (size < 1 || size > 100)) {
-				return fmt.Errorf("spec.size must be an integer from 1 to 100")
+			v, found, _ := unstructured.NestedFieldNoCopy(w.Object, "spec", "size")
+			if !found {
+				return nil
+			}
+			// JSON numbers arrive as float64.
+			if f, ok := v.(float64); !ok || f != float64(int64(f)) || f < 1 || f > 100 {
+				return field.Invalid(field.NewPath("spec", "size"), v, "must be an integer from 1 to 100")
 			}
 			return nil
 		},
