@@ -81,6 +81,10 @@ var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
 		return l
 	}
 	lv.deployer = d
+	for _, p := range d.DiscoveryProblems() {
+		// An aggregated API whose server is down: the rest still works.
+		l.Warnf("", 0, 0, "", "API discovery is incomplete, going on without %s", p)
+	}
 	if !lv.dryRun {
 		lctx, unlock, err := o.Lease.lock(ctx, d, lv.op, r.log())
 		if err != nil {

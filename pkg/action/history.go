@@ -74,5 +74,9 @@ func connect(ctx context.Context, cfg *Config, c KubeconfigTarget, opts deploy.O
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the cluster: %w", err)
 	}
+	for _, p := range d.DiscoveryProblems() {
+		// An aggregated API that is down: everything else still works.
+		cfg.logger().Warn("API discovery is incomplete; going on without it", "groupVersion", p)
+	}
 	return d, nil
 }

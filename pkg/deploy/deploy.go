@@ -2,9 +2,11 @@ package deploy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeplug/kubeplug/pkg/deploy/crd"
@@ -318,4 +321,26 @@ func (d *Deployer) refuseTakenGroups(ctx context.Context, u Unit) error {
 		return fmt.Errorf("APIService %s: already exists and was not applied by kubeplug; delete it first if this plugin is to serve the group", o.GetName())
 	}
 	return nil
+}
+
+// DiscoveryProblems names the API group versions the cluster's discovery could
+// not list — an aggregated API whose server is down — with why. kubeplug works
+// on without them (its mapping uses what discovery did list); callers report
+// them so that a missing kind is not a mystery.
+func (d *Deployer) DiscoveryProblems() []string {
+	dc, err := discovery.NewDiscoveryClientForConfig(d.kc.Config)
+	if err != nil {
+		return nil
+	}
+	_, _, err = dc.ServerGroupsAndResources()
+	var failed *discovery.ErrGroupDiscoveryFailed
+	if !errors.As(err, &failed) {
+		return nil
+	}
+	var out []string
+	for gv, e := range failed.Groups {
+		out = append(out, gv.String()+": "+e.Error())
+	}
+	slices.Sort(out)
+	return out
 }

@@ -241,8 +241,11 @@ func TestServedAPI(t *testing.T) {
 	if _, err := kubectl("get", "configmap", "other", "-n", ns); err != nil {
 		t.Fatalf("apply of another plugin next to a dead aggregated API did not install it (exit %d):\n%s", code, out)
 	}
-	if code == 0 || !strings.Contains(out, "is not Available") {
+	if code == 0 || !strings.Contains(out, "is not Available") || !strings.Contains(out, "API discovery is incomplete, going on without "+group+"/v1alpha1") {
 		t.Fatalf("apply with a dead aggregated API did not say so (exit %d):\n%s", code, out)
+	}
+	if out, code := kubeplug(t.Context(), "uninstall", "other"); code != 0 {
+		t.Fatalf("uninstall of another plugin with a dead aggregated API (exit %d):\n%s", code, out)
 	}
 	if out, code := kubeplug(t.Context(), "diff", "-f", cluster("widgets-api", "other"), "--live"); code > 1 {
 		t.Fatalf("diff --live with a dead aggregated API (exit %d):\n%s", code, out)
