@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/serving"
 )
 
 // pollInterval is how often objects that are not ready yet are looked at again.
@@ -181,10 +182,16 @@ type pendingObj struct {
 }
 
 // servingCondition is the condition an object must have True to be ready beyond
-// kstatus, which knows nothing of it: an APIService that sends its group to a
-// Service is ready once the API server reaches it (Available); "" for anything else.
+// kstatus, which knows nothing of it: an APIService kubeplug generated for a
+// plugin's served API (contributes.kubernetes.apis) is ready once the API server
+// reaches its Service (Available); "" for anything else. An APIService a plugin
+// writes by hand keeps kstatus alone, as before the construct existed: its
+// server may not run where it is applied (simulated nodes).
 func servingCondition(o *unstructured.Unstructured) string {
 	if o.GetKind() != "APIService" || o.GroupVersionKind().Group != "apiregistration.k8s.io" {
+		return ""
+	}
+	if _, ok := o.GetAnnotations()[serving.AnnotationInjectCA]; !ok {
 		return ""
 	}
 	if svc, ok, _ := unstructured.NestedMap(o.Object, "spec", "service"); !ok || svc == nil {

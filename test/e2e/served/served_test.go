@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,21 +215,26 @@ func TestServedAPI(t *testing.T) {
 	// nothing else stops working.
 	stop()
 	apiGVR := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
-	start := time.Now()
-	for {
-		a, err := dyn.Resource(apiGVR).Get(t.Context(), "v1alpha1."+group, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+	var start time.Time
+	waitUnavailable := func() {
+		t.Helper()
+		start = time.Now()
+		for {
+			a, err := dyn.Resource(apiGVR).Get(t.Context(), "v1alpha1."+group, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !available(a) {
+				t.Logf("APIService Available=False %s after the server stopped answering", time.Since(start).Round(time.Second))
+				return
+			}
+			if time.Since(start) > 90*time.Second {
+				t.Fatal("APIService still Available 90s after its server stopped answering")
+			}
+			time.Sleep(time.Second)
 		}
-		if !available(a) {
-			t.Logf("APIService Available=False %s after the server stopped", time.Since(start).Round(time.Second))
-			break
-		}
-		if time.Since(start) > 90*time.Second {
-			t.Fatal("APIService still Available 90s after its server stopped")
-		}
-		time.Sleep(time.Second)
 	}
+	waitUnavailable()
 	if out, err := kubectl("get", "pods", "-A"); err != nil {
 		t.Fatalf("kubectl get pods -A with a dead aggregated API: %v\n%s", err, out)
 	}
@@ -257,7 +263,6 @@ func TestServedAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop = serve(ln2)
-	defer stop()
 	out, code = kubeplug(t.Context(), "apply", "-f", cluster("widgets-api", "other"), "--timeout", "2m")
 	if code != 0 {
 		t.Fatalf("apply after the server came back: %s", out)
@@ -265,6 +270,46 @@ func TestServedAPI(t *testing.T) {
 	if out, err := kubectl("get", "widgets."+group, "w1", "-n", ns, "-o", "jsonpath={.spec.size}"); err != nil || out != "4" {
 		t.Fatalf("widget after restart: %v %q", err, out)
 	}
+
+	// Hung: the server accepts connections and never answers. The API server
+	// gives up on it within its own timeouts; kubectl and kubeplug do not hang.
+	stop()
+	hung, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		_ = hung.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	waitUnavailable()
+	start = time.Now()
+	if out, err := kubectl("get", "pods", "-A"); err != nil || time.Since(start) > 30*time.Second {
+		t.Fatalf("kubectl get pods -A with a hung aggregated API: %v after %s\n%s", err, time.Since(start), out)
+	}
+	sctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if out, code := kubeplug(sctx, "status"); code != 0 || !regexpLine(out, "widgets-api", "Degraded") {
+		t.Fatalf("status with a hung aggregated API (exit %d, %s):\n%s", code, time.Since(start), out)
+	}
+	t.Logf("kubectl get pods -A and kubeplug status with a hung aggregated API: %s", time.Since(start).Round(time.Millisecond))
 
 	// Uninstall removes the APIService before the rest: no stale discovery.
 	if out, code := kubeplug(t.Context(), "uninstall", "widgets-api", "other"); code != 0 {
