@@ -202,6 +202,35 @@ func TestServedAPI(t *testing.T) {
 	if out, err := kubectl("patch", "widgets."+group, "w1", "-n", ns, "--type=merge", "-p", `{"spec":{"size":4}}`); err != nil {
 		t.Fatalf("kubectl patch: %v\n%s", err, out)
 	}
+	// A watch through the kube-apiserver sees a widget created after it started.
+	widgets := dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1alpha1", Resource: "widgets"}).Namespace(ns)
+	list, err := widgets.List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("list widgets through the API server: %v %v", err, list)
+	}
+	wctx, wcancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer wcancel()
+	watcher, err := widgets.Watch(wctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	if err != nil {
+		t.Fatalf("watch widgets through the API server: %v", err)
+	}
+	write(t, filepath.Join(dir, "w2.yaml"), "apiVersion: "+group+"/v1alpha1\nkind: Widget\nmetadata: {name: w2, namespace: "+ns+"}\nspec: {size: 5}\n")
+	if out, err := kubectl("create", "-f", filepath.Join(dir, "w2.yaml"), "--validate=false"); err != nil {
+		t.Fatalf("kubectl create w2: %v\n%s", err, out)
+	}
+	for e := range watcher.ResultChan() {
+		if u, ok := e.Object.(*unstructured.Unstructured); ok && e.Type == "ADDED" && u.GetName() == "w2" {
+			break
+		}
+	}
+	watcher.Stop()
+	if wctx.Err() != nil {
+		t.Fatal("the watch did not see w2 added within 30s")
+	}
+	if out, err := kubectl("delete", "widgets."+group, "w2", "-n", ns); err != nil {
+		t.Fatalf("kubectl delete w2: %v\n%s", err, out)
+	}
+
 	// Stored by the cluster's API server: a ConfigMap in the storage namespace.
 	if out, err := kubectl("get", "configmaps", "-n", ns, "-l", "apiserver.sdk.kubeplug.dev/resource=widgets."+group, "-o", "name"); err != nil || strings.Count(out, "configmap/") != 1 {
 		t.Fatalf("delegated storage: %v\n%s", err, out)
