@@ -59,6 +59,9 @@ func factsOf(ports controlplane.Ports) map[string]any {
 		"etcdServers": "http://" + factAddress + ":" + strconv.Itoa(ports.Components[controlplane.Etcd]),
 		"pkiDir":      factPKIDir,
 		"kubeconfig":  factKubeconfig,
+		// One user on loopback: per-controller service accounts would only hold
+		// the controllers' start (and so every Deployment's first Pod) by ~5 s.
+		"perControllerCredentials": false,
 	}
 }
 
