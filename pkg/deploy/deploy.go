@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -173,6 +174,50 @@ type Deployer struct {
 	helm   *helm.Manager
 	drift  *drift.Detector
 	events sync.Mutex
+
+	// nsReady is set once the records' namespace is known to exist.
+	nsReady atomic.Bool
+	// hist holds the histories CheckDowngrades read at the run's start, for the
+	// waves of the same run: each plugin's is used once (by the wave that applies
+	// it), after which the store is read again; a plugin without an entry was not
+	// installed. nil when nothing was read ahead. The operation lease keeps other
+	// writers out while a run holds it; a Deployer is one run's.
+	histMu   sync.Mutex
+	hist     map[string][]*state.Record
+	histUsed map[string]bool
+}
+
+// history returns a plugin's newest revision and its history: from what the
+// run read at its start when it has it, else from the store.
+func (d *Deployer) history(ctx context.Context, plugin string) (*state.Record, []*state.Record, error) {
+	d.histMu.Lock()
+	if d.hist != nil && !d.histUsed[plugin] {
+		d.histUsed[plugin] = true
+		h := d.hist[plugin]
+		d.histMu.Unlock()
+		if len(h) == 0 {
+			return nil, nil, nil
+		}
+		return h[len(h)-1], h, nil
+	}
+	d.histMu.Unlock()
+	return state.Latest(ctx, d.store, plugin)
+}
+
+// readAhead reads every plugin's history at once, when the store can, for
+// history to serve; ok is false when it cannot.
+func (d *Deployer) readAhead(ctx context.Context) (hs map[string][]*state.Record, ok bool, err error) {
+	all, can := d.store.(state.AllHistories)
+	if !can {
+		return nil, false, nil
+	}
+	if hs, err = all.Histories(ctx); err != nil {
+		return nil, false, err
+	}
+	d.histMu.Lock()
+	d.hist, d.histUsed = hs, map[string]bool{}
+	d.histMu.Unlock()
+	return hs, true, nil
 }
 
 // New returns a Deployer for the cluster cfg points at. It does not contact the

@@ -46,9 +46,21 @@ func (d *Deployer) CheckDowngrade(ctx context.Context, plugin, version string) e
 // CheckDowngrades is CheckDowngrade for several plugins (name → version) at once,
 // with one read of the records; the error joins one per refused plugin.
 func (d *Deployer) CheckDowngrades(ctx context.Context, versions map[string]string) error {
-	recs, err := d.Inventories(ctx)
-	if err != nil {
+	// The histories read here serve the run's waves too (history), so that a
+	// plugin's wave does not read its records again.
+	hs, ok, err := d.readAhead(ctx)
+	var recs []*Record
+	switch {
+	case err != nil:
 		return err
+	case ok:
+		for _, h := range hs {
+			recs = append(recs, h[len(h)-1])
+		}
+	default:
+		if recs, err = d.Inventories(ctx); err != nil {
+			return err
+		}
 	}
 	var errs []error
 	for _, r := range recs {

@@ -14,7 +14,6 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/deploy/helm"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
-	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 	"github.com/kubeplug/kubeplug/pkg/serving"
 )
 
@@ -34,10 +33,11 @@ type WaveResult struct {
 func (d *Deployer) ApplyWave(ctx context.Context, n int, units []Unit) (*WaveResult, error) {
 	w := d.newWave(n, units)
 	w.start()
-	if !d.opts.DryRun {
+	if !d.opts.DryRun && !d.nsReady.Load() {
 		if err := d.kc.EnsureNamespace(ctx, d.opts.Namespace); err != nil {
 			return nil, err
 		}
+		d.nsReady.Store(true)
 	}
 	w.prepare(ctx)
 	if err := w.refuseDowngrades(); err != nil {
@@ -142,7 +142,7 @@ func (w *wave) prepare(ctx context.Context) {
 		for _, o := range u.Objects {
 			w.d.ssa.Prepare(o, u.Plugin)
 		}
-		r.old, r.hist, r.err = state.Latest(ctx, w.d.store, u.Plugin)
+		r.old, r.hist, r.err = w.d.history(ctx, u.Plugin)
 	})
 }
 
@@ -169,7 +169,10 @@ func (w *wave) begin(ctx context.Context) {
 			return
 		}
 		faultpoint.Hit("apply:recorded")
-		r.live = w.d.ssa.LiveObjects(ctx, r.unit.Plugin, r.unit.Objects)
+		if r.old != nil {
+			// A plugin installed for the first time has nothing live to compare.
+			r.live = w.d.ssa.LiveObjects(ctx, r.unit.Plugin, r.unit.Objects)
+		}
 	})
 }
 
@@ -191,6 +194,10 @@ func (w *wave) applyStage(ctx context.Context, stage ssa.Stage) {
 		}
 	}
 	w.applyJobs(ctx, jobs)
+	definitions := false // did this stage change a kind the server serves?
+	for _, j := range jobs {
+		definitions = definitions || ssa.RuleFor(j.obj.GroupVersionKind().GroupKind()).Established
+	}
 	if stage == ssa.StageDefinitions && !w.d.opts.DryRun {
 		for _, r := range w.runs {
 			if r.err != nil {
@@ -200,7 +207,9 @@ func (w *wave) applyStage(ctx context.Context, stage ssa.Stage) {
 				r.err = &UnitError{Plugin: r.unit.Plugin, Err: err}
 			}
 		}
-		w.d.kc.Mapper.Reset()
+		if definitions {
+			w.d.kc.Mapper.Reset()
+		}
 		faultpoint.Hit("apply:definitions-ready")
 	}
 }

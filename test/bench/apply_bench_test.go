@@ -3,11 +3,13 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/internal/testcluster"
@@ -135,7 +138,10 @@ func BenchmarkApply1000(b *testing.B) {
 		// kubeplug apply: resolve, render, apply in waves, wait, record inventories.
 		path := kubeplugCluster(b, filepath.Join(dir, "kubeplug"), "kp-"+suffix)
 		apply := action.NewApply(&action.Config{NoBuiltin: true})
-		apply.Target.RESTConfig = cfg
+		requests := &countingTransport{}
+		kcfg := rest.CopyConfig(cfg)
+		kcfg.WrapTransport = requests.wrap
+		apply.Target.RESTConfig = kcfg
 		applyOnce := func() error {
 			cl, l := config.Load(path)
 			if cl == nil {
@@ -145,7 +151,13 @@ func BenchmarkApply1000(b *testing.B) {
 			return l.Err()
 		}
 		tKubeplug := timeIt(b, "kubeplug apply", applyOnce)
+		fresh := requests.take()
 		tReapply := timeIt(b, "kubeplug re-apply (no change)", applyOnce)
+		noop := requests.take()
+		// Every object is one apply; the rest is kubeplug's own bookkeeping.
+		b.Logf("API requests: fresh apply %d (%d fixed beyond one per object), no-op re-apply %d", fresh, fresh-plugins*objsPerPlugin, noop)
+		b.ReportMetric(float64(fresh-plugins*objsPerPlugin), "fixed-requests")
+		b.ReportMetric(float64(noop), "noop-requests")
 
 		// A bare parallel server-side-apply loop: the physical limit here.
 		nsBare := "bare-" + suffix
@@ -216,3 +228,20 @@ func BenchmarkApply1000(b *testing.B) {
 		b.ReportMetric(tReapply.Seconds(), "reapply-s")
 	}
 }
+
+// countingTransport counts the API requests the clients it wraps send.
+type countingTransport struct{ n atomic.Int64 }
+
+func (c *countingTransport) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		c.n.Add(1)
+		return rt.RoundTrip(r)
+	})
+}
+
+// take returns the requests counted since the last take.
+func (c *countingTransport) take() int { return int(c.n.Swap(0)) }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

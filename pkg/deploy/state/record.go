@@ -35,6 +35,15 @@ type Store interface {
 	Delete(ctx context.Context, plugin string) error
 }
 
+// AllHistories is a Store that reads every plugin's revisions in one go: a run
+// that reads them all at its start (the downgrade check) need not ask again per
+// plugin.
+type AllHistories interface {
+	// Histories returns every installed plugin's revisions, oldest first, by
+	// plugin; a plugin that is not installed has no entry.
+	Histories(ctx context.Context) (map[string][]*Record, error)
+}
+
 // Latest is the newest of a plugin's revisions with the whole history, oldest
 // first; nil when the plugin is not installed.
 func Latest(ctx context.Context, s Store, plugin string) (*Record, []*Record, error) {

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -421,13 +420,29 @@ func (s *Secrets) Objects(ctx context.Context, r *Record) ([]*unstructured.Unstr
 // Latest returns every installed plugin's newest release record, by plugin name;
 // plugins an older kubeplug installed come from their ConfigMap inventories.
 func (s *Secrets) Latest(ctx context.Context) ([]*Record, error) {
+	hs, err := s.Histories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Record, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, h[len(h)-1])
+	}
+	slices.SortFunc(out, func(a, b *Record) int { return strings.Compare(a.Plugin, b.Plugin) })
+	return out, nil
+}
+
+// Histories returns every installed plugin's revisions with two LISTs: the
+// heads, and the ConfigMap inventories of an older kubeplug (revision 1 of a
+// plugin that has no head).
+func (s *Secrets) Histories(ctx context.Context) (map[string][]*Record, error) {
 	recs, err := s.heads(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	latest := map[string]*Record{}
+	hs := map[string][]*Record{}
 	for _, r := range recs {
-		latest[r.Plugin] = r // sorted by revision: the last wins
+		hs[r.Plugin] = append(hs[r.Plugin], r) // sorted by plugin and revision
 	}
 	var list *corev1.ConfigMapList
 	err = s.c.Retry(ctx, func(ctx context.Context) error {
@@ -444,14 +459,12 @@ func (s *Secrets) Latest(ctx context.Context) ([]*Record, error) {
 			if err != nil {
 				return nil, err
 			}
-			if latest[r.Plugin] == nil {
-				latest[r.Plugin] = r
+			if hs[r.Plugin] == nil {
+				hs[r.Plugin] = []*Record{r}
 			}
 		}
 	}
-	out := slices.Collect(maps.Values(latest))
-	slices.SortFunc(out, func(a, b *Record) int { return strings.Compare(a.Plugin, b.Plugin) })
-	return out, nil
+	return hs, nil
 }
 
 // Delete removes every revision of a plugin (heads first, so that no reader sees a
