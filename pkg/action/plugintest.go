@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -23,6 +24,17 @@ type PluginTest struct {
 	cfg *Config
 	// OutputDir, when set, receives the rendered files (as `render --output-dir`).
 	OutputDir string
+	// Cluster also installs the plugin into a throwaway local cluster (simulated
+	// nodes), runs its validate checks, uninstalls it and checks nothing of it is
+	// left; the cluster is deleted at the end.
+	Cluster bool
+	// UpgradeFrom, with Cluster, is a package of an earlier version of the plugin:
+	// it is installed first and the package under test installed over it, an
+	// upgrade.
+	UpgradeFrom string
+	// Timeout bounds how long the plugin's objects may take to become ready in
+	// the throwaway cluster. Default 5m.
+	Timeout time.Duration
 }
 
 // NewPluginTest returns a PluginTest action.
@@ -37,6 +49,8 @@ type PluginTestResult struct {
 	Files []string `json:"files"`
 	// OutputDir is where they were written, when they were.
 	OutputDir string `json:"outputDir,omitempty"`
+	// Cluster is what the --cluster phase did, when it ran.
+	Cluster *PluginTestCluster `json:"cluster,omitempty"`
 }
 
 // Run checks the package in dir (a directory or an archive) whole and renders the
@@ -111,6 +125,16 @@ func (a *PluginTest) Run(ctx context.Context, dir string) (*PluginTestResult, di
 			return nil, append(l, wl...)
 		}
 		res.OutputDir = a.OutputDir
+	}
+	if a.Cluster {
+		c, cl := a.runCluster(ctx, dir, pkg)
+		if l = append(l, cl...); c == nil {
+			return nil, l
+		}
+		res.Cluster = c
+	} else if a.UpgradeFrom != "" {
+		l.Errorf(a.UpgradeFrom, 0, 0, "", "--upgrade-from needs --cluster: the upgrade is installed into a throwaway cluster")
+		return nil, l
 	}
 	return res, l
 }
