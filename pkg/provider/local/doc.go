@@ -23,12 +23,15 @@
 //
 // # Kubernetes version
 //
-// The provider runs the one Kubernetes version its control plane binaries were
-// built from (KubernetesVersions reads it from the binary's build information).
-// Up refuses any other spec.kubernetesVersion, a different patch release
-// included, with an error wrapping provider.ErrUnsupportedVersion that names the
-// version it runs, before it writes or starts anything: the rendered files name
-// the file's version, so running another would make them untrue.
+// The provider runs the Kubernetes versions internal/k8sversions/versions.yaml
+// names (KubernetesVersions), each from binaries of exactly that version. Up
+// refuses any other spec.kubernetesVersion, a different patch release included,
+// with an error wrapping provider.ErrUnsupportedVersion that lists the supported
+// versions, and a supported one whose binaries are not at hand with an error
+// wrapping controlplane.ErrBinariesNotFound that says which version the binaries
+// at hand are, before it writes or starts anything: the rendered files name the
+// file's version, so running another would make them untrue. See
+// docs/versions.md.
 //
 // # Control-plane flags
 //

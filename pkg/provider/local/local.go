@@ -44,6 +44,9 @@ type Provider struct {
 	cp   *controlplane.ControlPlane // set by Up or attach
 	// ports are the ones the last Facts chose; Up starts the control plane on them.
 	ports *controlplane.Ports
+	// binDir holds the binaries of the cluster's Kubernetes version, once
+	// CheckKubernetesVersion resolved it (versions.go).
+	binDir string
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -67,7 +70,7 @@ func (p *Provider) event(step, node, msg string) {
 
 func (p *Provider) cpOptions() controlplane.Options {
 	return controlplane.Options{
-		BinDir:          p.opts.BinDir,
+		BinDir:          p.binDirOrDefault(),
 		DataDir:         filepath.Join(p.opts.StateDir, controlPlaneDir),
 		Detach:          true,
 		APIServerPort:   p.opts.APIServerPort,
@@ -78,35 +81,6 @@ func (p *Provider) cpOptions() controlplane.Options {
 		PKIDir:              underRoot(p.machineRoot(ControlPlaneNode), factPKIDir),
 		ComponentKubeconfig: underRoot(p.machineRoot(ControlPlaneNode), factKubeconfig),
 	}
-}
-
-// KubernetesVersions returns the Kubernetes versions the provider can run: the
-// one its control plane binaries were built from (see
-// controlplane.KubernetesVersion), such as ["1.37.1"].
-func (p *Provider) KubernetesVersions() ([]string, error) {
-	v, err := controlplane.KubernetesVersion(p.opts.BinDir)
-	if err != nil {
-		return nil, err
-	}
-	return []string{v}, nil
-}
-
-// CheckKubernetesVersion returns an error wrapping
-// provider.ErrUnsupportedVersion, naming the versions the provider can run,
-// unless it can run Kubernetes version v (spec.kubernetesVersion). The patch
-// version must match too: the rendered files name v (image tags, the nodes'
-// configuration) and plugins' constraints were resolved against it, so running
-// another patch release would make them untrue.
-func (p *Provider) CheckKubernetesVersion(v string) error {
-	can, err := p.KubernetesVersions()
-	if err != nil {
-		return fmt.Errorf("check Kubernetes version %s: %w", v, err)
-	}
-	if slices.Contains(can, strings.TrimPrefix(v, "v")) {
-		return nil
-	}
-	return fmt.Errorf("%w %s: the local provider runs Kubernetes %s only, the version its control plane binaries were built from; set spec.kubernetesVersion to it",
-		provider.ErrUnsupportedVersion, v, strings.Join(can, ", "))
 }
 
 // Up implements provider.Provider; see the package doc for what it does on

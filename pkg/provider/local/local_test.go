@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kubeplug/kubeplug/internal/controlplane"
+	"github.com/kubeplug/kubeplug/internal/k8sversions"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
@@ -187,21 +189,14 @@ func otherFacts(t *testing.T) map[string]any {
 	return facts
 }
 
-// builtVersion is the one Kubernetes version the local provider can run.
+// builtVersion is the Kubernetes version of the binaries `make localcluster` built.
 func builtVersion(t *testing.T) string {
 	t.Helper()
-	p, err := local.New(local.Options{ClusterName: "version", StateDir: t.TempDir()})
+	v, err := controlplane.KubernetesVersion("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	vs, err := p.KubernetesVersions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(vs) != 1 {
-		t.Fatalf("KubernetesVersions = %v, want the one built version", vs)
-	}
-	return vs[0]
+	return v
 }
 
 func newProvider(t *testing.T, dir string, port int) *local.Provider {
@@ -665,8 +660,9 @@ func TestDownNotRunning(t *testing.T) {
 	}
 }
 
-// TestUnsupportedVersion: a version other than the built one, patch releases
-// included, is refused before anything is written, naming the one it runs.
+// TestUnsupportedVersion: a version versions.yaml does not name, patch releases
+// included, is refused before anything is written, naming the ones it runs; so
+// is a version it names whose binaries are not at hand.
 func TestUnsupportedVersion(t *testing.T) {
 	built := builtVersion(t)
 	v, err := semver.StrictNewVersion(built)
@@ -683,7 +679,7 @@ func TestUnsupportedVersion(t *testing.T) {
 			if !errors.Is(err, provider.ErrUnsupportedVersion) {
 				t.Fatalf("up %s = %v, want ErrUnsupportedVersion", want, err)
 			}
-			for _, s := range []string{want, "runs Kubernetes " + built + " only"} {
+			for _, s := range []string{want, "runs Kubernetes ", built, "internal/k8sversions/versions.yaml"} {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error %q does not say %q", err, s)
 				}
@@ -692,6 +688,24 @@ func TestUnsupportedVersion(t *testing.T) {
 				t.Errorf("state dir after a refused up: %v, want none", err)
 			}
 		})
+	}
+	// A version the table names whose binaries are not here: refused, saying
+	// which version the binaries at hand are, never run instead.
+	for _, other := range k8sversions.Default().Supported() {
+		if other == built {
+			continue
+		}
+		dir := filepath.Join(t.TempDir(), "state")
+		p := newProvider(t, dir, 0)
+		d := desired(t.Context(), t, p, spec{workers: 1})
+		d.KubernetesVersion = other
+		_, err := p.Up(t.Context(), d)
+		if !errors.Is(err, controlplane.ErrBinariesNotFound) || !strings.Contains(err.Error(), "are Kubernetes "+built+", not "+other) {
+			t.Errorf("up %s with binaries of %s = %v, want ErrBinariesNotFound naming both", other, built, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("state dir after a refused up: %v, want none", err)
+		}
 	}
 	if err := newProvider(t, t.TempDir(), 0).CheckKubernetesVersion("v" + built); err != nil {
 		t.Errorf("check v%s = %v, want accepted", built, err)

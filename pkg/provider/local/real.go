@@ -79,7 +79,7 @@ func (p *Provider) nodeBins() (localnode.Bins, string, error) {
 	if dir == "" {
 		dir = os.Getenv(NodeBinDirEnv)
 	}
-	binDir := p.opts.BinDir
+	binDir := p.binDirOrDefault()
 	if binDir == "" {
 		var err error
 		if binDir, err = controlplane.FindBinDir(""); err != nil {
