@@ -142,6 +142,9 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	if err := c.writeKubeconfig(); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(c.dataDir, kwokStagesFile), kwokStages, 0o600); err != nil {
+		return fmt.Errorf("write kwok's stages: %w", err)
+	}
 	c.buildArgs()
 
 	// etcd and the API server must come up in order; the rest only need the API
@@ -377,6 +380,7 @@ func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 		{"server-address", net.JoinHostPort(loopback, strconv.Itoa(c.ports[Kwok]))},
 		{"cidr", o.PodCIDR},
 		{"node-lease-duration-seconds", "40"},
+		{"config", filepath.Join(c.dataDir, kwokStagesFile)},
 	}, nil, nil)
 	return args
 }
