@@ -58,6 +58,17 @@ func FindBinDir(explicit string) (string, error) {
 	return abs, nil
 }
 
+// BuildDir returns <repository root>/_output/<target>/bin, where `make <target>`
+// builds a version of the local control plane from Go modules. It does not
+// check what is there (FindBinDir does).
+func BuildDir(target string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBinariesNotFound, err)
+	}
+	return filepath.Join(root, "_output", target, "bin"), nil
+}
+
 // repoRoot walks up from the working directory, then from this source file's
 // directory, to the go.mod that declares the kubeplug module. The second start
 // point lets tools that run with another working directory still find it.

@@ -47,6 +47,8 @@ type Provider struct {
 	// binDir holds the binaries of the cluster's Kubernetes version, once
 	// CheckKubernetesVersion resolved it (versions.go).
 	binDir string
+	// binVersion is the Kubernetes version of binDir.
+	binVersion string
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -90,7 +92,14 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if d == nil || d.Model == nil {
 		return nil, errors.New("local provider: up: no model")
 	}
-	if err := p.CheckKubernetesVersion(d.KubernetesVersion); err != nil {
+	// A cluster created with another version is refused before any binary is
+	// looked for (and again under the lock below).
+	if st, err := readState(p.opts.StateDir); err == nil && st != nil {
+		if err := checkVersionChange(p.opts.ClusterName, st.KubernetesVersion, d.KubernetesVersion); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.checkKubernetesVersion(ctx, d.KubernetesVersion); err != nil {
 		return nil, err
 	}
 	// A machine that cannot host the real pools is refused before anything starts.
@@ -118,8 +127,12 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if st == nil {
 		st = &state{}
 	}
+	if err := checkVersionChange(p.opts.ClusterName, st.KubernetesVersion, d.KubernetesVersion); err != nil {
+		return nil, err
+	}
 	prev := slices.Clone(st.Nodes)
 	st.ClusterName = p.opts.ClusterName
+	st.KubernetesVersion = strings.TrimPrefix(d.KubernetesVersion, "v")
 	if err := writeState(p.opts.StateDir, st); err != nil {
 		return nil, err
 	}

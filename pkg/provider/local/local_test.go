@@ -689,8 +689,19 @@ func TestUnsupportedVersion(t *testing.T) {
 			}
 		})
 	}
-	// A version the table names whose binaries are not here: refused, saying
-	// which version the binaries at hand are, never run instead.
+	// A version the table names whose binaries are not here (none cached, the
+	// release location unreachable): refused, saying which version the
+	// binaries at hand are, never run instead.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(k8sversions.MirrorEnv, "http://"+closed)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for _, other := range k8sversions.Default().Supported() {
 		if other == built {
 			continue
@@ -700,8 +711,9 @@ func TestUnsupportedVersion(t *testing.T) {
 		d := desired(t.Context(), t, p, spec{workers: 1})
 		d.KubernetesVersion = other
 		_, err := p.Up(t.Context(), d)
-		if !errors.Is(err, controlplane.ErrBinariesNotFound) || !strings.Contains(err.Error(), "are Kubernetes "+built+", not "+other) {
-			t.Errorf("up %s with binaries of %s = %v, want ErrBinariesNotFound naming both", other, built, err)
+		if !errors.Is(err, controlplane.ErrBinariesNotFound) || !errors.Is(err, k8sversions.ErrUnreachable) ||
+			!strings.Contains(err.Error(), "are Kubernetes "+built+", not "+other) || !strings.Contains(err.Error(), closed) {
+			t.Errorf("up %s with binaries of %s = %v, want ErrBinariesNotFound naming both and the unreachable mirror", other, built, err)
 		}
 		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("state dir after a refused up: %v, want none", err)

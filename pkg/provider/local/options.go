@@ -29,9 +29,17 @@ type Options struct {
 	Events func(provider.Event)
 	// Logger receives diagnostics; default discards.
 	Logger *slog.Logger
-	// BinDir holds the local control plane's binaries; default see
-	// controlplane.FindBinDir.
+	// BinDir holds the local control plane's binaries; it must be of the
+	// cluster's Kubernetes version. Default: found as versions.go's
+	// resolveBinDir says (the binary cache, the binaries built from Go modules,
+	// a download).
 	BinDir string
+	// CacheDir is the per-version binary cache. Default: see k8sversions.Cache.
+	CacheDir string
+	// BuildFromSource skips the binary cache and the download: only binaries
+	// built from Go modules (make localcluster) run. Default: false, or true
+	// when $KUBEPLUG_K8S_BUILD_FROM_SOURCE is set.
+	BuildFromSource bool
 	// Parallel bounds how many nodes are brought up at once. Default 4.
 	Parallel int
 	// RealPools names the pools whose nodes are real (spec.provider.local.realPools):

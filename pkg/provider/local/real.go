@@ -87,7 +87,20 @@ func (p *Provider) nodeBins() (localnode.Bins, string, error) {
 		}
 	}
 	if dir == "" {
-		dir = filepath.Join(filepath.Dir(filepath.Dir(binDir)), "localnode", "bin")
+		// Beside the binaries built from Go modules (make localcluster), also
+		// when the cluster's Kubernetes binaries come from the binary cache.
+		src := p.opts.BinDir
+		if src == "" {
+			src = os.Getenv(controlplane.BinDirEnv)
+		}
+		if src == "" {
+			if d, err := controlplane.FindBinDir(""); err == nil {
+				src = d
+			} else {
+				src = binDir
+			}
+		}
+		dir = filepath.Join(filepath.Dir(filepath.Dir(src)), "localnode", "bin")
 	}
 	return localnode.Bins{
 		Kubelet:    filepath.Join(binDir, "kubelet"),

@@ -41,6 +41,9 @@ type state struct {
 	// Network is the real nodes' network, once a real node was started; Down
 	// removes it.
 	Network *localnode.Network `json:"network,omitempty"`
+	// KubernetesVersion is the version the cluster was created with (absent in
+	// state dirs of earlier kubeplug versions); Up refuses another one.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 }
 
 type nodeState struct {

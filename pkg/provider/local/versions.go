@@ -1,13 +1,22 @@
 package local
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
+
+	"github.com/Masterminds/semver/v3"
 
 	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/internal/k8sversions"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
+
+// BuildFromSourceEnv, when set to anything, makes the provider run only
+// binaries built from Go modules (Options.BuildFromSource).
+const BuildFromSourceEnv = "KUBEPLUG_K8S_BUILD_FROM_SOURCE"
 
 // KubernetesVersions returns the Kubernetes versions the provider can run, newest
 // first: the ones internal/k8sversions/versions.yaml names, and only those.
@@ -21,28 +30,102 @@ func (p *Provider) KubernetesVersions() ([]string, error) {
 // patch release included: the rendered files name v (image tags, the nodes'
 // configuration) and plugins' constraints were resolved against it, so running
 // another patch release would make them untrue. It then finds the binaries of
-// exactly v (resolveBinDir); none is an error too: the provider never runs
-// another version than the one the cluster file names.
+// exactly v (resolveBinDir), downloading them if need be; none is an error too:
+// the provider never runs another version than the one the cluster file names.
 func (p *Provider) CheckKubernetesVersion(v string) error {
-	want, err := k8sversions.Default().Lookup(v)
+	return p.checkKubernetesVersion(context.Background(), v)
+}
+
+func (p *Provider) checkKubernetesVersion(ctx context.Context, v string) error {
+	tab := k8sversions.Default()
+	want, err := tab.Lookup(v)
 	if err != nil {
 		return fmt.Errorf("%w %s: the local provider runs Kubernetes %s only (the versions in %s)",
 			provider.ErrUnsupportedVersion, strings.TrimPrefix(v, "v"),
-			strings.Join(k8sversions.Default().Supported(), ", "), k8sversions.File)
+			strings.Join(tab.Supported(), ", "), k8sversions.File)
 	}
-	dir, err := p.resolveBinDir(want)
+	if p.binDir != "" && p.binVersion == want.Kubernetes {
+		return nil
+	}
+	dir, err := p.resolveBinDir(ctx, want)
 	if err != nil {
-		return fmt.Errorf("Kubernetes %s: %w", want.Kubernetes, err)
+		return fmt.Errorf("binaries of Kubernetes %s: %w", want.Kubernetes, err)
 	}
-	p.binDir = dir
+	p.binDir, p.binVersion = dir, want.Kubernetes
 	return nil
 }
 
-// resolveBinDir finds the binaries of version v: Options.BinDir or
-// $KUBEPLUG_LOCALCLUSTER_BIN when set, else the build of `make localcluster`;
-// the binaries' own build information must name v.
-func (p *Provider) resolveBinDir(v k8sversions.Version) (string, error) {
-	dir, err := controlplane.FindBinDir(p.opts.BinDir)
+// resolveBinDir finds the binaries of version v, trying in order:
+//
+//  1. Options.BinDir: it must hold v (its build information says so), else an
+//     error.
+//  2. $KUBEPLUG_LOCALCLUSTER_BIN, when it holds v.
+//  3. The binary cache, when every file of v is there and verified (skipped
+//     with BuildFromSource).
+//  4. The binaries built from Go modules in this repository (make
+//     <v.Source>), when they are v.
+//  5. A download into the cache (skipped with BuildFromSource); a checksum
+//     mismatch is an error, any other failure one progress line and the
+//     error saying how to build v instead.
+func (p *Provider) resolveBinDir(ctx context.Context, v k8sversions.Version) (string, error) {
+	if p.opts.BinDir != "" {
+		return builtDir(p.opts.BinDir, v)
+	}
+	var tried []string
+	if env := os.Getenv(controlplane.BinDirEnv); env != "" {
+		dir, err := builtDir(env, v)
+		if err == nil {
+			return dir, nil
+		}
+		tried = append(tried, "$"+controlplane.BinDirEnv+": "+err.Error())
+	}
+	fromSource := p.opts.BuildFromSource || os.Getenv(BuildFromSourceEnv) != ""
+	cache := &k8sversions.Cache{Dir: p.opts.CacheDir, Progress: func(s string) { p.event("binaries", "", s) }}
+	if !fromSource {
+		ok, err := cache.Cached(ctx, v)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return cache.BinDir(v)
+		}
+	}
+	if v.Source != "" {
+		src, err := controlplane.BuildDir(v.Source)
+		if err == nil {
+			src, err = builtDir(src, v)
+		}
+		if err == nil {
+			return src, nil
+		}
+		tried = append(tried, "built from Go modules: "+err.Error())
+	}
+	if fromSource {
+		return "", fmt.Errorf("%w: %s (%s is set)", controlplane.ErrBinariesNotFound, strings.Join(append(tried, buildHint(v)), "; "), BuildFromSourceEnv)
+	}
+	p.event("binaries", "", "downloading Kubernetes "+v.Kubernetes+" into "+mustBinDir(cache, v))
+	dir, err := cache.Ensure(ctx, v)
+	if err == nil {
+		return dir, nil
+	}
+	if errors.Is(err, k8sversions.ErrChecksum) {
+		return "", err
+	}
+	p.event("binaries", "", "cannot download Kubernetes "+v.Kubernetes+" ("+err.Error()+"); "+buildHint(v))
+	return "", fmt.Errorf("%w: %w; %s", controlplane.ErrBinariesNotFound, err, strings.Join(append(tried, buildHint(v)), "; "))
+}
+
+func mustBinDir(c *k8sversions.Cache, v k8sversions.Version) string {
+	dir, err := c.BinDir(v)
+	if err != nil {
+		return "the binary cache"
+	}
+	return dir
+}
+
+// builtDir checks that dir holds binaries built from Go modules of version v.
+func builtDir(dir string, v k8sversions.Version) (string, error) {
+	dir, err := controlplane.FindBinDir(dir)
 	if err != nil {
 		return "", err
 	}
@@ -51,8 +134,8 @@ func (p *Provider) resolveBinDir(v k8sversions.Version) (string, error) {
 		return "", err
 	}
 	if got != v.Kubernetes {
-		return "", fmt.Errorf("%w: the binaries in %s are Kubernetes %s, not %s; %s",
-			controlplane.ErrBinariesNotFound, dir, got, v.Kubernetes, buildHint(v))
+		return "", fmt.Errorf("%w: the binaries in %s are Kubernetes %s, not %s",
+			controlplane.ErrBinariesNotFound, dir, got, v.Kubernetes)
 	}
 	return dir, nil
 }
@@ -60,9 +143,9 @@ func (p *Provider) resolveBinDir(v k8sversions.Version) (string, error) {
 // buildHint says how to get v's binaries without a network.
 func buildHint(v k8sversions.Version) string {
 	if v.Source == "" {
-		return "no Go module of this repository builds it yet, so it needs the download path (docs/versions.md)"
+		return "no Go module of this repository builds Kubernetes " + v.Kubernetes + ", so it needs the download (docs/versions.md)"
 	}
-	return "build them with `make localcluster` (module ./" + v.Source + ")"
+	return "build Kubernetes " + v.Kubernetes + " from Go modules with `make " + v.Source + "` in the kubeplug repository"
 }
 
 // binDirOrDefault is the resolved binary directory, else Options.BinDir (empty:
@@ -72,4 +155,26 @@ func (p *Provider) binDirOrDefault() string {
 		return p.binDir
 	}
 	return p.opts.BinDir
+}
+
+// checkVersionChange refuses to run a cluster created with Kubernetes version
+// was at version now: the provider does not change a cluster's version in
+// place (docs/versions.md).
+func checkVersionChange(cluster, was, now string) error {
+	now = strings.TrimPrefix(now, "v")
+	if was == "" || was == now {
+		return nil
+	}
+	what := "changing its version"
+	a, errA := semver.NewVersion(was)
+	b, errB := semver.NewVersion(now)
+	switch {
+	case errA != nil || errB != nil:
+	case b.LessThan(a):
+		what = "a downgrade"
+	default:
+		what = "an upgrade in place"
+	}
+	return fmt.Errorf("%w %s: cluster %s runs Kubernetes %s; %s is not supported by the local provider: run `kubeplug down --purge` and up again",
+		provider.ErrUnsupportedVersion, now, cluster, was, what)
 }
