@@ -134,6 +134,9 @@ func (c *Cache) Cached(ctx context.Context, v Version) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if _, err := os.Stat(o.binDir(v)); errors.Is(err, os.ErrNotExist) {
+		return false, nil // nothing cached, nothing to lock or create
+	}
 	unlock, err := o.lock(ctx, v)
 	if err != nil {
 		return false, err
