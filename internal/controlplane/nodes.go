@@ -39,6 +39,10 @@ type NodeOptions struct {
 	// Capacity is the Node's capacity and allocatable. Default: 32 CPUs, 256Gi
 	// memory, 110 pods.
 	Capacity corev1.ResourceList
+	// KubeletVersion is the version the Node reports as its kubelet's and
+	// kube-proxy's (status.nodeInfo), such as "v1.37.1", set when the Node is
+	// created. Default: kwok's own ("kwok-0.8.0").
+	KubeletVersion string
 }
 
 // AddNodes creates n Nodes managed by kwok and waits until all are Ready. It
@@ -133,6 +137,7 @@ func newNode(name string, opts NodeOptions) *corev1.Node {
 		Status: corev1.NodeStatus{
 			Capacity:    capacity.DeepCopy(),
 			Allocatable: capacity.DeepCopy(),
+			NodeInfo:    corev1.NodeSystemInfo{KubeletVersion: opts.KubeletVersion, KubeProxyVersion: opts.KubeletVersion}, //nolint:staticcheck // kwok's stage fills it as a kubelet would
 		},
 	}
 }

@@ -29,8 +29,8 @@ type Version struct {
 	Etcd       string `json:"etcd"`
 	Kwok       string `json:"kwok"`
 	Containerd string `json:"containerd"`
-	// Source is the Go module (a directory of the repository) that builds this
-	// version when offline; empty when none does yet.
+	// Source is the make target that builds this version from Go modules (the
+	// offline path) into _output/<Source>/bin; empty when none does.
 	Source string `json:"source"`
 }
 

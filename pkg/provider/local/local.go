@@ -412,7 +412,7 @@ func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.
 	if n.real != nil {
 		created, err = p.joinReal(ctx, n.real, controlplane.NodeOptions{Labels: n.labels, Taints: taints})
 	} else {
-		created, err = p.cp.EnsureNode(ctx, n.name, controlplane.NodeOptions{Labels: n.labels, Taints: taints})
+		created, err = p.cp.EnsureNode(ctx, n.name, controlplane.NodeOptions{Labels: n.labels, Taints: taints, KubeletVersion: p.kubeletVersion()})
 	}
 	if err != nil {
 		return fmt.Errorf("node %s: join: %w", n.name, err)

@@ -14,7 +14,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
-// BuildFromSourceEnv, when set to anything, makes the provider run only
+// BuildFromSourceEnv names the environment variable that, set to anything, makes the provider run only
 // binaries built from Go modules (Options.BuildFromSource).
 const BuildFromSourceEnv = "KUBEPLUG_K8S_BUILD_FROM_SOURCE"
 
@@ -177,4 +177,13 @@ func checkVersionChange(cluster, was, now string) error {
 	}
 	return fmt.Errorf("%w %s: cluster %s runs Kubernetes %s; %s is not supported by the local provider: run `kubeplug down --purge` and up again",
 		provider.ErrUnsupportedVersion, now, cluster, was, what)
+}
+
+// kubeletVersion is what simulated nodes report as their kubelet's version:
+// the cluster's Kubernetes version, once resolved.
+func (p *Provider) kubeletVersion() string {
+	if p.binVersion == "" {
+		return ""
+	}
+	return "v" + p.binVersion
 }
