@@ -49,7 +49,12 @@ test: lint unit
 # The README's main-job command: the quickstart as a local cluster — the control
 # plane with the plugins' flags, simulated nodes that ran the plugins' hooks, every
 # plugin deployed and validated. `make down` stops it.
-up: build localcluster localnode images node-deps
+# The Kubernetes binaries come from the release locations (or $KUBEPLUG_K8S_MIRROR)
+# into the binary cache when they can, verified by their published digests; else
+# (offline) they are built from Go modules (make localcluster). docs/versions.md.
+QUICKSTART_K8S := $(shell sed -n 's|^[[:space:]]*kubernetesVersion:[[:space:]]*\([0-9.]*\).*|\1|p' examples/quickstart/cluster.yaml)
+up: build localnode images node-deps
+	@$(GO) run ./cmd/kubeplug-k8s-fetch $(QUICKSTART_K8S) || { echo "make up: building Kubernetes $(QUICKSTART_K8S) from Go modules instead"; $(MAKE) localcluster; }
 	$(KUBEPLUG) up -f examples/quickstart/cluster.yaml
 
 down: build

@@ -689,31 +689,30 @@ func TestUnsupportedVersion(t *testing.T) {
 			}
 		})
 	}
-	// A version the table names whose binaries are not here (none cached, the
-	// release location unreachable): refused, saying which version the
-	// binaries at hand are, never run instead.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// A version the table names, with a binary directory of another version
+	// given: refused, naming both versions, never run instead.
+	binDir, err := controlplane.FindBinDir("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(k8sversions.MirrorEnv, "http://"+closed)
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for _, other := range k8sversions.Default().Supported() {
 		if other == built {
 			continue
 		}
 		dir := filepath.Join(t.TempDir(), "state")
-		p := newProvider(t, dir, 0)
+		p, err := local.New(local.Options{StateDir: dir, ClusterName: "test", BinDir: binDir, CacheDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
 		d := desired(t.Context(), t, p, spec{workers: 1})
 		d.KubernetesVersion = other
-		_, err := p.Up(t.Context(), d)
-		if !errors.Is(err, controlplane.ErrBinariesNotFound) || !errors.Is(err, k8sversions.ErrUnreachable) ||
-			!strings.Contains(err.Error(), "are Kubernetes "+built+", not "+other) || !strings.Contains(err.Error(), closed) {
-			t.Errorf("up %s with binaries of %s = %v, want ErrBinariesNotFound naming both and the unreachable mirror", other, built, err)
+		if cl, err := p.Up(t.Context(), d); err == nil || cl != nil {
+			_ = p.Down(context.Background(), true)
+			t.Fatalf("up %s with binaries of %s = %v, want refused", other, built, err)
+		}
+		if err := p.CheckKubernetesVersion(other); !errors.Is(err, controlplane.ErrBinariesNotFound) ||
+			!strings.Contains(err.Error(), "are Kubernetes "+built+", not "+other) {
+			t.Errorf("check %s with binaries of %s = %v, want ErrBinariesNotFound naming both", other, built, err)
 		}
 		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("state dir after a refused up: %v, want none", err)
