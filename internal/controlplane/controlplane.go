@@ -242,6 +242,9 @@ func (c *ControlPlane) restart(ctx context.Context, comp Component, grace time.D
 		}
 	}
 	c.log.Info("component stopped for restart", "component", comp)
+	// A process killed while stuck (its leader already a zombie, other threads
+	// still exiting) may hold its port a moment longer.
+	c.waitPortFree(ctx, c.ports[comp])
 	if err := c.startComponent(comp); err != nil {
 		return fmt.Errorf("restart %s: %w", comp, err)
 	}

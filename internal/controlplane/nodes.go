@@ -146,8 +146,9 @@ func newNode(name string, opts NodeOptions) *corev1.Node {
 // (opts.NamePrefix is ignored): it creates a missing Node, and on an existing one
 // sets opts.Labels, removes the labels an earlier EnsureNode set that opts no
 // longer has (see ManagedLabelsAnnotation), and replaces the taints except the
-// node lifecycle controller's node.kubernetes.io/ ones. It does not wait for
-// Ready (WaitNodeReady does) and reports whether it created the Node.
+// node lifecycle controller's node.kubernetes.io/ ones, and the kubelet version
+// it reports (opts.KubeletVersion, when set). It does not wait for Ready
+// (WaitNodeReady does) and reports whether it created the Node.
 func (c *ControlPlane) EnsureNode(ctx context.Context, name string, opts NodeOptions) (created bool, err error) {
 	want := newNode(name, opts)
 	_, err = c.client.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
@@ -157,7 +158,7 @@ func (c *ControlPlane) EnsureNode(ctx context.Context, name string, opts NodeOpt
 	if !apierrors.IsAlreadyExists(err) {
 		return false, fmt.Errorf("create node %s: %w", name, err)
 	}
-	return false, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("get node %s: %w", name, err)
@@ -188,6 +189,33 @@ func (c *ControlPlane) EnsureNode(ctx context.Context, name string, opts NodeOpt
 		}
 		if _, err := c.client.CoreV1().Nodes().Update(ctx, next, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("update node %s: %w", name, err)
+		}
+		return nil
+	}); err != nil {
+		return false, err
+	}
+	return false, c.setKubeletVersion(ctx, name, opts.KubeletVersion)
+}
+
+// setKubeletVersion makes an existing simulated Node report version as its
+// kubelet's and kube-proxy's (after an upgrade): kwok's stages keep what is
+// there.
+func (c *ControlPlane) setKubeletVersion(ctx context.Context, name, version string) error {
+	if version == "" {
+		return nil
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get node %s: %w", name, err)
+		}
+		info := &cur.Status.NodeInfo
+		if info.KubeletVersion == version && info.KubeProxyVersion == version { //nolint:staticcheck // kwok's stage fills it as a kubelet would
+			return nil
+		}
+		info.KubeletVersion, info.KubeProxyVersion = version, version //nolint:staticcheck // as above
+		if _, err := c.client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update the status of node %s: %w", name, err)
 		}
 		return nil
 	})

@@ -49,6 +49,9 @@ type Provider struct {
 	binDir string
 	// binVersion is the Kubernetes version of binDir.
 	binVersion string
+	// upgradeFrom is the version the running cluster is upgraded from by the
+	// current Up; empty when it does not change version.
+	upgradeFrom string
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -95,7 +98,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	// A cluster created with another version is refused before any binary is
 	// looked for (and again under the lock below).
 	if st, err := readState(p.opts.StateDir); err == nil && st != nil {
-		if err := checkVersionChange(p.opts.ClusterName, st.KubernetesVersion, d.KubernetesVersion); err != nil {
+		if _, err := checkVersionChange(p.opts.ClusterName, st.KubernetesVersion, d.KubernetesVersion); err != nil {
 			return nil, err
 		}
 	}
@@ -127,12 +130,21 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if st == nil {
 		st = &state{}
 	}
-	if err := checkVersionChange(p.opts.ClusterName, st.KubernetesVersion, d.KubernetesVersion); err != nil {
+	upgrade, err := checkVersionChange(p.opts.ClusterName, st.KubernetesVersion, d.KubernetesVersion)
+	if err != nil {
 		return nil, err
+	}
+	p.upgradeFrom = ""
+	if upgrade {
+		// The recorded version moves only once everything runs the new one,
+		// so an interrupted upgrade is finished by the next Up.
+		p.upgradeFrom = st.KubernetesVersion
+		p.event("upgrade", "", fmt.Sprintf("upgrading cluster %s from Kubernetes %s to %s", p.opts.ClusterName, st.KubernetesVersion, p.binVersion))
+	} else {
+		st.KubernetesVersion = strings.TrimPrefix(d.KubernetesVersion, "v")
 	}
 	prev := slices.Clone(st.Nodes)
 	st.ClusterName = p.opts.ClusterName
-	st.KubernetesVersion = strings.TrimPrefix(d.KubernetesVersion, "v")
 	if err := writeState(p.opts.StateDir, st); err != nil {
 		return nil, err
 	}
@@ -270,6 +282,10 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	for i := range st.Nodes {
 		st.Nodes[i].Joined = statuses[st.Nodes[i].Name].Ready
 	}
+	if upgrade && len(errs) == 0 {
+		st.KubernetesVersion = p.binVersion
+		p.event("upgrade", "", fmt.Sprintf("cluster %s upgraded to Kubernetes %s", p.opts.ClusterName, p.binVersion))
+	}
 	if err := writeState(p.opts.StateDir, st); err != nil {
 		errs = append(errs, err)
 	}
@@ -308,6 +324,18 @@ func (p *Provider) controlPlane(ctx context.Context, args map[controlplane.Compo
 		if want := p.opts.APIServerPort; want != 0 && portOf(cp.Host()) != want {
 			return fmt.Errorf("cluster %s runs its API server on port %d, cluster.yaml asks for %d: run `kubeplug down` first to move it",
 				p.opts.ClusterName, portOf(cp.Host()), want)
+		}
+		if p.upgradeFrom != "" {
+			// One component at a time, in controlplane.UpgradeOrder, each on
+			// the new binaries with the new version's flags.
+			err := cp.Upgrade(ctx, p.binDir, controlplane.Flags{Args: args}, func(c controlplane.Component) {
+				cl.Restarted = append(cl.Restarted, string(c))
+				p.event("upgrade", "", "upgrading "+string(c)+" to Kubernetes "+p.binVersion)
+			})
+			if err != nil {
+				return fmt.Errorf("upgrade the control plane of cluster %s to Kubernetes %s: %w", p.opts.ClusterName, p.binVersion, err)
+			}
+			return nil
 		}
 		restarted, err := cp.Reconfigure(ctx, controlplane.Flags{Args: args})
 		for _, c := range restarted {

@@ -157,26 +157,24 @@ func (p *Provider) binDirOrDefault() string {
 	return p.opts.BinDir
 }
 
-// checkVersionChange refuses to run a cluster created with Kubernetes version
-// was at version now: the provider does not change a cluster's version in
-// place (docs/versions.md).
-func checkVersionChange(cluster, was, now string) error {
+// checkVersionChange says whether a cluster created with (or last upgraded to)
+// Kubernetes version was must be upgraded to now, and refuses a downgrade.
+func checkVersionChange(cluster, was, now string) (upgrade bool, err error) {
 	now = strings.TrimPrefix(now, "v")
 	if was == "" || was == now {
-		return nil
+		return false, nil
 	}
-	what := "changing its version"
 	a, errA := semver.NewVersion(was)
 	b, errB := semver.NewVersion(now)
-	switch {
-	case errA != nil || errB != nil:
-	case b.LessThan(a):
-		what = "a downgrade"
-	default:
-		what = "an upgrade in place"
+	if errA != nil || errB != nil {
+		return false, fmt.Errorf("%w %s: cluster %s runs Kubernetes %q, which kubeplug cannot compare: run `kubeplug down --purge` and up again",
+			provider.ErrUnsupportedVersion, now, cluster, was)
 	}
-	return fmt.Errorf("%w %s: cluster %s runs Kubernetes %s; %s is not supported by the local provider: run `kubeplug down --purge` and up again",
-		provider.ErrUnsupportedVersion, now, cluster, was, what)
+	if b.LessThan(a) {
+		return false, fmt.Errorf("%w %s: cluster %s runs Kubernetes %s; a downgrade is not supported: run `kubeplug down --purge` and up again",
+			provider.ErrUnsupportedVersion, now, cluster, was)
+	}
+	return true, nil
 }
 
 // kubeletVersion is what simulated nodes report as their kubelet's version:
