@@ -30,8 +30,10 @@
 // versions, and a supported one whose binaries are not at hand with an error
 // wrapping controlplane.ErrBinariesNotFound that says which version the binaries
 // at hand are, before it writes or starts anything: the rendered files name the
-// file's version, so running another would make them untrue. See
-// docs/versions.md.
+// file's version, so running another would make them untrue. Up of a running
+// cluster with a higher version upgrades it in place (control plane components
+// one at a time in controlplane.UpgradeOrder, then nodes); a lower one is
+// refused. See docs/versions.md.
 //
 // # Control-plane flags
 //
