@@ -257,6 +257,9 @@ and the next run takes it over.`,
 				if len(res.Removed) > 0 {
 					_, _ = fmt.Fprintf(o.streams.Out, "uninstalled: %s\n", strings.Join(res.Removed, ", "))
 				}
+				if len(res.LockUpdated) > 0 {
+					_, _ = fmt.Fprintf(o.streams.Out, "kubeplug.lock updated: %s\n", strings.Join(res.LockUpdated, "; "))
+				}
 			}
 			if failed {
 				return errFailed

@@ -146,6 +146,9 @@ func printUpSummary(w io.Writer, res *action.UpResult, failed bool) {
 	if len(res.Restarted) > 0 {
 		fmt.Fprintf(&b, "\nrestarted: %s\n", strings.Join(res.Restarted, ", "))
 	}
+	if res.ApplyResult != nil && len(res.LockUpdated) > 0 {
+		fmt.Fprintf(&b, "\nkubeplug.lock updated: %s\n", strings.Join(res.LockUpdated, "; "))
+	}
 	fmt.Fprintf(&b, "\nkubeconfig: %s\n", res.Kubeconfig)
 	if res.Context != "" {
 		fmt.Fprintf(&b, "context:    %s (now your current context)\n", res.Context)

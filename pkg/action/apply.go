@@ -64,6 +64,9 @@ type ApplyResult struct {
 	Validated bool          `json:"validated"`
 	// Checks are the plugins' validate checks, in wave order (none in a dry run).
 	Checks []check.Result `json:"checks,omitempty"`
+	// LockUpdated says how the kubeplug.lock beside the cluster file changed to
+	// pin what was deployed (an existing lock file only; never with --locked).
+	LockUpdated []string `json:"lockUpdated,omitempty"`
 }
 
 // Run applies cl: resolve, connect (failing before anything is rendered when the

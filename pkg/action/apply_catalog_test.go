@@ -159,6 +159,24 @@ spec:
 		t.Fatalf("%s is %s after the upgrade, want 1.1.0", app, v)
 	}
 
+	// Without --locked, apply picks up a new signed version as an upgrade and
+	// pins it in the existing lock file, as go get does go.sum.
+	publish("1.1.1", "vendor")
+	c2 := *cfg
+	a := action.NewApply(&c2)
+	a.Target.RESTConfig = testcluster.RESTConfig(t)
+	a.Timeout = time.Minute
+	res, l := a.Run(ctx, load(t, file))
+	if l.HasFatal() || res == nil || len(res.LockUpdated) != 1 || !strings.Contains(res.LockUpdated[0], "1.1.1") {
+		t.Fatalf("apply of a new version with a lock file: %v %+v", l, res)
+	}
+	if v := version(app); v != "1.1.1" {
+		t.Fatalf("%s is %s, want 1.1.1", app, v)
+	}
+	if msg := apply(true); msg != "" {
+		t.Fatalf("apply --locked after apply updated the lock: %s", msg)
+	}
+
 	// Signed with a key the source does not trust: refused, nothing applied.
 	publish("1.2.0", "stranger")
 	_, _ = action.NewLock(cfg).Run(ctx, load(t, file))
@@ -167,7 +185,7 @@ spec:
 	if msg == "" || !strings.Contains(msg, app) || !strings.Contains(msg, "1.2.0") || !strings.Contains(msg, "key") {
 		t.Fatalf("a package signed with an untrusted key: %q", msg)
 	}
-	if v := version(app); v != "1.1.0" {
+	if v := version(app); v != "1.1.1" {
 		t.Fatalf("a refused package changed %s to %s", app, v)
 	}
 }

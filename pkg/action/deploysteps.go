@@ -20,6 +20,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/lock"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/stage"
@@ -246,6 +247,10 @@ var recordStep = step{"record", func(ctx context.Context, r *run) diag.List {
 	lv.res.Removed = removed
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
+		return l
+	}
+	if lv.res.LockUpdated, err = updateLock(r); err != nil {
+		l.Errorf(lock.PathFor(r.cluster.File), 0, 0, "", "update the lock file: %v", err)
 	}
 	return l
 }}

@@ -51,6 +51,35 @@ func checkLock(cl *config.Cluster, plan *engine.Plan, locked bool) diag.List {
 	return l
 }
 
+// updateLock brings an existing kubeplug.lock beside the cluster file up to what
+// a successful apply deployed, as go.sum follows go get: a new version picked up
+// by apply is pinned from then on. It returns the changes; no lock file is
+// created (kubeplug lock does that) and none is touched with --locked (which has
+// already refused any change).
+func updateLock(r *run) ([]string, error) {
+	if r.cfg.Locked || r.cluster == nil || r.cluster.File == "" || r.plan == nil {
+		return nil, nil
+	}
+	path := lock.PathFor(r.cluster.File)
+	old, err := lock.Read(path)
+	if err != nil || old == nil {
+		return nil, err
+	}
+	entries := make([]lock.Entry, 0, len(r.plan.Plugins))
+	for _, p := range r.plan.Plugins {
+		entries = append(entries, lock.Entry{Name: p.Package.Name, Version: p.Package.Version.String(), Source: p.Package.Origin.Name, Digest: p.Package.Digest})
+	}
+	cur := lock.New(entries)
+	if old.Equal(cur) {
+		return nil, nil
+	}
+	changes := old.Diff(cur)
+	if err := cur.Write(path); err != nil {
+		return nil, err
+	}
+	return changes, nil
+}
+
 // Lock resolves a cluster and pins every plugin it picked in kubeplug.lock beside
 // the cluster file.
 type Lock struct {
