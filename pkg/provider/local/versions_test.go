@@ -142,11 +142,11 @@ func releaseMirror(t *testing.T, v k8sversions.Version, bin string) string {
 			writeTarGz(t, file, expand(a.Member), bin)
 		}
 		files[pathOf(expand(a.URL))] = file
-		var h hash.Hash = sha256.New()
+		h := sha256.New
 		if a.Checksum.Algorithm == "sha512" {
-			h = sha512.New()
+			h = sha512.New
 		}
-		d := digest(h, file)
+		d := digest(h(), file)
 		if a.Checksum.Kind == "file" {
 			sums[pathOf(expand(a.Checksum.URL))] = d + "\n"
 		} else {
