@@ -548,6 +548,14 @@ type Source struct {
 	// Verify is the source's trust policy: which keys sign its packages, and whether
 	// a signature is required. For dir and oci:// catalog sources.
 	Verify *SourceVerify `json:"verify,omitempty"`
+	// CAFile is a PEM file of certificate authorities trusted for this catalog
+	// besides the system's (a private registry or index server), relative to
+	// cluster.yaml. For catalog sources.
+	CAFile string `json:"caFile,omitempty"`
+	// RegistryConfig is a docker config file holding the credentials for this
+	// oci:// catalog, relative to cluster.yaml; default the usual one
+	// ($DOCKER_CONFIG/config.json or ~/.docker/config.json).
+	RegistryConfig string `json:"registryConfig,omitempty"`
 }
 
 // SourceVerify is a source's trust policy (see docs/distribution.md). A package

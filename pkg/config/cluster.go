@@ -19,6 +19,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/lock"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/sign"
 	"github.com/kubeplug/kubeplug/pkg/source"
@@ -166,6 +167,19 @@ func (c *Cluster) check(l *diag.List) {
 		if src.Verify != nil {
 			c.checkVerify(l, ptr, src)
 		}
+		for field, f := range map[string]string{"caFile": src.CAFile, "registryConfig": src.RegistryConfig} {
+			switch {
+			case f == "":
+			case src.Catalog == "":
+				d.Errorf(l, ptr+"/"+field, "%s is for catalog sources; a dir source reads files", field)
+			case field == "registryConfig" && !strings.HasPrefix(src.Catalog, oci.Scheme):
+				d.Errorf(l, ptr+"/"+field, "registryConfig holds registry credentials: it is for oci:// catalogs")
+			default:
+				if fi, err := os.Stat(c.path(f)); err != nil || !fi.Mode().IsRegular() {
+					d.Errorf(l, ptr+"/"+field, "%s %s does not exist or is not a file", field, c.path(f))
+				}
+			}
+		}
 	}
 	enabled := map[string]bool{}
 	for i, e := range s.Plugins.Enabled {
@@ -246,15 +260,24 @@ func (c *Cluster) Sources() []source.Source {
 			out = append(out, source.Verified(source.Path(plugin.OriginUser, dir), dir, source.TrustPolicy{Keys: keys, Required: s.Verify.Required}))
 		case s.Dir != "":
 			out = append(out, source.Path(plugin.OriginUser, c.path(s.Dir)))
-		case s.Catalog != "" && s.Verify != nil:
+		case s.Catalog != "":
+			opts := source.HTTPOptions{Cache: source.DefaultCache(), Pinned: c.pinned()}
+			if s.CAFile != "" {
+				opts.CAFiles = []string{c.path(s.CAFile)}
+			}
+			if s.RegistryConfig != "" {
+				opts.RegistryConfig = c.path(s.RegistryConfig)
+			}
+			cat := source.OpenCatalog(source.OriginCatalog, s.Catalog, opts)
+			if s.Verify == nil {
+				out = append(out, cat)
+				continue
+			}
 			keys := make([]string, len(s.Verify.Keys))
 			for i, k := range s.Verify.Keys {
 				keys[i] = c.path(k)
 			}
-			cat := source.OpenCatalog(source.OriginCatalog, s.Catalog, source.HTTPOptions{Cache: source.DefaultCache(), Pinned: c.pinned()})
 			out = append(out, source.Verified(cat, s.Catalog, source.TrustPolicy{Keys: keys, Required: s.Verify.Required}))
-		case s.Catalog != "":
-			out = append(out, source.OpenCatalog(source.OriginCatalog, s.Catalog, source.HTTPOptions{Cache: source.DefaultCache(), Pinned: c.pinned()}))
 		}
 	}
 	return out

@@ -3,12 +3,15 @@ package source
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"time"
 
@@ -257,6 +260,13 @@ type HTTPOptions struct {
 	// alone when the index cannot be read: with a lock file and a warm cache, a
 	// catalog works offline. Each is listed with the manifest of its cached archive.
 	Pinned []string
+	// CAFiles are PEM files of certificate authorities trusted besides the
+	// system's; with them, Client is built to trust them (an unreadable file is
+	// an error of the source's first request, naming it).
+	CAFiles []string
+	// RegistryConfig is the docker config file of an oci:// catalog's
+	// credentials; empty means the usual one.
+	RegistryConfig string
 }
 
 // httpCatalog is a catalog served over HTTP(S): an index.yaml and archives.
@@ -264,6 +274,8 @@ type httpCatalog struct {
 	origin plugin.Origin
 	index  string
 	opts   HTTPOptions
+	// caErr is why the CA files could not be read: every request fails with it.
+	caErr error
 }
 
 // HTTPCatalog returns the catalog whose index is at indexURL (an index.yaml, see
@@ -272,13 +284,37 @@ type httpCatalog struct {
 // it with the checks of [archive.Extract] and loads it; [Index.Fetch] then refuses a
 // package whose digest or resolver fields differ from the index entry, naming both.
 func HTTPCatalog(origin plugin.Origin, indexURL string, opts HTTPOptions) Source {
+	var caErr error
+	if opts.Client == nil && len(opts.CAFiles) > 0 {
+		opts.Client, caErr = clientTrusting(opts.CAFiles)
+	}
 	if opts.Client == nil {
 		opts.Client = http.DefaultClient
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultHTTPTimeout
 	}
-	return &httpCatalog{origin: origin, index: indexURL, opts: opts}
+	return &httpCatalog{origin: origin, index: indexURL, opts: opts, caErr: caErr}
+}
+
+// clientTrusting is an HTTP client trusting the system's roots and the CAs in files.
+func clientTrusting(files []string) (*http.Client, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	for _, f := range files {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("CA file: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA file %s: no PEM certificate in it", f)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}, nil
 }
 
 // String names the source in logs.
@@ -389,6 +425,9 @@ func (s *httpCatalog) get(ctx context.Context, u string, limit int64) ([]byte, e
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
+	}
+	if s.caErr != nil {
+		return nil, s.caErr
 	}
 	resp, err := s.opts.Client.Do(req)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/Masterminds/semver/v3"
 
@@ -48,12 +47,12 @@ func OCICatalog(origin plugin.Origin, prefix string, opts HTTPOptions) Source {
 }
 
 func (s *ociCatalog) client() (*oci.Client, error) {
-	return ociClientFor(s.prefix, s.opts.Timeout)
+	return ociClientFor(s.prefix, s.opts)
 }
 
 // ociClientFor is the client for the registry of ref: plain HTTP on loopback, as
-// for loopback HTTP catalogs.
-func ociClientFor(ref string, timeout time.Duration) (*oci.Client, error) {
+// for loopback HTTP catalogs; the catalog's CA files and credentials file.
+func ociClientFor(ref string, opts HTTPOptions) (*oci.Client, error) {
 	r, err := oci.ParseRef(ref)
 	if err != nil {
 		return nil, err
@@ -62,7 +61,7 @@ func ociClientFor(ref string, timeout time.Duration) (*oci.Client, error) {
 	if u, err := url.Parse("//" + host); err == nil {
 		host = u.Hostname()
 	}
-	return oci.New(oci.Options{PlainHTTP: isLoopback(host), Timeout: timeout})
+	return oci.New(oci.Options{PlainHTTP: isLoopback(host), Timeout: opts.Timeout, CAFiles: opts.CAFiles, RegistryConfig: opts.RegistryConfig})
 }
 
 // List implements [Source].

@@ -126,7 +126,11 @@ func sameDigest(data []byte, pkg *plugin.Package) error {
 // verify over the artifact's archive with one of keys. The registry must be
 // reachable: a package from the cache alone cannot be verified.
 func (s *verified) checkOCI(ctx context.Context, pkg *plugin.Package, ref string, keys []*sign.PublicKey, names []string) error {
-	c, err := ociClientFor(ref, DefaultHTTPTimeout)
+	opts := HTTPOptions{Timeout: DefaultHTTPTimeout}
+	if oc, ok := s.src.(*ociCatalog); ok {
+		opts = oc.opts // its CA files and credentials
+	}
+	c, err := ociClientFor(ref, opts)
 	if err != nil {
 		return err
 	}
