@@ -28,10 +28,13 @@ The rollback needs only the release records in the cluster, not the plugin's
 package, so no cluster file is needed. The cluster file still names the version
 and values it wants: the next apply moves the plugin there again. With -f,
 kubeplug warns about exactly that. Like apply, a rollback holds the cluster's
-operation lease while it runs.`,
+operation lease while it runs. With --dry-run=server the API server checks every
+object of the revision (admission included) without persisting anything; nothing
+is pruned, recorded or rolled back in Helm.`,
 		Example: `  kubeplug rollback cert-manager
   kubeplug rollback cert-manager --to-revision 3 --timeout 10m
-  kubeplug rollback cert-manager -f cluster.yaml -o json`,
+  kubeplug rollback cert-manager -f cluster.yaml -o json
+  kubeplug rollback cert-manager --dry-run=server`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			plugin := args[0]
@@ -50,6 +53,10 @@ operation lease while it runs.`,
 				return errFailed
 			}
 			return o.print(rec, func(w io.Writer) error {
+				if a.DryRun {
+					_, err := fmt.Fprintf(w, "%s: rollback to revision %d (version %s) validated by the server (dry run); nothing changed\n", plugin, rec.Revision, rec.Version)
+					return err
+				}
 				_, err := fmt.Fprintf(w, "%s: %s (version %s), recorded as revision %d\n", plugin, rec.Description, rec.Version, rec.Revision)
 				return err
 			})
@@ -58,6 +65,8 @@ operation lease while it runs.`,
 	cmd.Flags().IntVar(&a.Revision, "to-revision", 0, "the revision to restore (default: the newest Ready one before the current)")
 	cmd.Flags().DurationVar(&a.Timeout, "timeout", 5*time.Minute, "how long the plugin may take to become ready")
 	cmd.Flags().BoolVar(&a.ForceConflicts, "force-conflicts", false, "take over fields that another field manager owns")
+	cmd.Flags().Var(dryRunValue{&a.DryRun}, "dry-run", `"server" to have the API server check the revision's objects without persisting anything`)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file, to warn that its next apply undoes the rollback (optional)")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	targetFlags(cmd, &a.Target)

@@ -25,6 +25,10 @@ type Rollback struct {
 	ForceConflicts bool
 	// HistoryMax bounds the revisions recorded per plugin. Default 10.
 	HistoryMax int
+	// DryRun has the API server check every object of the revision without
+	// persisting anything; nothing is pruned, recorded or rolled back in Helm,
+	// and Run returns the revision that would be restored.
+	DryRun bool
 	// Lease says how the run takes the cluster's operation lease.
 	Lease  Lease
 	Events func(deploy.Event)
@@ -37,7 +41,7 @@ func NewRollback(cfg *Config) *Rollback { return &Rollback{cfg: cfg} }
 func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag.List) {
 	var l diag.List
 	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{
-		Events: a.Events, Timeout: a.Timeout, ForceConflicts: a.ForceConflicts, HistoryMax: a.HistoryMax,
+		Events: a.Events, Timeout: a.Timeout, ForceConflicts: a.ForceConflicts, HistoryMax: a.HistoryMax, DryRun: a.DryRun,
 	})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)

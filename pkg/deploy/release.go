@@ -119,6 +119,9 @@ func (d *Deployer) rollbackTo(ctx context.Context, wave int, target *Record, des
 	if _, err := d.ApplyWave(ctx, wave, []Unit{u}); err != nil {
 		return nil, err
 	}
+	if d.opts.DryRun {
+		return target, nil // what would be restored; nothing was recorded
+	}
 	cur, _, err := state.Latest(ctx, d.store, target.Plugin)
 	if err != nil {
 		return nil, err

@@ -210,6 +210,16 @@ func TestManualRollbackRestoresObjectsAndHelmRelease(t *testing.T) {
 	if exists(t, cmGVR, ns, "dropped") || message(t, ns, "web-msg") != "two" {
 		t.Fatal("the upgrade did not prune or did not upgrade the release")
 	}
+	// A server-side dry run of the rollback says which revision it would restore
+	// and changes nothing: no object, no Helm release, no record.
+	dry := newDeployer(t, deploy.Options{Timeout: time.Minute, DryRun: true})
+	if rec, err := dry.Rollback(t.Context(), plugin, 0); err != nil || rec.Revision != 1 {
+		t.Fatalf("dry-run rollback: %+v %v", rec, err)
+	}
+	if cmValue(t, ns, "kept") != "2" || exists(t, cmGVR, ns, "dropped") || message(t, ns, "web-msg") != "two" ||
+		summary(history(t, d, plugin)) != "1:Superseded:1.0.0 2:Ready:2.0.0" {
+		t.Fatalf("a dry-run rollback changed the cluster: history %s", summary(history(t, d, plugin)))
+	}
 	rec, err := d.Rollback(t.Context(), plugin, 0)
 	if err != nil {
 		t.Fatal(err)
