@@ -103,6 +103,10 @@ type Options struct {
 	// DryRun takes no lease: Lock returns ctx and a release that does nothing, so a
 	// caller passes its dry-run flag through instead of branching.
 	DryRun bool
+	// Waiting, when set, is told when Lock starts waiting for a lease another run
+	// holds, and every 10 seconds while it waits, with who holds it and when it
+	// expires: a run should not wait in silence.
+	Waiting func(*LockedError)
 }
 
 // Lock takes the cluster's operation lease before an operation changes plugins,
@@ -229,6 +233,7 @@ func (l *leaser) leases() interface {
 // waits for it up to opts.Wait.
 func (l *leaser) acquire(ctx context.Context) error {
 	start := time.Now()
+	var told time.Duration // when Waiting is next told
 	for {
 		var cur *coordinationv1.Lease
 		err := l.c.Retry(ctx, func(ctx context.Context) error {
@@ -268,6 +273,10 @@ func (l *leaser) acquire(ctx context.Context) error {
 		waited := time.Since(start)
 		if waited >= l.opts.Wait {
 			return err
+		}
+		if le := (*LockedError)(nil); l.opts.Waiting != nil && errors.As(err, &le) && waited >= told {
+			l.opts.Waiting(le)
+			told = waited.Truncate(10*time.Second) + 10*time.Second
 		}
 		// Poll: a release is seen within a second, an expiry when it is due.
 		pause := min(time.Second, l.opts.Wait-waited, max(expiresIn, 100*time.Millisecond))

@@ -73,9 +73,15 @@ func TestLockSecondRunFailsOrWaits(t *testing.T) {
 	}
 
 	var released atomic.Bool
+	var told atomic.Int32
 	got := make(chan error, 1)
 	go func() {
-		_, release2, err := lease.Lock(ctx, d2, lease.Options{Namespace: ns, Operation: "uninstall", Wait: time.Minute})
+		waiting := func(e *lease.LockedError) {
+			if e.Holder == "host-a/111" && e.Operation == "apply" && e.ExpiresIn > 0 {
+				told.Add(1)
+			}
+		}
+		_, release2, err := lease.Lock(ctx, d2, lease.Options{Namespace: ns, Operation: "uninstall", Wait: time.Minute, Waiting: waiting})
 		if err == nil {
 			if !released.Load() {
 				err = errors.New("took the lease while the first run held it")
@@ -92,6 +98,10 @@ func TestLockSecondRunFailsOrWaits(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("waiting Lock: %v", err)
+	}
+	// Told once that it waits, naming the holder (not once per poll).
+	if n := told.Load(); n != 1 {
+		t.Errorf("the waiting run was told %d times, want once (within 10s)", n)
 	}
 	l = getLease(t, ns)
 	if holder(l) != "" {

@@ -28,7 +28,11 @@ type Lease struct {
 // (logging a failure, after which the lease expires by itself) and must be called
 // once the operation ends, however it ends.
 func (l Lease) lock(ctx context.Context, d *deploy.Deployer, op string, log *slog.Logger) (context.Context, func(), error) {
-	opCtx, release, err := lease.Lock(ctx, d.Client(), lease.Options{Operation: op, Duration: l.Duration, Wait: l.Wait, Namespace: d.Namespace()})
+	waiting := func(e *lease.LockedError) {
+		log.Warn("waiting for the cluster's operation lease", "holder", e.Holder, "operation", e.Operation,
+			"waited", e.Waited.Round(time.Second), "expiresIn", e.ExpiresIn.Round(time.Second), "waitUpTo", l.Wait)
+	}
+	opCtx, release, err := lease.Lock(ctx, d.Client(), lease.Options{Operation: op, Duration: l.Duration, Wait: l.Wait, Namespace: d.Namespace(), Waiting: waiting})
 	if err != nil {
 		return ctx, func() {}, err
 	}
