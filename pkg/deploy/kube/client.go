@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,7 +42,8 @@ var DefaultRetry = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap
 
 // Options configure a Client. The zero value of each field means its default.
 type Options struct {
-	// Logger receives retries at debug level; discarded when nil.
+	// Logger receives retries at debug level, and a warning (at most every 5 s)
+	// when requests are being retried; discarded when nil.
 	Logger *slog.Logger
 	// QPS and Burst of the clients. Defaults 500 and 1000: a local API server handles
 	// far more than client-go's defaults of 5 and 10.
@@ -65,6 +67,8 @@ type Client struct {
 	Mapper *restmapper.DeferredDiscoveryRESTMapper
 	Logger *slog.Logger
 	retry  wait.Backoff
+	// told is when the last retry warning was logged (UnixNano).
+	told atomic.Int64
 }
 
 // New returns a Client for the cluster cfg points at. It does not contact the
@@ -117,13 +121,19 @@ func (c *Client) Ping(ctx context.Context) error {
 // the backoff runs out; then the error says how many tries were made.
 func (c *Client) Retry(ctx context.Context, fn func(context.Context) error) error {
 	var last error
+	tries := 0
 	err := wait.ExponentialBackoffWithContext(ctx, c.retry, func(ctx context.Context) (bool, error) {
 		last = fn(ctx)
+		tries++
 		if last == nil {
 			return true, nil
 		}
 		if Transient(last) {
 			c.Logger.Debug("retrying after a transient error", "error", last)
+			if tries == 2 && c.shouldTell() {
+				// Not in silence: the retries can take ~20 s.
+				c.Logger.Warn("the API server does not answer; retrying", "error", last, "tries", c.retry.Steps)
+			}
 			return false, nil
 		}
 		return false, last
@@ -132,6 +142,14 @@ func (c *Client) Retry(ctx context.Context, fn func(context.Context) error) erro
 		return fmt.Errorf("the API server did not answer after %d tries: %w", c.retry.Steps, last)
 	}
 	return err
+}
+
+// shouldTell rate-limits the warning about retries across the client's
+// concurrent requests: at most one every 5 seconds.
+func (c *Client) shouldTell() bool {
+	now := time.Now().UnixNano()
+	last := c.told.Load()
+	return now-last >= int64(5*time.Second) && c.told.CompareAndSwap(last, now)
 }
 
 // Transient reports whether err is worth retrying: the server was unreachable,
