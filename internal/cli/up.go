@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/local"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
@@ -29,7 +31,7 @@ func newUpCmd(o *options) *cobra.Command { return upCmd(o, action.NewUp(o.cfg)) 
 // upCmd binds the up command's flags into u.
 func upCmd(o *options, u *action.Up) *cobra.Command {
 	var file string
-	var noKubeconfig bool
+	var noKubeconfig, fromSource bool
 	cmd := &cobra.Command{
 		Use:   "up -f cluster.yaml",
 		Short: "Bring a whole cluster up: control plane, nodes, plugins, checks",
@@ -51,7 +53,12 @@ The cluster's kubeconfig is written to its state directory and merged into your
 kubeconfig ($KUBECONFIG or ~/.kube/config) as context kubeplug-NAME, which becomes
 the current context — so kubectl and kubeplug status work at once. Use
 --no-kubeconfig-update to leave your kubeconfig alone and
-"kubeplug get-kubeconfig -f FILE" to find the cluster's own.`,
+"kubeplug get-kubeconfig -f FILE" to find the cluster's own.
+
+The local provider runs the Kubernetes version the file names, from its binary
+cache, the binaries built from Go modules (make localcluster), or a verified
+download of the release binaries, in that order (docs/versions.md);
+--build-from-source uses only binaries built from Go modules.`,
 		Example: `  kubeplug up -f examples/quickstart/cluster.yaml
   kubectl get nodes
   kubectl get pods -A
@@ -62,6 +69,12 @@ the current context — so kubectl and kubeplug status work at once. Use
   kubeplug down -f examples/quickstart/cluster.yaml --purge`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if fromSource {
+				// The local provider reads it (local.Options.BuildFromSource).
+				if err := os.Setenv(local.BuildFromSourceEnv, "1"); err != nil {
+					return err
+				}
+			}
 			pr := newProgress(o)
 			o.cfg.Progress, u.Events, u.ProviderEvents = pr.stage, pr.event, pr.providerEvent
 			res, l := withCluster(file, func(cl *config.Cluster) (*action.UpResult, diag.List) { return u.Run(cmd.Context(), cl) })
@@ -98,6 +111,7 @@ the current context — so kubectl and kubeplug status work at once. Use
 	lockedFlag(cmd, o)
 	deployFlags(cmd, &u.DeployOptions)
 	cmd.Flags().BoolVar(&noKubeconfig, "no-kubeconfig-update", false, "do not merge the cluster's context into your kubeconfig")
+	cmd.Flags().BoolVar(&fromSource, "build-from-source", false, "local provider: run only Kubernetes binaries built from Go modules, never the cache or a download (also $"+local.BuildFromSourceEnv+")")
 	stateDirFlag(cmd, &u.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
