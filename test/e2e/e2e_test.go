@@ -33,6 +33,12 @@ func TestCLI(t *testing.T) {
 		Dir: "testdata",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("REPO", repo)
+			// plugin test --cluster starts the local control plane built by make.
+			if bin := os.Getenv("KUBEPLUG_LOCALCLUSTER_BIN"); bin != "" {
+				env.Setenv("KUBEPLUG_LOCALCLUSTER_BIN", bin)
+			} else {
+				env.Setenv("KUBEPLUG_LOCALCLUSTER_BIN", filepath.Join(repo, "_output", "localcluster", "bin"))
+			}
 			// REGISTRY is an in-process OCI registry on loopback (the real
 			// distribution API), one per script, stopped when the script ends.
 			srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
