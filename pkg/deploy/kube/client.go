@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -115,6 +116,26 @@ func (c *Client) Ping(ctx context.Context) error {
 		_, err := c.Core.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err
 	})
+}
+
+// ServerVersion is the API server's version, as /version reports it.
+func (c *Client) ServerVersion(ctx context.Context) (string, error) {
+	var v string
+	err := c.Retry(ctx, func(ctx context.Context) error {
+		raw, err := c.Core.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		var info struct {
+			GitVersion string `json:"gitVersion"`
+		}
+		if err := json.Unmarshal(raw, &info); err != nil {
+			return fmt.Errorf("read the server's version: %w", err)
+		}
+		v = info.GitVersion
+		return nil
+	})
+	return v, err
 }
 
 // Retry runs fn until it succeeds, fails with an error that is not transient, or
