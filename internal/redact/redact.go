@@ -155,9 +155,14 @@ func forms(v string) []string {
 	return out
 }
 
-// replacer masks every form of every value, longest first so that a value that
-// contains another is masked whole.
-func replacer(vals []string) *strings.Replacer {
+// Forms returns every form of every value of the set (as is, JSON-quoted, base64)
+// that is at least MinLen long, longest first, so that a replacement of each in
+// this order covers a value that contains another whole.
+func (s *Secrets) Forms() []string {
+	return allForms(s.Values())
+}
+
+func allForms(vals []string) []string {
 	var all []string
 	for _, v := range vals {
 		for _, f := range forms(v) {
@@ -172,6 +177,12 @@ func replacer(vals []string) *strings.Replacer {
 		}
 		return strings.Compare(a, b)
 	})
+	return all
+}
+
+// replacer masks every form of every value, longest first.
+func replacer(vals []string) *strings.Replacer {
+	all := allForms(vals)
 	pairs := make([]string, 0, 2*len(all))
 	for _, f := range all {
 		pairs = append(pairs, f, Mask)

@@ -18,10 +18,12 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/pkg/deploy/crd"
 	"github.com/kubeplug/kubeplug/pkg/deploy/drift"
 	"github.com/kubeplug/kubeplug/pkg/deploy/helm"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/seal"
 	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 	"github.com/kubeplug/kubeplug/pkg/serving"
@@ -137,6 +139,10 @@ type Options struct {
 	// Store keeps the release records. Default: Secrets in Namespace of the
 	// cluster deployed to (state.Secrets).
 	Store state.Store
+	// Sensitive are the values sealed (package seal) wherever a release record
+	// would hold them: kubeplug's records in Secrets and Helm's. Values a
+	// record reveals when it is read (a rollback's) are added to it.
+	Sensitive *redact.Secrets
 	// ServingCerts says how long the serving CAs and certificates of plugins'
 	// APIs and webhooks live (serving.Inject); zero fields take its defaults.
 	ServingCerts serving.Policy
@@ -229,11 +235,14 @@ func New(cfg *rest.Config, opts Options) (*Deployer, error) {
 		return nil, err
 	}
 	d := &Deployer{opts: opts, kc: kc, store: opts.Store}
+	sealer := seal.New(seal.SecretKeys(kc, opts.Namespace), opts.Sensitive, "Secret "+opts.Namespace+"/"+seal.KeySecret)
 	if d.store == nil {
-		d.store = state.NewSecrets(kc, opts.Namespace, opts.HistoryMax)
+		st := state.NewSecrets(kc, opts.Namespace, opts.HistoryMax)
+		st.SetSealer(sealer)
+		d.store = st
 	}
 	d.ssa = ssa.New(kc, ssa.Options{Concurrency: opts.Concurrency, Timeout: opts.Timeout, DryRun: opts.DryRun, ForceConflicts: opts.ForceConflicts})
-	d.helm = helm.New(kc, helm.Options{Logger: opts.Logger, Timeout: opts.Timeout, DryRun: opts.DryRun, ForceConflicts: opts.ForceConflicts, RollbackOnFailure: opts.RollbackOnFailure})
+	d.helm = helm.New(kc, helm.Options{Logger: opts.Logger, Timeout: opts.Timeout, DryRun: opts.DryRun, ForceConflicts: opts.ForceConflicts, RollbackOnFailure: opts.RollbackOnFailure, Sealer: sealer})
 	d.drift = drift.New(kc, d.ssa, opts.Concurrency)
 	return d, nil
 }
@@ -291,6 +300,10 @@ func (d *Deployer) emit(e Event) {
 // backoff, so an unreachable cluster is one clear error rather than a failure per
 // object.
 func (d *Deployer) Ping(ctx context.Context) error { return d.kc.Ping(ctx) }
+
+// ServerVersion is the cluster's Kubernetes version as its API server reports it
+// (for example v1.37.1).
+func (d *Deployer) ServerVersion(ctx context.Context) (string, error) { return d.kc.ServerVersion(ctx) }
 
 // Inventories returns every installed plugin's newest release record, by plugin
 // name; plugins an older kubeplug installed come from their ConfigMap inventories.

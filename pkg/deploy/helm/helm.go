@@ -36,6 +36,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/seal"
 )
 
 // Options configure a Manager. The zero value of each field means its default.
@@ -52,6 +53,9 @@ type Options struct {
 	// RollbackOnFailure makes Failed roll changed releases back (or uninstall new
 	// ones) instead of marking them failed.
 	RollbackOnFailure bool
+	// Sealer seals sensitive values in the release records Helm stores; nil
+	// stores them as Helm does.
+	Sealer *seal.Sealer
 }
 
 // Manager installs, upgrades, rolls back and uninstalls Helm releases in the
@@ -133,6 +137,9 @@ func (m *Manager) Config(namespace string) (*action.Configuration, error) {
 	}
 	if kc, ok := cfg.KubeClient.(*helmkube.Client); ok {
 		kc.Namespace = namespace
+	}
+	if m.opts.Sealer != nil {
+		cfg.Releases.Driver = sealDriver{Driver: cfg.Releases.Driver, s: m.opts.Sealer}
 	}
 	if faultpoint.Enabled() {
 		cfg.Releases.Driver = faultDriver{cfg.Releases.Driver}

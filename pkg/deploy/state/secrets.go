@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/seal"
 )
 
 // Release records are Secrets of this type in the store's namespace. A revision is
@@ -58,6 +59,8 @@ type Secrets struct {
 	c          *kube.Client
 	namespace  string
 	historyMax int
+	// sealer seals sensitive values in what records hold; nil seals nothing.
+	sealer *seal.Sealer
 }
 
 var _ Store = (*Secrets)(nil)
@@ -67,6 +70,10 @@ var _ Store = (*Secrets)(nil)
 func NewSecrets(c *kube.Client, namespace string, historyMax int) *Secrets {
 	return &Secrets{c: c, namespace: namespace, historyMax: historyMax}
 }
+
+// SetSealer makes the store seal sensitive values in the records it writes (and
+// open them in what it reads), with sl.
+func (s *Secrets) SetSealer(sl *seal.Sealer) { s.sealer = sl }
 
 func recordName(plugin string, rev int) string { return fmt.Sprintf("kubeplug.%s.v%d", plugin, rev) }
 
@@ -117,8 +124,11 @@ func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
 			continue
 		}
 		raw, err := gunzip(sec.Data[recordKey])
+		if err == nil {
+			raw, err = s.sealer.Unseal(ctx, raw)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("release record %s/%s is corrupt: %w", sec.Namespace, sec.Name, err)
+			return nil, fmt.Errorf("release record %s/%s: %w", sec.Namespace, sec.Name, err)
 		}
 		r := &Record{}
 		if err := json.Unmarshal(raw, r); err != nil {
@@ -228,6 +238,9 @@ func (s *Secrets) Write(ctx context.Context, r *Record, objects []*unstructured.
 // between the two leaves behind (tests forge that state with it).
 func (s *Secrets) WriteChunks(ctx context.Context, r *Record, objects []*unstructured.Unstructured) error {
 	raw, err := json.Marshal(objects)
+	if err == nil {
+		raw, err = s.sealer.Seal(ctx, raw)
+	}
 	if err != nil {
 		return fmt.Errorf("encode the objects of %s revision %d: %w", r.Plugin, r.Revision, err)
 	}
@@ -272,6 +285,9 @@ func (s *Secrets) createChunk(ctx context.Context, r *Record, name string, data 
 
 func (s *Secrets) writeHead(ctx context.Context, r *Record) error {
 	raw, err := json.Marshal(r)
+	if err == nil {
+		raw, err = s.sealer.Seal(ctx, raw)
+	}
 	if err != nil {
 		return fmt.Errorf("encode the release record of %s: %w", r.Plugin, err)
 	}
@@ -284,7 +300,7 @@ func (s *Secrets) writeHead(ctx context.Context, r *Record) error {
 			"labels": toAny(labels),
 			"annotations": map[string]any{
 				"kubeplug.dev/version": r.Version, "kubeplug.dev/objects": strconv.Itoa(len(r.Objects)),
-				"kubeplug.dev/description": r.Description,
+				"kubeplug.dev/description": s.sealer.Sensitive().String(r.Description),
 			},
 		},
 		"data": map[string]any{recordKey: gz(raw)},
@@ -401,6 +417,9 @@ func (s *Secrets) Objects(ctx context.Context, r *Record) ([]*unstructured.Unstr
 	raw, err := gunzip(payload)
 	if err != nil {
 		return nil, fmt.Errorf("the objects of %s revision %d are corrupt: %w", r.Plugin, r.Revision, err)
+	}
+	if raw, err = s.sealer.Unseal(ctx, raw); err != nil {
+		return nil, fmt.Errorf("the objects of %s revision %d: %w", r.Plugin, r.Revision, err)
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
