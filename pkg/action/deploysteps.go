@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/Masterminds/semver/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
@@ -71,6 +72,7 @@ var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
 	d, err := deploy.New(rest.CopyConfig(lv.rest), deploy.Options{
 		Logger: r.log(), Events: o.Events, Timeout: o.Timeout, DryRun: lv.dryRun, ForceConflicts: o.ForceConflicts, ForceCRDChanges: o.ForceCRDChanges,
 		RollbackOnFailure: o.RollbackOnFailure, AllowDowngrade: o.AllowDowngrade, HistoryMax: o.HistoryMax,
+		Sensitive: r.plan.Secrets(),
 	})
 	if err == nil {
 		if err = d.Ping(ctx); err != nil {
@@ -82,6 +84,9 @@ var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
 		return l
 	}
 	lv.deployer = d
+	if l = append(l, checkServerVersion(ctx, r, d)...); l.HasFatal() {
+		return l
+	}
 	for _, p := range d.DiscoveryProblems() {
 		// An aggregated API whose server is down: the rest still works.
 		l.Warnf("", 0, 0, "", "API discovery is incomplete, going on without %s", p)
@@ -337,6 +342,43 @@ func unitDiags(err error) diag.List {
 			continue
 		}
 		l.Errorf("", 0, 0, "", "%v", e)
+	}
+	return l
+}
+
+// checkServerVersion holds the plan to the Kubernetes version the cluster really
+// runs: a file that names another minor version is an error (its plugins were
+// chosen for that one), another patch level a warning; every plugin's
+// kubernetesVersion constraint must accept the live version.
+func checkServerVersion(ctx context.Context, r *run, d *deploy.Deployer) diag.List {
+	var l diag.List
+	raw, err := d.ServerVersion(ctx)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "cannot read the cluster's Kubernetes version: %v", err)
+		return l
+	}
+	live, err := semver.NewVersion(raw)
+	if err != nil {
+		l.Warnf("", 0, 0, "", "the cluster reports Kubernetes version %q, which is not a version kubeplug can compare; plugins are checked against spec.kubernetesVersion only", raw)
+		return l
+	}
+	// A distribution's build (v1.37.1+k3s1, v1.37.1-eks-abc) is its Kubernetes version.
+	core, _ := semver.NewVersion(fmt.Sprintf("%d.%d.%d", live.Major(), live.Minor(), live.Patch()))
+	const ptr = "/spec/kubernetesVersion"
+	if want := r.cluster.KubernetesVersion; want != nil {
+		switch {
+		case want.Major() != core.Major() || want.Minor() != core.Minor():
+			r.cluster.Errorf(&l, ptr, "the cluster runs Kubernetes %s, but the file says %s: its plugins are chosen for %d.%d; set spec.kubernetesVersion to %s, or move the cluster to %s first (kubeplug up, for a cluster kubeplug made)",
+				core, want, want.Major(), want.Minor(), core, want)
+			return l
+		case !want.Equal(core):
+			r.cluster.Warnf(&l, ptr, "the cluster runs Kubernetes %s, the file says %s: plugins are checked against %s", core, want, core)
+		}
+	}
+	for _, pl := range r.plan.Plugins {
+		if c := pl.Package.KubernetesVersion; c != nil && !c.Check(core) {
+			l.Errorf("", 0, 0, "", "plugin %s %s needs Kubernetes %s, and the cluster runs %s", pl.Package.Name, pl.Package.Version, c, core)
+		}
 	}
 	return l
 }

@@ -313,7 +313,20 @@ func (c *Cluster) Enabled() []v1alpha1.PluginRef {
 
 // Errorf reports a problem located at a JSON pointer into the file.
 func (c *Cluster) Errorf(l *diag.List, ptr, format string, args ...any) {
+	if c.doc == nil {
+		l.Errorf(c.File, 0, 0, ptr, format, args...)
+		return
+	}
 	c.doc.Errorf(l, ptr, format, args...)
+}
+
+// Warnf reports a warning located at a JSON pointer into the file.
+func (c *Cluster) Warnf(l *diag.List, ptr, format string, args ...any) {
+	if c.doc == nil {
+		l.Warnf(c.File, 0, 0, ptr, format, args...)
+		return
+	}
+	c.doc.Warnf(l, ptr, format, args...)
 }
 
 // checkVerify checks a source's trust policy: a dir source, every key a public key
