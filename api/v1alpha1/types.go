@@ -131,13 +131,15 @@ type Contributions struct {
 
 // ControlPlane contributions.
 type ControlPlane struct {
+	// Etcd configures etcd, the control plane's store.
+	Etcd *Component `json:"etcd,omitempty"`
 	// APIServer configures kube-apiserver.
 	APIServer *Component `json:"apiServer,omitempty"`
 	// ControllerManager configures kube-controller-manager.
 	ControllerManager *Component `json:"controllerManager,omitempty"`
 	// Scheduler configures kube-scheduler.
 	Scheduler *Component `json:"scheduler,omitempty"`
-	// FeatureGates are set on every control-plane component.
+	// FeatureGates are set on every Kubernetes control-plane component (not etcd, whose gates differ).
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 }
 

@@ -58,7 +58,7 @@ type Options struct {
 	SchedulerFlags         map[string]string
 
 	// Args are complete command lines (without the binary) for
-	// kube-apiserver, kube-controller-manager and kube-scheduler, by component.
+	// etcd, kube-apiserver, kube-controller-manager and kube-scheduler, by component.
 	// A component given here runs exactly these arguments: neither the control
 	// plane's own defaults nor the Flags and FeatureGates fields apply to it.
 	// The caller names the ports of Ports (see ChoosePorts) and the files of
@@ -172,7 +172,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	for comp := range o.Args {
-		if comp != APIServer && comp != ControllerManager && comp != Scheduler {
+		if comp != Etcd && comp != APIServer && comp != ControllerManager && comp != Scheduler {
 			return o, fmt.Errorf("validate options: args for %q: %w", comp, ErrUnknownComponent)
 		}
 	}

@@ -26,11 +26,12 @@ type Flags struct {
 	FeatureGates           map[string]bool
 }
 
-// Reconfigure gives kube-apiserver, kube-controller-manager and kube-scheduler
-// the flags f (replacing the ones Start or an earlier Reconfigure gave) and
-// restarts, in that order, only the components whose command line changed; each
-// keeps its port and certificates, and gets at most a second to exit (see
-// reconfigureGrace). It returns the restarted components. A
+// Reconfigure gives etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler the flags f (replacing the ones Start or an earlier Reconfigure
+// gave) and restarts, in that order, only the components whose command line
+// changed; each keeps its port and certificates. etcd gets
+// Options.StopGracePeriod to exit (it syncs its data), the others at most a
+// second (see reconfigureGrace). It returns the restarted components. A
 // component that fails to come back is an error naming it and its log; the
 // components after it keep their old flags.
 func (c *ControlPlane) Reconfigure(ctx context.Context, f Flags) ([]Component, error) {
@@ -49,7 +50,7 @@ func (c *ControlPlane) Reconfigure(ctx context.Context, f Flags) ([]Component, e
 	c.mu.Unlock()
 
 	var restarted []Component
-	for _, comp := range []Component{APIServer, ControllerManager, Scheduler} {
+	for _, comp := range []Component{Etcd, APIServer, ControllerManager, Scheduler} {
 		c.mu.Lock()
 		same := slices.Equal(args[comp], c.args[comp])
 		if !same {
@@ -60,7 +61,11 @@ func (c *ControlPlane) Reconfigure(ctx context.Context, f Flags) ([]Component, e
 			continue
 		}
 		c.log.Info("component flags changed", "component", comp)
-		if err := c.restart(ctx, comp, min(c.opts.StopGracePeriod, reconfigureGrace)); err != nil {
+		grace := c.opts.StopGracePeriod
+		if comp != Etcd {
+			grace = min(grace, reconfigureGrace)
+		}
+		if err := c.restart(ctx, comp, grace); err != nil {
 			return restarted, err
 		}
 		restarted = append(restarted, comp)

@@ -119,6 +119,35 @@ func (t *Table) Supported() []string {
 	return out
 }
 
+// Etcd returns the etcd release that goes with Kubernetes version v: the table's
+// for that version, else for the newest entry of the same minor, else for the
+// newest entry (a version the table does not name still gets an image to render).
+func (t *Table) Etcd(v string) string {
+	want, _ := semver.NewVersion(strings.TrimPrefix(v, "v"))
+	var sameMinor, newest *Version
+	var sameV, newestV *semver.Version
+	for i := range t.Versions {
+		e := &t.Versions[i]
+		ev := semver.MustParse(e.Kubernetes) // Parse checked it
+		if want != nil && ev.Equal(want) {
+			return e.Etcd
+		}
+		if want != nil && ev.Major() == want.Major() && ev.Minor() == want.Minor() && (sameV == nil || ev.GreaterThan(sameV)) {
+			sameMinor, sameV = e, ev
+		}
+		if newestV == nil || ev.GreaterThan(newestV) {
+			newest, newestV = e, ev
+		}
+	}
+	switch {
+	case sameMinor != nil:
+		return sameMinor.Etcd
+	case newest != nil:
+		return newest.Etcd
+	}
+	return ""
+}
+
 // Lookup returns the entry of Kubernetes version v ("1.37.1" or "v1.37.1"). Any
 // other version, another patch release included, is an error wrapping
 // ErrUnsupported that lists the supported ones.

@@ -82,3 +82,22 @@ func TestParseRefuses(t *testing.T) {
 		})
 	}
 }
+
+func TestEtcdGoesWithKubernetes(t *testing.T) {
+	tab, err := Parse([]byte(`versions:
+  - {kubernetes: 1.37.1, etcd: 3.7.0, kwok: 0.8.0, containerd: 2.4.2, source: a}
+  - {kubernetes: 1.37.0, etcd: 3.6.9, kwok: 0.8.0, containerd: 2.4.2, source: b}
+  - {kubernetes: 1.36.3, etcd: 3.6.8, kwok: 0.8.0, containerd: 2.4.2, source: c}
+artifacts: []
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[string]string{
+		"1.37.0": "3.6.9", "v1.36.3": "3.6.8", "1.36.9": "3.6.8", "1.37.5": "3.7.0", "1.30.0": "3.7.0", "not a version": "3.7.0",
+	} {
+		if got := tab.Etcd(v); got != want {
+			t.Errorf("Etcd(%q) = %q, want %q", v, got, want)
+		}
+	}
+}

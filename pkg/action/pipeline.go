@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kubeplug/kubeplug/internal/k8sversions"
 	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -172,6 +173,7 @@ func (r *run) renderInput() render.Input {
 		AWS:               aws,
 		ClusterName:       r.cluster.Spec.Metadata.Name,
 		KubernetesVersion: r.cluster.KubernetesVersion.String(),
+		EtcdVersion:       k8sversions.Default().Etcd(r.cluster.KubernetesVersion.String()),
 		Model:             r.model,
 		Order:             r.plan.Names(),
 		Charts:            func(name string) fs.FS { return pkgs[name] },

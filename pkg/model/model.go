@@ -12,13 +12,14 @@ const (
 
 // Control-plane components.
 const (
+	Etcd                  = "etcd"
 	KubeAPIServer         = "kube-apiserver"
 	KubeControllerManager = "kube-controller-manager"
 	KubeScheduler         = "kube-scheduler"
 )
 
 // Components lists the control-plane components in a fixed order.
-var Components = []string{KubeAPIServer, KubeControllerManager, KubeScheduler}
+var Components = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler}
 
 // Setting is a value and the plugin that set it.
 type Setting[T any] struct {

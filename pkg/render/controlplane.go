@@ -44,7 +44,13 @@ func (r *renderer) staticPod(name string) ([]byte, bool) {
 		}
 		flags[f] = c.Flags[f]
 	}
-	gates, ok := r.mergeGates(field, r.in.Model.ControlPlane.FeatureGates, flags["feature-gates"])
+	// Kubernetes' feature gates are for Kubernetes' components: etcd has gates of
+	// its own, which a plugin sets as its feature-gates flag.
+	cpGates := r.in.Model.ControlPlane.FeatureGates
+	if name == model.Etcd {
+		cpGates = nil
+	}
+	gates, ok := r.mergeGates(field, cpGates, flags["feature-gates"])
 	if !ok {
 		return nil, false
 	}
@@ -69,9 +75,13 @@ func (r *renderer) staticPod(name string) ([]byte, bool) {
 		mounts = append(mounts, m)
 		volumes = append(volumes, map[string]any{"name": vn, "hostPath": map[string]any{"path": v.HostPath}})
 	}
+	image := "registry.k8s.io/" + name + ":v" + r.version
+	if name == model.Etcd && r.in.EtcdVersion != "" {
+		image = "registry.k8s.io/etcd:" + strings.TrimPrefix(r.in.EtcdVersion, "v") + "-0"
+	}
 	container := map[string]any{
 		"name":    name,
-		"image":   "registry.k8s.io/" + name + ":v" + r.version,
+		"image":   image,
 		"command": command,
 	}
 	spec := map[string]any{

@@ -37,6 +37,7 @@ func ExampleFiles() {
 	fmt.Print(string(files["kubernetes/00-cni.yaml"]))
 	// Output:
 	// cloud/template.json
+	// control-plane/etcd.yaml
 	// control-plane/kube-apiserver.yaml
 	// control-plane/kube-controller-manager.yaml
 	// control-plane/kube-scheduler.yaml

@@ -42,6 +42,10 @@ type Input struct {
 	// KubernetesVersion like "1.37.2" (a leading "v" is accepted) picks the control-plane
 	// images and the Kubernetes version Helm charts are rendered for.
 	KubernetesVersion string
+	// EtcdVersion is the etcd release that goes with KubernetesVersion, for the
+	// etcd static Pod's image (registry.k8s.io/etcd:<EtcdVersion>-0, as kubeadm
+	// tags it); empty tags it with KubernetesVersion like the other components.
+	EtcdVersion string
 	// Model is the finished model of the cluster.
 	Model *model.Model
 	// Order is the resolved plugin order. It fixes the NN prefix of kubernetes/NN-<plugin>.yaml;

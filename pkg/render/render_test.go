@@ -100,6 +100,7 @@ func TestLayout(t *testing.T) {
 	files := mustRender(t, fullInput(t))
 	want := []string{
 		"cloud/template.json",
+		"control-plane/etcd.yaml",
 		"control-plane/kube-apiserver.yaml",
 		"control-plane/kube-controller-manager.yaml",
 		"control-plane/kube-scheduler.yaml",

@@ -20,9 +20,13 @@ import (
 // cluster; the ports are chosen per cluster (see Provider.Facts). The paths are
 // paths on the control-plane machine, under its root in the state directory.
 const (
-	factAddress    = "127.0.0.1"
-	factPKIDir     = "/etc/kubernetes/pki"
-	factKubeconfig = "/etc/kubernetes/admin.conf"
+	factAddress     = "127.0.0.1"
+	factPKIDir      = "/etc/kubernetes/pki"
+	factKubeconfig  = "/etc/kubernetes/admin.conf"
+	factEtcdDataDir = "/var/lib/etcd"
+	// The member name local clusters had before etcd's flags came from the
+	// control-plane plugin, kept so that their data directories stay theirs.
+	factEtcdName = "kubeplug"
 )
 
 // Facts returns the facts about the control-plane machine that the built-in
@@ -57,15 +61,21 @@ func factsOf(ports controlplane.Ports) map[string]any {
 			"scheduler":         ports.Components[controlplane.Scheduler],
 		},
 		"etcdServers": "http://" + factAddress + ":" + strconv.Itoa(ports.Components[controlplane.Etcd]),
-		"pkiDir":      factPKIDir,
-		"kubeconfig":  factKubeconfig,
+		"etcd": map[string]any{
+			"name": factEtcdName, "dataDir": factEtcdDataDir,
+			"clientPort": ports.Components[controlplane.Etcd], "peerPort": ports.EtcdPeer,
+			// A throw-away cluster on one disk: fsync would cost seconds per apply.
+			"fsync": false,
+		},
+		"pkiDir":     factPKIDir,
+		"kubeconfig": factKubeconfig,
 		// One user on loopback: per-controller service accounts would only hold
 		// the controllers' start (and so every Deployment's first Pod) by ~5 s.
 		"perControllerCredentials": false,
 	}
 }
 
-// staticPodArgs returns the command lines of kube-apiserver,
+// staticPodArgs returns the command lines of etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler: the commands of their rendered
 // static Pods (render.StaticPodDir on the control-plane machine m) without the
 // binary, each path on the machine moved under root by machinePath. It creates

@@ -43,6 +43,7 @@ func TestStaticPodArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[controlplane.Component][]string{
+		controlplane.Etcd: nil, // no flags from these plugins; Kubernetes' feature gates are not etcd's
 		controlplane.APIServer: {
 			"--audit-log-path=" + filepath.Join(root, "var/log/kubernetes/api.log"),
 			"--audit-policy-file=" + filepath.Join(root, "etc/kubernetes/policy.yaml"),
@@ -92,4 +93,52 @@ func TestLockKeepsASecondProcessOut(t *testing.T) {
 		t.Fatalf("lock after unlock: %v", err)
 	}
 	unlock2()
+}
+
+// TestKeepEtcdData: a cluster made before etcd's flags came from the
+// control-plane plugin keeps its data; a new one, or one that has data in the
+// rendered directory, is left alone.
+func TestKeepEtcdData(t *testing.T) {
+	tests := []struct {
+		name              string
+		legacy, dirExists bool
+		dirHasData        bool
+		wantLink          bool
+	}{
+		{name: "a new cluster", wantLink: false},
+		{name: "a legacy cluster", legacy: true, wantLink: true},
+		{name: "a legacy cluster whose rendered directory was just made", legacy: true, dirExists: true, wantLink: true},
+		{name: "the rendered directory has data", legacy: true, dirExists: true, dirHasData: true, wantLink: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			legacy := filepath.Join(base, "controlplane", "etcd")
+			dir := filepath.Join(base, "machines", "cp", "root", "var", "lib", "etcd")
+			if tt.legacy {
+				if err := os.MkdirAll(filepath.Join(legacy, "member"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.dirExists {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.dirHasData {
+				if err := os.WriteFile(filepath.Join(dir, "own"), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 2 { // twice: the second run changes nothing
+				if err := keepEtcdData(legacy, dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			target, err := os.Readlink(dir)
+			if got := err == nil && target == legacy; got != tt.wantLink {
+				t.Errorf("%s links to %q (%v), want a link to the legacy data: %t", dir, target, err, tt.wantLink)
+			}
+		})
+	}
 }

@@ -167,6 +167,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := checkFacts(args, *p.ports); err != nil {
 		return nil, err
 	}
+	if err := keepEtcdData(filepath.Join(p.opts.StateDir, controlPlaneDir, "etcd"), flagValue(args[controlplane.Etcd], "data-dir")); err != nil {
+		return nil, err
+	}
 	statuses := map[string]*provider.NodeStatus{}
 	for _, n := range nodes {
 		statuses[n.name] = &provider.NodeStatus{Name: n.name, Pool: n.pool, Role: n.role, Hooks: map[string]provider.HookSummary{}}
@@ -307,8 +310,43 @@ func checkFacts(args map[controlplane.Component][]string, ports controlplane.Por
 		}
 	}
 	etcd := factsOf(ports)["etcdServers"].(string)
+	if got := flagValue(args[controlplane.Etcd], "listen-client-urls"); got != etcd {
+		return fmt.Errorf("the rendered %s has --listen-client-urls=%s, the local provider looks for it at %s: render the control plane with the provider's Facts as the control-plane plugin's machine value", controlplane.Etcd, got, etcd)
+	}
 	if got := flagValue(args[controlplane.APIServer], "etcd-servers"); got != etcd {
 		return fmt.Errorf("the rendered %s has --etcd-servers=%s, the local provider runs etcd at %s: render the control plane with the provider's Facts as the control-plane plugin's machine value", controlplane.APIServer, got, etcd)
+	}
+	return nil
+}
+
+// keepEtcdData points the data directory the rendered etcd names (dir, under
+// the control-plane machine's root) at legacy, where local clusters kept etcd's
+// data before its flags came from the control-plane plugin, so that such a
+// cluster keeps its objects. Nothing happens when there is no legacy data or dir
+// already holds some.
+func keepEtcdData(legacy, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(legacy); err != nil || !fi.IsDir() {
+		return nil //nolint:nilerr // no legacy data: nothing to keep
+	}
+	if fi, err := os.Lstat(dir); err == nil {
+		if !fi.IsDir() {
+			return nil // already the link (or something the user made)
+		}
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+			return nil //nolint:nilerr // data of its own: keep it
+		}
+		if err := os.Remove(dir); err != nil {
+			return fmt.Errorf("keep etcd's data: %w", err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("keep etcd's data: %w", err)
+	}
+	if err := os.Symlink(legacy, dir); err != nil {
+		return fmt.Errorf("keep etcd's data in %s: %w", legacy, err)
 	}
 	return nil
 }

@@ -789,7 +789,11 @@ func checkRunsStaticPods(t *testing.T, dir string) {
 		}
 		// The provider adds nothing: even the port and the certificate come from
 		// the static Pod.
-		for _, flag := range []string{"--secure-port=", "--tls-cert-file=" + filepath.Join(root, "etc/kubernetes/pki") + "/"} {
+		provided := []string{"--secure-port=", "--tls-cert-file=" + filepath.Join(root, "etc/kubernetes/pki") + "/"}
+		if name == model.Etcd {
+			provided = []string{"--listen-client-urls=http://127.0.0.1:", "--data-dir=" + filepath.Join(root, "var/lib/etcd")}
+		}
+		for _, flag := range provided {
 			if !slices.ContainsFunc(want, func(a string) bool { return strings.HasPrefix(a, flag) }) {
 				t.Errorf("%s static Pod has no %s...: %q", name, flag, want)
 			}

@@ -252,7 +252,7 @@ func boolSettings(m map[string]bool) map[string]model.Setting[bool] {
 func controlPlane(cp *v1alpha1.ControlPlane) *model.ControlPlane {
 	out := &model.ControlPlane{Components: map[string]*model.Component{}, FeatureGates: boolSettings(cp.FeatureGates)}
 	for name, c := range map[string]*v1alpha1.Component{
-		model.KubeAPIServer: cp.APIServer, model.KubeControllerManager: cp.ControllerManager, model.KubeScheduler: cp.Scheduler,
+		model.Etcd: cp.Etcd, model.KubeAPIServer: cp.APIServer, model.KubeControllerManager: cp.ControllerManager, model.KubeScheduler: cp.Scheduler,
 	} {
 		if c == nil {
 			continue

@@ -13,6 +13,7 @@ import (
 // componentFields maps a model control-plane component to its field in
 // spec.contributes.controlPlane.
 var componentFields = map[string]string{
+	model.Etcd:                  "etcd",
 	model.KubeAPIServer:         "apiServer",
 	model.KubeControllerManager: "controllerManager",
 	model.KubeScheduler:         "scheduler",
@@ -76,7 +77,7 @@ func controlPlanePtr(cp *v1alpha1.ControlPlane, base, rest string) (string, bool
 	if !ok {
 		return "", false
 	}
-	c := map[string]*v1alpha1.Component{"apiServer": cp.APIServer, "controllerManager": cp.ControllerManager, "scheduler": cp.Scheduler}[field]
+	c := map[string]*v1alpha1.Component{"etcd": cp.Etcd, "apiServer": cp.APIServer, "controllerManager": cp.ControllerManager, "scheduler": cp.Scheduler}[field]
 	if c == nil {
 		return "", false
 	}
