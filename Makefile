@@ -29,7 +29,7 @@ tools: $(GOLANGCI_LINT)
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
-unit: localcluster localcluster-1.36 localnode images node-deps validators node-exporter fuzz
+unit: localcluster localcluster-1.36 localnode images node-deps validators node-exporter moto fuzz
 	$(GO) test -timeout 30m ./...
 
 # Every parser of user input, fuzzed for a few seconds from its seed corpus (the
@@ -207,6 +207,26 @@ $(NODE_EXPORTER): tools/node-exporter/go.mod
 	@mkdir -p $(dir $@)
 	cd tools/node-exporter && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(NODE_EXPORTER_LDFLAGS)' -o $@.tmp github.com/prometheus/node_exporter
 	mv -f $@.tmp $@
+
+# The AWS emulator the aws provider's tests run on loopback (internal/testaws):
+# moto's server mode from PyPI with every package pinned by
+# tools/moto/requirements.txt, in a virtualenv of its own. python3 and its venv
+# module come from Debian when missing. A file target, rebuilt when the pins change.
+MOTO_VENV := $(ROOT)/_output/moto-venv
+MOTO := $(MOTO_VENV)/.installed
+.PHONY: moto
+moto: $(MOTO)
+
+$(MOTO): tools/moto/requirements.txt
+	@python3 -c 'import venv, ensurepip' 2>/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y --no-install-recommends python3 python3-venv || \
+	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends python3 python3-venv; }; }
+	rm -rf $(MOTO_VENV)
+	python3 -m venv $(MOTO_VENV)
+	$(MOTO_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r tools/moto/requirements.txt
+	$(MOTO_VENV)/bin/python -c 'import moto.server, moto.cloudformation, moto.s3'
+	touch $@
 
 clean:
 	rm -rf bin _output

@@ -64,7 +64,7 @@ var Layers = []Layer{
 	},
 	{
 		Name:     "tests",
-		Prefixes: []string{"internal/testcluster", "internal/testmachine", "internal/archtest", "internal/fuzzseed", "test", "examples"},
+		Prefixes: []string{"internal/testcluster", "internal/testmachine", "internal/testaws", "internal/archtest", "internal/fuzzseed", "test", "examples"},
 		Why:      "test harnesses, end-to-end suites and examples: they may use everything, and nothing uses them",
 	},
 }

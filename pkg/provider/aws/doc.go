@@ -1,0 +1,18 @@
+// Package aws deploys a rendered cluster to AWS: it uploads the rendered files to
+// an S3 bucket by content digest and deploys the cloud template
+// (cloud/template.json, the "core" stack) and the stacks plugins add through
+// CloudFormation change sets.
+//
+// The one idea: every change goes through a change set that is printed before it
+// runs. A Deployer creates (or finds, after an interrupted run) one change set per
+// stack, reports its changes as a reviewable diff, executes it and streams the
+// stack's events until the stack settles; a change set without changes is said to
+// be one and deleted. Stacks deploy in dependency order and a stack's parameters
+// may take another stack's outputs. What a Deployer created is recorded in its
+// state file, so Destroy deletes exactly that — the stacks in reverse order, the
+// objects it uploaded, the bucket if it created it — and nothing else.
+//
+// The package registers the "aws" provider (spec.provider.aws). Tests run it
+// against moto's server mode on loopback (docs/aws.md says what moto does not
+// model).
+package aws
