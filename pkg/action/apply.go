@@ -32,6 +32,10 @@ type DeployOptions struct {
 	Lease Lease
 	// Events receives progress.
 	Events func(deploy.Event)
+	// Owner is recorded as what manages the plugins the run installs
+	// (deploy.Options.Owner): empty for the CLI. A run removes only plugins of
+	// its own owner and refuses plugins another owner manages.
+	Owner string
 }
 
 // Apply runs every stage of a cluster spec against a running cluster: it deploys

@@ -72,7 +72,7 @@ var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
 	d, err := deploy.New(rest.CopyConfig(lv.rest), deploy.Options{
 		Logger: r.log(), Events: o.Events, Timeout: o.Timeout, DryRun: lv.dryRun, ForceConflicts: o.ForceConflicts, ForceCRDChanges: o.ForceCRDChanges,
 		RollbackOnFailure: o.RollbackOnFailure, AllowDowngrade: o.AllowDowngrade, HistoryMax: o.HistoryMax,
-		Sensitive: r.plan.Secrets(),
+		Sensitive: r.plan.Secrets(), Owner: o.Owner,
 	})
 	if err == nil {
 		if err = d.Ping(ctx); err != nil {
@@ -261,7 +261,9 @@ var recordStep = step{"record", func(ctx context.Context, r *run) diag.List {
 }}
 
 func removeUnlisted(ctx context.Context, d *deploy.Deployer, planned []string) ([]string, error) {
-	invs, err := d.Inventories(ctx)
+	// Only this run's owner's plugins: the CLI leaves the controller's alone, and
+	// one installation another's.
+	invs, err := d.Owned(ctx)
 	if err != nil {
 		return nil, err
 	}

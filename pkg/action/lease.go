@@ -20,6 +20,10 @@ type Lease struct {
 	// it blocks the next one for at most this long. Default
 	// lease.DefaultDuration.
 	Duration time.Duration
+	// External says the caller holds the cluster's operation lease itself for
+	// the run (kubeplug's controller holds it while it works on a cluster, and
+	// runs several installations' applies under it): the action takes none.
+	External bool
 }
 
 // lock takes the lease for op on the cluster d deploys to: taking it is the
@@ -28,6 +32,9 @@ type Lease struct {
 // (logging a failure, after which the lease expires by itself) and must be called
 // once the operation ends, however it ends.
 func (l Lease) lock(ctx context.Context, d *deploy.Deployer, op string, log *slog.Logger) (context.Context, func(), error) {
+	if l.External {
+		return ctx, func() {}, nil
+	}
 	waiting := func(e *lease.LockedError) {
 		log.Warn("waiting for the cluster's operation lease", "holder", e.Holder, "operation", e.Operation,
 			"waited", e.Waited.Round(time.Second), "expiresIn", e.ExpiresIn.Round(time.Second), "waitUpTo", l.Wait)

@@ -53,6 +53,9 @@ type Uninstall struct {
 	// Lease says how the run takes the cluster's operation lease.
 	Lease  Lease
 	Events func(deploy.Event)
+	// Owner is the run's owner (DeployOptions.Owner): plugins another owner
+	// manages are refused, except with All.
+	Owner string
 }
 
 // NewUninstall returns an Uninstall action.
@@ -61,7 +64,7 @@ func NewUninstall(cfg *Config) *Uninstall { return &Uninstall{cfg: cfg} }
 // Run uninstalls the named plugins and returns those removed, in order.
 func (a *Uninstall) Run(ctx context.Context, plugins ...string) ([]string, diag.List) {
 	var l diag.List
-	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{Events: a.Events, DryRun: a.DryRun})
+	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{Events: a.Events, DryRun: a.DryRun, Owner: a.Owner, AnyOwner: a.All})
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l

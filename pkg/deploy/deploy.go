@@ -139,6 +139,13 @@ type Options struct {
 	// Store keeps the release records. Default: Secrets in Namespace of the
 	// cluster deployed to (state.Secrets).
 	Store state.Store
+	// Owner is recorded as the Owner of every revision this Deployer writes (see
+	// state.Record.Owner): empty for the CLI, the PluginInstallation for the
+	// controller.
+	Owner string
+	// AnyOwner lets Uninstall remove plugins whatever owner manages them (kubeplug
+	// down, which removes the cluster's plugins before it stops the cluster).
+	AnyOwner bool
 	// Sensitive are the values sealed (package seal) wherever a release record
 	// would hold them: kubeplug's records in Secrets and Helm's. Values a
 	// record reveals when it is read (a rollback's) are added to it.

@@ -67,15 +67,18 @@ func (w *wave) beginRecord(ctx context.Context, r *unitRun) error {
 		old.PackageDigest == u.Digest && old.ValuesDigest == u.ValuesDigest
 	widened := kube.Union(old.Inventory(), kube.RefsOf(u.Objects))
 	widenedRels := unionReleases(old.HelmReleases(), rels)
-	if sameContent && old.Phase == PhaseReady && len(widened) == len(old.Objects) && len(widenedRels) == len(old.Releases) {
+	if sameContent && old.Phase == PhaseReady && len(widened) == len(old.Objects) && len(widenedRels) == len(old.Releases) && old.Owner == d.opts.Owner {
 		r.rec, r.same = old.Clone(), true
 		return nil
 	}
 	rec := &Record{
 		Plugin: u.Plugin, Revision: 1, Version: u.Version, PackageDigest: u.Digest, ValuesDigest: u.ValuesDigest,
-		ContentDigest: digest, AllowDowngrade: u.AllowDowngrade, Requires: u.Requires,
+		ContentDigest: digest, AllowDowngrade: u.AllowDowngrade, Requires: u.Requires, Owner: d.opts.Owner,
 		Objects: widened, Releases: widenedRels, Phase: PhaseApplying,
 		Description: u.description, Started: time.Now().UTC().Round(time.Second),
+	}
+	if u.rollback != nil && old != nil {
+		rec.Owner = old.Owner // a rollback restores content, not who manages it
 	}
 	switch {
 	case old == nil:

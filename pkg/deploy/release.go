@@ -65,12 +65,32 @@ func (d *Deployer) CheckDowngrades(ctx context.Context, versions map[string]stri
 	var errs []error
 	for _, r := range recs {
 		if v, ok := versions[r.Plugin]; ok {
+			if r.Owner != "" && r.Owner != d.opts.Owner {
+				errs = append(errs, fmt.Errorf("plugin %s is managed by PluginInstallation %s: change it there, or delete that installation first", r.Plugin, r.Owner))
+				continue
+			}
 			if err := d.downgrade(r, r.Plugin, v); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Owned returns the installed plugins whose newest revision has the Deployer's
+// owner (Options.Owner): the ones its runs may remove.
+func (d *Deployer) Owned(ctx context.Context) ([]*Record, error) {
+	invs, err := d.Inventories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, r := range invs {
+		if r.Owner == d.opts.Owner {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Rollback restores a recorded revision of a plugin (0: the newest Ready revision

@@ -29,7 +29,10 @@ func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool
 	}
 	remove := map[string]bool{}
 	for _, p := range plugins {
-		if byName[p] != nil {
+		if r := byName[p]; r != nil {
+			if r.Owner != "" && r.Owner != d.opts.Owner && !d.opts.AnyOwner {
+				return nil, fmt.Errorf("cannot uninstall %s: it is managed by PluginInstallation %s; remove it from that installation, or delete the installation", p, r.Owner)
+			}
 			remove[p] = true
 		}
 	}

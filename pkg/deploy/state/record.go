@@ -91,6 +91,10 @@ type Record struct {
 	// (spec.upgrade.allowDowngrade): moving from it to an older version is safe.
 	AllowDowngrade bool     `json:"allowDowngrade,omitempty"`
 	Requires       []string `json:"requires,omitempty"`
+	// Owner is what manages the plugin: a PluginInstallation ("namespace/name")
+	// when kubeplug's controller installed it, empty for the CLI. A run applies
+	// and removes only the plugins of its own owner (and adopts the CLI's).
+	Owner string `json:"owner,omitempty"`
 	// Objects are every object the plugin owns, its Helm releases' included.
 	Objects []kube.ObjRef `json:"objects"`
 	// Releases are the plugin's Helm releases; HelmRevisions the revision each was

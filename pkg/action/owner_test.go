@@ -1,0 +1,90 @@
+package action_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/pkg/action"
+)
+
+// TestOwnersNeverFight: plugins a PluginInstallation manages (Owner set) are
+// neither changed, removed nor uninstalled by the CLI (no owner), and the CLI's
+// apply removes only its own plugins; the owner itself adopts what the CLI
+// installed.
+func TestOwnersNeverFight(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"owned-a", "owned-b"} {
+		write("plugins/"+p+"/plugin.yaml", "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: "+p+", version: 1.0.0}\nspec:\n  contributes:\n    kubernetes: {manifests: [cm.yaml]}\n")
+		write("plugins/"+p+"/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "+p+"-owner-test, namespace: default}\n")
+	}
+	file := func(name string, plugins ...string) string {
+		var enabled []string
+		for _, p := range plugins {
+			enabled = append(enabled, "{name: "+p+"}")
+		}
+		write(name, "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: owners}\nspec:\n  kubernetesVersion: 1.37.1\n  provider: {local: {}}\n  plugins:\n    sources: [{dir: ./plugins}]\n    enabled: ["+strings.Join(enabled, ", ")+"]\n")
+		return filepath.Join(dir, name)
+	}
+	cfg := &action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }}
+	rc := testcluster.RESTConfig(t)
+	apply := func(owner, path string) (*action.ApplyResult, string) {
+		a := action.NewApply(cfg)
+		a.Target.RESTConfig = rc
+		a.Timeout = time.Minute
+		a.Owner = owner
+		res, l := a.Run(t.Context(), load(t, path))
+		if l.HasFatal() {
+			return nil, l.String()
+		}
+		return res, ""
+	}
+	t.Cleanup(func() {
+		for _, owner := range []string{"", "team/one"} {
+			d := action.NewUninstall(cfg)
+			d.Target.RESTConfig = rc
+			d.Owner = owner
+			_, _ = d.Run(context.WithoutCancel(t.Context()), "owned-a", "owned-b")
+		}
+	})
+
+	if _, err := apply("team/one", file("a.yaml", "owned-a")); err != "" {
+		t.Fatal(err)
+	}
+	// The CLI cannot change it...
+	if _, err := apply("", file("cli-a.yaml", "owned-a")); !strings.Contains(err, "plugin owned-a is managed by PluginInstallation team/one") {
+		t.Errorf("CLI apply of an owned plugin: %q", err)
+	}
+	// ...nor remove it by leaving it out, nor uninstall it.
+	res, err := apply("", file("cli-b.yaml", "owned-b"))
+	if err != "" || slices.Contains(res.Removed, "owned-a") {
+		t.Errorf("CLI apply without the owned plugin: removed %v, %q", res, err)
+	}
+	u := action.NewUninstall(cfg)
+	u.Target.RESTConfig = rc
+	if _, l := u.Run(t.Context(), "owned-a"); !strings.Contains(l.String(), "managed by PluginInstallation team/one") {
+		t.Errorf("CLI uninstall of an owned plugin: %v", l)
+	}
+	// The owner adopts the CLI's plugin, and removes only its own when it leaves
+	// them out.
+	if _, err := apply("team/one", file("both.yaml", "owned-a", "owned-b")); err != "" {
+		t.Fatal(err)
+	}
+	if res, err := apply("team/one", file("b.yaml", "owned-b")); err != "" || !slices.Equal(res.Removed, []string{"owned-a"}) {
+		t.Errorf("owner apply without owned-a: removed %v, %q", res, err)
+	}
+}
