@@ -16,8 +16,13 @@ import (
 type column struct{ name, typ, path string }
 
 // rule is a CEL validation rule at a path of the spec schema ("" for the spec,
-// "plugins[]" for the items of plugins, "a.b" for nested properties).
+// "plugins[]" for the items of plugins, "a.b" for nested properties). A rule
+// with listMapKey instead makes the list at "at" a map list keyed by it (the API
+// server refuses two items with the same key), and listSet a set of scalars.
 type rule struct{ at, rule, message string }
+
+// listType makes the list at path a set (key "") or a map list keyed by key.
+type listType struct{ at, key string }
 
 var (
 	readyCol  = column{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`}
@@ -36,6 +41,7 @@ var crdDefs = []struct {
 	spec, status        any
 	columns             []column
 	rules               []rule
+	lists               []listType
 }{
 	{
 		kind: "PluginCatalog", plural: "plugincatalogs", short: "pcat",
@@ -49,9 +55,8 @@ var crdDefs = []struct {
 		kind: "PluginInstallation", plural: "plugininstallations", short: "pinst",
 		spec: &PluginInstallationSpec{}, status: &PluginInstallationStatus{},
 		columns: []column{{"Target", "string", ".spec.target"}, readyCol, statusCol},
+		lists:   []listType{{"plugins", "name"}, {"dependsOn", ""}, {"catalogs", ""}},
 		rules: []rule{
-			{"", "self.plugins.all(p, self.plugins.exists_one(q, q.name == p.name))", "each plugin is listed once"},
-			{"", "!has(self.dependsOn) || self.dependsOn.all(d, self.dependsOn.exists_one(e, e == d))", "each dependency is listed once"},
 			{"plugins[].valuesFrom[]", exactlyOf("secretKeyRef", "configMapKeyRef", "targetField"), "a valuesFrom entry sets exactly one of secretKeyRef, configMapKeyRef and targetField"},
 			{"plugins[].valuesFrom[]", "!has(self.targetField) || has(self.path)", "targetField needs a path in the values"},
 		},
@@ -65,9 +70,11 @@ var crdDefs = []struct {
 		kind: "PluginRollout", plural: "pluginrollouts", short: "prol",
 		spec: &PluginRolloutSpec{}, status: &PluginRolloutStatus{},
 		columns: []column{readyCol, statusCol},
+		lists:   []listType{{"template.plugins", "name"}, {"template.dependsOn", ""}, {"template.catalogs", ""}},
 		rules: []rule{
 			{"template", "!has(self.target)", "the rollout sets each installation's target: leave template.target empty"},
-			{"template", "self.plugins.all(p, self.plugins.exists_one(q, q.name == p.name))", "each plugin is listed once"},
+			{"template.plugins[].valuesFrom[]", exactlyOf("secretKeyRef", "configMapKeyRef", "targetField"), "a valuesFrom entry sets exactly one of secretKeyRef, configMapKeyRef and targetField"},
+			{"template.plugins[].valuesFrom[]", "!has(self.targetField) || has(self.path)", "targetField needs a path in the values"},
 		},
 	},
 }
@@ -78,7 +85,7 @@ func TestCRDsCurrent(t *testing.T) {
 	for _, d := range crdDefs {
 		name := d.plural + "." + Group + ".yaml"
 		t.Run(name, func(t *testing.T) {
-			got := crdYAML(t, d.kind, d.plural, d.short, d.spec, d.status, d.columns, d.rules)
+			got := crdYAML(t, d.kind, d.plural, d.short, d.spec, d.status, d.columns, d.rules, d.lists)
 			path := filepath.Join("crds", name)
 			if *update {
 				if err := os.WriteFile(path, got, 0o644); err != nil {
@@ -94,13 +101,13 @@ func TestCRDsCurrent(t *testing.T) {
 	}
 }
 
-func crdYAML(t *testing.T, kind, plural, short string, spec, status any, columns []column, rules []rule) []byte {
+func crdYAML(t *testing.T, kind, plural, short string, spec, status any, columns []column, rules []rule, lists []listType) []byte {
 	t.Helper()
 	specSchema := structural(t, spec)
-	for _, r := range rules {
+	find := func(path string) map[string]any {
 		at := specSchema
-		if r.at != "" {
-			for _, part := range strings.Split(r.at, ".") {
+		if path != "" {
+			for _, part := range strings.Split(path, ".") {
 				items := strings.HasSuffix(part, "[]")
 				at = at["properties"].(map[string]any)[strings.TrimSuffix(part, "[]")].(map[string]any)
 				if items {
@@ -108,6 +115,19 @@ func crdYAML(t *testing.T, kind, plural, short string, spec, status any, columns
 				}
 			}
 		}
+		return at
+	}
+	for _, lt := range lists {
+		at := find(lt.at)
+		if lt.key == "" {
+			at["x-kubernetes-list-type"] = "set"
+			continue
+		}
+		at["x-kubernetes-list-type"] = "map"
+		at["x-kubernetes-list-map-keys"] = []any{lt.key}
+	}
+	for _, r := range rules {
+		at := find(r.at)
 		v, _ := at["x-kubernetes-validations"].([]any)
 		at["x-kubernetes-validations"] = append(v, map[string]any{"rule": r.rule, "message": r.message})
 	}

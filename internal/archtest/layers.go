@@ -58,6 +58,11 @@ var Layers = []Layer{
 		Why:      "one action per verb, composing the layers below into the lifecycle",
 	},
 	{
+		Name:     "controllers",
+		Prefixes: []string{"pkg/controller"},
+		Why:      "kubeplug's controller: the actions behind Kubernetes resources, reconciled",
+	},
+	{
 		Name:     "commands",
 		Prefixes: []string{"internal/cli", "cmd"},
 		Why:      "the CLI: flags bound to actions",

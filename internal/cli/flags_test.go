@@ -142,10 +142,11 @@ func TestFlagsBindEveryOption(t *testing.T) {
 	}
 	t.Run("apply", func(t *testing.T) {
 		// Kubeconfig and Context are filled from Target.Flags when it runs.
-		check(t, boundFields(t, applyCmd, action.NewApply), "Target.Kubeconfig", "Target.Context")
+		// Owner and an external lease are the controller's (pkg/controller), not a user's.
+		check(t, boundFields(t, applyCmd, action.NewApply), "Target.Kubeconfig", "Target.Context", "DeployOptions.Owner", "DeployOptions.Lease.External")
 	})
 	t.Run("up", func(t *testing.T) {
-		check(t, boundFields(t, upCmd, action.NewUp))
+		check(t, boundFields(t, upCmd, action.NewUp), "DeployOptions.Owner", "DeployOptions.Lease.External")
 	})
 	t.Run("down", func(t *testing.T) {
 		check(t, boundFields(t, downCmd, action.NewDown))

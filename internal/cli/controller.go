@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"fmt"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/controller"
+)
+
+func newControllerCmd(o *options) *cobra.Command {
+	var target action.KubeconfigTarget
+	opts := controller.Options{}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run kubeplug's controller: installations, catalogs and fleets as Kubernetes resources",
+		Long: `Run the controller: the same engine as apply, behind four resources of the
+kubeplug.dev/v1alpha1 API (install their CRDs with
+'kubeplug controller manifests | kubectl apply -f -'):
+
+  PluginCatalog       where plugin packages come from: https:// and oci:// catalogs,
+                      or package archives held in a ConfigMap or Secret
+  PluginInstallation  a cluster file's plugins section, kept installed in this
+                      cluster or in a TargetCluster: install, upgrade, downgrade
+                      (spec.allowDowngrade), rollback on failure, drift correction
+                      every spec.interval, suspend, dependsOn, and uninstall in
+                      reverse dependency order when it is deleted
+  TargetCluster       another cluster, by a kubeconfig Secret
+  PluginRollout       one installation per TargetCluster its selector matches,
+                      moved to a new template a stage at a time (a canary, then
+                      batches), halted by a cluster that fails
+
+What the controller installs is recorded as the CLI records it, owned by the
+installation: 'kubeplug status', 'history', 'rollback' and 'diff --live' work on
+it, and neither the CLI nor another installation changes or removes it. The
+controller holds a cluster's operation lease while it works there; a CLI run
+waits for it or fails naming the controller.
+
+The controller runs until interrupted (SIGINT, SIGTERM), then finishes what it
+is doing (up to 30 s) and releases its leases.`,
+		Example: `  # Install the CRDs and run the controller against the current context
+  kubeplug controller manifests | kubectl apply -f -
+  kubeplug controller
+
+  # Two replicas in a cluster elect a leader
+  kubeplug controller manifests --replicas 2 --image registry.example/kubeplug:v1 | kubectl apply -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rc, err := target.Config()
+			if err != nil {
+				return err
+			}
+			opts.Logger = o.cfg.Logger
+			opts.Action = o.cfg
+			c, err := controller.New(rc, opts)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			_, _ = fmt.Fprintln(o.streams.Err, "kubeplug controller running; Ctrl-C stops it")
+			return c.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Namespace, "watch-namespace", "", "reconcile only this namespace's resources (default: all namespaces)")
+	f.IntVar(&opts.Concurrency, "concurrency", 8, "how many installations reconcile at once")
+	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one leader among replicas (a Lease in --leader-elect-namespace)")
+	f.StringVar(&opts.LeaderElectionNamespace, "leader-elect-namespace", "kubeplug-system", "the namespace of the leader election Lease")
+	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", `where Prometheus metrics are served ("0": nowhere)`)
+	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", `where /healthz and /readyz are served ("0": nowhere)`)
+	f.DurationVar(&opts.DefaultInterval, "interval", 10*time.Minute, "how often an installation without spec.interval is checked for drift")
+	targetFlags(cmd, &target)
+	cmd.AddCommand(newControllerManifestsCmd(o))
+	return cmd
+}
+
+func newControllerManifestsCmd(o *options) *cobra.Command {
+	var mo controller.ManifestOptions
+	cmd := &cobra.Command{
+		Use:   "manifests",
+		Short: "Print what installs the controller: its CRDs, RBAC and Deployment",
+		Long: `Print, as one YAML stream, the CustomResourceDefinitions of the controller's
+resources and what runs it in a cluster: a Namespace, a ServiceAccount bound to
+cluster-admin (it installs plugins, which may hold any kind of object) and a
+Deployment of the kubeplug image running 'kubeplug controller'.`,
+		Example: `  kubeplug controller manifests | kubectl apply -f -
+  kubeplug controller manifests --image registry.example/kubeplug:v1 --replicas 2 > controller.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := controller.Manifests(mo)
+			if err != nil {
+				return err
+			}
+			_, err = o.streams.Out.Write(b)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&mo.Namespace, "namespace", "kubeplug-system", "the namespace the controller runs in")
+	cmd.Flags().StringVar(&mo.Image, "image", controller.DefaultImage, "the controller's image")
+	cmd.Flags().IntVar(&mo.Replicas, "replicas", 1, "replicas (more than one elect a leader)")
+	return cmd
+}

@@ -1,0 +1,332 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/values"
+)
+
+// specError is a problem with what an installation asks for (a value that does
+// not fit a schema, a missing Secret): retrying does not help until someone
+// edits something, so the installation is Stalled.
+type specError struct{ msg string }
+
+func (e *specError) Error() string { return e.msg }
+
+func specErrorf(format string, args ...any) error {
+	return &specError{msg: fmt.Sprintf(format, args...)}
+}
+
+// built is an installation turned into what `kubeplug apply` takes.
+type built struct {
+	cluster *config.Cluster
+	// file is the in-memory cluster file's path (never written): diagnostics
+	// located in it are reported at the installation's fields.
+	file string
+}
+
+// build turns an installation into a cluster file for the target's version: its
+// catalogs as sources (ConfigMap- and Secret-held packages unpacked under the
+// work directory), its plugins with their valuesFrom resolved.
+func (c *Controller) build(ctx context.Context, cl client.Client, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, tg *target, version string) (*built, error) {
+	var sources []v1alpha1.Source
+	for _, name := range spec.Catalogs {
+		srcs, err := c.catalogSources(ctx, cl, obj.GetNamespace(), name)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, srcs...)
+	}
+	enabled := make([]v1alpha1.PluginRef, 0, len(spec.Plugins))
+	for i, p := range spec.Plugins {
+		vals := values.DeepCopy(p.Values)
+		if vals == nil {
+			vals = map[string]any{}
+		}
+		for j, vf := range p.ValuesFrom {
+			field := fmt.Sprintf("spec.plugins[%d].valuesFrom[%d]", i, j)
+			if err := c.valueFrom(ctx, cl, obj.GetNamespace(), tg, vf, vals, field); err != nil {
+				return nil, err
+			}
+		}
+		enabled = append(enabled, v1alpha1.PluginRef{Name: p.Name, Version: p.Version, Values: vals})
+	}
+	doc := map[string]any{
+		"apiVersion": "kubeplug.dev/v1alpha1",
+		"kind":       "Cluster",
+		"metadata":   map[string]any{"name": obj.GetName()},
+		"spec": map[string]any{
+			"kubernetesVersion": version,
+			"plugins":           map[string]any{"sources": sources, "enabled": enabled},
+		},
+	}
+	raw, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(c.opts.WorkDir, "installations", obj.GetNamespace(), obj.GetName())
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	file := filepath.Join(dir, "cluster.yaml")
+	parsed, l := config.Parse(file, raw)
+	if l.HasFatal() {
+		return nil, &specError{msg: describe(l, file)}
+	}
+	return &built{cluster: parsed, file: file}, nil
+}
+
+// valueFrom merges one valuesFrom entry into vals.
+func (c *Controller) valueFrom(ctx context.Context, cl client.Client, ns string, tg *target, vf v1alpha1.InstallationValuesSource, vals map[string]any, field string) error {
+	var text string
+	var found bool
+	switch {
+	case vf.SecretKeyRef != nil:
+		sec := &corev1.Secret{}
+		err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: vf.SecretKeyRef.Name}, sec)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err == nil {
+			var b []byte
+			b, found = sec.Data[vf.SecretKeyRef.Key]
+			text = string(b)
+		}
+		if !found && !vf.Optional {
+			return specErrorf("%s.secretKeyRef: Secret %s/%s has no key %q", field, ns, vf.SecretKeyRef.Name, vf.SecretKeyRef.Key)
+		}
+	case vf.ConfigMapKeyRef != nil:
+		cm := &corev1.ConfigMap{}
+		err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: vf.ConfigMapKeyRef.Name}, cm)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err == nil {
+			text, found = cm.Data[vf.ConfigMapKeyRef.Key]
+		}
+		if !found && !vf.Optional {
+			return specErrorf("%s.configMapKeyRef: ConfigMap %s/%s has no key %q", field, ns, vf.ConfigMapKeyRef.Name, vf.ConfigMapKeyRef.Key)
+		}
+	case vf.TargetField != "":
+		if tg.object == nil {
+			return specErrorf("%s.targetField: the installation has no target cluster to read %s from", field, vf.TargetField)
+		}
+		v, ok := values.Get(tg.object.Object, vf.TargetField)
+		if !ok {
+			if vf.Optional {
+				return nil
+			}
+			return specErrorf("%s.targetField: TargetCluster %s has no field %s", field, tg.key, vf.TargetField)
+		}
+		if err := values.Set(vals, vf.Path, v); err != nil {
+			return specErrorf("%s.path: %v", field, err)
+		}
+		return nil
+	default:
+		return specErrorf("%s: set one of secretKeyRef, configMapKeyRef and targetField", field)
+	}
+	if !found {
+		return nil
+	}
+	if vf.Path != "" {
+		if err := values.Set(vals, vf.Path, text); err != nil {
+			return specErrorf("%s.path: %v", field, err)
+		}
+		return nil
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(text), &m); err != nil {
+		return specErrorf("%s: the key is not a YAML map of values (set path to use it as one string): %v", field, err)
+	}
+	merged := values.Merge(vals, m)
+	clear(vals)
+	for k, v := range merged {
+		vals[k] = v
+	}
+	return nil
+}
+
+// catalogSources turns a PluginCatalog into cluster-file sources.
+func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, name string) ([]v1alpha1.Source, error) {
+	obj := newObject(CatalogGVK)
+	if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, specErrorf("spec.catalogs: PluginCatalog %s/%s does not exist", ns, name)
+		}
+		return nil, err
+	}
+	var spec v1alpha1.PluginCatalogSpec
+	if err := fromField(obj, "spec", &spec); err != nil {
+		return nil, specErrorf("PluginCatalog %s/%s: %v", ns, name, err)
+	}
+	var out []v1alpha1.Source
+	for i, s := range spec.Sources {
+		where := fmt.Sprintf("PluginCatalog %s/%s spec.sources[%d]", ns, name, i)
+		var keys []string
+		if s.VerifyKeys != "" {
+			cm := &corev1.ConfigMap{}
+			if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.VerifyKeys}, cm); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil, specErrorf("%s.verifyKeys: ConfigMap %s does not exist", where, s.VerifyKeys)
+				}
+				return nil, err
+			}
+			files, err := c.unpack(filepath.Join("keys", ns, cm.Name+"@"+cm.ResourceVersion), textData(cm.Data), cm.BinaryData)
+			if err != nil {
+				return nil, err
+			}
+			if len(files) == 0 {
+				return nil, specErrorf("%s.verifyKeys: ConfigMap %s holds no keys", where, s.VerifyKeys)
+			}
+			keys = files
+		}
+		verify := func() *v1alpha1.SourceVerify {
+			if keys == nil {
+				return nil
+			}
+			return &v1alpha1.SourceVerify{Keys: keys, Required: true}
+		}
+		switch {
+		case s.URL != "":
+			out = append(out, v1alpha1.Source{Catalog: s.URL, Verify: verify()})
+		case s.ConfigMap != "" || s.Secret != "":
+			var data map[string][]byte
+			var version, kind, holder string
+			if s.ConfigMap != "" {
+				cm := &corev1.ConfigMap{}
+				if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.ConfigMap}, cm); err != nil {
+					if apierrors.IsNotFound(err) {
+						return nil, specErrorf("%s.configMap: ConfigMap %s does not exist", where, s.ConfigMap)
+					}
+					return nil, err
+				}
+				data, version, kind, holder = mergeData(textData(cm.Data), cm.BinaryData), cm.ResourceVersion, "cm", cm.Name
+			} else {
+				sec := &corev1.Secret{}
+				if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.Secret}, sec); err != nil {
+					if apierrors.IsNotFound(err) {
+						return nil, specErrorf("%s.secret: Secret %s does not exist", where, s.Secret)
+					}
+					return nil, err
+				}
+				data, version, kind, holder = sec.Data, sec.ResourceVersion, "secret", sec.Name
+			}
+			files, err := c.unpack(filepath.Join("catalogs", ns, kind+"-"+holder+"@"+version), nil, data)
+			if err != nil {
+				return nil, err
+			}
+			n := 0
+			for _, f := range files {
+				if strings.HasSuffix(f, ".tgz") || strings.HasSuffix(f, ".tar.gz") {
+					out = append(out, v1alpha1.Source{Dir: f, Verify: verify()})
+					n++
+				}
+			}
+			if n == 0 {
+				return nil, specErrorf("%s: %s %s holds no package archive (a key ending in .tgz)", where, map[string]string{"cm": "ConfigMap", "secret": "Secret"}[kind], holder)
+			}
+		}
+	}
+	return out, nil
+}
+
+var keyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+
+// unpack writes data under the work directory at rel, once per version (rel
+// names it), and returns the files' paths, sorted.
+func (c *Controller) unpack(rel string, text map[string][]byte, bin map[string][]byte) ([]string, error) {
+	dir := filepath.Join(c.opts.WorkDir, rel)
+	all := mergeData(text, bin)
+	names := make([]string, 0, len(all))
+	for k := range all {
+		if !keyRE.MatchString(k) || k == "." || k == ".." {
+			continue
+		}
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var out []string
+	for _, k := range names {
+		out = append(out, filepath.Join(dir, k))
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
+		return out, nil
+	}
+	tmp := dir + ".tmp-" + fmt.Sprint(os.Getpid())
+	_ = os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	for _, k := range names {
+		if err := os.WriteFile(filepath.Join(tmp, k), all[k], 0o600); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		_ = os.RemoveAll(tmp)
+		if _, serr := os.Stat(filepath.Join(dir, ".complete")); serr == nil {
+			return out, nil // another reconcile unpacked the same version
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+func textData(m map[string]string) map[string][]byte {
+	out := make(map[string][]byte, len(m))
+	for k, v := range m {
+		out[k] = []byte(v)
+	}
+	return out
+}
+
+func mergeData(a, b map[string][]byte) map[string][]byte {
+	out := make(map[string][]byte, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// fieldRE finds the cluster file's plugin list in a diagnostic's field.
+var fieldRE = regexp.MustCompile(`spec\.plugins\.enabled\[(\d+)\]`)
+
+// describe renders diagnostics as the CLI prints them, with the in-memory
+// cluster file's locations as the installation's fields.
+func describe(l diag.List, file string) string {
+	var lines []string
+	for _, d := range l.Fatal() {
+		if d.File == file {
+			d.File, d.Line, d.Column = "", 0, 0
+		}
+		d.Field = fieldRE.ReplaceAllString(d.Field, "spec.plugins[$1]")
+		d.Message = fieldRE.ReplaceAllString(d.Message, "spec.plugins[$1]")
+		lines = append(lines, strings.ReplaceAll(d.String(), file, "the installation"))
+	}
+	return strings.Join(lines, "\n")
+}

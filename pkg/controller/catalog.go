@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/config"
+)
+
+// catalogReconciler says in each PluginCatalog's status whether its sources can
+// be read and which plugin versions they offer. Installations read catalogs
+// themselves; this is for people and for `kubectl get pluginCatalogs`.
+type catalogReconciler struct {
+	c      *Controller
+	client client.Client
+}
+
+func (r *catalogReconciler) setup(mgr manager.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("plugincatalog").
+		For(newObject(CatalogGVK)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.holders)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.holders)).
+		Complete(r)
+}
+
+func (r *catalogReconciler) holders(ctx context.Context, o client.Object) []reconcile.Request {
+	list := newList(CatalogGVK)
+	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		var spec v1alpha1.PluginCatalogSpec
+		if fromField(&list.Items[i], "spec", &spec) != nil {
+			continue
+		}
+		for _, s := range spec.Sources {
+			if s.ConfigMap == o.GetName() || s.Secret == o.GetName() || s.VerifyKeys == o.GetName() {
+				out = append(out, request(&list.Items[i]))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// catalogResync is how often a catalog with remote sources is listed again.
+const catalogResync = 10 * time.Minute
+
+func (r *catalogReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := newObject(CatalogGVK)
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	var st v1alpha1.PluginCatalogStatus
+	_ = fromField(obj, "status", &st)
+	before := st
+	st.Conditions = slices.Clone(st.Conditions)
+	gen := obj.GetGeneration()
+	st.ObservedGeneration = gen
+	versions, err := r.list(ctx, req.Namespace, req.Name)
+	var se *specError
+	switch {
+	case errors.As(err, &se):
+		st.Conditions = setCondition(st.Conditions, gen, "Ready", "False", ReasonInvalidSpec, se.msg)
+	case err != nil:
+		st.Conditions = setCondition(st.Conditions, gen, "Ready", "False", "Unavailable", err.Error())
+	default:
+		st.Plugins = versions
+		st.Conditions = setCondition(st.Conditions, gen, "Ready", "True", "Listed", fmt.Sprintf("%d plugin version(s)", len(versions)))
+	}
+	if !sameStatus(before, st) {
+		if werr := writeStatus(ctx, r.client, obj, st); werr != nil {
+			return reconcile.Result{}, werr
+		}
+	}
+	if err != nil && se == nil {
+		return reconcile.Result{}, err // a catalog that is down: retried with backoff
+	}
+	return reconcile.Result{RequeueAfter: catalogResync}, nil
+}
+
+// list lists a catalog's plugin versions through the same sources an
+// installation uses.
+func (r *catalogReconciler) list(ctx context.Context, ns, name string) ([]string, error) {
+	srcs, err := r.c.catalogSources(ctx, r.client, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	doc := map[string]any{
+		"apiVersion": "kubeplug.dev/v1alpha1", "kind": "Cluster", "metadata": map[string]any{"name": name},
+		"spec": map[string]any{"kubernetesVersion": "1.37.1", "plugins": map[string]any{"sources": srcs}},
+	}
+	raw, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	cl, l := config.Parse("PluginCatalog "+ns+"/"+name, raw)
+	if l.HasFatal() {
+		return nil, &specError{msg: l.String()}
+	}
+	var out []string
+	for _, s := range cl.Sources() {
+		vs, l := s.List(ctx)
+		if l.HasFatal() {
+			return nil, errors.New(l.String())
+		}
+		for _, v := range vs {
+			out = append(out, v.Name+"@"+v.Version.String())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}

@@ -1,0 +1,24 @@
+// Package controller is kubeplug's controller: the action layer behind
+// CustomResourceDefinitions, for one cluster and for a fleet managed from one.
+//
+// Four resources (api/v1alpha1/controller.go, CRDs in api/v1alpha1/crds):
+//
+//   - PluginCatalog: where packages come from (https:// and oci:// catalogs, or
+//     package archives held in a ConfigMap or Secret, optionally signed).
+//   - PluginInstallation: a cluster file's plugins section, kept installed in
+//     one cluster — the controller's own, or a TargetCluster. Its reconciler
+//     builds the cluster file in memory and runs the same action.Apply as
+//     `kubeplug apply`, as the installation's owner (state.Record.Owner), so the
+//     CLI's status, history, rollback and diff --live see what it installed and
+//     neither removes the other's plugins. Deleting one uninstalls its plugins in
+//     reverse dependency order (a finalizer).
+//   - TargetCluster: another cluster, by a kubeconfig Secret; the controller
+//     reads its version and whether it answers.
+//   - PluginRollout: one installation per TargetCluster its selector matches,
+//     moved to a new template one stage at a time (a canary, then batches),
+//     halted by a cluster that fails.
+//
+// The controller holds a cluster's operation lease (internal/lease) while it
+// has work for that cluster, and applies several installations under it; the
+// CLI meanwhile waits for the lease or fails naming the controller.
+package controller

@@ -1,0 +1,475 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/deploy"
+)
+
+// Finalizer makes deleting an installation uninstall its plugins first.
+const Finalizer = "kubeplug.dev/uninstall"
+
+// Condition reasons.
+const (
+	ReasonSucceeded      = "Succeeded"
+	ReasonProgressing    = "Progressing"
+	ReasonInvalidSpec    = "InvalidSpec"
+	ReasonRefused        = "Refused"
+	ReasonApplyFailed    = "ApplyFailed"
+	ReasonTargetMissing  = "TargetMissing"
+	ReasonDependency     = "DependencyNotReady"
+	ReasonSuspended      = "Suspended"
+	ReasonUninstalling   = "Uninstalling"
+	ReasonStillNeeded    = "StillNeeded"
+	ReasonUninstallError = "UninstallFailed"
+)
+
+type installationReconciler struct {
+	c      *Controller
+	client client.Client
+	events recorder.EventRecorder
+}
+
+func (r *installationReconciler) setup(mgr manager.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("plugininstallation").
+		For(newObject(InstallationGVK), builderPredicates()).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.referencing)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.referencing)).
+		Watches(newObject(CatalogGVK), handler.EnqueueRequestsFromMapFunc(r.referencing)).
+		Watches(newObject(TargetGVK), handler.EnqueueRequestsFromMapFunc(r.referencing)).
+		Watches(newObject(InstallationGVK), handler.EnqueueRequestsFromMapFunc(r.dependents)).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// builderPredicates reconciles an installation when its spec changes (a new
+// generation), its deletion starts, or its labels/annotations change — not on
+// its own status writes.
+func builderPredicates() builder.ForOption {
+	return builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+}
+
+// referencing enqueues the installations of o's namespace that name o: a
+// Secret or ConfigMap of their values, a catalog, a catalog's ConfigMap, a
+// target.
+func (r *installationReconciler) referencing(ctx context.Context, o client.Object) []reconcile.Request {
+	list := newList(InstallationGVK)
+	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	kind := o.GetObjectKind().GroupVersionKind().Kind
+	if kind == "" {
+		switch o.(type) {
+		case *corev1.Secret:
+			kind = "Secret"
+		case *corev1.ConfigMap:
+			kind = "ConfigMap"
+		}
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if r.references(ctx, &list.Items[i], kind, o.GetName()) {
+			out = append(out, request(&list.Items[i]))
+		}
+	}
+	return out
+}
+
+func (r *installationReconciler) references(ctx context.Context, inst *unstructured.Unstructured, kind, name string) bool {
+	var spec v1alpha1.PluginInstallationSpec
+	if fromField(inst, "spec", &spec) != nil {
+		return false
+	}
+	switch kind {
+	case "PluginCatalog":
+		return slices.Contains(spec.Catalogs, name)
+	case "TargetCluster":
+		return spec.Target == name
+	}
+	for _, p := range spec.Plugins {
+		for _, vf := range p.ValuesFrom {
+			if kind == "Secret" && vf.SecretKeyRef != nil && vf.SecretKeyRef.Name == name ||
+				kind == "ConfigMap" && vf.ConfigMapKeyRef != nil && vf.ConfigMapKeyRef.Name == name {
+				return true
+			}
+		}
+	}
+	// A catalog's package or key holder.
+	for _, cat := range spec.Catalogs {
+		obj := newObject(CatalogGVK)
+		if r.client.Get(ctx, types.NamespacedName{Namespace: inst.GetNamespace(), Name: cat}, obj) != nil {
+			continue
+		}
+		var cs v1alpha1.PluginCatalogSpec
+		if fromField(obj, "spec", &cs) != nil {
+			continue
+		}
+		for _, s := range cs.Sources {
+			if kind == "ConfigMap" && (s.ConfigMap == name || s.VerifyKeys == name) || kind == "Secret" && s.Secret == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dependents enqueues the installations that depend on o.
+func (r *installationReconciler) dependents(ctx context.Context, o client.Object) []reconcile.Request {
+	list := newList(InstallationGVK)
+	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		deps, _, _ := unstructured.NestedStringSlice(list.Items[i].Object, "spec", "dependsOn")
+		if slices.Contains(deps, o.GetName()) {
+			out = append(out, request(&list.Items[i]))
+		}
+	}
+	return out
+}
+
+func request(o client.Object) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
+}
+
+// Reconcile brings one installation's plugins to its spec.
+func (r *installationReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := newObject(InstallationGVK)
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	var spec v1alpha1.PluginInstallationSpec
+	var st v1alpha1.PluginInstallationStatus
+	_ = fromField(obj, "status", &st)
+	before := cloneStatus(st)
+	gen := obj.GetGeneration()
+	st.ObservedGeneration = gen
+	finish := func(res reconcile.Result, err error) (reconcile.Result, error) {
+		if !sameStatus(before, st) {
+			if werr := writeStatus(ctx, r.client, obj, st); werr != nil && err == nil {
+				return res, werr
+			}
+		}
+		return res, err
+	}
+	if err := fromField(obj, "spec", &spec); err != nil {
+		st.Conditions = stalled(st.Conditions, gen, ReasonInvalidSpec, err.Error())
+		return finish(reconcile.Result{}, nil)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		res, err := r.remove(ctx, obj, &spec, &st)
+		if errors.Is(err, errGone) {
+			return reconcile.Result{}, nil
+		}
+		return finish(res, err)
+	}
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		controllerutil.AddFinalizer(obj, Finalizer)
+		if err := r.client.Update(ctx, obj); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if spec.Suspend {
+		st.Conditions = setCondition(st.Conditions, gen, "Reconciling", "False", ReasonSuspended, "suspended: nothing is applied or corrected until spec.suspend is false")
+		return finish(reconcile.Result{}, nil)
+	}
+	interval := parseDuration(spec.Interval, r.c.opts.DefaultInterval)
+	for _, dep := range spec.DependsOn {
+		if msg := r.dependencyNotReady(ctx, obj.GetNamespace(), dep); msg != "" {
+			st.Conditions = setCondition(st.Conditions, gen, "Ready", "False", ReasonDependency, msg)
+			st.Conditions = setCondition(st.Conditions, gen, "Reconciling", "True", ReasonDependency, msg)
+			st.Conditions = removeCondition(st.Conditions, "Stalled")
+			return finish(reconcile.Result{RequeueAfter: 5 * time.Second}, nil)
+		}
+	}
+	res, err := r.apply(ctx, obj, &spec, &st)
+	if err == nil && res.RequeueAfter == 0 {
+		res.RequeueAfter = interval
+	}
+	return finish(res, err)
+}
+
+// apply runs `kubeplug apply` of the installation against its target.
+func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, st *v1alpha1.PluginInstallationStatus) (reconcile.Result, error) {
+	gen := obj.GetGeneration()
+	tg, err := r.c.targets.get(ctx, obj.GetNamespace(), spec.Target)
+	if err != nil {
+		if errors.Is(err, ErrTargetMissing) {
+			st.Conditions = stalled(st.Conditions, gen, ReasonTargetMissing, err.Error())
+			return reconcile.Result{RequeueAfter: time.Minute}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	vctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	version, err := tg.client.ServerVersion(vctx)
+	cancel()
+	if err != nil {
+		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, "cannot reach the cluster: "+err.Error())
+		return reconcile.Result{}, fmt.Errorf("installation %s: cannot reach its cluster: %w", ownerOf(obj), err)
+	}
+	version = strings.TrimPrefix(version, "v")
+	if i := strings.IndexAny(version, "+-"); i > 0 {
+		version = version[:i]
+	}
+	b, err := r.c.build(ctx, r.client, obj, spec, tg, version)
+	var se *specError
+	if errors.As(err, &se) {
+		st.Conditions = stalled(st.Conditions, gen, ReasonInvalidSpec, se.msg)
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%s", se.msg)
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, err.Error())
+		return reconcile.Result{}, err
+	}
+	if st.LastAppliedGeneration != gen && condition(st.Conditions, "Reconciling") == nil {
+		// A change (not a drift check): say so while it is applied.
+		st.Conditions = setCondition(st.Conditions, gen, "Reconciling", "True", ReasonProgressing, "applying generation "+fmt.Sprint(gen))
+		if err := writeStatus(ctx, r.client, obj, *st); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client)
+	if err != nil {
+		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, "cannot take the cluster's operation lease: "+err.Error())
+		return reconcile.Result{}, err
+	}
+	defer release()
+	cfg := *r.c.opts.Action
+	a := action.NewApply(&cfg)
+	a.Target.RESTConfig = tg.config
+	a.Timeout = parseDuration(spec.Timeout, 5*time.Minute)
+	a.RollbackOnFailure = true
+	a.AllowDowngrade = spec.AllowDowngrade
+	a.Owner = ownerOf(obj)
+	a.Lease = action.Lease{External: true}
+	res, l := a.Run(lctx, b.cluster)
+	st.KubernetesVersion = version
+	if l.HasFatal() {
+		msg := describe(l, b.file)
+		reason, stall := classify(msg)
+		if stall {
+			st.Conditions = stalled(st.Conditions, gen, reason, msg)
+		} else {
+			st.Conditions = failing(st.Conditions, gen, reason, msg)
+		}
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Apply", "%s", truncate(msg, 1000))
+		r.c.opts.Logger.Warn("installation not applied", "installation", ownerOf(obj), "reason", reason, "error", msg)
+		if err := r.readPlugins(ctx, tg, obj, st); err != nil {
+			return reconcile.Result{}, err
+		}
+		if stall {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, errors.New(truncate(msg, 300))
+	}
+	if err := r.readPlugins(ctx, tg, obj, st); err != nil {
+		return reconcile.Result{}, err
+	}
+	var names []string
+	for _, p := range st.Plugins {
+		names = append(names, fmt.Sprintf("%s %s (revision %d)", p.Name, p.Version, p.Revision))
+	}
+	msg := "installed " + strings.Join(names, ", ")
+	if len(names) == 0 {
+		msg = "nothing to install"
+	}
+	changed := st.LastAppliedGeneration != gen || res.Applied > 0 || res.Pruned > 0 || len(res.Removed) > 0
+	st.Conditions = setCondition(st.Conditions, gen, "Ready", "True", ReasonSucceeded, msg)
+	st.Conditions = removeCondition(st.Conditions, "Reconciling")
+	st.Conditions = removeCondition(st.Conditions, "Stalled")
+	st.LastAppliedGeneration = gen
+	if changed {
+		r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonSucceeded, "Apply", "%s; %d object(s) applied, %d pruned, removed %v", msg, res.Applied, res.Pruned, res.Removed)
+	}
+	return reconcile.Result{}, nil
+}
+
+// readPlugins fills the status's plugins from the release records the
+// installation owns.
+func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, obj *unstructured.Unstructured, st *v1alpha1.PluginInstallationStatus) error {
+	d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj)})
+	if err != nil {
+		return err
+	}
+	recs, err := d.Owned(ctx)
+	if err != nil {
+		return err
+	}
+	st.Plugins = st.Plugins[:0]
+	for _, rec := range recs {
+		st.Plugins = append(st.Plugins, v1alpha1.PluginState{Name: rec.Plugin, Version: rec.Version, Revision: rec.Revision, Ready: rec.Phase == deploy.PhaseReady})
+	}
+	slices.SortFunc(st.Plugins, func(a, b v1alpha1.PluginState) int { return strings.Compare(a.Name, b.Name) })
+	if len(st.Plugins) == 0 {
+		st.Plugins = nil
+	}
+	return nil
+}
+
+// remove uninstalls an installation being deleted, in reverse dependency
+// order, and then lets it go; while another installation depends on it, or
+// another owner's plugin requires one of its plugins, it stays with a
+// condition saying why.
+func (r *installationReconciler) remove(ctx context.Context, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, st *v1alpha1.PluginInstallationStatus) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	gen := obj.GetGeneration()
+	if users := r.dependentNames(ctx, obj); len(users) > 0 {
+		msg := fmt.Sprintf("cannot uninstall: installation(s) %s depend on it; delete them first", strings.Join(users, ", "))
+		st.Conditions = stalled(st.Conditions, gen, ReasonStillNeeded, msg)
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStillNeeded, "Uninstall", "%s", msg)
+		return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	tg, err := r.c.targets.get(ctx, obj.GetNamespace(), spec.Target)
+	switch {
+	case errors.Is(err, ErrTargetMissing):
+		// The cluster is gone from the controller's view: nothing to uninstall from.
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonTargetMissing, "Uninstall", "%v; its plugins are left as they are", err)
+	case err != nil:
+		return reconcile.Result{}, err
+	default:
+		lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Timeout: parseDuration(spec.Timeout, 5*time.Minute)})
+		if err != nil {
+			release()
+			return reconcile.Result{}, err
+		}
+		recs, err := d.Owned(lctx)
+		if err != nil {
+			release()
+			return reconcile.Result{}, err
+		}
+		var names []string
+		for _, rec := range recs {
+			names = append(names, rec.Plugin)
+		}
+		var removed []string
+		if len(names) > 0 {
+			st.Conditions = setCondition(st.Conditions, gen, "Reconciling", "True", ReasonUninstalling, "uninstalling "+strings.Join(names, ", "))
+			removed, err = d.Uninstall(lctx, names, false)
+		}
+		release()
+		if err != nil {
+			msg := "cannot uninstall: " + err.Error()
+			st.Conditions = stalled(st.Conditions, gen, ReasonUninstallError, msg)
+			r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonUninstallError, "Uninstall", "%s", truncate(msg, 1000))
+			return reconcile.Result{RequeueAfter: 15 * time.Second}, nil
+		}
+		r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonUninstalling, "Uninstall", "uninstalled %v", removed)
+	}
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	if err := r.client.Update(ctx, obj); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	return reconcile.Result{}, errGone // the object is gone: no status to write
+}
+
+// errGone ends a reconcile whose object was deleted: finish writes no status.
+var errGone = errors.New("gone")
+
+// dependentNames lists the installations (not being deleted) that depend on obj.
+func (r *installationReconciler) dependentNames(ctx context.Context, obj *unstructured.Unstructured) []string {
+	var out []string
+	for _, req := range r.dependents(ctx, obj) {
+		dep := newObject(InstallationGVK)
+		if r.client.Get(ctx, req.NamespacedName, dep) == nil && dep.GetDeletionTimestamp().IsZero() {
+			out = append(out, req.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dependencyNotReady says why installation name is not ready for its
+// dependents; "" when it is.
+func (r *installationReconciler) dependencyNotReady(ctx context.Context, ns, name string) string {
+	dep := newObject(InstallationGVK)
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, dep); err != nil {
+		return fmt.Sprintf("waiting for installation %s: %v", name, client.IgnoreNotFound(err))
+	}
+	var st v1alpha1.PluginInstallationStatus
+	_ = fromField(dep, "status", &st)
+	ready := condition(st.Conditions, "Ready")
+	if ready == nil || ready.Status != "True" || st.LastAppliedGeneration != dep.GetGeneration() {
+		return "waiting for installation " + name + " to be Ready"
+	}
+	return ""
+}
+
+// classify says which reason a failed apply has, and whether retrying can help
+// without an edit (stall is true when it cannot).
+func classify(msg string) (reason string, stall bool) {
+	switch {
+	case strings.Contains(msg, "downgrade"), strings.Contains(msg, "managed by PluginInstallation"),
+		strings.Contains(msg, "needs Kubernetes"), strings.Contains(msg, "no version supports Kubernetes"):
+		return ReasonRefused, true
+	case strings.Contains(msg, "cannot reach"), strings.Contains(msg, "did not answer"), strings.Contains(msg, "not ready after"),
+		strings.Contains(msg, "cannot fetch"), strings.Contains(msg, "connection refused"), strings.Contains(msg, "timeout"):
+		return ReasonApplyFailed, false
+	case strings.Contains(msg, "spec.plugins"), strings.Contains(msg, "schema"), strings.Contains(msg, "cannot resolve"):
+		return ReasonInvalidSpec, true
+	}
+	return ReasonApplyFailed, false
+}
+
+// stalled marks an installation that cannot progress until edited.
+func stalled(conds []v1alpha1.Condition, gen int64, reason, msg string) []v1alpha1.Condition {
+	conds = setCondition(conds, gen, "Ready", "False", reason, msg)
+	conds = setCondition(conds, gen, "Stalled", "True", reason, msg)
+	return removeCondition(conds, "Reconciling")
+}
+
+// failing marks an installation whose apply failed and is retried.
+func failing(conds []v1alpha1.Condition, gen int64, reason, msg string) []v1alpha1.Condition {
+	conds = setCondition(conds, gen, "Ready", "False", reason, msg)
+	conds = setCondition(conds, gen, "Reconciling", "True", reason, "retrying: "+truncate(msg, 1000))
+	return removeCondition(conds, "Stalled")
+}
+
+func parseDuration(s string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func cloneStatus(st v1alpha1.PluginInstallationStatus) v1alpha1.PluginInstallationStatus {
+	c := st
+	c.Conditions = slices.Clone(st.Conditions)
+	c.Plugins = slices.Clone(st.Plugins)
+	return c
+}

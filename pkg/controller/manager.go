@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/action"
+)
+
+// The kinds the controller reconciles.
+var (
+	CatalogGVK      = gvk("PluginCatalog")
+	InstallationGVK = gvk("PluginInstallation")
+	TargetGVK       = gvk("TargetCluster")
+	RolloutGVK      = gvk("PluginRollout")
+)
+
+func gvk(kind string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: v1alpha1.Group, Version: v1alpha1.Version, Kind: kind}
+}
+
+func newObject(k schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(k)
+	return u
+}
+
+func newList(k schema.GroupVersionKind) *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(k.GroupVersion().WithKind(k.Kind + "List"))
+	return l
+}
+
+// Options configure the controller. The zero value of each field means its
+// default.
+type Options struct {
+	// Logger receives what the controller does; discarded when nil.
+	Logger *slog.Logger
+	// Action is the base configuration of every action the controller runs
+	// (built-in plugins, contrib and plugin directories); a new one when nil.
+	Action *action.Config
+	// Namespace limits the controller to one namespace; empty watches all.
+	Namespace string
+	// Concurrency is how many installations reconcile at once. Default 8.
+	Concurrency int
+	// LeaderElection makes replicas elect one leader (Lease
+	// kubeplug-controller in LeaderElectionNamespace); only it reconciles.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	// MetricsAddr and ProbeAddr are where metrics (/metrics) and health probes
+	// (/healthz, /readyz) are served; "0" serves none. Defaults ":8080" and
+	// ":8081".
+	MetricsAddr, ProbeAddr string
+	// WorkDir holds the catalogs the controller unpacks. Default a directory
+	// under os.TempDir().
+	WorkDir string
+	// DefaultInterval is the drift-correcting interval of installations that set
+	// none. Default 10m.
+	DefaultInterval time.Duration
+	// LeaseIdle is how long the controller keeps a cluster's operation lease
+	// after its last apply there, for the next one. Default 2s.
+	LeaseIdle time.Duration
+}
+
+func (o *Options) defaults() error {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Action == nil {
+		o.Action = &action.Config{}
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = ":8080"
+	}
+	if o.ProbeAddr == "" {
+		o.ProbeAddr = ":8081"
+	}
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = "kubeplug-system"
+	}
+	if o.DefaultInterval <= 0 {
+		o.DefaultInterval = 10 * time.Minute
+	}
+	if o.LeaseIdle <= 0 {
+		o.LeaseIdle = 2 * time.Second
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = filepath.Join(os.TempDir(), fmt.Sprintf("kubeplug-controller-%d", os.Getpid()))
+	}
+	return os.MkdirAll(o.WorkDir, 0o700)
+}
+
+// Controller is kubeplug's controller: a controller-runtime manager with the
+// reconcilers of the four resources.
+type Controller struct {
+	opts    Options
+	mgr     manager.Manager
+	targets *targets
+	leases  *leases
+}
+
+// New returns a controller for the management cluster cfg talks to; Run starts it.
+func New(cfg *rest.Config, opts Options) (*Controller, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	mopts := ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        logr.FromSlogHandler(opts.Logger.Handler()),
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              "kubeplug-controller",
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.ProbeAddr,
+		GracefulShutdownTimeout:       ptr(30 * time.Second),
+	}
+	if opts.Namespace != "" {
+		mopts.Cache.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
+	}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), mopts)
+	if err != nil {
+		return nil, fmt.Errorf("set up the controller: %w", err)
+	}
+	c := &Controller{opts: opts, mgr: mgr}
+	c.targets = newTargets(mgr.GetClient(), cfg)
+	c.leases = newLeases(opts.LeaseIdle, opts.Logger)
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency, SkipNameValidation: ptr(true)}
+	inst := &installationReconciler{c: c, client: mgr.GetClient(), events: mgr.GetEventRecorder("kubeplug-controller")}
+	if err := inst.setup(mgr, copts); err != nil {
+		return nil, err
+	}
+	if err := (&targetReconciler{c: c, client: mgr.GetClient()}).setup(mgr); err != nil {
+		return nil, err
+	}
+	if err := (&catalogReconciler{c: c, client: mgr.GetClient()}).setup(mgr); err != nil {
+		return nil, err
+	}
+	if err := (&rolloutReconciler{c: c, client: mgr.GetClient()}).setup(mgr); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Run reconciles until ctx is done, then stops gracefully: in-flight
+// reconciles finish (up to 30 s), the operation leases and the leader lease
+// are released.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.leases.releaseAll()
+	defer os.RemoveAll(c.opts.WorkDir)
+	return c.mgr.Start(ctx)
+}
+
+// Elected is closed when this replica leads (at once without leader election).
+func (c *Controller) Elected() <-chan struct{} { return c.mgr.Elected() }
+
+func ptr[T any](v T) *T { return &v }
+
+// ownerOf is the owner recorded on the plugins an installation manages.
+func ownerOf(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }

@@ -1,0 +1,190 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+)
+
+// ErrTargetMissing is returned for an installation whose TargetCluster, or its
+// kubeconfig Secret, does not exist.
+var ErrTargetMissing = errors.New("target cluster not found")
+
+// target is a cluster installations apply to.
+type target struct {
+	// key names it: "" for the controller's own cluster, else namespace/name of
+	// the TargetCluster.
+	key    string
+	config *rest.Config
+	client *kube.Client
+	// object is the TargetCluster (nil for the own cluster), for targetField.
+	object *unstructured.Unstructured
+}
+
+// targets resolves TargetClusters to REST configs, reusing one per kubeconfig
+// Secret version.
+type targets struct {
+	c    client.Client
+	self *rest.Config
+
+	mu    sync.Mutex
+	cache map[string]cachedTarget
+}
+
+type cachedTarget struct {
+	secretVersion string
+	config        *rest.Config
+	client        *kube.Client
+}
+
+func newTargets(c client.Client, self *rest.Config) *targets {
+	return &targets{c: c, self: rest.CopyConfig(self), cache: map[string]cachedTarget{}}
+}
+
+// get returns the cluster of an installation in namespace with spec.target name.
+func (t *targets) get(ctx context.Context, namespace, name string) (*target, error) {
+	if name == "" {
+		return t.cached(ctx, "", "", func() (*rest.Config, error) { return rest.CopyConfig(t.self), nil }, nil)
+	}
+	obj := newObject(TargetGVK)
+	if err := t.c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: TargetCluster %s/%s", ErrTargetMissing, namespace, name)
+		}
+		return nil, err
+	}
+	var spec v1alpha1.TargetClusterSpec
+	if err := fromField(obj, "spec", &spec); err != nil {
+		return nil, fmt.Errorf("TargetCluster %s/%s: %w", namespace, name, err)
+	}
+	key := spec.KubeconfigSecret.Key
+	if key == "" {
+		key = "kubeconfig"
+	}
+	sec := &corev1.Secret{}
+	if err := t.c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: spec.KubeconfigSecret.Name}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: TargetCluster %s/%s: its kubeconfig Secret %s does not exist", ErrTargetMissing, namespace, name, spec.KubeconfigSecret.Name)
+		}
+		return nil, err
+	}
+	raw, ok := sec.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("%w: TargetCluster %s/%s: Secret %s has no key %q", ErrTargetMissing, namespace, name, sec.Name, key)
+	}
+	tg, err := t.cached(ctx, namespace+"/"+name, sec.ResourceVersion+"/"+key, func() (*rest.Config, error) {
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
+		if err != nil {
+			return nil, fmt.Errorf("TargetCluster %s/%s: the kubeconfig in Secret %s: %w", namespace, name, sec.Name, err)
+		}
+		return cfg, nil
+	}, obj)
+	return tg, err
+}
+
+func (t *targets) cached(_ context.Context, key, version string, load func() (*rest.Config, error), obj *unstructured.Unstructured) (*target, error) {
+	t.mu.Lock()
+	c, ok := t.cache[key]
+	t.mu.Unlock()
+	if !ok || c.secretVersion != version {
+		cfg, err := load()
+		if err != nil {
+			return nil, err
+		}
+		cfg.QPS, cfg.Burst = 200, 400
+		cfg.Timeout = 30 * time.Second
+		kc, err := kube.New(cfg, kube.Options{})
+		if err != nil {
+			return nil, err
+		}
+		c = cachedTarget{secretVersion: version, config: cfg, client: kc}
+		t.mu.Lock()
+		t.cache[key] = c
+		t.mu.Unlock()
+	}
+	return &target{key: key, config: rest.CopyConfig(c.config), client: c.client, object: obj}, nil
+}
+
+// targetReconciler keeps each TargetCluster's status: Ready when its API server
+// answers, and the Kubernetes version it reports.
+type targetReconciler struct {
+	c      *Controller
+	client client.Client
+}
+
+func (r *targetReconciler) setup(mgr manager.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("targetcluster").
+		For(newObject(TargetGVK)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret)).
+		Complete(r)
+}
+
+// forSecret enqueues the TargetClusters whose kubeconfig is the Secret.
+func (r *targetReconciler) forSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	list := newList(TargetGVK)
+	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, t := range list.Items {
+		if name, _, _ := unstructured.NestedString(t.Object, "spec", "kubeconfigSecret", "name"); name == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.GetNamespace(), Name: t.GetName()}})
+		}
+	}
+	return out
+}
+
+// targetResync is how often a TargetCluster's version and reachability are read.
+const targetResync = time.Minute
+
+func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := newObject(TargetGVK)
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	var st v1alpha1.TargetClusterStatus
+	_ = fromField(obj, "status", &st)
+	before := st
+	st.ObservedGeneration = obj.GetGeneration()
+	tg, err := r.c.targets.get(ctx, req.Namespace, req.Name)
+	var version string
+	if err == nil {
+		vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		version, err = tg.client.ServerVersion(vctx)
+		cancel()
+	}
+	if err != nil {
+		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "False", "Unreachable", err.Error())
+	} else {
+		st.KubernetesVersion = strings.TrimPrefix(version, "v")
+		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "True", "Reachable", "the API server answers, Kubernetes "+st.KubernetesVersion)
+	}
+	if !sameStatus(before, st) {
+		if err := writeStatus(ctx, r.client, obj, st); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{RequeueAfter: targetResync}, nil
+}
+
+// now is the time conditions are stamped with.
+func now() string { return metav1.Now().UTC().Format(time.RFC3339) }
