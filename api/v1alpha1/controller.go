@@ -124,6 +124,13 @@ type PluginInstallationStatus struct {
 	Plugins []PluginState `json:"plugins,omitempty" jsonschema:"maxItems=1000"`
 	// LastAppliedGeneration is the generation last applied successfully.
 	LastAppliedGeneration int64 `json:"lastAppliedGeneration,omitempty"`
+	// LastAppliedDigest identifies everything that apply used (the spec, the
+	// values read from Secrets and ConfigMaps, the catalogs' versions, the
+	// cluster's version): a reconcile with the same digest before the interval
+	// is up does not apply again.
+	LastAppliedDigest string `json:"lastAppliedDigest,omitempty"`
+	// LastAppliedTime is when the last successful apply ended (RFC 3339).
+	LastAppliedTime string `json:"lastAppliedTime,omitempty" jsonschema:"format=date-time"`
 }
 
 // PluginState is one installed plugin.

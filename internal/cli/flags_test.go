@@ -143,10 +143,10 @@ func TestFlagsBindEveryOption(t *testing.T) {
 	t.Run("apply", func(t *testing.T) {
 		// Kubeconfig and Context are filled from Target.Flags when it runs.
 		// Owner and an external lease are the controller's (pkg/controller), not a user's.
-		check(t, boundFields(t, applyCmd, action.NewApply), "Target.Kubeconfig", "Target.Context", "DeployOptions.Owner", "DeployOptions.Lease.External")
+		check(t, boundFields(t, applyCmd, action.NewApply), "Target.Kubeconfig", "Target.Context", "DeployOptions.Owner", "DeployOptions.Lease.External", "DeployOptions.Client")
 	})
 	t.Run("up", func(t *testing.T) {
-		check(t, boundFields(t, upCmd, action.NewUp), "DeployOptions.Owner", "DeployOptions.Lease.External")
+		check(t, boundFields(t, upCmd, action.NewUp), "DeployOptions.Owner", "DeployOptions.Lease.External", "DeployOptions.Client")
 	})
 	t.Run("down", func(t *testing.T) {
 		check(t, boundFields(t, downCmd, action.NewDown))

@@ -7,6 +7,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/check"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
@@ -36,6 +37,9 @@ type DeployOptions struct {
 	// (deploy.Options.Owner): empty for the CLI. A run removes only plugins of
 	// its own owner and refuses plugins another owner manages.
 	Owner string
+	// Client, when set, is the client of the target cluster to use (a
+	// controller's, shared across its applies); one is made otherwise.
+	Client *kube.Client
 }
 
 // Apply runs every stage of a cluster spec against a running cluster: it deploys

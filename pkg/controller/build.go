@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,6 +41,9 @@ type built struct {
 	// file is the in-memory cluster file's path (never written): diagnostics
 	// located in it are reported at the installation's fields.
 	file string
+	// digest identifies the cluster file (values, sources and their versions,
+	// the Kubernetes version) and the target.
+	digest string
 }
 
 // build turns an installation into a cluster file for the target's version: its
@@ -89,7 +94,8 @@ func (c *Controller) build(ctx context.Context, cl client.Client, obj *unstructu
 	if l.HasFatal() {
 		return nil, &specError{msg: describe(l, file)}
 	}
-	return &built{cluster: parsed, file: file}, nil
+	sum := sha256.Sum256(append(raw, "\x00target="+tg.key...))
+	return &built{cluster: parsed, file: file, digest: "sha256:" + hex.EncodeToString(sum[:])}, nil
 }
 
 // valueFrom merges one valuesFrom entry into vals.

@@ -29,7 +29,12 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/controller"
 )
 
-func TestMain(m *testing.M) { os.Exit(testcluster.Run(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
+	os.Exit(testcluster.Run(m))
+}
 
 var (
 	crdGVR  = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -105,11 +110,12 @@ func pkgArchive(t testing.TB, files map[string]string) []byte {
 // catalogPackages are the test catalog: base 1.0.0 (a Namespace and a
 // marker), app 1.0.0 and 2.0.0 (requires base; a ConfigMap of its message,
 // whose schema allows at most 20 characters).
-func catalogPackages(t testing.TB, ns string) map[string][]byte {
+// Plugin names start with prefix: tests that share the cluster keep apart.
+func catalogPackages(t testing.TB, ns, prefix string) map[string][]byte {
 	base := pkgArchive(t, map[string]string{
 		"plugin.yaml": `apiVersion: kubeplug.dev/v1alpha1
 kind: Plugin
-metadata: {name: base, version: 1.0.0}
+metadata: {name: ` + prefix + `base, version: 1.0.0}
 spec:
   contributes:
     kubernetes: {manifests: [m.yaml]}
@@ -120,9 +126,9 @@ spec:
 		return pkgArchive(t, map[string]string{
 			"plugin.yaml": `apiVersion: kubeplug.dev/v1alpha1
 kind: Plugin
-metadata: {name: app, version: ` + version + `}
+metadata: {name: ` + prefix + `app, version: ` + version + `}
 spec:
-  requires: [{name: base}]
+  requires: [{name: ` + prefix + `base}]
   values:
     schema: values.schema.json
     defaults: {message: hello, password: ""}
@@ -155,7 +161,7 @@ func startController(t testing.TB, rc *rest.Config, interval time.Duration) {
 	c, err := controller.New(rc, controller.Options{
 		Logger: testcluster.Logger(t), Action: &action.Config{NoBuiltin: true},
 		MetricsAddr: "0", ProbeAddr: "0", WorkDir: t.TempDir(), DefaultInterval: interval,
-		LeaseIdle: 200 * time.Millisecond,
+		LeaseIdle: 200 * time.Millisecond, TargetResync: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +205,8 @@ func readyAt(t testing.TB, dc dynamic.Interface, gvr schema.GroupVersionResource
 		}
 		st, reason, msg := condition(u, "Ready")
 		applied, _, _ := unstructured.NestedInt64(u.Object, "status", "lastAppliedGeneration")
-		if st == "True" && (gvr != instGVR || applied == u.GetGeneration()) {
+		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		if st == "True" && observed == u.GetGeneration() && (gvr != instGVR || applied == u.GetGeneration()) {
 			got = u
 			return true, ""
 		}
@@ -277,7 +284,7 @@ func TestInstallationLifecycle(t *testing.T) {
 	installCRDs(t, rc)
 	const mgmt, apps = "ctrl-lifecycle", "ctrl-lifecycle-apps"
 	namespace(t, cs, mgmt)
-	catalogConfigMap(t, cs, mgmt, "packages", catalogPackages(t, apps))
+	catalogConfigMap(t, cs, mgmt, "packages", catalogPackages(t, apps, ""))
 	if _, err := cs.CoreV1().Secrets(mgmt).Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "app-secret", Namespace: mgmt},
 		StringData: map[string]string{"password": "s3cr3t-from-secret"},

@@ -244,6 +244,16 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, err.Error())
 		return reconcile.Result{}, err
 	}
+	// Nothing changed since the last apply and the interval is not up: nothing
+	// to do (a controller restart, an unrelated watch event).
+	if ready := condition(st.Conditions, "Ready"); ready != nil && ready.Status == "True" &&
+		st.LastAppliedGeneration == gen && st.LastAppliedDigest == b.digest {
+		if last, err := time.Parse(time.RFC3339, st.LastAppliedTime); err == nil {
+			if left := parseDuration(spec.Interval, r.c.opts.DefaultInterval) - time.Since(last); left > 0 {
+				return reconcile.Result{RequeueAfter: left}, nil
+			}
+		}
+	}
 	if st.LastAppliedGeneration != gen && condition(st.Conditions, "Reconciling") == nil {
 		// A change (not a drift check): say so while it is applied.
 		st.Conditions = setCondition(st.Conditions, gen, "Reconciling", "True", ReasonProgressing, "applying generation "+fmt.Sprint(gen))
@@ -265,6 +275,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	a.AllowDowngrade = spec.AllowDowngrade
 	a.Owner = ownerOf(obj)
 	a.Lease = action.Lease{External: true}
+	a.Client = tg.client
 	res, l := a.Run(lctx, b.cluster)
 	st.KubernetesVersion = version
 	if l.HasFatal() {
@@ -300,7 +311,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	st.Conditions = setCondition(st.Conditions, gen, "Ready", "True", ReasonSucceeded, msg)
 	st.Conditions = removeCondition(st.Conditions, "Reconciling")
 	st.Conditions = removeCondition(st.Conditions, "Stalled")
-	st.LastAppliedGeneration = gen
+	st.LastAppliedGeneration, st.LastAppliedDigest, st.LastAppliedTime = gen, b.digest, now()
 	if changed {
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonSucceeded, "Apply", "%s; %d object(s) applied, %d pruned, removed %v", msg, res.Applied, res.Pruned, res.Removed)
 	}

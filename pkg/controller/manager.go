@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -65,6 +66,9 @@ type Options struct {
 	// kubeplug-controller in LeaderElectionNamespace); only it reconciles.
 	LeaderElection          bool
 	LeaderElectionNamespace string
+	// LeaderLease is how long a leader's lease lasts without renewal: how long
+	// replicas wait for a leader that died. Default 15s.
+	LeaderLease time.Duration
 	// MetricsAddr and ProbeAddr are where metrics (/metrics) and health probes
 	// (/healthz, /readyz) are served; "0" serves none. Defaults ":8080" and
 	// ":8081".
@@ -75,6 +79,9 @@ type Options struct {
 	// DefaultInterval is the drift-correcting interval of installations that set
 	// none. Default 10m.
 	DefaultInterval time.Duration
+	// TargetResync is how often a TargetCluster's reachability and version are
+	// read again. Default 1m.
+	TargetResync time.Duration
 	// LeaseIdle is how long the controller keeps a cluster's operation lease
 	// after its last apply there, for the next one. Default 2s.
 	LeaseIdle time.Duration
@@ -99,8 +106,14 @@ func (o *Options) defaults() error {
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = "kubeplug-system"
 	}
+	if o.LeaderLease <= 0 {
+		o.LeaderLease = 15 * time.Second
+	}
 	if o.DefaultInterval <= 0 {
 		o.DefaultInterval = 10 * time.Minute
+	}
+	if o.TargetResync <= 0 {
+		o.TargetResync = time.Minute
 	}
 	if o.LeaseIdle <= 0 {
 		o.LeaseIdle = 2 * time.Second
@@ -129,13 +142,18 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	log := logr.FromSlogHandler(opts.Logger.Handler())
+	setLoggerOnce.Do(func() { ctrl.SetLogger(log) }) // controller-runtime's caches log through its global logger
 	mopts := ctrl.Options{
 		Scheme:                        scheme,
-		Logger:                        logr.FromSlogHandler(opts.Logger.Handler()),
+		Logger:                        log,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              "kubeplug-controller",
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.LeaderLease,
+		RenewDeadline:                 ptr(opts.LeaderLease * 2 / 3),
+		RetryPeriod:                   ptr(max(opts.LeaderLease/5, 200*time.Millisecond)),
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		GracefulShutdownTimeout:       ptr(30 * time.Second),
@@ -186,6 +204,8 @@ func (c *Controller) Run(ctx context.Context) error {
 func (c *Controller) Elected() <-chan struct{} { return c.mgr.Elected() }
 
 func ptr[T any](v T) *T { return &v }
+
+var setLoggerOnce sync.Once
 
 // ownerOf is the owner recorded on the plugins an installation manages.
 func ownerOf(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }

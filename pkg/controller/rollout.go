@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -54,6 +55,7 @@ func (r *rolloutReconciler) setup(mgr manager.Manager) error {
 		For(newObject(RolloutGVK)).
 		Owns(newObject(InstallationGVK)).
 		Watches(newObject(TargetGVK), handler.EnqueueRequestsFromMapFunc(r.all)).
+		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -135,6 +137,7 @@ func (r *targetReconciler) setup(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("targetcluster").
 		For(newObject(TargetGVK)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret)).
+		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
 
@@ -153,9 +156,6 @@ func (r *targetReconciler) forSecret(ctx context.Context, o client.Object) []rec
 	return out
 }
 
-// targetResync is how often a TargetCluster's version and reachability are read.
-const targetResync = time.Minute
-
 func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	obj := newObject(TargetGVK)
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -164,6 +164,7 @@ func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	var st v1alpha1.TargetClusterStatus
 	_ = fromField(obj, "status", &st)
 	before := st
+	st.Conditions = slices.Clone(st.Conditions)
 	st.ObservedGeneration = obj.GetGeneration()
 	tg, err := r.c.targets.get(ctx, req.Namespace, req.Name)
 	var version string
@@ -183,7 +184,7 @@ func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			return reconcile.Result{}, err
 		}
 	}
-	return reconcile.Result{RequeueAfter: targetResync}, nil
+	return reconcile.Result{RequeueAfter: r.c.opts.TargetResync}, nil
 }
 
 // now is the time conditions are stamped with.

@@ -150,6 +150,10 @@ type Options struct {
 	// would hold them: kubeplug's records in Secrets and Helm's. Values a
 	// record reveals when it is read (a rollback's) are added to it.
 	Sensitive *redact.Secrets
+	// Client, when set, is the client the Deployer uses instead of making one
+	// from cfg: a controller that applies to one cluster many times shares its
+	// connections and discovery cache.
+	Client *kube.Client
 	// ServingCerts says how long the serving CAs and certificates of plugins'
 	// APIs and webhooks live (serving.Inject); zero fields take its defaults.
 	ServingCerts serving.Policy
@@ -237,9 +241,12 @@ func (d *Deployer) readAhead(ctx context.Context) (hs map[string][]*state.Record
 // cluster.
 func New(cfg *rest.Config, opts Options) (*Deployer, error) {
 	opts.defaults()
-	kc, err := kube.New(cfg, kube.Options{Logger: opts.Logger, QPS: opts.QPS, Burst: opts.Burst, Retry: opts.Retry})
-	if err != nil {
-		return nil, err
+	kc := opts.Client
+	if kc == nil {
+		var err error
+		if kc, err = kube.New(cfg, kube.Options{Logger: opts.Logger, QPS: opts.QPS, Burst: opts.Burst, Retry: opts.Retry}); err != nil {
+			return nil, err
+		}
 	}
 	d := &Deployer{opts: opts, kc: kc, store: opts.Store}
 	sealer := seal.New(seal.SecretKeys(kc, opts.Namespace), opts.Sensitive, "Secret "+opts.Namespace+"/"+seal.KeySecret)
