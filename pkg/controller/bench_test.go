@@ -216,4 +216,3 @@ func (p *benchProc) stop(b *testing.B) {
 		<-p.done
 	}
 }
-
