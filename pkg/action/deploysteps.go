@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/Masterminds/semver/v3"
@@ -49,6 +50,8 @@ type live struct {
 	objects  map[string][]map[string]any
 	releases map[string][]render.Release
 	rendered bool
+	// machine is what each plugin contributed outside Kubernetes objects.
+	machine map[string][]string
 	// checks runs the validate checks; made by the first validate wave.
 	checks *check.Runner
 	// res collects what the steps did.
@@ -140,6 +143,9 @@ var deployStep = step{"deploy", func(ctx context.Context, r *run) diag.List {
 				return all
 			}
 		}
+		if lv.machine == nil {
+			lv.machine = machineContributions(r.model)
+		}
 		units, ul := lv.units(wave)
 		if all = append(all, ul...); ul.HasFatal() {
 			return all
@@ -168,9 +174,39 @@ func (lv *live) units(wave []*engine.Planned) ([]deploy.Unit, diag.List) {
 			l.Errorf("", 0, 0, "", "plugin %s: %v", pl.Package.Name, err)
 			return nil, l
 		}
+		u.Machine = lv.machine[pl.Package.Name]
 		units = append(units, u)
 	}
 	return units, l
+}
+
+// machineContributions lists, by plugin, what each contributed to the model
+// outside Kubernetes objects ("KIND KEY"), for its release record.
+func machineContributions(m *model.Model) map[string][]string {
+	out := map[string][]string{}
+	if m == nil {
+		return out
+	}
+	for _, c := range engine.Contributions(m) {
+		if strings.HasPrefix(c.Kind, "kubernetes.") {
+			continue
+		}
+		out[c.Plugin] = append(out[c.Plugin], c.Kind+" "+c.Key)
+	}
+	for p := range out {
+		slices.Sort(out[p])
+	}
+	return out
+}
+
+// leftBehind says what uninstalling (or rolling back) a plugin leaves of its
+// contributions outside Kubernetes objects, and how to remove them.
+func leftBehind(l *diag.List, plugin, what string, machine []string) {
+	if len(machine) == 0 {
+		return
+	}
+	l.Warnf("", 0, 0, "", "plugin %s: %s changes only Kubernetes objects; its other contributions stay until the cluster's machines are reconciled: %s. Remove the plugin from the cluster file and run `kubeplug up -f cluster.yaml` (a cluster kubeplug made), or your provider's update",
+		plugin, what, strings.Join(machine, ", "))
 }
 
 // validateStep runs the validate stage wave by wave: wave w's plugins run their

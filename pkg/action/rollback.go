@@ -66,5 +66,21 @@ func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag
 	if err != nil {
 		return nil, unitDiags(err)
 	}
+	for _, inv := range invs {
+		if inv.Plugin == plugin && !slices.Equal(inv.Machine, rec.Machine) {
+			var changed []string
+			for _, m := range inv.Machine {
+				if !slices.Contains(rec.Machine, m) {
+					changed = append(changed, m+" (not in the revision restored)")
+				}
+			}
+			for _, m := range rec.Machine {
+				if !slices.Contains(inv.Machine, m) {
+					changed = append(changed, m+" (only in the revision restored)")
+				}
+			}
+			leftBehind(&l, plugin, "rollback", changed)
+		}
+	}
 	return rec, l
 }

@@ -2,6 +2,7 @@ package action
 
 import (
 	"context"
+	"slices"
 
 	"github.com/kubeplug/kubeplug/internal/suggest"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
@@ -101,6 +102,13 @@ func (a *Uninstall) Run(ctx context.Context, plugins ...string) ([]string, diag.
 	done, err := d.Uninstall(ctx, plugins, a.Cascade)
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
+	}
+	if !a.All { // down stops the machines too
+		for _, inv := range invs {
+			if slices.Contains(done, inv.Plugin) {
+				leftBehind(&l, inv.Plugin, "uninstall", inv.Machine)
+			}
+		}
 	}
 	return done, l
 }

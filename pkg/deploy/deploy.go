@@ -284,7 +284,10 @@ type Unit struct {
 	// Requires names the plugins this one requires; uninstall refuses to remove
 	// them while this one is installed.
 	Requires []string
-	Objects  []*unstructured.Unstructured
+	// Machine is what the plugin contributed outside Kubernetes objects, as
+	// state.Record.Machine records it.
+	Machine []string
+	Objects []*unstructured.Unstructured
 	// Releases are installed through the Helm SDK after Objects are applied; their
 	// objects are waited for and recorded with the plugin's.
 	Releases []HelmRelease

@@ -64,7 +64,7 @@ func (w *wave) beginRecord(ctx context.Context, r *unitRun) error {
 		digest = u.rollback.ContentDigest
 	}
 	sameContent := old != nil && u.rollback == nil && old.ContentDigest == digest && old.Version == u.Version &&
-		old.PackageDigest == u.Digest && old.ValuesDigest == u.ValuesDigest
+		old.PackageDigest == u.Digest && old.ValuesDigest == u.ValuesDigest && slices.Equal(old.Machine, u.Machine)
 	widened := kube.Union(old.Inventory(), kube.RefsOf(u.Objects))
 	widenedRels := unionReleases(old.HelmReleases(), rels)
 	if sameContent && old.Phase == PhaseReady && len(widened) == len(old.Objects) && len(widenedRels) == len(old.Releases) && old.Owner == d.opts.Owner {
@@ -73,12 +73,13 @@ func (w *wave) beginRecord(ctx context.Context, r *unitRun) error {
 	}
 	rec := &Record{
 		Plugin: u.Plugin, Revision: 1, Version: u.Version, PackageDigest: u.Digest, ValuesDigest: u.ValuesDigest,
-		ContentDigest: digest, AllowDowngrade: u.AllowDowngrade, Requires: u.Requires, Owner: d.opts.Owner,
+		ContentDigest: digest, AllowDowngrade: u.AllowDowngrade, Requires: u.Requires, Owner: d.opts.Owner, Machine: u.Machine,
 		Objects: widened, Releases: widenedRels, Phase: PhaseApplying,
 		Description: u.description, Started: time.Now().UTC().Round(time.Second),
 	}
 	if u.rollback != nil && old != nil {
 		rec.Owner = old.Owner // a rollback restores content, not who manages it
+		rec.Machine = u.rollback.Machine
 	}
 	switch {
 	case old == nil:

@@ -95,6 +95,11 @@ type Record struct {
 	// when kubeplug's controller installed it, empty for the CLI. A run applies
 	// and removes only the plugins of its own owner (and adopts the CLI's).
 	Owner string `json:"owner,omitempty"`
+	// Machine lists what the revision's plugin contributed outside Kubernetes
+	// objects ("KIND KEY": control-plane flags, node files, labels, taints,
+	// hooks, cloud resources), which uninstall and rollback cannot change: they
+	// say what stays.
+	Machine []string `json:"machine,omitempty"`
 	// Objects are every object the plugin owns, its Helm releases' included.
 	Objects []kube.ObjRef `json:"objects"`
 	// Releases are the plugin's Helm releases; HelmRevisions the revision each was
@@ -140,6 +145,7 @@ func (r *Record) HelmReleases() []kube.ReleaseRef {
 func (r *Record) Clone() *Record {
 	c := *r
 	c.Requires = slices.Clone(r.Requires)
+	c.Machine = slices.Clone(r.Machine)
 	c.Objects = slices.Clone(r.Objects)
 	c.Releases = slices.Clone(r.Releases)
 	c.HelmRevisions = maps.Clone(r.HelmRevisions)
