@@ -195,7 +195,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 // reconciles finish (up to 30 s), the operation leases and the leader lease
 // are released.
 func (c *Controller) Run(ctx context.Context) error {
-	defer c.leases.releaseAll()
+	defer c.leases.releaseAll() //nolint:contextcheck // ctx is done by then: the leases are released with a fresh, short timeout
 	defer os.RemoveAll(c.opts.WorkDir)
 	return c.mgr.Start(ctx)
 }
