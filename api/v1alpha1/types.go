@@ -296,6 +296,28 @@ type Cloud struct {
 	IAM []IAMStatements `json:"iam,omitempty"`
 	// Patches (RFC 6902) applied to the generated template.
 	Patches []PatchOp `json:"patches,omitempty"`
+	// Stacks are CloudFormation stacks of the plugin's own, deployed by the aws
+	// provider after the core stack (cloud/template.json) and the stacks they take
+	// outputs from. See docs/aws.md.
+	Stacks []CloudStack `json:"stacks,omitempty"`
+}
+
+// CloudStack is one extra CloudFormation stack a plugin contributes. render writes
+// its template to cloud/stacks/<name>.json and lists it in cloud/stacks.json.
+type CloudStack struct {
+	// Name of the stack, unique in the cluster; "core" is the cluster's own. The
+	// CloudFormation stack is <stackPrefix>-<name>.
+	Name string `json:"name" jsonschema:"pattern=^[a-z][-a-z0-9]*[a-z0-9]$,maxLength=60"`
+	// Template is the stack's CloudFormation template, as an object.
+	Template map[string]any `json:"template"`
+	// Parameters are values of the template's parameters.
+	Parameters map[string]string `json:"parameters,omitempty"`
+	// Inputs set parameters of the template to outputs of other stacks, as
+	// STACK.OUTPUT: core.VpcId is the core stack's VpcId output. The stacks named
+	// deploy first.
+	Inputs map[string]string `json:"inputs,omitempty"`
+	// DependsOn are other stacks that deploy before this one and are deleted after it.
+	DependsOn []string `json:"dependsOn,omitempty"`
 }
 
 // IAMStatements adds policy statements to the role of the control plane or of a node pool.
@@ -468,8 +490,8 @@ type Provider struct {
 	// Local runs the control plane on this machine with simulated nodes.
 	Local *LocalProvider `json:"local,omitempty"`
 	// AWS holds the values of the rendered cloud template (cloud/template.json), a
-	// CloudFormation template for the cluster's machines on AWS. kubeplug render writes
-	// it; kubeplug up does not deploy it yet.
+	// CloudFormation template for the cluster's machines on AWS, and where kubeplug up
+	// deploys it (docs/aws.md).
 	AWS *AWSProvider `json:"aws,omitempty"`
 }
 
@@ -495,6 +517,23 @@ type AWSProvider struct {
 	// APIServerCIDR is the range allowed to reach the API server through its load
 	// balancer. Default 0.0.0.0/0.
 	APIServerCIDR string `json:"apiServerCIDR,omitempty"`
+
+	// Region to deploy to. Default: the standard AWS chain's (AWS_REGION, the
+	// profile's region).
+	Region string `json:"region,omitempty"`
+	// Profile of the shared AWS configuration files. Default: AWS_PROFILE, else default.
+	Profile string `json:"profile,omitempty"`
+	// Endpoint overrides the URL of every AWS service, for emulators and private
+	// endpoints. Default: AWS_ENDPOINT_URL, else AWS's own endpoints.
+	Endpoint string `json:"endpoint,omitempty" jsonschema:"pattern=^https?://"`
+	// Bucket is the S3 bucket kubeplug up uploads the rendered files to, by
+	// content digest; created when missing. Required by kubeplug up.
+	Bucket string `json:"bucket,omitempty" jsonschema:"pattern=^[a-z0-9][-a-z0-9]+[a-z0-9]$,maxLength=63"`
+	// StackPrefix starts the name of every stack and of every object key of the
+	// cluster. Default: kubeplug-<cluster name>.
+	StackPrefix string `json:"stackPrefix,omitempty" jsonschema:"pattern=^[A-Za-z][-A-Za-z0-9]*$,maxLength=100"`
+	// Tags are put on every stack, and so on the stacks' resources.
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // LocalProvider settings.

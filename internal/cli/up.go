@@ -121,8 +121,11 @@ download of the release binaries, in that order (docs/versions.md);
 func printUpSummary(w io.Writer, res *action.UpResult, failed bool) {
 	var b strings.Builder
 	state := "ready"
-	if failed {
+	switch {
+	case failed:
 		state = "NOT ready (see the errors above)"
+	case res.Kubeconfig == "" && res.Deployed != nil:
+		state = "deployed (its machines join by themselves)"
 	}
 	fmt.Fprintf(&b, "\nCluster %s is %s after %s.\n\n", res.Cluster, state, res.Ready)
 	rows := [][]string{}
@@ -163,7 +166,24 @@ func printUpSummary(w io.Writer, res *action.UpResult, failed bool) {
 	if res.ApplyResult != nil && len(res.LockUpdated) > 0 {
 		fmt.Fprintf(&b, "\nkubeplug.lock updated: %s\n", strings.Join(res.LockUpdated, "; "))
 	}
-	fmt.Fprintf(&b, "\nkubeconfig: %s\n", res.Kubeconfig)
+	if d := res.Deployed; d != nil {
+		b.WriteString("\n")
+		srows := [][]string{}
+		for _, name := range slices.Sorted(maps.Keys(d.Stacks)) {
+			st := d.Stacks[name]
+			var outs []string
+			for _, k := range slices.Sorted(maps.Keys(st.Outputs)) {
+				outs = append(outs, k+"="+st.Outputs[k])
+			}
+			srows = append(srows, []string{st.StackName, st.Status, strings.Join(outs, " ")})
+		}
+		_ = table(&b, []string{"STACK", "STATUS", "OUTPUTS"}, srows)
+	}
+	if res.Kubeconfig != "" {
+		fmt.Fprintf(&b, "\nkubeconfig: %s\n", res.Kubeconfig)
+	} else {
+		b.WriteString("\n")
+	}
 	if res.Context != "" {
 		fmt.Fprintf(&b, "context:    %s (now your current context)\n", res.Context)
 	}

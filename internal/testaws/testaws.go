@@ -115,13 +115,12 @@ func StartCommand(ctx context.Context, command []string) (*Server, error) {
 	}
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/moto-api/data.json", nil)
+		// Any HTTP answer means it serves.
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
+			return s, nil
 		}
 		select {
 		case <-s.done:

@@ -13,7 +13,9 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	_ "github.com/kubeplug/kubeplug/pkg/provider/aws"   // the aws provider registers itself
 	_ "github.com/kubeplug/kubeplug/pkg/provider/local" // the default provider registers itself
 	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/stage"
@@ -57,6 +59,9 @@ type UpResult struct {
 	Contributed map[string]map[string]int `json:"contributed"`
 	// Ready is the time from the start of up until the validate stage passed.
 	Ready time.Duration `json:"ready"`
+	// Deployed is what the provider deployed to a cloud (the aws provider's
+	// stacks with their outputs, the uploaded files); nil for the others.
+	Deployed *model.Deployed `json:"deployed,omitempty"`
 }
 
 // Run brings cl up: provider, resolve, initialise, render, provision, connect,
@@ -78,9 +83,18 @@ func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List)
 	}
 	res.ApplyResult = &ApplyResult{Plugins: r.plan.Names()}
 	r.live.res = res.ApplyResult
-	l = append(l, r.pipeline(ctx,
-		stageStep(stage.Initialise), stageStep(stage.Render),
-		u.provisionStep(res), connectStep, deployStep, afterDeployStep, validateStep, recordStep)...)
+	l = append(l, r.pipeline(ctx, stageStep(stage.Initialise), stageStep(stage.Render), u.provisionStep(res))...)
+	switch {
+	case l.HasFatal():
+	case r.running.RESTConfig == nil:
+		// The provider deployed the machines, which join by themselves, and cannot
+		// reach their API server (the aws provider): the plugins' validate stage
+		// still sees what it deployed; nothing that needs the cluster runs.
+		l = append(l, r.pipeline(ctx, stageStep(stage.Validate))...)
+		l.Warnf("", 0, 0, "", "the %s provider deployed the cluster's cloud resources; its machines join by themselves and kubeplug does not reach their API server, so no plugin's Kubernetes content was deployed and no live check ran (docs/aws.md)", providerName(cl))
+	default:
+		l = append(l, r.pipeline(ctx, connectStep, deployStep, afterDeployStep, validateStep, recordStep)...)
+	}
 	l.Sort()
 	res.Duration = time.Since(start).Round(time.Millisecond)
 	res.Ready = time.Since(start).Round(100 * time.Millisecond)
@@ -195,10 +209,19 @@ func (u *Up) provisionStep(res *UpResult) step {
 		if ml.HasFatal() {
 			return l
 		}
-		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines})
+		var files map[string][]byte
+		if _, ok := prov.(provider.FileDeployer); ok {
+			var fl diag.List
+			files, fl = render.Files(ctx, in)
+			if l = append(l, r.plan.LocatePatches(r.model, fl)...); fl.HasFatal() {
+				return l
+			}
+		}
+		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines, Files: files})
 		if running != nil {
 			// Valid with a node's failure too: the control plane runs.
 			res.Kubeconfig, res.Nodes, res.Restarted = running.Kubeconfig, running.Nodes, running.Restarted
+			res.Deployed, r.model.Deployed = running.Deployed, running.Deployed
 		}
 		if err != nil {
 			if ctx.Err() != nil {

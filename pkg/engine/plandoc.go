@@ -131,6 +131,9 @@ func Contributions(m *model.Model) []ContributionRef {
 	for _, k := range slices.Sorted(maps.Keys(m.Cloud.Outputs)) {
 		add(m.Cloud.Outputs[k].By, "cloud.output", k)
 	}
+	for _, k := range slices.Sorted(maps.Keys(m.Cloud.Stacks)) {
+		add(m.Cloud.Stacks[k].By, "cloud.stack", k)
+	}
 	for _, role := range slices.Sorted(maps.Keys(m.Cloud.IAM)) {
 		for _, s := range m.Cloud.IAM[role] {
 			add(s.By, "cloud.iamStatement", role)

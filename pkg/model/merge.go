@@ -90,6 +90,7 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 	if cl := c.Cloud; cl != nil {
 		setAll(&a, &m.Cloud.Resources, cl.Resources, "cloud.resources")
 		setAll(&a, &m.Cloud.Outputs, cl.Outputs, "cloud.outputs")
+		setAll(&a, &m.Cloud.Stacks, cl.Stacks, "cloud.stacks")
 		for _, role := range slices.Sorted(maps.Keys(cl.IAM)) {
 			if m.Cloud.IAM == nil {
 				m.Cloud.IAM = map[string][]Statement{}

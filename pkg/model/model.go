@@ -34,6 +34,11 @@ type Model struct {
 	Pools      map[string]*Pool `json:"pools"`
 	Cloud      Cloud            `json:"cloud"`
 	Kubernetes Kubernetes       `json:"kubernetes"`
+	// Deployed is what the provider deployed to the cloud (the aws provider's
+	// stacks and uploaded files), set once the provider brought the cluster up:
+	// the validate stage's plugin code sees it. Nil before and for providers that
+	// deploy nothing to a cloud. Plugins do not contribute it.
+	Deployed *Deployed `json:"deployed,omitempty"`
 
 	// objects indexes Kubernetes.Objects by ObjectKey, so adding many objects stays
 	// linear.
@@ -151,6 +156,36 @@ type Cloud struct {
 	IAM map[string][]Statement `json:"iam,omitempty"`
 	// Patches to the generated template, applied in plugin order.
 	Patches []Patch `json:"patches,omitempty"`
+	// Stacks are the plugins' own CloudFormation stacks, by stack name.
+	Stacks map[string]Setting[Stack] `json:"stacks,omitempty"`
+}
+
+// Deployed is what a provider deployed to a cloud.
+type Deployed struct {
+	// Stacks by name: "core" (cloud/template.json) and the plugins' stacks.
+	Stacks map[string]DeployedStack `json:"stacks"`
+	// Assets map each rendered file's path to where it was uploaded (s3://...).
+	Assets map[string]string `json:"assets,omitempty"`
+}
+
+// DeployedStack is one deployed CloudFormation stack.
+type DeployedStack struct {
+	// StackName and StackID are CloudFormation's.
+	StackName string `json:"stackName"`
+	StackID   string `json:"stackID"`
+	// Status is the stack's status, such as CREATE_COMPLETE.
+	Status string `json:"status"`
+	// Outputs of the stack by key, such as APIServerEndpoint.
+	Outputs map[string]string `json:"outputs,omitempty"`
+}
+
+// Stack is one extra CloudFormation stack (v1alpha1.CloudStack).
+type Stack struct {
+	Template   map[string]any    `json:"template"`
+	Parameters map[string]string `json:"parameters,omitempty"`
+	// Inputs map parameters to other stacks' outputs, as STACK.OUTPUT.
+	Inputs    map[string]string `json:"inputs,omitempty"`
+	DependsOn []string          `json:"dependsOn,omitempty"`
 }
 
 // Statement is one IAM policy statement.

@@ -23,6 +23,9 @@ type Desired struct {
 	// Machines are the rendered machines by pool name (render.Machines),
 	// the control-plane pseudo pool included.
 	Machines map[string]*render.Machine
+	// Files are the rendered files (render.Files) for a provider that deploys
+	// them (FileDeployer); nil for the others.
+	Files map[string][]byte
 }
 
 // Event is a step of progress, for the user: "starting kube-apiserver",
@@ -65,7 +68,15 @@ type Provider interface {
 type Running struct {
 	// Kubeconfig is the path of a cluster-admin kubeconfig file in the state dir.
 	Kubeconfig string
+	// RESTConfig reaches the cluster's API server. It is nil when the provider
+	// deployed the cluster's machines but cannot reach their API server itself
+	// (the aws provider: the machines boot and join by themselves); up then
+	// runs no step that needs the cluster and says so.
 	RESTConfig *rest.Config
+	// Deployed is what the provider deployed to a cloud (stacks, outputs,
+	// uploaded files); nil for providers that deploy nothing there. Up puts it in
+	// the model (model.Model.Deployed).
+	Deployed *model.Deployed
 	// Nodes in name order.
 	Nodes []NodeStatus
 	// Restarted are the control-plane components this Up restarted because
@@ -144,6 +155,14 @@ type FactSource interface {
 	// Facts returns the control-plane machine's facts, as the plugin's values
 	// schema describes them. It starts nothing.
 	Facts() (map[string]any, error)
+}
+
+// FileDeployer is implemented by a provider that deploys the rendered files
+// themselves (the cloud template, the node configurations it references): up
+// renders every file and passes them in Desired.Files.
+type FileDeployer interface {
+	// DeploysFiles reports that Desired.Files is wanted; it is always true.
+	DeploysFiles() bool
 }
 
 // ImageLoader is a provider whose clusters pull their images through a registry

@@ -94,7 +94,7 @@ func Files(ctx context.Context, in Input) (map[string][]byte, diag.List) {
 	if !r.check() {
 		return nil, r.diags
 	}
-	steps := []func(context.Context){r.controlPlane, r.nodes, r.cloud, r.kubernetes, r.plan}
+	steps := []func(context.Context){r.controlPlane, r.nodes, r.cloud, r.stacks, r.kubernetes, r.plan}
 	for _, step := range steps {
 		if err := ctx.Err(); err != nil {
 			r.fatalf("", "", "render cancelled: %v", err)

@@ -32,10 +32,10 @@ func checkTemplate(stack string, body []byte) ([]string, error) {
 		Outputs    map[string]any             `json:"Outputs"`
 	}
 	if err := json.Unmarshal(body, &t); err != nil {
-		return nil, fmt.Errorf("%w: stack %s: expected a JSON template: %w", ErrTemplate, stack, err)
+		return nil, fmt.Errorf("%w: %s: expected a JSON template: %w", ErrTemplate, stack, err)
 	}
 	if len(t.Resources) == 0 {
-		return nil, fmt.Errorf("%w: stack %s: Resources: expected at least one resource, found none", ErrTemplate, stack)
+		return nil, fmt.Errorf("%w: %s: Resources: expected at least one resource, found none", ErrTemplate, stack)
 	}
 	var errs []string
 	isParam := func(n string) bool { _, ok := t.Parameters[n]; return ok }
@@ -132,7 +132,7 @@ func checkTemplate(stack string, body []byte) ([]string, error) {
 		walk("Outputs."+id, t.Outputs[id])
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: stack %s: %s", ErrTemplate, stack, strings.Join(errs, "; "))
+		return nil, fmt.Errorf("%w: %s: %s", ErrTemplate, stack, strings.Join(errs, "; "))
 	}
 	return sortedKeys(t.Parameters), nil
 }

@@ -39,6 +39,9 @@ type clients struct {
 	cfn    *cloudformation.Client
 	s3     *s3.Client
 	region string
+	// endpoint is the endpoint override (Options.Endpoint, else
+	// AWS_ENDPOINT_URL), empty for AWS's own endpoints.
+	endpoint string
 }
 
 // newClients loads the standard AWS configuration chain (environment, shared
@@ -72,12 +75,14 @@ func newClients(ctx context.Context, o Options) (*clients, error) {
 	if _, err := cfg.Credentials.Retrieve(lctx); err != nil {
 		return nil, fmt.Errorf("%w: looked in %s: %w", ErrNoCredentials, lookedAt(o.Profile), err)
 	}
+	endpoint := aws.ToString(cfg.BaseEndpoint)
 	return &clients{
-		region: cfg.Region,
-		cfn:    cloudformation.NewFromConfig(cfg),
+		region:   cfg.Region,
+		endpoint: endpoint,
+		cfn:      cloudformation.NewFromConfig(cfg),
 		s3: s3.NewFromConfig(cfg, func(so *s3.Options) {
 			// Emulators and private endpoints rarely serve bucket.host names.
-			so.UsePathStyle = o.Endpoint != ""
+			so.UsePathStyle = endpoint != ""
 			so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		}),
 	}, nil
@@ -142,8 +147,8 @@ func isTimeout(err error) bool {
 }
 
 func (d *Deployer) endpointName() string {
-	if d.opts.Endpoint != "" {
-		return d.opts.Endpoint
+	if d.c.endpoint != "" {
+		return d.c.endpoint
 	}
 	return "AWS in " + d.c.region
 }

@@ -26,6 +26,16 @@ type Stack struct {
 	Inputs map[string]OutputRef
 	// DependsOn are stacks that deploy before this one (and are deleted after it).
 	DependsOn []string
+	// By names who contributed the stack (a plugin), for messages; empty for the core.
+	By string
+}
+
+// label names a stack in messages: "stack queue (plugin queue)".
+func (s Stack) label() string {
+	if s.By == "" {
+		return "stack " + s.Name
+	}
+	return "stack " + s.Name + " (plugin " + s.By + ")"
 }
 
 // OutputRef names one output of one stack.
@@ -163,12 +173,12 @@ func (d *Deployer) Deploy(ctx context.Context, b Bundle) (*Result, error) {
 		if !stackNameRE.MatchString(s.Name) || len(d.StackName(s.Name)) > 128 {
 			return nil, fmt.Errorf("stack %q: expected a name of letters, digits and '-' starting with a letter, at most %d characters", s.Name, 127-len(d.opts.StackPrefix))
 		}
-		if params[s.Name], err = checkTemplate(s.Name, s.Template); err != nil {
+		if params[s.Name], err = checkTemplate(s.label(), s.Template); err != nil {
 			return nil, err
 		}
 		for _, p := range append(sortedKeys(s.Parameters), sortedKeys(s.Inputs)...) {
 			if !slices.Contains(params[s.Name], p) {
-				return nil, fmt.Errorf("%w: stack %s: parameter %s is given a value but the template declares no such parameter (it declares %s)", ErrTemplate, s.Name, p, orNone(params[s.Name]))
+				return nil, fmt.Errorf("%w: %s: parameter %s is given a value but the template declares no such parameter (it declares %s)", ErrTemplate, s.label(), p, orNone(params[s.Name]))
 			}
 		}
 	}
@@ -194,7 +204,7 @@ func (d *Deployer) Deploy(ctx context.Context, b Bundle) (*Result, error) {
 			in := s.Inputs[p]
 			v, ok := outputs[in.Stack][in.Output]
 			if !ok {
-				return res, fmt.Errorf("stack %s: parameter %s takes output %s of stack %s, which has no such output (it has %s)", s.Name, p, in.Output, in.Stack, orNone(sortedKeys(outputs[in.Stack])))
+				return res, fmt.Errorf("%s: parameter %s takes output %s of stack %s, which has no such output (it has %s)", s.label(), p, in.Output, in.Stack, orNone(sortedKeys(outputs[in.Stack])))
 			}
 			values[p] = v
 		}

@@ -86,7 +86,7 @@ func (d *Deployer) deployStack(ctx context.Context, st *State, s Stack, values m
 		return d.finish(ctx, rec, res)
 	}
 	res.ChangeSet, res.Changes = csName, changes
-	d.event("change-set", name, "change set %s: %d changes", csName, len(changes))
+	d.event("change-set", name, "change set %s: %d %s", csName, len(changes), plural(len(changes), "change", "changes"))
 	for _, c := range changes {
 		d.event("change", name, "%s", c)
 	}
@@ -321,6 +321,13 @@ var errNoChanges = errors.New("no changes")
 
 func isNoChange(reason string) bool {
 	return strings.Contains(reason, "didn't contain changes") || strings.Contains(reason, "No updates are to be performed")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func sleep(ctx context.Context, dt time.Duration) error {

@@ -371,6 +371,12 @@ func cloud(c *v1alpha1.Cloud) *model.Cloud {
 	if len(c.Patches) > 0 {
 		out.Patches = []model.Patch{{Ops: ops(c.Patches)}}
 	}
+	for _, st := range c.Stacks {
+		if out.Stacks == nil {
+			out.Stacks = map[string]model.Setting[model.Stack]{}
+		}
+		out.Stacks[st.Name] = model.Setting[model.Stack]{Value: model.Stack{Template: st.Template, Parameters: st.Parameters, Inputs: st.Inputs, DependsOn: st.DependsOn}}
+	}
 	return out
 }
 

@@ -58,6 +58,13 @@ func ContributionPtr(pkg *plugin.Package, key string) (ptr string, ok bool) {
 		if _, ok := c.Cloud.Outputs[k]; ok {
 			return base + "/cloud/outputs/" + escapePtr(k), true
 		}
+	case strings.HasPrefix(key, "cloud.stacks.") && c.Cloud != nil:
+		name, _, _ := strings.Cut(strings.TrimPrefix(key, "cloud.stacks."), ".")
+		for i, st := range c.Cloud.Stacks {
+			if st.Name == name {
+				return base + "/cloud/stacks/" + strconv.Itoa(i), true
+			}
+		}
 	}
 	return "", false
 }
