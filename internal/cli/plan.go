@@ -12,12 +12,14 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
 func newPlanCmd(o *options) *cobra.Command {
-	var file, kube string
+	var file, kube, stateDir string
+	var cloud bool
 	cmd := &cobra.Command{
-		Use:   "plan -f cluster.yaml [--kubernetes-version V]",
+		Use:   "plan -f cluster.yaml [--kubernetes-version V | --cloud]",
 		Short: "Show which plugins run, in which waves, and what each contributes",
 		Long: `Resolve the cluster file's plugins — versions, dependencies, conflicts, the
 Kubernetes version, ordering hints and the order list — into waves (plugins of one
@@ -32,7 +34,13 @@ version's spec.kubernetesVersion excludes the target), may move (it supports the
 target, but a newer version is selected there), stays, is added (a new
 requirement) or is removed. When no selection resolves at the target, the
 blocked plugins are listed with every version and the Kubernetes versions it
-needs, and the command exits 1. Only the resolver runs.`,
+needs, and the command exits 1. Only the resolver runs.
+
+With --cloud, on a provider that deploys to a cloud (spec.provider.aws), render
+the cluster and show per stack what 'kubeplug up' would change: for a stack that
+exists, the changes of a CloudFormation change set created for the plan and
+deleted right after; for one that does not exist yet, every resource of its
+template as an Add. Nothing is deployed or uploaded (docs/aws.md).`,
 		Example: `  kubeplug plan -f examples/quickstart/cluster.yaml
   kubeplug plan -f examples/quickstart/cluster.yaml -o json | jq '.waves'
   kubeplug plan -f cluster.yaml --kubernetes-version 1.38.0
@@ -41,6 +49,9 @@ needs, and the command exits 1. Only the resolver runs.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if kube != "" {
 				return planUpgrade(cmd, o, file, kube)
+			}
+			if cloud {
+				return planCloud(cmd, o, file, stateDir)
 			}
 			doc, l := withCluster(file, func(cl *config.Cluster) (*engine.PlanDoc, diag.List) {
 				return action.NewPlan(o.cfg).Run(cmd.Context(), cl)
@@ -78,9 +89,45 @@ needs, and the command exits 1. Only the resolver runs.`,
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
 	lockedFlag(cmd, o)
 	cmd.Flags().StringVar(&kube, "kubernetes-version", "", "plan moving the cluster to this Kubernetes version: which plugins must move")
+	cmd.Flags().BoolVar(&cloud, "cloud", false, "show what up would change in the cloud's stacks (the aws provider's change sets)")
+	stateDirFlag(cmd, &stateDir)
+	cmd.MarkFlagsMutuallyExclusive("kubernetes-version", "cloud")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd
+}
+
+// planCloud prints, per stack, what up would change in the cloud.
+func planCloud(cmd *cobra.Command, o *options, file, stateDir string) error {
+	a := action.NewCloudPlan(o.cfg)
+	a.StateDir = stateDir
+	res, l := withCluster(file, func(cl *config.Cluster) ([]provider.StackPreview, diag.List) { return a.Run(cmd.Context(), cl) })
+	if o.report(l) {
+		return errFailed
+	}
+	return o.print(res, func(w io.Writer) error {
+		var b strings.Builder
+		for _, s := range res {
+			what := "exists"
+			if !s.Exists {
+				what = "to be created"
+			}
+			fmt.Fprintf(&b, "stack %s (%s):", s.Stack, what)
+			switch {
+			case s.Note != "":
+				fmt.Fprintf(&b, " %s\n", s.Note)
+			case len(s.Changes) == 0:
+				b.WriteString(" no changes\n")
+			default:
+				b.WriteString("\n")
+				for _, c := range s.Changes {
+					fmt.Fprintf(&b, "  %s\n", c)
+				}
+			}
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
 }
 
 func planUpgrade(cmd *cobra.Command, o *options, file, kube string) error {

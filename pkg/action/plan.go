@@ -10,6 +10,8 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/runtime"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
@@ -32,6 +34,50 @@ func (a *Plan) Run(ctx context.Context, cl *config.Cluster) (*engine.PlanDoc, di
 		return nil, l
 	}
 	return r.plan.Doc(r.model), l
+}
+
+// CloudPlan says what up would change in the cloud, for a provider that deploys
+// there (provider.Previewer: the aws provider creates a change set per existing
+// stack, reads it and deletes it). Nothing is deployed or uploaded.
+type CloudPlan struct {
+	cfg *Config
+	// StateDir as for Up.
+	StateDir string
+}
+
+// NewCloudPlan returns a CloudPlan action.
+func NewCloudPlan(cfg *Config) *CloudPlan { return &CloudPlan{cfg: cfg} }
+
+// Run resolves and renders cl and asks its provider what up would change.
+func (a *CloudPlan) Run(ctx context.Context, cl *config.Cluster) ([]provider.StackPreview, diag.List) {
+	var l diag.List
+	prov, err := provider.New(provider.Config{ClusterName: cl.Spec.Metadata.Name, Spec: cl.Spec.Spec.Provider, StateDir: a.StateDir, Logger: a.cfg.logger()})
+	if err != nil {
+		cl.Errorf(&l, "/spec/provider", "%v", err)
+		return nil, l
+	}
+	pv, ok := prov.(provider.Previewer)
+	if !ok {
+		cl.Errorf(&l, "/spec/provider", "the %s provider deploys nothing to a cloud: there is no cloud plan", providerName(cl))
+		return nil, l
+	}
+	r := a.cfg.newRun(cl, false)
+	defer r.close()
+	if l = r.pipeline(ctx, append([]step{resolveStep}, through(stage.Render)...)...); l.HasFatal() {
+		return nil, l
+	}
+	in := r.renderInput()
+	files, fl := render.Files(ctx, in)
+	if l = append(l, r.plan.LocatePatches(r.model, fl)...); fl.HasFatal() {
+		l.Sort()
+		return nil, l
+	}
+	res, err := pv.Preview(ctx, &provider.Desired{ClusterName: in.ClusterName, KubernetesVersion: in.KubernetesVersion, Model: r.model, Files: files})
+	if err != nil {
+		l.Errorf("", 0, 0, "", "cloud plan: %v", err)
+	}
+	l.Sort()
+	return res, l
 }
 
 // Move says what a Kubernetes upgrade asks of a plugin.

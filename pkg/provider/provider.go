@@ -165,6 +165,28 @@ type FileDeployer interface {
 	DeploysFiles() bool
 }
 
+// Previewer is implemented by a provider that can say what Up would change in a
+// cloud without changing it (the aws provider, through change sets it deletes):
+// `kubeplug plan --cloud` prints it.
+type Previewer interface {
+	// Preview returns, per cloud stack in deployment order, what Up with d would
+	// change. d.Files holds the rendered files.
+	Preview(ctx context.Context, d *Desired) ([]StackPreview, error)
+}
+
+// StackPreview is what Up would do to one cloud stack.
+type StackPreview struct {
+	// Stack is the stack's name in the cloud.
+	Stack string `json:"stack"`
+	// Exists is whether the stack exists now.
+	Exists bool `json:"exists"`
+	// Changes are one line each, as a diff: "+ Add AWS::EC2::VPC VPC",
+	// "~ Modify AWS::SQS::Queue Work"; none when nothing changes.
+	Changes []string `json:"changes"`
+	// Note says why the changes are incomplete, empty when they are not.
+	Note string `json:"note,omitempty"`
+}
+
 // ImageLoader is a provider whose clusters pull their images through a registry
 // it runs (the local provider's real nodes): LoadImage pushes the images of an
 // archive — a docker-archive tarball or an OCI image layout directory — there,

@@ -535,3 +535,54 @@ func TestResumeAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPreview: before the first deploy every resource is an Add and nothing is
+// created; on deployed stacks a changed value shows the one change, and the
+// preview's change sets are gone afterwards.
+func TestPreview(t *testing.T) {
+	srv := testaws.Start(t)
+	testaws.Env(t)
+	ctx := t.Context()
+	cfn, _ := sdk(t, srv)
+	d, err := aws.New(ctx, options(t, srv, &recorder{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := d.Preview(ctx, bundle("30"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pv) != 2 || pv[0].Exists || pv[1].Exists || len(pv[0].Changes) != 2 || pv[0].Changes[0].String() != "+ Add AWS::SQS::Queue Events" {
+		t.Fatalf("preview before deploy: %+v", pv)
+	}
+	if out, err := cfn.ListStacks(ctx, &cloudformation.ListStacksInput{}); err != nil || len(out.StackSummaries) != 0 {
+		t.Fatalf("the preview created stacks: %v %v", out, err)
+	}
+	if _, err := d.Deploy(ctx, bundle("30")); err != nil {
+		t.Fatal(err)
+	}
+	pv, err = d.Preview(ctx, bundle("60"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pv[0].Exists || len(pv[0].Changes) != 0 {
+		t.Errorf("core preview %+v, want no changes", pv[0])
+	}
+	if len(pv[1].Changes) != 1 || pv[1].Changes[0].String() != "~ Modify AWS::SQS::Queue Work" {
+		t.Errorf("queue preview %+v, want one Modify of Work", pv[1])
+	}
+	assertNoChangeSets(ctx, t, cfn, "kubeplug-test-core", "kubeplug-test-queue-work")
+	// The preview changed nothing: deploying the old bundle again is a no-op.
+	res, err := d.Deploy(ctx, bundle("30"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Stacks {
+		if s.ChangeSet != "" {
+			t.Errorf("stack %s changed after a preview: %v", s.Name, s.Changes)
+		}
+	}
+	if err := d.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -44,6 +44,7 @@ var (
 	_ provider.Provider     = (*Provider)(nil)
 	_ provider.Stateful     = (*Provider)(nil)
 	_ provider.FileDeployer = (*Provider)(nil)
+	_ provider.Previewer    = (*Provider)(nil)
 )
 
 // newProvider checks spec.provider.aws and starts nothing.
@@ -201,6 +202,29 @@ func userData(content []byte) (string, error) {
 		return "", err
 	}
 	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+// Preview says what Up would change in each stack, changing nothing
+// (Deployer.Preview).
+func (p *Provider) Preview(ctx context.Context, d *provider.Desired) ([]provider.StackPreview, error) {
+	b, err := BundleOf(d.Model, d.Files)
+	if err != nil {
+		return nil, err
+	}
+	dep, err := New(ctx, p.opts)
+	if err != nil {
+		return nil, err
+	}
+	pv, err := dep.Preview(ctx, *b)
+	out := make([]provider.StackPreview, 0, len(pv))
+	for _, s := range pv {
+		sp := provider.StackPreview{Stack: s.StackName, Exists: s.Exists, Changes: []string{}, Note: s.Note}
+		for _, c := range s.Changes {
+			sp.Changes = append(sp.Changes, c.String())
+		}
+		out = append(out, sp)
+	}
+	return out, err
 }
 
 // AfterDeploy does nothing: the machines run their own afterDeploy hooks.
