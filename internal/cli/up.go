@@ -287,6 +287,10 @@ directory is touched.`,
   kubeplug down -f examples/quickstart/cluster.yaml --purge`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.output == "text" {
+				// Progress lines on stderr; the other formats print only the result.
+				a.ProviderEvents = newProgress(o).providerEvent
+			}
 			res, l := withCluster(file, func(cl *config.Cluster) (*action.DownResult, diag.List) { return a.Run(cmd.Context(), cl) })
 			failed := o.report(l)
 			if res != nil && !failed {

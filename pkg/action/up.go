@@ -261,6 +261,9 @@ type Down struct {
 	KeepPlugins bool
 	// Uninstall removes the plugins; its Target is the running cluster's.
 	Uninstall *Uninstall
+	// ProviderEvents receives the provider's progress (the aws provider's stack
+	// deletions).
+	ProviderEvents func(provider.Event)
 }
 
 // NewDown returns a Down action.
@@ -282,7 +285,7 @@ type DownResult struct {
 func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.List) {
 	var l diag.List
 	name := cl.Spec.Metadata.Name
-	prov, err := provider.New(provider.Config{ClusterName: name, Spec: cl.Spec.Spec.Provider, StateDir: a.StateDir, Logger: a.cfg.logger()})
+	prov, err := provider.New(provider.Config{ClusterName: name, Spec: cl.Spec.Spec.Provider, StateDir: a.StateDir, Events: a.ProviderEvents, Logger: a.cfg.logger()})
 	if err != nil {
 		cl.Errorf(&l, "/spec/provider", "%v", err)
 		return nil, l
