@@ -14,6 +14,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
@@ -126,6 +127,12 @@ Secrets and values containing a plugin's sensitive values are never shown. Helm
 releases' objects are not compared. 'kubeplug apply' corrects what this shows
 (--force-conflicts to take back fields another field manager now owns).
 
+On a provider that deploys to a cloud (spec.provider.aws), --live runs
+CloudFormation's drift detection on every stack 'kubeplug up' deployed instead and
+prints each stack's status (IN_SYNC, DRIFTED) with its modified or deleted
+resources; an endpoint that does not detect drift (an emulator) is an error saying
+so (docs/aws.md).
+
 With --exit-code, exit 2 when there are differences (exit 1 means the command
 failed), for CI drift checks.`,
 		Example: `  kubeplug diff -f examples/quickstart/cluster.yaml --against out
@@ -137,7 +144,20 @@ failed), for CI drift checks.`,
 				return fmt.Errorf("give either --against DIR or --live")
 			}
 			if live {
-				res, l := withCluster(file, func(cl *config.Cluster) ([]deploy.PluginDrift, diag.List) { return drift.Run(cmd.Context(), cl) })
+				cloud := action.NewCloudDrift(o.cfg)
+				cloud.StateDir = drift.StateDir
+				var stacks []provider.StackDrift
+				res, l := withCluster(file, func(cl *config.Cluster) ([]deploy.PluginDrift, diag.List) {
+					if cloud.Applies(cl) {
+						var l diag.List
+						stacks, l = cloud.Run(cmd.Context(), cl)
+						return nil, l
+					}
+					return drift.Run(cmd.Context(), cl)
+				})
+				if stacks != nil {
+					return printCloudDrift(o, stacks, exitCode, l)
+				}
 				if o.report(l) {
 					return errFailed
 				}
@@ -186,6 +206,33 @@ failed), for CI drift checks.`,
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	_ = cmd.MarkFlagDirname("against")
 	return cmd
+}
+
+// printCloudDrift prints each stack's drift status and its drifted resources.
+func printCloudDrift(o *options, stacks []provider.StackDrift, exitCode bool, l diag.List) error {
+	if o.report(l) {
+		return errFailed
+	}
+	err := o.print(stacks, func(w io.Writer) error {
+		var b strings.Builder
+		for _, s := range stacks {
+			fmt.Fprintf(&b, "stack %s: %s\n", s.Stack, s.Status)
+			for _, r := range s.Resources {
+				fmt.Fprintf(&b, "  %s\n", r)
+			}
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, s := range stacks {
+		if exitCode && s.Status == "DRIFTED" {
+			return exitError{code: 2}
+		}
+	}
+	return nil
 }
 
 func drifted(drift []deploy.PluginDrift) bool {

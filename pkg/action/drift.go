@@ -8,6 +8,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 	"github.com/kubeplug/kubeplug/pkg/values"
@@ -82,6 +83,50 @@ func (a *Drift) Run(ctx context.Context, cl *config.Cluster) ([]deploy.PluginDri
 	}
 	l.Sort()
 	return drift, l
+}
+
+// CloudDrift reports what changed outside kubeplug in the cloud resources a
+// provider deployed (provider.CloudDrifter: the aws provider's CloudFormation
+// drift detection). kubeplug diff --live runs it instead of Drift on such a
+// provider, whose cluster kubeplug does not reach.
+type CloudDrift struct {
+	cfg *Config
+	// StateDir as for Up.
+	StateDir string
+}
+
+// NewCloudDrift returns a CloudDrift action.
+func NewCloudDrift(cfg *Config) *CloudDrift { return &CloudDrift{cfg: cfg} }
+
+// Applies says whether cl's provider deploys to a cloud whose drift CloudDrift
+// reports.
+func (a *CloudDrift) Applies(cl *config.Cluster) bool {
+	prov, err := provider.New(provider.Config{ClusterName: cl.Spec.Metadata.Name, Spec: cl.Spec.Spec.Provider, StateDir: a.StateDir, Logger: a.cfg.logger()})
+	if err != nil {
+		return false
+	}
+	_, ok := prov.(provider.CloudDrifter)
+	return ok
+}
+
+// Run detects the drift of every stack cl's provider deployed.
+func (a *CloudDrift) Run(ctx context.Context, cl *config.Cluster) ([]provider.StackDrift, diag.List) {
+	var l diag.List
+	prov, err := provider.New(provider.Config{ClusterName: cl.Spec.Metadata.Name, Spec: cl.Spec.Spec.Provider, StateDir: a.StateDir, Logger: a.cfg.logger()})
+	if err != nil {
+		cl.Errorf(&l, "/spec/provider", "%v", err)
+		return nil, l
+	}
+	cd, ok := prov.(provider.CloudDrifter)
+	if !ok {
+		cl.Errorf(&l, "/spec/provider", "the %s provider deploys nothing to a cloud: there is no cloud drift", providerName(cl))
+		return nil, l
+	}
+	res, err := cd.CloudDrift(ctx)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "cloud drift: %v", err)
+	}
+	return res, l
 }
 
 // sensitiveStrings returns the string values at a plugin's sensitive pointers.

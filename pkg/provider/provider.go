@@ -187,6 +187,24 @@ type StackPreview struct {
 	Note string `json:"note,omitempty"`
 }
 
+// CloudDrifter is implemented by a provider whose cloud resources can drift from
+// what it deployed (the aws provider, through CloudFormation's drift
+// detection): `kubeplug diff --live` reports it.
+type CloudDrifter interface {
+	// CloudDrift detects, per deployed stack, what changed outside the provider.
+	CloudDrift(ctx context.Context) ([]StackDrift, error)
+}
+
+// StackDrift is what changed in one cloud stack outside the provider.
+type StackDrift struct {
+	Stack string `json:"stack"`
+	// Status is IN_SYNC, DRIFTED or NOT_CHECKED.
+	Status string `json:"status"`
+	// Resources are the drifted resources, one line each:
+	// "Work (AWS::SQS::Queue) MODIFIED: Properties.X: expected 1, actual 2".
+	Resources []string `json:"resources,omitempty"`
+}
+
 // ImageLoader is a provider whose clusters pull their images through a registry
 // it runs (the local provider's real nodes): LoadImage pushes the images of an
 // archive — a docker-archive tarball or an OCI image layout directory — there,

@@ -586,3 +586,23 @@ func TestPreview(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDriftUnsupported: moto does not detect drift; Drift says so plainly.
+func TestDriftUnsupported(t *testing.T) {
+	srv := testaws.Start(t)
+	testaws.Env(t)
+	d, err := aws.New(t.Context(), options(t, srv, &recorder{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Deploy(t.Context(), aws.Bundle{Stacks: []aws.Stack{{Name: "core", Template: []byte(coreTemplate)}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Drift(t.Context())
+	if !errors.Is(err, aws.ErrDriftUnsupported) || !strings.Contains(err.Error(), srv.Endpoint) {
+		t.Errorf("error %v, want ErrDriftUnsupported naming %s", err, srv.Endpoint)
+	}
+	if err := d.Destroy(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

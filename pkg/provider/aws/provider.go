@@ -45,6 +45,7 @@ var (
 	_ provider.Stateful     = (*Provider)(nil)
 	_ provider.FileDeployer = (*Provider)(nil)
 	_ provider.Previewer    = (*Provider)(nil)
+	_ provider.CloudDrifter = (*Provider)(nil)
 )
 
 // newProvider checks spec.provider.aws and starts nothing.
@@ -223,6 +224,29 @@ func (p *Provider) Preview(ctx context.Context, d *provider.Desired) ([]provider
 			sp.Changes = append(sp.Changes, c.String())
 		}
 		out = append(out, sp)
+	}
+	return out, err
+}
+
+// CloudDrift runs CloudFormation's drift detection on the deployed stacks
+// (Deployer.Drift). An endpoint that does not detect drift is an error saying so.
+func (p *Provider) CloudDrift(ctx context.Context) ([]provider.StackDrift, error) {
+	dep, err := New(ctx, p.opts)
+	if err != nil {
+		return nil, err
+	}
+	drift, err := dep.Drift(ctx)
+	out := make([]provider.StackDrift, 0, len(drift))
+	for _, s := range drift {
+		sd := provider.StackDrift{Stack: s.StackName, Status: s.Status}
+		for _, r := range s.Resources {
+			line := fmt.Sprintf("%s (%s) %s", r.LogicalID, r.Type, r.Status)
+			if len(r.Properties) > 0 {
+				line += ": " + strings.Join(r.Properties, "; ")
+			}
+			sd.Resources = append(sd.Resources, line)
+		}
+		out = append(out, sd)
 	}
 	return out, err
 }
