@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
 // Stack is one CloudFormation stack of a cluster.
@@ -159,7 +161,7 @@ func (d *Deployer) event(kind, stack, format string, args ...any) {
 // before it stay. A Deploy interrupted at any point (even killed) resumes on the
 // next run: it waits for a stack operation still in progress, reuses a change
 // set it created and did not execute, and replaces a stack whose creation rolled
-// back.
+// back. A recorded stack that b no longer has is deleted at the end.
 func (d *Deployer) Deploy(ctx context.Context, b Bundle) (*Result, error) {
 	if len(b.Stacks) == 0 {
 		return nil, errNoStacks
@@ -220,7 +222,37 @@ func (d *Deployer) Deploy(ctx context.Context, b Bundle) (*Result, error) {
 			return res, err
 		}
 	}
-	return res, nil
+	return res, d.prune(ctx, st, stacks)
+}
+
+// prune deletes the recorded stacks that the bundle no longer has (a plugin that
+// contributed one was disabled), the last deployed first.
+func (d *Deployer) prune(ctx context.Context, st *State, keep []Stack) error {
+	for i := len(st.Stacks) - 1; i >= 0; i-- {
+		s := st.Stacks[i]
+		if slices.ContainsFunc(keep, func(k Stack) bool { return k.Name == s.Name }) {
+			continue
+		}
+		d.event("stack", s.StackName, "no longer in the render (its plugin is gone); deleting")
+		id := s.StackID
+		if id == "" {
+			id = s.StackName
+		}
+		cur, err := d.describe(ctx, id)
+		if err != nil {
+			return err
+		}
+		if cur != nil {
+			if err := d.deleteStack(ctx, s.StackName, aws.ToString(cur.StackId)); err != nil {
+				return err
+			}
+		}
+		st.Stacks = slices.Delete(st.Stacks, i, i+1)
+		if err := st.write(d.opts.StateFile); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func orNone(s []string) string {

@@ -230,6 +230,22 @@ func TestDeployLifecycle(t *testing.T) {
 			}
 			rec.take()
 
+			// Without the plugin's stack in the bundle, it is deleted; the core stays.
+			coreOnly := bundle("60")
+			coreOnly.Stacks = coreOnly.Stacks[1:]
+			if _, err := d.Deploy(ctx, coreOnly); err != nil {
+				t.Fatalf("deploy without the plugin's stack: %v", err)
+			}
+			if ev := rec.take(); !has(ev, "stack kubeplug-test-queue-work: deleted") {
+				t.Errorf("the plugin's stack was not deleted:\n%s", strings.Join(ev, "\n"))
+			}
+			if _, err := cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: sdkaws.String("kubeplug-test-queue-work")}); err == nil {
+				t.Errorf("stack kubeplug-test-queue-work still exists")
+			}
+			if st, _ := d.State(); len(st.Stacks) != 1 {
+				t.Errorf("recorded stacks %+v, want the core only", st.Stacks)
+			}
+
 			if err := d.Destroy(ctx); err != nil {
 				t.Fatalf("destroy: %v", err)
 			}

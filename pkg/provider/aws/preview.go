@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
@@ -29,7 +30,8 @@ type Preview struct {
 // stack that does not exist yet lists its template's resources as Adds (a
 // CREATE change set would leave an empty stack behind). Inputs take the current
 // outputs of the stacks they name; a stack whose inputs name a stack that does
-// not exist yet is listed with a note instead. Nothing is uploaded.
+// not exist yet is listed with a note instead, and so is a recorded stack the
+// bundle no longer has, which Deploy would delete. Nothing is uploaded.
 func (d *Deployer) Preview(ctx context.Context, b Bundle) ([]Preview, error) {
 	if len(b.Stacks) == 0 {
 		return nil, errNoStacks
@@ -100,6 +102,16 @@ func (d *Deployer) Preview(ctx context.Context, b Bundle) ([]Preview, error) {
 			p.Changes = changes
 		}
 		out = append(out, p)
+	}
+	st, err := d.State()
+	if err != nil {
+		return out, err
+	}
+	for i := len(st.Stacks) - 1; i >= 0; i-- {
+		s := st.Stacks[i]
+		if !slices.ContainsFunc(stacks, func(k Stack) bool { return k.Name == s.Name }) {
+			out = append(out, Preview{Name: s.Name, StackName: s.StackName, Exists: true, Note: "no longer in the render (its plugin is gone): up deletes the stack"})
+		}
 	}
 	return out, nil
 }
