@@ -1,7 +1,7 @@
 // Package aws deploys a rendered cluster to AWS: it uploads the rendered files to
 // an S3 bucket by content digest and deploys the cloud template
-// (cloud/template.json, the "core" stack) and the stacks plugins add through
-// CloudFormation change sets.
+// (cloud/template.json, the "core" stack) and the stacks plugins add
+// (cloud/stacks.json) through CloudFormation change sets.
 //
 // The one idea: every change goes through a change set that is printed before it
 // runs. A Deployer creates (or finds, after an interrupted run) one change set per
@@ -10,9 +10,13 @@
 // be one and deleted. Stacks deploy in dependency order and a stack's parameters
 // may take another stack's outputs. What a Deployer created is recorded in its
 // state file, so Destroy deletes exactly that — the stacks in reverse order, the
-// objects it uploaded, the bucket if it created it — and nothing else.
+// objects it uploaded, the bucket if it created it — and nothing else. Preview
+// says what Deploy would change without changing it; Drift runs CloudFormation's
+// drift detection.
 //
-// The package registers the "aws" provider (spec.provider.aws). Tests run it
-// against moto's server mode on loopback (docs/aws.md says what moto does not
-// model).
+// The package registers the "aws" provider (spec.provider.aws): kubeplug up
+// deploys with a Deployer, kubeplug down destroys, plan --cloud previews and
+// diff --live reports drift. The cluster's machines join by themselves; the
+// provider does not reach their API server. Tests run against moto's server mode
+// on loopback; docs/aws.md says what moto does not model.
 package aws
