@@ -55,6 +55,12 @@ the current context — so kubectl and kubeplug status work at once. Use
 --no-kubeconfig-update to leave your kubeconfig alone and
 "kubeplug get-kubeconfig -f FILE" to find the cluster's own.
 
+With spec.provider.aws, up uploads the rendered files to S3 and deploys the cloud
+template and the plugins' stacks through CloudFormation change sets, printing each
+change set before it runs and streaming the stacks' events; the machines then join
+by themselves, so no plugin's Kubernetes content is deployed and no live check runs.
+'kubeplug down' deletes what it created (docs/aws.md).
+
 The local provider runs the Kubernetes version the file names, from its binary
 cache, the binaries built from Go modules (make localcluster), or a verified
 download of the release binaries, in that order (docs/versions.md);

@@ -65,7 +65,10 @@ type UpResult struct {
 }
 
 // Run brings cl up: provider, resolve, initialise, render, provision, connect,
-// deploy, after-deploy, validate, record. The result is nil when the provider
+// deploy, after-deploy, validate, record. On a provider that deploys the machines
+// but does not reach their API server (provider.Running without a RESTConfig: the
+// aws provider), it ends after provision with the plugins' validate stage, which
+// sees what the provider deployed (model.Model.Deployed), and a warning. The result is nil when the provider
 // refused the cluster or the plugins did not resolve.
 func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List) {
 	start := time.Now()
