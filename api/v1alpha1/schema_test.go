@@ -24,6 +24,7 @@ func TestSchemasCurrent(t *testing.T) {
 	}{
 		{"plugin.schema.json", PluginSchemaID, "kubeplug plugin.yaml", &Plugin{}, PluginSchema()},
 		{"cluster.schema.json", ClusterSchemaID, "kubeplug cluster.yaml", &Cluster{}, ClusterSchema()},
+		{"expansion.schema.json", ExpansionSchemaID, "kubeplug expansion.yaml", &Expansion{}, ExpansionSchema()},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			r := &jsonschema.Reflector{}

@@ -36,7 +36,7 @@ var Layers = []Layer{
 	},
 	{
 		Name:     "inputs",
-		Prefixes: []string{"pkg/source", "pkg/config", "pkg/lock", "pkg/oci"},
+		Prefixes: []string{"pkg/source", "pkg/config", "pkg/lock", "pkg/oci", "pkg/expansion"},
 		Why:      "where packages come from (directories, catalogs, OCI registries) and the cluster file that picks them",
 	},
 	{

@@ -34,6 +34,8 @@
 //	uninstall                       Uninstall       release records, reverse dependency order
 //	history                         History         release records
 //	rollback                        Rollback        release records, deploy
+//	expansion create                ExpansionCreate resolve, initialise, render, image scan, pack
+//	expansion lint|inspect|verify   ExpansionLint…  expansion packages
 //
 // Where the cluster is comes from a target: a KubeconfigTarget for the verbs that
 // work on a cluster they did not bring up (apply, status, diff --live, uninstall,

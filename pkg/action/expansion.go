@@ -1,0 +1,370 @@
+package action
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/archive"
+	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/expansion"
+	"github.com/kubeplug/kubeplug/pkg/oci"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/sign"
+	"github.com/kubeplug/kubeplug/pkg/stage"
+)
+
+// ExpansionLint checks expansion packages: directories being authored or archives
+// made by expansion create (kubeplug expansion lint).
+type ExpansionLint struct {
+	cfg *Config
+	// Limits bound what a package may hold; zero fields take expansion's defaults.
+	Limits expansion.Limits
+}
+
+// NewExpansionLint returns an ExpansionLint action.
+func NewExpansionLint(cfg *Config) *ExpansionLint { return &ExpansionLint{cfg: cfg} }
+
+// Run checks each path and returns how many expansions read and every problem found.
+func (a *ExpansionLint) Run(ctx context.Context, paths ...string) (int, diag.List) {
+	var l diag.List
+	n := 0
+	for _, p := range paths {
+		a.cfg.logger().Debug("linting expansion", "path", p)
+		pkg, pl := expansion.Open(ctx, p, a.Limits)
+		l = append(l, pl...)
+		if pkg != nil && pkg.Manifest != nil {
+			n++
+		}
+	}
+	l.Sort()
+	return n, l
+}
+
+// ExpansionInfo is what expansion inspect prints about one package.
+type ExpansionInfo struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	Description string `json:"description,omitempty"`
+	Location    string `json:"location"`
+	// Digest is the SHA-256 of checksums.txt; empty for an unpacked source.
+	Digest string `json:"digest,omitempty"`
+	Signed bool   `json:"signed"`
+	// Files and Bytes count every file.
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// Plugins are the plugin paths and pinned references.
+	Plugins            []string `json:"plugins,omitempty"`
+	Charts             []string `json:"charts,omitempty"`
+	Images             []string `json:"images,omitempty"`
+	Hooks              []string `json:"hooks,omitempty"`
+	NodeFiles          []string `json:"nodeFiles,omitempty"`
+	SkipSteps          []string `json:"skipSteps,omitempty"`
+	SkipConditions     []string `json:"skipConditions,omitempty"`
+	DelegateConditions []string `json:"delegateConditions,omitempty"`
+	// Overrides names the plugins (and "provider") whose values it overrides.
+	Overrides []string `json:"overrides,omitempty"`
+}
+
+// ExpansionInspect describes an expansion package (kubeplug expansion inspect).
+type ExpansionInspect struct {
+	cfg    *Config
+	Limits expansion.Limits
+}
+
+// NewExpansionInspect returns an ExpansionInspect action.
+func NewExpansionInspect(cfg *Config) *ExpansionInspect { return &ExpansionInspect{cfg: cfg} }
+
+// Run reads the package at path (checking it as lint does) and describes it.
+func (a *ExpansionInspect) Run(ctx context.Context, path string) (*ExpansionInfo, diag.List) {
+	pkg, l := expansion.Open(ctx, path, a.Limits)
+	if pkg == nil || pkg.Manifest == nil {
+		return nil, l
+	}
+	return describeExpansion(pkg), l
+}
+
+func describeExpansion(pkg *expansion.Package) *ExpansionInfo {
+	m := pkg.Manifest
+	info := &ExpansionInfo{
+		Name: m.Metadata.Name, Version: m.Metadata.Version, Description: m.Metadata.Description,
+		Location: pkg.Location, Digest: pkg.Digest(), Signed: pkg.Signature != nil,
+		Images: pkg.Images, SkipSteps: m.Spec.SkipSteps, SkipConditions: m.Spec.SkipConditions,
+	}
+	for _, f := range pkg.Files {
+		info.Files++
+		info.Bytes += f.Size
+	}
+	for _, p := range m.Spec.Plugins {
+		if p.Path != "" {
+			info.Plugins = append(info.Plugins, p.Path)
+		} else {
+			info.Plugins = append(info.Plugins, p.Ref+"@"+p.Digest)
+		}
+	}
+	for _, c := range m.Spec.Charts {
+		info.Charts = append(info.Charts, c.Name+" ("+c.Path+")")
+	}
+	for _, h := range m.Spec.Hooks {
+		info.Hooks = append(info.Hooks, h.At+"/"+h.Name)
+	}
+	for _, n := range m.Spec.Nodes {
+		for _, h := range n.Hooks {
+			info.Hooks = append(info.Hooks, h.At+"/"+h.Name)
+		}
+		for _, f := range n.Files {
+			info.NodeFiles = append(info.NodeFiles, f.Path)
+		}
+	}
+	for _, d := range m.Spec.DelegateConditions {
+		info.DelegateConditions = append(info.DelegateConditions, d.Check+" -> "+d.Operator+" sets "+d.Condition)
+	}
+	if o := m.Spec.Overrides; o != nil {
+		for name := range o.Plugins {
+			info.Overrides = append(info.Overrides, name)
+		}
+		sort.Strings(info.Overrides)
+		if len(o.Provider) > 0 {
+			info.Overrides = append(info.Overrides, "provider")
+		}
+	}
+	sort.Strings(info.Hooks)
+	sort.Strings(info.NodeFiles)
+	return info
+}
+
+// ExpansionVerify checks an expansion package's checksums and signature
+// (kubeplug expansion verify).
+type ExpansionVerify struct {
+	cfg *Config
+	// Keys are trusted public key files; with any, a signature by one of them
+	// is required.
+	Keys   []string
+	Limits expansion.Limits
+}
+
+// NewExpansionVerify returns an ExpansionVerify action.
+func NewExpansionVerify(cfg *Config) *ExpansionVerify { return &ExpansionVerify{cfg: cfg} }
+
+// Run reads the package at path, checks every file against checksums.txt and,
+// with Keys, the signature over it.
+func (a *ExpansionVerify) Run(ctx context.Context, path string) (*expansion.Verification, diag.List) {
+	keys, l := loadKeys(a.Keys)
+	if l.HasFatal() {
+		return nil, l
+	}
+	pkg, pl := expansion.Open(ctx, path, a.Limits)
+	l = append(l, pl...)
+	if pkg == nil || l.HasFatal() {
+		return nil, l
+	}
+	v, vl := pkg.Verify(keys)
+	l = append(l, vl...)
+	l.Sort()
+	return v, l
+}
+
+// loadKeys reads trusted public key files.
+func loadKeys(files []string) ([]*sign.PublicKey, diag.List) {
+	var l diag.List
+	var keys []*sign.PublicKey
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			l.Errorf(f, 0, 0, "", "cannot read the public key: %v", unwrapPathErr(err))
+			continue
+		}
+		k, err := sign.LoadPublicKey(f, b)
+		if err != nil {
+			l.Errorf(f, 0, 0, "", "%v", err)
+			continue
+		}
+		keys = append(keys, k)
+	}
+	return keys, l
+}
+
+// ExpansionCreate packs an expansion (kubeplug expansion create).
+type ExpansionCreate struct {
+	cfg *Config
+	// Images are pulled into the package besides those the manifest and the
+	// cluster's render name.
+	Images []string
+	// Key is a private key file to sign the package with (from plugin keygen);
+	// Password decrypts it.
+	Key      string
+	Password []byte
+	// Registry pulls the plugins the manifest names by reference.
+	Registry *oci.Client
+	Limits   expansion.Limits
+}
+
+// NewExpansionCreate returns an ExpansionCreate action.
+func NewExpansionCreate(cfg *Config) *ExpansionCreate { return &ExpansionCreate{cfg: cfg} }
+
+// ExpansionCreated says what create packed.
+type ExpansionCreated struct {
+	expansion.Written
+	File string `json:"file"`
+	// Images are every image packed, and RenderImages those the cluster's
+	// render references (with the objects that do).
+	Images       []string             `json:"images"`
+	RenderImages []expansion.ImageUse `json:"renderImages,omitempty"`
+}
+
+// Run packs the expansion whose manifest is manifest (its directory is the
+// source) into out. With cl, the cluster is rendered as render does and every
+// image its Kubernetes objects and charts reference is packed too; with cl and
+// no manifest, the expansion is made from the cluster alone: named after it,
+// holding those images and every plugin package it resolves to that is not
+// built in.
+func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.Cluster, out string) (*ExpansionCreated, diag.List) {
+	var l diag.List
+	opts := expansion.CreateOptions{Images: a.Images, Plugins: a.Registry, Limits: a.Limits, Logger: a.cfg.logger()}
+	if a.Key != "" {
+		b, err := os.ReadFile(a.Key)
+		if err != nil {
+			l.Errorf(a.Key, 0, 0, "", "cannot read the private key: %v", unwrapPathErr(err))
+			return nil, l
+		}
+		s, err := sign.LoadSigner(b, a.Password)
+		if err != nil {
+			l.Errorf(a.Key, 0, 0, "", "private key %s: %v", a.Key, err)
+			return nil, l
+		}
+		opts.Signer = s
+	}
+	res := &ExpansionCreated{File: out}
+	src := ""
+	if manifest != "" {
+		src = filepath.Dir(manifest)
+		if filepath.Base(manifest) != expansion.ManifestFile {
+			l.Errorf(manifest, 0, 0, "", "expected the expansion's %s (its directory is what is packed), found %s", expansion.ManifestFile, filepath.Base(manifest))
+			return nil, l
+		}
+	}
+	if cl != nil {
+		r := a.cfg.newRun(cl, true)
+		defer r.close()
+		rl := r.pipeline(ctx, append([]step{resolveStep}, through(stage.Render)...)...)
+		l = append(l, rl...)
+		if rl.HasFatal() {
+			return nil, l
+		}
+		in := r.renderInput()
+		in.Plan = r.plan.Doc(r.model)
+		files, fl := render.Files(ctx, in)
+		l = append(l, fl...)
+		if fl.HasFatal() {
+			return nil, l
+		}
+		uses, err := scanRender(files)
+		if err != nil {
+			l.Errorf(cl.File, 0, 0, "", "scanning the render for images: %v", err)
+			return nil, l
+		}
+		res.RenderImages = uses
+		for _, u := range uses {
+			opts.Images = append(opts.Images, u.Image)
+		}
+		if src == "" {
+			dir, err := os.MkdirTemp(filepath.Dir(out), ".expansion-src-")
+			if err != nil {
+				l.Errorf(out, 0, 0, "", "%v", err)
+				return nil, l
+			}
+			defer func() { _ = os.RemoveAll(dir) }()
+			if err := clusterExpansion(dir, cl, r); err != nil {
+				l.Errorf(cl.File, 0, 0, "", "making the expansion: %v", err)
+				return nil, l
+			}
+			src = dir
+		}
+	}
+	if src == "" {
+		l.Errorf("", 0, 0, "", "nothing to pack: give an expansion.yaml, a cluster file, or both")
+		return nil, l
+	}
+	w, cl2 := expansion.Create(ctx, src, out, opts)
+	l = append(l, cl2...)
+	if w == nil {
+		return nil, l
+	}
+	res.Written = *w
+	// Read back what was written, as a site will: the images it holds.
+	pkg, pl := expansion.Open(ctx, out, a.Limits)
+	l = append(l, pl...)
+	if pkg != nil {
+		res.Images = pkg.Images
+	}
+	l.Sort()
+	return res, l
+}
+
+// scanRender finds the images of the rendered Kubernetes objects (manifests and
+// charts), sorted by image, then object.
+func scanRender(files map[string][]byte) ([]expansion.ImageUse, error) {
+	var uses []expansion.ImageUse
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if !strings.HasPrefix(name, "kubernetes/") || !strings.HasSuffix(name, ".yaml") && !strings.HasSuffix(name, ".yml") {
+			continue
+		}
+		u, err := expansion.ScanImages(name, files[name])
+		if err != nil {
+			return nil, err
+		}
+		uses = append(uses, u...)
+	}
+	slices.SortStableFunc(uses, func(a, b expansion.ImageUse) int {
+		return cmp.Or(strings.Compare(a.Image, b.Image), strings.Compare(a.Object, b.Object))
+	})
+	return uses, nil
+}
+
+// clusterExpansion writes the source of an expansion made from a cluster alone
+// into dir: expansion.yaml named after the cluster, and every plugin package it
+// resolves to that is not built in, as an archive under plugins/.
+func clusterExpansion(dir string, cl *config.Cluster, r *run) error {
+	m := v1alpha1.Expansion{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindExpansion}
+	m.Metadata.Name = cl.Spec.Metadata.Name
+	m.Metadata.Version = "0.1.0"
+	m.Metadata.Description = "everything cluster " + cl.Spec.Metadata.Name + " needs, packed by kubeplug expansion create"
+	if err := os.MkdirAll(filepath.Join(dir, "plugins"), 0o755); err != nil {
+		return err
+	}
+	for _, pl := range r.plan.Plugins {
+		p := pl.Package
+		if p.Origin == plugin.OriginBuiltin {
+			continue
+		}
+		rel := "plugins/" + p.Name + "-" + p.Version.String() + archive.Ext
+		f, err := os.Create(filepath.Join(dir, filepath.FromSlash(rel)))
+		if err != nil {
+			return err
+		}
+		err = archive.Write(f, p.FS)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("pack plugin %s: %w", p.ID(), err)
+		}
+		m.Spec.Plugins = append(m.Spec.Plugins, v1alpha1.ExpansionPlugin{Path: rel})
+	}
+	b, err := yaml.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, expansion.ManifestFile), b, 0o644)
+}

@@ -1,0 +1,250 @@
+package expansion
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/oci"
+	"github.com/kubeplug/kubeplug/pkg/sign"
+)
+
+// PulledPluginPath is where a package keeps the plugin archive it pulled for a
+// reference pinned by digest.
+func PulledPluginPath(digest string) string {
+	return path.Join("plugins", "oci", strings.TrimPrefix(digest, "sha256:")+".tgz")
+}
+
+// CreateOptions say how [Create] packs an expansion.
+type CreateOptions struct {
+	// Images are pulled into the package besides those expansion.yaml lists
+	// (the images a cluster's render references).
+	Images []string
+	// Platform is the platform pulled from a multi-platform image; default
+	// linux/amd64.
+	Platform *v1.Platform
+	// Keychain gives registry credentials; default authn.DefaultKeychain.
+	Keychain authn.Keychain
+	// Plugins pulls plugin archives named by reference; nil when the manifest
+	// names none.
+	Plugins *oci.Client
+	// Signer signs the package; nil leaves it unsigned.
+	Signer *sign.Signer
+	// Limits bound the source directory.
+	Limits Limits
+	// Logger reports progress; default none.
+	Logger *slog.Logger
+}
+
+// Create packs the expansion source directory src into the archive out: its
+// files, every image its manifest and opts.Images name (pulled from their
+// registries into images/ as an OCI image layout, one platform, layers streamed
+// to disk), every plugin it names by reference (pulled and checked against its
+// digest), checksums.txt and, with a signer, the signature. It stages the
+// package in a directory beside out (source files hard-linked where the file
+// system allows, so nothing is copied twice) and writes out atomically: on
+// any error out is left as it was.
+func Create(ctx context.Context, src, out string, opts CreateOptions) (*Written, diag.List) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	pkg, l := OpenSource(ctx, src, opts.Limits)
+	if pkg == nil || pkg.Manifest == nil {
+		return nil, l
+	}
+	if pkg.Checksums != nil {
+		l.Errorf(pkg.where(ChecksumsFile), 0, 0, "", "%s is already a packed expansion (it has %s); create packs a source directory", src, ChecksumsFile)
+		return nil, l
+	}
+	stage, err := os.MkdirTemp(filepath.Dir(out), ".expansion-stage-")
+	if err != nil {
+		l.Errorf(out, 0, 0, "", "cannot stage the expansion: %v", err)
+		return nil, l
+	}
+	defer func() { _ = os.RemoveAll(stage) }()
+	for _, f := range sortedKeys(pkg.Files) {
+		if err := linkOrCopy(filepath.Join(src, filepath.FromSlash(f)), filepath.Join(stage, filepath.FromSlash(f))); err != nil {
+			l.Errorf(pkg.where(f), 0, 0, "", "cannot stage: %v", err)
+			return nil, l
+		}
+	}
+	m := pkg.Manifest
+	for i, p := range m.Spec.Plugins {
+		if p.Ref == "" {
+			continue
+		}
+		if err := pullPlugin(ctx, opts.Plugins, p.Ref, p.Digest, filepath.Join(stage, filepath.FromSlash(PulledPluginPath(p.Digest)))); err != nil {
+			pkg.doc.Errorf(&l, fmt.Sprintf("/spec/plugins/%d/ref", i), "%v", err)
+			return nil, l
+		}
+		log.Info("pulled plugin", "ref", p.Ref, "digest", p.Digest)
+	}
+	images := slices.Clone(m.Spec.Images)
+	images = append(images, opts.Images...)
+	if err := pullImages(ctx, filepath.Join(stage, ImagesDir), images, opts, log); err != nil {
+		l.Errorf(src, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".expansion-*.tar")
+	if err != nil {
+		l.Errorf(out, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	w, err := Write(ctx, tmp, stage, WriteOptions{Signer: opts.Signer, Executable: scripts(m)})
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), out)
+	}
+	if err != nil {
+		l.Errorf(out, 0, 0, "", "cannot write the expansion: %v", err)
+		return nil, l
+	}
+	return w, l
+}
+
+// linkOrCopy puts src at dst: a hard link when the file system allows, else a copy.
+func linkOrCopy(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if os.Link(src, dst) == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	o, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, fi.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(o, in)
+	if cerr := o.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// pullPlugin pulls a plugin archive by reference and checks its digest.
+func pullPlugin(ctx context.Context, c *oci.Client, ref, digest, dst string) error {
+	if c == nil {
+		return errors.New("no registry client to pull plugins with")
+	}
+	p, err := c.Pull(ctx, ref)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(p.Archive)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != digest {
+		return fmt.Errorf("plugin %s has digest %s, not the %s the expansion pins", ref, got, digest)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, p.Archive, 0o644)
+}
+
+// pullImages pulls each image into the OCI image layout at dir (created when
+// absent), annotated with its full reference, unless the layout has it already.
+func pullImages(ctx context.Context, dir string, images []string, opts CreateOptions, log *slog.Logger) error {
+	var lp layout.Path
+	var have map[string]bool
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err == nil {
+		if lp, err = layout.FromPath(dir); err != nil {
+			return fmt.Errorf("%s: not an OCI image layout: %w", dir, err)
+		}
+		idx, err := lp.ImageIndex()
+		if err != nil {
+			return err
+		}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return err
+		}
+		have = map[string]bool{}
+		for _, d := range im.Manifests {
+			have[NormalizeImage(d.Annotations[RefName])] = true
+		}
+	} else if len(images) > 0 {
+		if lp, err = layout.Write(dir, empty.Index); err != nil {
+			return err
+		}
+	}
+	kc := opts.Keychain
+	if kc == nil {
+		kc = authn.DefaultKeychain
+	}
+	platform := opts.Platform
+	if platform == nil {
+		platform = &v1.Platform{OS: "linux", Architecture: "amd64"}
+	}
+	seen := map[string]bool{}
+	for _, img := range images {
+		full := NormalizeImage(img)
+		if seen[full] || have[full] {
+			continue
+		}
+		seen[full] = true
+		ref, err := name.ParseReference(img, name.WeakValidation)
+		if err != nil {
+			return fmt.Errorf("image %q: %w", img, err)
+		}
+		im, err := remote.Image(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(*platform))
+		if err != nil {
+			return fmt.Errorf("pull image %s: %w", img, err)
+		}
+		if err := lp.AppendImage(im, layout.WithAnnotations(map[string]string{RefName: full})); err != nil {
+			return fmt.Errorf("write image %s into the layout: %w", img, err)
+		}
+		log.Info("pulled image", "image", full)
+	}
+	return nil
+}
+
+// scripts are the files the manifest runs: installer and node hook scripts.
+func scripts(m *v1alpha1.Expansion) []string {
+	var out []string
+	for _, h := range m.Spec.Hooks {
+		if h.Script != "" {
+			out = append(out, h.Script)
+		}
+	}
+	for _, n := range m.Spec.Nodes {
+		for _, h := range n.Hooks {
+			if h.Run.Script != "" {
+				out = append(out, h.Run.Script)
+			}
+		}
+	}
+	return out
+}
