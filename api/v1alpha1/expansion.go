@@ -21,8 +21,9 @@ type Expansion struct {
 
 // ExpansionMetadata identifies one version of an expansion.
 type ExpansionMetadata struct {
-	// Name is a DNS label (lower-case letters, digits and '-', at most 63 characters).
-	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
+	// Name is a DNS label of at most 53 characters: its node files and hooks are
+	// contributed as plugin expansion-NAME.
+	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=53"`
 	// Version is a semantic version, for example 1.0.0.
 	Version string `json:"version" jsonschema:"pattern=^(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\\+[0-9A-Za-z.-]+)?$"`
 	// Description says in one line what the expansion is for.
