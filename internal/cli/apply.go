@@ -269,6 +269,7 @@ and the next run takes it over.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
 	lockedFlag(cmd, o)
+	expansionFlags(cmd, o)
 	cmd.Flags().Var(dryRunValue{&a.DryRun}, "dry-run", `"server" to have the API server check everything without persisting it`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
 	deployFlags(cmd, &a.DeployOptions)

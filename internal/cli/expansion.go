@@ -241,3 +241,14 @@ func fileKind(file string) (string, error) {
 	}
 	return head.Kind, nil
 }
+
+// expansionFlags adds --expansion-dir and its companions to a command that plans
+// a cluster (plan, render, diff, apply, up).
+func expansionFlags(cmd *cobra.Command, o *options) {
+	f := cmd.Flags()
+	f.StringArrayVar(&o.expansions.Dirs, "expansion-dir", nil, "a directory of expansion packages (expansion directories and .tar archives) to verify and merge; repeatable (see docs/expansions.md)")
+	f.StringArrayVar(&o.expansions.Keys, "expansion-key", nil, "a public key every expansion must be signed by; repeatable")
+	f.StringVar(&o.expansions.SiteRegistry, "site-registry", "", "host:port of the registry the cluster pulls from: expansions' images are pushed there and image references rewritten to it")
+	f.BoolVar(&o.expansions.SiteRegistryPlainHTTP, "site-registry-plain-http", false, "talk plain HTTP to --site-registry")
+	_ = cmd.MarkFlagDirname("expansion-dir")
+}

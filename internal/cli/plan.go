@@ -88,6 +88,7 @@ template as an Add. Nothing is deployed or uploaded (docs/aws.md).`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
 	lockedFlag(cmd, o)
+	expansionFlags(cmd, o)
 	cmd.Flags().StringVar(&kube, "kubernetes-version", "", "plan moving the cluster to this Kubernetes version: which plugins must move")
 	cmd.Flags().BoolVar(&cloud, "cloud", false, "show what up would change in the cloud's stacks (the aws provider's change sets)")
 	stateDirFlag(cmd, &stateDir)

@@ -75,6 +75,7 @@ path order). Sensitive values are written as ***.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
 	lockedFlag(cmd, o)
+	expansionFlags(cmd, o)
 	cmd.Flags().StringVar(&dir, "output-dir", "", "the directory to write the files into")
 	cmd.Flags().StringVar(&until, "stage", "render", "what to write: render (every file) or initialise (the model)")
 	_ = cmd.MarkFlagRequired("file")
@@ -199,6 +200,7 @@ failed), for CI drift checks.`,
 	cmd.Flags().StringVar(&dir, "against", "", "a previous render to compare with")
 	cmd.Flags().BoolVar(&live, "live", false, "compare with the running cluster instead (drift)")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 2 when there are differences")
+	expansionFlags(cmd, o)
 	targetFlags(cmd, &drift.Target)
 	stateDirFlag(cmd, &drift.StateDir)
 	cmd.MarkFlagsMutuallyExclusive("against", "live")

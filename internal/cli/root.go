@@ -54,6 +54,8 @@ type options struct {
 	// noProgress prints progress as plain lines even on a terminal.
 	noProgress bool
 	getenv     func(string) (string, bool)
+	// expansions are --expansion-dir and its companions (plan, render, diff, apply, up).
+	expansions action.ExpansionUse
 }
 
 // config returns the shared action configuration.
@@ -78,6 +80,7 @@ func (o *options) initConfig() {
 
 		AllowValuesOutside: o.allowValuesOutside,
 		Locked:             o.locked,
+		Expansions:         o.expansions,
 	}
 }
 

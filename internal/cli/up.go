@@ -115,6 +115,7 @@ download of the release binaries, in that order (docs/versions.md);
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
 	lockedFlag(cmd, o)
+	expansionFlags(cmd, o)
 	deployFlags(cmd, &u.DeployOptions)
 	cmd.Flags().BoolVar(&noKubeconfig, "no-kubeconfig-update", false, "do not merge the cluster's context into your kubeconfig")
 	cmd.Flags().BoolVar(&fromSource, "build-from-source", false, "local provider: run only Kubernetes binaries built from Go modules, never the cache or a download (also $"+local.BuildFromSourceEnv+")")

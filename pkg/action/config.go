@@ -47,6 +47,8 @@ type Config struct {
 	PluginTimeout time.Duration
 	// Progress, when set, is told when each wave of each stage starts.
 	Progress func(engine.StageEvent)
+	// Expansions are the expansion packages every run merges; none when zero.
+	Expansions ExpansionUse
 }
 
 func (c *Config) logger() *slog.Logger {

@@ -60,6 +60,9 @@ type run struct {
 	// Set by provision (up).
 	prov    provider.Provider
 	running *provider.Running
+
+	// exp is the run's expansions (expansion_use.go); nil without.
+	exp *expansions
 }
 
 // step is one named step of the lifecycle.
@@ -88,7 +91,7 @@ func (r *run) pipeline(ctx context.Context, steps ...step) diag.List {
 			// sensitive value the plan holds.
 			sctx = redact.NewContext(ctx, r.plan.Secrets())
 		}
-		l := s.do(sctx, r)
+		l := r.doStep(sctx, s)
 		all = append(all, l...)
 		r.log().Debug("step finished", "step", s.name, "duration", time.Since(start), "fatal", l.HasFatal())
 		if l.HasFatal() {
@@ -101,6 +104,7 @@ func (r *run) pipeline(ctx context.Context, steps ...step) diag.List {
 
 // close stops every plugin process the run started.
 func (r *run) close() {
+	r.closeExpansions()
 	if r.runtimes == nil {
 		return
 	}

@@ -75,6 +75,10 @@ func Create(ctx context.Context, src, out string, opts CreateOptions) (*Written,
 		l.Errorf(pkg.where(ChecksumsFile), 0, 0, "", "%s is already a packed expansion (it has %s); create packs a source directory", src, ChecksumsFile)
 		return nil, l
 	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		l.Errorf(out, 0, 0, "", "cannot create the archive's directory: %v", err)
+		return nil, l
+	}
 	stage, err := os.MkdirTemp(filepath.Dir(out), ".expansion-stage-")
 	if err != nil {
 		l.Errorf(out, 0, 0, "", "cannot stage the expansion: %v", err)

@@ -1,0 +1,231 @@
+package action
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/expansion"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+)
+
+// ExpansionUse says which expansion packages every run merges (up, apply, plan,
+// render, diff with --expansion-dir; see docs/expansions.md). The zero value uses
+// none, and then a run is exactly what it is without expansions.
+type ExpansionUse struct {
+	// Dirs are scanned for expansions (directories holding expansion.yaml and
+	// .tar archives).
+	Dirs []string
+	// Keys are trusted public key files; with any, every expansion must be
+	// signed by one.
+	Keys []string
+	// SiteRegistry is host:port of the registry the cluster pulls from: the
+	// expansions' images are pushed there before deploying, and every image
+	// reference in the rendered objects is rewritten to it. Empty: images keep
+	// their names, and up pushes them into a provider's own registry (the
+	// local provider's real nodes pull every registry name through it).
+	SiteRegistry string
+	// SiteRegistryPlainHTTP talks plain HTTP to the site registry.
+	SiteRegistryPlainHTTP bool
+}
+
+// expansions is a run's use of its expansions: the hook points of the pipeline
+// (see [run.around]) call into pkg/expansion, which holds the logic.
+type expansions struct {
+	set  *expansion.Set
+	work string
+	// ranBeforeCluster says whether the beforeCluster hooks ran.
+	ranBeforeCluster bool
+	pushed           bool
+}
+
+// doStep runs one step of the pipeline: the pipeline's one hook point for
+// expansions. Without expansions it is s.do.
+func (r *run) doStep(ctx context.Context, s step) diag.List {
+	if len(r.cfg.Expansions.Dirs) == 0 {
+		return s.do(ctx, r)
+	}
+	skip, l := r.around(ctx, s.name, true)
+	if l.HasFatal() || skip {
+		return l
+	}
+	sl := s.do(ctx, r)
+	l = append(l, sl...)
+	if !sl.HasFatal() {
+		_, al := r.around(ctx, s.name, false)
+		l = append(l, al...)
+	}
+	if r.exp != nil {
+		l = r.exp.set.Locate(l)
+	}
+	return l
+}
+
+// around is called by doStep for expansions, called before and
+// after every step: it reports whether to skip the step (a skipStep of an
+// expansion) and its own diagnostics. Without expansions it does nothing.
+func (r *run) around(ctx context.Context, stepName string, before bool) (bool, diag.List) {
+	use := r.cfg.Expansions
+	if len(use.Dirs) == 0 {
+		return false, nil
+	}
+	var l diag.List
+	if r.exp == nil {
+		if !before {
+			return false, nil
+		}
+		if l = r.scanExpansions(ctx); l.HasFatal() {
+			return false, l
+		}
+	}
+	x := r.exp
+	switch {
+	case before && (stepName == "after-deploy" || stepName == "validate"):
+		if by, ok := x.set.Skips(stepName); ok {
+			l.Warnf("", 0, 0, "", "step %s skipped: expansion %s says the site provides it (skipSteps)", stepName, by)
+			return true, l
+		}
+	case before && (stepName == "provision" || stepName == "connect") && !x.ranBeforeCluster:
+		x.ranBeforeCluster = true
+		l = append(l, r.runHooks(ctx, v1alpha1.HookBeforeCluster)...)
+	case !before && stepName == "connect":
+		l = append(l, r.runHooks(ctx, v1alpha1.HookControlPlaneReady)...)
+	case before && stepName == "deploy" && !x.pushed:
+		x.pushed = true
+		l = append(l, r.pushExpansionImages(ctx)...)
+	case !before && stepName == "render":
+		var site expansion.ImageSource
+		if use.SiteRegistry != "" {
+			site = r.siteHas
+		}
+		l = append(l, x.set.CheckImages(ctx, r.model, site)...)
+		if use.SiteRegistry != "" && !l.HasFatal() {
+			for _, rw := range expansion.RewriteImages(r.model, use.SiteRegistry) {
+				r.log().Info("image rewritten to the site registry", "object", rw.Object, "from", rw.From, "to", rw.To)
+			}
+		}
+	case !before && stepName == "record":
+		l = append(l, r.runHooks(ctx, v1alpha1.HookAfterInstall)...)
+	}
+	return false, l
+}
+
+// scanExpansions finds and verifies the run's expansions and merges them into a
+// copy of its cluster spec.
+func (r *run) scanExpansions(ctx context.Context) diag.List {
+	use := r.cfg.Expansions
+	keys, l := loadKeys(use.Keys)
+	if l.HasFatal() {
+		return l
+	}
+	work, err := os.MkdirTemp("", "kubeplug-expansions-")
+	if err != nil {
+		l.Errorf("", 0, 0, "", "expansions: %v", err)
+		return l
+	}
+	set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: use.Dirs, Keys: keys, WorkDir: work, Images: true})
+	r.exp = &expansions{set: set, work: work}
+	l = append(l, sl...)
+	if l.HasFatal() {
+		return l
+	}
+	// The spec is the caller's: merge into a copy.
+	b, err := json.Marshal(r.cluster.Spec)
+	spec := &v1alpha1.Cluster{}
+	if err == nil {
+		err = json.Unmarshal(b, spec)
+	}
+	if err != nil {
+		l.Errorf(r.cluster.File, 0, 0, "", "expansions: copying the cluster spec: %v", err)
+		return l
+	}
+	l = append(l, set.Merge(spec)...)
+	cl := *r.cluster
+	cl.Spec = spec
+	r.cluster = &cl
+	for _, e := range set.Expansions {
+		r.log().Info("using expansion", "expansion", e.Name(), "location", e.Location, "digest", e.Verification.Digest, "signed", e.Verification.Signed)
+	}
+	return l
+}
+
+// siteHas reports whether the site registry holds img (under its rewritten name).
+func (r *run) siteHas(ctx context.Context, img string) bool {
+	use := r.cfg.Expansions
+	var opts []name.Option
+	if use.SiteRegistryPlainHTTP {
+		opts = append(opts, name.Insecure)
+	}
+	ref, err := name.ParseReference(expansion.RewriteImage(img, use.SiteRegistry), opts...)
+	if err != nil {
+		return false
+	}
+	_, err = remote.Head(ref, remote.WithContext(ctx))
+	return err == nil
+}
+
+// pushExpansionImages pushes the expansions' images where the cluster pulls
+// from: the site registry, or else a provider's own registry.
+func (r *run) pushExpansionImages(ctx context.Context) diag.List {
+	var l diag.List
+	x, use := r.exp, r.cfg.Expansions
+	if by, ok := x.set.Skips("image-push"); ok {
+		r.log().Info("image push skipped", "expansion", by)
+		return l
+	}
+	if use.SiteRegistry != "" {
+		pushed, err := x.set.PushImages(ctx, use.SiteRegistry, expansion.PushOptions{Insecure: use.SiteRegistryPlainHTTP})
+		if err != nil {
+			l.Errorf("", 0, 0, "", "pushing the expansions' images to the site registry %s: %v", use.SiteRegistry, err)
+			return l
+		}
+		r.log().Info("images pushed to the site registry", "registry", use.SiteRegistry, "images", len(pushed))
+		return l
+	}
+	loader, ok := r.prov.(provider.ImageLoader)
+	if !ok {
+		return l
+	}
+	for _, e := range x.set.Expansions {
+		if len(e.Images) == 0 {
+			continue
+		}
+		names, err := loader.LoadImage(ctx, filepath.Join(e.Root, expansion.ImagesDir))
+		if err != nil {
+			l.Errorf(e.Location, 0, 0, "", "loading the images of expansion %s into the cluster's registry: %v", e.Name(), err)
+			return l
+		}
+		r.log().Info("images loaded into the cluster's registry", "expansion", e.Name(), "images", len(names))
+	}
+	return l
+}
+
+// runHooks runs the expansions' installer hooks at one entry point.
+func (r *run) runHooks(ctx context.Context, at string) diag.List {
+	var l diag.List
+	env := []string{"KUBEPLUG_CLUSTER=" + r.cluster.Spec.Metadata.Name, "KUBEPLUG_HOOK=" + at}
+	if r.cfg.Expansions.SiteRegistry != "" {
+		env = append(env, "KUBEPLUG_SITE_REGISTRY="+r.cfg.Expansions.SiteRegistry)
+	}
+	for _, h := range r.exp.set.Hooks(at) {
+		r.log().Info("running expansion hook", "expansion", h.Expansion.Name(), "hook", h.Name, "at", at)
+		if err := h.Run(ctx, append(env, "KUBEPLUG_EXPANSION_DIR="+h.Expansion.Root)); err != nil {
+			l.Errorf(h.Expansion.Location, 0, 0, "", "%v", err)
+			return l
+		}
+	}
+	return l
+}
+
+// closeExpansions removes what the run unpacked.
+func (r *run) closeExpansions() {
+	if r.exp != nil && r.exp.work != "" {
+		_ = os.RemoveAll(r.exp.work)
+	}
+}
