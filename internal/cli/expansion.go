@@ -26,7 +26,7 @@ names: plugin packages, Helm charts, container images (an OCI image layout under
 images/), files and hooks for the machines, hooks for the installer, value
 overrides and the steps the site provides itself. See docs/expansions.md.`,
 	}
-	cmd.AddCommand(newExpansionCreateCmd(o), newExpansionLintCmd(o), newExpansionInspectCmd(o), newExpansionVerifyCmd(o))
+	cmd.AddCommand(newExpansionCreateCmd(o), newExpansionLintCmd(o), newExpansionInspectCmd(o), newExpansionVerifyCmd(o), newExpansionPushCmd(o))
 	return cmd
 }
 
@@ -251,4 +251,39 @@ func expansionFlags(cmd *cobra.Command, o *options) {
 	f.StringVar(&o.expansions.SiteRegistry, "site-registry", "", "host:port of the registry the cluster pulls from: expansions' images are pushed there and image references rewritten to it")
 	f.BoolVar(&o.expansions.SiteRegistryPlainHTTP, "site-registry-plain-http", false, "talk plain HTTP to --site-registry")
 	_ = cmd.MarkFlagDirname("expansion-dir")
+}
+
+func newExpansionPushCmd(o *options) *cobra.Command {
+	a := action.NewExpansionPush(o.cfg)
+	cmd := &cobra.Command{
+		Use:   "push PATH HOST[:PORT]",
+		Short: "Push an expansion's images to the site's registry",
+		Long: `Verify the expansion at PATH (as 'expansion verify' does, with --key a signature
+is required), then push every image it carries to the registry at HOST[:PORT]
+under its rewritten name (registry.example.com/team/app:v1 becomes
+HOST/team/app:v1), straight from the archive: nothing is unpacked, and every
+blob is checked against its digest as it streams. Blobs the registry has are not
+sent again and an image is tagged only after all its blobs, so an interrupted
+push resumes where it stopped. 'up' and 'apply' with --expansion-dir and
+--site-registry do the same before deploying.`,
+		Example: `  kubeplug expansion push --key site.pub site.tar registry.site:5000`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pushed, l := a.Run(cmd.Context(), args[0], args[1])
+			if o.report(l) {
+				return errFailed
+			}
+			return o.print(map[string][]string{"images": pushed}, func(w io.Writer) error {
+				for _, p := range pushed {
+					if _, err := fmt.Fprintln(w, "pushed", p); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringArrayVar(&a.Keys, "key", nil, "a trusted public key file; repeat for several (a signature is then required)")
+	cmd.Flags().BoolVar(&a.PlainHTTP, "plain-http", false, "talk plain HTTP to the registry")
+	return cmd
 }

@@ -368,3 +368,43 @@ func clusterExpansion(dir string, cl *config.Cluster, r *run) error {
 	}
 	return os.WriteFile(filepath.Join(dir, expansion.ManifestFile), b, 0o644)
 }
+
+// ExpansionPush pushes an expansion's images to a registry (kubeplug expansion
+// push): what up and apply do before deploying, for a site that fills its
+// registry first.
+type ExpansionPush struct {
+	cfg *Config
+	// Keys, when any, must verify the expansion's signature.
+	Keys []string
+	// PlainHTTP talks plain HTTP to the registry.
+	PlainHTTP bool
+	Limits    expansion.Limits
+}
+
+// NewExpansionPush returns an ExpansionPush action.
+func NewExpansionPush(cfg *Config) *ExpansionPush { return &ExpansionPush{cfg: cfg} }
+
+// Run verifies the expansion at path and pushes its images to the registry at
+// host, under their rewritten names; it returns the references pushed.
+func (a *ExpansionPush) Run(ctx context.Context, path, host string) ([]string, diag.List) {
+	keys, l := loadKeys(a.Keys)
+	if l.HasFatal() {
+		return nil, l
+	}
+	work, err := os.MkdirTemp("", "kubeplug-expansion-push-")
+	if err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	ld, ll := expansion.Load(ctx, path, expansion.UseOptions{Keys: keys, WorkDir: work, Limits: a.Limits})
+	l = append(l, ll...)
+	if ld == nil {
+		return nil, l
+	}
+	pushed, err := ld.PushImages(ctx, host, expansion.PushOptions{Insecure: a.PlainHTTP})
+	if err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+	}
+	return pushed, l
+}

@@ -129,7 +129,7 @@ func (r *run) scanExpansions(ctx context.Context) diag.List {
 		l.Errorf("", 0, 0, "", "expansions: %v", err)
 		return l
 	}
-	set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: use.Dirs, Keys: keys, WorkDir: work, Images: true})
+	set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: use.Dirs, Keys: keys, WorkDir: work})
 	r.exp = &expansions{set: set, work: work}
 	l = append(l, sl...)
 	if l.HasFatal() {

@@ -92,6 +92,11 @@ type Package struct {
 
 	checksums []byte
 	doc       *yamldoc.Doc
+	// index is images/index.json; nil without images.
+	index []byte
+	// offsets are where each file's bytes start in an uncompressed archive,
+	// so that images are pushed straight from it; nil for a gzipped one.
+	offsets map[string]int64
 	// source is set for a directory being packed: images and pulled plugins
 	// are not there yet.
 	source bool
@@ -257,11 +262,14 @@ func (p *Package) readTar(ctx context.Context, lim Limits, keep map[string][]byt
 		return fmt.Errorf("cannot read the expansion: %w", unwrapPath(err))
 	}
 	defer func() { _ = f.Close() }()
-	tr, closeFn, err := tarReader(ctxReader{ctx, f})
+	tr, cr, closeFn, err := tarReader(ctxReader{ctx, f})
 	if err != nil {
 		return err
 	}
 	defer closeFn()
+	if cr != nil {
+		p.offsets = map[string]int64{}
+	}
 	var total int64
 	entries := 0
 	for {
@@ -298,6 +306,11 @@ func (p *Package) readTar(ctx context.Context, lim Limits, keep map[string][]byt
 		if err := sizeOK(name, h.Size, &total, lim); err != nil {
 			return err
 		}
+		if cr != nil {
+			// tar.Reader has read the header (and the padding before it)
+			// exactly: the file's bytes start here.
+			p.offsets[name] = cr.n
+		}
 		if err := p.add(name, h.Size, h.Mode&0o111 != 0, tr, keep); err != nil {
 			return err
 		}
@@ -305,20 +318,35 @@ func (p *Package) readTar(ctx context.Context, lim Limits, keep map[string][]byt
 }
 
 // tarReader reads a tar stream, gunzipping it when it starts with gzip's magic.
-func tarReader(r io.Reader) (*tar.Reader, func(), error) {
+// For an uncompressed stream it also returns the counter of the bytes the tar
+// reader consumed: the offset in the file.
+func tarReader(r io.Reader) (*tar.Reader, *counter, func(), error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	head, err := br.Peek(2)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read archive: %w (empty or truncated)", err)
+		return nil, nil, nil, fmt.Errorf("read archive: %w (empty or truncated)", err)
 	}
 	if bytes.Equal(head, gzipMagic) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, nil, fmt.Errorf("not a gzipped archive: %w", err)
+			return nil, nil, nil, fmt.Errorf("not a gzipped archive: %w", err)
 		}
-		return tar.NewReader(zr), func() { _ = zr.Close() }, nil
+		return tar.NewReader(zr), nil, func() { _ = zr.Close() }, nil
 	}
-	return tar.NewReader(br), func() {}, nil
+	c := &counter{r: br}
+	return tar.NewReader(c), c, func() {}, nil
+}
+
+// counter counts the bytes read through it.
+type counter struct {
+	r io.Reader
+	n int64
+}
+
+func (c *counter) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
 }
 
 func entryType(t byte) string {
@@ -377,6 +405,7 @@ func (p *Package) check(keep map[string][]byte, l *diag.List) {
 		p.Signature = sig
 	}
 	if idx, ok := keep[path.Join(ImagesDir, "index.json")]; ok {
+		p.index = idx
 		p.Images = layoutImages(p.where(path.Join(ImagesDir, "index.json")), idx, l)
 	}
 	if cs, ok := keep[ChecksumsFile]; ok {

@@ -2,13 +2,22 @@ package expansion
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path"
 	"path/filepath"
 	"slices"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
@@ -137,65 +146,181 @@ type PushOptions struct {
 }
 
 // PushImages pushes every image of the expansions to the registry at host,
-// under the names [RewriteImage] gives. A blob the registry has is not sent
-// again and a tag that already names the image's digest is left alone, so a
-// push interrupted (even by kill -9) resumes where it stopped; an image's tag is
-// written only after all its blobs, so no half-pushed image is ever tagged. It
-// returns the references pushed.
+// under the names [RewriteImage] gives, reading each blob where it is: the
+// expansion's directory, or straight from its archive's bytes (no unpacking),
+// every byte checked against its digest as it streams. A blob the registry has
+// is not sent again and a tag that already names the image's digest is left
+// alone, so a push interrupted (even by kill -9) resumes where it stopped; an
+// image's tag is written only after all its blobs, so no half-pushed image is
+// ever tagged. It returns the references pushed.
 func (s *Set) PushImages(ctx context.Context, host string, opts PushOptions) ([]string, error) {
 	var pushed []string
+	for _, e := range s.Expansions {
+		p, err := e.PushImages(ctx, host, opts)
+		pushed = append(pushed, p...)
+		if err != nil {
+			return pushed, err
+		}
+	}
+	return pushed, nil
+}
+
+// PushImages pushes the images of one expansion, as [Set.PushImages] does.
+func (e *Loaded) PushImages(ctx context.Context, host string, opts PushOptions) ([]string, error) {
+	if e.index == nil {
+		return nil, nil
+	}
 	var nameOpts []name.Option
 	if opts.Insecure {
 		nameOpts = append(nameOpts, name.Insecure)
 	}
 	ropts := append([]remote.Option{remote.WithContext(ctx)}, opts.Remote...)
-	for _, e := range s.Expansions {
-		if len(e.Images) == 0 {
+	var idx v1.IndexManifest
+	if err := json.Unmarshal(e.index, &idx); err != nil {
+		return nil, fmt.Errorf("expansion %s: %s/index.json: %w", e.Name(), ImagesDir, err)
+	}
+	var pushed []string
+	for _, d := range idx.Manifests {
+		src := d.Annotations[RefName]
+		if src == "" {
 			continue
 		}
-		lp, err := layout.FromPath(filepath.Join(e.Root, ImagesDir))
+		dst, err := name.ParseReference(RewriteImage(src, host), nameOpts...)
 		if err != nil {
-			return pushed, fmt.Errorf("expansion %s: images: %w", e.Name(), err)
+			return pushed, fmt.Errorf("image %s: %w", src, err)
 		}
-		idx, err := lp.ImageIndex()
-		if err != nil {
-			return pushed, fmt.Errorf("expansion %s: images: %w", e.Name(), err)
-		}
-		im, err := idx.IndexManifest()
-		if err != nil {
-			return pushed, fmt.Errorf("expansion %s: images: %w", e.Name(), err)
-		}
-		for _, d := range im.Manifests {
-			src := d.Annotations[RefName]
-			if src == "" {
-				continue
-			}
-			dst, err := name.ParseReference(RewriteImage(src, host), nameOpts...)
-			if err != nil {
-				return pushed, fmt.Errorf("image %s: %w", src, err)
-			}
-			if desc, err := remote.Head(dst, ropts...); err == nil && desc.Digest == d.Digest {
-				pushed = append(pushed, dst.String())
-				continue
-			}
-			if d.MediaType.IsIndex() {
-				child, ierr := idx.ImageIndex(d.Digest)
-				if ierr != nil {
-					return pushed, ierr
-				}
-				err = remote.WriteIndex(dst, child, ropts...)
-			} else {
-				img, ierr := idx.Image(d.Digest)
-				if ierr != nil {
-					return pushed, ierr
-				}
-				err = remote.Write(dst, img, ropts...)
-			}
-			if err != nil {
-				return pushed, fmt.Errorf("push image %s to %s: %w", src, dst, err)
-			}
+		if desc, err := remote.Head(dst, ropts...); err == nil && desc.Digest == d.Digest {
 			pushed = append(pushed, dst.String())
+			continue
 		}
+		if err := e.pushManifest(ctx, dst, d, ropts); err != nil {
+			return pushed, fmt.Errorf("push image %s of expansion %s to %s: %w", src, e.Name(), dst, err)
+		}
+		pushed = append(pushed, dst.String())
 	}
 	return pushed, nil
 }
+
+// maxManifest bounds a manifest read from a layout.
+const maxManifest = 4 << 20
+
+// pushManifest pushes the blobs a manifest names (the manifests an index names,
+// by digest), then the manifest as ref.
+func (e *Loaded) pushManifest(ctx context.Context, ref name.Reference, d v1.Descriptor, ropts []remote.Option) error {
+	if d.Size > maxManifest {
+		return fmt.Errorf("manifest %s is %d bytes, past the %d-byte limit", d.Digest, d.Size, maxManifest)
+	}
+	rc, err := e.openBlob(d.Digest, d.Size)
+	if err != nil {
+		return err
+	}
+	raw, err := io.ReadAll(rc)
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	repo := ref.Context()
+	if d.MediaType.IsIndex() {
+		var idx v1.IndexManifest
+		if err := json.Unmarshal(raw, &idx); err != nil {
+			return fmt.Errorf("index %s: %w", d.Digest, err)
+		}
+		for _, c := range idx.Manifests {
+			if err := e.pushManifest(ctx, repo.Digest(c.Digest.String()), c, ropts); err != nil {
+				return err
+			}
+		}
+	} else {
+		var m v1.Manifest
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return fmt.Errorf("manifest %s: %w", d.Digest, err)
+		}
+		for _, b := range append([]v1.Descriptor{m.Config}, m.Layers...) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := remote.WriteLayer(repo, &blobLayer{e: e, d: b}, ropts...); err != nil {
+				return fmt.Errorf("blob %s: %w", b.Digest, err)
+			}
+		}
+	}
+	return remote.Put(ref, rawManifest{raw, d.MediaType}, ropts...)
+}
+
+// openBlob opens a blob of the image layout, checked against its digest as it
+// is read: from the unpacked files, or at its offset in the archive.
+func (e *Loaded) openBlob(h v1.Hash, size int64) (io.ReadCloser, error) {
+	rel := path.Join(ImagesDir, "blobs", h.Algorithm, h.Hex)
+	f, ok := e.Files[rel]
+	if !ok {
+		return nil, fmt.Errorf("blob %s is not in expansion %s", h, e.Name())
+	}
+	if f.Size != size {
+		return nil, fmt.Errorf("blob %s is %d bytes, its descriptor says %d", h, f.Size, size)
+	}
+	var r io.Reader
+	var c io.Closer
+	if off, ok := e.offsets[rel]; ok && e.Archive {
+		af, err := os.Open(e.Location)
+		if err != nil {
+			return nil, err
+		}
+		r, c = io.NewSectionReader(af, off, f.Size), af
+	} else {
+		bf, err := os.Open(filepath.Join(e.Root, filepath.FromSlash(rel)))
+		if err != nil {
+			return nil, err
+		}
+		r, c = bf, bf
+	}
+	return &verifying{r: io.LimitReader(r, f.Size), c: c, h: sha256.New(), want: f.Digest, name: rel}, nil
+}
+
+// verifying checks at EOF that what was read has the digest wanted.
+type verifying struct {
+	r          io.Reader
+	c          io.Closer
+	h          hash.Hash
+	want, name string
+}
+
+func (v *verifying) Read(b []byte) (int, error) {
+	n, err := v.r.Read(b)
+	v.h.Write(b[:n])
+	if errors.Is(err, io.EOF) {
+		if got := "sha256:" + hex.EncodeToString(v.h.Sum(nil)); got != v.want {
+			return n, fmt.Errorf("%s changed since the expansion was verified (digest %s, verified %s)", v.name, got, v.want)
+		}
+	}
+	return n, err
+}
+
+func (v *verifying) Close() error { return v.c.Close() }
+
+// blobLayer is a blob of an expansion's layout as go-containerregistry uploads it.
+type blobLayer struct {
+	e *Loaded
+	d v1.Descriptor
+}
+
+func (b *blobLayer) Digest() (v1.Hash, error)            { return b.d.Digest, nil }
+func (b *blobLayer) DiffID() (v1.Hash, error)            { return b.d.Digest, nil }
+func (b *blobLayer) Size() (int64, error)                { return b.d.Size, nil }
+func (b *blobLayer) MediaType() (types.MediaType, error) { return b.d.MediaType, nil }
+func (b *blobLayer) Compressed() (io.ReadCloser, error)  { return b.e.openBlob(b.d.Digest, b.d.Size) }
+func (b *blobLayer) Uncompressed() (io.ReadCloser, error) {
+	return nil, errors.New("an expansion's blobs are pushed as they are")
+}
+
+var _ v1.Layer = (*blobLayer)(nil)
+
+// rawManifest is a manifest pushed as its bytes.
+type rawManifest struct {
+	raw []byte
+	mt  types.MediaType
+}
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.raw, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }

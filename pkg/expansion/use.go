@@ -44,8 +44,6 @@ type UseOptions struct {
 	// WorkDir receives the unpacked archives and the generated plugins; the
 	// caller removes it.
 	WorkDir string
-	// Images unpacks the archives' images too (for runs that push them).
-	Images bool
 	// Limits bound each package.
 	Limits Limits
 }
@@ -91,36 +89,49 @@ func Scan(ctx context.Context, opts UseOptions) (*Set, diag.List) {
 			default:
 				continue
 			}
-			pkg, pl := Open(ctx, loc, opts.Limits)
-			l = append(l, pl...)
-			if pkg == nil || pl.HasFatal() {
+			ld, ll := Load(ctx, loc, opts)
+			l = append(l, ll...)
+			if ld == nil {
 				continue
 			}
-			v, vl := pkg.Verify(opts.Keys)
-			l = append(l, vl...)
-			if vl.HasFatal() {
-				continue
-			}
-			name := pkg.Manifest.Metadata.Name
+			name := ld.Manifest.Metadata.Name
 			if other, dup := byName[name]; dup {
 				l.Errorf(loc, 0, 0, "", "expansion %s is also at %s: remove one of them", name, other)
 				continue
 			}
 			byName[name] = loc
-			ld := &Loaded{Package: pkg, Root: loc, Verification: v}
-			if pkg.Archive {
-				ld.Root = filepath.Join(opts.WorkDir, "unpacked", name)
-				if err := unpack(ctx, pkg, ld.Root, opts.Images); err != nil {
-					l.Errorf(loc, 0, 0, "", "unpacking: %v", err)
-					continue
-				}
-			}
 			s.Expansions = append(s.Expansions, ld)
 		}
 	}
 	slices.SortFunc(s.Expansions, func(a, b *Loaded) int { return strings.Compare(a.Manifest.Metadata.Name, b.Manifest.Metadata.Name) })
 	l.Sort()
 	return s, l
+}
+
+// Load reads and verifies the one expansion at loc as [Scan] does, unpacking an
+// archive's files (but the images of an uncompressed one, which are pushed
+// straight from it) into opts.WorkDir. It is nil when any diagnostic is fatal.
+func Load(ctx context.Context, loc string, opts UseOptions) (*Loaded, diag.List) {
+	pkg, l := Open(ctx, loc, opts.Limits)
+	if pkg == nil || l.HasFatal() {
+		return nil, l
+	}
+	v, vl := pkg.Verify(opts.Keys)
+	l = append(l, vl...)
+	if vl.HasFatal() {
+		return nil, l
+	}
+	ld := &Loaded{Package: pkg, Root: loc, Verification: v}
+	if pkg.Archive {
+		ld.Root = filepath.Join(opts.WorkDir, "unpacked", pkg.Manifest.Metadata.Name+"-"+strings.TrimPrefix(v.Digest, "sha256:")[:12])
+		// Images are pushed straight from an uncompressed archive; a
+		// gzipped one cannot be read at an offset.
+		if err := unpack(ctx, pkg, ld.Root, pkg.offsets == nil); err != nil {
+			l.Errorf(loc, 0, 0, "", "unpacking: %v", err)
+			return nil, l
+		}
+	}
+	return ld, l
 }
 
 func isArchiveName(n string) bool {
@@ -136,7 +147,7 @@ func unpack(ctx context.Context, p *Package, dir string, images bool) error {
 		return err
 	}
 	defer func() { _ = f.Close() }()
-	tr, closeFn, err := tarReader(ctxReader{ctx, f})
+	tr, _, closeFn, err := tarReader(ctxReader{ctx, f})
 	if err != nil {
 		return err
 	}
