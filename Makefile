@@ -78,6 +78,7 @@ bench: localcluster $(HELM)
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/resolve ./pkg/action
 	KUBEPLUG_HELM=$(HELM) $(GO) test -run '^$$' -bench BenchmarkApply1000 -benchtime 2x -timeout 30m -v ./test/bench
 	$(GO) test -run '^$$' -bench BenchmarkNoopApply1000 -benchtime 10x -timeout 30m ./test/bench
+	$(GO) test -run '^$$' -bench BenchmarkExpansion -benchtime 1x -timeout 30m ./test/bench
 
 # The local control plane: etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl and kwok built from the ./localcluster module as one

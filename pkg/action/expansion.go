@@ -302,12 +302,7 @@ func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.C
 		return nil, l
 	}
 	res.Written = *w
-	// Read back what was written, as a site will: the images it holds.
-	pkg, pl := expansion.Open(ctx, out, a.Limits)
-	l = append(l, pl...)
-	if pkg != nil {
-		res.Images = pkg.Images
-	}
+	res.Images = w.Images
 	l.Sort()
 	return res, l
 }

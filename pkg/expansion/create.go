@@ -122,6 +122,9 @@ func Create(ctx context.Context, src, out string, opts CreateOptions) (*Written,
 		err = cerr
 	}
 	if err == nil {
+		w.Images, err = layoutNames(filepath.Join(stage, ImagesDir))
+	}
+	if err == nil {
 		err = os.Rename(tmp.Name(), out)
 	}
 	if err != nil {
@@ -251,4 +254,18 @@ func scripts(m *v1alpha1.Expansion) []string {
 		}
 	}
 	return out
+}
+
+// layoutNames lists the images of the layout at dir (none when there is none).
+func layoutNames(dir string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var l diag.List
+	names := layoutImages(filepath.Join(dir, "index.json"), b, &l)
+	return names, l.Err()
 }

@@ -41,6 +41,8 @@ type Written struct {
 	Bytes int64 `json:"bytes"`
 	// KeyID names the key that signed it; empty when unsigned.
 	KeyID string `json:"keyID,omitempty"`
+	// Images are the images packed, by full reference, sorted.
+	Images []string `json:"images,omitempty"`
 }
 
 // Write packs the staged package in dir into w as a tar archive, in one pass with
