@@ -264,8 +264,8 @@ under its rewritten name (registry.example.com/team/app:v1 becomes
 HOST/team/app:v1), straight from the archive: nothing is unpacked, and every
 blob is checked against its digest as it streams. Blobs the registry has are not
 sent again and an image is tagged only after all its blobs, so an interrupted
-push resumes where it stopped. 'up' and 'apply' with --expansion-dir and
---site-registry do the same before deploying.`,
+push resumes where it stopped. 'up' and 'apply' do the same before deploying
+when they are given the expansion and a site registry.`,
 		Example: `  kubeplug expansion push --key site.pub site.tar registry.site:5000`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
