@@ -119,8 +119,9 @@ type ExpansionOverrides struct {
 type DelegatedCondition struct {
 	// Check is the plugin check, "PLUGIN/CHECK".
 	Check string `json:"check" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?/.+$"`
-	// Operator names the operator that sets the condition, for messages.
-	Operator string `json:"operator" jsonschema:"minLength=1"`
+	// Operator names the operator that sets the condition: the name of the
+	// SiteCondition object it sets it on, and how messages name it.
+	Operator string `json:"operator" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
 	// Condition is the condition type the operator sets to True.
 	Condition string `json:"condition" jsonschema:"pattern=^[A-Za-z][A-Za-z0-9]*$"`
 	// Timeout is a Go duration, for example 5m. Default 10m.

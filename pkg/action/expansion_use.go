@@ -110,6 +110,8 @@ func (r *run) around(ctx context.Context, stepName string, before bool) (bool, d
 				r.log().Info("image rewritten to the site registry", "object", rw.Object, "from", rw.From, "to", rw.To)
 			}
 		}
+	case !before && stepName == "resolve":
+		l = append(l, r.expansionChecks()...)
 	case !before && stepName == "record":
 		l = append(l, r.runHooks(ctx, v1alpha1.HookAfterInstall)...)
 	}
@@ -228,4 +230,39 @@ func (r *run) closeExpansions() {
 	if r.exp != nil && r.exp.work != "" {
 		_ = os.RemoveAll(r.exp.work)
 	}
+}
+
+// expansionChecks changes the planned plugins' validate checks as the
+// expansions skip and delegate them; a check they name that the plan does not
+// have is an error at its field.
+func (r *run) expansionChecks() diag.List {
+	set := r.exp.set
+	names := map[string][]string{}
+	for _, pl := range r.plan.Plugins {
+		for _, c := range pl.Package.Manifest.Spec.Validate {
+			names[pl.Package.Name] = append(names[pl.Package.Name], c.Name)
+		}
+		if _, ok := names[pl.Package.Name]; !ok {
+			names[pl.Package.Name] = nil
+		}
+	}
+	l := set.CheckNames(names)
+	if l.HasFatal() {
+		return l
+	}
+	for _, pl := range r.plan.Plugins {
+		checks, skipped, changed := set.Checks(pl.Package.Name, pl.Package.Manifest.Spec.Validate)
+		if !changed {
+			continue
+		}
+		// The package is shared (sources cache what they load): change a copy.
+		pkg, m := *pl.Package, *pl.Package.Manifest
+		m.Spec.Validate = checks
+		pkg.Manifest = &m
+		pl.Package = &pkg
+		for _, msg := range skipped {
+			l.Warnf("", 0, 0, "", "%s", msg)
+		}
+	}
+	return l
 }

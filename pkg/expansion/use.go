@@ -236,6 +236,7 @@ func (s *Set) Merge(c *v1alpha1.Cluster) diag.List {
 		by    *Loaded
 	}
 	values := map[string]setBy{} // plugin + pointer -> value
+	crd := true                  // the first expansion that delegates brings the SiteCondition CRD
 	for _, e := range s.Expansions {
 		m := e.Manifest
 		for _, p := range m.Spec.Plugins {
@@ -245,8 +246,12 @@ func (s *Set) Merge(c *v1alpha1.Cluster) diag.List {
 			}
 			ps.Sources = append(ps.Sources, v1alpha1.Source{Dir: filepath.Join(e.Root, filepath.FromSlash(rel))})
 		}
-		if len(m.Spec.Nodes) > 0 {
-			dir, err := s.nodePlugin(e)
+		if len(m.Spec.Nodes) > 0 || len(m.Spec.DelegateConditions) > 0 {
+			withCRD := crd && len(m.Spec.DelegateConditions) > 0
+			if withCRD {
+				crd = false
+			}
+			dir, err := s.expansionPlugin(e, withCRD)
 			if err != nil {
 				l.Errorf(e.where(ManifestFile), 0, 0, "", "making plugin %s%s: %v", PluginPrefix, m.Metadata.Name, err)
 				continue
@@ -288,9 +293,10 @@ func (s *Set) Merge(c *v1alpha1.Cluster) diag.List {
 	return l
 }
 
-// nodePlugin writes the plugin carrying e's node files and hooks, and returns
-// its directory.
-func (s *Set) nodePlugin(e *Loaded) (string, error) {
+// expansionPlugin writes the plugin carrying e's node files and hooks and the
+// SiteCondition objects its delegated conditions are set on (with the CRD when
+// withCRD), and returns its directory.
+func (s *Set) expansionPlugin(e *Loaded, withCRD bool) (string, error) {
 	m := e.Manifest
 	dir := filepath.Join(s.work, "plugins", PluginPrefix+m.Metadata.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -299,8 +305,23 @@ func (s *Set) nodePlugin(e *Loaded) (string, error) {
 	pl := v1alpha1.Plugin{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.KindPlugin}
 	pl.Metadata.Name = PluginPrefix + m.Metadata.Name
 	pl.Metadata.Version = m.Metadata.Version
-	pl.Metadata.Description = "the node files and hooks of expansion " + m.Metadata.Name
+	pl.Metadata.Description = "the node files, hooks and delegated conditions of expansion " + m.Metadata.Name
 	pl.Spec.Contributes = &v1alpha1.Contributions{Nodes: m.Spec.Nodes}
+	if len(m.Spec.DelegateConditions) > 0 {
+		pl.Spec.Contributes.Kubernetes = &v1alpha1.Kubernetes{Manifests: []string{"manifests/"}}
+		for _, d := range m.Spec.DelegateConditions {
+			// Its SiteConditions exist before the delegating plugins' checks wait on them.
+			if p, _, _ := strings.Cut(d.Check, "/"); !slices.Contains(pl.Spec.Before, p) {
+				pl.Spec.Before = append(pl.Spec.Before, p)
+			}
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "manifests"), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "manifests", "siteconditions.yaml"), []byte(conditionObjects(m, withCRD)), 0o644); err != nil {
+			return "", err
+		}
+	}
 	b, err := yaml.Marshal(pl)
 	if err != nil {
 		return "", err
