@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -26,7 +27,7 @@ names: plugin packages, Helm charts, container images (an OCI image layout under
 images/), files and hooks for the machines, hooks for the installer, value
 overrides and the steps the site provides itself. See docs/expansions.md.`,
 	}
-	cmd.AddCommand(newExpansionCreateCmd(o), newExpansionLintCmd(o), newExpansionInspectCmd(o), newExpansionVerifyCmd(o), newExpansionPushCmd(o))
+	cmd.AddCommand(newExpansionCreateCmd(o), newExpansionLintCmd(o), newExpansionInspectCmd(o), newExpansionVerifyCmd(o), newExpansionPushCmd(o), newExpansionTestCmd(o))
 	return cmd
 }
 
@@ -285,5 +286,43 @@ when they are given the expansion and a site registry.`,
 	}
 	cmd.Flags().StringArrayVar(&a.Keys, "key", nil, "a trusted public key file; repeat for several (a signature is then required)")
 	cmd.Flags().BoolVar(&a.PlainHTTP, "plain-http", false, "talk plain HTTP to the registry")
+	return cmd
+}
+
+func newExpansionTestCmd(o *options) *cobra.Command {
+	var file string
+	a := action.NewExpansionTest(o.cfg)
+	cmd := &cobra.Command{
+		Use:   "test PATH [-f cluster.yaml]",
+		Short: "Bring an expansion up on a throwaway local cluster and run its checks",
+		Long: `Bring up a throwaway cluster on the local provider — the cluster file's, or
+without -f a sample one (the control plane and one worker) — with the expansion
+at PATH verified and merged as up --expansion-dir merges it: its plugins, node
+files and hooks, overrides, skipped steps and conditions, and its installer
+hooks run. The plugins' validate checks run (delegated ones wait for their
+operator). The cluster and its state are deleted whatever happened; your
+clusters and kubeconfig are not touched.`,
+		Example: `  kubeplug expansion test site.tar
+  kubeplug expansion test --key site.pub site.tar -f cluster.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, l := optionalCluster(file)
+			if o.report(l) {
+				return errFailed
+			}
+			res, l := a.Run(cmd.Context(), args[0], cl)
+			if o.report(l) || res == nil {
+				return errFailed
+			}
+			return o.print(res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "expansion %s: cluster up with %d plugin(s), %d check(s) passed, deleted\n", args[0], len(res.Plugins), len(res.Checks))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "a cluster file to bring up (on the local provider) instead of the sample cluster")
+	cmd.Flags().StringArrayVar(&a.Keys, "key", nil, "a trusted public key file; repeat for several (a signature is then required)")
+	cmd.Flags().DurationVar(&a.Timeout, "timeout", 5*time.Minute, "how long to wait for the cluster's objects to be ready")
+	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd
 }

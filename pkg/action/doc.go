@@ -36,6 +36,8 @@
 //	rollback                        Rollback        release records, deploy
 //	expansion create                ExpansionCreate resolve, initialise, render, image scan, pack
 //	expansion lint|inspect|verify   ExpansionLint…  expansion packages
+//	expansion push                  ExpansionPush   expansion packages, a registry
+//	expansion test                  ExpansionTest   Up with the expansion, Down
 //
 // Where the cluster is comes from a target: a KubeconfigTarget for the verbs that
 // work on a cluster they did not bring up (apply, status, diff --live, uninstall,

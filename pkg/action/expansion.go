@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -402,4 +403,81 @@ func (a *ExpansionPush) Run(ctx context.Context, path, host string) ([]string, d
 		l.Errorf(path, 0, 0, "", "%v", err)
 	}
 	return pushed, l
+}
+
+// ExpansionTest brings an expansion up on a throwaway local cluster and runs its
+// checks (kubeplug expansion test), as plugin test --cluster does for a plugin.
+type ExpansionTest struct {
+	cfg *Config
+	// Keys, when any, must verify the expansion's signature.
+	Keys []string
+	// Timeout bounds waiting for the cluster's objects (as Up's).
+	Timeout time.Duration
+}
+
+// NewExpansionTest returns an ExpansionTest action.
+func NewExpansionTest(cfg *Config) *ExpansionTest { return &ExpansionTest{cfg: cfg} }
+
+// Run brings up cl — or, when nil, a sample cluster (the control plane and one
+// worker) — on the local provider with a state directory of its own, with the
+// expansion at path merged as up --expansion-dir merges it, then deletes the
+// cluster whatever happened. The user's clusters and kubeconfig are not
+// touched.
+func (a *ExpansionTest) Run(ctx context.Context, path string, cl *config.Cluster) (*UpResult, diag.List) {
+	var l diag.List
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	tmp, err := os.MkdirTemp("", "kubeplug-expansion-test-")
+	if err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	// The expansion alone in a directory, as --expansion-dir finds it.
+	expDir := filepath.Join(tmp, "expansions")
+	if err := os.MkdirAll(expDir, 0o755); err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	if err := os.Symlink(abs, filepath.Join(expDir, filepath.Base(abs))); err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	if cl == nil {
+		doc := "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: expansion-test}\nspec:\n" +
+			"  kubernetesVersion: " + lintKubernetesVersion + "\n  provider: {local: {}}\n  nodePools: [{name: workers, count: 1}]\n" +
+			"  plugins:\n    enabled: [{name: control-plane}]\n"
+		var pl diag.List
+		if cl, pl = config.Parse(filepath.Join(tmp, "cluster.yaml"), []byte(doc)); cl == nil {
+			return nil, append(l, pl...)
+		}
+	} else {
+		// The user's cluster on the local provider, whatever it names.
+		cp := *cl
+		spec := *cl.Spec
+		spec.Spec.Provider = &v1alpha1.Provider{Local: &v1alpha1.LocalProvider{}}
+		cp.Spec = &spec
+		cl = &cp
+	}
+	cfg := *a.cfg
+	cfg.Expansions = ExpansionUse{Dirs: []string{expDir}, Keys: a.Keys}
+	stateDir := filepath.Join(tmp, "state")
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		down := NewDown(&cfg)
+		down.StateDir, down.Purge, down.KeepPlugins = stateDir, true, true
+		if _, dl := down.Run(dctx, cl); dl.HasFatal() {
+			l = append(l, dl...)
+		}
+	}()
+	up := NewUp(&cfg)
+	up.StateDir = stateDir
+	up.Timeout = a.Timeout
+	res, ul := up.Run(ctx, cl)
+	l = append(l, ul...)
+	return res, l
 }

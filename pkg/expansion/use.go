@@ -80,8 +80,18 @@ func Scan(ctx context.Context, opts UseOptions) (*Set, diag.List) {
 		}
 		for _, e := range entries {
 			loc := filepath.Join(dir, e.Name())
+			if e.Type()&os.ModeSymlink != 0 {
+				// A link to an expansion elsewhere: use what it names.
+				if loc, err = filepath.EvalSymlinks(loc); err != nil {
+					l.Errorf(filepath.Join(dir, e.Name()), 0, 0, "", "%v", unwrapPath(err))
+					continue
+				}
+			}
+			fi, err := os.Stat(loc)
 			switch {
-			case e.IsDir():
+			case err != nil:
+				continue
+			case fi.IsDir():
 				if _, err := os.Stat(filepath.Join(loc, ManifestFile)); err != nil {
 					continue
 				}
