@@ -276,8 +276,14 @@ func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.C
 			return nil, l
 		}
 		res.RenderImages = uses
+		opts.Why = map[string]string{}
 		for _, u := range uses {
 			opts.Images = append(opts.Images, u.Image)
+			if w := u.Object + " in " + u.File; opts.Why[u.Image] == "" {
+				opts.Why[u.Image] = w
+			} else if !strings.Contains(opts.Why[u.Image], w) {
+				opts.Why[u.Image] += " and " + w
+			}
 		}
 		if src == "" {
 			dir, err := os.MkdirTemp(filepath.Dir(out), ".expansion-src-")

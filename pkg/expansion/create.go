@@ -38,6 +38,9 @@ type CreateOptions struct {
 	// Images are pulled into the package besides those expansion.yaml lists
 	// (the images a cluster's render references).
 	Images []string
+	// Why says, by image, what references it ("Deployment default/web in
+	// kubernetes/00-web.yaml"), for the message when it cannot be pulled.
+	Why map[string]string
 	// Platform is the platform pulled from a multi-platform image; default
 	// linux/amd64.
 	Platform *v1.Platform
@@ -228,6 +231,9 @@ func pullImages(ctx context.Context, dir string, images []string, opts CreateOpt
 		}
 		im, err := remote.Image(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(*platform))
 		if err != nil {
+			if why := opts.Why[img]; why != "" {
+				return fmt.Errorf("pull image %s, referenced by %s: %w", img, why, err)
+			}
 			return fmt.Errorf("pull image %s: %w", img, err)
 		}
 		if err := lp.AppendImage(im, layout.WithAnnotations(map[string]string{RefName: full})); err != nil {
