@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -173,12 +172,33 @@ func (r *run) siteHas(ctx context.Context, img string) bool {
 }
 
 // pushExpansionImages pushes the expansions' images where the cluster pulls
-// from: the site registry, or else a provider's own registry.
+// from: a provider's own registry when it runs one (the local provider's real
+// nodes pull every registry name, the site registry's included, through it),
+// else the site registry.
 func (r *run) pushExpansionImages(ctx context.Context) diag.List {
 	var l diag.List
 	x, use := r.exp, r.cfg.Expansions
 	if by, ok := x.set.Skips("image-push"); ok {
 		r.log().Info("image push skipped", "expansion", by)
+		return l
+	}
+	if loader, ok := r.prov.(provider.ImageLoader); ok {
+		for _, e := range x.set.Expansions {
+			if len(e.Images) == 0 {
+				continue
+			}
+			dir, err := e.ImageLayout(ctx)
+			if err != nil {
+				l.Errorf(e.Location, 0, 0, "", "the images of expansion %s: %v", e.Name(), err)
+				return l
+			}
+			names, err := loader.LoadImage(ctx, dir)
+			if err != nil {
+				l.Errorf(e.Location, 0, 0, "", "loading the images of expansion %s into the cluster's registry: %v", e.Name(), err)
+				return l
+			}
+			r.log().Info("images loaded into the cluster's registry", "expansion", e.Name(), "images", len(names))
+		}
 		return l
 	}
 	if use.SiteRegistry != "" {
@@ -188,22 +208,6 @@ func (r *run) pushExpansionImages(ctx context.Context) diag.List {
 			return l
 		}
 		r.log().Info("images pushed to the site registry", "registry", use.SiteRegistry, "images", len(pushed))
-		return l
-	}
-	loader, ok := r.prov.(provider.ImageLoader)
-	if !ok {
-		return l
-	}
-	for _, e := range x.set.Expansions {
-		if len(e.Images) == 0 {
-			continue
-		}
-		names, err := loader.LoadImage(ctx, filepath.Join(e.Root, expansion.ImagesDir))
-		if err != nil {
-			l.Errorf(e.Location, 0, 0, "", "loading the images of expansion %s into the cluster's registry: %v", e.Name(), err)
-			return l
-		}
-		r.log().Info("images loaded into the cluster's registry", "expansion", e.Name(), "images", len(names))
 	}
 	return l
 }

@@ -559,3 +559,20 @@ func fieldPointer(field string) string {
 	r := strings.NewReplacer("[", "/", "]", "", ".", "/")
 	return "/" + r.Replace(field)
 }
+
+// ImageLayout returns the directory of the expansion's OCI image layout,
+// unpacking it from an uncompressed archive first (into the expansion's
+// unpacked files, each checked against its digest) when it is not on disk.
+func (e *Loaded) ImageLayout(ctx context.Context) (string, error) {
+	dir := filepath.Join(e.Root, ImagesDir)
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err == nil {
+		return dir, nil
+	}
+	if !e.Archive {
+		return "", fmt.Errorf("%s has no %s/index.json", e.Location, ImagesDir)
+	}
+	if err := unpack(ctx, e.Package, e.Root, true); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
