@@ -13,6 +13,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -26,10 +30,12 @@ import (
 // TestExpansionAirGap is an expansion's two phases on a real node. Connected: a
 // source registry on loopback holds an image built from Go; expansion create
 // packs the cluster (its plugin, the image its render references) with a node
-// file and an installer hook. Air-gapped: the source registry is stopped, and
+// file, an installer hook, the site's operator (a plugin, its image from Go)
+// and a check delegated to it. Air-gapped: the source registry is stopped, and
 // up --expansion-dir brings the cluster up: the Pod on the real node runs the
 // image under the site registry's name (pulled through the cluster's registry,
-// where up loaded it), no Pod names the source registry, the hook ran. Without
+// where up loaded it), no Pod names the source registry, the hook ran, and up
+// finished once the operator, on the real node, set the delegated condition. Without
 // the expansion, up returns the workload to its own image name.
 func TestExpansionAirGap(t *testing.T) {
 	bin, err := controlplane.FindBinDir("")
@@ -88,6 +94,22 @@ func TestExpansionAirGap(t *testing.T) {
 	if err := remote.Write(ref, img); err != nil {
 		t.Fatal(err)
 	}
+	// The site's operator, its image from Go too, packed as a plugin.
+	opImg, err := localnode.BinaryImage(buildGo(t, dir, "site-operator", "github.com/kubeplug/kubeplug/examples/plugins/site-operator/operator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opRef, err := name.ParseReference(src + "/site/operator:0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(opRef, opImg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "site", "plugins"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kp("plugin", "package", filepath.Join("..", "..", "..", "examples", "plugins", "site-operator"), "-o", filepath.Join(dir, "site", "plugins", "site-operator-0.1.0.tgz"))
 	write(t, filepath.Join(dir, "plugins", "demo", "plugin.yaml"), plugin)
 	write(t, filepath.Join(dir, "plugins", "demo", "manifests", "demo.yaml"), strings.ReplaceAll(manifests, "example.com/demo/app:v1", src+"/demo/app:v1"))
 	write(t, file, strings.ReplaceAll(cluster("demo"), "10.245.0.0/16", "10.247.0.0/16"))
@@ -96,6 +118,13 @@ func TestExpansionAirGap(t *testing.T) {
 kind: Expansion
 metadata: {name: site, version: 1.0.0}
 spec:
+  plugins: [{path: plugins/site-operator-0.1.0.tgz}]
+  images: [`+src+`/site/operator:0.1.0]
+  overrides:
+    plugins:
+      site-operator: {image: "`+src+`/site/operator:0.1.0", nodeSelector: {kubeplug.dev/pool: real}}
+  delegateConditions:
+  - {check: demo/available, operator: site-storage, condition: StorageReady, timeout: 2m}
   nodes:
   - pools: [real]
     files:
@@ -111,8 +140,29 @@ spec:
 	srv.Close()
 	const site = "registry.site.example:5000"
 	kp("up", "-f", file, "--state-dir", state, "--no-kubeconfig-update", "--expansion-dir", exp, "--site-registry", site)
-	client := clientFor(t, filepath.Join(state, "controlplane", "kubeconfig"))
+	kubeconfig := filepath.Join(state, "controlplane", "kubeconfig")
+	client := clientFor(t, kubeconfig)
 	pod := runningPod(t, client, "app=demo")
+	// The delegated check: up waited for the operator, on the real node, to
+	// set the condition.
+	op := runningPodIn(t, client, "site-system", "app=site-operator")
+	if op.Spec.NodeName != "real-0" || op.Spec.Containers[0].Image != site+"/site/operator:0.1.0" {
+		t.Errorf("the site operator runs %s on %s", op.Spec.Containers[0].Image, op.Spec.NodeName)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := dynamic.NewForConfigOrDie(cfg)
+	scGVR := schema.GroupVersionResource{Group: "expansion.kubeplug.dev", Version: "v1alpha1", Resource: "siteconditions"}
+	sc, err := dc.Resource(scGVR).Get(context.Background(), "site-storage", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds, _, _ := unstructured.NestedSlice(sc.Object, "status", "conditions")
+	if len(conds) != 1 || conds[0].(map[string]any)["type"] != "StorageReady" || conds[0].(map[string]any)["status"] != "True" || conds[0].(map[string]any)["reason"] != "ProbePassed" {
+		t.Errorf("SiteCondition site-storage: %v", conds)
+	}
 	if pod.Spec.NodeName != "real-0" || pod.Spec.Containers[0].Image != site+"/demo/app:v1" {
 		t.Fatalf("demo runs %s on %s, want %s/demo/app:v1 on real-0", pod.Spec.Containers[0].Image, pod.Spec.NodeName, site)
 	}
@@ -154,5 +204,8 @@ spec:
 	}
 	if got := motd("real-0"); got != "" {
 		t.Errorf("without the expansion /etc/site/motd on real-0 = %q, want it gone", got)
+	}
+	if _, err := client.AppsV1().Deployments("site-system").Get(context.Background(), "site-operator", metav1.GetOptions{}); err == nil {
+		t.Error("without the expansion the site operator is still deployed")
 	}
 }
