@@ -38,7 +38,8 @@ unit: localcluster localcluster-1.36 localnode images node-deps validators node-
 FUZZTIME ?= 3s
 FUZZ_TARGETS := ./internal/yamldoc:FuzzParse ./pkg/config:FuzzParseCluster \
 	./pkg/plugin:FuzzDecodeManifest ./pkg/archive:FuzzExtract \
-	./pkg/config:FuzzValuesFile ./pkg/hookspec:FuzzParseManifest
+	./pkg/config:FuzzValuesFile ./pkg/hookspec:FuzzParseManifest \
+	./pkg/expansion:FuzzDecode ./pkg/expansion:FuzzOpenArchive
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
