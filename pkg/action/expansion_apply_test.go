@@ -174,6 +174,26 @@ spec:
 		t.Fatalf("hooks ran:\n%s\nwant:\n%s", b, wantLog)
 	}
 
+	// A dry run pushes nothing and runs no hook.
+	{
+		site2, _ := expansionRegistry(t)
+		c := *cfg
+		c.Expansions = use
+		c.Expansions.SiteRegistry = site2
+		a := action.NewApply(&c)
+		a.Target.RESTConfig = testcluster.RESTConfig(t)
+		a.DryRun = true
+		if _, l := a.Run(ctx, load(t, filepath.Join(dir, "cluster/cluster.yaml"))); l.HasFatal() {
+			t.Fatal(l)
+		}
+		if _, err := remote.Head(mustRef(t, site2+"/team/web:v1")); err == nil {
+			t.Error("a dry run pushed the image")
+		}
+		if after, _ := os.ReadFile(hookLog); string(after) != wantLog {
+			t.Errorf("a dry run ran the hooks:\n%s", after)
+		}
+	}
+
 	// Without the expansion, the default again: the source's name, validated.
 	if res := apply(action.ExpansionUse{}); !res.Validated {
 		t.Error("validate did not run without the expansion")

@@ -84,6 +84,14 @@ func (r *run) around(ctx context.Context, stepName string, before bool) (bool, d
 		}
 	}
 	x := r.exp
+	if r.live.dryRun {
+		// A dry run changes nothing: no image is pushed and no hook runs (the
+		// merge, the checks and the rewrite still show what a run would do).
+		switch {
+		case before && stepName == "deploy", stepName == "connect", !before && stepName == "record":
+			return false, l
+		}
+	}
 	switch {
 	case before && (stepName == "after-deploy" || stepName == "validate"):
 		if by, ok := x.set.Skips(stepName); ok {
