@@ -404,7 +404,14 @@ func (a *ExpansionPush) Run(ctx context.Context, path, host string) ([]string, d
 	if ld == nil {
 		return nil, l
 	}
-	pushed, err := ld.PushImages(ctx, host, expansion.PushOptions{Insecure: a.PlainHTTP})
+	opts := expansion.PushOptions{Insecure: a.PlainHTTP}
+	pushed, err := ld.PushImages(ctx, host, opts)
+	if err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return pushed, l
+	}
+	charts, err := ld.PushCharts(ctx, host, opts)
+	pushed = append(pushed, charts...)
 	if err != nil {
 		l.Errorf(path, 0, 0, "", "%v", err)
 	}

@@ -210,10 +210,19 @@ func (r *run) pushExpansionImages(ctx context.Context) diag.List {
 		return l
 	}
 	if use.SiteRegistry != "" {
-		pushed, err := x.set.PushImages(ctx, use.SiteRegistry, expansion.PushOptions{Insecure: use.SiteRegistryPlainHTTP})
+		opts := expansion.PushOptions{Insecure: use.SiteRegistryPlainHTTP}
+		pushed, err := x.set.PushImages(ctx, use.SiteRegistry, opts)
 		if err != nil {
 			l.Errorf("", 0, 0, "", "pushing the expansions' images to the site registry %s: %v", use.SiteRegistry, err)
 			return l
+		}
+		for _, e := range x.set.Expansions {
+			charts, err := e.PushCharts(ctx, use.SiteRegistry, opts)
+			if err != nil {
+				l.Errorf(e.Location, 0, 0, "", "pushing the charts to the site registry %s: %v", use.SiteRegistry, err)
+				return l
+			}
+			pushed = append(pushed, charts...)
 		}
 		r.log().Info("images pushed to the site registry", "registry", use.SiteRegistry, "images", len(pushed))
 	}

@@ -1,6 +1,8 @@
 package expansion_test
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"io"
 	"log"
@@ -113,4 +115,78 @@ func mustRef(t testing.TB, s string) name.Reference {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestPushCharts pushes a chart directory of an expansion as an OCI chart: Helm's
+// media types, the chart packed under its name, the same manifest every time.
+func TestPushCharts(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"src/expansion.yaml":               "apiVersion: kubeplug.dev/v1alpha1\nkind: Expansion\nmetadata: {name: site, version: 1.0.0}\nspec:\n  charts: [{name: web, path: charts/web}]\n",
+		"src/charts/web/Chart.yaml":        "apiVersion: v2\nname: web\nversion: 1.2.3\n",
+		"src/charts/web/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n",
+		"src/charts/web/values.yaml":       "replicas: 1\n",
+	})
+	archive := filepath.Join(dir, "site.tar")
+	if _, l := expansion.Create(ctx, filepath.Join(dir, "src"), archive, expansion.CreateOptions{}); l.HasFatal() {
+		t.Fatal(l)
+	}
+	host := startRegistry(t)
+	ld, l := expansion.Load(ctx, archive, expansion.UseOptions{WorkDir: t.TempDir()})
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	var first string
+	for range 2 {
+		pushed, err := ld.PushCharts(ctx, host, expansion.PushOptions{Insecure: true})
+		if err != nil || len(pushed) != 1 || pushed[0] != host+"/charts/web:1.2.3" {
+			t.Fatalf("pushed %v (%v)", pushed, err)
+		}
+		desc, err := remote.Get(mustRef(t, pushed[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == "" {
+			first = desc.Digest.String()
+		} else if desc.Digest.String() != first {
+			t.Fatalf("a second push made manifest %s, not %s", desc.Digest, first)
+		}
+		m, err := desc.Image()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mf, err := m.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mf.Config.MediaType != expansion.ChartConfigMediaType || len(mf.Layers) != 1 || mf.Layers[0].MediaType != expansion.ChartContentMediaType {
+			t.Fatalf("manifest %+v", mf)
+		}
+		layers, err := m.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := layers[0].Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		tr := tar.NewReader(zr)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			names = append(names, h.Name)
+		}
+		_ = rc.Close()
+		if strings.Join(names, ",") != "web/Chart.yaml,web/templates/cm.yaml,web/values.yaml" {
+			t.Fatalf("chart archive holds %v", names)
+		}
+	}
 }
