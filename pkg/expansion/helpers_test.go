@@ -1,6 +1,7 @@
 package expansion_test
 
 import (
+	"encoding/json"
 	"regexp"
 	"testing"
 )
@@ -12,4 +13,13 @@ func matches(t testing.TB, re, s string) bool {
 		t.Fatal(err)
 	}
 	return ok
+}
+
+func show(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
