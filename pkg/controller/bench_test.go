@@ -55,7 +55,7 @@ func BenchmarkInstallations(b *testing.B) {
 			name := fmt.Sprintf("b%d-p%d", i, j)
 			archive := pkgArchive(b, map[string]string{
 				"plugin.yaml": "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: " + name + ", version: 1.0.0}\nspec:\n  contributes:\n    kubernetes: {manifests: [m.yaml]}\n",
-				"m.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: " + ns + "}\ndata: {value: \"{{ .Values.value | default \\\"x\\\" }}\"}\n",
+				"m.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: " + ns + "}\ndata: {value: '{{ .Values.value | default \"x\" }}'}\n",
 			})
 			pkgs[name+".tgz"] = archive
 			plugins = append(plugins, "{name: "+name+"}")

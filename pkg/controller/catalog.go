@@ -39,21 +39,12 @@ func (r *catalogReconciler) setup(mgr manager.Manager) error {
 
 func (r *catalogReconciler) holders(ctx context.Context, o client.Object) []reconcile.Request {
 	list := newList(CatalogGVK)
-	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{refsIndex: ref(kindOf(o), o.GetName())}); err != nil {
 		return nil
 	}
-	var out []reconcile.Request
+	out := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
-		var spec v1alpha1.PluginCatalogSpec
-		if fromField(&list.Items[i], "spec", &spec) != nil {
-			continue
-		}
-		for _, s := range spec.Sources {
-			if s.ConfigMap == o.GetName() || s.Secret == o.GetName() || s.VerifyKeys == o.GetName() {
-				out = append(out, request(&list.Items[i]))
-				break
-			}
-		}
+		out = append(out, request(&list.Items[i]))
 	}
 	return out
 }

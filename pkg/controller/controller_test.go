@@ -397,7 +397,7 @@ spec:
 		t.Fatal(err)
 	}
 	cm.Data["message"] = "edited by hand"
-	if _, err := cs.CoreV1().ConfigMaps(apps).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "kubeplug"}); err != nil {
+	if _, err := cs.CoreV1().ConfigMaps(apps).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "hand-edit"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "drift corrected", func() (bool, string) {

@@ -70,84 +70,117 @@ func builderPredicates() builder.ForOption {
 	return builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
 }
 
-// referencing enqueues the installations of o's namespace that name o: a
-// Secret or ConfigMap of their values, a catalog, a catalog's ConfigMap, a
-// target.
-func (r *installationReconciler) referencing(ctx context.Context, o client.Object) []reconcile.Request {
-	list := newList(InstallationGVK)
-	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+// refsIndex indexes installations and catalogs by what they name ("KIND/NAME"),
+// so that an event on a Secret, ConfigMap, catalog, target or installation
+// finds the ones to reconcile without reading them all (an informer's handler
+// that reads every installation per event would not keep up with thousands).
+const refsIndex = "kubeplug.dev/refs"
+
+func ref(kind, name string) string { return kind + "/" + name }
+
+// installationRefs is an installation's index entry.
+func installationRefs(o client.Object) []string {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
 		return nil
 	}
-	kind := o.GetObjectKind().GroupVersionKind().Kind
-	if kind == "" {
-		switch o.(type) {
-		case *corev1.Secret:
-			kind = "Secret"
-		case *corev1.ConfigMap:
-			kind = "ConfigMap"
+	var spec v1alpha1.PluginInstallationSpec
+	if fromField(u, "spec", &spec) != nil {
+		return nil
+	}
+	var out []string
+	for _, c := range spec.Catalogs {
+		out = append(out, ref("PluginCatalog", c))
+	}
+	if spec.Target != "" {
+		out = append(out, ref("TargetCluster", spec.Target))
+	}
+	for _, d := range spec.DependsOn {
+		out = append(out, ref("PluginInstallation", d))
+	}
+	for _, p := range spec.Plugins {
+		for _, vf := range p.ValuesFrom {
+			switch {
+			case vf.SecretKeyRef != nil:
+				out = append(out, ref("Secret", vf.SecretKeyRef.Name))
+			case vf.ConfigMapKeyRef != nil:
+				out = append(out, ref("ConfigMap", vf.ConfigMapKeyRef.Name))
+			}
 		}
 	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		if r.references(ctx, &list.Items[i], kind, o.GetName()) {
-			out = append(out, request(&list.Items[i]))
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// catalogRefs is a catalog's index entry: the ConfigMaps and Secrets it reads.
+func catalogRefs(o client.Object) []string {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	var spec v1alpha1.PluginCatalogSpec
+	if fromField(u, "spec", &spec) != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range spec.Sources {
+		if s.ConfigMap != "" {
+			out = append(out, ref("ConfigMap", s.ConfigMap))
+		}
+		if s.VerifyKeys != "" {
+			out = append(out, ref("ConfigMap", s.VerifyKeys))
+		}
+		if s.Secret != "" {
+			out = append(out, ref("Secret", s.Secret))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// kindOf names o's kind, also for typed objects whose TypeMeta is empty.
+func kindOf(o client.Object) string {
+	switch o.(type) {
+	case *corev1.Secret:
+		return "Secret"
+	case *corev1.ConfigMap:
+		return "ConfigMap"
+	}
+	return o.GetObjectKind().GroupVersionKind().Kind
+}
+
+// referencing enqueues the installations of o's namespace that name o — a
+// Secret or ConfigMap of their values, a catalog, a target — or read it
+// through one of their catalogs.
+func (r *installationReconciler) referencing(ctx context.Context, o client.Object) []reconcile.Request {
+	key := ref(kindOf(o), o.GetName())
+	out := r.byRef(ctx, o.GetNamespace(), key)
+	if k := kindOf(o); k == "Secret" || k == "ConfigMap" {
+		cats := newList(CatalogGVK)
+		if err := r.client.List(ctx, cats, client.InNamespace(o.GetNamespace()), client.MatchingFields{refsIndex: key}); err == nil {
+			for i := range cats.Items {
+				out = append(out, r.byRef(ctx, o.GetNamespace(), ref("PluginCatalog", cats.Items[i].GetName()))...)
+			}
 		}
 	}
 	return out
 }
 
-func (r *installationReconciler) references(ctx context.Context, inst *unstructured.Unstructured, kind, name string) bool {
-	var spec v1alpha1.PluginInstallationSpec
-	if fromField(inst, "spec", &spec) != nil {
-		return false
+func (r *installationReconciler) byRef(ctx context.Context, ns, key string) []reconcile.Request {
+	list := newList(InstallationGVK)
+	if err := r.client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{refsIndex: key}); err != nil {
+		return nil
 	}
-	switch kind {
-	case "PluginCatalog":
-		return slices.Contains(spec.Catalogs, name)
-	case "TargetCluster":
-		return spec.Target == name
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, request(&list.Items[i]))
 	}
-	for _, p := range spec.Plugins {
-		for _, vf := range p.ValuesFrom {
-			if kind == "Secret" && vf.SecretKeyRef != nil && vf.SecretKeyRef.Name == name ||
-				kind == "ConfigMap" && vf.ConfigMapKeyRef != nil && vf.ConfigMapKeyRef.Name == name {
-				return true
-			}
-		}
-	}
-	// A catalog's package or key holder.
-	for _, cat := range spec.Catalogs {
-		obj := newObject(CatalogGVK)
-		if r.client.Get(ctx, types.NamespacedName{Namespace: inst.GetNamespace(), Name: cat}, obj) != nil {
-			continue
-		}
-		var cs v1alpha1.PluginCatalogSpec
-		if fromField(obj, "spec", &cs) != nil {
-			continue
-		}
-		for _, s := range cs.Sources {
-			if kind == "ConfigMap" && (s.ConfigMap == name || s.VerifyKeys == name) || kind == "Secret" && s.Secret == name {
-				return true
-			}
-		}
-	}
-	return false
+	return out
 }
 
 // dependents enqueues the installations that depend on o.
 func (r *installationReconciler) dependents(ctx context.Context, o client.Object) []reconcile.Request {
-	list := newList(InstallationGVK)
-	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		deps, _, _ := unstructured.NestedStringSlice(list.Items[i].Object, "spec", "dependsOn")
-		if slices.Contains(deps, o.GetName()) {
-			out = append(out, request(&list.Items[i]))
-		}
-	}
-	return out
+	return r.byRef(ctx, o.GetNamespace(), ref("PluginInstallation", o.GetName()))
 }
 
 func request(o client.Object) reconcile.Request {
@@ -272,6 +305,9 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	a.Target.RESTConfig = tg.config
 	a.Timeout = parseDuration(spec.Timeout, 5*time.Minute)
 	a.RollbackOnFailure = true
+	// The installation is the truth: drift is taken back from whoever made it,
+	// as GitOps controllers apply.
+	a.ForceConflicts = true
 	a.AllowDowngrade = spec.AllowDowngrade
 	a.Owner = ownerOf(obj)
 	a.Lease = action.Lease{External: true}
@@ -281,6 +317,13 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	if l.HasFatal() {
 		msg := describe(l, b.file)
 		reason, stall := classify(msg)
+		for _, d := range l.Fatal() {
+			if d.File != "" && d.Line > 0 && !stall {
+				// Located in a file (a package's template, a values file): retrying
+				// does not help until a new spec or package.
+				reason, stall = ReasonInvalidSpec, true
+			}
+		}
 		if stall {
 			st.Conditions = stalled(st.Conditions, gen, reason, msg)
 		} else {

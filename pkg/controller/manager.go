@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -157,6 +158,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		GracefulShutdownTimeout:       ptr(30 * time.Second),
+		// The resources are read as unstructured objects: through the cache too,
+		// with its indexes, not from the API server on every read.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	}
 	if opts.Namespace != "" {
 		mopts.Cache.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
@@ -172,6 +176,13 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(context.Background(), newObject(InstallationGVK), refsIndex, installationRefs); err != nil {
+		return nil, err
+	}
+	if err := idx.IndexField(context.Background(), newObject(CatalogGVK), refsIndex, catalogRefs); err != nil {
 		return nil, err
 	}
 	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency, SkipNameValidation: ptr(true)}
