@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -39,6 +41,9 @@ type ExpansionUse struct {
 type expansions struct {
 	set  *expansion.Set
 	work string
+	// pending says the merge of everything but the provider overrides waits
+	// for resolve (up: after the provider step).
+	pending bool
 	// ranBeforeCluster says whether the beforeCluster hooks ran.
 	ranBeforeCluster bool
 	pushed           bool
@@ -47,7 +52,7 @@ type expansions struct {
 // doStep runs one step of the pipeline: the pipeline's one hook point for
 // expansions. Without expansions it is s.do.
 func (r *run) doStep(ctx context.Context, s step) diag.List {
-	if len(r.cfg.Expansions.Dirs) == 0 {
+	if len(r.cfg.Expansions.Dirs) == 0 && r.live.op != "up" {
 		return s.do(ctx, r)
 	}
 	skip, l := r.around(ctx, s.name, true)
@@ -71,19 +76,35 @@ func (r *run) doStep(ctx context.Context, s step) diag.List {
 // expansion) and its own diagnostics. Without expansions it does nothing.
 func (r *run) around(ctx context.Context, stepName string, before bool) (bool, diag.List) {
 	use := r.cfg.Expansions
-	if len(use.Dirs) == 0 {
+	up := r.live.op == "up"
+	if len(use.Dirs) == 0 && !up {
 		return false, nil
 	}
 	var l diag.List
-	if r.exp == nil {
-		if !before {
-			return false, nil
+	switch {
+	case r.exp == nil && before && len(use.Dirs) > 0:
+		// The first step. Before up's provider step only the provider
+		// overrides are merged: the provider is chosen from them, and the
+		// state directory it names may hold more expansions.
+		if l = r.scanExpansions(ctx, use.Dirs, stepName == "provider"); l.HasFatal() {
+			return false, l
 		}
-		if l = r.scanExpansions(ctx); l.HasFatal() {
+	case up && !before && stepName == "provider":
+		if l = r.stateDirExpansions(ctx); l.HasFatal() {
 			return false, l
 		}
 	}
 	x := r.exp
+	if x == nil {
+		return false, l
+	}
+	if before && stepName == "resolve" && x.pending {
+		x.pending = false
+		l = append(l, x.set.MergePlugins(r.cluster.Spec)...)
+		if l.HasFatal() {
+			return false, l
+		}
+	}
 	if r.live.dryRun {
 		// A dry run changes nothing: no image is pushed and no hook runs (the
 		// merge, the checks and the rewrite still show what a run would do).
@@ -125,11 +146,11 @@ func (r *run) around(ctx context.Context, stepName string, before bool) (bool, d
 	return false, l
 }
 
-// scanExpansions finds and verifies the run's expansions and merges them into a
-// copy of its cluster spec.
-func (r *run) scanExpansions(ctx context.Context) diag.List {
-	use := r.cfg.Expansions
-	keys, l := loadKeys(use.Keys)
+// scanExpansions finds and verifies the expansions in dirs and merges them into
+// a copy of the run's cluster spec: everything, or, with pending, only the
+// provider overrides (the rest before resolve).
+func (r *run) scanExpansions(ctx context.Context, dirs []string, pending bool) diag.List {
+	keys, l := loadKeys(r.cfg.Expansions.Keys)
 	if l.HasFatal() {
 		return l
 	}
@@ -138,8 +159,8 @@ func (r *run) scanExpansions(ctx context.Context) diag.List {
 		l.Errorf("", 0, 0, "", "expansions: %v", err)
 		return l
 	}
-	set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: use.Dirs, Keys: keys, WorkDir: work})
-	r.exp = &expansions{set: set, work: work}
+	set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: dirs, Keys: keys, WorkDir: work})
+	r.exp = &expansions{set: set, work: work, pending: pending}
 	l = append(l, sl...)
 	if l.HasFatal() {
 		return l
@@ -154,12 +175,63 @@ func (r *run) scanExpansions(ctx context.Context) diag.List {
 		l.Errorf(r.cluster.File, 0, 0, "", "expansions: copying the cluster spec: %v", err)
 		return l
 	}
-	l = append(l, set.Merge(spec)...)
+	if pending {
+		l = append(l, set.MergeProvider(spec)...)
+	} else {
+		l = append(l, set.Merge(spec)...)
+	}
 	cl := *r.cluster
 	cl.Spec = spec
 	r.cluster = &cl
-	for _, e := range set.Expansions {
+	r.logExpansions()
+	return l
+}
+
+func (r *run) logExpansions() {
+	for _, e := range r.exp.set.Expansions {
 		r.log().Info("using expansion", "expansion", e.Name(), "location", e.Location, "digest", e.Verification.Digest, "signed", e.Verification.Signed)
+	}
+}
+
+// StateDirExpansions is the directory below a cluster's state directory whose
+// expansions up uses as it uses those of --expansion-dir.
+const StateDirExpansions = "expansions"
+
+// stateDirExpansions adds the expansions in the state directory of up's
+// provider (STATE/expansions) to the run's: they may not override the
+// provider, which up has chosen by then.
+func (r *run) stateDirExpansions(ctx context.Context) diag.List {
+	st, ok := r.prov.(provider.Stateful)
+	if !ok {
+		return nil
+	}
+	dir := filepath.Join(st.StateDir(), StateDirExpansions)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil
+	}
+	dirs := append(slices.Clone(r.cfg.Expansions.Dirs), dir)
+	var l diag.List
+	if r.exp == nil {
+		l = r.scanExpansions(ctx, dirs, true)
+	} else {
+		// Scan again, all of them: the set is in name order, and the
+		// provider overrides of --expansion-dir's are merged already.
+		keys, kl := loadKeys(r.cfg.Expansions.Keys)
+		if l = kl; l.HasFatal() {
+			return l
+		}
+		set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: dirs, Keys: keys, WorkDir: r.exp.work})
+		l = append(l, sl...)
+		r.exp.set = set
+		r.logExpansions()
+	}
+	if l.HasFatal() {
+		return l
+	}
+	for _, e := range r.exp.set.Expansions {
+		if filepath.Dir(e.Location) == dir && e.Manifest.Spec.Overrides != nil && len(e.Manifest.Spec.Overrides.Provider) > 0 {
+			l.Errorf(e.Location, 0, 0, "spec.overrides.provider", "expansion %s in the state directory overrides the provider, which up has already chosen: pass it with --expansion-dir", e.Name())
+		}
 	}
 	return l
 }

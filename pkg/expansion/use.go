@@ -226,13 +226,54 @@ func (s *Set) Skips(step string) (string, bool) {
 	return "", false
 }
 
-// Merge changes the cluster spec c as the expansions say: their plugin
+// Merge changes the cluster spec c as the expansions say (MergeProvider, then
+// MergePlugins): their plugin
 // packages become sources, the plugin carrying each one's node files and hooks
 // is added and enabled, value overrides are merged over the file's values (two
 // expansions setting one value differently are refused, naming both), provider
 // overrides over spec.provider, and the built-in plugins named in skipSteps are
 // no longer enabled.
 func (s *Set) Merge(c *v1alpha1.Cluster) diag.List {
+	l := s.MergeProvider(c)
+	l = append(l, s.MergePlugins(c)...)
+	l.Sort()
+	return l
+}
+
+// MergeProvider merges the expansions' provider overrides over c's
+// spec.provider (up merges them before it chooses the provider, the rest
+// after); two expansions setting one field differently are refused, naming both.
+func (s *Set) MergeProvider(c *v1alpha1.Cluster) diag.List {
+	var l diag.List
+	set := map[string]*Loaded{}
+	vals := map[string]any{}
+	for _, e := range s.Expansions {
+		o := e.Manifest.Spec.Overrides
+		if o == nil || len(o.Provider) == 0 {
+			continue
+		}
+		conflict := false
+		for ptr, v := range flatten(map[string]any(o.Provider), "") {
+			if prev, ok := set[ptr]; ok && !reflect.DeepEqual(vals[ptr], v) {
+				e.doc.Errorf(&l, "/spec/overrides/provider"+ptr, "expansions %s and %s set the provider's %s differently (%s and %s): remove one", prev.Manifest.Metadata.Name, e.Manifest.Metadata.Name, ptr, show(vals[ptr]), show(v))
+				conflict = true
+				continue
+			}
+			set[ptr], vals[ptr] = e, v
+		}
+		if conflict {
+			continue
+		}
+		if err := mergeProvider(c, o.Provider); err != nil {
+			e.doc.Errorf(&l, "/spec/overrides/provider", "%v", err)
+		}
+	}
+	l.Sort()
+	return l
+}
+
+// MergePlugins is Merge without the provider overrides.
+func (s *Set) MergePlugins(c *v1alpha1.Cluster) diag.List {
 	var l diag.List
 	if len(s.Expansions) == 0 {
 		return l
@@ -286,11 +327,6 @@ func (s *Set) Merge(c *v1alpha1.Cluster) diag.List {
 					i = len(ps.Enabled) - 1
 				}
 				ps.Enabled[i].Values = mergeValues(ps.Enabled[i].Values, o.Plugins[name])
-			}
-			if len(o.Provider) > 0 {
-				if err := mergeProvider(c, o.Provider); err != nil {
-					e.doc.Errorf(&l, "/spec/overrides/provider", "%v", err)
-				}
 			}
 		}
 		for _, st := range m.Spec.SkipSteps {
