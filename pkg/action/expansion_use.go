@@ -262,7 +262,7 @@ func (r *run) pushExpansionImages(ctx context.Context) diag.List {
 		r.log().Info("image push skipped", "expansion", by)
 		return l
 	}
-	if loader, ok := r.prov.(provider.ImageLoader); ok {
+	if loader, ok := r.prov.(provider.ImageLoader); ok && !simulatedOnly(r.cluster.Spec) {
 		for _, e := range x.set.Expansions {
 			if len(e.Images) == 0 {
 				continue
@@ -281,23 +281,25 @@ func (r *run) pushExpansionImages(ctx context.Context) diag.List {
 		}
 		return l
 	}
-	if use.SiteRegistry != "" {
-		opts := expansion.PushOptions{Insecure: use.SiteRegistryPlainHTTP}
-		pushed, err := x.set.PushImages(ctx, use.SiteRegistry, opts)
+	if use.SiteRegistry == "" {
+		r.log().Info("expansions' images not pushed: no --site-registry, and the provider runs no registry the nodes pull from")
+		return l
+	}
+	opts := expansion.PushOptions{Insecure: use.SiteRegistryPlainHTTP}
+	pushed, err := x.set.PushImages(ctx, use.SiteRegistry, opts)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "pushing the expansions' images to the site registry %s: %v", use.SiteRegistry, err)
+		return l
+	}
+	for _, e := range x.set.Expansions {
+		charts, err := e.PushCharts(ctx, use.SiteRegistry, opts)
 		if err != nil {
-			l.Errorf("", 0, 0, "", "pushing the expansions' images to the site registry %s: %v", use.SiteRegistry, err)
+			l.Errorf(e.Location, 0, 0, "", "pushing the charts to the site registry %s: %v", use.SiteRegistry, err)
 			return l
 		}
-		for _, e := range x.set.Expansions {
-			charts, err := e.PushCharts(ctx, use.SiteRegistry, opts)
-			if err != nil {
-				l.Errorf(e.Location, 0, 0, "", "pushing the charts to the site registry %s: %v", use.SiteRegistry, err)
-				return l
-			}
-			pushed = append(pushed, charts...)
-		}
-		r.log().Info("images pushed to the site registry", "registry", use.SiteRegistry, "images", len(pushed))
+		pushed = append(pushed, charts...)
 	}
+	r.log().Info("images pushed to the site registry", "registry", use.SiteRegistry, "images", len(pushed))
 	return l
 }
 
@@ -358,4 +360,11 @@ func (r *run) expansionChecks() diag.List {
 		}
 	}
 	return l
+}
+
+// simulatedOnly reports whether the cluster's nodes are all simulated (the local
+// provider without real pools): they pull no image, and its registry does not run.
+func simulatedOnly(c *v1alpha1.Cluster) bool {
+	p := c.Spec.Provider
+	return p != nil && p.Local != nil && len(p.Local.RealPools) == 0
 }
