@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -94,7 +95,10 @@ func (c *Controller) build(ctx context.Context, cl client.Client, obj *unstructu
 	if l.HasFatal() {
 		return nil, &specError{msg: describe(l, file)}
 	}
-	sum := sha256.Sum256(append(raw, "\x00target="+tg.key...))
+	// Not the work directory's path, which differs per process: a restarted
+	// controller sees the same digest for the same inputs.
+	stable := bytes.ReplaceAll(raw, []byte(c.opts.WorkDir), []byte("$WORKDIR"))
+	sum := sha256.Sum256(append(stable, "\x00target="+tg.key...))
 	return &built{cluster: parsed, file: file, digest: "sha256:" + hex.EncodeToString(sum[:])}, nil
 }
 

@@ -165,7 +165,13 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if opts.Namespace != "" {
 		mopts.Cache.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
 	}
-	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), mopts)
+	mcfg := rest.CopyConfig(cfg)
+	if mcfg.QPS == 0 {
+		// client-go's 20 requests/s (burst 30) would throttle the status and
+		// finalizer writes of thousands of installations for minutes.
+		mcfg.QPS, mcfg.Burst = 200, 400
+	}
+	mgr, err := ctrl.NewManager(mcfg, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("set up the controller: %w", err)
 	}
