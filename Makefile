@@ -168,6 +168,16 @@ $(IMAGES): $(IMAGES_SRCS)
 	cd localcluster && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(IMAGES_BIN)/ k8s.io/kubernetes/test/images/agnhost
 	touch $@
 
+# kubeplug's own image, which the built-in kubeplug-controller plugin runs: the
+# kubeplug binary, static, put into _output/images/bin like the images above, so
+# that `up` pushes it (as ghcr.io/kubeplug/kubeplug:latest) into a local
+# cluster's registry. Not part of `images`: only a cluster that enables the
+# controller plugin needs its 85 MB.
+.PHONY: controller-image
+controller-image:
+	@mkdir -p $(IMAGES_BIN)
+	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(IMAGES_BIN)/kubeplug ./cmd/kubeplug
+
 # What a real node needs from Debian: runc (the OCI runtime), the CNI plugins
 # (bridge, host-local, portmap, loopback in /usr/lib/cni), iptables and conntrack
 # for kube-proxy. Installed only when one is missing.

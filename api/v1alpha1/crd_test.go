@@ -220,3 +220,26 @@ func clean(s map[string]any) {
 		clean(ap)
 	}
 }
+
+// TestControllerPluginCRDsCurrent keeps the built-in kubeplug-controller
+// plugin's copy of the CRDs in step with crds/.
+// Regenerate with: go test ./api/v1alpha1 -run TestControllerPluginCRDsCurrent -update
+func TestControllerPluginCRDsCurrent(t *testing.T) {
+	var want bytes.Buffer
+	want.WriteString("# The CRDs of api/v1alpha1/crds, copied by: go test ./api/v1alpha1 -run TestControllerPluginCRDsCurrent -update\n")
+	for _, crd := range CRDs() {
+		want.WriteString("---\n")
+		want.Write(crd)
+	}
+	path := filepath.Join("..", "..", "plugins", "kubeplug-controller", "manifests", "crds.yaml")
+	if *update {
+		if err := os.WriteFile(path, want.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	have, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(have, want.Bytes()) {
+		t.Fatalf("%s is stale; run: go test ./api/v1alpha1 -run TestControllerPluginCRDsCurrent -update", path)
+	}
+}

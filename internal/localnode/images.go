@@ -18,6 +18,9 @@ type BuiltinImage struct {
 	Binary string
 	// Image is the upstream reference the plugins name.
 	Image string
+	// OnDemand images are built by their own make target, not `make images`;
+	// missing, they are not mentioned.
+	OnDemand bool
 }
 
 // BuiltinImages are the images `make images` builds. Their tags follow the Go
@@ -27,6 +30,9 @@ var BuiltinImages = []BuiltinImage{
 	{Binary: "coredns", Image: "registry.k8s.io/coredns/coredns:v1.15.0"},
 	{Binary: "metrics-server", Image: "registry.k8s.io/metrics-server/metrics-server:v0.8.0"},
 	{Binary: "agnhost", Image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1"},
+	// kubeplug itself, for the built-in kubeplug-controller plugin: built only by
+	// `make controller-image`, so usually skipped.
+	{Binary: "kubeplug", Image: "ghcr.io/kubeplug/kubeplug:latest", OnDemand: true},
 }
 
 // PushBuiltins pushes each built-in image whose binary is in dir (missing ones
@@ -35,7 +41,9 @@ func (r *Registry) PushBuiltins(ctx context.Context, dir string) (missing []stri
 	for _, b := range BuiltinImages {
 		bin := filepath.Join(dir, b.Binary)
 		if _, err := os.Stat(bin); err != nil {
-			missing = append(missing, b.Image)
+			if !b.OnDemand {
+				missing = append(missing, b.Image)
+			}
 			continue
 		}
 		t, err := name.NewTag(b.Image)
