@@ -182,6 +182,9 @@ func startBenchController(b *testing.B) *benchProc {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+filepath.Join(b.TempDir(), "work"), benchChild+"=1", "KUBECONFIG="+testcluster.ControlPlane(b).KubeconfigPath())
+	if v := os.Getenv("KUBEPLUG_BENCH_CONTROLLER_GOMEMLIMIT"); v != "" {
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+v) // the controller's only, not the control plane's
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

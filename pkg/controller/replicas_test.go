@@ -44,7 +44,7 @@ func runChild() int {
 		MetricsAddr: "0", ProbeAddr: "0", WorkDir: os.Getenv(childEnv), LeaseIdle: 200 * time.Millisecond,
 	}
 	if os.Getenv(benchChild) != "" {
-		opts.LeaderElection, opts.Concurrency = false, 64
+		opts.LeaderElection, opts.Concurrency = false, 24
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	c, err := controller.New(cfg, opts)
