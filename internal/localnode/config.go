@@ -123,6 +123,12 @@ healthzBindAddress: "127.0.0.1:10256"
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
+		// Unchanged files are not written again: kube-proxy exits when its
+		// configuration file is written (it watches it), and the fingerprint of an
+		// unchanged configuration would not restart it.
+		if have, err := os.ReadFile(p); err == nil && string(have) == content {
+			continue
+		}
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			return err
 		}

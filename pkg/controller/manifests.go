@@ -68,7 +68,7 @@ func Manifests(o ManifestOptions) ([]byte, error) {
 							"image": o.Image,
 							"args": []any{"controller", "--leader-elect=" + fmt.Sprint(o.Replicas > 1),
 								"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"},
-							"env":            []any{map[string]any{"name": "HOME", "value": "/tmp"}},
+							"env":            []any{map[string]any{"name": "HOME", "value": "/tmp"}, map[string]any{"name": "GOMEMLIMIT", "value": "400MiB"}},
 							"ports":          []any{map[string]any{"name": "metrics", "containerPort": 8080}, map[string]any{"name": "probes", "containerPort": 8081}},
 							"livenessProbe":  map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": "probes"}},
 							"readinessProbe": map[string]any{"httpGet": map[string]any{"path": "/readyz", "port": "probes"}},

@@ -95,7 +95,7 @@ spec:
 			// The real kubelet's serving certificate is self-signed.
 			s += "        values: {kubeletInsecureTLS: true}\n"
 		}
-		if p == "widgets-api" || p == "backup-operator" {
+		if p == "widgets-api" || p == "backup-operator" || p == "kubeplug-controller" {
 			s += "        values: {nodeSelector: {kubeplug.dev/pool: real}}\n"
 		}
 	}
@@ -204,10 +204,21 @@ func TestRealNode(t *testing.T) {
 		}
 		kp("image", "load", filepath.Join(dir, ex.binary+".tar"))
 	}
+	// kubeplug itself, for the built-in kubeplug-controller plugin (what make
+	// controller-image builds).
+	kpImg, err := localnode.BinaryImage(buildGo(t, dir, "kubeplug", "github.com/kubeplug/kubeplug/cmd/kubeplug"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kpTag, _ := name.NewTag("ghcr.io/kubeplug/kubeplug:latest")
+	if err := tarball.WriteToFile(filepath.Join(dir, "kubeplug.tar"), kpTag, kpImg); err != nil {
+		t.Fatal(err)
+	}
+	kp("image", "load", filepath.Join(dir, "kubeplug.tar"))
 
 	// Phase 2: the plugin, on the real node, with cluster DNS and metrics (their
 	// images built from Go by make images, pushed by up).
-	write(t, file, cluster("cluster-dns", "metrics-server", "demo", "widgets-api", "backup-operator"))
+	write(t, file, cluster("cluster-dns", "metrics-server", "demo", "widgets-api", "backup-operator", "kubeplug-controller"))
 	kp("up") // its validate waited for the Backup's Ready condition, set by the operator
 	kubeconfig := filepath.Join(state, "controlplane", "kubeconfig")
 	client := clientFor(t, kubeconfig)
@@ -303,6 +314,41 @@ func TestRealNode(t *testing.T) {
 
 	if op := runningPodIn(t, client, "backup-system", "app=backup-operator"); op.Spec.NodeName != "real-0" {
 		t.Errorf("backup-operator runs on %s, want real-0", op.Spec.NodeName)
+	}
+
+	// kubeplug's controller, installed by kubeplug (the built-in plugin), runs on
+	// the real node and installs a PluginInstallation from a ConfigMap catalog.
+	if cp := runningPodIn(t, client, "kubeplug-system", "app.kubernetes.io/name=kubeplug-controller"); cp.Spec.NodeName != "real-0" {
+		t.Errorf("kubeplug-controller runs on %s, want real-0", cp.Spec.NodeName)
+	}
+	write(t, filepath.Join(dir, "catalog", "hello", "plugin.yaml"), "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: hello-ctrl, version: 1.0.0}\nspec:\n  contributes:\n    kubernetes: {manifests: [cm.yaml]}\n")
+	write(t, filepath.Join(dir, "catalog", "hello", "cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hello-ctrl, namespace: default}\ndata: {message: '{{ .Values.message }}'}\n")
+	var pkgOut bytes.Buffer
+	if code := cli.Main(ctx, []string{"plugin", "package", filepath.Join(dir, "catalog", "hello"), "-o", filepath.Join(dir, "hello.tgz")}, cli.Streams{In: strings.NewReader(""), Out: &pkgOut, Err: &pkgOut}); code != 0 {
+		t.Fatalf("kubeplug plugin package: %s", pkgOut.String())
+	}
+	kubectl("create", "namespace", "team-a")
+	kubectl("-n", "team-a", "create", "configmap", "packages", "--from-file=hello.tgz="+filepath.Join(dir, "hello.tgz"))
+	write(t, filepath.Join(dir, "installation.yaml"), `apiVersion: kubeplug.dev/v1alpha1
+kind: PluginCatalog
+metadata: {name: main, namespace: team-a}
+spec: {sources: [{configMap: packages}]}
+---
+apiVersion: kubeplug.dev/v1alpha1
+kind: PluginInstallation
+metadata: {name: hello, namespace: team-a}
+spec:
+  catalogs: [main]
+  plugins: [{name: hello-ctrl, values: {message: from the in-cluster controller}}]
+`)
+	kubectl("apply", "-f", filepath.Join(dir, "installation.yaml"))
+	kubectl("-n", "team-a", "wait", "plugininstallation/hello", "--for=condition=Ready", "--timeout=2m")
+	if out := kubectl("get", "configmap", "hello-ctrl", "-n", "default", "-o", "jsonpath={.data.message}"); out != "from the in-cluster controller" {
+		t.Errorf("the in-cluster controller's installation: hello-ctrl message = %q", out)
+	}
+	kubectl("-n", "team-a", "delete", "plugininstallation/hello", "--timeout=2m")
+	if out := kubectl("get", "configmap", "-n", "default", "--field-selector=metadata.name=hello-ctrl", "-o", "name"); strings.TrimSpace(out) != "" {
+		t.Errorf("after the installation was deleted, %q is still there", out)
 	}
 
 	// A container that dies is restarted by the kubelet.
