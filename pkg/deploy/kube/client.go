@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -122,18 +121,11 @@ func (c *Client) Ping(ctx context.Context) error {
 func (c *Client) ServerVersion(ctx context.Context) (string, error) {
 	var v string
 	err := c.Retry(ctx, func(ctx context.Context) error {
-		raw, err := c.Core.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx)
-		if err != nil {
-			return err
+		info, err := discovery.ToServerVersionInterfaceWithContext(c.Core.Discovery()).ServerVersionWithContext(ctx)
+		if err == nil {
+			v = info.GitVersion
 		}
-		var info struct {
-			GitVersion string `json:"gitVersion"`
-		}
-		if err := json.Unmarshal(raw, &info); err != nil {
-			return fmt.Errorf("read the server's version: %w", err)
-		}
-		v = info.GitVersion
-		return nil
+		return err
 	})
 	return v, err
 }
