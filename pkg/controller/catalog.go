@@ -38,15 +38,7 @@ func (r *catalogReconciler) setup(mgr manager.Manager) error {
 }
 
 func (r *catalogReconciler) holders(ctx context.Context, o client.Object) []reconcile.Request {
-	list := newList(CatalogGVK)
-	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{refsIndex: ref(kindOf(o), o.GetName())}); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, request(&list.Items[i]))
-	}
-	return out
+	return listRequests(ctx, r.client, CatalogGVK, client.InNamespace(o.GetNamespace()), client.MatchingFields{refsIndex: ref(kindOf(o), o.GetName())})
 }
 
 // catalogResync is how often a catalog with remote sources is listed again.

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -70,7 +71,7 @@ func builderPredicates() builder.ForOption {
 	return builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
 }
 
-// refsIndex indexes installations and catalogs by what they name ("KIND/NAME"),
+// refsIndex indexes installations, catalogs and targets by what they name ("KIND/NAME"),
 // so that an event on a Secret, ConfigMap, catalog, target or installation
 // finds the ones to reconcile without reading them all (an informer's handler
 // that reads every installation per event would not keep up with thousands).
@@ -167,15 +168,7 @@ func (r *installationReconciler) referencing(ctx context.Context, o client.Objec
 }
 
 func (r *installationReconciler) byRef(ctx context.Context, ns, key string) []reconcile.Request {
-	list := newList(InstallationGVK)
-	if err := r.client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{refsIndex: key}); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, request(&list.Items[i]))
-	}
-	return out
+	return listRequests(ctx, r.client, InstallationGVK, client.InNamespace(ns), client.MatchingFields{refsIndex: key})
 }
 
 // dependents enqueues the installations that depend on o.
@@ -185,6 +178,32 @@ func (r *installationReconciler) dependents(ctx context.Context, o client.Object
 
 func request(o client.Object) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
+}
+
+// listRequests lists objects of kind k (from the cache) and returns a request
+// for each; none when the list fails.
+func listRequests(ctx context.Context, c client.Client, k schema.GroupVersionKind, opts ...client.ListOption) []reconcile.Request {
+	list := newList(k)
+	if err := c.List(ctx, list, opts...); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, request(&list.Items[i]))
+	}
+	return out
+}
+
+// targetRefs is a TargetCluster's index entry: its kubeconfig Secret.
+func targetRefs(o client.Object) []string {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	if name, _, _ := unstructured.NestedString(u.Object, "spec", "kubeconfigSecret", "name"); name != "" {
+		return []string{ref("Secret", name)}
+	}
+	return nil
 }
 
 // Reconcile brings one installation's plugins to its spec.
@@ -364,7 +383,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 // readPlugins fills the status's plugins from the release records the
 // installation owns.
 func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, obj *unstructured.Unstructured, st *v1alpha1.PluginInstallationStatus) error {
-	d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj)})
+	d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client})
 	if err != nil {
 		return err
 	}
@@ -410,7 +429,7 @@ func (r *installationReconciler) remove(ctx context.Context, obj *unstructured.U
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Timeout: parseDuration(spec.Timeout, 5*time.Minute)})
+		d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client, Timeout: parseDuration(spec.Timeout, 5*time.Minute)})
 		if err != nil {
 			release()
 			return reconcile.Result{}, err

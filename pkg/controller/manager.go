@@ -191,6 +191,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err := idx.IndexField(context.Background(), newObject(CatalogGVK), refsIndex, catalogRefs); err != nil {
 		return nil, err
 	}
+	if err := idx.IndexField(context.Background(), newObject(TargetGVK), refsIndex, targetRefs); err != nil {
+		return nil, err
+	}
 	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency, SkipNameValidation: ptr(true)}
 	inst := &installationReconciler{c: c, client: mgr.GetClient(), events: mgr.GetEventRecorder("kubeplug-controller")}
 	if err := inst.setup(mgr, copts); err != nil {

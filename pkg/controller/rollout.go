@@ -62,15 +62,7 @@ func (r *rolloutReconciler) setup(mgr manager.Manager) error {
 // all enqueues every rollout of o's namespace (a TargetCluster came, went or
 // changed its labels).
 func (r *rolloutReconciler) all(ctx context.Context, o client.Object) []reconcile.Request {
-	list := newList(RolloutGVK)
-	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, request(&list.Items[i]))
-	}
-	return out
+	return listRequests(ctx, r.client, RolloutGVK, client.InNamespace(o.GetNamespace()))
 }
 
 // templateHash identifies a template: a child with another hash is out of date.

@@ -143,17 +143,7 @@ func (r *targetReconciler) setup(mgr manager.Manager) error {
 
 // forSecret enqueues the TargetClusters whose kubeconfig is the Secret.
 func (r *targetReconciler) forSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	list := newList(TargetGVK)
-	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, t := range list.Items {
-		if name, _, _ := unstructured.NestedString(t.Object, "spec", "kubeconfigSecret", "name"); name == o.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.GetNamespace(), Name: t.GetName()}})
-		}
-	}
-	return out
+	return listRequests(ctx, r.client, TargetGVK, client.InNamespace(o.GetNamespace()), client.MatchingFields{refsIndex: ref("Secret", o.GetName())})
 }
 
 func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
