@@ -2,7 +2,6 @@ package action_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,12 +20,7 @@ func TestOwnersNeverFight(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) {
 		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeTree(t, dir, map[string]string{name: text})
 	}
 	for _, p := range []string{"owned-a", "owned-b"} {
 		write("plugins/"+p+"/plugin.yaml", "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: "+p+", version: 1.0.0}\nspec:\n  contributes:\n    kubernetes: {manifests: [cm.yaml]}\n")

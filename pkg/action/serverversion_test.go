@@ -2,7 +2,6 @@ package action_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,12 +44,7 @@ func TestApplyHoldsToTheLiveKubernetesVersion(t *testing.T) {
 			dir := t.TempDir()
 			write := func(name, text string) {
 				t.Helper()
-				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				writeTree(t, dir, map[string]string{name: text})
 			}
 			write("cluster.yaml", `apiVersion: kubeplug.dev/v1alpha1
 kind: Cluster
