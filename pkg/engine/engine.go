@@ -112,7 +112,11 @@ type Planned struct {
 	Package *plugin.Package
 	Values  *config.Values
 	// Wave is the plugin's wave, from 0.
-	Wave     int
+	Wave int
+	// After names the plugins of the plan this one waits for (resolve.Result.After),
+	// sorted: all in earlier waves. A caller that starts a plugin once these are
+	// done, rather than once its whole previous wave is, keeps the plan's order.
+	After    []string
 	runtimes []stage.Runtime
 }
 
@@ -192,7 +196,7 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 		var pw []*Planned
 		for _, rp := range wave {
 			pkg := pkgs[rp]
-			p := &Planned{Package: pkg, Wave: w}
+			p := &Planned{Package: pkg, Wave: w, After: res.After[pkg.Name]}
 			var scope []string
 			if i, ok := refIndex[pkg.Name]; ok {
 				v, vl := cl.ValuesWith(i, pkg, config.ValuesOptions{Env: e.opts.Env, AllowOutside: e.opts.AllowValuesOutside})

@@ -246,6 +246,10 @@ func TestPlanFetchesOnlyPicked(t *testing.T) {
 	if got := fmt.Sprint(plan.Names()); got != "[b a]" {
 		t.Errorf("plan = %s", got)
 	}
+	// What each waits for rides along, from the resolver.
+	if got := fmt.Sprint(plan.Plugins[0].After, plan.Plugins[1].After); got != "[] [b]" {
+		t.Errorf("After of b, a = %s, want [] [b]", got)
+	}
 	plan, _, l = run(t, cluster(t, "      - {name: a}\n      - {name: c}\n"), idx, engine.Options{})
 	want := `plugins/c/plugin.yaml:4:25: spec.values.schema: values schema "missing.json" does not exist in the package`
 	if plan != nil || l.String() != want {

@@ -1,6 +1,7 @@
 package resolve
 
 import (
+	"slices"
 	"sort"
 )
 
@@ -129,7 +130,7 @@ func order(selected []*Package, orderList []string) (*Result, error) {
 			ready = append(ready, n)
 		}
 	}
-	res := &Result{Plugins: make([]*Package, 0, len(pkgs))}
+	res := &Result{Plugins: make([]*Package, 0, len(pkgs)), After: g.after(listed, listedOrder)}
 	placedListed := 0
 	for len(ready) > 0 {
 		sort.Ints(ready) // node ids are in name order
@@ -164,6 +165,30 @@ func order(selected []*Package, orderList []string) (*Result, error) {
 		return nil, g.cycle(indeg)
 	}
 	return res, nil
+}
+
+// after names what each node waits for: its predecessors and, for an
+// unlisted node when there is an order list, every listed node (the barrier).
+func (g *graph) after(listed []bool, listedOrder []int) map[string][]string {
+	out := make(map[string][]string)
+	for n, ps := range g.preds {
+		var names []string
+		for _, e := range ps {
+			names = append(names, g.pkgs[e.from].Name)
+		}
+		if !listed[n] {
+			for _, m := range listedOrder {
+				if !slices.Contains(names, g.pkgs[m].Name) {
+					names = append(names, g.pkgs[m].Name)
+				}
+			}
+		}
+		if len(names) > 0 {
+			slices.Sort(names)
+			out[g.pkgs[n].Name] = names
+		}
+	}
+	return out
 }
 
 // cycle finds a cycle among the nodes Kahn could not place (indeg > 0).

@@ -83,6 +83,8 @@ type resolveCase struct {
 	kube    string
 	order   []string
 	want    string // waves, when no error is expected
+	// after, when set, is the result's After rendered by afterString.
+	after   string
 	wantErr string // exact message
 	wantIs  error
 }
@@ -125,8 +127,60 @@ func runCases(t *testing.T, cases []resolveCase) {
 			if fmt.Sprint(flat) != fmt.Sprint(res.Plugins) {
 				t.Errorf("Plugins %v is not Waves flattened %v", res.Plugins, flat)
 			}
+			checkAfter(t, res)
+			if got := afterString(res); tc.after != "" && got != tc.after {
+				t.Errorf("Resolve() After\n got: %s\nwant: %s", got, tc.after)
+			}
 		})
 	}
+}
+
+// checkAfter holds a result's After to its waves: what a plugin waits for is
+// all in earlier waves, and at least one of it in the wave just before (else
+// the plugin would have been placed earlier); a wave-0 plugin waits for nothing.
+func checkAfter(t *testing.T, res *Result) {
+	t.Helper()
+	waveOf := map[string]int{}
+	for w, ps := range res.Waves {
+		for _, p := range ps {
+			waveOf[p.Name] = w
+		}
+	}
+	for name := range res.After {
+		if _, ok := waveOf[name]; !ok {
+			t.Errorf("After has %s, which is not in the result", name)
+		}
+	}
+	for w, ps := range res.Waves {
+		for _, p := range ps {
+			before := false
+			for _, a := range res.After[p.Name] {
+				aw, ok := waveOf[a]
+				switch {
+				case !ok:
+					t.Errorf("%s waits for %s, which is not in the result", p.Name, a)
+				case aw >= w:
+					t.Errorf("%s (wave %d) waits for %s (wave %d)", p.Name, w, a, aw)
+				case aw == w-1:
+					before = true
+				}
+			}
+			if w > 0 && !before {
+				t.Errorf("%s is in wave %d but waits for nothing in wave %d: %v", p.Name, w, w-1, res.After[p.Name])
+			}
+		}
+	}
+}
+
+// afterString renders a result's After as "a<b,c d<a", by plugin name.
+func afterString(res *Result) string {
+	var out []string
+	for _, p := range res.Plugins {
+		if as := res.After[p.Name]; len(as) > 0 {
+			out = append(out, p.Name+"<"+strings.Join(as, ","))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 func TestResolveGraphs(t *testing.T) {
@@ -157,6 +211,7 @@ func TestResolveGraphs(t *testing.T) {
 			},
 			enabled: []string{"a"},
 			want:    "d@1.0.0 | b@1.0.0 c@1.0.0 | a@1.0.0",
+			after:   "b<d c<d a<b,c",
 		},
 		{
 			name: "transitive requires pull in only what is needed",
@@ -190,6 +245,7 @@ func TestResolveGraphs(t *testing.T) {
 			pkgs:    []*Package{pkg("a 1.0.0"), pkg("z 1.0.0", before("a"))},
 			enabled: []string{"a", "z"},
 			want:    "z@1.0.0 | a@1.0.0",
+			after:   "a<z",
 		},
 		{
 			name:    "before hint naming an unknown plugin is ignored",
@@ -203,6 +259,7 @@ func TestResolveGraphs(t *testing.T) {
 			enabled: []string{"a", "b", "c", "d"},
 			order:   []string{"c", "b"},
 			want:    "c@1.0.0 | b@1.0.0 | a@1.0.0 | d@1.0.0",
+			after:   "b<c a<b,c d<a,b,c",
 		},
 		{
 			name:    "order list may name plugins that are not selected",
@@ -217,6 +274,7 @@ func TestResolveGraphs(t *testing.T) {
 			enabled: []string{"cert-manager", "dex"},
 			order:   []string{"cni", "cert-manager"},
 			want:    "cni@1.0.0 | cert-manager@1.0.0 | dex@1.0.0",
+			after:   "cert-manager<cni dex<cert-manager,cni",
 		},
 	})
 }

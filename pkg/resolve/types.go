@@ -151,4 +151,14 @@ type Result struct {
 	// wave can be installed in parallel. Within a wave, packages are sorted
 	// by name.
 	Waves [][]*Package
+
+	// After names, for every plugin of the result, the plugins it waits
+	// for, sorted: those it requires, those its after and before hints and
+	// theirs order it behind, its predecessor in the order list, and, for a
+	// plugin the order list does not name, every plugin it does. Waves are
+	// these edges laid out in layers; a caller that starts each plugin as soon
+	// as the plugins After names are done keeps every ordering guarantee the
+	// waves give, without waiting for the rest of a wave. A plugin that waits
+	// for nothing has no entry.
+	After map[string][]string
 }
