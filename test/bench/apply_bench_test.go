@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
@@ -71,8 +72,13 @@ func write(tb testing.TB, path, text string) {
 }
 
 // kubeplugCluster writes 20 plugins whose objects go to ns, each requiring the one
-// before it in a tree (plugin i requires plugin (i-1)/2), and a cluster file.
+// before it in a tree (plugin i requires plugin (i-1)/2), and a cluster file
+// naming the Kubernetes version the shared control plane runs.
 func kubeplugCluster(tb testing.TB, dir, ns string) string {
+	version, err := controlplane.KubernetesVersion(testcluster.ControlPlane(tb).BinDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
 	var enabled strings.Builder
 	write(tb, filepath.Join(dir, "plugins", "ns", "plugin.yaml"), "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: ns, version: 1.0.0}\nspec: {contributes: {kubernetes: {manifests: [ns.yaml]}}}\n")
 	write(tb, filepath.Join(dir, "plugins", "ns", "ns.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+ns+"}\n")
@@ -87,7 +93,7 @@ func kubeplugCluster(tb testing.TB, dir, ns string) string {
 		fmt.Fprintf(&enabled, "      - {name: p%02d}\n", i)
 	}
 	path := filepath.Join(dir, "cluster.yaml")
-	write(tb, path, "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: bench}\nspec:\n  kubernetesVersion: 1.36.3\n  plugins:\n    sources: [{dir: plugins}]\n    enabled:\n"+enabled.String())
+	write(tb, path, "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: bench}\nspec:\n  kubernetesVersion: "+version+"\n  plugins:\n    sources: [{dir: plugins}]\n    enabled:\n"+enabled.String())
 	return path
 }
 
