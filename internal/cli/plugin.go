@@ -202,11 +202,15 @@ func newPluginLintCmd(o *options) *cobra.Command {
 		Short: "Check plugin packages and report every problem",
 		Long: `Check plugin packages: plugin.yaml against its schema, versions and constraints,
 every file it refers to, the values schema and defaults, symlinks and file sizes.
+Each package is rendered with its default values, as 'kubeplug render' would, and
+a template that refers to a value the plugin does not declare (no default, no
+schema property) is a warning naming the value it probably meant.
 Each DIR is a package (it holds plugin.yaml), a tree of packages, or a package
-archive written by 'plugin package'.
+archive written by 'plugin package'. See docs/lint.md.
 
 Every problem is printed, one per line, as FILE:LINE:COL: field.path: message.
-The exit status is 0 when every package is valid and 1 otherwise.`,
+The exit status is 0 when every package is valid (warnings alone do not fail)
+and 1 otherwise.`,
 		Example: `  kubeplug plugin lint ./my-plugin
   kubeplug plugin lint ./plugins -o json`,
 		Args: cobra.MinimumNArgs(1),

@@ -48,6 +48,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 				l = append(l, pl...)
 				lintDigests(pkg, &l)
 				if pkg != nil {
+					l = append(l, lintValueRefs(pkg)...)
 					n++
 				}
 			}
@@ -61,6 +62,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			pkg, pl := plugin.Load(os.DirFS(dir), plugin.OriginUser, filepath.Clean(dir))
 			l = append(l, pl...)
 			lintDigests(pkg, &l)
+			l = append(l, lintValueRefs(pkg)...)
 			if pkg != nil && !pl.HasFatal() {
 				l = append(l, a.renderDefaults(ctx, dir, pkg)...)
 			}
@@ -79,6 +81,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			l = append(l, pl...)
 			lintDigests(pkg, &l)
 			if pkg != nil {
+				l = append(l, lintValueRefs(pkg)...)
 				n++
 				if fi, err := os.Stat(pkg.Location); err == nil && fi.IsDir() && !pl.HasFatal() {
 					l = append(l, a.renderDefaults(ctx, pkg.Location, pkg)...)
