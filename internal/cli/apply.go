@@ -4,21 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/check"
 	"github.com/kubeplug/kubeplug/pkg/config"
-	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 )
 
@@ -43,99 +39,6 @@ func targetFlags(cmd *cobra.Command, c *action.KubeconfigTarget) {
 	cf.AddFlags(cmd.Flags())
 	_ = cmd.MarkFlagFilename("kubeconfig")
 	// --context completes from the kubeconfig (registerCompletions).
-}
-
-// progress prints deploy events: one line per plugin step on a terminal or in a log,
-// or one JSON object per event with -o json.
-type progress struct {
-	o     *options
-	mu    sync.Mutex
-	tty   bool
-	start time.Time
-	ready bool // a \r-updated line is open on the terminal
-}
-
-func newProgress(o *options) *progress {
-	return &progress{o: o, tty: o.errTerminal() && !o.noProgress && !o.envSet("CI"), start: time.Now()}
-}
-
-// errTerminal says whether stderr is a terminal.
-func (o *options) errTerminal() bool {
-	f, ok := o.streams.Err.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// envSet says whether the environment variable name is set and not empty.
-func (o *options) envSet(name string) bool {
-	v, ok := o.getenv(name)
-	return ok && v != ""
-}
-
-// ANSI colours for progress lines.
-const (
-	red    = "31"
-	green  = "32"
-	yellow = "33"
-)
-
-// paint colours s on a terminal, unless $NO_COLOR is set (no-color.org) or the
-// terminal is dumb.
-func (o *options) paint(color, s string) string {
-	if !o.errTerminal() || o.envSet("NO_COLOR") {
-		return s
-	}
-	if t, _ := o.getenv("TERM"); t == "dumb" {
-		return s
-	}
-	return "\033[" + color + "m" + s + "\033[0m"
-}
-
-func (p *progress) event(e deploy.Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.o.output == "json" {
-		b, _ := json.Marshal(e)
-		_, _ = fmt.Fprintln(p.o.streams.Out, string(b))
-		return
-	}
-	if p.o.quiet && e.Type != deploy.PluginFailed && e.Type != deploy.UninstallFailed && e.Type != deploy.PluginInterrupted {
-		return
-	}
-	w := p.o.streams.Err
-	elapsed := e.Time.Sub(p.start).Round(100 * time.Millisecond)
-	if e.Type == deploy.ObjectReady {
-		if p.tty {
-			_, _ = fmt.Fprintf(w, "\r  %s: ready %d/%d", e.Plugin, e.Ready, e.Total)
-			p.ready = true
-		}
-		return
-	}
-	if p.ready {
-		_, _ = fmt.Fprint(w, "\r\033[K")
-		p.ready = false
-	}
-	switch e.Type {
-	case deploy.WaveStarted:
-		_, _ = fmt.Fprintf(w, "wave %d: %s, %d object(s) [%s]\n", e.Wave, e.Message, e.Total, elapsed)
-	case deploy.PluginApplied:
-		_, _ = fmt.Fprintf(w, "  %s: applied %d/%d\n", e.Plugin, e.Applied, e.Total)
-	case deploy.PluginReady:
-		_, _ = fmt.Fprintf(w, "  %s: %s %d/%d [%s]\n", e.Plugin, p.o.paint(green, "ready"), e.Ready, e.Total, elapsed)
-	case deploy.PluginPruned:
-		_, _ = fmt.Fprintf(w, "  %s: pruned %d object(s) its new version no longer has\n", e.Plugin, e.Total)
-	case deploy.PluginFailed:
-		_, _ = fmt.Fprintf(w, "  %s: %s: %s\n", e.Plugin, p.o.paint(red, "FAILED"), e.Message)
-	case deploy.PluginInterrupted:
-		_, _ = fmt.Fprintf(w, "  %s: %s: %s\n", e.Plugin, p.o.paint(yellow, "interrupted"), e.Message)
-	case deploy.PluginRemoved:
-		if e.Message == "dry run" {
-			_, _ = fmt.Fprintf(w, "  %s: would be uninstalled (%d object(s); the API server accepted each delete as a dry run)\n", e.Plugin, e.Total)
-			break
-		}
-		_, _ = fmt.Fprintf(w, "  %s: uninstalled (%d object(s) deleted)\n", e.Plugin, e.Total)
-	case deploy.UninstallFailed:
-		_, _ = fmt.Fprintf(w, "  %s: uninstall %s: %s\n", e.Plugin, p.o.paint(red, "FAILED"), e.Message)
-	}
 }
 
 // deployFlags binds how apply and up deploy the plugins' content: one set of
@@ -233,6 +136,7 @@ and the next run takes it over.`,
 			pr := newProgress(o)
 			o.cfg.Progress, a.Events = pr.stage, pr.event
 			res, l := withCluster(file, func(cl *config.Cluster) (*action.ApplyResult, diag.List) { return a.Run(cmd.Context(), cl) })
+			pr.close()
 			failed := o.report(l)
 			if res == nil {
 				return errFailed
@@ -375,8 +279,10 @@ cluster file still enables: the next apply would install them again.`,
 					}
 				}
 			}
-			a.Events = newProgress(o).event
+			pr := newProgress(o)
+			a.Events = pr.event
 			done, l := a.Run(cmd.Context(), args...)
+			pr.close()
 			if o.report(l) {
 				return errFailed
 			}

@@ -37,7 +37,13 @@ example.com/team/app:v1 without any change to its manifest.`,
   kubeplug image load -f cluster.yaml ./oci-layout   # an OCI image layout directory`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var pr *progress
+			if o.output != "json" { // JSON: stdout has the result only
+				pr = newProgress(o)
+				a.ProviderEvents = pr.providerEvent
+			}
 			pushed, l := withCluster(file, func(cl *config.Cluster) ([]string, diag.List) { return a.Run(cmd.Context(), cl, args) })
+			pr.close()
 			if o.report(l) {
 				return errFailed
 			}

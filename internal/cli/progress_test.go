@@ -2,12 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kubeplug/kubeplug/internal/live/livetest"
+	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // TestQuietProgress: -q keeps failures and interrupts, and drops every other
@@ -43,5 +48,179 @@ func TestQuietProgress(t *testing.T) {
 		if strings.Contains(out, "\033[") {
 			t.Errorf("colour off a terminal:\n%q", out)
 		}
+	}
+}
+
+// progressEvents is a run with something of everything the progress shows.
+func progressEvents(t0 time.Time) ([]deploy.Event, []provider.Event) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	return []deploy.Event{
+			{Time: at(0), Type: deploy.LeaseWaiting, Holder: "host/42", Operation: "apply", Expires: at(20000), Message: "waited 0s of up to 1m0s"},
+			{Time: at(100), Type: deploy.LeaseTaken, Operation: "apply", Message: "took the cluster's operation lease"},
+			{Time: at(200), Type: deploy.WaveStarted, Wave: 1, Total: 5, Message: "2 plugin(s)"},
+			{Time: at(300), Type: deploy.PluginApplied, Wave: 1, Plugin: "hello", Applied: 4, Total: 4},
+			{Time: at(400), Type: deploy.ObjectReady, Wave: 1, Plugin: "hello", Object: "ConfigMap/default/a", Ready: 1, Total: 4},
+			{Time: at(500), Type: deploy.ObjectWaiting, Wave: 1, Plugin: "hello", Object: "Deployment.apps/default/web", Message: "InProgress: Available: 0/1"},
+			{Time: at(600), Type: deploy.APIRetrying, Server: "https://127.0.0.1:6443", Attempt: 2, Attempts: 9, Message: "connection refused"},
+			{Time: at(700), Type: deploy.APIRetried, Server: "https://127.0.0.1:6443", Attempt: 4, Attempts: 9, Message: "answered"},
+			{Time: at(800), Type: deploy.PluginApplied, Wave: 1, Plugin: "broken", Applied: 0, Total: 1},
+			{Time: at(900), Type: deploy.PluginFailed, Wave: 1, Plugin: "broken", Message: "apply ConfigMap/default/Not_A_Name: invalid name"},
+			{Time: at(2300), Type: deploy.PluginReady, Wave: 1, Plugin: "hello", Ready: 4, Total: 4},
+		}, []provider.Event{
+			{Time: at(0), Step: "control-plane", Message: "starting the control plane"},
+			{Time: at(10), Step: "control-plane", Item: "etcd", Message: "etcd starting"},
+			{Time: at(800), Step: "control-plane", Item: "etcd", Message: "etcd ready in 790ms", Done: true},
+			{Time: at(900), Step: "image", Item: "10.0.0.1:5000/pause:3.10", Message: "pushing 10.0.0.1:5000/pause:3.10"},
+			{Time: at(950), Step: "image", Item: "10.0.0.1:5000/pause:3.10", Complete: 1000, Total: 4000, Message: "pushing 10.0.0.1:5000/pause:3.10: 1000 of 4000 bytes"},
+			{Time: at(990), Step: "image", Item: "10.0.0.1:5000/pause:3.10", Done: true, Message: "pushed 10.0.0.1:5000/pause:3.10"},
+		}
+}
+
+// TestPlainProgress: off a terminal each event is one plain line, with no
+// escape byte.
+func TestPlainProgress(t *testing.T) {
+	var errb bytes.Buffer
+	o := &options{streams: Streams{Out: &bytes.Buffer{}, Err: &errb}, output: "text", getenv: func(string) (string, bool) { return "", false }}
+	p := newProgress(o)
+	events, pevents := progressEvents(time.Now())
+	for _, e := range pevents {
+		p.providerEvent(e)
+	}
+	for _, e := range events {
+		p.event(e)
+	}
+	p.close()
+	out := errb.String()
+	for _, want := range []string{
+		"control-plane: starting the control plane [",
+		"control-plane: etcd starting [",
+		"control-plane: etcd ready in 790ms [",
+		"image: pushing 10.0.0.1:5000/pause:3.10 [",
+		"image: pushed 10.0.0.1:5000/pause:3.10 [",
+		"waiting for the cluster's operation lease: apply by host/42 holds it (expires in ",
+		"took the cluster's operation lease [",
+		"wave 1: 2 plugin(s), 5 object(s) [",
+		"  hello: applied 4/4\n",
+		"  hello: waiting on Deployment.apps/default/web (InProgress: Available: 0/1)\n",
+		"the API server https://127.0.0.1:6443 does not answer (try 2 of 9: connection refused); retrying [",
+		"the API server https://127.0.0.1:6443 answers again (after 4 tries) [",
+		"  broken: FAILED: apply ConfigMap/default/Not_A_Name: invalid name\n",
+		"  hello: ready 4/4 [",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "1000 of 4000") {
+		t.Errorf("a byte count printed as a plain line:\n%s", out)
+	}
+	if n := strings.Count(out, "\n"); n != len(events)+len(pevents)-2 { // ObjectReady and the byte count print none
+		t.Errorf("%d lines for %d events:\n%s", n, len(events)+len(pevents)-2, out)
+	}
+	if strings.ContainsRune(out, '\033') {
+		t.Errorf("escape byte off a terminal:\n%q", out)
+	}
+}
+
+// TestProgressModes: on a terminal the progress is live unless --no-progress,
+// -q, -o json, $CI, TERM=dumb or KUBEPLUG_PROGRESS=plain says otherwise; then
+// no escape byte reaches the terminal (with NO_COLOR, not even a colour).
+func TestProgressModes(t *testing.T) {
+	tests := []struct {
+		name       string
+		env        map[string]string
+		noProgress bool
+		live       bool
+	}{
+		{name: "terminal", live: true},
+		{name: "--no-progress", noProgress: true},
+		{name: "CI", env: map[string]string{"CI": "true"}},
+		{name: "TERM=dumb", env: map[string]string{"TERM": "dumb"}},
+		{name: "KUBEPLUG_PROGRESS=plain", env: map[string]string{"KUBEPLUG_PROGRESS": "plain"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			term := livetest.NewTerminal(t, 120, 30)
+			env := map[string]string{"NO_COLOR": "1"}
+			maps.Copy(env, tt.env)
+			o := &options{streams: Streams{Out: &bytes.Buffer{}, Err: term.TTY}, output: "text", noProgress: tt.noProgress,
+				getenv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+			if got := o.liveProgress(); got != tt.live {
+				t.Fatalf("live = %v, want %v", got, tt.live)
+			}
+			p := newProgress(o)
+			events, _ := progressEvents(time.Now())
+			for _, e := range events {
+				p.event(e)
+			}
+			p.close()
+			term.Drain()
+			if raw := term.Screen.Raw(); bytes.ContainsRune(raw, '\033') != tt.live {
+				t.Errorf("escape bytes written: %v, want %v:\n%q", !tt.live, tt.live, raw)
+			}
+		})
+	}
+}
+
+// TestLiveProgress drives the live display through a real pseudo-terminal and
+// checks what a person sees: a line per plugin in progress with its bar and
+// what its wait waits on, the lease and retry lines, log lines above the
+// display, one permanent line per finished plugin, failures in full, and
+// nothing in progress left after close.
+func TestLiveProgress(t *testing.T) {
+	term := livetest.NewTerminal(t, 160, 30)
+	o := &options{cfg: &action.Config{}, streams: Streams{Out: &bytes.Buffer{}, Err: term.TTY}, output: "text",
+		getenv: func(k string) (string, bool) { return map[string]string{"NO_COLOR": "1"}[k], k == "NO_COLOR" }}
+	o.initConfig()
+	p := newProgress(o)
+	if p.live == nil {
+		t.Fatal("no live display on a terminal")
+	}
+	events, pevents := progressEvents(time.Now())
+	p.stage(engine.StageEvent{Stage: stage.Deploy, Waves: 2})
+	p.providerEvent(pevents[1]) // etcd starting
+	p.event(events[0])          // lease waiting
+	seen := func(want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !term.WaitFor(w, 5*time.Second) {
+				t.Fatalf("the screen does not show %q:\n%s", w, term.Screen)
+			}
+		}
+	}
+	seen("deploy", "etcd", "starting", "waiting for the cluster's operation lease: apply by host/42 holds it (expires in ")
+	for _, e := range events[1:8] { // up to the retries' end
+		p.event(e)
+	}
+	p.event(deploy.Event{Time: time.Now(), Type: deploy.APIRetrying, Server: "https://127.0.0.1:7443", Attempt: 3, Attempts: 9, Message: "EOF"})
+	o.cfg.Logger.Warn("a warning while the display runs")
+	seen("deploy       wave 1 of 2 started", "plugin hello [====>             ] applied 4/4, ready 1/4, waiting on Deployment.apps/default/web (InProgress: Available: 0/1)",
+		"API server   https://127.0.0.1:7443 does not answer: try 3 of 9 failed (EOF); retrying",
+		"✓ took the cluster's operation lease after waiting", "✓ the API server https://127.0.0.1:6443 answers again (after 4 tries)")
+	for _, e := range events[8:] {
+		p.event(e)
+	}
+	p.providerEvent(pevents[2])
+	seen("✓ plugin hello ready (4 object(s), 2.0s)", "✓ etcd ready in 790ms", "✗ plugin broken FAILED: apply ConfigMap/default/Not_A_Name: invalid name")
+	p.close()
+	term.Drain()
+	got := term.Screen.Lines()
+	want := []string{
+		"✓ took the cluster's operation lease after waiting 0.1s",
+		"✓ the API server https://127.0.0.1:6443 answers again (after 4 tries)",
+		`level=WARN msg="a warning while the display runs"`,
+		"✗ plugin broken FAILED: apply ConfigMap/default/Not_A_Name: invalid name",
+		"✓ plugin hello ready (4 object(s), 2.0s)",
+		"✓ etcd ready in 790ms",
+	}
+	var clean []string
+	for _, l := range got {
+		if i := strings.Index(l, "level=WARN"); i >= 0 {
+			l = l[i:] // the log line's time varies
+		}
+		clean = append(clean, l)
+	}
+	if strings.Join(clean, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the screen after close:\n%s\nwant:\n%s", strings.Join(clean, "\n"), strings.Join(want, "\n"))
 	}
 }

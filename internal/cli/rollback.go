@@ -47,8 +47,10 @@ is pruned, recorded or rolled back in Helm.`,
 					}
 				}
 			}
-			a.Events = newProgress(o).event
+			pr := newProgress(o)
+			a.Events = pr.event
 			rec, l := a.Run(cmd.Context(), plugin)
+			pr.close()
 			if o.report(l) {
 				return errFailed
 			}

@@ -53,7 +53,10 @@ type options struct {
 	quiet bool
 	// noProgress prints progress as plain lines even on a terminal.
 	noProgress bool
-	getenv     func(string) (string, bool)
+	// errw is stderr for the logger, which prints above a live progress
+	// display while one runs.
+	errw   *errWriter
+	getenv func(string) (string, bool)
 	// expansions are --expansion-dir and its companions (plan, render, diff, apply, up).
 	expansions action.ExpansionUse
 }
@@ -63,6 +66,9 @@ func (o *options) config() *action.Config { return o.cfg }
 
 // initConfig fills the shared action configuration from the global flags.
 func (o *options) initConfig() {
+	if o.errw == nil {
+		o.errw = &errWriter{w: o.streams.Err}
+	}
 	level := slog.LevelWarn
 	switch {
 	case o.verbose >= 2:
@@ -71,7 +77,7 @@ func (o *options) initConfig() {
 		level = slog.LevelInfo
 	}
 	*o.cfg = action.Config{
-		Logger:     slog.New(slog.NewTextHandler(o.streams.Err, &slog.HandlerOptions{Level: level})),
+		Logger:     slog.New(slog.NewTextHandler(o.errw, &slog.HandlerOptions{Level: level})),
 		ContribDir: o.contribDir,
 		PluginDirs: o.pluginDirs,
 		Catalogs:   o.catalogs,
@@ -121,7 +127,7 @@ func run(ctx context.Context, args []string, streams Streams, getenv func(string
 }
 
 func newRoot(streams Streams, getenv func(string) (string, bool)) *cobra.Command {
-	o := &options{cfg: &action.Config{}, streams: streams, getenv: getenv}
+	o := &options{cfg: &action.Config{}, streams: streams, getenv: getenv, errw: &errWriter{w: streams.Err}}
 	if v, ok := getenv("KUBEPLUG_CONTRIB_DIR"); ok {
 		o.contribDir = v
 	}
@@ -164,7 +170,7 @@ spec.plugins.sources.`,
 	pf.BoolVar(&o.allowValuesOutside, "allow-values-outside", false, "let valuesFrom read files outside the cluster file's directory")
 	pf.CountVarP(&o.verbose, "verbose", "v", "log more: -v for kubeplug's progress details, -vv for its debugging, -vvv also for client-go's own logs")
 	pf.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors and the final result, no progress")
-	pf.BoolVar(&o.noProgress, "no-progress", false, "print progress as plain lines, never as a line updated in place (also when $CI is set or stderr is no terminal)")
+	pf.BoolVar(&o.noProgress, "no-progress", false, "print progress as plain lines, one per event, never as a live display (also when stderr is no terminal, $CI is set, TERM=dumb or $KUBEPLUG_PROGRESS=plain)")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
 	_ = root.MarkPersistentFlagDirname("plugin-dir")
 	_ = root.MarkPersistentFlagDirname("contrib-dir")

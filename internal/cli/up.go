@@ -8,17 +8,14 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
-	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/provider/local"
-	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 func stateDirFlag(cmd *cobra.Command, dir *string) {
@@ -84,6 +81,7 @@ download of the release binaries, in that order (docs/versions.md);
 			pr := newProgress(o)
 			o.cfg.Progress, u.Events, u.ProviderEvents = pr.stage, pr.event, pr.providerEvent
 			res, l := withCluster(file, func(cl *config.Cluster) (*action.UpResult, diag.List) { return u.Run(cmd.Context(), cl) })
+			pr.close()
 			failed := o.report(l)
 			if res != nil && res.Kubeconfig != "" && !noKubeconfig {
 				ctxName, err := action.MergeKubeconfig(res.Kubeconfig, res.Cluster)
@@ -232,50 +230,6 @@ func hooksText(h map[string]provider.HookSummary) string {
 	return strings.Join(parts, ", ")
 }
 
-// stage prints the start of each stage, and of each wave of the validate stage;
-// the deploy stage's waves print their own progress.
-func (p *progress) stage(e engine.StageEvent) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.o.output == "json" {
-		b, _ := json.Marshal(map[string]any{"type": "Stage", "time": time.Now(), "stage": e.Stage, "wave": e.Wave, "waves": e.Waves, "plugins": e.Plugins})
-		_, _ = fmt.Fprintln(p.o.streams.Out, string(b))
-		return
-	}
-	if p.o.quiet {
-		return
-	}
-	elapsed := time.Since(p.start).Round(100 * time.Millisecond)
-	switch {
-	case e.Stage == stage.Validate:
-		_, _ = fmt.Fprintf(p.o.streams.Err, "validate, wave %d: %s [%s]\n", e.Wave, strings.Join(e.Plugins, ", "), elapsed)
-	case e.Wave == 0:
-		_, _ = fmt.Fprintf(p.o.streams.Err, "%s: %d wave(s) [%s]\n", e.Stage, e.Waves, elapsed)
-	}
-}
-
-func (p *progress) providerEvent(e provider.Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.o.output == "json" {
-		b, _ := json.Marshal(map[string]any{"type": "Provider", "time": e.Time, "step": e.Step, "node": e.Node, "message": e.Message})
-		_, _ = fmt.Fprintln(p.o.streams.Out, string(b))
-		return
-	}
-	if p.o.quiet {
-		return
-	}
-	elapsed := e.Time.Sub(p.start).Round(100 * time.Millisecond)
-	line := e.Step + ": " + e.Message
-	if e.Node != "" {
-		line = e.Message
-		if !strings.HasPrefix(line, "node "+e.Node) {
-			line = "node " + e.Node + ": " + line
-		}
-	}
-	_, _ = fmt.Fprintf(p.o.streams.Err, "%s [%s]\n", line, elapsed)
-}
-
 func newDownCmd(o *options) *cobra.Command { return downCmd(o, action.NewDown(o.cfg)) }
 
 // downCmd binds the down command's flags into a.
@@ -294,11 +248,14 @@ directory is touched.`,
   kubeplug down -f examples/quickstart/cluster.yaml --purge`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var pr *progress
 			if o.output == "text" {
 				// Progress lines on stderr; the other formats print only the result.
-				a.ProviderEvents = newProgress(o).providerEvent
+				pr = newProgress(o)
+				a.ProviderEvents = pr.providerEvent
 			}
 			res, l := withCluster(file, func(cl *config.Cluster) (*action.DownResult, diag.List) { return a.Run(cmd.Context(), cl) })
+			pr.close()
 			failed := o.report(l)
 			if res != nil && !failed {
 				if err := action.UnmergeKubeconfig(res.Cluster, res.CA); err != nil {

@@ -150,14 +150,19 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	// etcd and the API server must come up in order; the rest only need the API
 	// server and start together.
 	for _, comp := range []Component{Etcd, APIServer} {
+		began := time.Now()
+		c.tell(comp, ComponentStarting, began)
 		if err := c.startComponent(comp); err != nil {
 			return err
 		}
 		if err := c.waitReady(ctx, comp); err != nil {
 			return err
 		}
+		c.tell(comp, ComponentReady, began)
 	}
+	began := time.Now()
 	for _, comp := range []Component{ControllerManager, Scheduler, Kwok} {
+		c.tell(comp, ComponentStarting, began)
 		if err := c.startComponent(comp); err != nil {
 			return err
 		}
@@ -166,6 +171,7 @@ func (c *ControlPlane) start(ctx context.Context) error {
 		if err := c.waitReady(ctx, comp); err != nil {
 			return err
 		}
+		c.tell(comp, ComponentReady, began)
 	}
 	c.mu.Lock()
 	err = c.saveStateLocked()
@@ -242,6 +248,8 @@ func (c *ControlPlane) restart(ctx context.Context, comp Component, grace time.D
 		}
 	}
 	c.log.Info("component stopped for restart", "component", comp)
+	began := time.Now()
+	c.tell(comp, ComponentRestarting, began)
 	// A process killed while stuck (its leader already a zombie, other threads
 	// still exiting) may hold its port a moment longer.
 	c.waitPortFree(ctx, c.ports[comp])
@@ -251,7 +259,33 @@ func (c *ControlPlane) restart(ctx context.Context, comp Component, grace time.D
 	if err := c.waitReady(ctx, comp); err != nil {
 		return fmt.Errorf("restart %s: %w", comp, err)
 	}
+	c.tell(comp, ComponentReady, began)
 	return nil
+}
+
+// ComponentState is what a ComponentEvent says of its component.
+type ComponentState string
+
+// Component states, in the order a start or a restart goes through them.
+const (
+	ComponentStarting   ComponentState = "starting"
+	ComponentRestarting ComponentState = "restarting"
+	ComponentReady      ComponentState = "ready"
+)
+
+// ComponentEvent tells Options.Progress how a component's start or restart goes.
+type ComponentEvent struct {
+	Component Component
+	State     ComponentState
+	// Elapsed is how long the start or restart has taken so far.
+	Elapsed time.Duration
+}
+
+// tell sends Options.Progress an event about comp, whose start began then.
+func (c *ControlPlane) tell(comp Component, state ComponentState, began time.Time) {
+	if c.opts.Progress != nil {
+		c.opts.Progress(ComponentEvent{Component: comp, State: state, Elapsed: time.Since(began)})
+	}
 }
 
 // Stop stops all components in reverse start order, each with SIGTERM to its

@@ -133,6 +133,12 @@ type Options struct {
 	// started, ready, stopped), never the components' output, which goes to
 	// DataDir/logs. Default: a logger that discards everything.
 	Logger *slog.Logger
+
+	// Progress, when set, is told as each component starts or restarts
+	// (Start, Restart, Reconfigure, Upgrade; also after Attach) and becomes
+	// ready: a start takes seconds, which a person should not wait through in
+	// silence. It is called from the starting goroutine and must not block.
+	Progress func(ComponentEvent)
 }
 
 // withDefaults returns a copy of o with every zero field set to its default and

@@ -40,6 +40,44 @@ type Registry struct {
 	Dir string
 	// Network is the cluster's node network.
 	Network Network
+	// Progress, when set, is told how each image push goes: when it starts,
+	// as its bytes are uploaded, and when it ends.
+	Progress func(PushProgress)
+}
+
+// PushProgress tells how one image push goes (Registry.Progress).
+type PushProgress struct {
+	// Image is the name pushed.
+	Image string
+	// Complete of Total bytes are uploaded (Total 0 while unknown).
+	Complete, Total int64
+	// Done says the push ended; Err is why it failed.
+	Done bool
+	Err  error
+}
+
+// write pushes one image (or index) to ref with write, telling progress how it
+// goes when it is set.
+func write(ctx context.Context, ref name.Reference, progress func(PushProgress), write func(...remote.Option) error) error {
+	if progress == nil {
+		return write(remote.WithContext(ctx))
+	}
+	img := ref.String()
+	progress(PushProgress{Image: img})
+	updates := make(chan v1.Update, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for u := range updates {
+			if u.Error == nil {
+				progress(PushProgress{Image: img, Complete: u.Complete, Total: u.Total})
+			}
+		}
+	}()
+	err := write(remote.WithContext(ctx), remote.WithProgress(updates))
+	<-done // remote closes updates when it is done with them (its options, ours, never fail)
+	progress(PushProgress{Image: img, Done: true, Err: err})
+	return err
 }
 
 // Addr is host:port of the registry.
@@ -150,7 +188,7 @@ func (r *Registry) PushBinary(ctx context.Context, repo, tag, bin string) (strin
 	if desc, err := remote.Head(ref, remote.WithContext(ctx)); err == nil && desc.Digest == want {
 		return ref.String(), nil
 	}
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+	if err := write(ctx, ref, r.Progress, func(o ...remote.Option) error { return remote.Write(ref, img, o...) }); err != nil {
 		return "", fmt.Errorf("push %s: %w", ref, err)
 	}
 	return ref.String(), nil
@@ -205,17 +243,21 @@ func BinaryImage(bin string) (v1.Image, error) {
 // becomes team/app:v1 in the registry), which is what the nodes ask for when a Pod
 // names the image under any registry. It returns the names pushed.
 func (r *Registry) Load(ctx context.Context, path string) ([]string, error) {
-	return LoadArchive(ctx, r.Addr(), path)
+	return loadArchive(ctx, r.Addr(), path, r.Progress)
 }
 
 // LoadArchive is Load for the registry at addr (host:port, plain HTTP).
 func LoadArchive(ctx context.Context, addr, path string) ([]string, error) {
+	return loadArchive(ctx, addr, path, nil)
+}
+
+func loadArchive(ctx context.Context, addr, path string, progress func(PushProgress)) ([]string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if fi.IsDir() {
-		return loadLayout(ctx, addr, path)
+		return loadLayout(ctx, addr, path, progress)
 	}
 	opener := func() (io.ReadCloser, error) { return os.Open(path) }
 	manifest, err := tarball.LoadManifest(opener)
@@ -240,7 +282,7 @@ func LoadArchive(ctx context.Context, addr, path string) ([]string, error) {
 			if err != nil {
 				return pushed, err
 			}
-			if err := remote.Write(dst, img, remote.WithContext(ctx)); err != nil {
+			if err := write(ctx, dst, progress, func(o ...remote.Option) error { return remote.Write(dst, img, o...) }); err != nil {
 				return pushed, fmt.Errorf("push %s: %w", tag, err)
 			}
 			pushed = append(pushed, t.Name())
@@ -252,7 +294,7 @@ func LoadArchive(ctx context.Context, addr, path string) ([]string, error) {
 // loadLayout pushes the named manifests of an OCI image layout: those whose
 // descriptor carries a full image name in io.containerd.image.name or
 // org.opencontainers.image.ref.name.
-func loadLayout(ctx context.Context, addr, dir string) ([]string, error) {
+func loadLayout(ctx context.Context, addr, dir string, progress func(PushProgress)) ([]string, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not an OCI image layout: %w", dir, err)
@@ -280,13 +322,13 @@ func loadLayout(ctx context.Context, addr, dir string) ([]string, error) {
 			if ierr != nil {
 				return pushed, ierr
 			}
-			err = remote.WriteIndex(dst, child, remote.WithContext(ctx))
+			err = write(ctx, dst, progress, func(o ...remote.Option) error { return remote.WriteIndex(dst, child, o...) })
 		} else {
 			img, ierr := idx.Image(desc.Digest)
 			if ierr != nil {
 				return pushed, ierr
 			}
-			err = remote.Write(dst, img, remote.WithContext(ctx))
+			err = write(ctx, dst, progress, func(o ...remote.Option) error { return remote.Write(dst, img, o...) })
 		}
 		if err != nil {
 			return pushed, fmt.Errorf("push %s: %w", ref, err)

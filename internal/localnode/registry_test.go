@@ -81,3 +81,48 @@ func TestLoadArchive(t *testing.T) {
 		t.Errorf("a file that is no archive: err = %v", err)
 	}
 }
+
+// TestPushProgress: a push with Registry.Progress set tells its start, its
+// bytes and its end, in that order, to a registry on loopback.
+func TestPushProgress(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tool")
+	if err := os.WriteFile(bin, []byte(strings.Repeat("#!/bin/true\n", 10000)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := BinaryImage(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag("example.com/team/tool:v1")
+	tarPath := filepath.Join(dir, "tool.tar")
+	if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	var got []PushProgress
+	if _, err := loadArchive(context.Background(), addr, tarPath, func(p PushProgress) { got = append(got, p) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 3 {
+		t.Fatalf("want a start, byte counts and an end, got %+v", got)
+	}
+	first, last := got[0], got[len(got)-1]
+	if first.Image != addr+"/team/tool:v1" || first.Done || first.Total != 0 {
+		t.Errorf("first %+v, want the start of %s/team/tool:v1", first, addr)
+	}
+	if !last.Done || last.Err != nil {
+		t.Errorf("last %+v, want the end without an error", last)
+	}
+	counts := got[1 : len(got)-1]
+	if c := counts[len(counts)-1]; c.Total == 0 || c.Complete != c.Total {
+		t.Errorf("the last count is %d of %d bytes, want all of them", c.Complete, c.Total)
+	}
+	for i := 1; i < len(counts); i++ {
+		if counts[i].Complete < counts[i-1].Complete {
+			t.Errorf("byte counts go back: %+v", counts)
+		}
+	}
+}

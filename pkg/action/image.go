@@ -15,6 +15,8 @@ type LoadImage struct {
 	cfg *Config
 	// StateDir as for Up.
 	StateDir string
+	// ProviderEvents receives the provider's progress: each push, its bytes.
+	ProviderEvents func(provider.Event)
 }
 
 // NewLoadImage returns a LoadImage action.
@@ -25,7 +27,7 @@ func NewLoadImage(cfg *Config) *LoadImage { return &LoadImage{cfg: cfg} }
 func (a *LoadImage) Run(ctx context.Context, cl *config.Cluster, paths []string) ([]string, diag.List) {
 	var l diag.List
 	name := cl.Spec.Metadata.Name
-	prov, err := provider.New(provider.Config{ClusterName: name, Spec: cl.Spec.Spec.Provider, StateDir: a.StateDir, Logger: a.cfg.logger()})
+	prov, err := provider.New(provider.Config{ClusterName: name, Spec: cl.Spec.Spec.Provider, StateDir: a.StateDir, Events: a.ProviderEvents, Logger: a.cfg.logger()})
 	if err != nil {
 		cl.Errorf(&l, "/spec/provider", "%v", err)
 		return nil, l

@@ -2,6 +2,7 @@ package action
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -35,13 +36,22 @@ func (l Lease) lock(ctx context.Context, d *deploy.Deployer, op string, log *slo
 	if l.External {
 		return ctx, func() {}, nil
 	}
+	// The wait is an event (the CLI shows it); the log has it at debug level
+	// only, so that it is not told twice.
+	var waited bool
 	waiting := func(e *lease.LockedError) {
-		log.Warn("waiting for the cluster's operation lease", "holder", e.Holder, "operation", e.Operation,
+		waited = true
+		log.Debug("waiting for the cluster's operation lease", "holder", e.Holder, "operation", e.Operation,
 			"waited", e.Waited.Round(time.Second), "expiresIn", e.ExpiresIn.Round(time.Second), "waitUpTo", l.Wait)
+		d.Report(deploy.Event{Type: deploy.LeaseWaiting, Holder: e.Holder, Operation: e.Operation, Expires: time.Now().Add(e.ExpiresIn),
+			Message: fmt.Sprintf("waited %s of up to %s", e.Waited.Round(time.Second), l.Wait)})
 	}
 	opCtx, release, err := lease.Lock(ctx, d.Client(), lease.Options{Operation: op, Duration: l.Duration, Wait: l.Wait, Namespace: d.Namespace(), Waiting: waiting})
 	if err != nil {
 		return ctx, func() {}, err
+	}
+	if waited {
+		d.Report(deploy.Event{Type: deploy.LeaseTaken, Operation: op, Message: "took the cluster's operation lease"})
 	}
 	return opCtx, func() {
 		if err := release(ctx); err != nil {

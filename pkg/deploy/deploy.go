@@ -240,15 +240,21 @@ func (d *Deployer) readAhead(ctx context.Context) (hs map[string][]*state.Record
 // New returns a Deployer for the cluster cfg points at. It does not contact the
 // cluster.
 func New(cfg *rest.Config, opts Options) (*Deployer, error) {
+	d := &Deployer{}
+	var retrying func(kube.RetryInfo)
+	if opts.Events != nil {
+		// Retries become events, instead of the client's log warning.
+		retrying = d.retrying
+	}
 	opts.defaults()
 	kc := opts.Client
 	if kc == nil {
 		var err error
-		if kc, err = kube.New(cfg, kube.Options{Logger: opts.Logger, QPS: opts.QPS, Burst: opts.Burst, Retry: opts.Retry}); err != nil {
+		if kc, err = kube.New(cfg, kube.Options{Logger: opts.Logger, QPS: opts.QPS, Burst: opts.Burst, Retry: opts.Retry, Retrying: retrying}); err != nil {
 			return nil, err
 		}
 	}
-	d := &Deployer{opts: opts, kc: kc, store: opts.Store}
+	d.opts, d.kc, d.store = opts, kc, opts.Store
 	sealer := seal.New(seal.SecretKeys(kc, opts.Namespace), opts.Sensitive, "Secret "+opts.Namespace+"/"+seal.KeySecret)
 	if d.store == nil {
 		st := state.NewSecrets(kc, opts.Namespace, opts.HistoryMax)
@@ -311,6 +317,25 @@ func (d *Deployer) emit(e Event) {
 	defer d.events.Unlock()
 	e.Time = time.Now()
 	d.opts.Events(e)
+}
+
+// Report sends e to Options.Events like the Deployer's own events, stamped with
+// the time: for what its caller does around a deploy, such as waiting for the
+// cluster's operation lease.
+func (d *Deployer) Report(e Event) { d.emit(e) }
+
+// retrying turns the client's retries into events.
+func (d *Deployer) retrying(ri kube.RetryInfo) {
+	e := Event{Type: APIRetrying, Server: ri.Server, Attempt: ri.Attempt, Attempts: ri.Attempts}
+	switch {
+	case ri.Done && ri.Err == nil:
+		e.Type, e.Message = APIRetried, "answered"
+	case ri.Done:
+		e.Type, e.Message = APIRetried, "gave up: "+ri.Err.Error()
+	default:
+		e.Message = ri.Err.Error()
+	}
+	d.emit(e)
 }
 
 // Ping checks that the API server answers, retrying transient failures with

@@ -348,8 +348,13 @@ func (w *wave) ready(ctx context.Context, r *unitRun) error {
 		return err
 	}
 	objs := append(slices.Clone(r.applied), r.helm.Objects...)
-	ready := func(obj kube.ObjRef, ready, total int) {
-		w.d.emit(Event{Type: ObjectReady, Wave: w.n, Plugin: r.unit.Plugin, Object: obj.String(), Ready: ready, Total: total})
+	ready := ssa.WaitProgress{
+		Ready: func(obj kube.ObjRef, ready, total int) {
+			w.d.emit(Event{Type: ObjectReady, Wave: w.n, Plugin: r.unit.Plugin, Object: obj.String(), Ready: ready, Total: total})
+		},
+		Waiting: func(obj kube.ObjRef, why string) {
+			w.d.emit(Event{Type: ObjectWaiting, Wave: w.n, Plugin: r.unit.Plugin, Object: obj.String(), Message: why})
+		},
 	}
 	if err := w.d.ssa.WaitReady(ctx, objs, len(r.applied), r.health, ready); err != nil {
 		return w.d.helm.Failed(ctx, r.helm.Done, err)

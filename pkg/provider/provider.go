@@ -37,6 +37,16 @@ type Event struct {
 	// Node is the node the event is about, empty for the cluster.
 	Node    string
 	Message string
+	// Item names what of a step the event is about when the step works on
+	// several things at once (a control-plane component, an image), so a live
+	// display can show each; empty for the step itself.
+	Item string
+	// Done says the item (or the step) is finished: a display shows it no
+	// longer as in progress.
+	Done bool
+	// Complete and Total count the bytes of a transfer (an image push) when
+	// known; an event with Total set and Done unset only updates the count.
+	Complete, Total int64
 }
 
 // Provider brings a cluster to a Desired state and tears it down.

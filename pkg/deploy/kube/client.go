@@ -43,7 +43,7 @@ var DefaultRetry = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap
 // Options configure a Client. The zero value of each field means its default.
 type Options struct {
 	// Logger receives retries at debug level, and a warning (at most every 5 s)
-	// when requests are being retried; discarded when nil.
+	// when requests are being retried unless Retrying is set; discarded when nil.
 	Logger *slog.Logger
 	// QPS and Burst of the clients. Defaults 500 and 1000: a local API server handles
 	// far more than client-go's defaults of 5 and 10.
@@ -52,6 +52,26 @@ type Options struct {
 	// Retry is how transient API errors (unreachable server, throttling, timeouts)
 	// are retried. Default DefaultRetry.
 	Retry wait.Backoff
+	// Retrying, when set, is told of retries instead of the warning the Logger
+	// gets: at most once a second for the whole client while requests fail with
+	// transient errors (and always on a request's last try), then once when a
+	// request told of ends, answered or not. It is called from the retrying
+	// goroutine and must not block.
+	Retrying func(RetryInfo)
+}
+
+// RetryInfo describes a request being retried (Options.Retrying).
+type RetryInfo struct {
+	// Server is the API server's URL.
+	Server string
+	// Attempt is the try that failed (from 1), of at most Attempts.
+	Attempt, Attempts int
+	// Err is the transient error of that try; on the last call for a request,
+	// nil when it was answered.
+	Err error
+	// Done says the retries ended: the server answered, a try failed for good, or
+	// the tries ran out.
+	Done bool
 }
 
 // Client is the clients of one cluster and the policy to retry them. It is safe
@@ -69,6 +89,10 @@ type Client struct {
 	retry  wait.Backoff
 	// told is when the last retry warning was logged (UnixNano).
 	told atomic.Int64
+	// retrying is Options.Retrying; reported is when it was last told of a
+	// failed try (UnixNano).
+	retrying func(RetryInfo)
+	reported atomic.Int64
 }
 
 // New returns a Client for the cluster cfg points at. It does not contact the
@@ -102,7 +126,7 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("create a discovery client: %w", err)
 	}
 	return &Client{
-		Config: cfg, Dynamic: dyn, Core: core, Logger: opts.Logger, retry: opts.Retry,
+		Config: cfg, Dynamic: dyn, Core: core, Logger: opts.Logger, retry: opts.Retry, retrying: opts.Retrying,
 		Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
 	}, nil
 }
@@ -135,6 +159,7 @@ func (c *Client) ServerVersion(ctx context.Context) (string, error) {
 func (c *Client) Retry(ctx context.Context, fn func(context.Context) error) error {
 	var last error
 	tries := 0
+	told := false // Options.Retrying was told of this request
 	err := wait.ExponentialBackoffWithContext(ctx, c.retry, func(ctx context.Context) (bool, error) {
 		last = fn(ctx)
 		tries++
@@ -143,7 +168,13 @@ func (c *Client) Retry(ctx context.Context, fn func(context.Context) error) erro
 		}
 		if Transient(last) {
 			c.Logger.Debug("retrying after a transient error", "error", last)
-			if tries == 2 && c.shouldTell() {
+			switch {
+			case c.retrying != nil:
+				if tries == c.retry.Steps || c.shouldReport() {
+					told = true
+					c.retrying(RetryInfo{Server: c.Config.Host, Attempt: tries, Attempts: c.retry.Steps, Err: last})
+				}
+			case tries == 2 && c.shouldTell():
 				// Not in silence: the retries can take ~20 s.
 				c.Logger.Warn("the API server does not answer; retrying", "error", last, "tries", c.retry.Steps)
 			}
@@ -152,9 +183,20 @@ func (c *Client) Retry(ctx context.Context, fn func(context.Context) error) erro
 		return false, last
 	})
 	if wait.Interrupted(err) && last != nil {
-		return fmt.Errorf("the API server did not answer after %d tries: %w", c.retry.Steps, last)
+		err = fmt.Errorf("the API server did not answer after %d tries: %w", c.retry.Steps, last)
+	}
+	if told {
+		c.retrying(RetryInfo{Server: c.Config.Host, Attempt: tries, Attempts: c.retry.Steps, Err: err, Done: true})
 	}
 	return err
+}
+
+// shouldReport rate-limits Options.Retrying across the client's concurrent
+// requests: at most once a second.
+func (c *Client) shouldReport() bool {
+	now := time.Now().UnixNano()
+	last := c.reported.Load()
+	return now-last >= int64(time.Second) && c.reported.CompareAndSwap(last, now)
 }
 
 // shouldTell rate-limits the warning about retries across the client's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -94,15 +95,26 @@ func conditionsText(u *unstructured.Unstructured) string {
 	return strings.Join(parts, ", ")
 }
 
+// WaitProgress is told how a WaitReady goes, from one goroutine at a time; a
+// nil field is not told.
+type WaitProgress struct {
+	// Ready is called as each object becomes ready: ready of total are.
+	Ready func(obj kube.ObjRef, ready, total int)
+	// Waiting is called when what the wait waits on changes: the first object
+	// (in apply order) not ready yet, and why not.
+	Waiting func(obj kube.ObjRef, why string)
+}
+
 // WaitReady waits until every object is Current by kstatus and passes the health
-// checks for its kind, calling ready (from one goroutine at a time) as each
-// becomes ready. The first live objects are what the server returned from the
+// checks for its kind, telling progress as each becomes ready and what it waits
+// on. The first live objects are what the server returned from the
 // apply: those already ready (ConfigMaps, RBAC, Services...) need no further
 // request. The rest (a Helm release's manifest, which says nothing of the live
 // object) and every object not ready yet are polled.
-func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructured, live int, checks Health, ready func(obj kube.ObjRef, ready, total int)) error {
+func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructured, live int, checks Health, progress WaitProgress) error {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
 	defer cancel()
+	var waitingOn string // the last thing progress.Waiting was told
 	pending := map[int]*pendingObj{}
 	for i, o := range objs {
 		if i >= live {
@@ -144,7 +156,9 @@ func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructur
 				if p == nil {
 					delete(pending, i)
 					done++
-					ready(kube.RefOf(o), done, len(objs))
+					if progress.Ready != nil {
+						progress.Ready(kube.RefOf(o), done, len(objs))
+					}
 					return
 				}
 				objs[i] = got
@@ -154,6 +168,14 @@ func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructur
 		wg.Wait()
 		if len(pending) == 0 {
 			break
+		}
+		if progress.Waiting != nil {
+			first := slices.Min(slices.Collect(maps.Keys(pending)))
+			ref, why := kube.RefOf(objs[first]), pending[first].reason()
+			if now := ref.String() + "\x00" + why; now != waitingOn {
+				waitingOn = now
+				progress.Waiting(ref, why)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -179,6 +201,24 @@ type pendingObj struct {
 	// cond is set when kstatus says Current but a condition the kind needs
 	// (servingCondition) is not True.
 	cond string
+}
+
+// reason says in a few words why an object is not ready, for a progress line
+// (notReady says it in full, conditions and all).
+func (p *pendingObj) reason() string {
+	switch {
+	case p.err != nil:
+		return "could not be read: " + p.err.Error()
+	case p.cond != "":
+		return "not " + p.cond
+	case p.expr != "":
+		return "health `" + p.expr + "` " + p.why
+	case p.status != nil && p.status.Message != "":
+		return string(p.status.Status) + ": " + p.status.Message
+	case p.status != nil:
+		return string(p.status.Status)
+	}
+	return "not read yet"
 }
 
 // servingCondition is the condition an object must have True to be ready beyond

@@ -73,6 +73,16 @@ func (p *Provider) event(step, node, msg string) {
 	p.log.Info("progress", "step", step, "node", node, "message", msg)
 }
 
+// componentEvent tells the user how a control-plane component's start goes.
+func (p *Provider) componentEvent(e controlplane.ComponentEvent) {
+	msg := string(e.Component) + " " + string(e.State)
+	if e.State == controlplane.ComponentReady {
+		msg += " in " + e.Elapsed.Round(time.Millisecond).String()
+	}
+	p.opts.Events(provider.Event{Time: time.Now(), Step: "control-plane", Item: string(e.Component), Message: msg, Done: e.State == controlplane.ComponentReady})
+	p.log.Debug("progress", "step", "control-plane", "component", e.Component, "state", e.State)
+}
+
 func (p *Provider) cpOptions() controlplane.Options {
 	return controlplane.Options{
 		BinDir:          p.binDirOrDefault(),
@@ -82,6 +92,7 @@ func (p *Provider) cpOptions() controlplane.Options {
 		ContextName:     "kubeplug-" + p.opts.ClusterName,
 		StopGracePeriod: p.opts.StopGracePeriod,
 		Logger:          p.log,
+		Progress:        p.componentEvent,
 		// Where the flags of the control-plane plugin (Facts) find them.
 		PKIDir:              underRoot(p.machineRoot(ControlPlaneNode), factPKIDir),
 		ComponentKubeconfig: underRoot(p.machineRoot(ControlPlaneNode), factKubeconfig),

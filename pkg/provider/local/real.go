@@ -173,7 +173,7 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 	if err := network.EnsureBridge(ctx); err != nil {
 		return nil, err
 	}
-	reg := &localnode.Registry{Bin: filepath.Join(dir, "kubeplug-registry"), Dir: filepath.Join(p.opts.StateDir, registryDir), Network: network}
+	reg := &localnode.Registry{Bin: filepath.Join(dir, "kubeplug-registry"), Dir: filepath.Join(p.opts.StateDir, registryDir), Network: network, Progress: p.pushEvent}
 	if err := reg.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -388,6 +388,22 @@ func (p *Provider) LoadImage(ctx context.Context, path string) ([]string, error)
 	if st == nil || st.Network == nil {
 		return nil, fmt.Errorf("cluster %s (state dir %s) has no real nodes, and simulated nodes pull no images: name a pool in spec.provider.local.realPools and run kubeplug up", p.opts.ClusterName, p.opts.StateDir)
 	}
-	reg := &localnode.Registry{Dir: filepath.Join(p.opts.StateDir, registryDir), Network: *st.Network}
+	reg := &localnode.Registry{Dir: filepath.Join(p.opts.StateDir, registryDir), Network: *st.Network, Progress: p.pushEvent}
 	return reg.Load(ctx, path)
+}
+
+// pushEvent tells the user how an image push into the cluster's registry goes.
+func (p *Provider) pushEvent(e localnode.PushProgress) {
+	ev := provider.Event{Time: time.Now(), Step: "image", Item: e.Image, Done: e.Done, Complete: e.Complete, Total: e.Total}
+	switch {
+	case e.Done && e.Err != nil:
+		ev.Message = "push of " + e.Image + " failed: " + e.Err.Error()
+	case e.Done:
+		ev.Message = "pushed " + e.Image
+	case e.Total > 0:
+		ev.Message = fmt.Sprintf("pushing %s: %d of %d bytes", e.Image, e.Complete, e.Total)
+	default:
+		ev.Message = "pushing " + e.Image
+	}
+	p.opts.Events(ev)
 }

@@ -1,0 +1,210 @@
+package live
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+)
+
+// Item is what the display shows of one thing in progress.
+type Item struct {
+	// Name is the left column ("plugin hello 0.1.0", "kube-apiserver"), aligned
+	// across the items.
+	Name string
+	// Text says what the item is doing now.
+	Text string
+	// Current of Total, when Total is positive, draws a bar between the name
+	// and the text.
+	Current, Total int64
+	// Since is when the item started; its line shows how long it has run.
+	// Zero: no time.
+	Since time.Time
+	// Order places the item: lower first, and by when they were added among
+	// the same order.
+	Order int
+}
+
+// Options configure a Display.
+type Options struct {
+	// RefreshRate is how often the display is redrawn. Default 150ms.
+	RefreshRate time.Duration
+	// BarWidth is the width of a bar. Default 20.
+	BarWidth int
+}
+
+// Display is a live progress display on a terminal. Its methods are safe for
+// concurrent use; after Close they print straight to the terminal.
+type Display struct {
+	out  io.Writer
+	opts Options
+	p    *mpb.Progress
+
+	mu     sync.Mutex
+	items  map[string]*entry
+	seq    int
+	closed bool
+}
+
+// entry is one item's bar; the decorators read item at every redraw.
+type entry struct {
+	bar    *mpb.Bar
+	hasBar bool
+	item   atomic.Pointer[Item]
+}
+
+// New starts a display drawing on out, which must be a terminal (mpb asks it
+// for its width at every redraw). Close it when the command ends.
+func New(out io.Writer, opts Options) *Display {
+	if opts.RefreshRate <= 0 {
+		opts.RefreshRate = 150 * time.Millisecond
+	}
+	if opts.BarWidth <= 0 {
+		opts.BarWidth = 20
+	}
+	return &Display{
+		out:   out,
+		opts:  opts,
+		p:     mpb.New(mpb.WithOutput(out), mpb.WithRefreshRate(opts.RefreshRate), mpb.WithAutoRefresh()),
+		items: map[string]*entry{},
+	}
+}
+
+// Set shows item id as it, adding its line if it has none yet.
+func (d *Display) Set(id string, it Item) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	e := d.items[id]
+	if e != nil && e.hasBar != (it.Total > 0) {
+		// A bar appears (or goes) when a total becomes known: a new line in
+		// the same place.
+		e.bar.Abort(true)
+		e = &entry{bar: nil}
+		d.items[id] = e
+	}
+	if e == nil {
+		e = &entry{}
+		d.items[id] = e
+	}
+	e.item.Store(&it)
+	if e.bar != nil {
+		if it.Total > 0 {
+			e.bar.SetTotal(it.Total, false)
+			e.bar.SetCurrent(min(it.Current, it.Total))
+		}
+		return
+	}
+	e.hasBar = it.Total > 0
+	d.seq++
+	prio := it.Order*1_000_000 + d.seq
+	name := decor.Any(func(decor.Statistics) string { return e.item.Load().name() }, decor.WC{C: decor.DSyncWidthR})
+	text := decor.Any(func(decor.Statistics) string { return e.item.Load().text() })
+	// Every bar is made with total 0, which never completes by itself: a
+	// completed bar could not be removed (Abort ignores it). SetTotal sets the
+	// total it draws.
+	if e.hasBar {
+		e.bar = d.p.New(0, mpb.BarStyle().Lbound("[").Rbound("]").Filler("=").Tip(">").Padding(" "),
+			mpb.BarWidth(d.opts.BarWidth), mpb.BarPriority(prio), mpb.PrependDecorators(name), mpb.AppendDecorators(text))
+		e.bar.SetTotal(it.Total, false)
+		e.bar.SetCurrent(min(it.Current, it.Total))
+	} else {
+		// No bar, and no spaces around it: the text starts where a bar does.
+		text := decor.Any(func(decor.Statistics) string { return " " + e.item.Load().text() })
+		e.bar = d.p.New(0, mpb.NopStyle(), mpb.BarFillerTrim(), mpb.BarPriority(prio), mpb.PrependDecorators(name), mpb.AppendDecorators(text))
+	}
+}
+
+// spinner frames, one per redraw period of 100ms.
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+func (it *Item) name() string {
+	frame := spinner[(time.Now().UnixMilli()/100)%int64(len(spinner))]
+	return frame + " " + it.Name
+}
+
+func (it *Item) text() string {
+	if it.Since.IsZero() {
+		return it.Text
+	}
+	return it.Text + " (" + Elapsed(time.Since(it.Since)) + ")"
+}
+
+// Elapsed formats a duration as a person reads it at a glance: 0.4s, 12.3s,
+// 2m05s.
+func Elapsed(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%.1fs", math.Max(d.Seconds(), 0))
+	}
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+}
+
+// Finish removes item id's line, when it has one, and prints line above the
+// display for good (nothing when line is empty).
+func (d *Display) Finish(id, line string) {
+	d.mu.Lock()
+	if e := d.items[id]; e != nil {
+		delete(d.items, id)
+		if !d.closed {
+			e.bar.Abort(true)
+		}
+	}
+	d.mu.Unlock()
+	if line != "" {
+		d.Println(line)
+	}
+}
+
+// Has says whether item id has a line.
+func (d *Display) Has(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.items[id] != nil
+}
+
+// Println prints line above the display.
+func (d *Display) Println(line string) {
+	_, _ = d.Write([]byte(strings.TrimSuffix(line, "\n") + "\n"))
+}
+
+// Write prints b (whole lines, such as a log record) above the display at its
+// next redraw.
+func (d *Display) Write(b []byte) (int, error) {
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if !closed {
+		n, err := d.p.Write(b)
+		if !errors.As(err, new(mpb.ErrDone[*mpb.Progress])) {
+			return n, err
+		}
+	}
+	return d.out.Write(b)
+}
+
+// Close removes every line still in progress, draws the display a last time
+// and stops it. Later calls print straight to the terminal.
+func (d *Display) Close() {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	for id, e := range d.items {
+		e.bar.Abort(true)
+		delete(d.items, id)
+	}
+	d.closed = true
+	d.mu.Unlock()
+	d.p.Wait()
+}
