@@ -18,7 +18,8 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
-// progressEnv forces plain progress lines when set to "plain".
+// progressEnv asks for plain progress lines ("plain") or the live display
+// ("live") whatever stderr is.
 const progressEnv = "KUBEPLUG_PROGRESS"
 
 // progress shows what a long command does, on stderr: a live display on a
@@ -62,7 +63,7 @@ const (
 func newProgress(o *options) *progress {
 	p := &progress{o: o, start: time.Now(), plugins: map[string]*pluginProgress{}, retries: map[string]time.Time{}}
 	if o.liveProgress() {
-		p.live = live.New(o.streams.Err, live.Options{})
+		p.live = live.New(o.streams.Err, live.Options{Force: !o.errTerminal()})
 		o.errw.to(p.live)
 	}
 	return p
@@ -85,16 +86,22 @@ func (p *progress) close() {
 
 // liveProgress says whether progress is a live display: on a terminal, unless
 // --no-progress, -q, -o json, $CI, TERM=dumb or KUBEPLUG_PROGRESS=plain asks
-// for plain lines (or none).
+// for plain lines (or none). KUBEPLUG_PROGRESS=live asks for it on any stderr.
 func (o *options) liveProgress() bool {
-	if !o.errTerminal() || o.noProgress || o.quiet || o.output == "json" || o.envSet("CI") {
+	if o.noProgress || o.quiet || o.output == "json" {
 		return false
 	}
-	if t, _ := o.getenv("TERM"); t == "dumb" {
+	switch v, _ := o.getenv(progressEnv); v {
+	case "plain":
+		return false
+	case "live":
+		return true
+	}
+	if !o.errTerminal() || o.envSet("CI") {
 		return false
 	}
-	v, _ := o.getenv(progressEnv)
-	return v != "plain"
+	t, _ := o.getenv("TERM")
+	return t != "dumb"
 }
 
 // errTerminal says whether stderr is a terminal.
@@ -434,6 +441,9 @@ func (p *progress) liveItem(e provider.Event) {
 		return
 	}
 	it := live.Item{Name: e.Item, Text: strings.TrimPrefix(e.Message, e.Item+" "), Order: orderWork, Since: e.Time}
+	if e.Node != "" {
+		it.Name, it.Text = "node "+e.Node, strings.TrimPrefix(e.Message, "node "+e.Node+" ")
+	}
 	if e.Step == "image" {
 		it.Name = "push " + e.Item
 		it.Text = "pushing"

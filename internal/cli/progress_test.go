@@ -224,3 +224,40 @@ func TestLiveProgress(t *testing.T) {
 		t.Errorf("the screen after close:\n%s\nwant:\n%s", strings.Join(clean, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestForcedLiveProgress: KUBEPLUG_PROGRESS=live draws the live display on a
+// stderr that is no terminal, 80 columns wide; --no-progress still wins.
+func TestForcedLiveProgress(t *testing.T) {
+	for _, noProgress := range []bool{false, true} {
+		var errb bytes.Buffer
+		o := &options{streams: Streams{Out: &bytes.Buffer{}, Err: &errb}, output: "text", noProgress: noProgress,
+			getenv: func(k string) (string, bool) { return map[string]string{progressEnv: "live"}[k], k == progressEnv }}
+		p := newProgress(o)
+		if (p.live != nil) == noProgress {
+			t.Fatalf("--no-progress=%v: live display %v", noProgress, p.live != nil)
+		}
+		events, _ := progressEvents(time.Now())
+		for _, e := range events {
+			p.event(e)
+			time.Sleep(5 * time.Millisecond)
+		}
+		p.close()
+		if noProgress {
+			if bytes.ContainsRune(errb.Bytes(), '\033') {
+				t.Errorf("escape bytes with --no-progress:\n%q", errb.String())
+			}
+			continue
+		}
+		s := livetest.NewScreen(80, 30)
+		_, _ = s.Write(bytes.ReplaceAll(errb.Bytes(), []byte("\n"), []byte("\r\n")))
+		got := strings.Join(s.Lines(), "\n")
+		for _, want := range []string{"✓ plugin hello ready (4 object(s), 2.0s)", "✗ plugin broken FAILED: apply ConfigMap/default/Not_A_Name"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("the screen lacks %q:\n%s", want, got)
+			}
+		}
+		if strings.Contains(got, "applied 4/4, ready") {
+			t.Errorf("a line in progress left after close:\n%s", got)
+		}
+	}
+}

@@ -38,6 +38,9 @@ type Options struct {
 	RefreshRate time.Duration
 	// BarWidth is the width of a bar. Default 20.
 	BarWidth int
+	// Force draws on an output that is no terminal as if it were one of 80
+	// columns: for terminals that cannot be told apart from a pipe, and tests.
+	Force bool
 }
 
 // Display is a live progress display on a terminal. Its methods are safe for
@@ -60,8 +63,8 @@ type entry struct {
 	item   atomic.Pointer[Item]
 }
 
-// New starts a display drawing on out, which must be a terminal (mpb asks it
-// for its width at every redraw). Close it when the command ends.
+// New starts a display drawing on out, a terminal (mpb asks it for its width
+// at every redraw) unless opts.Force. Close it when the command ends.
 func New(out io.Writer, opts Options) *Display {
 	if opts.RefreshRate <= 0 {
 		opts.RefreshRate = 150 * time.Millisecond
@@ -69,12 +72,11 @@ func New(out io.Writer, opts Options) *Display {
 	if opts.BarWidth <= 0 {
 		opts.BarWidth = 20
 	}
-	return &Display{
-		out:   out,
-		opts:  opts,
-		p:     mpb.New(mpb.WithOutput(out), mpb.WithRefreshRate(opts.RefreshRate), mpb.WithAutoRefresh()),
-		items: map[string]*entry{},
+	mo := []mpb.ContainerOption{mpb.WithOutput(out), mpb.WithRefreshRate(opts.RefreshRate), mpb.WithAutoRefresh()}
+	if opts.Force {
+		mo = append(mo, mpb.ForceTTY())
 	}
+	return &Display{out: out, opts: opts, p: mpb.New(mo...), items: map[string]*entry{}}
 }
 
 // Set shows item id as it, adding its line if it has none yet.

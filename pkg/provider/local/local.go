@@ -73,6 +73,15 @@ func (p *Provider) event(step, node, msg string) {
 	p.log.Info("progress", "step", step, "node", node, "message", msg)
 }
 
+// itemEvent is event for one of several things a step works on at once
+// (provider.Event.Item); an empty msg only ends the item.
+func (p *Provider) itemEvent(step, node, item, msg string, done bool) {
+	p.opts.Events(provider.Event{Time: time.Now(), Step: step, Node: node, Item: item, Message: msg, Done: done})
+	if msg != "" {
+		p.log.Info("progress", "step", step, "node", node, "message", msg)
+	}
+}
+
 // componentEvent tells the user how a control-plane component's start goes.
 func (p *Provider) componentEvent(e controlplane.ComponentEvent) {
 	msg := string(e.Component) + " " + string(e.State)
@@ -487,6 +496,8 @@ func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.
 	var created bool
 	var err error
 	if n.real != nil {
+		// A real node's kubelet takes seconds to join: say so while it does.
+		p.itemEvent("node", n.name, n.name, "node "+n.name+" joining", false)
 		created, err = p.joinReal(ctx, n.real, controlplane.NodeOptions{Labels: n.labels, Taints: taints})
 	} else {
 		created, err = p.cp.EnsureNode(ctx, n.name, controlplane.NodeOptions{Labels: n.labels, Taints: taints, KubeletVersion: p.kubeletVersion()})
@@ -498,8 +509,11 @@ func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.
 		return fmt.Errorf("node %s: wait for Ready: %w", n.name, err)
 	}
 	status.Ready = true
-	if created {
-		p.event("node", n.name, "node "+n.name+" Ready")
+	switch {
+	case created:
+		p.itemEvent("node", n.name, n.name, "node "+n.name+" Ready", true)
+	case n.real != nil:
+		p.itemEvent("node", n.name, n.name, "", true) // joined before: nothing to say
 	}
 	sum, err := p.runPhase(ctx, n, hookspec.PhaseAfterNodeup)
 	status.Hooks[hookspec.PhaseAfterNodeup] = sum
