@@ -48,7 +48,7 @@ var Layers = []Layer{
 		Name: "cluster",
 		Prefixes: []string{
 			"pkg/deploy", "pkg/check", "pkg/nodeagent", "pkg/provider",
-			"internal/controlplane", "internal/k8sversions", "internal/lease", "internal/localnode", "sdk/apiserver", "sdk/siteoperator",
+			"internal/controlplane", "internal/k8sversions", "internal/kubeschema", "internal/lease", "internal/localnode", "sdk/apiserver", "sdk/siteoperator",
 		},
 		Why: "everything that talks to a cluster, a machine or a cloud: deploy, checks, the node agent, providers and the local control plane",
 	},

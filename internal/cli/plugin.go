@@ -197,7 +197,8 @@ type lintResult struct {
 }
 
 func newPluginLintCmd(o *options) *cobra.Command {
-	return &cobra.Command{
+	a := action.NewLint(o.config())
+	cmd := &cobra.Command{
 		Use:   "lint DIR...",
 		Short: "Check plugin packages and report every problem",
 		Long: `Check plugin packages: plugin.yaml against its schema, versions and constraints,
@@ -205,6 +206,16 @@ every file it refers to, the values schema and defaults, symlinks and file sizes
 Each package is rendered with its default values, as 'kubeplug render' would, and
 a template that refers to a value the plugin does not declare (no default, no
 schema property) is a warning naming the value it probably meant.
+
+Every rendered object (manifests and chart output) is validated against its
+kind's schema, at the file and line that wrote each field: unknown fields (with
+the name probably meant), values of the wrong type, kinds that do not exist.
+Offline the schemas are the built-in kinds of this kubeplug's Kubernetes version
+and the CustomResourceDefinitions the plugin ships; another kind is an info
+line. --live (or an explicit --kubeconfig, --context or --server) validates
+against the cluster's OpenAPI v3 schemas instead, which cover its CRDs; without
+them lint never contacts a cluster.
+
 Each DIR is a package (it holds plugin.yaml), a tree of packages, or a package
 archive written by 'plugin package'. See docs/lint.md.
 
@@ -212,13 +223,14 @@ Every problem is printed, one per line, as FILE:LINE:COL: field.path: message.
 The exit status is 0 when every package is valid (warnings alone do not fail)
 and 1 otherwise.`,
 		Example: `  kubeplug plugin lint ./my-plugin
-  kubeplug plugin lint ./plugins -o json`,
+  kubeplug plugin lint ./plugins -o json
+  kubeplug plugin lint ./my-plugin --live --context prod`,
 		Args: cobra.MinimumNArgs(1),
 		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			return nil, cobra.ShellCompDirectiveFilterDirs
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, l := action.NewLint(o.config()).Run(cmd.Context(), args...)
+			n, l := a.Run(cmd.Context(), args...)
 			if l == nil {
 				l = diag.List{}
 			}
@@ -242,6 +254,9 @@ and 1 otherwise.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&a.Live, "live", false, "validate the rendered objects against the cluster's OpenAPI v3 schemas (its CRDs included) instead of the built-in ones")
+	targetFlags(cmd, &a.Target)
+	return cmd
 }
 
 func newPluginNewCmd(o *options) *cobra.Command {

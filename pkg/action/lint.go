@@ -3,21 +3,35 @@ package action
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/kubeplug/kubeplug/internal/kubeschema"
 	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Lint checks plugin packages.
 type Lint struct {
 	cfg *Config
+	// Live validates the rendered objects against the OpenAPI v3 schemas of
+	// the cluster Target names (which cover its CRDs) instead of the built-in
+	// schemas. Without it, and without an explicit Target, lint never
+	// contacts a cluster.
+	Live bool
+	// Target is the cluster Live checks against; an explicit one (a
+	// kubeconfig, a context, a server) implies Live.
+	Target KubeconfigTarget
+
+	liveSrc kubeschema.Source
+	liveErr error // the first error asking the cluster; reported once
 }
 
 // NewLint returns a Lint action.
@@ -28,6 +42,17 @@ func NewLint(cfg *Config) *Lint { return &Lint{cfg: cfg} }
 func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 	var l diag.List
 	n := 0
+	a.liveSrc, a.liveErr = nil, nil
+	if a.Live || a.Target.Explicit() {
+		cfg, err := a.Target.Config()
+		if err == nil {
+			a.liveSrc, err = kubeschema.Live(ctx, cfg)
+		}
+		if err != nil {
+			l.Errorf("", 0, 0, "", "cannot validate against the cluster: %v", err)
+			return 0, l
+		}
+	}
 	for _, dir := range dirs {
 		if err := ctx.Err(); err != nil {
 			l.Errorf(dir, 0, 0, "", "%v", err)
@@ -89,6 +114,9 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			}
 		}
 	}
+	if a.liveErr != nil {
+		l.Errorf("", 0, 0, "", "cannot validate against the cluster: %v", a.liveErr)
+	}
 	l.Sort()
 	return n, l
 }
@@ -130,7 +158,16 @@ func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Packa
 	if cl == nil || cl0.HasFatal() {
 		return nil
 	}
-	_, rl := NewRender(a.cfg).Files(ctx, cl)
+	// The manifests are rendered again, from the request the plugin got, to
+	// check their objects at the lines that wrote them.
+	cfg := *a.cfg
+	rec := &requestRecorder{next: a.cfg.InProcess[name]}
+	cfg.InProcess = maps.Clone(a.cfg.InProcess)
+	if cfg.InProcess == nil {
+		cfg.InProcess = map[string]stage.Runtime{}
+	}
+	cfg.InProcess[name] = rec
+	files, rl := NewRender(&cfg).Files(ctx, cl)
 	var out diag.List
 	var elsewhere []string
 	for _, d := range rl {
@@ -156,6 +193,9 @@ func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Packa
 	}
 	if len(out) == 0 && len(elsewhere) > 0 {
 		out.Warnf(filepath.Join(rel, plugin.ManifestFile), 0, 0, "", "not rendered with its default values: %s", strings.Join(elsewhere, "; "))
+	}
+	if !rl.HasFatal() {
+		out = append(out, a.lintObjects(ctx, pkg, rel, rec.request(), files)...)
 	}
 	return out
 }

@@ -18,12 +18,18 @@ const (
 	Fatal Severity = iota
 	// Warning is reported and the run goes on.
 	Warning
+	// Info is something a check could not do or chose not to (a kind lint
+	// has no schema for): no problem found, but not a clean bill either.
+	Info
 )
 
-// String returns "fatal" or "warning".
+// String returns "fatal", "warning" or "info".
 func (s Severity) String() string {
-	if s == Warning {
+	switch s {
+	case Warning:
 		return "warning"
+	case Info:
+		return "info"
 	}
 	return "fatal"
 }
@@ -47,7 +53,7 @@ type Diagnostic struct {
 }
 
 // String renders the diagnostic as `FILE:LINE:COL: field: message`, leaving out what is
-// unknown, with a "warning: " prefix on the message for warnings.
+// unknown, with a "warning: " or "info: " prefix on the message for warnings and info.
 func (d Diagnostic) String() string {
 	var b strings.Builder
 	if d.File != "" {
@@ -60,8 +66,11 @@ func (d Diagnostic) String() string {
 		}
 		b.WriteString(": ")
 	}
-	if d.Severity == Warning {
+	switch d.Severity {
+	case Warning:
 		b.WriteString("warning: ")
+	case Info:
+		b.WriteString("info: ")
 	}
 	if d.Plugin != "" && d.File == "" {
 		b.WriteString("plugin " + d.Plugin + ": ")
@@ -84,6 +93,11 @@ func (l *List) Errorf(file string, line, col int, field, format string, args ...
 // Warnf appends a warning with a formatted message.
 func (l *List) Warnf(file string, line, col int, field, format string, args ...any) {
 	*l = append(*l, Diagnostic{Severity: Warning, File: file, Line: line, Column: col, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// Infof appends an info line with a formatted message.
+func (l *List) Infof(file string, line, col int, field, format string, args ...any) {
+	*l = append(*l, Diagnostic{Severity: Info, File: file, Line: line, Column: col, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 // HasFatal reports whether any diagnostic is fatal.

@@ -396,19 +396,7 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 		r.errorf(ptr, "%v", err)
 		return
 	}
-	var files []string
-	err = fs.WalkDir(r.pkg.FS, clean, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		switch path.Ext(p) {
-		case ".yaml", ".yml", ".json":
-			if !de.IsDir() {
-				files = append(files, p)
-			}
-		}
-		return nil
-	})
+	files, err := manifestFiles(r.pkg.FS, clean)
 	if err != nil {
 		r.errorf(ptr, "read manifests %s: %v", ref, err)
 		return
@@ -447,6 +435,70 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 			k.Objects = append(k.Objects, model.Object{Object: obj})
 		}
 	}
+}
+
+// manifestFiles lists the manifest files at clean (a file or a directory,
+// walked in lexical order).
+func manifestFiles(fsys fs.FS, clean string) ([]string, error) {
+	var files []string
+	err := fs.WalkDir(fsys, clean, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch path.Ext(p) {
+		case ".yaml", ".yml", ".json":
+			if !de.IsDir() {
+				files = append(files, p)
+			}
+		}
+		return nil
+	})
+	return files, err
+}
+
+// RenderedManifest is one manifest file of a package, rendered.
+type RenderedManifest struct {
+	// File is the file's path inside the package.
+	File string
+	// Template and Text are the file as written and as rendered.
+	Template, Text string
+}
+
+// RenderManifests renders the manifest files that pkg's
+// spec.contributes.kubernetes.manifests name, for req, as Run does at
+// initialise, and returns them in order. Files that cannot be read or
+// rendered are left out: Run reports them. It is for tools that check the
+// rendered objects against the files they came from (plugin lint).
+func RenderManifests(ctx context.Context, pkg *plugin.Package, req *stage.Request) []RenderedManifest {
+	c := pkg.Manifest.Spec.Contributes
+	if c == nil || c.Kubernetes == nil {
+		return nil
+	}
+	r := &renderer{pkg: pkg, req: req, limits: newLimits(ctx)}
+	data := r.data(req.Values, nil)
+	var out []RenderedManifest
+	for _, ref := range c.Kubernetes.Manifests {
+		clean, err := plugin.CleanRef(ref)
+		if err != nil {
+			continue
+		}
+		files, _ := manifestFiles(pkg.FS, clean)
+		for _, f := range files {
+			if ctx.Err() != nil {
+				return out
+			}
+			b, err := fs.ReadFile(pkg.FS, f)
+			if err != nil {
+				continue
+			}
+			text, err := r.limits.execute(string(b), data)
+			if err != nil {
+				continue
+			}
+			out = append(out, RenderedManifest{File: f, Template: string(b), Text: text})
+		}
+	}
+	return out
 }
 
 func missingObjectFields(o map[string]any) string {
