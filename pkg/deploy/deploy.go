@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -331,11 +332,24 @@ func (d *Deployer) retrying(ri kube.RetryInfo) {
 	case ri.Done && ri.Err == nil:
 		e.Type, e.Message = APIRetried, "answered"
 	case ri.Done:
-		e.Type, e.Message = APIRetried, "gave up: "+ri.Err.Error()
+		e.Type, e.Message = APIRetried, "gave up: "+brief(ri.Err)
 	default:
-		e.Message = ri.Err.Error()
+		e.Message = brief(ri.Err)
 	}
 	d.emit(e)
+}
+
+// brief is err's first line, cut to 200 bytes: a progress line, not the whole
+// health report a starting API server answers with.
+func brief(err error) string {
+	s, _, cut := strings.Cut(err.Error(), "\n")
+	if len(s) > 200 {
+		s, cut = strings.ToValidUTF8(s[:200], ""), true
+	}
+	if cut {
+		s += "…"
+	}
+	return s
 }
 
 // Ping checks that the API server answers, retrying transient failures with
