@@ -124,7 +124,14 @@ the plugin is refused (every finding listed, nothing of it applied) unless
 A run holds the Lease kubeplug-operation in kubeplug-system while it changes the
 cluster (not with --dry-run): a second run waits up to --lock-timeout for it, then
 fails naming the holder. The lease of a run that was killed expires within 30s
-and the next run takes it over.`,
+and the next run takes it over.
+
+The lease also remembers the name (metadata.name) of the cluster file last
+applied to the cluster. A file of another name applied to the current context
+(no --context, --kubeconfig or --server, and not the file's own local cluster)
+is refused before anything changes: the current context is most likely another
+cluster than the file means. Given --context, the cluster takes the new name,
+with a warning.`,
 		Example: `  kubeplug apply -f cluster.yaml
   kubeplug apply -f cluster.yaml --context staging --timeout 10m
   kubeplug apply -f cluster.yaml --rollback-on-failure

@@ -11,4 +11,9 @@
 // its responses, so hosts' clocks need not agree; every take-over and renewal is
 // an update conditioned on the resourceVersion read, so two holders never both
 // hold it.
+//
+// The Lease also remembers the cluster's name: the metadata.name of the cluster
+// file last applied to it, kept when the lease is freed. It costs no request (the
+// Lease is read to be taken anyway) and lets an apply tell that the current
+// context is another cluster than the one its file names (Options.OtherCluster).
 package lease

@@ -30,6 +30,10 @@ const (
 	AnnotationOperation = "kubeplug.dev/operation"
 	AnnotationHolder    = "kubeplug.dev/holder"
 	AnnotationSince     = "kubeplug.dev/since"
+	// AnnotationCluster names the cluster: the metadata.name of the cluster file
+	// last applied to it (Options.Cluster). Unlike the others it stays when the
+	// lease is freed.
+	AnnotationCluster = "kubeplug.dev/cluster"
 )
 
 // DefaultDuration is how long a lease lasts without renewal.
@@ -103,6 +107,16 @@ type Options struct {
 	// DryRun takes no lease: Lock returns ctx and a release that does nothing, so a
 	// caller passes its dry-run flag through instead of branching.
 	DryRun bool
+	// Cluster, when set, is the name of the cluster file the operation applies
+	// (its metadata.name): the Lease keeps it (AnnotationCluster), so that a later
+	// run can tell a file of another name from the one last applied. Empty keeps
+	// the name the Lease has.
+	Cluster string
+	// OtherCluster, when set, is called once when the Lease names another cluster
+	// than Cluster, before the lease is taken: an error it returns is Lock's (as
+	// it is, not wrapped), and nothing is written. When it returns nil, or is
+	// nil, the cluster takes the name Cluster.
+	OtherCluster func(previous string) error
 	// Waiting, when set, is told when Lock starts waiting for a lease another run
 	// holds, and every 10 seconds while it waits, with who holds it and when it
 	// expires: a run should not wait in silence.
@@ -208,6 +222,8 @@ type leaser struct {
 	// its duration has expired whatever the clocks say.
 	seenVersion string
 	seenAt      time.Time
+	// named is the other cluster name OtherCluster accepted.
+	named string
 }
 
 func newLeaser(c *kube.Client, opts Options) (*leaser, error) {
@@ -249,17 +265,27 @@ func (l *leaser) acquire(ctx context.Context) error {
 			return fmt.Errorf("read the operation lease %s/%s: %w", l.opts.Namespace, Name, err)
 		}
 		var expiresIn time.Duration
-		if cur == nil {
+		ours := cur != nil && cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity == l.opts.Identity
+		if cur != nil && !ours {
+			expiresIn = l.expiresIn(cur)
+		}
+		if cur == nil || ours || expiresIn <= 0 {
+			if err := l.checkCluster(cur); err != nil {
+				return err
+			}
+		}
+		switch {
+		case cur == nil:
 			err = l.write(ctx, nil)
-		} else if h := cur.Spec.HolderIdentity; h != nil && *h == l.opts.Identity {
-			// Ours already: a write whose answer was lost, retried.
+		case ours:
+			// A write whose answer was lost, retried.
 			err = l.write(ctx, cur)
-		} else if expiresIn = l.expiresIn(cur); expiresIn <= 0 {
+		case expiresIn <= 0:
 			if h := holderName(cur); h != "" && cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity != "" {
 				l.c.Logger.Info("taking over an expired operation lease", "holder", h, "operation", cur.Annotations[AnnotationOperation])
 			}
 			err = l.write(ctx, cur)
-		} else {
+		default:
 			err = l.lockedError(cur, expiresIn, time.Since(start))
 		}
 		switch {
@@ -286,6 +312,24 @@ func (l *leaser) acquire(ctx context.Context) error {
 		case <-time.After(pause):
 		}
 	}
+}
+
+// checkCluster asks OtherCluster whether the lease may be taken when cur names
+// another cluster than opts.Cluster; once per name, since a conflict reads the
+// Lease again.
+func (l *leaser) checkCluster(cur *coordinationv1.Lease) error {
+	if cur == nil || l.opts.Cluster == "" || l.opts.OtherCluster == nil {
+		return nil
+	}
+	prev := cur.Annotations[AnnotationCluster]
+	if prev == "" || prev == l.opts.Cluster || prev == l.named {
+		return nil
+	}
+	if err := l.opts.OtherCluster(prev); err != nil {
+		return err
+	}
+	l.named = prev
+	return nil
 }
 
 func (l *leaser) lockedError(cur *coordinationv1.Lease, expiresIn, waited time.Duration) error {
@@ -351,6 +395,9 @@ func (l *leaser) write(ctx context.Context, cur *coordinationv1.Lease) error {
 	next.Annotations[AnnotationOperation] = l.opts.Operation
 	next.Annotations[AnnotationHolder] = host
 	next.Annotations[AnnotationSince] = now.UTC().Format(time.RFC3339)
+	if l.opts.Cluster != "" {
+		next.Annotations[AnnotationCluster] = l.opts.Cluster
+	}
 	next.Spec.HolderIdentity = &id
 	next.Spec.LeaseDurationSeconds = &secs
 	next.Spec.AcquireTime = &now
@@ -448,7 +495,7 @@ func (l *leaser) renewOnce(ctx context.Context) error {
 }
 
 // release frees the lease if this holder still has it, keeping the object (its
-// leaseTransitions count) for the next run.
+// leaseTransitions count and the cluster's name) for the next run.
 func (l *leaser) release(ctx context.Context) error {
 	for range 5 {
 		var cur *coordinationv1.Lease

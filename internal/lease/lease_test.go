@@ -293,3 +293,68 @@ func TestLockDryRun(t *testing.T) {
 		t.Error("a dry run created the lease")
 	}
 }
+
+// TestLockNamesTheCluster: a run applying a cluster file names the cluster on
+// the Lease, and the name stays when the lease is freed and when a run that
+// applies no file (uninstall) holds it. A run of another name is asked, once,
+// whether it may rename the cluster: refusing writes nothing; accepting renames.
+func TestLockNamesTheCluster(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	d := newClient(t)
+	ctx := t.Context()
+	lock := func(opts lease.Options) error {
+		opts.Namespace = ns
+		_, release, err := lease.Lock(ctx, d, opts)
+		if err != nil {
+			return err
+		}
+		return release(ctx)
+	}
+	named := func() string { return getLease(t, ns).Annotations[lease.AnnotationCluster] }
+	never := func(prev string) error {
+		t.Errorf("OtherCluster(%q) called, want no call", prev)
+		return nil
+	}
+
+	if err := lock(lease.Options{Operation: "apply", Cluster: "one", OtherCluster: never}); err != nil {
+		t.Fatal(err)
+	}
+	if got := named(); got != "one" {
+		t.Fatalf("freed lease names cluster %q, want one", got)
+	}
+	if err := lock(lease.Options{Operation: "uninstall"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := named(); got != "one" {
+		t.Fatalf("after an uninstall the lease names cluster %q, want one", got)
+	}
+
+	errOther := errors.New("another cluster")
+	var asked []string
+	refuse := func(prev string) error { asked = append(asked, prev); return errOther }
+	before := getLease(t, ns).ResourceVersion
+	if err := lock(lease.Options{Operation: "apply", Cluster: "three", OtherCluster: refuse}); err != errOther { //nolint:errorlint // returned as it is
+		t.Fatalf("Lock of another name = %v, want OtherCluster's error as it is", err)
+	}
+	if len(asked) != 1 || asked[0] != "one" {
+		t.Errorf("OtherCluster asked with %q, want once with one", asked)
+	}
+	if rv := getLease(t, ns).ResourceVersion; rv != before {
+		t.Errorf("a refused Lock wrote the lease (resourceVersion %s -> %s)", before, rv)
+	}
+
+	asked = nil
+	accept := func(prev string) error { asked = append(asked, prev); return nil }
+	if err := lock(lease.Options{Operation: "apply", Cluster: "three", OtherCluster: accept}); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 1 || asked[0] != "one" {
+		t.Errorf("OtherCluster asked with %q, want once with one", asked)
+	}
+	if got := named(); got != "three" {
+		t.Fatalf("after an accepted rename the lease names cluster %q, want three", got)
+	}
+	if err := lock(lease.Options{Operation: "apply", Cluster: "three", OtherCluster: never}); err != nil {
+		t.Fatal(err)
+	}
+}

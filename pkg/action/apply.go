@@ -106,6 +106,12 @@ func (a *Apply) Run(ctx context.Context, cl *config.Cluster) (*ApplyResult, diag
 		return nil, l
 	}
 	r.live.rest = rc
+	if !target.Explicit() {
+		r.live.currentContext = target.ContextName()
+		if r.live.currentContext == "" {
+			r.live.currentContext = "(unnamed)"
+		}
+	}
 	if l = append(l, r.pipeline(ctx, connectStep)...); l.HasFatal() {
 		l.Sort()
 		return nil, l

@@ -43,6 +43,11 @@ type live struct {
 	// rest is where the cluster is: the kubeconfig target's (apply) or what
 	// provision returned (up).
 	rest *rest.Config
+	// currentContext, when set, names the kubeconfig's current context, the
+	// target of an apply that named none (no --context, --kubeconfig or server,
+	// not the file's own local cluster): a cluster that another file's name was
+	// last applied to is then refused (see otherCluster).
+	currentContext string
 	// Set by connect.
 	deployer *deploy.Deployer
 	unlock   func()
@@ -95,7 +100,11 @@ var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
 		l.Warnf("", 0, 0, "", "API discovery is incomplete, going on without %s", p)
 	}
 	if !lv.dryRun {
-		lctx, unlock, err := o.Lease.lock(ctx, d, lv.op, r.log())
+		lctx, unlock, err := o.Lease.lockNamed(ctx, d, lv.op, r.cluster.Spec.Metadata.Name, lv.otherCluster(r, &l), r.log())
+		if oe := (*otherClusterError)(nil); errors.As(err, &oe) {
+			r.cluster.Errorf(&l, "/metadata/name", "%v", err)
+			return l
+		}
 		if err != nil {
 			l.Errorf("", 0, 0, "", "%v", err)
 			return l
@@ -119,6 +128,34 @@ var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
 	}
 	return l
 }}
+
+// otherClusterError refuses to apply a cluster file to the current context when
+// the cluster there was last applied a file of another name.
+type otherClusterError struct {
+	file, name, context, previous string
+}
+
+func (e *otherClusterError) Error() string {
+	return fmt.Sprintf("%s names cluster %s, but the current context %s is cluster %s (the name of the last cluster file applied to it); nothing was changed. "+
+		"Give --context or --kubeconfig for %s's cluster, or run kubeplug up -f %s for a local one; or give --context %s to apply %s there anyway (the cluster is then named %s)",
+		e.file, e.name, e.context, e.previous, e.name, e.file, e.context, e.file, e.name)
+}
+
+// otherCluster is asked when the cluster's lease names another cluster than
+// the file applied (lease.Options.OtherCluster): on the current context it
+// refuses, since the context is likely another cluster than the file means; on
+// a target given explicitly the cluster takes the file's name, with a warning
+// in l.
+func (lv *live) otherCluster(r *run, l *diag.List) func(string) error {
+	return func(previous string) error {
+		name := r.cluster.Spec.Metadata.Name
+		if lv.currentContext != "" {
+			return &otherClusterError{file: r.cluster.File, name: name, context: lv.currentContext, previous: previous}
+		}
+		r.cluster.Warnf(l, "/metadata/name", "the cluster was named %s (the name of the last cluster file applied to it); it is now named %s", previous, name)
+		return nil
+	}
+}
 
 // deployStep runs the deploy stage wave by wave: wave w's plugins run their
 // deploy stage, then wave w's Kubernetes content is applied and waited for, so

@@ -33,6 +33,13 @@ type Lease struct {
 // (logging a failure, after which the lease expires by itself) and must be called
 // once the operation ends, however it ends.
 func (l Lease) lock(ctx context.Context, d *deploy.Deployer, op string, log *slog.Logger) (context.Context, func(), error) {
+	return l.lockNamed(ctx, d, op, "", nil, log)
+}
+
+// lockNamed is lock for an operation that applies the cluster file named
+// cluster: the lease keeps the name, and other is asked when it names another
+// cluster (lease.Options.Cluster, OtherCluster).
+func (l Lease) lockNamed(ctx context.Context, d *deploy.Deployer, op, cluster string, other func(string) error, log *slog.Logger) (context.Context, func(), error) {
 	if l.External {
 		return ctx, func() {}, nil
 	}
@@ -46,7 +53,7 @@ func (l Lease) lock(ctx context.Context, d *deploy.Deployer, op string, log *slo
 		d.Report(deploy.Event{Type: deploy.LeaseWaiting, Holder: e.Holder, Operation: e.Operation, Expires: time.Now().Add(e.ExpiresIn),
 			Message: fmt.Sprintf("waited %s of up to %s", e.Waited.Round(time.Second), l.Wait)})
 	}
-	opCtx, release, err := lease.Lock(ctx, d.Client(), lease.Options{Operation: op, Duration: l.Duration, Wait: l.Wait, Namespace: d.Namespace(), Waiting: waiting})
+	opCtx, release, err := lease.Lock(ctx, d.Client(), lease.Options{Operation: op, Duration: l.Duration, Wait: l.Wait, Namespace: d.Namespace(), Waiting: waiting, Cluster: cluster, OtherCluster: other})
 	if err != nil {
 		return ctx, func() {}, err
 	}

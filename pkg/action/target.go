@@ -58,15 +58,11 @@ func (c *KubeconfigTarget) fromFlags() {
 	}
 }
 
-// Config returns the REST config of the cluster.
-func (c *KubeconfigTarget) Config() (*rest.Config, error) {
-	if c.RESTConfig != nil {
-		return rest.CopyConfig(c.RESTConfig), nil
-	}
+// loader reads the kubeconfig as the target says.
+func (c *KubeconfigTarget) loader() (clientcmd.ClientConfig, *clientcmd.ClientConfigLoadingRules) {
 	c.fromFlags()
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = c.Kubeconfig
-	var loader clientcmd.ClientConfig
 	if c.Flags != nil {
 		if c.Kubeconfig != "" {
 			c.Flags.KubeConfig = &c.Kubeconfig
@@ -74,10 +70,35 @@ func (c *KubeconfigTarget) Config() (*rest.Config, error) {
 		if c.Context != "" {
 			c.Flags.Context = &c.Context
 		}
-		loader = c.Flags.ToRawKubeConfigLoader()
-	} else {
-		loader = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context})
+		return c.Flags.ToRawKubeConfigLoader(), rules
 	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}), rules
+}
+
+// ContextName is the kubeconfig context the target uses, for messages: Context
+// when given, else the kubeconfig's current context; empty for a REST config or
+// a kubeconfig that cannot be read.
+func (c *KubeconfigTarget) ContextName() string {
+	if c.RESTConfig != nil {
+		return ""
+	}
+	loader, _ := c.loader()
+	if c.Context != "" {
+		return c.Context
+	}
+	raw, err := loader.RawConfig()
+	if err != nil {
+		return ""
+	}
+	return raw.CurrentContext
+}
+
+// Config returns the REST config of the cluster.
+func (c *KubeconfigTarget) Config() (*rest.Config, error) {
+	if c.RESTConfig != nil {
+		return rest.CopyConfig(c.RESTConfig), nil
+	}
+	loader, rules := c.loader()
 	if c.Context != "" {
 		// Name the file and the contexts it has: clientcmd's own message names neither.
 		if raw, err := loader.RawConfig(); err == nil && raw.Contexts[c.Context] == nil {
