@@ -288,7 +288,9 @@ func (p *progress) liveEvent(e deploy.Event) {
 		return
 	case deploy.PluginFailed:
 		delete(p.plugins, e.Plugin)
-		d.Finish(id, fmt.Sprintf("%s plugin %s %s: %s", p.o.paint(red, "✗"), e.Plugin, p.o.paint(red, "FAILED"), e.Message))
+		// The error names the plugin already.
+		msg := strings.TrimPrefix(e.Message, "plugin "+e.Plugin+": ")
+		d.Finish(id, fmt.Sprintf("%s plugin %s %s: %s", p.o.paint(red, "✗"), e.Plugin, p.o.paint(red, "FAILED"), msg))
 		return
 	case deploy.PluginInterrupted:
 		delete(p.plugins, e.Plugin)
@@ -342,7 +344,7 @@ func (p *progress) liveEvent(e deploy.Event) {
 
 // showStage shows the stage line of the live display.
 func (p *progress) showStage() {
-	text := "running"
+	text := ""
 	if p.wave > 0 {
 		text = fmt.Sprintf("wave %d", p.wave)
 		if p.waves > 0 {
@@ -402,6 +404,12 @@ func (p *progress) providerEvent(e provider.Event) {
 	}
 	if p.o.quiet {
 		return
+	}
+	if p.live != nil && e.Step != p.stageName {
+		// The provider's steps (the control plane, the nodes, their hooks)
+		// run between the stages: the stage line says which.
+		p.stageName, p.stageSince, p.wave, p.waves = e.Step, e.Time, 0, 0
+		p.showStage()
 	}
 	if p.live != nil && e.Item != "" {
 		p.liveItem(e)

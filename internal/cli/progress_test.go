@@ -177,9 +177,6 @@ func TestLiveProgress(t *testing.T) {
 		t.Fatal("no live display on a terminal")
 	}
 	events, pevents := progressEvents(time.Now())
-	p.stage(engine.StageEvent{Stage: stage.Deploy, Waves: 2})
-	p.providerEvent(pevents[1]) // etcd starting
-	p.event(events[0])          // lease waiting
 	seen := func(want ...string) {
 		t.Helper()
 		for _, w := range want {
@@ -188,14 +185,18 @@ func TestLiveProgress(t *testing.T) {
 			}
 		}
 	}
+	p.providerEvent(pevents[1]) // etcd starting
+	seen("control-plane ")
+	p.stage(engine.StageEvent{Stage: stage.Deploy, Waves: 2})
+	p.event(events[0]) // lease waiting
 	seen("deploy", "etcd", "starting", "waiting for the cluster's operation lease: apply by host/42 holds it (expires in ")
 	for _, e := range events[1:8] { // up to the retries' end
 		p.event(e)
 	}
 	p.event(deploy.Event{Time: time.Now(), Type: deploy.APIRetrying, Server: "https://127.0.0.1:7443", Attempt: 3, Attempts: 9, Message: "EOF"})
 	o.cfg.Logger.Warn("a warning while the display runs")
-	seen("deploy       wave 1 of 2 started", "plugin hello [====>             ] applied 4/4, ready 1/4, waiting on Deployment.apps/default/web (InProgress: Available: 0/1)",
-		"API server   https://127.0.0.1:7443 does not answer: try 3 of 9 failed (EOF); retrying",
+	seen("s wave 1 of 2 started", "s [====>             ] applied 4/4, ready 1/4, waiting on Deployment.apps/default/web (InProgress: Available: 0/1)",
+		"s https://127.0.0.1:7443 does not answer: try 3 of 9 failed (EOF); retrying",
 		"✓ took the cluster's operation lease after waiting", "✓ the API server https://127.0.0.1:6443 answers again (after 4 tries)")
 	for _, e := range events[8:] {
 		p.event(e)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mattn/go-runewidth"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 )
@@ -60,7 +61,12 @@ type Display struct {
 type entry struct {
 	bar    *mpb.Bar
 	hasBar bool
+	prio   int
 	item   atomic.Pointer[Item]
+	// gone is set when the item finished: mpb draws a dropped bar once more,
+	// which should then show nothing rather than the item beside its
+	// permanent line.
+	gone atomic.Bool
 }
 
 // New starts a display drawing on out, a terminal (mpb asks it for its width
@@ -90,12 +96,14 @@ func (d *Display) Set(id string, it Item) {
 	if e != nil && e.hasBar != (it.Total > 0) {
 		// A bar appears (or goes) when a total becomes known: a new line in
 		// the same place.
+		e.gone.Store(true)
 		e.bar.Abort(true)
-		e = &entry{bar: nil}
+		e = &entry{prio: e.prio}
 		d.items[id] = e
 	}
 	if e == nil {
-		e = &entry{}
+		d.seq++
+		e = &entry{prio: it.Order*1_000_000 + d.seq}
 		d.items[id] = e
 	}
 	e.item.Store(&it)
@@ -107,23 +115,54 @@ func (d *Display) Set(id string, it Item) {
 		return
 	}
 	e.hasBar = it.Total > 0
-	d.seq++
-	prio := it.Order*1_000_000 + d.seq
-	name := decor.Any(func(decor.Statistics) string { return e.item.Load().name() }, decor.WC{C: decor.DSyncWidthR})
-	text := decor.Any(func(decor.Statistics) string { return e.item.Load().text() })
+	prio := e.prio
+	// Columns: the name, how long the item has taken, the bar (if any), the
+	// text. The text is cut to what the bar leaves of the terminal's width, so
+	// that no line wraps: a wrapped line would break the redraw in place.
+	name := decor.Any(func(decor.Statistics) string { return e.show(e.item.Load().name) }, decor.WC{C: decor.DSyncWidthR})
+	took := decor.Any(func(decor.Statistics) string { return e.show(e.item.Load().elapsed) }, decor.WC{C: decor.DSyncWidth})
+	reserve := 1 // the space before the text
+	if e.hasBar {
+		reserve = d.opts.BarWidth + 2 // the bar and a space either side
+	}
+	text := decor.Any(func(s decor.Statistics) string {
+		// On a narrow terminal the text keeps at least half the width; the
+		// bar shrinks.
+		return e.show(func() string { return cut(e.item.Load().Text, max(s.AvailableWidth-reserve, s.AvailableWidth/2)) })
+	})
 	// Every bar is made with total 0, which never completes by itself: a
 	// completed bar could not be removed (Abort ignores it). SetTotal sets the
 	// total it draws.
 	if e.hasBar {
 		e.bar = d.p.New(0, mpb.BarStyle().Lbound("[").Rbound("]").Filler("=").Tip(">").Padding(" "),
-			mpb.BarWidth(d.opts.BarWidth), mpb.BarPriority(prio), mpb.PrependDecorators(name), mpb.AppendDecorators(text))
+			mpb.BarWidth(d.opts.BarWidth), mpb.BarFillerClearOnAbort(), mpb.BarPriority(prio),
+			mpb.PrependDecorators(name, took), mpb.AppendDecorators(text))
 		e.bar.SetTotal(it.Total, false)
 		e.bar.SetCurrent(min(it.Current, it.Total))
-	} else {
-		// No bar, and no spaces around it: the text starts where a bar does.
-		text := decor.Any(func(decor.Statistics) string { return " " + e.item.Load().text() })
-		e.bar = d.p.New(0, mpb.NopStyle(), mpb.BarFillerTrim(), mpb.BarPriority(prio), mpb.PrependDecorators(name), mpb.AppendDecorators(text))
+		return
 	}
+	// No bar, and no spaces around it: the text starts where a bar does.
+	spaced := decor.Any(func(s decor.Statistics) string {
+		return e.show(func() string { return " " + cut(e.item.Load().Text, s.AvailableWidth-reserve) })
+	})
+	e.bar = d.p.New(0, mpb.NopStyle(), mpb.BarFillerTrim(), mpb.BarPriority(prio),
+		mpb.PrependDecorators(name, took), mpb.AppendDecorators(spaced))
+}
+
+// cut cuts s to width columns, marking the cut with an ellipsis.
+func cut(s string, width int) string {
+	if width <= 0 {
+		return ""
+	}
+	return runewidth.Truncate(s, width, "…")
+}
+
+// show is f() until the item is gone, then nothing.
+func (e *entry) show(f func() string) string {
+	if e.gone.Load() {
+		return ""
+	}
+	return f()
 }
 
 // spinner frames, one per redraw period of 100ms.
@@ -134,11 +173,12 @@ func (it *Item) name() string {
 	return frame + " " + it.Name
 }
 
-func (it *Item) text() string {
+// elapsed is how long the item has taken, after a space; empty without Since.
+func (it *Item) elapsed() string {
 	if it.Since.IsZero() {
-		return it.Text
+		return ""
 	}
-	return it.Text + " (" + Elapsed(time.Since(it.Since)) + ")"
+	return " " + Elapsed(time.Since(it.Since))
 }
 
 // Elapsed formats a duration as a person reads it at a glance: 0.4s, 12.3s,
@@ -157,6 +197,7 @@ func (d *Display) Finish(id, line string) {
 	d.mu.Lock()
 	if e := d.items[id]; e != nil {
 		delete(d.items, id)
+		e.gone.Store(true)
 		if !d.closed {
 			e.bar.Abort(true)
 		}
@@ -203,6 +244,7 @@ func (d *Display) Close() {
 		return
 	}
 	for id, e := range d.items {
+		e.gone.Store(true)
 		e.bar.Abort(true)
 		delete(d.items, id)
 	}

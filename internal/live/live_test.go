@@ -34,7 +34,7 @@ func TestDisplay(t *testing.T) {
 			t.Errorf("line %d is %q, want it to show %q", i, vis[i], want)
 		}
 	}
-	if !strings.Contains(vis[2], "[====>             ] applied") || !strings.Contains(vis[2], "ready 1/4 (2.") {
+	if !strings.Contains(vis[2], " 2.0s [====>             ] applied 4/4, ready 1/4") {
 		t.Errorf("plugin a's line lacks its bar or time: %q", vis[2])
 	}
 	// The names are one aligned column.
@@ -46,6 +46,13 @@ func TestDisplay(t *testing.T) {
 	d.Set("plugin/b", live.Item{Name: "plugin bee 1.0.0", Text: "applied 2/2", Current: 2, Total: 2, Since: start, Order: 2})
 	d.Finish("plugin/a", "✓ plugin a 0.1.0 ready (4 object(s), 2.0s)")
 	d.Finish("lease", "")
+	// Never a moment when the finished item shows beside its permanent line.
+	for range 100 {
+		if vis := strings.Join(term.Screen.Visible(), "\n"); strings.Contains(vis, "✓ plugin a") && strings.Contains(vis, "ready 1/4") {
+			t.Fatalf("plugin a shown finished and in progress at once:\n%s", vis)
+		}
+		time.Sleep(3 * time.Millisecond)
+	}
 	if !term.WaitFor("✓ plugin a", 5*time.Second) || !term.WaitFor("=>] applied 2/2", 5*time.Second) {
 		t.Fatalf("finish or the new bar not shown:\n%s", term.Screen)
 	}
