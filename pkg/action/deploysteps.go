@@ -236,16 +236,6 @@ func machineContributions(m *model.Model) map[string][]string {
 	return out
 }
 
-// leftBehind says what uninstalling (or rolling back) a plugin leaves of its
-// contributions outside Kubernetes objects, and how to remove them.
-func leftBehind(l *diag.List, plugin, what string, machine []string) {
-	if len(machine) == 0 {
-		return
-	}
-	l.Warnf("", 0, 0, "", "plugin %s: %s changes only Kubernetes objects; its other contributions stay until the cluster's machines are reconciled: %s. Remove the plugin from the cluster file and run `kubeplug up -f cluster.yaml` (a cluster kubeplug made), or your provider's update",
-		plugin, what, strings.Join(machine, ", "))
-}
-
 // validateStep runs the validate stage wave by wave: wave w's plugins run their
 // own validate, then their plugin.yaml checks run against the cluster, every
 // plugin of the wave at once. A failed check is fatal and stops the run before
@@ -372,12 +362,10 @@ func unit(pl *engine.Planned, objs []map[string]any, rels []render.Release) (dep
 	for _, r := range pl.Package.Manifest.Spec.Requires {
 		u.Requires = append(u.Requires, r.Name)
 	}
-	raw, err := json.Marshal(pl.Values.Cluster)
-	if err != nil {
-		return u, fmt.Errorf("digest values: %w", err)
+	var err error
+	if u.ValuesDigest, err = valuesDigest(pl); err != nil {
+		return u, err
 	}
-	sum := sha256.Sum256(raw)
-	u.ValuesDigest = "sha256:" + hex.EncodeToString(sum[:])
 	for _, o := range objs {
 		// A JSON round trip turns json.Number into the int64 and float64 that
 		// unstructured objects hold.
@@ -392,6 +380,17 @@ func unit(pl *engine.Planned, objs []map[string]any, rels []render.Release) (dep
 		u.Objects = append(u.Objects, obj)
 	}
 	return u, nil
+}
+
+// valuesDigest identifies a plugin's values in its release record, which
+// never holds the values themselves.
+func valuesDigest(pl *engine.Planned) (string, error) {
+	raw, err := json.Marshal(pl.Values.Cluster)
+	if err != nil {
+		return "", fmt.Errorf("digest values: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // unitDiags turns a wave's error into one diagnostic per failed plugin.

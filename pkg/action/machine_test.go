@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 )
@@ -73,14 +75,36 @@ spec:
 
 	u := action.NewUninstall(cfg)
 	u.Target.RESTConfig = rc
-	removed, l := u.Run(t.Context(), "machiny")
-	if l.HasFatal() || len(removed) != 1 {
-		t.Fatal(removed, l)
+	res, l := u.Run(t.Context(), "machiny")
+	if l.HasFatal() || len(res.Removed) != 1 || res.Machines != nil {
+		t.Fatal(res, l)
 	}
 	got := l.String()
 	for _, want := range []string{"plugin machiny: uninstall changes only Kubernetes objects", "controlPlane.flag kube-apiserver/audit-log-maxage", "nodes.label", "/team", "/tier", "kubeplug up -f cluster.yaml"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("uninstall diagnostics:\n%s\nwant %q", got, want)
 		}
+	}
+}
+
+// TestUninstallWithoutACluster: an uninstall that cannot reach its cluster
+// says so and still returns a result (nothing removed, no machines) for the
+// caller to read, and a rollback says so too.
+func TestUninstallWithoutACluster(t *testing.T) {
+	cfg := &action.Config{NoBuiltin: true}
+	nowhere := &rest.Config{Host: "https://127.0.0.1:1", Timeout: 5 * time.Second}
+	u := action.NewUninstall(cfg)
+	u.Target.RESTConfig = nowhere
+	res, l := u.Run(t.Context(), "machiny")
+	if res == nil || len(res.Removed) != 0 || res.Machines != nil {
+		t.Errorf("result = %+v, want one that removed nothing", res)
+	}
+	if !l.HasFatal() || !strings.Contains(l.String(), "cannot reach the cluster") {
+		t.Errorf("diagnostics:\n%s\nwant one saying the cluster cannot be reached", l)
+	}
+	rb := action.NewRollback(cfg)
+	rb.Target.RESTConfig = nowhere
+	if _, l := rb.Run(t.Context(), "machiny"); !l.HasFatal() || !strings.Contains(l.String(), "cannot reach the cluster") {
+		t.Errorf("rollback diagnostics:\n%s\nwant one saying the cluster cannot be reached", l)
 	}
 }

@@ -2,12 +2,15 @@ package action
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/kubeplug/kubeplug/internal/suggest"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
 // Rollback restores a recorded revision of an installed plugin: the objects that
@@ -32,15 +35,34 @@ type Rollback struct {
 	// Lease says how the run takes the cluster's operation lease.
 	Lease  Lease
 	Events func(deploy.Event)
+	// Cluster, when set, is the cluster file (-f): its own cluster, when its
+	// provider runs it on this machine, is the target unless Target names one
+	// (KubeconfigTarget.ForCluster), and its machines are reconciled to the
+	// file with the plugin pinned to the restored version — when the file's
+	// values for the plugin are the revision's (see machines.go).
+	Cluster *config.Cluster
+	// StateDir is the local cluster's state directory, as for Up.
+	StateDir string
+	// ProviderEvents receives the provider's progress while it reconciles the
+	// machines.
+	ProviderEvents func(provider.Event)
 }
 
 // NewRollback returns a Rollback action.
 func NewRollback(cfg *Config) *Rollback { return &Rollback{cfg: cfg} }
 
-// Run rolls the plugin back and returns the revision it recorded.
+// Run rolls the plugin back and returns the revision it recorded. On the
+// cluster file's own cluster, the machines are reconciled to the revision's
+// version too, after its objects are restored; that is checked and rendered
+// before anything changes.
 func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag.List) {
 	var l diag.List
-	d, err := connect(ctx, a.cfg, a.Target, deploy.Options{
+	target, own, err := a.Target.forCluster(ctx, a.cfg, a.Cluster, a.StateDir)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	d, err := connect(ctx, a.cfg, target, deploy.Options{
 		Events: a.Events, Timeout: a.Timeout, ForceConflicts: a.ForceConflicts, HistoryMax: a.HistoryMax, DryRun: a.DryRun,
 	})
 	if err != nil {
@@ -62,25 +84,55 @@ func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag
 		l.Errorf("", 0, 0, "", "plugin %s is not installed in this cluster%s", plugin, suggest.Hint(suggest.Closest(plugin, names)))
 		return nil, l
 	}
-	rec, err := d.Rollback(ctx, plugin, a.Revision)
+	to, err := d.RollbackTarget(ctx, plugin, a.Revision)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
+	}
+	recs := records(invs)
+	cur := recs[plugin]
+	// What the machines keep of the current revision, or miss of the restored
+	// one, unless they are reconciled.
+	var changed []string
+	for _, m := range cur.Machine {
+		if !slices.Contains(to.Machine, m) {
+			changed = append(changed, m+" (not in the revision restored)")
+		}
+	}
+	for _, m := range to.Machine {
+		if !slices.Contains(cur.Machine, m) {
+			changed = append(changed, m+" (only in the revision restored)")
+		}
+	}
+	var m *machines
+	var why []string
+	if own && (len(cur.Machine) > 0 || len(to.Machine) > 0) {
+		want := maps.Clone(recs)
+		want[plugin] = to
+		m, why = a.cfg.prepareMachines(ctx, a.Cluster.Pinned(plugin, to.Version), a.StateDir, a.ProviderEvents, want)
+		if m != nil {
+			defer m.close()
+		}
+		if m == nil && len(changed) == 0 {
+			// The same kinds of contributions, perhaps with other values: say
+			// which may differ.
+			changed = slices.Clone(cur.Machine)
+		}
+	}
+	rec, err := d.Rollback(ctx, plugin, to.Revision)
 	if err != nil {
 		return nil, unitDiags(err)
 	}
-	for _, inv := range invs {
-		if inv.Plugin == plugin && !slices.Equal(inv.Machine, rec.Machine) {
-			var changed []string
-			for _, m := range inv.Machine {
-				if !slices.Contains(rec.Machine, m) {
-					changed = append(changed, m+" (not in the revision restored)")
-				}
-			}
-			for _, m := range rec.Machine {
-				if !slices.Contains(inv.Machine, m) {
-					changed = append(changed, m+" (only in the revision restored)")
-				}
-			}
-			leftBehind(&l, plugin, "rollback", changed)
+	switch {
+	case m != nil && a.DryRun:
+	case m != nil:
+		mr, ml := m.provision(ctx)
+		l = append(l, ml...)
+		if ml.HasFatal() {
+			notReconciled(&l, mr.Cluster, map[string][]string{plugin: slices.Compact(slices.Sorted(slices.Values(slices.Concat(cur.Machine, to.Machine))))})
 		}
+	default:
+		leftBehind(&l, plugin, "rollback", changed, why)
 	}
 	return rec, l
 }

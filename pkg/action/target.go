@@ -124,17 +124,25 @@ func (c *KubeconfigTarget) Config() (*rest.Config, error) {
 // exists but that is not running is an error: the file names a cluster, and
 // the current context is some other one.
 func (c KubeconfigTarget) ForCluster(ctx context.Context, cfg *Config, cl *config.Cluster, stateDir string) (KubeconfigTarget, error) {
+	t, _, err := c.forCluster(ctx, cfg, cl, stateDir)
+	return t, err
+}
+
+// forCluster is ForCluster, and says whether the target is the file's own
+// cluster, which its provider runs on this machine: one whose machines
+// kubeplug reconciles (see machines.go).
+func (c KubeconfigTarget) forCluster(ctx context.Context, cfg *Config, cl *config.Cluster, stateDir string) (KubeconfigTarget, bool, error) {
 	if c.Explicit() || cl == nil {
-		return c, nil
+		return c, false, nil
 	}
 	name := cl.Spec.Metadata.Name
 	prov, err := provider.New(provider.Config{ClusterName: name, Spec: cl.Spec.Spec.Provider, StateDir: stateDir, Logger: cfg.logger()})
 	if err != nil {
-		return c, nil //nolint:nilerr // no provider here: the kubeconfig decides
+		return c, false, nil //nolint:nilerr // no provider here: the kubeconfig decides
 	}
 	loc, ok := prov.(provider.Locator)
 	if !ok {
-		return c, nil
+		return c, false, nil
 	}
 	kubeconfig, err := loc.Locate(ctx)
 	if err == nil {
@@ -144,12 +152,12 @@ func (c KubeconfigTarget) ForCluster(ctx context.Context, cfg *Config, cl *confi
 		if out.Flags != nil {
 			out.Flags.KubeConfig = &out.Kubeconfig
 		}
-		return out, nil
+		return out, true, nil
 	}
 	if s, ok := prov.(provider.Stateful); ok && errors.Is(err, provider.ErrNotRunning) {
 		if _, serr := os.Stat(s.StateDir()); serr == nil {
-			return c, fmt.Errorf("%s names local cluster %s, which is not running (state dir %s): start it with kubeplug up -f %s, or give --context or --kubeconfig to use another cluster", cl.File, name, s.StateDir(), cl.File)
+			return c, false, fmt.Errorf("%s names local cluster %s, which is not running (state dir %s): start it with kubeplug up -f %s, or give --context or --kubeconfig to use another cluster", cl.File, name, s.StateDir(), cl.File)
 		}
 	}
-	return c, nil
+	return c, false, nil
 }

@@ -324,7 +324,7 @@ func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.L
 		a.Uninstall.Cascade = true
 		removed, ul := a.Uninstall.Run(ctx)
 		l = append(l, ul...)
-		res.Uninstalled = removed
+		res.Uninstalled = removed.Removed
 		if ul.HasFatal() {
 			return res, l
 		}

@@ -46,6 +46,9 @@ type Cluster struct {
 	AllowValuesOutside bool
 
 	doc *yamldoc.Doc
+	// entries is the file index of each enabled entry after an edit (Without,
+	// Pinned); nil means the file's own order.
+	entries []int
 }
 
 var (
@@ -313,6 +316,7 @@ func (c *Cluster) Enabled() []v1alpha1.PluginRef {
 
 // Errorf reports a problem located at a JSON pointer into the file.
 func (c *Cluster) Errorf(l *diag.List, ptr, format string, args ...any) {
+	ptr = c.filePtr(ptr)
 	if c.doc == nil {
 		l.Errorf(c.File, 0, 0, ptr, format, args...)
 		return
@@ -322,6 +326,7 @@ func (c *Cluster) Errorf(l *diag.List, ptr, format string, args ...any) {
 
 // Warnf reports a warning located at a JSON pointer into the file.
 func (c *Cluster) Warnf(l *diag.List, ptr, format string, args ...any) {
+	ptr = c.filePtr(ptr)
 	if c.doc == nil {
 		l.Warnf(c.File, 0, 0, ptr, format, args...)
 		return

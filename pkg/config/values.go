@@ -114,7 +114,7 @@ func (c *Cluster) ValuesWith(i int, pkg *plugin.Package, opts ValuesOptions) (*V
 	}
 	var l diag.List
 	ref := c.Enabled()[i]
-	ptr := "/spec/plugins/enabled/" + strconv.Itoa(i)
+	ptr := c.filePtr("/spec/plugins/enabled/" + strconv.Itoa(i))
 	layers := []layer{{
 		values: pkg.Defaults(),
 		file:   path.Join(pkg.Location, plugin.ManifestFile),

@@ -99,6 +99,17 @@ func (d *Deployer) Owned(ctx context.Context) ([]*Record, error) {
 // recorded, waits until everything is ready and records a new revision, "rollback
 // to N". It returns that revision.
 func (d *Deployer) Rollback(ctx context.Context, plugin string, revision int) (*Record, error) {
+	target, err := d.RollbackTarget(ctx, plugin, revision)
+	if err != nil {
+		return nil, err
+	}
+	return d.rollbackTo(ctx, 0, target, fmt.Sprintf("rollback to %d", target.Revision))
+}
+
+// RollbackTarget is the recorded revision Rollback restores for revision (0:
+// the newest Ready revision before the current one), read without changing
+// anything: what a caller checks before a rollback.
+func (d *Deployer) RollbackTarget(ctx context.Context, plugin string, revision int) (*Record, error) {
 	cur, hist, err := state.Latest(ctx, d.store, plugin)
 	if err != nil {
 		return nil, err
@@ -123,7 +134,7 @@ func (d *Deployer) Rollback(ctx context.Context, plugin string, revision int) (*
 		}
 		return nil, fmt.Errorf("plugin %s has no revision %d; kubeplug keeps %d, it has: %s", plugin, revision, d.opts.HistoryMax, strings.Join(have, ", "))
 	}
-	return d.rollbackTo(ctx, 0, target, fmt.Sprintf("rollback to %d", target.Revision))
+	return target, nil
 }
 
 // rollbackTo applies a recorded revision as a new revision described by desc.
