@@ -31,9 +31,11 @@
 //	down                            Down            provider (locate, stop), Uninstall
 //	get-kubeconfig                  GetKubeconfig   provider (locate)
 //	status                          Status          release records; Drift with a spec
-//	uninstall                       Uninstall       release records, reverse dependency order
+//	uninstall                       Uninstall       release records, reverse dependency order; with the
+//	                                                file of a cluster kubeplug brought up, provider,
+//	                                                resolve, initialise, render, provision (machines.go)
 //	history                         History         release records
-//	rollback                        Rollback        release records, deploy
+//	rollback                        Rollback        release records, deploy; as uninstall, the machines
 //	expansion create                ExpansionCreate resolve, initialise, render, image scan, pack
 //	expansion lint|inspect|verify   ExpansionLint…  expansion packages
 //	expansion push                  ExpansionPush   expansion packages, a registry
