@@ -7,9 +7,12 @@
 // `required` work; the price is that a misspelt `{{ .Values.mesage }}` renders
 // nothing and says nothing. This package is the static check that pays it
 // back: a reference is reported when no default and no schema property could
-// ever give it a value, unless the template guards it (it is an argument of
-// default, required, hasKey, dig, empty, coalesce or ternary, or the condition
-// of an if or with, or it lies inside one that tested a prefix of it).
+// ever give it a value, unless the template guards it: it is an argument of
+// default, required, hasKey, dig, empty, coalesce or ternary; or an if or with
+// tests it (`{{ if .Values.x }}`, also under and, or, not); or it lies inside
+// an if or with whose condition names it or a prefix of it. A reference a
+// condition uses rather than tests (`{{ if eq .Values.mode "fast" }}`) is
+// checked.
 //
 // Only references whose dot is the root are followed: inside range and with
 // the dot is something else, and named templates (define) get whatever dot

@@ -16,8 +16,9 @@ type Ref struct {
 	Line, Column int
 	// Guarded says the template expects the value may be missing: the
 	// reference is an argument of a function that handles that (default,
-	// required, ...), or the condition of an if or with, or lies inside an if or
-	// with that tested it or a prefix of it.
+	// required, ...), or is tested by the condition of an if or with (alone or
+	// under and, or, not), or lies inside an if or with whose condition
+	// names it or a prefix of it.
 	Guarded bool
 }
 
@@ -56,8 +57,14 @@ func Find(text string) ([]Ref, error) {
 type scope struct {
 	dotRoot bool
 	guarded bool
-	tested  [][]string
+	// cond says the pipeline is (part of) the condition of an if or with,
+	// where a bare reference tests presence.
+	cond   bool
+	tested [][]string
 }
+
+// presenceFuncs combine presence tests in a condition.
+var presenceFuncs = map[string]bool{"and": true, "or": true, "not": true}
 
 func (s scope) with(tested [][]string) scope {
 	if len(tested) == 0 {
@@ -87,13 +94,13 @@ func (w *walker) node(n parse.Node, s scope) {
 		w.pipe(n.Pipe, s)
 	case *parse.IfNode:
 		c := s
-		c.guarded = true
+		c.cond = true
 		tested := w.pipe(n.Pipe, c)
 		w.list(n.List, s.with(tested))
 		w.list(n.ElseList, s.with(tested))
 	case *parse.WithNode:
 		c := s
-		c.guarded = true
+		c.cond = true
 		tested := w.pipe(n.Pipe, c)
 		body := s.with(tested)
 		body.dotRoot = false
@@ -125,12 +132,21 @@ func (w *walker) pipe(p *parse.PipeNode, s scope) [][]string {
 			s.guarded = true
 		}
 	}
+	cond := s.cond
+	s.cond = false
 	var tested [][]string
 	for _, c := range p.Cmds {
-		id, _ := firstIdent(c)
+		id, isFunc := firstIdent(c)
+		cs := s
+		if cond && (!isFunc || presenceFuncs[id]) {
+			// {{ if .Values.x }}, {{ if and .Values.a (not .Values.b) }}:
+			// tests whether the value is there. Other functions of a
+			// condition (eq, semverCompare, ...) use the value.
+			cs.guarded, cs.cond = true, true
+		}
 		var first []string // the path of the command's first reference argument
 		for i, a := range c.Args {
-			path := w.arg(a, s, &tested)
+			path := w.arg(a, cs, &tested)
 			if path == nil {
 				continue
 			}
