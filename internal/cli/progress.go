@@ -307,8 +307,9 @@ func (p *progress) liveEvent(e deploy.Event) {
 		if p.leaseSince.IsZero() {
 			p.leaseSince = e.Time
 		}
+		// The holder's expiry counts down between the events (every 10s).
 		d.Set("lease", live.Item{Name: "lease", Order: orderWait, Since: p.leaseSince,
-			Text: "waiting for the cluster's operation lease: " + leaseHolder(e)})
+			Live: func() string { return "waiting for the cluster's operation lease: " + leaseHolder(e) }})
 		return
 	case deploy.LeaseTaken:
 		waited := e.Time.Sub(p.leaseSince)

@@ -22,6 +22,9 @@ type Item struct {
 	Name string
 	// Text says what the item is doing now.
 	Text string
+	// Live, when set, is asked for the text at every redraw instead: for a
+	// text that changes by itself, such as a countdown. It must be quick.
+	Live func() string
 	// Current of Total, when Total is positive, draws a bar between the name
 	// and the text.
 	Current, Total int64
@@ -128,7 +131,7 @@ func (d *Display) Set(id string, it Item) {
 	text := decor.Any(func(s decor.Statistics) string {
 		// On a narrow terminal the text keeps at least half the width; the
 		// bar shrinks.
-		return e.show(func() string { return cut(e.item.Load().Text, max(s.AvailableWidth-reserve, s.AvailableWidth/2)) })
+		return e.show(func() string { return cut(e.item.Load().text(), max(s.AvailableWidth-reserve, s.AvailableWidth/2)) })
 	})
 	// Every bar is made with total 0, which never completes by itself: a
 	// completed bar could not be removed (Abort ignores it). SetTotal sets the
@@ -143,7 +146,7 @@ func (d *Display) Set(id string, it Item) {
 	}
 	// No bar, and no spaces around it: the text starts where a bar does.
 	spaced := decor.Any(func(s decor.Statistics) string {
-		return e.show(func() string { return " " + cut(e.item.Load().Text, s.AvailableWidth-reserve) })
+		return e.show(func() string { return " " + cut(e.item.Load().text(), s.AvailableWidth-reserve) })
 	})
 	e.bar = d.p.New(0, mpb.NopStyle(), mpb.BarFillerTrim(), mpb.BarPriority(prio),
 		mpb.PrependDecorators(name, took), mpb.AppendDecorators(spaced))
@@ -171,6 +174,13 @@ var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "
 func (it *Item) name() string {
 	frame := spinner[(time.Now().UnixMilli()/100)%int64(len(spinner))]
 	return frame + " " + it.Name
+}
+
+func (it *Item) text() string {
+	if it.Live != nil {
+		return it.Live()
+	}
+	return it.Text
 }
 
 // elapsed is how long the item has taken, after a space; empty without Since.

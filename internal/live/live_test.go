@@ -1,7 +1,9 @@
 package live_test
 
 import (
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,5 +111,17 @@ func TestElapsed(t *testing.T) {
 		if got := live.Elapsed(d); got != want {
 			t.Errorf("Elapsed(%s) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestDisplayLiveText: an item's Live text is asked again at every redraw.
+func TestDisplayLiveText(t *testing.T) {
+	term := livetest.NewTerminal(t, 60, 5)
+	d := live.New(term.TTY, live.Options{RefreshRate: 20 * time.Millisecond})
+	defer d.Close()
+	var n atomic.Int32
+	d.Set("x", live.Item{Name: "lease", Live: func() string { return fmt.Sprintf("expires in %ds", 30-n.Add(1)/10) }})
+	if !term.WaitFor("expires in 30s", 5*time.Second) || !term.WaitFor("expires in 29s", 5*time.Second) {
+		t.Fatalf("the live text does not change:\n%s", term.Screen)
 	}
 }

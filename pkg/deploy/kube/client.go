@@ -155,38 +155,54 @@ func (c *Client) ServerVersion(ctx context.Context) (string, error) {
 }
 
 // Retry runs fn until it succeeds, fails with an error that is not transient, or
-// the backoff runs out; then the error says how many tries were made.
+// the tries run out; then the error says how many tries were made. The pause
+// between tries grows by the backoff's Factor up to its Cap and stays there:
+// unlike wait.Backoff's own stepping, reaching the cap does not end the tries,
+// so that DefaultRetry's 9 tries last the ~20 s an API server takes to restart.
 func (c *Client) Retry(ctx context.Context, fn func(context.Context) error) error {
-	var last error
+	b := c.retry
+	limit, maxPause := b.Steps, b.Cap
+	b.Cap = 0 // capped below, without wait.Backoff zeroing the steps
+	var err error
 	tries := 0
 	told := false // Options.Retrying was told of this request
-	err := wait.ExponentialBackoffWithContext(ctx, c.retry, func(ctx context.Context) (bool, error) {
-		last = fn(ctx)
+	for {
+		err = fn(ctx)
 		tries++
-		if last == nil {
-			return true, nil
+		if err == nil || !Transient(err) {
+			break
 		}
-		if Transient(last) {
-			c.Logger.Debug("retrying after a transient error", "error", last)
-			switch {
-			case c.retrying != nil:
-				if tries == c.retry.Steps || c.shouldReport() {
-					told = true
-					c.retrying(RetryInfo{Server: c.Config.Host, Attempt: tries, Attempts: c.retry.Steps, Err: last})
-				}
-			case tries == 2 && c.shouldTell():
-				// Not in silence: the retries can take ~20 s.
-				c.Logger.Warn("the API server does not answer; retrying", "error", last, "tries", c.retry.Steps)
+		c.Logger.Debug("retrying after a transient error", "error", err)
+		switch {
+		case c.retrying != nil:
+			if tries == limit || c.shouldReport() {
+				told = true
+				c.retrying(RetryInfo{Server: c.Config.Host, Attempt: tries, Attempts: limit, Err: err})
 			}
-			return false, nil
+		case tries == 2 && c.shouldTell():
+			// Not in silence: the retries can take ~20 s.
+			c.Logger.Warn("the API server does not answer; retrying", "error", err, "tries", limit)
 		}
-		return false, last
-	})
-	if wait.Interrupted(err) && last != nil {
-		err = fmt.Errorf("the API server did not answer after %d tries: %w", c.retry.Steps, last)
+		if tries >= limit {
+			err = fmt.Errorf("the API server did not answer after %d tries: %w", tries, err)
+			break
+		}
+		pause := b.Step()
+		if maxPause > 0 {
+			pause = min(pause, maxPause)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			err = fmt.Errorf("%w while retrying a request the API server did not answer: %w", context.Cause(ctx), err)
+		case <-t.C:
+			continue
+		}
+		break
 	}
 	if told {
-		c.retrying(RetryInfo{Server: c.Config.Host, Attempt: tries, Attempts: c.retry.Steps, Err: err, Done: true})
+		c.retrying(RetryInfo{Server: c.Config.Host, Attempt: tries, Attempts: limit, Err: err, Done: true})
 	}
 	return err
 }
