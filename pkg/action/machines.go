@@ -165,8 +165,10 @@ func leftBehind(l *diag.List, plugin, what string, machine []string, why []strin
 }
 
 // notReconciled is the error of a reconcile that failed after the objects
-// changed: the provider's own diagnostics say why, this says what stays.
-func notReconciled(l *diag.List, cluster string, stays map[string][]string) {
+// changed: the provider's own diagnostics say why, this says which
+// contributions may stay (the provider may have changed some before it
+// failed) and how to go on.
+func notReconciled(l *diag.List, cluster, next string, stays map[string][]string) {
 	var parts []string
 	for _, p := range slices.Sorted(maps.Keys(stays)) {
 		if len(stays[p]) > 0 {
@@ -176,6 +178,6 @@ func notReconciled(l *diag.List, cluster string, stays map[string][]string) {
 	if len(parts) == 0 {
 		return
 	}
-	l.Errorf("", 0, 0, "", "the objects changed, but the machines of cluster %s were not reconciled (above), so these contributions stay: %s. Fix the cause and run the command again, or `kubeplug up -f` with the cluster file as the cluster should be",
-		cluster, strings.Join(parts, "; "))
+	l.Errorf("", 0, 0, "", "the objects changed, but reconciling the machines of cluster %s failed (above), so these contributions may stay: %s. Fix the cause, then %s",
+		cluster, strings.Join(parts, "; "), next)
 }

@@ -129,7 +129,7 @@ func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag
 		mr, ml := m.provision(ctx)
 		l = append(l, ml...)
 		if ml.HasFatal() {
-			notReconciled(&l, mr.Cluster, map[string][]string{plugin: slices.Compact(slices.Sorted(slices.Values(slices.Concat(cur.Machine, to.Machine))))})
+			notReconciled(&l, mr.Cluster, "run the rollback again", map[string][]string{plugin: slices.Compact(slices.Sorted(slices.Values(slices.Concat(cur.Machine, to.Machine))))})
 		}
 	default:
 		leftBehind(&l, plugin, "rollback", changed, why)

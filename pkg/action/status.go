@@ -174,7 +174,7 @@ func (a *Uninstall) Run(ctx context.Context, plugins ...string) (*UninstallResul
 		mr, ml := m.provision(ctx)
 		l = append(l, ml...)
 		if ml.HasFatal() {
-			notReconciled(&l, mr.Cluster, stays)
+			notReconciled(&l, mr.Cluster, "run `kubeplug up -f` with a cluster file that no longer enables them", stays)
 			break
 		}
 		res.Machines = mr
