@@ -59,7 +59,28 @@ type schemaCheck struct {
 	// fail records the first error of the source (an unreachable cluster);
 	// checking stops there.
 	fail *error
-	l    diag.List
+	// crdKinds are the kinds the render's CRDs define, by group version.
+	crdKinds map[schema.GroupVersion][]string
+	l        diag.List
+}
+
+func crdKinds(crds []map[string]any) map[schema.GroupVersion][]string {
+	out := map[schema.GroupVersion][]string{}
+	for _, crd := range crds {
+		spec, _ := crd["spec"].(map[string]any)
+		group, _ := spec["group"].(string)
+		names, _ := spec["names"].(map[string]any)
+		kind, _ := names["kind"].(string)
+		versions, _ := spec["versions"].([]any)
+		for _, v := range versions {
+			vm, _ := v.(map[string]any)
+			if name, _ := vm["name"].(string); name != "" && kind != "" {
+				gv := schema.GroupVersion{Group: group, Version: name}
+				out[gv] = append(out[gv], kind)
+			}
+		}
+	}
+	return out
 }
 
 // lintObjects validates every object the plugin renders with its default
@@ -103,7 +124,7 @@ func (a *Lint) lintObjects(ctx context.Context, pkg *plugin.Package, rel string,
 		}
 	}
 	crdSrc, errs := kubeschema.FromCRDs(crds)
-	c := &schemaCheck{pkg: pkg, rel: rel, live: a.liveSrc != nil, fail: &a.liveErr}
+	c := &schemaCheck{pkg: pkg, rel: rel, live: a.liveSrc != nil, fail: &a.liveErr, crdKinds: crdKinds(crds)}
 	for _, err := range errs {
 		c.l.Warnf(path.Join(rel, plugin.ManifestFile), 0, 0, "", "%v", err)
 	}
@@ -177,7 +198,7 @@ func (c *schemaCheck) object(d *yamldoc.Doc, locate func(ptr string, atKey bool)
 	}
 	if !ok {
 		file, line, col := locate("/kind", false)
-		if near := suggest.Closest(kind, kubeschema.BuiltinKinds(gv)); len(near) > 0 {
+		if near := suggest.Closest(kind, append(kubeschema.BuiltinKinds(gv), c.crdKinds[gv]...)); len(near) > 0 {
 			c.l.Warnf(file, line, col, "kind", "%s has no kind %s%s", apiVersion, kind, suggest.Hint(near))
 			return
 		}
