@@ -85,12 +85,14 @@ func applyCmd(o *options, a *action.Apply) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "apply -f cluster.yaml",
-		Short: "Apply every enabled plugin to a running cluster, wave by wave",
+		Short: "Apply every enabled plugin to a running cluster, in dependency order",
 		Long: `Run every stage of the cluster file against the cluster your kubeconfig points at.
-Each wave's Kubernetes content is server-side applied (field manager "kubeplug"),
-CRDs and Namespaces first; kubeplug waits until the wave's objects are ready
-(kstatus) before the next wave starts, so a plugin's dependents never start before
-it works. Objects a plugin's new version or values no longer produce are pruned;
+Each plugin's Kubernetes content is server-side applied (field manager
+"kubeplug"), CRDs and Namespaces first, and waited for until it is ready
+(kstatus). A plugin starts as soon as the plugins it waits for in the plan's
+waves (what it requires, its after/before hints, the order list) are ready, so a
+plugin's dependents never start before it works, and never wait for the rest of
+its wave. Objects a plugin's new version or values no longer produce are pruned;
 plugins the file no longer enables are uninstalled, dependents first.
 
 A plugin's Helm charts are installed as real Helm releases (helm list shows

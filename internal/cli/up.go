@@ -37,8 +37,8 @@ provider by default): start the control plane with the flags, feature gates and
 volumes plugins contribute; create each node pool's nodes (simulated kubelets
 carrying the pools' labels and taints), whose machines run the plugins' hooks
 (beforeNodeup, then the node joins, then afterNodeup) and receive their files
-and systemd units; deploy every plugin's Kubernetes content wave by wave, waiting
-for readiness; run the machines' afterDeploy hooks; run every plugin's validate
+and systemd units; deploy every plugin's Kubernetes content once the plugins it
+waits for are ready, waiting for its readiness; run the machines' afterDeploy hooks; run every plugin's validate
 checks.
 
 Up on a running cluster applies the difference: new plugins are installed,

@@ -51,10 +51,9 @@ type live struct {
 	// Set by connect.
 	deployer *deploy.Deployer
 	unlock   func()
-	// Rendered once, before the first wave is applied (see deployStep).
+	// Rendered once, before the first plugin is applied (see deployStep).
 	objects  map[string][]map[string]any
 	releases map[string][]render.Release
-	rendered bool
 	// machine is what each plugin contributed outside Kubernetes objects.
 	machine map[string][]string
 	// checks runs the validate checks; made by the first validate wave.
@@ -157,65 +156,36 @@ func (lv *live) otherCluster(r *run, l *diag.List) func(string) error {
 	}
 }
 
-// deployStep runs the deploy stage wave by wave: wave w's plugins run their
-// deploy stage, then wave w's Kubernetes content is applied and waited for, so
-// that a plugin's dependents start only once it is deployed and ready. The
-// content is rendered once, from the model as the first wave's deploy stage left
-// it. Input: r.plan, r.model, r.live.deployer. Output: applied and pruned counts
-// in r.live.res; the deploy stage appended to r.stages.
+// deployStep runs the deploy stage and applies the plugins' content. Wave 0's
+// plugins run their deploy stage, the content is rendered once from the model as
+// that left it, and then each plugin is scheduled on its own (schedule.go): as
+// soon as the plugins it waits for are deployed and ready, it runs its deploy
+// stage (after wave 0) and its content is applied and waited for. The first
+// failure stops every plugin that has not started. Input: r.plan, r.model,
+// r.live.deployer. Output: applied and pruned counts in r.live.res; the deploy
+// stage appended to r.stages.
 var deployStep = step{"deploy", func(ctx context.Context, r *run) diag.List {
-	var all diag.List
 	lv := &r.live
-	for w, wave := range r.plan.Waves {
-		l := r.engine.RunWave(ctx, r.plan, stage.Deploy, w, r.model)
-		all = append(all, l...)
-		if all.HasFatal() {
-			return all
-		}
-		if !lv.rendered {
-			var cl diag.List
-			lv.objects, lv.releases, cl = render.Content(ctx, r.renderInput())
-			lv.rendered = true
-			if all = append(all, r.plan.LocatePatches(r.model, cl)...); cl.HasFatal() {
-				return all
-			}
-		}
-		if lv.machine == nil {
-			lv.machine = machineContributions(r.model)
-		}
-		units, ul := lv.units(wave)
-		if all = append(all, ul...); ul.HasFatal() {
-			return all
-		}
-		wr, err := lv.deployer.ApplyWave(ctx, w, units)
-		if wr != nil {
-			lv.res.Applied += wr.Applied
-			lv.res.Pruned += wr.Pruned
-		}
-		if l := unitDiags(err); len(l) > 0 {
-			all = append(all, l...)
-			return all
-		}
+	if len(r.plan.Waves) == 0 {
+		r.stages = append(r.stages, stage.Deploy)
+		return nil
+	}
+	all := r.engine.RunWave(ctx, r.plan, stage.Deploy, 0, r.model)
+	if all.HasFatal() {
+		return all
+	}
+	objs, rels, cl := render.Content(ctx, r.renderInput())
+	lv.objects, lv.releases = objs, rels
+	if all = append(all, r.plan.LocatePatches(r.model, cl)...); cl.HasFatal() {
+		return all
+	}
+	lv.machine = machineContributions(r.model)
+	if all = append(all, lv.schedule(ctx, r)...); all.HasFatal() {
+		return all
 	}
 	r.stages = append(r.stages, stage.Deploy)
 	return all
 }}
-
-// units turns a wave's plugins and their rendered content into deploy units.
-func (lv *live) units(wave []*engine.Planned) ([]deploy.Unit, diag.List) {
-	var l diag.List
-	var units []deploy.Unit
-	for _, pl := range wave {
-		u, err := unit(pl, lv.objects[pl.Package.Name], lv.releases[pl.Package.Name])
-		if err != nil {
-			l.Errorf("", 0, 0, "", "plugin %s: %v", pl.Package.Name, err)
-			return nil, l
-		}
-		u.Machine = lv.machine[pl.Package.Name]
-		units = append(units, u)
-	}
-	return units, l
-}
 
 // machineContributions lists, by plugin, what each contributed to the model
 // outside Kubernetes objects ("KIND KEY"), for its release record.

@@ -27,8 +27,9 @@ import (
 //	render       plan, model                  -> model (finished)
 //	provision    model, rendered machines     -> running cluster, its REST config   (up)
 //	connect      REST config                  -> deployer, lease, downgrade check  (apply, up)
-//	deploy       plan, model, deployer        -> each wave: its plugins' deploy stage, then
-//	                                             its content applied and ready
+//	deploy       plan, model, deployer        -> each plugin, once those it waits for are
+//	                                             ready: its deploy stage, then its content
+//	                                             applied and ready (schedule.go)
 //	after-deploy provider                     -> machines' afterDeploy hooks        (up)
 //	validate     plan, model, REST config     -> each wave: its plugins' validate stage, then
 //	                                             their checks

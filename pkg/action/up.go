@@ -25,7 +25,7 @@ import (
 // by default) brings the control plane (with the flags, feature gates and volumes
 // plugins contributed) and the node pools (their machines run the plugins' hooks
 // and receive their files and units), then every plugin's Kubernetes content is
-// deployed wave by wave, the machines run their after-deploy hooks, and every
+// deployed in dependency order, the machines run their after-deploy hooks, and every
 // plugin's checks validate the result. Up on a running cluster applies the
 // difference.
 type Up struct {

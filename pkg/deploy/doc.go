@@ -1,13 +1,14 @@
 // Package deploy brings plugins' Kubernetes content into a running cluster and
 // keeps it there.
 //
-// A Deployer applies one wave of plugins at a time with server-side apply under the
-// "kubeplug" field manager: within a wave, stage by stage as the rules of ssa.Order
+// A Deployer applies a wave of plugins (ApplyWave), or one plugin as a wave of one
+// for a caller that schedules each plugin on its own (ApplyUnit), with
+// server-side apply under the "kubeplug" field manager: within a wave, stage by stage as the rules of ssa.Order
 // say — CustomResourceDefinitions and Namespaces first (waiting until the CRDs are
 // Established), then every other object, then APIServices and webhook
 // configurations — each stage concurrently through a client tuned for it. It then waits until each plugin's
 // objects are Current (kstatus), so that a plugin's dependents, in later waves, only
-// start once it is ready. A plugin may add health checks: CEL expressions over the
+// start once it is ready (ApplyUnit says when, before it prunes and records). A plugin may add health checks: CEL expressions over the
 // live object, per kind, that must hold too.
 //
 // A plugin's Helm releases are installed after its objects through the Helm SDK, as

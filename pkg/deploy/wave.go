@@ -32,16 +32,65 @@ type WaveResult struct {
 // finish the record), and record the failures.
 func (d *Deployer) ApplyWave(ctx context.Context, n int, units []Unit) (*WaveResult, error) {
 	w := d.newWave(n, units)
-	w.start()
+	d.StartWave(n, len(units), w.total)
+	faultpoint.Hit("apply:wave-start")
+	err := w.run(ctx)
+	if w.settled {
+		faultpoint.Hit("apply:wave-end")
+		d.FinishWave(n, w.res.Applied, w.total)
+	}
+	return w.res, err
+}
+
+// ApplyUnit applies one unit as a wave of one (ApplyWave's phases), for a caller
+// that starts each plugin on its own as soon as the plugins it waits for are
+// ready, rather than a wave at a time. n is the unit's wave in the plan, for
+// its events. ready, when not nil, is called once the unit's objects are ready,
+// before its prune and record are finished, so that the plugins waiting for
+// this one need not wait for its bookkeeping too; in a dry run, which waits for
+// nothing, once its objects were applied. ready is not called for a unit that
+// fails first.
+//
+// ApplyUnit emits no wave events: the caller, which knows which units make up a
+// wave, does (StartWave, FinishWave). Units applied at once share the
+// Deployer's Options.Concurrency.
+func (d *Deployer) ApplyUnit(ctx context.Context, n int, u Unit, ready func()) (*WaveResult, error) {
+	w := d.newWave(n, []Unit{u})
+	w.onReady = ready
+	faultpoint.Hit("apply:wave-start")
+	err := w.run(ctx)
+	if w.settled {
+		faultpoint.Hit("apply:wave-end")
+	}
+	return w.res, err
+}
+
+// StartWave says that wave n starts, with so many plugins and objects: the
+// WaveStarted event, for a caller of ApplyUnit (ApplyWave emits its own).
+func (d *Deployer) StartWave(n, plugins, total int) {
+	d.emit(Event{Type: WaveStarted, Wave: n, Total: total, Message: fmt.Sprintf("%d plugin(s)", plugins)})
+}
+
+// FinishWave says that every unit of wave n has ended, having applied so many
+// of its total objects: the WaveFinished event, for a caller of ApplyUnit.
+func (d *Deployer) FinishWave(n, applied, total int) {
+	d.emit(Event{Type: WaveFinished, Wave: n, Applied: applied, Total: total})
+}
+
+// run is a wave's phases, in order. settled is set when the wave went through
+// them all: not in a dry run, which waits for nothing, nor when it stopped before
+// anything was changed (no records namespace, a refused downgrade).
+func (w *wave) run(ctx context.Context) error {
+	d := w.d
 	if !d.opts.DryRun && !d.nsReady.Load() {
 		if err := d.kc.EnsureNamespace(ctx, d.opts.Namespace); err != nil {
-			return nil, err
+			return err
 		}
 		d.nsReady.Store(true)
 	}
 	w.prepare(ctx)
 	if err := w.refuseDowngrades(); err != nil {
-		return w.res, err
+		return err
 	}
 	if !d.opts.DryRun {
 		w.begin(ctx)
@@ -58,12 +107,15 @@ func (d *Deployer) ApplyWave(ctx context.Context, n int, units []Unit) (*WaveRes
 	w.applied()
 	if d.opts.DryRun {
 		w.dryRunReleases(ctx)
-		return w.res, w.err()
+		if w.onReady != nil && w.runs[0].err == nil {
+			w.onReady()
+		}
+		return w.err()
 	}
 	w.settle(ctx)
 	w.recordFailures(ctx)
-	w.end()
-	return w.res, w.err()
+	w.settled = true
+	return w.err()
 }
 
 // wave is one wave's work: its units, what each has reached, and the result.
@@ -76,6 +128,10 @@ type wave struct {
 	total int
 	res   *WaveResult
 	mu    sync.Mutex // guards res once units settle in parallel
+	// onReady, set by ApplyUnit, is called when its one unit is ready.
+	onReady func()
+	// settled: the wave went through all its phases (run).
+	settled bool
 }
 
 // unitRun is one unit's progress through a wave.
@@ -107,11 +163,6 @@ func (d *Deployer) newWave(n int, units []Unit) *wave {
 		w.runs = append(w.runs, &unitRun{unit: u})
 	}
 	return w
-}
-
-func (w *wave) start() {
-	w.d.emit(Event{Type: WaveStarted, Wave: w.n, Total: w.total, Message: fmt.Sprintf("%d plugin(s)", len(w.runs))})
-	faultpoint.Hit("apply:wave-start")
 }
 
 // each runs fn for every unit still in the wave, concurrently, and waits.
@@ -314,6 +365,9 @@ func (w *wave) settle(ctx context.Context) {
 		}
 		all := append(kube.RefsOf(r.unit.Objects), kube.RefsOf(r.helm.Objects)...)
 		w.d.emit(Event{Type: PluginReady, Wave: w.n, Plugin: r.unit.Plugin, Ready: len(all), Total: len(all)})
+		if w.onReady != nil {
+			w.onReady()
+		}
 		faultpoint.Hit("apply:before-prune")
 		pruned, err := w.prune(ctx, r, all)
 		if err != nil {
@@ -410,11 +464,6 @@ func (w *wave) recordFailures(ctx context.Context) {
 			r.err = w.failRecord(ctx, r, r.err, r.err.Error())
 		}
 	}
-}
-
-func (w *wave) end() {
-	faultpoint.Hit("apply:wave-end")
-	w.d.emit(Event{Type: WaveFinished, Wave: w.n, Applied: w.res.Applied, Total: w.total})
 }
 
 // err joins one *UnitError per failed unit.

@@ -5,6 +5,9 @@
 // plugins run wave by wave in the resolver's order; the members of one wave run
 // concurrently and see the model as it stood when the wave began, and their
 // contributions are merged in name order, so the result never depends on timing.
+// (The one exception is the deploy stage under apply, whose caller runs each plugin
+// with RunPlugin once the plugins it waits for are deployed; the content is rendered
+// before, so only diagnostics can tell.)
 // Every plugin receives the whole cluster, every plugin's effective values (others'
 // sensitive values redacted) and the model so far. A plugin answers with a
 // contribution and diagnostics: a fatal diagnostic stops the run once the stage has

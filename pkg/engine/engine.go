@@ -456,10 +456,14 @@ func (e *Engine) RunStage(ctx context.Context, plan *Plan, st stage.Stage, m *mo
 // deploys wave w, and waits for it before wave w+1; or the validate stage of
 // wave w, then the wave's checks.
 func (e *Engine) RunWave(ctx context.Context, plan *Plan, st stage.Stage, w int, m *model.Model) diag.List {
-	var all diag.List
+	e.StartWave(plan, st, w)
+	return e.run(ctx, plan, st, plan.Waves[w], m)
+}
+
+// StartWave logs that wave w of st starts and tells Options.Progress, as RunWave
+// does: for a caller that runs the wave's plugins one by one with RunPlugin.
+func (e *Engine) StartWave(plan *Plan, st stage.Stage, w int) {
 	wave := plan.Waves[w]
-	// Runtimes scrub what plugin code prints of these.
-	ctx = redact.NewContext(ctx, plan.Secrets())
 	if w == 0 {
 		e.log.Info("stage started", "stage", st, "plugins", len(plan.Plugins), "waves", len(plan.Waves))
 	}
@@ -471,6 +475,23 @@ func (e *Engine) RunWave(ctx context.Context, plan *Plan, st stage.Stage, w int,
 		}
 		e.opts.Progress(ev)
 	}
+}
+
+// RunPlugin runs st for one plugin of plan and merges its contribution into m,
+// as RunWave does for each plugin of a wave, for a caller that starts each
+// plugin on its own (apply's deploy stage starts a plugin once the plugins it
+// waits for are ready). It tells Options.Progress nothing (see StartWave). Calls
+// that share m must not overlap.
+func (e *Engine) RunPlugin(ctx context.Context, plan *Plan, st stage.Stage, p *Planned, m *model.Model) diag.List {
+	return e.run(ctx, plan, st, []*Planned{p}, m)
+}
+
+// run runs st for plugins, at most Options.Parallelism at once, and merges
+// their contributions into m in their order.
+func (e *Engine) run(ctx context.Context, plan *Plan, st stage.Stage, wave []*Planned, m *model.Model) diag.List {
+	var all diag.List
+	// Runtimes scrub what plugin code prints of these.
+	ctx = redact.NewContext(ctx, plan.Secrets())
 	others := plan.others
 	if others == nil {
 		// A plan not made by Engine.Plan.

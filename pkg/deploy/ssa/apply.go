@@ -37,6 +37,9 @@ type Options struct {
 type Applier struct {
 	c    *kube.Client
 	opts Options
+	// applies bounds the applies in flight across every ApplyAll call: units
+	// applied at once share one pipe as wide as a wave's.
+	applies chan struct{}
 }
 
 // New returns an Applier for the cluster c talks to.
@@ -47,7 +50,7 @@ func New(c *kube.Client, opts Options) *Applier {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
-	return &Applier{c: c, opts: opts}
+	return &Applier{c: c, opts: opts, applies: make(chan struct{}, opts.Concurrency)}
 }
 
 // Prepare makes a plugin's object what is applied and compared for drift: its
@@ -73,16 +76,16 @@ type Result struct {
 	Err error
 }
 
-// ApplyAll applies objects concurrently, bounded by Options.Concurrency, and
-// returns one Result per object, in their order.
+// ApplyAll applies objects concurrently and returns one Result per object, in
+// their order. Options.Concurrency bounds the applies in flight of every
+// ApplyAll call of the Applier together, not of each.
 func (a *Applier) ApplyAll(ctx context.Context, objs []*unstructured.Unstructured) []Result {
 	out := make([]Result, len(objs))
-	sem := make(chan struct{}, a.opts.Concurrency)
 	var wg sync.WaitGroup
 	for i, o := range objs {
-		sem <- struct{}{}
+		a.applies <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { <-a.applies }()
 			out[i].Obj, out[i].Err = a.Apply(ctx, o)
 			if out[i].Err == nil {
 				faultpoint.Hit("apply:object-applied")
