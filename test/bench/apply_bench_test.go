@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/internal/controlplane"
@@ -30,18 +28,27 @@ func TestMain(m *testing.M) {
 	os.Exit(testcluster.RunWith(m, testcluster.Config{Nodes: -1}))
 }
 
-const (
-	plugins       = 20
-	objsPerPlugin = 50
-)
+// plugins is how many plugins the benchmarks' objects are spread over.
+const plugins = 20
 
-// content returns plugin i's objects: ConfigMaps in namespace ns.
-func content(ns string, i int) []map[string]any {
+// perPlugin is how many of objects plugin i has: objects spread evenly over
+// the plugins, the first ones taking what does not divide.
+func perPlugin(objects, i int) int {
+	n := objects / plugins
+	if i < objects%plugins {
+		n++
+	}
+	return n
+}
+
+// content returns plugin i's objects, its share of objects in all: ConfigMaps
+// in namespace ns.
+func content(ns string, i, objects int) []map[string]any {
 	var out []map[string]any
-	for j := range objsPerPlugin {
+	for j := range perPlugin(objects, i) {
 		out = append(out, map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": fmt.Sprintf("p%02d-cm%02d", i, j), "namespace": ns},
+			"metadata": map[string]any{"name": fmt.Sprintf("p%02d-cm%03d", i, j), "namespace": ns},
 			"data":     map[string]any{"plugin": fmt.Sprint(i), "index": fmt.Sprint(j), "payload": strings.Repeat("x", 256)},
 		})
 	}
@@ -71,10 +78,11 @@ func write(tb testing.TB, path, text string) {
 	}
 }
 
-// kubeplugCluster writes 20 plugins whose objects go to ns, each requiring the one
-// before it in a tree (plugin i requires plugin (i-1)/2), and a cluster file
-// naming the Kubernetes version the shared control plane runs.
-func kubeplugCluster(tb testing.TB, dir, ns string) string {
+// kubeplugCluster writes 20 plugins with objects ConfigMaps in all, in ns, each
+// requiring the one before it in a tree (plugin i requires plugin (i-1)/2: six
+// waves), and a cluster file naming the Kubernetes version the shared control
+// plane runs.
+func kubeplugCluster(tb testing.TB, dir, ns string, objects int) string {
 	version, err := controlplane.KubernetesVersion(testcluster.ControlPlane(tb).BinDir())
 	if err != nil {
 		tb.Fatal(err)
@@ -89,7 +97,7 @@ func kubeplugCluster(tb testing.TB, dir, ns string) string {
 		}
 		write(tb, filepath.Join(dir, "plugins", fmt.Sprintf("p%02d", i), "plugin.yaml"), fmt.Sprintf(
 			"apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: p%02d, version: 1.0.0}\nspec:\n  requires: %s\n  contributes: {kubernetes: {manifests: [objects.yaml]}}\n", i, req))
-		write(tb, filepath.Join(dir, "plugins", fmt.Sprintf("p%02d", i), "objects.yaml"), yamlDocs(tb, content(ns, i)))
+		write(tb, filepath.Join(dir, "plugins", fmt.Sprintf("p%02d", i), "objects.yaml"), yamlDocs(tb, content(ns, i, objects)))
 		fmt.Fprintf(&enabled, "      - {name: p%02d}\n", i)
 	}
 	path := filepath.Join(dir, "cluster.yaml")
@@ -124,144 +132,6 @@ func createNamespace(tb testing.TB, d dynamic.Interface, ns string) {
 	}
 }
 
-// BenchmarkApply1000 applies the same 1,000 ConfigMaps from 20 plugins with every
-// tool, each into its own namespace, and reports the ratios DESIGN.md sets targets for.
-func BenchmarkApply1000(b *testing.B) {
-	cp := testcluster.ControlPlane(b)
-	kubeconfig := cp.KubeconfigPath()
-	kubectl := filepath.Join(cp.BinDir(), "kubectl")
-	helm := os.Getenv("KUBEPLUG_HELM")
-	cfg := testcluster.RESTConfig(b)
-	cfg.QPS, cfg.Burst = 500, 1000
-	dc, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for n := range b.N {
-		dir := b.TempDir()
-		suffix := fmt.Sprintf("%d-%d", n, time.Now().UnixNano()%100000)
-
-		// kubeplug apply: resolve, render, apply in waves, wait, record inventories.
-		path := kubeplugCluster(b, filepath.Join(dir, "kubeplug"), "kp-"+suffix)
-		apply := action.NewApply(&action.Config{NoBuiltin: true})
-		requests := &countingTransport{}
-		kcfg := rest.CopyConfig(cfg)
-		kcfg.WrapTransport = requests.wrap
-		apply.Target.RESTConfig = kcfg
-		applyOnce := func() error {
-			cl, l := config.Load(path)
-			if cl == nil {
-				return l.Err()
-			}
-			_, l = apply.Run(context.Background(), cl)
-			return l.Err()
-		}
-		var tKubeplug, tReapply, tBare time.Duration
-		var fresh, noop int
-		kubeplugRuns := func() {
-			tKubeplug = timeIt(b, "kubeplug apply", applyOnce)
-			fresh = requests.take()
-			tReapply = timeIt(b, "kubeplug re-apply (no change)", applyOnce)
-			noop = requests.take()
-			// Every object is one apply; the rest is kubeplug's own bookkeeping.
-			b.Logf("API requests: fresh apply %d (%d fixed beyond one per object), no-op re-apply %d", fresh, fresh-plugins*objsPerPlugin, noop)
-			b.ReportMetric(float64(fresh-plugins*objsPerPlugin), "fixed-requests")
-			b.ReportMetric(float64(noop), "noop-requests")
-		}
-		bareRuns := func() {
-			// A bare parallel server-side-apply loop: the physical limit here.
-			nsBare := "bare-" + suffix
-			createNamespace(b, dc, nsBare)
-			var all []map[string]any
-			for i := range plugins {
-				all = append(all, content(nsBare, i)...)
-			}
-			tBare = timeIt(b, "bare parallel SSA loop", func() error {
-				sem := make(chan struct{}, 32)
-				var wg sync.WaitGroup
-				var mu sync.Mutex
-				var first error
-				for _, o := range all {
-					sem <- struct{}{}
-					wg.Go(func() {
-						defer func() { <-sem }()
-						u := &unstructured.Unstructured{Object: o}
-						_, err := dc.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(nsBare).
-							Apply(context.Background(), u.GetName(), u, metav1.ApplyOptions{FieldManager: "bench"})
-						if err != nil {
-							mu.Lock()
-							first = err
-							mu.Unlock()
-						}
-					})
-				}
-				wg.Wait()
-				return first
-			})
-		}
-		// Alternate which goes first: the API server warms up (caches, etcd) on
-		// whatever runs first.
-		if n%2 == 0 {
-			kubeplugRuns()
-			bareRuns()
-		} else {
-			bareRuns()
-			kubeplugRuns()
-		}
-
-		// kubectl apply --server-side of the same objects, in one directory.
-		nsKubectl := "kubectl-" + suffix
-		createNamespace(b, dc, nsKubectl)
-		kdir := filepath.Join(dir, "kubectl")
-		for i := range plugins {
-			write(b, filepath.Join(kdir, fmt.Sprintf("p%02d.yaml", i)), yamlDocs(b, content(nsKubectl, i)))
-		}
-		tKubectl := timeIt(b, "kubectl apply --server-side", func() error {
-			return run(kubectl, "--kubeconfig", kubeconfig, "apply", "--server-side", "-f", kdir)
-		})
-
-		// helm install of the same content as 20 charts, one release after another.
-		var tHelm time.Duration
-		if helm != "" {
-			nsHelm := "helm-" + suffix
-			createNamespace(b, dc, nsHelm)
-			tHelm = timeIt(b, "helm install x20", func() error {
-				for i := range plugins {
-					chart := filepath.Join(dir, "helm", fmt.Sprintf("p%02d", i))
-					write(b, filepath.Join(chart, "Chart.yaml"), fmt.Sprintf("apiVersion: v2\nname: p%02d\nversion: 1.0.0\n", i))
-					write(b, filepath.Join(chart, "templates", "objects.yaml"), yamlDocs(b, content(nsHelm, i)))
-					if err := run(helm, "--kubeconfig", kubeconfig, "install", fmt.Sprintf("p%02d", i), chart, "--namespace", nsHelm); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		} else {
-			b.Log("helm comparison skipped: set KUBEPLUG_HELM (make bench builds it)")
-		}
-
-		// Not timed: every iteration's apply is a fresh install, not an upgrade
-		// moving the previous iteration's plugins (and pruning their objects).
-		un := action.NewUninstall(&action.Config{NoBuiltin: true})
-		un.Target.RESTConfig = cfg
-		names := []string{"ns"}
-		for i := range plugins {
-			names = append(names, fmt.Sprintf("p%02d", i))
-		}
-		un.Cascade = true
-		if _, l := un.Run(context.Background(), names...); l.HasFatal() {
-			b.Fatalf("uninstall the bench's plugins: %v", l)
-		}
-
-		b.ReportMetric(tKubectl.Seconds()/tKubeplug.Seconds(), "x-faster-than-kubectl")
-		if tHelm > 0 {
-			b.ReportMetric(tHelm.Seconds()/tKubeplug.Seconds(), "x-faster-than-helm")
-		}
-		b.ReportMetric(tKubeplug.Seconds()/tBare.Seconds(), "x-of-bare-loop")
-		b.ReportMetric(tReapply.Seconds(), "reapply-s")
-	}
-}
-
 // countingTransport counts the API requests the clients it wraps send.
 type countingTransport struct{ n atomic.Int64 }
 
@@ -287,7 +157,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func BenchmarkNoopApply1000(b *testing.B) {
 	cfg := testcluster.RESTConfig(b)
 	cfg.QPS, cfg.Burst = 500, 1000
-	path := kubeplugCluster(b, filepath.Join(b.TempDir(), "kubeplug"), fmt.Sprintf("noop-%d", time.Now().UnixNano()%100000))
+	path := kubeplugCluster(b, filepath.Join(b.TempDir(), "kubeplug"), fmt.Sprintf("noop-%d", time.Now().UnixNano()%100000), 1000)
 	apply := action.NewApply(&action.Config{NoBuiltin: true})
 	requests := &countingTransport{}
 	cfg.WrapTransport = requests.wrap
