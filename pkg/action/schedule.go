@@ -51,11 +51,17 @@ type waveProgress struct {
 	applied         int
 }
 
-// built is a plugin's deploy unit, or why it could not be made.
+// built is a plugin's deploy unit, begun (deploy.BeginUnit), or why it could
+// not be made; neither when the run stopped first.
 type built struct {
-	unit deploy.Unit
-	err  error
+	begun *deploy.Begun
+	err   error
 }
+
+// beginAhead bounds how many plugins' units are begun at once ahead of their
+// turn (their records written): enough to keep ahead of the applies, few
+// enough that the first plugins' records are not queued behind the last's.
+const beginAhead = 4
 
 // schedule applies every plugin of the plan, each as soon as the plugins it
 // waits for are ready, and returns the diagnostics. Wave 0 has run its deploy
@@ -74,16 +80,29 @@ func (lv *live) schedule(ctx context.Context, r *run) diag.List {
 		s.waves = append(s.waves, wp)
 	}
 	var wg sync.WaitGroup
-	// Units are made ahead, in plan order, while the plugins before apply: the
-	// first needed is the first made.
+	// Units are made and begun ahead — rendered into objects, their records
+	// written — in plan order, while the plugins before them apply: the first
+	// needed is the first made, and none of it is left for when a plugin's turn
+	// comes but applying.
 	wg.Go(func() {
+		sem := make(chan struct{}, beginAhead)
 		for _, pl := range r.plan.Plugins {
+			out := units[pl.Package.Name]
 			if s.stopped(ctx) {
-				return
+				out <- built{}
+				continue
 			}
 			u, err := unit(pl, lv.objects[pl.Package.Name], lv.releases[pl.Package.Name])
+			if err != nil {
+				out <- built{err: err}
+				continue
+			}
 			u.Machine = lv.machine[pl.Package.Name]
-			units[pl.Package.Name] <- built{u, err}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				out <- built{begun: lv.deployer.BeginUnit(ctx, pl.Wave, u)}
+			})
 		}
 	})
 	for _, pl := range r.plan.Plugins {
@@ -98,19 +117,12 @@ func (lv *live) schedule(ctx context.Context, r *run) diag.List {
 }
 
 // plugin waits for what pl waits for, runs its deploy stage (after wave 0),
-// applies its unit and returns how many objects it applied.
+// applies its unit and returns how many objects it applied. A unit begun and
+// not applied, the run having stopped first, is abandoned.
 func (s *schedule) plugin(ctx context.Context, pl *engine.Planned, unit <-chan built) int {
 	r, name := s.r, pl.Package.Name
-	for _, a := range pl.After {
-		select {
-		case <-s.ready[a]:
-		case <-s.stop:
-			return 0
-		case <-ctx.Done():
-			return 0
-		}
-	}
-	if s.stopped(ctx) {
+	b, ok := s.await(ctx, pl, unit)
+	if !ok {
 		return 0
 	}
 	if pl.Wave > 0 {
@@ -122,27 +134,21 @@ func (s *schedule) plugin(ctx context.Context, pl *engine.Planned, unit <-chan b
 		l := r.engine.RunPlugin(ctx, r.plan, stage.Deploy, pl, r.model)
 		s.stageMu.Unlock()
 		if s.add(l); l.HasFatal() {
+			s.abandon(ctx, name, b.begun, "not applied: its deploy stage failed")
 			return 0
 		}
 	}
-	var b built
-	select {
-	case b = <-unit:
-	case <-s.stop:
-		return 0
-	case <-ctx.Done():
-		return 0
-	}
-	if b.err != nil {
-		var l diag.List
-		l.Errorf("", 0, 0, "", "plugin %s: %v", name, b.err)
-		s.add(l)
+	if s.stopped(ctx) {
+		s.abandon(ctx, name, b.begun, "not applied: the run stopped at an earlier failure")
 		return 0
 	}
 	s.startWave(pl.Wave)
 	var once sync.Once
 	ready := func() { once.Do(func() { close(s.ready[name]) }) }
-	wr, err := s.lv.deployer.ApplyUnit(ctx, pl.Wave, b.unit, ready)
+	wr, err := b.begun.Apply(ctx, ready)
+	if err == nil {
+		ready() // already, as a rule
+	}
 	applied := 0
 	if wr != nil {
 		applied = wr.Applied
@@ -153,6 +159,47 @@ func (s *schedule) plugin(ctx context.Context, pl *engine.Planned, unit <-chan b
 	}
 	s.add(unitDiags(err))
 	return applied
+}
+
+// await waits until every plugin pl waits for is ready and pl's unit is made
+// and begun; ok is false when the run stopped first (pl's unit, begun, then
+// abandoned) or the unit could not be made.
+func (s *schedule) await(ctx context.Context, pl *engine.Planned, unit <-chan built) (b built, ok bool) {
+	name := pl.Package.Name
+	ok = true
+	for _, a := range pl.After {
+		select {
+		case <-s.ready[a]:
+			continue
+		case <-s.stop:
+		case <-ctx.Done():
+		}
+		ok = false
+		break
+	}
+	b = <-unit // the maker sends for every plugin, whatever happens
+	switch {
+	case b.err != nil:
+		var l diag.List
+		l.Errorf("", 0, 0, "", "plugin %s: %v", name, b.err)
+		s.add(l)
+		return b, false
+	case b.begun == nil:
+		return b, false
+	case !ok || s.stopped(ctx):
+		s.abandon(ctx, name, b.begun, "not applied: the run stopped at an earlier failure")
+		return b, false
+	}
+	return b, true
+}
+
+// abandon gives up a begun unit; a record that cannot be set right is a warning.
+func (s *schedule) abandon(ctx context.Context, plugin string, b *deploy.Begun, why string) {
+	if err := b.Abandon(ctx, why); err != nil {
+		var l diag.List
+		l.Warnf("", 0, 0, "", "plugin %s: %s, and its release record could not say so: %v", plugin, why, err)
+		s.add(l)
+	}
 }
 
 // stopped reports whether nothing may start any more: a plugin failed, or the

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,5 +156,84 @@ func TestDependentsStartWhenTheirRequirementsAreReady(t *testing.T) {
 	}
 	if len(ready) != 4 {
 		t.Errorf("plugins ready: %v, want all four", ready)
+	}
+}
+
+// abandonCluster writes base, whose ConfigMap is ready only with the key "open"
+// (which version 1 has and version 2 drops), dep requiring base, and, in version
+// 2, newdep requiring base too.
+func abandonCluster(t *testing.T, dir, ns string, version int) string {
+	t.Helper()
+	v := strconv.Itoa(version)
+	open := ""
+	if version == 1 {
+		open = ", open: 'yes'"
+	}
+	enabled := "[{name: sched-base}, {name: sched-dep}]"
+	files := map[string]string{
+		"plugins/base/plugin.yaml": "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: sched-base, version: " + v + ".0.0}\nspec:\n" +
+			"  contributes: {kubernetes: {manifests: [cm.yaml]}}\n  health: [{kind: ConfigMap, expression: 'has(object.data.open)'}]\n",
+		"plugins/base/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: base, namespace: " + ns + "}\ndata: {v: '" + v + "'" + open + "}\n",
+		"plugins/dep/plugin.yaml": "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: sched-dep, version: " + v + ".0.0}\nspec:\n" +
+			"  requires: [{name: sched-base}]\n  contributes: {kubernetes: {manifests: [cm.yaml]}}\n",
+		"plugins/dep/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dep, namespace: " + ns + "}\ndata: {v: '" + v + "'}\n",
+	}
+	if version == 2 {
+		enabled = "[{name: sched-base}, {name: sched-dep}, {name: sched-newdep}]"
+		files["plugins/newdep/plugin.yaml"] = "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: sched-newdep, version: 1.0.0}\nspec:\n" +
+			"  requires: [{name: sched-base}]\n  contributes: {kubernetes: {manifests: [cm.yaml]}}\n"
+		files["plugins/newdep/cm.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: newdep, namespace: " + ns + "}\ndata: {v: '1'}\n"
+	}
+	files["cluster.yaml"] = "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: abandon}\nspec:\n  kubernetesVersion: 1.37.1\n" +
+		"  plugins:\n    sources: [{dir: ./plugins}]\n    enabled: " + enabled + "\n"
+	for name, text := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "cluster.yaml")
+}
+
+// TestFailureAbandonsBegunDependents: a plugin's revision is recorded ahead of
+// its turn, while what it waits for applies. When that fails, the dependents
+// are never applied, and their records say so: an upgraded plugin's new
+// revision is Interrupted ("not applied"), which the next run continues; a
+// plugin that was not installed has no record at all.
+func TestFailureAbandonsBegunDependents(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	cfg := &action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }}
+	apply := action.NewApply(cfg)
+	apply.Target.RESTConfig = testcluster.RESTConfig(t)
+	apply.Timeout = time.Minute
+	dir := t.TempDir()
+	if _, l := apply.Run(t.Context(), load(t, abandonCluster(t, dir, ns, 1))); l.HasFatal() {
+		t.Fatalf("version 1: %v", l)
+	}
+	apply.Timeout = 3 * time.Second
+	if _, l := apply.Run(t.Context(), load(t, abandonCluster(t, dir, ns, 2))); !l.HasFatal() {
+		t.Fatal("version 2 applied, though base never becomes ready")
+	}
+	hist := action.NewHistory(cfg)
+	hist.Target.RESTConfig = apply.Target.RESTConfig
+	revs, l := hist.Run(t.Context(), "sched-dep")
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	if len(revs) != 2 || revs[1].Status != deploy.PhaseInterrupted || !strings.Contains(revs[1].Message, "not applied") {
+		t.Errorf("dep's history = %+v, want its revision 2 Interrupted, not applied", revs)
+	}
+	if revs, _ := hist.Run(t.Context(), "sched-newdep"); len(revs) != 0 {
+		t.Errorf("newdep, never applied, has revisions: %+v", revs)
+	}
+	cs := testcluster.Client(t)
+	if cm, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), "dep", metav1.GetOptions{}); err != nil || cm.Data["v"] != "1" {
+		t.Errorf("dep's ConfigMap = %v, %v; want version 1's, untouched", cm.Data, err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), "newdep", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("newdep's ConfigMap: err = %v, want NotFound", err)
 	}
 }

@@ -44,25 +44,96 @@ func (d *Deployer) ApplyWave(ctx context.Context, n int, units []Unit) (*WaveRes
 
 // ApplyUnit applies one unit as a wave of one (ApplyWave's phases), for a caller
 // that starts each plugin on its own as soon as the plugins it waits for are
-// ready, rather than a wave at a time. n is the unit's wave in the plan, for
-// its events. ready, when not nil, is called once the unit's objects are ready,
-// before its prune and record are finished, so that the plugins waiting for
-// this one need not wait for its bookkeeping too; in a dry run, which waits for
-// nothing, once its objects were applied. ready is not called for a unit that
-// fails first.
+// ready, rather than a wave at a time: BeginUnit, then Begun.Apply.
+func (d *Deployer) ApplyUnit(ctx context.Context, n int, u Unit, ready func()) (*WaveResult, error) {
+	return d.BeginUnit(ctx, n, u).Apply(ctx, ready)
+}
+
+// Begun is one unit of ApplyUnit's, begun (BeginUnit) and not applied yet. It
+// must be applied or abandoned, once.
+type Begun struct {
+	w *wave
+	// early: BeginUnit did the first phases, which stopped with err; else Apply
+	// does every phase.
+	early bool
+	err   error
+}
+
+// BeginUnit does what can be done of applying u before the plugins it waits for
+// are ready, so that none of it is in the way once they are: it prepares the
+// unit (health checks, CRD safety, its objects stamped, its records read),
+// refuses a downgrade and records the revision, Applying, with its inventory
+// widened — everything but changing the cluster's objects. n is the unit's wave
+// in the plan, for its events. When a kind of u's objects is not served yet (its
+// CRD comes with a plugin u waits for), or in a dry run, BeginUnit does nothing
+// and Apply does it all: an object's namespace and digest depend on its kind's
+// scope. What fails here is returned by Apply.
+func (d *Deployer) BeginUnit(ctx context.Context, n int, u Unit) *Begun {
+	b := &Begun{w: d.newWave(n, []Unit{u})}
+	if d.opts.DryRun || !d.mapsAll(u.Objects) {
+		return b
+	}
+	b.early = true
+	faultpoint.Hit("apply:wave-start")
+	b.err = b.w.start(ctx)
+	return b
+}
+
+// Apply applies the begun unit, waits until it is ready, prunes what its previous
+// version had that it no longer produces and records its inventory, as ApplyWave
+// does for a wave of one. ready, when not nil, is called once the unit's objects
+// are ready, before its prune and record are finished, so that the plugins
+// waiting for this one need not wait for its bookkeeping too; in a dry run,
+// which waits for nothing, once its objects were applied. ready is not called
+// for a unit that fails first.
 //
-// ApplyUnit emits no wave events: the caller, which knows which units make up a
+// Apply emits no wave events: the caller, which knows which units make up a
 // wave, does (StartWave, FinishWave). Units applied at once share the
 // Deployer's Options.Concurrency.
-func (d *Deployer) ApplyUnit(ctx context.Context, n int, u Unit, ready func()) (*WaveResult, error) {
-	w := d.newWave(n, []Unit{u})
+func (b *Begun) Apply(ctx context.Context, ready func()) (*WaveResult, error) {
+	w := b.w
 	w.onReady = ready
-	faultpoint.Hit("apply:wave-start")
-	err := w.run(ctx)
+	if !b.early {
+		faultpoint.Hit("apply:wave-start")
+		b.err = w.start(ctx)
+	}
+	if b.err != nil {
+		return w.res, b.err
+	}
+	err := w.finish(ctx)
 	if w.settled {
 		faultpoint.Hit("apply:wave-end")
 	}
 	return w.res, err
+}
+
+// Abandon ends a begun unit that is not to be applied (a plugin it waits for
+// failed, the run was cancelled): the revision BeginUnit recorded is marked
+// Interrupted with why, so that the next run continues it; a plugin that was not
+// installed has its record removed instead, as nothing of it was applied. It
+// writes even when ctx is done: a record that says Applying lies.
+func (b *Begun) Abandon(ctx context.Context, why string) error {
+	r := b.w.runs[0]
+	if !b.early || r.rec == nil || r.same {
+		return nil // nothing was recorded
+	}
+	ctx = context.WithoutCancel(ctx)
+	if r.old == nil {
+		return b.w.d.store.Delete(ctx, r.unit.Plugin)
+	}
+	return b.w.d.setPhase(ctx, r.rec.Clone(), PhaseInterrupted, why+"; run the same command again to continue")
+}
+
+// mapsAll reports whether the cluster serves the kind of every object, as far
+// as the Deployer's discovery knows, without asking again.
+func (d *Deployer) mapsAll(objs []*unstructured.Unstructured) bool {
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		if _, err := d.kc.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // StartWave says that wave n starts, with so many plugins and objects: the
@@ -77,10 +148,19 @@ func (d *Deployer) FinishWave(n, applied, total int) {
 	d.emit(Event{Type: WaveFinished, Wave: n, Applied: applied, Total: total})
 }
 
-// run is a wave's phases, in order. settled is set when the wave went through
-// them all: not in a dry run, which waits for nothing, nor when it stopped before
-// anything was changed (no records namespace, a refused downgrade).
+// run is a wave's phases, in order: start, then finish.
 func (w *wave) run(ctx context.Context) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	return w.finish(ctx)
+}
+
+// start is the phases that change none of the cluster's objects: the records'
+// namespace, prepare, refuse downgrades, begin the records. It returns an error
+// when the wave stops before anything is changed (no records namespace, a
+// refused downgrade).
+func (w *wave) start(ctx context.Context) error {
 	d := w.d
 	if !d.opts.DryRun && !d.nsReady.Load() {
 		if err := d.kc.EnsureNamespace(ctx, d.opts.Namespace); err != nil {
@@ -95,6 +175,14 @@ func (w *wave) run(ctx context.Context) error {
 	if !d.opts.DryRun {
 		w.begin(ctx)
 	}
+	return nil
+}
+
+// finish is the phases that apply: inject, apply stage by stage, then settle
+// and record the failures (a dry run only has the API server check the Helm
+// releases). settled is set when it went through them all, not in a dry run.
+func (w *wave) finish(ctx context.Context) error {
+	d := w.d
 	w.inject(ctx)
 	for _, stage := range ssa.Stages {
 		// What routes the API server's requests to a plugin (APIServices, webhook
@@ -130,7 +218,7 @@ type wave struct {
 	mu    sync.Mutex // guards res once units settle in parallel
 	// onReady, set by ApplyUnit, is called when its one unit is ready.
 	onReady func()
-	// settled: the wave went through all its phases (run).
+	// settled: the wave went through all its phases (finish).
 	settled bool
 }
 
