@@ -282,6 +282,9 @@ func (p *progress) liveEvent(e deploy.Event) {
 		}
 	case deploy.ObjectWaiting:
 		pp.waiting = e.Object + " (" + e.Message + ")"
+		if e.Total > 0 {
+			pp.ready, pp.total = e.Ready, e.Total
+		}
 	case deploy.PluginReady:
 		delete(p.plugins, e.Plugin)
 		d.Finish(id, fmt.Sprintf("%s plugin %s ready (%d object(s), %s)", p.o.paint(green, "✓"), e.Plugin, e.Total, live.Elapsed(e.Time.Sub(pp.since))))

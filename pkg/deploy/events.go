@@ -11,8 +11,9 @@ const (
 	PluginApplied EventType = "PluginApplied"
 	ObjectReady   EventType = "ObjectReady"
 	// ObjectWaiting says what a plugin's wait for readiness waits on: the first
-	// of its objects not ready yet (Object) and why (Message). It is sent when
-	// that object or its reason changes, not at every poll.
+	// of its objects not ready yet (Object) and why (Message), with how many are
+	// Ready of Total. It is sent when that object or its reason changes, not at
+	// every poll.
 	ObjectWaiting EventType = "ObjectWaiting"
 	PluginReady   EventType = "PluginReady"
 	PluginPruned  EventType = "PluginPruned"

@@ -56,8 +56,8 @@ func TestObjectWaiting(t *testing.T) {
 		t.Fatal("no ObjectWaiting event while the wait waited 5s")
 	}
 	for i, e := range waiting {
-		if e.Plugin != plugin || e.Object != "Deployment.apps/"+ns+"/web" || e.Message == "" {
-			t.Errorf("ObjectWaiting %+v, want the plugin's Deployment and why", e)
+		if e.Plugin != plugin || e.Object != "Deployment.apps/"+ns+"/web" || e.Message == "" || e.Ready != 1 || e.Total != 2 {
+			t.Errorf("ObjectWaiting %+v, want the plugin's Deployment, why, and its ConfigMap ready of 2", e)
 		}
 		if i > 0 && e.Message == waiting[i-1].Message {
 			t.Errorf("ObjectWaiting repeated without a change: %q", e.Message)

@@ -494,8 +494,8 @@ func (w *wave) ready(ctx context.Context, r *unitRun) error {
 		Ready: func(obj kube.ObjRef, ready, total int) {
 			w.d.emit(Event{Type: ObjectReady, Wave: w.n, Plugin: r.unit.Plugin, Object: obj.String(), Ready: ready, Total: total})
 		},
-		Waiting: func(obj kube.ObjRef, why string) {
-			w.d.emit(Event{Type: ObjectWaiting, Wave: w.n, Plugin: r.unit.Plugin, Object: obj.String(), Message: why})
+		Waiting: func(obj kube.ObjRef, why string, ready, total int) {
+			w.d.emit(Event{Type: ObjectWaiting, Wave: w.n, Plugin: r.unit.Plugin, Object: obj.String(), Message: why, Ready: ready, Total: total})
 		},
 	}
 	if err := w.d.ssa.WaitReady(ctx, objs, len(r.applied), r.health, ready); err != nil {

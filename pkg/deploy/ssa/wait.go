@@ -101,8 +101,9 @@ type WaitProgress struct {
 	// Ready is called as each object becomes ready: ready of total are.
 	Ready func(obj kube.ObjRef, ready, total int)
 	// Waiting is called when what the wait waits on changes: the first object
-	// (in apply order) not ready yet, and why not.
-	Waiting func(obj kube.ObjRef, why string)
+	// (in apply order) not ready yet, and why not; ready of total are (those
+	// ready from the start counted too, which Ready is not told of).
+	Waiting func(obj kube.ObjRef, why string, ready, total int)
 }
 
 // WaitReady waits until every object is Current by kstatus and passes the health
@@ -174,7 +175,7 @@ func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructur
 			ref, why := kube.RefOf(objs[first]), pending[first].reason()
 			if now := ref.String() + "\x00" + why; now != waitingOn {
 				waitingOn = now
-				progress.Waiting(ref, why)
+				progress.Waiting(ref, why, done, len(objs))
 			}
 		}
 		select {
