@@ -570,3 +570,30 @@ func (t *clockTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// ClusterName reads the name the cluster's Lease in namespace (default
+// DefaultNamespace) keeps (AnnotationCluster): the metadata.name of the cluster
+// file last applied to it; empty when there is none. For a run that takes no
+// lease (a dry run) but checks the name as Lock would.
+func ClusterName(ctx context.Context, c *kube.Client, namespace string) (string, error) {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	var cur *coordinationv1.Lease
+	err := c.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		cur, err = c.Core.CoordinationV1().Leases(namespace).Get(ctx, Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cur = nil
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("read the operation lease %s/%s: %w", namespace, Name, err)
+	}
+	if cur == nil {
+		return "", nil
+	}
+	return cur.Annotations[AnnotationCluster], nil
+}

@@ -322,6 +322,12 @@ func TestLockNamesTheCluster(t *testing.T) {
 	if got := named(); got != "one" {
 		t.Fatalf("freed lease names cluster %q, want one", got)
 	}
+	if got, err := lease.ClusterName(ctx, d, ns); err != nil || got != "one" {
+		t.Fatalf("ClusterName = %q, %v; want one", got, err)
+	}
+	if got, err := lease.ClusterName(ctx, d, ns+"-none"); err != nil || got != "" {
+		t.Fatalf("ClusterName without a Lease = %q, %v; want none", got, err)
+	}
 	if err := lock(lease.Options{Operation: "uninstall"}); err != nil {
 		t.Fatal(err)
 	}

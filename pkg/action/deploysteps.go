@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
+	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/check"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
@@ -98,6 +99,19 @@ var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
 		// An aggregated API whose server is down: the rest still works.
 		l.Warnf("", 0, 0, "", "API discovery is incomplete, going on without %s", p)
 	}
+	if lv.dryRun && !o.Lease.External {
+		// No lease is taken, but the cluster's name is checked as Lock does.
+		name := r.cluster.Spec.Metadata.Name
+		prev, err := lease.ClusterName(ctx, d.Client(), d.Namespace())
+		if err != nil {
+			r.log().Debug("cannot read the cluster's name from its operation lease", "error", err)
+		} else if prev != "" && prev != name {
+			if err := lv.otherCluster(r, &l)(prev); err != nil {
+				r.cluster.Errorf(&l, "/metadata/name", "%v", err)
+				return l
+			}
+		}
+	}
 	if !lv.dryRun {
 		lctx, unlock, err := o.Lease.lockNamed(ctx, d, lv.op, r.cluster.Spec.Metadata.Name, lv.otherCluster(r, &l), r.log())
 		if oe := (*otherClusterError)(nil); errors.As(err, &oe) {
@@ -150,6 +164,10 @@ func (lv *live) otherCluster(r *run, l *diag.List) func(string) error {
 		name := r.cluster.Spec.Metadata.Name
 		if lv.currentContext != "" {
 			return &otherClusterError{file: r.cluster.File, name: name, context: lv.currentContext, previous: previous}
+		}
+		if lv.dryRun {
+			r.cluster.Warnf(l, "/metadata/name", "the cluster is named %s (the name of the last cluster file applied to it); applying this file names it %s", previous, name)
+			return nil
 		}
 		r.cluster.Warnf(l, "/metadata/name", "the cluster was named %s (the name of the last cluster file applied to it); it is now named %s", previous, name)
 		return nil
