@@ -187,6 +187,12 @@ func TestLiveProgress(t *testing.T) {
 	}
 	p.providerEvent(pevents[1]) // etcd starting
 	seen("control-plane ")
+	p.providerEvent(pevents[3]) // a push starts
+	p.providerEvent(pevents[4]) // a quarter of its bytes
+	seen("push 10.0.0.1:5000/pause:3.10")
+	seen("s [====>             ] 1.0 kB of 4.0 kB")
+	p.providerEvent(pevents[5]) // pushed
+	seen("✓ pushed 10.0.0.1:5000/pause:3.10")
 	p.stage(engine.StageEvent{Stage: stage.Deploy, Waves: 2})
 	p.event(events[0]) // lease waiting
 	seen("deploy", "etcd", "starting", "waiting for the cluster's operation lease: apply by host/42 holds it (expires in ")
@@ -207,6 +213,7 @@ func TestLiveProgress(t *testing.T) {
 	term.Drain()
 	got := term.Screen.Lines()
 	want := []string{
+		"✓ pushed 10.0.0.1:5000/pause:3.10",
 		"✓ took the cluster's operation lease after waiting 0.1s",
 		"✓ the API server https://127.0.0.1:6443 answers again (after 4 tries)",
 		`level=WARN msg="a warning while the display runs"`,
@@ -259,6 +266,14 @@ func TestForcedLiveProgress(t *testing.T) {
 		}
 		if strings.Contains(got, "applied 4/4, ready") {
 			t.Errorf("a line in progress left after close:\n%s", got)
+		}
+	}
+}
+
+func TestBytesText(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.0 kB", 4_300_000: "4.3 MB", 2_500_000_000: "2.5 GB"} {
+		if got := bytesText(n); got != want {
+			t.Errorf("bytesText(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
