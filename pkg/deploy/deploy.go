@@ -193,8 +193,10 @@ type Deployer struct {
 	drift  *drift.Detector
 	events sync.Mutex
 
-	// nsReady is set once the records' namespace is known to exist.
+	// nsReady is set once the records' namespace is known to exist; nsMu keeps
+	// units begun at once from each creating it.
 	nsReady atomic.Bool
+	nsMu    sync.Mutex
 	// hist holds the histories CheckDowngrades read at the run's start, for the
 	// waves of the same run: each plugin's is used once (by the wave that applies
 	// it), after which the store is read again; a plugin without an entry was not

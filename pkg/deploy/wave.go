@@ -163,10 +163,9 @@ func (w *wave) run(ctx context.Context) error {
 func (w *wave) start(ctx context.Context) error {
 	d := w.d
 	if !d.opts.DryRun && !d.nsReady.Load() {
-		if err := d.kc.EnsureNamespace(ctx, d.opts.Namespace); err != nil {
+		if err := d.ensureNamespace(ctx); err != nil {
 			return err
 		}
-		d.nsReady.Store(true)
 	}
 	w.prepare(ctx)
 	if err := w.refuseDowngrades(); err != nil {
@@ -175,6 +174,21 @@ func (w *wave) start(ctx context.Context) error {
 	if !d.opts.DryRun {
 		w.begin(ctx)
 	}
+	return nil
+}
+
+// ensureNamespace creates the records' namespace once per Deployer, whatever
+// number of units begin at once.
+func (d *Deployer) ensureNamespace(ctx context.Context) error {
+	d.nsMu.Lock()
+	defer d.nsMu.Unlock()
+	if d.nsReady.Load() {
+		return nil
+	}
+	if err := d.kc.EnsureNamespace(ctx, d.opts.Namespace); err != nil {
+		return err
+	}
+	d.nsReady.Store(true)
 	return nil
 }
 
