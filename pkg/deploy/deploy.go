@@ -444,14 +444,19 @@ func (d *Deployer) refuseTakenGroups(ctx context.Context, u Unit) error {
 // on without them (its mapping uses what discovery did list); callers report
 // them so that a missing kind is not a mystery.
 func (d *Deployer) DiscoveryProblems() []string {
-	dc, err := discovery.NewDiscoveryClientForConfig(d.kc.Config)
-	if err != nil {
-		return nil
-	}
-	_, _, err = dc.ServerGroupsAndResources()
+	// The client's discovery: what it reads here, its mapping need not read
+	// again. A failure it kept from earlier (a client shared across runs) is
+	// looked at afresh.
 	var failed *discovery.ErrGroupDiscoveryFailed
-	if !errors.As(err, &failed) {
-		return nil
+	for fresh := false; ; fresh = true {
+		_, _, err := d.kc.Discovery.ServerGroupsAndResources()
+		if !errors.As(err, &failed) {
+			return nil
+		}
+		if fresh {
+			break
+		}
+		d.kc.ResetMappings()
 	}
 	var out []string
 	for gv, e := range failed.Groups {

@@ -25,11 +25,14 @@
 // package digest, values digest (never the values), whether that version declared
 // downgrades safe, the inventory (every object the plugin owns, its Helm releases
 // and the Helm revision each was at), the phase and diagnostics of its run and
-// when it started and finished; the objects the revision applied are gzipped into
-// chunk Secrets of at most 512 KiB, so a release of any size fits. Chunks are
-// named by their content and written before the head that names them, and chunks
-// no head names are collected on the next write, so a reader never sees half a
-// revision. The newest revision's inventory is widened to old ∪ new before
+// when it started and finished; the objects the revision applied are gzipped, in
+// the head itself when small (state.InlineMax), else into chunk Secrets of at most
+// 512 KiB, so a release of any size fits. Chunks are named by their content and
+// written before the head that names them, and chunks no head names are collected
+// on the next write, so a reader never sees half a revision. A Ready revision
+// also keeps the resourceVersion at which each object was as applied and ready: a
+// re-apply lists the objects' metadata only and neither reads, applies nor waits
+// for those still at it with the desired digest. The newest revision's inventory is widened to old ∪ new before
 // anything is applied and narrowed only after the objects the new content no
 // longer produces were pruned, so a run killed at any point leaves a record that
 // covers everything the plugin may own, and the next run converges. A changed

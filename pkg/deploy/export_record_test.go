@@ -30,3 +30,14 @@ func (d *Deployer) WriteChunksOnly(ctx context.Context, plugin string, revision 
 	err := d.store.(*state.Secrets).WriteChunks(ctx, r, objs)
 	return r.Chunks, err
 }
+
+// ForgetResourceVersions rewrites a plugin's newest revision without the
+// resourceVersions of its objects, as a kubeplug before them wrote it.
+func (d *Deployer) ForgetResourceVersions(ctx context.Context, plugin string) error {
+	cur, _, err := state.Latest(ctx, d.store, plugin)
+	if err != nil || cur == nil {
+		return fmt.Errorf("plugin %s: %v %w", plugin, cur, err)
+	}
+	cur.ResourceVersions = nil
+	return d.store.Write(ctx, cur, nil)
+}

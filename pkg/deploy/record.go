@@ -16,6 +16,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/deploy/helm"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+	"github.com/kubeplug/kubeplug/pkg/serving"
 )
 
 // The release record of each unit of a wave: begun (old ∪ new) before anything
@@ -123,13 +124,67 @@ func describe(old *Record, u Unit) string {
 	return "apply " + u.Version + ": content changed"
 }
 
-// finishRecord narrows the revision to what the plugin now has and marks it
-// Ready. An unchanged re-apply writes nothing unless its result differs from the
-// record.
+// trustedVersions is what of old's ResourceVersions an apply of u may trust
+// (ssa.LiveObjects): those of u's objects that versionable admits.
+func trustedVersions(u Unit, old *Record) map[string]string {
+	if old == nil || len(old.ResourceVersions) == 0 {
+		return nil // an older kubeplug's record: every object is read in full
+	}
+	out := make(map[string]string, len(old.ResourceVersions))
+	for _, o := range u.Objects {
+		key := kube.RefOf(o).Key()
+		if v := old.ResourceVersions[key]; v != "" && versionable(u, o) {
+			out[key] = v
+		}
+	}
+	return out
+}
+
+// versionable says whether an object's resourceVersion tells that it is still
+// as applied and ready: not when its readiness is more than its own state (a
+// kind the unit has health checks for), nor when what is applied is filled in
+// at each apply (served certificates and CA bundles, serving.Inject).
+func versionable(u Unit, o *unstructured.Unstructured) bool {
+	ann := o.GetAnnotations()
+	for _, a := range []string{serving.AnnotationCA, serving.AnnotationCert, serving.AnnotationInjectCA} {
+		if _, ok := ann[a]; ok {
+			return false
+		}
+	}
+	return !slices.ContainsFunc(u.Health, func(h HealthCheck) bool { return h.Kind == o.GetKind() })
+}
+
+// readyVersions are the resourceVersions to record for a unit whose objects
+// are ready: what each applied or compared object was at (an object that was
+// not ready then has changed since, to become ready), and the current ones'.
+func readyVersions(r *unitRun) map[string]string {
+	want := make(map[string]bool, len(r.unit.Objects))
+	for _, o := range r.unit.Objects {
+		if versionable(r.unit, o) {
+			want[kube.RefOf(o).Key()] = true
+		}
+	}
+	out := make(map[string]string, len(want))
+	for _, o := range r.applied {
+		if key := kube.RefOf(o).Key(); want[key] && o.GetResourceVersion() != "" {
+			out[key] = o.GetResourceVersion()
+		}
+	}
+	maps.Copy(out, r.current)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// finishRecord narrows the revision to what the plugin now has, marks it Ready
+// and records the resourceVersions its objects are ready at. An unchanged
+// re-apply writes nothing unless its result differs from the record.
 func (w *wave) finishRecord(ctx context.Context, r *unitRun, all []ObjRef) error {
 	u, rec, same, done := r.unit, r.rec, r.same, r.helm.Done
 	next := rec.Clone()
 	next.Objects = kube.Union(nil, all)
+	next.ResourceVersions = readyVersions(r)
 	next.Releases = unitReleases(u)
 	next.HelmRevisions = nil
 	for _, h := range done {
@@ -142,7 +197,8 @@ func (w *wave) finishRecord(ctx context.Context, r *unitRun, all []ObjRef) error
 	}
 	next.Phase, next.Message = PhaseReady, ""
 	if same && slices.Equal(next.Objects, rec.Objects) && slices.Equal(next.Releases, rec.Releases) &&
-		maps.Equal(next.HelmRevisions, rec.HelmRevisions) && rec.Phase == PhaseReady && rec.Message == "" {
+		maps.Equal(next.HelmRevisions, rec.HelmRevisions) && maps.Equal(next.ResourceVersions, rec.ResourceVersions) &&
+		rec.Phase == PhaseReady && rec.Message == "" {
 		return nil
 	}
 	next.Finished = time.Now().UTC().Round(time.Second)
@@ -178,7 +234,7 @@ func (w *wave) failRecord(ctx context.Context, r *unitRun, cause error, msg stri
 	what := ""
 	var err error
 	switch {
-	case prev != nil && len(prev.Chunks) > 0:
+	case prev.HasObjects():
 		what = fmt.Sprintf("rolled plugin %s back to revision %d (%s)", u.Plugin, prev.Revision, prev.Version)
 		_, err = d.rollbackTo(ctx, w.n, prev, fmt.Sprintf("rollback to %d: revision %d failed", prev.Revision, rec.Revision))
 	case prev != nil:

@@ -78,12 +78,27 @@ func (d *Deployer) CheckDowngrades(ctx context.Context, versions map[string]stri
 }
 
 // Owned returns the installed plugins whose newest revision has the Deployer's
-// owner (Options.Owner): the ones its runs may remove.
+// owner (Options.Owner): the ones its runs may remove. A run that read every
+// plugin's records at its start (CheckDowngrades) answers from them: what the
+// run installed since is in its plan, not among what it removes, and the
+// operation lease kept other runs out.
 func (d *Deployer) Owned(ctx context.Context) ([]*Record, error) {
-	invs, err := d.Inventories(ctx)
-	if err != nil {
-		return nil, err
+	var invs []*Record
+	d.histMu.Lock()
+	for _, h := range d.hist {
+		if len(h) > 0 {
+			invs = append(invs, h[len(h)-1])
+		}
 	}
+	read := d.hist != nil
+	d.histMu.Unlock()
+	if !read {
+		var err error
+		if invs, err = d.Inventories(ctx); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(invs, func(a, b *Record) int { return strings.Compare(a.Plugin, b.Plugin) })
 	var out []*Record
 	for _, r := range invs {
 		if r.Owner == d.opts.Owner {

@@ -247,7 +247,13 @@ type unitRun struct {
 	// live is what the cluster already holds of the unit's objects, by ObjRef key:
 	// objects it holds as desired need no request (one LIST per kind replaces a
 	// thousand applies on a re-apply with nothing changed).
-	live    map[string]*unstructured.Unstructured
+	live map[string]*unstructured.Unstructured
+	// current are the unit's objects still as its record says they were last
+	// applied and ready (ssa.Live.Current), by ObjRef key, with their
+	// resourceVersions: not read, applied or waited for; kept counts those
+	// reached so far.
+	current map[string]string
+	kept    int
 	applied []*unstructured.Unstructured
 	// filled are the unit's objects with their serving certificates and CA
 	// bundles filled in (serving.Inject), by index into unit.Objects: applied in
@@ -324,7 +330,8 @@ func (w *wave) begin(ctx context.Context) {
 		faultpoint.Hit("apply:recorded")
 		if r.old != nil {
 			// A plugin installed for the first time has nothing live to compare.
-			r.live = w.d.ssa.LiveObjects(ctx, r.unit.Plugin, r.unit.Objects)
+			live := w.d.ssa.LiveObjects(ctx, r.unit.Plugin, r.unit.Objects, trustedVersions(r.unit, r.old))
+			r.live, r.current = live.Objects, live.Current
 		}
 	})
 }
@@ -361,7 +368,7 @@ func (w *wave) applyStage(ctx context.Context, stage ssa.Stage) {
 			}
 		}
 		if definitions {
-			w.d.kc.Mapper.Reset()
+			w.d.kc.ResetMappings()
 		}
 		faultpoint.Hit("apply:definitions-ready")
 	}
@@ -378,7 +385,12 @@ func (w *wave) stageJobs(r *unitRun, stage ssa.Stage) []applyJob {
 		if f, ok := r.filled[i]; ok {
 			o = f
 		}
-		live, ignore := r.live[kube.RefOf(o).Key()], ssa.IgnoredPaths(r.unit.DriftIgnore, o)
+		key := kube.RefOf(o).Key()
+		if _, ok := r.current[key]; ok {
+			r.kept++
+			continue
+		}
+		live, ignore := r.live[key], ssa.IgnoredPaths(r.unit.DriftIgnore, o)
 		if ssa.Unchanged(o, live, ignore) {
 			r.applied = append(r.applied, live)
 			continue
@@ -426,8 +438,8 @@ func (w *wave) inject(ctx context.Context) {
 func (w *wave) applied() {
 	for _, r := range w.runs {
 		if r.err == nil {
-			w.res.Applied += len(r.applied)
-			w.d.emit(Event{Type: PluginApplied, Wave: w.n, Plugin: r.unit.Plugin, Applied: len(r.applied), Total: len(r.unit.Objects)})
+			w.res.Applied += len(r.applied) + r.kept
+			w.d.emit(Event{Type: PluginApplied, Wave: w.n, Plugin: r.unit.Plugin, Applied: len(r.applied) + r.kept, Total: len(r.unit.Objects)})
 		}
 	}
 }
@@ -517,8 +529,11 @@ func (w *wave) ready(ctx context.Context, r *unitRun) error {
 	}
 	// Only now that what serves them is ready: the unit's APIServices and webhook
 	// configurations, then until the APIServices are Available.
-	before := len(r.applied)
+	before, keptBefore := len(r.applied), r.kept
 	jobs := w.stageJobs(r, ssa.StageServing) // what is unchanged joins r.applied
+	w.mu.Lock()
+	w.res.Applied += r.kept - keptBefore
+	w.mu.Unlock()
 	if len(r.applied) == before && len(jobs) == 0 {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,12 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 )
@@ -81,9 +84,15 @@ type Client struct {
 	// agent set), for clients made later (Helm's, the metadata client).
 	Config  *rest.Config
 	Dynamic dynamic.Interface
-	Core    kubernetes.Interface
-	// Mapper maps kinds to resources; it is reset when a kind is not found (a CRD
-	// applied since) and after a wave's definitions are ready.
+	// Core is the typed client of the built-in kinds; it speaks protobuf.
+	Core kubernetes.Interface
+	// Metadata reads objects' metadata only (PartialObjectMetadata, protobuf).
+	Metadata metadata.Interface
+	// Discovery is what the API server serves, read once and kept until
+	// ResetMappings.
+	Discovery discovery.CachedDiscoveryInterface
+	// Mapper maps kinds to resources, from Discovery. Use Mapping, which caches
+	// its answers, and ResetMappings, which forgets them too.
 	Mapper *restmapper.DeferredDiscoveryRESTMapper
 	Logger *slog.Logger
 	retry  wait.Backoff
@@ -93,7 +102,28 @@ type Client struct {
 	// failed try (UnixNano).
 	retrying func(RetryInfo)
 	reported atomic.Int64
+	// mappings caches Mapping's answers by kind (schema.GroupVersionKind →
+	// *meta.RESTMapping): the mapper walks everything discovery listed, under a
+	// lock, on every call. missing holds kinds found missing just after a reset
+	// (→ missingAt), so that a thousand objects of a kind whose definition is not
+	// applied yet cost one new discovery, not a thousand. gen counts resets.
+	mappings sync.Map
+	missing  sync.Map
+	gen      atomic.Uint64
+	resetMu  sync.Mutex
+	// ensured holds the namespaces EnsureNamespace made sure of (→ time.Time).
+	ensured sync.Map
 }
+
+// missingAt is when, and after which reset, a kind was found missing.
+type missingAt struct {
+	gen uint64
+	at  time.Time
+}
+
+// missingFor is how long a kind found missing right after a reset is believed
+// missing without another reset (unless ResetMappings is called meanwhile).
+const missingFor = 2 * time.Second
 
 // New returns a Client for the cluster cfg points at. It does not contact the
 // cluster.
@@ -117,17 +147,27 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create a dynamic client: %w", err)
 	}
-	core, err := kubernetes.NewForConfig(cfg)
+	// The typed client reads and writes only built-in kinds, all of which speak
+	// protobuf: far cheaper to decode than JSON (release records are large).
+	pcfg := rest.CopyConfig(cfg)
+	pcfg.ContentType = runtime.ContentTypeProtobuf
+	pcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	core, err := kubernetes.NewForConfig(pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("create a client: %w", err)
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create a metadata client: %w", err)
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create a discovery client: %w", err)
 	}
+	cached := memory.NewMemCacheClient(dc)
 	return &Client{
-		Config: cfg, Dynamic: dyn, Core: core, Logger: opts.Logger, retry: opts.Retry, retrying: opts.Retrying,
-		Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+		Config: cfg, Dynamic: dyn, Core: core, Metadata: md, Logger: opts.Logger, retry: opts.Retry, retrying: opts.Retrying,
+		Discovery: cached, Mapper: restmapper.NewDeferredDiscoveryRESTMapper(cached),
 	}, nil
 }
 
@@ -254,17 +294,9 @@ func (e *noKindError) Is(target error) bool { return target == ErrNoKind }
 // without a namespace to "default" as kubectl does (and clearing the namespace of
 // a cluster-scoped one). A kind the server does not serve is an ErrNoKind error.
 func (c *Client) Resource(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-	gvk := u.GroupVersionKind()
-	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		c.Mapper.Reset()
-		m, err = c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
+	m, err := c.Mapping(u.GroupVersionKind())
 	if err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, &noKindError{gvk: gvk}
-		}
-		return nil, fmt.Errorf("map %s: %w", gvk, err)
+		return nil, err
 	}
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
 		if u.GetNamespace() == "" {
@@ -276,6 +308,67 @@ func (c *Client) Resource(u *unstructured.Unstructured) (dynamic.ResourceInterfa
 	return c.Dynamic.Resource(m.Resource), nil
 }
 
+// Mapping maps a kind to its resource and scope, from a cache of earlier
+// answers. A kind discovery did not list is looked for again after a new
+// discovery (a CRD may have been applied since): once, for every caller that
+// asks meanwhile. A kind the server does not serve is an ErrNoKind error.
+func (c *Client) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	if m, ok := c.mappings.Load(gvk); ok {
+		return m.(*meta.RESTMapping), nil
+	}
+	gen := c.gen.Load()
+	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		reset := c.resetAfterMiss(gvk, gen)
+		m, err = c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if reset != 0 && meta.IsNoMatchError(err) {
+			c.missing.Store(gvk, missingAt{gen: reset, at: time.Now()})
+		}
+	}
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, &noKindError{gvk: gvk}
+		}
+		return nil, fmt.Errorf("map %s: %w", gvk, err)
+	}
+	c.mappings.Store(gvk, m)
+	return m, nil
+}
+
+// resetAfterMiss forgets what discovery said, for a kind not found in what it
+// said at reset generation gen, and returns the new generation: unless another
+// caller has reset since, or the kind was found missing right after the newest
+// reset (then it returns 0).
+func (c *Client) resetAfterMiss(gvk schema.GroupVersionKind, gen uint64) uint64 {
+	c.resetMu.Lock()
+	defer c.resetMu.Unlock()
+	now := c.gen.Load()
+	if now != gen {
+		return 0 // reset meanwhile: look again in the new discovery
+	}
+	if v, ok := c.missing.Load(gvk); ok {
+		if m := v.(missingAt); m.gen == now && time.Since(m.at) < missingFor {
+			return 0
+		}
+	}
+	return c.resetLocked()
+}
+
+// ResetMappings forgets every mapping and what discovery said, so that kinds
+// served since (a wave's CustomResourceDefinitions) are found.
+func (c *Client) ResetMappings() {
+	c.resetMu.Lock()
+	defer c.resetMu.Unlock()
+	_ = c.resetLocked()
+}
+
+func (c *Client) resetLocked() uint64 {
+	c.Mapper.Reset()
+	c.mappings.Clear()
+	c.missing.Clear()
+	return c.gen.Add(1)
+}
+
 // ResourceFor is Resource for a reference.
 func (c *Client) ResourceFor(r ObjRef) (dynamic.ResourceInterface, error) {
 	u := &unstructured.Unstructured{}
@@ -285,10 +378,18 @@ func (c *Client) ResourceFor(r ObjRef) (dynamic.ResourceInterface, error) {
 	return c.Resource(u)
 }
 
+// ensuredFor is how long EnsureNamespace trusts that a namespace it made sure
+// of still exists: a run's lease and its records ask for the same one.
+const ensuredFor = time.Minute
+
 // EnsureNamespace creates the namespace kubeplug keeps its own objects in (release
-// records, the operation lease) when it does not exist.
+// records, the operation lease) when it does not exist. A namespace it made sure
+// of in the last minute is not asked for again.
 func (c *Client) EnsureNamespace(ctx context.Context, name string) error {
-	return c.Retry(ctx, func(ctx context.Context) error {
+	if at, ok := c.ensured.Load(name); ok && time.Since(at.(time.Time)) < ensuredFor {
+		return nil
+	}
+	err := c.Retry(ctx, func(ctx context.Context) error {
 		_, err := c.Core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: name, Labels: map[string]string{LabelManagedBy: FieldManager},
 		}}, metav1.CreateOptions{FieldManager: FieldManager})
@@ -297,4 +398,8 @@ func (c *Client) EnsureNamespace(ctx context.Context, name string) error {
 		}
 		return err
 	})
+	if err == nil {
+		c.ensured.Store(name, time.Now())
+	}
+	return err
 }

@@ -8,7 +8,9 @@
 // configurations last) and DeleteAll deletes in the reverse of it. Objects the
 // cluster already holds as desired need no request at all: Prepare stamps the
 // digest of an object's content on it, and Unchanged compares it with the live
-// object listed by LiveObjects. WaitEstablished waits for CRDs before their custom
+// object LiveObjects read. An object still at the resourceVersion recorded when
+// it last held what was applied, ready, and carrying the digest desired now, is
+// not even read: LiveObjects lists only its metadata. WaitEstablished waits for CRDs before their custom
 // resources are applied; WaitReady waits until objects are Current by kstatus and
 // pass the health expressions of their kind (Health).
 package ssa

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,39 +20,150 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
 
-// LiveObjects lists what the cluster holds of a plugin's objects, by ObjRef key: one
-// LIST per resource and namespace (label selector on the plugin), instead of one
-// request per object. Kinds that cannot be listed yet (a CRD in this very wave) are
-// left out; their objects are simply applied.
-func (a *Applier) LiveObjects(ctx context.Context, plugin string, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+// Live is what the cluster holds of a plugin's objects, as LiveObjects found it.
+type Live struct {
+	// Objects are the live objects read in full, by ObjRef key: compare them
+	// with what is desired (Unchanged).
+	Objects map[string]*unstructured.Unstructured
+	// Current are the objects still at the resourceVersion recorded for them
+	// and carrying the digest of the content desired now, by ObjRef key, with
+	// that resourceVersion: nothing to read, apply or wait for.
+	Current map[string]string
+}
+
+// fullReadShare is the share of a scope's objects above which the changed ones
+// are read with one LIST rather than one GET each.
+const fullReadShare = 4
+
+// LiveObjects finds what the cluster holds of a plugin's objects, with one LIST
+// per resource and namespace (label selector on the plugin) instead of one
+// request per object. recorded says, by ObjRef key, the resourceVersion at which
+// an object last held what is applied to it, ready (state.Record's
+// ResourceVersions): for a scope with recorded objects the LIST is of metadata
+// only (protobuf), and an object still at its recorded resourceVersion with the
+// desired digest is Current; the others that exist are then read in full (one
+// GET each, or one LIST when many changed). A scope without recorded objects is
+// listed in full. Kinds that cannot be listed yet (a CRD in this very wave) are
+// left out, and so are objects a request failed for: they are simply applied,
+// which reports any real problem.
+func (a *Applier) LiveObjects(ctx context.Context, plugin string, objs []*unstructured.Unstructured, recorded map[string]string) Live {
 	type scope struct {
 		gvr schema.GroupVersionResource
 		ns  string
 	}
-	scopes := map[scope]bool{}
+	scopes := map[scope][]*unstructured.Unstructured{}
+	var order []scope
 	for _, o := range objs {
-		gvk := o.GroupVersionKind()
-		m, err := a.c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		m, err := a.c.Mapping(o.GroupVersionKind())
 		if err != nil {
 			continue
 		}
-		scopes[scope{m.Resource, o.GetNamespace()}] = true
-	}
-	live := map[string]*unstructured.Unstructured{}
-	for s := range scopes {
-		list, err := a.c.Dynamic.Resource(s.gvr).Namespace(s.ns).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelPlugin + "=" + plugin})
-		if err != nil {
-			continue // the objects are applied, which reports any real problem
+		s := scope{m.Resource, o.GetNamespace()}
+		if scopes[s] == nil {
+			order = append(order, s)
 		}
-		for i := range list.Items {
-			u := &list.Items[i]
-			if u.GetAPIVersion() == "" {
-				u.SetAPIVersion(s.gvr.GroupVersion().String())
-			}
-			live[kube.RefOf(u).Key()] = u
-		}
+		scopes[s] = append(scopes[s], o)
 	}
+	live := Live{Objects: map[string]*unstructured.Unstructured{}, Current: map[string]string{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, min(a.opts.Concurrency, 8))
+	for _, s := range order {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			objects, current := a.liveIn(ctx, plugin, s.gvr, s.ns, scopes[s], recorded)
+			mu.Lock()
+			defer mu.Unlock()
+			maps.Copy(live.Objects, objects)
+			maps.Copy(live.Current, current)
+		})
+	}
+	wg.Wait()
 	return live
+}
+
+// liveIn is LiveObjects for the desired objects of one resource in one namespace.
+func (a *Applier) liveIn(ctx context.Context, plugin string, gvr schema.GroupVersionResource, ns string, want []*unstructured.Unstructured, recorded map[string]string) (map[string]*unstructured.Unstructured, map[string]string) {
+	sel := metav1.ListOptions{LabelSelector: kube.LabelPlugin + "=" + plugin}
+	if !slices.ContainsFunc(want, func(o *unstructured.Unstructured) bool { return recorded[kube.RefOf(o).Key()] != "" }) {
+		return a.listFull(ctx, gvr, ns, sel), nil
+	}
+	list, err := a.c.Metadata.Resource(gvr).Namespace(ns).List(ctx, sel)
+	if err != nil {
+		return a.listFull(ctx, gvr, ns, sel), nil
+	}
+	meta := make(map[string]*metav1.PartialObjectMetadata, len(list.Items))
+	gk := want[0].GroupVersionKind().GroupKind()
+	for i := range list.Items {
+		m := &list.Items[i]
+		meta[kube.ObjRef{Group: gk.Group, Kind: gk.Kind, Namespace: m.Namespace, Name: m.Name}.Key()] = m
+	}
+	current := map[string]string{}
+	var changed []*unstructured.Unstructured
+	for _, o := range want {
+		key := kube.RefOf(o).Key()
+		m := meta[key]
+		switch {
+		case m == nil:
+			// Not there: applied.
+		case recorded[key] != "" && m.ResourceVersion == recorded[key] &&
+			m.Annotations[AnnotationDigest] == o.GetAnnotations()[AnnotationDigest]:
+			current[key] = m.ResourceVersion
+		default:
+			changed = append(changed, o)
+		}
+	}
+	if len(changed) == 0 {
+		return nil, current
+	}
+	if len(changed)*fullReadShare > len(want) {
+		full := a.listFull(ctx, gvr, ns, sel)
+		for key := range current {
+			delete(full, key)
+		}
+		return full, current
+	}
+	objects := map[string]*unstructured.Unstructured{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, a.opts.Concurrency)
+	for _, o := range changed {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			u, err := a.c.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, o.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return // gone meanwhile, or unreadable: applied
+			}
+			if u.GetAPIVersion() == "" {
+				u.SetAPIVersion(gvr.GroupVersion().String())
+			}
+			mu.Lock()
+			objects[kube.RefOf(u).Key()] = u
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return objects, current
+}
+
+// listFull lists a plugin's objects of one resource in one namespace in full,
+// by ObjRef key; none when the LIST fails.
+func (a *Applier) listFull(ctx context.Context, gvr schema.GroupVersionResource, ns string, sel metav1.ListOptions) map[string]*unstructured.Unstructured {
+	list, err := a.c.Dynamic.Resource(gvr).Namespace(ns).List(ctx, sel)
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]*unstructured.Unstructured, len(list.Items))
+	for i := range list.Items {
+		u := &list.Items[i]
+		if u.GetAPIVersion() == "" {
+			u.SetAPIVersion(gvr.GroupVersion().String())
+		}
+		out[kube.RefOf(u).Key()] = u
+	}
+	return out
 }
 
 // AnnotationDigest holds the digest of the content kubeplug last applied to an object.

@@ -6,9 +6,11 @@
 // Records are kept behind Store, a small interface: read a plugin's history or
 // every plugin's newest revision, write a revision (with the objects it applied,
 // or its head only), read a revision's objects back, delete a plugin's records.
-// Secrets is the Store the CLI uses: each revision is a head Secret and chunk
-// Secrets of gzipped objects in the cluster's kubeplug-system namespace, written
-// so that a reader sees a revision whole or not at all. A controller can keep the
+// Secrets is the Store the CLI uses: each revision is a head Secret in the
+// cluster's kubeplug-system namespace holding its gzipped objects when they are
+// small, else naming chunk Secrets that hold them, written so that a reader sees
+// a revision whole or not at all; it remembers what it read and wrote, so that a
+// run's writes need no LIST to clean up after themselves. A controller can keep the
 // same Records elsewhere (a custom resource's status, its objects in an OCI
 // artifact) by implementing Store; the deployer needs nothing else.
 package state

@@ -119,6 +119,17 @@ type Record struct {
 	Chunks    []string `json:"chunks,omitempty"`
 	Manifests string   `json:"manifests,omitempty"`
 	Count     int      `json:"count,omitempty"`
+	// Inline says that the applied objects are stored with the record itself
+	// (a small revision), not in Chunks; Manifests is the sha256 of what is
+	// stored.
+	Inline bool `json:"inline,omitempty"`
+	// ResourceVersions are, by object (ObjRef.Key), the resourceVersion at
+	// which the object last held what kubeplug applies to it and was ready: an
+	// object still at that resourceVersion, carrying the digest (ssa's
+	// AnnotationDigest) of the content desired now, needs no read, apply or
+	// wait. Objects whose readiness is more than their own state (health checks,
+	// served certificates) have none. Absent in records of older kubeplugs.
+	ResourceVersions map[string]string `json:"resourceVersions,omitempty"`
 
 	// Legacy is set on a record read from an older kubeplug's inventory (never
 	// stored): the next Write migrates it.
@@ -132,6 +143,10 @@ func (r *Record) Inventory() []kube.ObjRef {
 	}
 	return r.Objects
 }
+
+// HasObjects says whether the revision stored the objects it applied (in
+// chunks or inline), so that it can be restored.
+func (r *Record) HasObjects() bool { return r != nil && (r.Inline || len(r.Chunks) > 0) }
 
 // HelmReleases is the Helm releases the revision lists; none for a nil record.
 func (r *Record) HelmReleases() []kube.ReleaseRef {
@@ -150,6 +165,7 @@ func (r *Record) Clone() *Record {
 	c.Releases = slices.Clone(r.Releases)
 	c.HelmRevisions = maps.Clone(r.HelmRevisions)
 	c.Chunks = slices.Clone(r.Chunks)
+	c.ResourceVersions = maps.Clone(r.ResourceVersions)
 	return &c
 }
 

@@ -12,12 +12,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/metadata"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
@@ -26,9 +26,10 @@ import (
 
 // Release records are Secrets of this type in the store's namespace. A revision is
 // one head Secret, kubeplug.PLUGIN.vN, holding the gzipped JSON Record (small:
-// object references, digests, status), and one or more chunk Secrets holding the
-// gzipped JSON of the objects the revision applied, split in ChunkSize pieces so
-// that a release of any size stays below the API server's object limit.
+// object references, digests, status), and the gzipped JSON of the objects the
+// revision applied: in the head itself when it is small (at most InlineMax
+// compressed), else in chunk Secrets, split in ChunkSize pieces so that a release
+// of any size stays below the API server's object limit.
 const (
 	RecordType = corev1.SecretType("kubeplug.dev/release.v1")
 	// LabelOwner is "kubeplug" on every record Secret.
@@ -41,10 +42,17 @@ const (
 	LabelStatus = "kubeplug.dev/status"
 	recordKey   = "release"
 	chunkKey    = "chunk"
+	// objectsKey holds an inline revision's objects in its head.
+	objectsKey = "objects"
 )
 
 // ChunkSize is the most compressed object data one chunk Secret holds.
 var ChunkSize = 512 << 10
+
+// InlineMax is the most compressed object data a revision keeps in its head
+// rather than in chunks: one write instead of two for a small plugin, and a
+// head that stays small to list.
+var InlineMax = 16 << 10
 
 // legacyInventoryKey and LabelInventory are the ConfigMap inventories kubeplug kept
 // before release records; they are read as revision 1 and replaced.
@@ -55,12 +63,36 @@ const (
 
 // Secrets is the Store that keeps records as Secrets in one namespace of the
 // cluster it talks to (the CLI's store).
+//
+// It remembers the heads and chunks it read and wrote, so that the cleanup
+// after a write (revisions beyond the history limit, chunks no head names)
+// needs no LIST of what it already knows: after Histories, none of heads, and
+// one of every plugin's chunks' metadata for the store's life. What it
+// remembers is only trusted for that cleanup, which runs under the cluster's
+// operation lease (no other writer meanwhile); reads always ask the cluster.
 type Secrets struct {
 	c          *kube.Client
 	namespace  string
 	historyMax int
 	// sealer seals sensitive values in what records hold; nil seals nothing.
 	sealer *seal.Sealer
+
+	mu sync.Mutex
+	// known holds each plugin's heads, oldest first, as last listed and since
+	// written; allKnown says every head of the namespace was listed, so that a
+	// plugin without an entry has none.
+	known    map[string][]*Record
+	allKnown bool
+	// inline holds the objects of inline heads read or written, by head name.
+	inline map[string]inlineObjects
+	// chunks holds every chunk's name by plugin, once listed (nil before).
+	chunks map[string]map[string]bool
+}
+
+// inlineObjects is an inline head's stored objects and their digest.
+type inlineObjects struct {
+	digest  string
+	payload []byte
 }
 
 var _ Store = (*Secrets)(nil)
@@ -68,7 +100,7 @@ var _ Store = (*Secrets)(nil)
 // NewSecrets returns the Store of records in namespace, keeping at most historyMax
 // revisions per plugin. The namespace must exist before the first Write.
 func NewSecrets(c *kube.Client, namespace string, historyMax int) *Secrets {
-	return &Secrets{c: c, namespace: namespace, historyMax: historyMax}
+	return &Secrets{c: c, namespace: namespace, historyMax: historyMax, known: map[string][]*Record{}, inline: map[string]inlineObjects{}}
 }
 
 // SetSealer makes the store seal sensitive values in the records it writes (and
@@ -79,24 +111,48 @@ func recordName(plugin string, rev int) string { return fmt.Sprintf("kubeplug.%s
 
 func legacyInventoryName(plugin string) string { return "kubeplug-inventory-" + plugin }
 
+// gzipWriters and gzipReaders are reused: a gzip.Writer allocates ~800 KiB of
+// compressor state, which costs far more than compressing a record head. Reset
+// makes a reused writer write the same bytes as a new one.
+var (
+	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+	gzipReaders sync.Pool
+)
+
 // gz compresses raw.
 func gz(raw []byte) []byte {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	buf.Grow(len(raw)/4 + 64)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	zw.Reset(&buf)
 	_, _ = zw.Write(raw) // a bytes.Buffer does not fail
 	_ = zw.Close()
+	zw.Reset(nil) // hold no reference to buf while pooled
+	gzipWriters.Put(zw)
 	return buf.Bytes()
 }
 
 func gunzip(b []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
+	zr, _ := gzipReaders.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(bytes.NewReader(b))
+	} else {
+		err = zr.Reset(bytes.NewReader(b))
+	}
 	if err != nil {
 		return nil, err
 	}
-	return io.ReadAll(io.LimitReader(zr, 1<<30))
+	out := bytes.NewBuffer(make([]byte, 0, 4*len(b)))
+	_, err = io.Copy(out, io.LimitReader(zr, 1<<30))
+	if err == nil {
+		gzipReaders.Put(zr)
+	}
+	return out.Bytes(), err
 }
 
-// heads lists the record heads in the namespace, of one plugin or (plugin "") all.
+// heads lists the record heads in the namespace, of one plugin or (plugin "") all,
+// and remembers them.
 func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
 	sel := LabelOwner + "=kubeplug," + LabelPart + "=head"
 	if plugin != "" {
@@ -118,26 +174,57 @@ func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
 		return nil, fmt.Errorf("list the release records of %s: %w", plugin, err)
 	}
 	out := make([]*Record, 0, len(list.Items))
+	inline := map[string]inlineObjects{}
 	for i := range list.Items {
 		sec := &list.Items[i]
 		if sec.Type != RecordType {
 			continue
 		}
-		raw, err := gunzip(sec.Data[recordKey])
-		if err == nil {
-			raw, err = s.sealer.Unseal(ctx, raw)
-		}
+		r, err := s.decodeHead(ctx, sec)
 		if err != nil {
-			return nil, fmt.Errorf("release record %s/%s: %w", sec.Namespace, sec.Name, err)
+			return nil, err
 		}
-		r := &Record{}
-		if err := json.Unmarshal(raw, r); err != nil {
-			return nil, fmt.Errorf("release record %s/%s is corrupt: %w", sec.Namespace, sec.Name, err)
+		if r.Inline {
+			inline[sec.Name] = inlineObjects{digest: digestOf(sec.Data[objectsKey]), payload: sec.Data[objectsKey]}
 		}
 		out = append(out, r)
 	}
 	sortRecords(out)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if plugin == "" {
+		s.known, s.allKnown = map[string][]*Record{}, true
+	} else {
+		s.known[plugin] = []*Record{}
+	}
+	for _, r := range out {
+		s.known[r.Plugin] = append(s.known[r.Plugin], r.Clone())
+	}
+	for name, in := range inline {
+		s.inline[name] = in
+	}
 	return out, nil
+}
+
+// decodeHead reads the Record a head Secret holds.
+func (s *Secrets) decodeHead(ctx context.Context, sec *corev1.Secret) (*Record, error) {
+	raw, err := gunzip(sec.Data[recordKey])
+	if err == nil {
+		raw, err = s.sealer.Unseal(ctx, raw)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("release record %s/%s: %w", sec.Namespace, sec.Name, err)
+	}
+	r := &Record{}
+	if err := json.Unmarshal(raw, r); err != nil {
+		return nil, fmt.Errorf("release record %s/%s is corrupt: %w", sec.Namespace, sec.Name, err)
+	}
+	return r, nil
+}
+
+func digestOf(payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // History returns a plugin's revisions, oldest first: its release records, or the
@@ -205,23 +292,41 @@ func (s *Secrets) deleteLegacy(ctx context.Context, plugin string) error {
 	})
 }
 
-// Write stores a revision. With objects, it first writes them in new chunk
-// Secrets (named by their content, so rewriting a revision never touches chunks a
-// head names), then the head that names them, then deletes chunks no head names
-// (left by a run killed between the two) and revisions beyond the history limit.
-// A reader therefore sees a revision whole or not at all. Without objects only the
-// head is written, naming the chunks r already has.
+// Write stores a revision. With objects, it encodes them and keeps them in the
+// head when they are small (InlineMax), else first writes them in new chunk
+// Secrets (named by their content, so rewriting a revision never touches chunks
+// a head names); then it writes the head, then deletes chunks no head names
+// (left by a run killed between the two) and revisions beyond the history
+// limit. A reader therefore sees a revision whole or not at all. Without
+// objects only the head is written, keeping the objects r names: its chunks, or
+// the objects inline in its head, which the head written again carries (the
+// store refuses to write an inline head whose objects it does not have).
 func (s *Secrets) Write(ctx context.Context, r *Record, objects []*unstructured.Unstructured) error {
 	if r.Legacy {
 		return s.migrate(ctx, r)
 	}
-	if objects != nil {
-		if err := s.WriteChunks(ctx, r, objects); err != nil {
+	var inline []byte
+	switch {
+	case objects != nil:
+		payload, err := s.encodeObjects(ctx, r, objects)
+		if err != nil {
 			return err
 		}
+		if len(payload) <= InlineMax {
+			r.Inline, r.Chunks, inline = true, nil, payload
+		} else if err := s.writeChunks(ctx, r, payload); err != nil {
+			return err
+		}
+		// Reached for inline revisions too, where nothing was written yet: a
+		// run killed here leaves the previous head as it was either way.
 		faultpoint.Hit("state:chunks-written")
+	case r.Inline:
+		var err error
+		if inline, err = s.inlinePayload(ctx, r); err != nil {
+			return fmt.Errorf("not writing the head of %s revision %d without its objects: %w", r.Plugin, r.Revision, err)
+		}
 	}
-	if err := s.writeHead(ctx, r); err != nil {
+	if err := s.writeHead(ctx, r, inline); err != nil {
 		return err
 	}
 	faultpoint.Hit("state:head-written")
@@ -233,29 +338,74 @@ func (s *Secrets) Write(ctx context.Context, r *Record, objects []*unstructured.
 	return nil
 }
 
-// WriteChunks stores the objects of a revision in chunk Secrets and names them in
-// r, without writing its head: the first half of Write, which is what a run killed
-// between the two leaves behind (tests forge that state with it).
-func (s *Secrets) WriteChunks(ctx context.Context, r *Record, objects []*unstructured.Unstructured) error {
+// encodeObjects is the stored form of a revision's objects: sealed, gzipped
+// JSON. It sets r's Manifests and Count.
+func (s *Secrets) encodeObjects(ctx context.Context, r *Record, objects []*unstructured.Unstructured) ([]byte, error) {
 	raw, err := json.Marshal(objects)
 	if err == nil {
 		raw, err = s.sealer.Seal(ctx, raw)
 	}
 	if err != nil {
-		return fmt.Errorf("encode the objects of %s revision %d: %w", r.Plugin, r.Revision, err)
+		return nil, fmt.Errorf("encode the objects of %s revision %d: %w", r.Plugin, r.Revision, err)
 	}
 	payload := gz(raw)
-	sum := sha256.Sum256(payload)
-	r.Manifests, r.Count, r.Chunks = "sha256:"+hex.EncodeToString(sum[:]), len(objects), nil
+	r.Manifests, r.Count = digestOf(payload), len(objects)
+	return payload, nil
+}
+
+// WriteChunks stores the objects of a revision in chunk Secrets and names them in
+// r, without writing its head: the first half of Write for a revision too large
+// to be inline, which is what a run killed between the two leaves behind (tests
+// forge that state with it, whatever the size).
+func (s *Secrets) WriteChunks(ctx context.Context, r *Record, objects []*unstructured.Unstructured) error {
+	payload, err := s.encodeObjects(ctx, r, objects)
+	if err != nil {
+		return err
+	}
+	return s.writeChunks(ctx, r, payload)
+}
+
+func (s *Secrets) writeChunks(ctx context.Context, r *Record, payload []byte) error {
+	r.Inline, r.Chunks = false, nil
+	short := strings.TrimPrefix(r.Manifests, "sha256:")[:10]
 	for i := 0; i == 0 || i*ChunkSize < len(payload); i++ {
 		part := payload[i*ChunkSize : min((i+1)*ChunkSize, len(payload))]
-		name := fmt.Sprintf("%s.%s.%d", recordName(r.Plugin, r.Revision), hex.EncodeToString(sum[:5]), i)
+		name := fmt.Sprintf("%s.%s.%d", recordName(r.Plugin, r.Revision), short, i)
 		if err := s.createChunk(ctx, r, name, part); err != nil {
 			return err
 		}
 		r.Chunks = append(r.Chunks, name)
 	}
 	return nil
+}
+
+// inlinePayload is the stored objects of inline revision r: as this store read
+// or wrote them, else from its head in the cluster.
+func (s *Secrets) inlinePayload(ctx context.Context, r *Record) ([]byte, error) {
+	name := recordName(r.Plugin, r.Revision)
+	s.mu.Lock()
+	in, ok := s.inline[name]
+	s.mu.Unlock()
+	if ok && in.digest == r.Manifests {
+		return in.payload, nil
+	}
+	var sec *corev1.Secret
+	err := s.c.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		sec, err = s.c.Core.CoreV1().Secrets(s.namespace).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("read the objects of %s revision %d (%s): %w", r.Plugin, r.Revision, name, err)
+	}
+	if err == nil && r.Manifests != "" && digestOf(sec.Data[objectsKey]) == r.Manifests {
+		payload := sec.Data[objectsKey]
+		s.mu.Lock()
+		s.inline[name] = inlineObjects{digest: r.Manifests, payload: payload}
+		s.mu.Unlock()
+		return payload, nil
+	}
+	return nil, fmt.Errorf("the objects of %s revision %d are kept in its head %s, which does not hold them (digest %s)", r.Plugin, r.Revision, name, r.Manifests)
 }
 
 func recordLabels(r *Record, part string) map[string]string {
@@ -271,7 +421,7 @@ func (s *Secrets) createChunk(ctx context.Context, r *Record, name string, data 
 		Type:       RecordType,
 		Data:       map[string][]byte{chunkKey: data},
 	}
-	return s.c.Retry(ctx, func(ctx context.Context) error {
+	err := s.c.Retry(ctx, func(ctx context.Context) error {
 		_, err := s.c.Core.CoreV1().Secrets(s.namespace).Create(ctx, sec, metav1.CreateOptions{FieldManager: kube.FieldManager})
 		if apierrors.IsAlreadyExists(err) {
 			return nil // named by its content: the same bytes
@@ -281,9 +431,22 @@ func (s *Secrets) createChunk(ctx context.Context, r *Record, name string, data 
 		}
 		return nil
 	})
+	if err == nil {
+		s.mu.Lock()
+		if s.chunks != nil {
+			if s.chunks[r.Plugin] == nil {
+				s.chunks[r.Plugin] = map[string]bool{}
+			}
+			s.chunks[r.Plugin][name] = true
+		}
+		s.mu.Unlock()
+	}
+	return err
 }
 
-func (s *Secrets) writeHead(ctx context.Context, r *Record) error {
+// writeHead applies r's head Secret, holding inline (r's objects, when r is
+// Inline), and remembers it.
+func (s *Secrets) writeHead(ctx context.Context, r *Record, inline []byte) error {
 	raw, err := json.Marshal(r)
 	if err == nil {
 		raw, err = s.sealer.Seal(ctx, raw)
@@ -293,6 +456,10 @@ func (s *Secrets) writeHead(ctx context.Context, r *Record) error {
 	}
 	labels := recordLabels(r, "head")
 	labels[LabelStatus] = r.Phase
+	data := map[string]any{recordKey: gz(raw)}
+	if r.Inline {
+		data[objectsKey] = inline
+	}
 	sec := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret", "type": string(RecordType),
 		"metadata": map[string]any{
@@ -303,9 +470,9 @@ func (s *Secrets) writeHead(ctx context.Context, r *Record) error {
 				"kubeplug.dev/description": s.sealer.Sensitive().String(r.Description),
 			},
 		},
-		"data": map[string]any{recordKey: gz(raw)},
+		"data": data,
 	}}
-	return s.c.Retry(ctx, func(ctx context.Context) error {
+	err = s.c.Retry(ctx, func(ctx context.Context) error {
 		_, err := s.c.Dynamic.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(s.namespace).
 			Apply(ctx, sec.GetName(), sec, metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true})
 		if err != nil {
@@ -313,6 +480,28 @@ func (s *Secrets) writeHead(ctx context.Context, r *Record) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	s.remember(r, inline)
+	return nil
+}
+
+// remember records a head this store wrote among the plugin's known heads.
+func (s *Secrets) remember(r *Record, inline []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Inline {
+		s.inline[recordName(r.Plugin, r.Revision)] = inlineObjects{digest: r.Manifests, payload: inline}
+	}
+	recs, ok := s.known[r.Plugin]
+	if !ok && !s.allKnown {
+		return // the plugin's other heads are not known: collect lists them
+	}
+	recs = slices.DeleteFunc(slices.Clone(recs), func(k *Record) bool { return k.Revision == r.Revision })
+	recs = append(recs, r.Clone())
+	sortRecords(recs)
+	s.known[r.Plugin] = recs
 }
 
 func toAny(m map[string]string) map[string]any {
@@ -324,9 +513,10 @@ func toAny(m map[string]string) map[string]any {
 }
 
 // collect deletes a plugin's revisions beyond the history limit (heads first) and
-// then every chunk no remaining head names.
+// then every chunk no remaining head names. It lists the plugin's heads only
+// when the store does not know them, and every plugin's chunks once.
 func (s *Secrets) collect(ctx context.Context, plugin string) error {
-	recs, err := s.heads(ctx, plugin)
+	recs, err := s.knownHeads(ctx, plugin)
 	if err != nil {
 		return err
 	}
@@ -335,6 +525,7 @@ func (s *Secrets) collect(ctx context.Context, plugin string) error {
 			if err := s.deleteSecret(ctx, recordName(plugin, r.Revision)); err != nil {
 				return fmt.Errorf("delete revision %d of %s: %w", r.Revision, plugin, err)
 			}
+			s.forget(r)
 		}
 		recs = recs[n:]
 	}
@@ -355,30 +546,91 @@ func (s *Secrets) collect(ctx context.Context, plugin string) error {
 		if err := s.deleteSecret(ctx, c); err != nil {
 			return fmt.Errorf("delete the orphaned record chunk %s of %s: %w", c, plugin, err)
 		}
+		s.forgetChunk(plugin, c)
 	}
 	return nil
 }
 
-// chunkNames lists a plugin's chunk Secrets by metadata only: chunks are large.
+// knownHeads is a plugin's heads, oldest first: as the store knows them, else
+// listed.
+func (s *Secrets) knownHeads(ctx context.Context, plugin string) ([]*Record, error) {
+	s.mu.Lock()
+	recs, ok := s.known[plugin]
+	ok = ok || s.allKnown
+	recs = slices.Clone(recs)
+	s.mu.Unlock()
+	if ok {
+		return recs, nil
+	}
+	return s.heads(ctx, plugin)
+}
+
+// forget drops a deleted head from what the store knows.
+func (s *Secrets) forget(r *Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if recs, ok := s.known[r.Plugin]; ok {
+		s.known[r.Plugin] = slices.DeleteFunc(slices.Clone(recs), func(k *Record) bool { return k.Revision == r.Revision })
+	}
+	delete(s.inline, recordName(r.Plugin, r.Revision))
+}
+
+func (s *Secrets) forgetChunk(plugin, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.chunks != nil {
+		delete(s.chunks[plugin], name)
+	}
+}
+
+// chunkNames is a plugin's chunk Secrets: the first call lists every plugin's
+// by metadata only (chunks are large), later ones use what the store knows.
 func (s *Secrets) chunkNames(ctx context.Context, plugin string) ([]string, error) {
-	mc, err := metadata.NewForConfig(s.c.Config)
-	if err != nil {
-		return nil, err
+	s.mu.Lock()
+	listed := s.chunks != nil
+	s.mu.Unlock()
+	if !listed {
+		var list *metav1.PartialObjectMetadataList
+		err := s.c.Retry(ctx, func(ctx context.Context) error {
+			var err error
+			list, err = s.c.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(s.namespace).
+				List(ctx, metav1.ListOptions{LabelSelector: LabelOwner + "=kubeplug," + LabelPart + "=chunk"})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list the release record chunks in %s: %w", s.namespace, err)
+		}
+		all := map[string]map[string]bool{}
+		for _, m := range list.Items {
+			p := m.Labels[kube.LabelPlugin]
+			if all[p] == nil {
+				all[p] = map[string]bool{}
+			}
+			all[p][m.Name] = true
+		}
+		s.mu.Lock()
+		if s.chunks == nil {
+			s.chunks = all
+		} else {
+			// Listed meanwhile by another plugin's write: keep both.
+			for p, names := range all {
+				if s.chunks[p] == nil {
+					s.chunks[p] = map[string]bool{}
+				}
+				for n := range names {
+					s.chunks[p][n] = true
+				}
+			}
+		}
+		s.mu.Unlock()
 	}
-	var list *metav1.PartialObjectMetadataList
-	err = s.c.Retry(ctx, func(ctx context.Context) error {
-		var err error
-		list, err = mc.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(s.namespace).
-			List(ctx, metav1.ListOptions{LabelSelector: LabelOwner + "=kubeplug," + LabelPart + "=chunk," + kube.LabelPlugin + "=" + plugin})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list the release record chunks of %s: %w", plugin, err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.chunks[plugin]))
+	for n := range s.chunks[plugin] {
+		out = append(out, n)
 	}
-	out := make([]string, 0, len(list.Items))
-	for _, m := range list.Items {
-		out = append(out, m.Name)
-	}
+	slices.Sort(out)
 	return out, nil
 }
 
@@ -392,26 +644,33 @@ func (s *Secrets) deleteSecret(ctx context.Context, name string) error {
 	})
 }
 
-// Objects reads the objects a revision applied from its chunks.
+// Objects reads the objects a revision applied: from its head when it is
+// inline, else from its chunks.
 func (s *Secrets) Objects(ctx context.Context, r *Record) ([]*unstructured.Unstructured, error) {
-	if len(r.Chunks) == 0 {
-		return nil, fmt.Errorf("plugin %s revision %d: %w", r.Plugin, r.Revision, ErrNoObjects)
-	}
 	var payload []byte
-	for _, name := range r.Chunks {
-		var sec *corev1.Secret
-		err := s.c.Retry(ctx, func(ctx context.Context) error {
-			var err error
-			sec, err = s.c.Core.CoreV1().Secrets(s.namespace).Get(ctx, name, metav1.GetOptions{})
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("read the objects of %s revision %d (%s): %w", r.Plugin, r.Revision, name, err)
+	switch {
+	case r.Inline:
+		var err error
+		if payload, err = s.inlinePayload(ctx, r); err != nil {
+			return nil, err
 		}
-		payload = append(payload, sec.Data[chunkKey]...)
+	case !r.HasObjects():
+		return nil, fmt.Errorf("plugin %s revision %d: %w", r.Plugin, r.Revision, ErrNoObjects)
+	default:
+		for _, name := range r.Chunks {
+			var sec *corev1.Secret
+			err := s.c.Retry(ctx, func(ctx context.Context) error {
+				var err error
+				sec, err = s.c.Core.CoreV1().Secrets(s.namespace).Get(ctx, name, metav1.GetOptions{})
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("read the objects of %s revision %d (%s): %w", r.Plugin, r.Revision, name, err)
+			}
+			payload = append(payload, sec.Data[chunkKey]...)
+		}
 	}
-	sum := sha256.Sum256(payload)
-	if got := "sha256:" + hex.EncodeToString(sum[:]); got != r.Manifests {
+	if got := digestOf(payload); got != r.Manifests {
 		return nil, fmt.Errorf("the objects of %s revision %d are corrupt: digest %s, recorded %s", r.Plugin, r.Revision, got, r.Manifests)
 	}
 	raw, err := gunzip(payload)
@@ -497,6 +756,7 @@ func (s *Secrets) Delete(ctx context.Context, plugin string) error {
 		if err := s.deleteSecret(ctx, recordName(plugin, r.Revision)); err != nil {
 			return fmt.Errorf("delete the release record of %s revision %d: %w", plugin, r.Revision, err)
 		}
+		s.forget(r)
 	}
 	chunks, err := s.chunkNames(ctx, plugin)
 	if err != nil {
@@ -506,6 +766,7 @@ func (s *Secrets) Delete(ctx context.Context, plugin string) error {
 		if err := s.deleteSecret(ctx, c); err != nil {
 			return fmt.Errorf("delete the release record chunk %s: %w", c, err)
 		}
+		s.forgetChunk(plugin, c)
 	}
 	return s.deleteLegacy(ctx, plugin)
 }

@@ -57,9 +57,9 @@ func TestSecretsStoreRoundTrip(t *testing.T) {
 	if _, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	old := state.ChunkSize
-	state.ChunkSize = 4 << 10
-	t.Cleanup(func() { state.ChunkSize = old })
+	old, oldInline := state.ChunkSize, state.InlineMax
+	state.ChunkSize, state.InlineMax = 4<<10, 0 // chunks, however small
+	t.Cleanup(func() { state.ChunkSize, state.InlineMax = old, oldInline })
 
 	objs := configMaps(300)
 	for rev := 1; rev <= 3; rev++ {
