@@ -144,7 +144,10 @@ func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructur
 				}
 				got, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
 				if err != nil {
-					if ctx.Err() == nil {
+					// A read the wait's own end cut short says nothing of the
+					// object: its deadline may have passed a moment before ctx
+					// says so (the client's rate limiter refuses such a read).
+					if deadline, ok := ctx.Deadline(); ctx.Err() == nil && (!ok || time.Now().Before(deadline)) {
 						mu.Lock()
 						pending[i] = &pendingObj{err: err}
 						mu.Unlock()
