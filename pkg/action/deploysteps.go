@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	"github.com/Masterminds/semver/v3"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
@@ -355,14 +354,8 @@ func unit(pl *engine.Planned, objs []map[string]any, rels []render.Release) (dep
 		return u, err
 	}
 	for _, o := range objs {
-		// A JSON round trip turns json.Number into the int64 and float64 that
-		// unstructured objects hold.
-		b, err := json.Marshal(o)
+		obj, err := unstructuredOf(o)
 		if err != nil {
-			return u, fmt.Errorf("encode an object: %w", err)
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(b); err != nil {
 			return u, fmt.Errorf("decode %s: %w", model.ObjectKey(o), err)
 		}
 		u.Objects = append(u.Objects, obj)

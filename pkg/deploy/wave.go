@@ -128,8 +128,7 @@ func (b *Begun) Abandon(ctx context.Context, why string) error {
 // as the Deployer's discovery knows, without asking again.
 func (d *Deployer) mapsAll(objs []*unstructured.Unstructured) bool {
 	for _, o := range objs {
-		gvk := o.GroupVersionKind()
-		if _, err := d.kc.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		if !d.kc.Maps(o.GroupVersionKind()) {
 			return false
 		}
 	}

@@ -335,6 +335,20 @@ func (c *Client) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error)
 	return m, nil
 }
 
+// Maps says whether the kind is served as far as discovery last said: Mapping
+// without a new discovery for a kind it did not list.
+func (c *Client) Maps(gvk schema.GroupVersionKind) bool {
+	if _, ok := c.mappings.Load(gvk); ok {
+		return true
+	}
+	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false
+	}
+	c.mappings.Store(gvk, m)
+	return true
+}
+
 // resetAfterMiss forgets what discovery said, for a kind not found in what it
 // said at reset generation gen, and returns the new generation: unless another
 // caller has reset since, or the kind was found missing right after the newest

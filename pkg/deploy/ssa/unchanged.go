@@ -175,7 +175,10 @@ func StampDigest(o *unstructured.Unstructured) {
 	ann := o.GetAnnotations()
 	delete(ann, AnnotationDigest)
 	o.SetAnnotations(ann)
-	raw, _ := json.Marshal(o.Object) // plain JSON values: cannot fail
+	raw, ok := appendJSON(make([]byte, 0, 1024), o.Object)
+	if !ok {
+		raw, _ = json.Marshal(o.Object) // plain JSON values: cannot fail
+	}
 	sum := sha256.Sum256(raw)
 	if ann == nil {
 		ann = map[string]string{}

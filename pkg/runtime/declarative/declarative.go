@@ -417,22 +417,37 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 			r.l = append(r.l, d)
 			continue
 		}
+		key := parseKey(name, text)
+		if objs, ok := manifestCache.get(key); ok {
+			for _, obj := range objs {
+				k.Objects = append(k.Objects, model.Object{Object: obj})
+			}
+			continue
+		}
 		docs, dl := yamldoc.ParseAll(name+" (rendered)", []byte(text))
 		for i := range dl {
 			dl[i].Plugin = r.pkg.Name
 		}
 		r.l = append(r.l, dl...)
+		clean := len(dl) == 0
+		var objs []map[string]any
 		for _, d := range docs {
 			obj, ok := d.Value.(map[string]any)
 			if !ok {
 				d.Errorf(&r.l, "", "expected a Kubernetes object (a mapping), found %T", d.Value)
+				clean = false
 				continue
 			}
 			if missing := missingObjectFields(obj); missing != "" {
 				d.Errorf(&r.l, "", "expected a Kubernetes object with %s", missing)
+				clean = false
 				continue
 			}
+			objs = append(objs, obj)
 			k.Objects = append(k.Objects, model.Object{Object: obj})
+		}
+		if clean {
+			manifestCache.put(key, len(text), objs)
 		}
 	}
 }
