@@ -179,8 +179,10 @@ func BenchmarkNoopApply1000(b *testing.B) {
 		_, _ = un.Run(context.Background())
 	})
 	requests.take()
+	cpu := processCPU()
 	for b.Loop() {
 		applyOnce()
 	}
 	b.ReportMetric(float64(requests.take())/float64(b.N), "requests/op")
+	b.ReportMetric(cpuPerObject(processCPU()-cpu, 1000*b.N), "kubeplug-cpu-µs/obj")
 }

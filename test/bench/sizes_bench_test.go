@@ -40,6 +40,9 @@ type sample struct {
 	// (apiserver_request_total), which includes what else the control plane
 	// did meanwhile.
 	serverFixed, serverNoop int
+	// kubeplugCPU, bareCPU and noopCPU are the CPU time this process used for
+	// the fresh apply, the bare loop and the re-apply (rusage around each).
+	kubeplugCPU, bareCPU, noopCPU time.Duration
 }
 
 // BenchmarkApplySizes applies the same ConfigMaps from 20 plugins in six
@@ -77,6 +80,9 @@ func BenchmarkApplySizes(b *testing.B) {
 			b.ReportMetric(float64(m.fixed), "fixed-requests")
 			b.ReportMetric(float64(m.noopReqs), "noop-requests")
 			b.ReportMetric(m.noop.Seconds(), "reapply-s")
+			b.ReportMetric(cpuPerObject(m.kubeplugCPU, size), "kubeplug-cpu-µs/obj")
+			b.ReportMetric(cpuPerObject(m.bareCPU, size), "bare-cpu-µs/obj")
+			b.ReportMetric(cpuPerObject(m.noopCPU, size), "noop-cpu-µs/obj")
 		})
 	}
 	printTable(os.Stdout, sizes, samples)
@@ -116,10 +122,14 @@ func applySample(b *testing.B, size, n int) sample {
 	}
 	kubeplugRuns := func() {
 		before := serverRequests(b, cs)
+		cpu := processCPU()
 		s.kubeplug = timeIt(b, "kubeplug apply", applyOnce)
+		s.kubeplugCPU = processCPU() - cpu
 		mid := serverRequests(b, cs)
 		fresh := requests.take()
+		cpu = processCPU()
 		s.noop = timeIt(b, "kubeplug re-apply (no change)", applyOnce)
+		s.noopCPU = processCPU() - cpu
 		after := serverRequests(b, cs)
 		s.noopReqs = requests.take()
 		// Every object is one apply; the rest is kubeplug's own bookkeeping. The
@@ -136,7 +146,10 @@ func applySample(b *testing.B, size, n int) sample {
 		for i := range plugins {
 			all = append(all, content(ns, i, size)...)
 		}
+		cpu := processCPU()
 		s.bare = timeIt(b, "bare parallel SSA loop", func() error { return bareLoop(dc, ns, all) })
+		s.bareCPU = processCPU() - cpu
+		b.Logf("CPU per object: kubeplug %.0f µs, bare loop %.0f µs", cpuPerObject(s.kubeplugCPU, size), cpuPerObject(s.bareCPU, size))
 	}
 	// Alternate which goes first: the API server warms up (caches, etcd) on
 	// whatever runs first.
@@ -269,6 +282,9 @@ func medians(samples []sample) sample {
 		noopReqs:    num(func(s sample) int { return s.noopReqs }),
 		serverFixed: num(func(s sample) int { return s.serverFixed }),
 		serverNoop:  num(func(s sample) int { return s.serverNoop }),
+		kubeplugCPU: dur(func(s sample) time.Duration { return s.kubeplugCPU }),
+		bareCPU:     dur(func(s sample) time.Duration { return s.bareCPU }),
+		noopCPU:     dur(func(s sample) time.Duration { return s.noopCPU }),
 	}
 }
 
@@ -298,8 +314,8 @@ func ratios(samples []sample) float64 {
 func printTable(w *os.File, sizes []int, samples map[int][]sample) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nkubeplug apply against a bare parallel SSA loop, kubectl and helm (medians of %s):\n\n", runsOf(sizes, samples))
-	b.WriteString("| objects | kubeplug fresh | bare loop | ratio | no-op re-apply | fixed requests (server) | no-op requests (server) | kubectl --server-side | helm install x20 |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| objects | kubeplug fresh | bare loop | ratio | no-op re-apply | fixed requests (server) | no-op requests (server) | CPU µs/object: kubeplug, bare, no-op | kubectl --server-side | helm install x20 |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, size := range sizes {
 		got := samples[size]
 		if len(got) == 0 {
@@ -310,13 +326,15 @@ func printTable(w *os.File, sizes []int, samples map[int][]sample) {
 		if m.helm > 0 {
 			helm = fmt.Sprintf("%.2f s (%.1f×)", m.helm.Seconds(), m.helm.Seconds()/m.kubeplug.Seconds())
 		}
-		fmt.Fprintf(&b, "| %d | %.2f s | %.2f s | %.2f | %.2f s | %d (%d) | %d (%d) | %.2f s (%.1f×) | %s |\n",
+		fmt.Fprintf(&b, "| %d | %.2f s | %.2f s | %.2f | %.2f s | %d (%d) | %d (%d) | %.0f, %.0f, %.0f | %.2f s (%.1f×) | %s |\n",
 			size, m.kubeplug.Seconds(), m.bare.Seconds(), ratios(got), m.noop.Seconds(),
 			m.fixed, m.serverFixed, m.noopReqs, m.serverNoop,
+			cpuPerObject(m.kubeplugCPU, size), cpuPerObject(m.bareCPU, size), cpuPerObject(m.noopCPU, size),
 			m.kubectl.Seconds(), m.kubectl.Seconds()/m.kubeplug.Seconds(), helm)
 	}
 	b.WriteString("\nratio: kubeplug's time over the bare loop's, same-run pairs, alternating which went first; ")
 	b.WriteString("requests: what kubeplug's client sent beyond one apply per object (the API server's apiserver_request_total, which counts the rest of the control plane too); ")
+	b.WriteString("CPU: what this process used (rusage) per object, kubeplug's fresh apply, the bare loop, kubeplug's no-op; ")
 	b.WriteString("kubectl and helm: their time, and how many times kubeplug's.\n")
 	_, _ = fmt.Fprint(w, b.String())
 }
