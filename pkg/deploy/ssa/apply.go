@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
@@ -115,7 +117,37 @@ func (a *Applier) Apply(ctx context.Context, o *unstructured.Unstructured) (*uns
 	if err != nil {
 		return nil, DescribeApplyError(err)
 	}
+	if got.GetDeletionTimestamp() != nil && o.GetAPIVersion() == "v1" && o.GetKind() == "Namespace" && !a.opts.DryRun {
+		// A namespace still being deleted (a plugin removed just before, a cluster
+		// stopped while its namespaces terminated) takes no new content: wait
+		// until it is gone, then make it anew.
+		if err := a.waitGone(ctx, ri, o.GetName()); err != nil {
+			return nil, err
+		}
+		return a.Apply(ctx, o)
+	}
 	return got, nil
+}
+
+// waitGone waits until the object name that ri serves is deleted, for at most
+// Options.Timeout.
+func (a *Applier) waitGone(ctx context.Context, ri dynamic.ResourceInterface, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		cur, err := ri.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			return false, nil // retried until the timeout
+		}
+		return cur.GetDeletionTimestamp() == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s is being deleted and was not gone after %s (its finalizers or content remain): %w", name, a.opts.Timeout, err)
+	}
+	return nil
 }
 
 // DescribeApplyError keeps the API server's own words, which name the field and,
