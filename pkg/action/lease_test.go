@@ -95,7 +95,7 @@ spec:
 	// A dry run takes no lease, so it runs.
 	dry := action.NewApply(cfg)
 	dry.Target.RESTConfig, dry.DryRun = rc, true
-	if _, l := dry.Run(t.Context(), load(t, filepath.Join(dir, "cluster.yaml"))); strings.Contains(l.String(), "lease") {
+	if _, l := dry.Run(t.Context(), load(t, filepath.Join(dir, "cluster.yaml"))); strings.Contains(l.String(), "holds the cluster's lease") {
 		t.Errorf("dry run: %v", l)
 	}
 	if err := release(t.Context()); err != nil {
