@@ -4,10 +4,10 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/kubeplug/kubeplug/internal/suggest"
+	"github.com/kubeplug/kubeplug/pkg/values"
 )
 
 // Known is what a plugin or chart declares about its values: the values that
@@ -180,30 +180,14 @@ func (k *Known) resolve(ref string) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	cur := k.Schema
 	if ptr == "" {
-		return cur, true
+		return k.Schema, true
 	}
-	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
+	root, ok := k.Schema.(map[string]any)
+	if !ok {
+		return nil, false
 	}
-	return cur, true
+	return values.Get(root, ptr)
 }
 
 // names are the keys the defaults and the schemas know at one level.
