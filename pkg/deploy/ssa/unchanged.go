@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubeplug/kubeplug/internal/jsonenc"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
 
@@ -175,7 +176,7 @@ func StampDigest(o *unstructured.Unstructured) {
 	ann := o.GetAnnotations()
 	delete(ann, AnnotationDigest)
 	o.SetAnnotations(ann)
-	raw, ok := appendJSON(make([]byte, 0, 1024), o.Object)
+	raw, ok := jsonenc.Append(make([]byte, 0, 1024), o.Object)
 	if !ok {
 		raw, _ = json.Marshal(o.Object) // plain JSON values: cannot fail
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
+	"github.com/kubeplug/kubeplug/internal/jsonenc"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/seal"
 )
@@ -341,7 +342,7 @@ func (s *Secrets) Write(ctx context.Context, r *Record, objects []*unstructured.
 // encodeObjects is the stored form of a revision's objects: sealed, gzipped
 // JSON. It sets r's Manifests and Count.
 func (s *Secrets) encodeObjects(ctx context.Context, r *Record, objects []*unstructured.Unstructured) ([]byte, error) {
-	raw, err := json.Marshal(objects)
+	raw, err := marshalObjects(objects)
 	if err == nil {
 		raw, err = s.sealer.Seal(ctx, raw)
 	}
@@ -769,4 +770,28 @@ func (s *Secrets) Delete(ctx context.Context, plugin string) error {
 		s.forgetChunk(plugin, c)
 	}
 	return s.deleteLegacy(ctx, plugin)
+}
+
+// marshalObjects is json.Marshal(objects), written without reflection when
+// jsonenc can write every object (it always can for objects decoded from
+// JSON or YAML).
+func marshalObjects(objects []*unstructured.Unstructured) ([]byte, error) {
+	if objects == nil {
+		return json.Marshal(objects)
+	}
+	b := make([]byte, 0, 1024*len(objects)+2)
+	b = append(b, '[')
+	for i, u := range objects {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		ok := false
+		if u != nil && u.Object != nil {
+			b, ok = jsonenc.Append(b, u.Object)
+		}
+		if !ok {
+			return json.Marshal(objects)
+		}
+	}
+	return append(b, ']'), nil
 }

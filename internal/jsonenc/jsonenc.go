@@ -1,4 +1,4 @@
-package ssa
+package jsonenc
 
 import (
 	"encoding/json"
@@ -7,12 +7,13 @@ import (
 	"strconv"
 )
 
-// appendJSON appends v as encoding/json's Marshal writes it (sorted keys, HTML
+// Append appends v as encoding/json's Marshal writes it (sorted keys, HTML
 // characters escaped, ES6 number forms), for the values unstructured objects
 // hold, without reflection; ok is false for a value of another type or a
-// number JSON cannot hold, which the caller then marshals itself. The digest
-// of an object depends on these bytes: they must not change.
-func appendJSON(b []byte, v any) (_ []byte, ok bool) {
+// number JSON cannot hold, which the caller then marshals itself (Marshal
+// does). Digests of objects (ssa.StampDigest) depend on these bytes: they must
+// not change.
+func Append(b []byte, v any) (_ []byte, ok bool) {
 	switch t := v.(type) {
 	case nil:
 		return append(b, "null"...), true
@@ -42,7 +43,7 @@ func appendJSON(b []byte, v any) (_ []byte, ok bool) {
 			}
 			b = appendString(b, k)
 			b = append(b, ':')
-			if b, ok = appendJSON(b, t[k]); !ok {
+			if b, ok = Append(b, t[k]); !ok {
 				return b, false
 			}
 		}
@@ -56,13 +57,21 @@ func appendJSON(b []byte, v any) (_ []byte, ok bool) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			if b, ok = appendJSON(b, e); !ok {
+			if b, ok = Append(b, e); !ok {
 				return b, false
 			}
 		}
 		return append(b, ']'), true
 	}
 	return b, false
+}
+
+// Marshal is json.Marshal(v), written by Append when it can.
+func Marshal(v any) ([]byte, error) {
+	if b, ok := Append(make([]byte, 0, 512), v); ok {
+		return b, nil
+	}
+	return json.Marshal(v)
 }
 
 // appendString writes a string with nothing to escape as it is, and leaves any

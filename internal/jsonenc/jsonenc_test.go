@@ -1,4 +1,4 @@
-package ssa
+package jsonenc
 
 import (
 	"encoding/json"
@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestAppendJSONIsMarshal: the digest's bytes are encoding/json's, for every
+// TestAppendIsMarshal: the digest's bytes are encoding/json's, for every
 // kind of value an unstructured object holds, and the values it does not
 // handle are reported, not written wrong.
-func TestAppendJSONIsMarshal(t *testing.T) {
+func TestAppendIsMarshal(t *testing.T) {
 	values := []any{
 		nil, true, false, "", "plain", `quote " and \ backslash`, "<html> & co", "tab\tnew\nline\x01", "ünïcødé", "line\u2028sep", "bad \xff utf8",
 		int64(0), int64(-1), int64(math.MaxInt64), int64(math.MinInt64), 42,
@@ -24,24 +24,24 @@ func TestAppendJSONIsMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := appendJSON(nil, v)
+		got, ok := Append(nil, v)
 		if !ok || string(got) != string(want) {
 			t.Errorf("value %d (%#v): %s (%v), want %s", i, v, got, ok, want)
 		}
 	}
 	for _, v := range []any{math.NaN(), math.Inf(1), []any{struct{}{}}, map[string]any{"n": json.Number("1")}, float32(1)} {
-		if _, ok := appendJSON(nil, v); ok {
+		if _, ok := Append(nil, v); ok {
 			t.Errorf("%#v: handled, want left to encoding/json", v)
 		}
 	}
 }
 
-func FuzzAppendJSONIsMarshal(f *testing.F) {
+func FuzzAppendIsMarshal(f *testing.F) {
 	f.Add("a<b>", 1.5, int64(3))
 	f.Fuzz(func(t *testing.T, s string, x float64, n int64) {
 		v := map[string]any{s: []any{s, x, n, map[string]any{"k": s}}}
 		want, err := json.Marshal(v)
-		got, ok := appendJSON(nil, v)
+		got, ok := Append(nil, v)
 		if err != nil {
 			if ok {
 				t.Fatalf("%#v: written as %s, but encoding/json fails: %v", v, got, err)
@@ -54,12 +54,12 @@ func FuzzAppendJSONIsMarshal(f *testing.F) {
 	})
 }
 
-func BenchmarkDigestJSON(b *testing.B) {
+func BenchmarkAppend(b *testing.B) {
 	o := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "p00-cm00", "namespace": "bench", "labels": map[string]any{"app.kubernetes.io/managed-by": "kubeplug", "kubeplug.dev/plugin": "p00"}},
 		"data": map[string]any{"plugin": "1", "index": "2", "payload": strings.Repeat("x", 256)}}
 	b.Run("append", func(b *testing.B) {
 		for b.Loop() {
-			_, _ = appendJSON(make([]byte, 0, 512), o)
+			_, _ = Append(make([]byte, 0, 512), o)
 		}
 	})
 	b.Run("marshal", func(b *testing.B) {
