@@ -57,17 +57,26 @@ func Read(fsys fs.FS, name string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read executable %s: %w", name, err)
 	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("read executable %s: not a regular file", name)
-	}
-	if info.Size() > maxExecutable {
-		return nil, fmt.Errorf("read executable %s: %d bytes is more than the limit of %d", name, info.Size(), maxExecutable)
+	if err := readable(name, info); err != nil {
+		return nil, err
 	}
 	b, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("read executable %s: %w", name, err)
 	}
 	return b, nil
+}
+
+// readable refuses an executable that is not a regular file within the size
+// limit.
+func readable(name string, info fs.FileInfo) error {
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("read executable %s: not a regular file", name)
+	}
+	if info.Size() > maxExecutable {
+		return fmt.Errorf("read executable %s: %d bytes is more than the limit of %d", name, info.Size(), maxExecutable)
+	}
+	return nil
 }
 
 // Private writes b into a new private directory (0700) as an executable (0700)

@@ -35,7 +35,9 @@ type Options struct {
 }
 
 // New returns the runtime of pkg's spec.runtime: exec or grpc. The caller closes
-// it when it is an io.Closer (grpc runtimes are). Nothing is started yet.
+// it when it is an io.Closer (both are: Close ends a grpc runtime's process and
+// removes an exec runtime's private copy of its executable). Nothing is started
+// yet.
 func New(pkg *plugin.Package, opts Options) (stage.Runtime, error) {
 	spec := pkg.Manifest.Spec.Runtime
 	if spec == nil {
@@ -54,7 +56,8 @@ func New(pkg *plugin.Package, opts Options) (stage.Runtime, error) {
 // Resolver is the standard runtime resolver (engine.RuntimeResolver): it gives
 // every planned plugin its declarative runtime, then the runtime of its
 // spec.runtime, then the in-process Go runtime registered under its name, and it
-// remembers the processes those runtimes start so that one Close ends them all.
+// remembers those runtimes so that one Close ends the processes they started and
+// removes the private copies of their executables.
 // Build one per run; it is safe for concurrent use.
 type Resolver struct {
 	opts    Options
@@ -100,8 +103,8 @@ func (r *Resolver) CheckPlan(plugins []string) diag.List {
 	return l
 }
 
-// Close stops every plugin process the resolver's runtimes started. Call it when
-// the run ends.
+// Close stops every plugin process the resolver's runtimes started and removes
+// their executables' private copies. Call it when the run ends.
 func (r *Resolver) Close() error {
 	r.mu.Lock()
 	closers := r.closers

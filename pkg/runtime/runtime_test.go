@@ -2,7 +2,10 @@ package runtime_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"testing"
 	"testing/fstest"
 
@@ -81,6 +84,42 @@ func TestCheckPlan(t *testing.T) {
 		"warning: an in-process runtime is registered for plugin b, which the cluster does not use"
 	if got := r.CheckPlan([]string{"used", "other"}).String(); got != want {
 		t.Errorf("diagnostics:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestResolverCloseRemovesCopies: closing the resolver removes the private copies
+// of the exec runtimes' executables; nothing is left in the temporary directory.
+func TestResolverCloseRemovesCopies(t *testing.T) {
+	bin := "#!/bin/sh\ncat >/dev/null\necho '{\"protocolVersion\":\"kubeplug.dev/exec/v1\"}'\n"
+	sum := sha256.Sum256([]byte(bin))
+	pkg, l := plugin.Load(fstest.MapFS{
+		"plugin.yaml": {Data: []byte("apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: sh, version: 1.0.0}\n" +
+			"spec: {runtime: {type: exec, command: [bin/plugin], sha256: " + hex.EncodeToString(sum[:]) + "}}\n")},
+		"bin/plugin": {Data: []byte(bin), Mode: 0o755},
+	}, plugin.OriginUser, "plugins/sh")
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	r := runtime.NewResolver(runtime.Options{})
+	rts, err := r.Runtimes(pkg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := rts[1].Run(context.Background(), &stage.Request{Stage: stage.Initialise, Plugin: "sh"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 1 {
+		t.Errorf("between calls, TMPDIR holds %d entries, want the one copy", len(ents))
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("after Close, TMPDIR holds %s", ents[0].Name())
 	}
 }
 

@@ -38,8 +38,7 @@ setsid sh -c 'echo $$ >>"$PIDS"; exec sleep 300' </dev/null >/dev/null 2>&1 &
 sleep 0.2
 exit 3
 `, true)
-	rt, err := exec.New(pkg, exec.Options{Env: []string{"PIDS=" + pids}})
-	must(t, err)
+	rt := newRuntime(t, pkg, exec.Options{Env: []string{"PIDS=" + pids}})
 	if _, err := rt.Run(t.Context(), request(stage.Render)); err != nil {
 		t.Fatal(err)
 	}

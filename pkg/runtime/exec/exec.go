@@ -68,17 +68,21 @@ type Options struct {
 type Runtime struct {
 	pkg     *plugin.Package
 	argv    []string
-	sha256  string
 	timeout time.Duration
 	dir     string
 	opts    Options
 	log     *slog.Logger
+	// bin is the executable, verified at the first call and copied once.
+	bin *proc.Pinned
 }
 
-var _ stage.Runtime = (*Runtime)(nil)
+var (
+	_ stage.Runtime = (*Runtime)(nil)
+	_ io.Closer     = (*Runtime)(nil)
+)
 
 // New returns the runtime of pkg's spec.runtime, which must be of type exec. It
-// checks the spec but runs nothing.
+// checks the spec but reads and runs nothing. The caller closes it.
 func New(pkg *plugin.Package, opts Options) (*Runtime, error) {
 	spec := pkg.Manifest.Spec.Runtime
 	if spec == nil || spec.Type != v1alpha1.RuntimeExec {
@@ -103,7 +107,10 @@ func New(pkg *plugin.Package, opts Options) (*Runtime, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	argv := append([]string{cmd0}, spec.Command[1:]...)
-	return &Runtime{pkg: pkg, argv: argv, sha256: spec.SHA256, timeout: timeout, dir: proc.PackageDir(pkg.Location), opts: opts, log: log}, nil
+	return &Runtime{
+		pkg: pkg, argv: argv, timeout: timeout, dir: proc.PackageDir(pkg.Location), opts: opts, log: log,
+		bin: proc.NewPinned(pkg.FS, cmd0, spec.SHA256),
+	}, nil
 }
 
 // Timeout returns the per-call timeout: override when positive, else
@@ -122,25 +129,32 @@ func Timeout(spec *v1alpha1.Runtime, override time.Duration) (time.Duration, err
 	return d, nil
 }
 
-// Run runs one stage: it checks the executable's digest, runs the checked bytes
-// with the request on stdin and decodes its stdout. A plugin that does not
-// implement the stage yields a nil response. Cancelling ctx kills the process
-// group and returns ctx's error.
+// Run runs one stage: it runs the executable's verified private copy (checking
+// the digest and making the copy at the first call) with the request on stdin
+// and decodes its stdout. A plugin that does not implement the stage yields a
+// nil response. Cancelling ctx kills the process group and returns ctx's error.
+// Calls may run concurrently.
 func (r *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response, error) {
 	in, err := protocol.EncodeRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	bin, err := proc.Verified(r.pkg.FS, r.argv[0], r.sha256)
+	file, renewed, err := r.bin.Path()
 	if err != nil {
 		return nil, err
 	}
-	tmp, file, err := proc.Private(bin, r.argv[0])
+	if renewed {
+		r.log.Warn("the private copy of the plugin executable changed or vanished; it was verified and copied again",
+			"plugin", r.pkg.Name, "executable", r.argv[0])
+	}
+	// The call's own directory: the plugin's TMPDIR, and its working directory
+	// when the package has none on disk; removed, with what the plugin left
+	// there, when the call ends.
+	tmp, err := os.MkdirTemp("", "kubeplug-call-")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("run %s: %w", r.argv[0], err)
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	// The plugin's TMPDIR is its own for this call, removed with tmp.
 	private, err := proc.PrivateTemp(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", r.argv[0], err)
@@ -216,6 +230,11 @@ func (r *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 	// The error quotes what the plugin printed; it may echo a secret.
 	return resp, secrets.Error(err)
 }
+
+// Close removes the executable's private copy. Call it when no call runs any
+// more (the resolver does when the run ends); a later Run verifies and copies the
+// package's executable again.
+func (r *Runtime) Close() error { return r.bin.Close() }
 
 func (r *Runtime) answer(ctx context.Context, runErr error, stdout *capped, stderr *proc.Stderr) (*stage.Response, error) {
 	name := r.argv[0]
