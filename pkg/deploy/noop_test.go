@@ -125,7 +125,7 @@ func TestNoopReadsMetadataOnlyAndDriftIsStillCorrected(t *testing.T) {
 	want = []string{
 		"GET /api/v1/namespaces/" + ns + "/configmaps/cm3",
 		"GET-META /api/v1/namespaces/" + ns + "/configmaps", "GET-META /api/v1/namespaces/" + ns + "/secrets",
-		"PATCH /api/v1/namespaces/" + ns + "/configmaps/cm3", "PATCH /api/v1/namespaces/" + ns + "/configmaps/cm7",
+		"PATCH-META /api/v1/namespaces/" + ns + "/configmaps/cm3", "PATCH-META /api/v1/namespaces/" + ns + "/configmaps/cm7",
 	}
 	if !slices.Equal(objects, want) {
 		t.Errorf("requests for the plugin's objects after an edit and a deletion: %v, want %v", objects, want)

@@ -406,7 +406,16 @@ func (w *wave) applyJobs(ctx context.Context, jobs []applyJob) {
 	for i, j := range jobs {
 		objs[i] = j.obj
 	}
-	for i, res := range w.d.ssa.ApplyAll(ctx, objs) {
+	// The server's answer is read whole only where something reads more of it
+	// than its resourceVersion: a kind with a status (readiness), one the
+	// unit's health checks look at, a dry run's answer.
+	metadataOnly := map[*unstructured.Unstructured]bool{}
+	for _, j := range jobs {
+		if !w.d.opts.DryRun && ssa.StatusFree(j.obj.GroupVersionKind().GroupKind()) && versionable(j.run.unit, j.obj) {
+			metadataOnly[j.obj] = true
+		}
+	}
+	for i, res := range w.d.ssa.ApplyAll(ctx, objs, func(o *unstructured.Unstructured) bool { return metadataOnly[o] }) {
 		r := jobs[i].run
 		if res.Err != nil {
 			if r.err == nil {
