@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
+	"github.com/kubeplug/kubeplug/internal/jsonenc"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
 
@@ -160,7 +161,7 @@ func (a *Applier) ApplyMetadata(ctx context.Context, o *unstructured.Unstructure
 	if o.GetNamespace() != "" {
 		client = ri.Namespace(o.GetNamespace())
 	}
-	body, err := o.MarshalJSON()
+	body, err := jsonenc.Marshal(o.Object)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", kube.RefOf(o), err)
 	}
