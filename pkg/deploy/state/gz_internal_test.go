@@ -9,10 +9,11 @@ import (
 	"testing"
 )
 
-// freshGz is gz without the pool: what a new gzip.Writer writes.
+// freshGz is gz without the pool: what a new gzip.Writer at the same level
+// writes.
 func freshGz(raw []byte) []byte {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	_, _ = zw.Write(raw)
 	_ = zw.Close()
 	return buf.Bytes()
