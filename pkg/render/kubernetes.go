@@ -17,7 +17,12 @@ import (
 // patches apply to exactly what is written.
 type kubeObject struct {
 	plugin string
-	doc    []byte
+	// doc is the object's JSON; a manifest object that plainCopy could copy
+	// is kept as that copy in obj instead, and gets its doc (json.Marshal of
+	// obj, the same bytes as of the model's object) only when something needs
+	// it: a patch, a file, a CRD's scope.
+	doc []byte
+	obj map[string]any
 	// target is what patch targets match, read from doc once and after every patch.
 	target model.ObjectRef
 	// source is a comment saying where a Helm-rendered object came from.
@@ -35,6 +40,35 @@ func newKubeObject(plugin string, doc []byte, source string) *kubeObject {
 	o := &kubeObject{plugin: plugin, doc: doc, source: source, release: -1}
 	o.target = o.ref()
 	return o
+}
+
+// newManifestObject is the kubeObject of a manifest object of the model: a
+// plain copy of it when plainCopy can make one, else its JSON.
+func newManifestObject(plugin string, obj map[string]any) (*kubeObject, error) {
+	if c, ok := plainCopy(obj); ok {
+		if o, ok := c.(map[string]any); ok {
+			if ref, ok := plainRef(o); ok {
+				return &kubeObject{plugin: plugin, obj: o, target: ref, release: -1}, nil
+			}
+		}
+	}
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	return newKubeObject(plugin, doc, ""), nil
+}
+
+// json is the object's JSON, made from obj the first time.
+func (o *kubeObject) json() ([]byte, error) {
+	if o.doc == nil {
+		doc, err := json.Marshal(o.obj)
+		if err != nil {
+			return nil, err
+		}
+		o.doc, o.obj = doc, nil
+	}
+	return o.doc, nil
 }
 
 // ref reads the fields a patch target matches on.
@@ -83,12 +117,12 @@ func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObj
 	byPlugin := map[string][]*kubeObject{}
 	var all []*kubeObject
 	for i, o := range k.Objects {
-		doc, err := json.Marshal(o.Object)
+		ko, err := newManifestObject(o.By, o.Object)
 		if err != nil {
 			r.fatalf(o.By, fmt.Sprintf("kubernetes.objects[%d]", i), "encoding %s: %v", model.ObjectKey(o.Object), err)
 			continue
 		}
-		byPlugin[o.By] = append(byPlugin[o.By], newKubeObject(o.By, doc, ""))
+		byPlugin[o.By] = append(byPlugin[o.By], ko)
 	}
 	for i, h := range k.HelmReleases {
 		if ctx.Err() != nil {
@@ -124,7 +158,10 @@ func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObj
 				continue
 			}
 			n++
-			doc, err := applyOps(o.doc, p.Ops)
+			doc, err := o.json()
+			if err == nil {
+				doc, err = applyOps(doc, p.Ops)
+			}
 			if err != nil {
 				r.patchFailed(p.By, field, refText(o.target), err)
 				continue
@@ -163,11 +200,13 @@ func (r *renderer) releaseNamespaces(all []*kubeObject) {
 				} `json:"names"`
 			} `json:"spec"`
 		}
-		if json.Unmarshal(o.doc, &crd) == nil && crd.Spec.Scope == "Cluster" {
+		doc, err := o.json()
+		if err == nil && json.Unmarshal(doc, &crd) == nil && crd.Spec.Scope == "Cluster" {
 			clusterKinds[crd.Spec.Group+"/"+crd.Spec.Names.Kind] = true
 		}
 	}
 	for _, o := range all {
+		// Only Helm-rendered objects have a release namespace: their doc is set.
 		if o.releaseNamespace == "" || o.target.Namespace != "" || clusterKinds[groupKind(o.target)] {
 			continue
 		}
@@ -238,7 +277,11 @@ func (r *renderer) kubernetes(ctx context.Context) {
 		}
 		var b bytes.Buffer
 		for j, o := range byPlugin[p] {
-			y, err := yaml.JSONToYAML(o.doc)
+			doc, err := o.json()
+			var y []byte
+			if err == nil {
+				y, err = yaml.JSONToYAML(doc)
+			}
 			if err != nil {
 				r.fatalf(p, "kubernetes", "encoding %s: %v", refText(o.target), err)
 				continue

@@ -38,6 +38,12 @@ func (r *renderer) decode(order []string, byPlugin map[string][]*kubeObject, kee
 			if !keep(o) {
 				continue
 			}
+			if o.obj != nil {
+				// Already what decoding its JSON would make, and no one
+				// else's: render makes it once.
+				out[p] = append(out[p], o.obj)
+				continue
+			}
 			dec := json.NewDecoder(bytes.NewReader(o.doc))
 			dec.UseNumber()
 			var v map[string]any
