@@ -34,10 +34,10 @@ func ParseAll(file string, data []byte) ([]*Doc, diag.List) {
 		}
 		d := &Doc{File: file, pos: map[string]position{}, nodes: total}
 		// An alias bomb or cycle is refused before anything is expanded.
-		if d.bomb(n, &l) {
+		if !aliasFree(n) && d.bomb(n, &l) {
 			return nil, l
 		}
-		d.Value = d.convert(n, "", 0, 0, &l)
+		d.document(n, &l)
 		total = d.nodes
 		if l.HasFatal() {
 			return nil, l

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -30,6 +31,100 @@ type Doc struct {
 
 	pos   map[string]position // by JSON pointer
 	nodes int
+	// root is the document's node tree while pos is not made: a document
+	// converted without a problem indexes its positions the first time they
+	// are asked for (most documents never are: a rendered manifest's objects
+	// go to the cluster as they are).
+	root *yaml.Node
+	once sync.Once
+}
+
+// positions is the document's positions by JSON pointer, indexed from its
+// node tree the first time.
+func (d *Doc) positions() map[string]position {
+	d.once.Do(func() {
+		if d.root == nil {
+			return
+		}
+		// The same walk that converted it, on a copy: what it makes is
+		// made again, and dropped.
+		c := &Doc{File: d.File, pos: map[string]position{}}
+		var l diag.List
+		c.convert(d.root, "", 0, 0, &l)
+		d.pos, d.root = c.pos, nil
+	})
+	return d.pos
+}
+
+// value converts the node n of a document as convert does, without noting
+// positions: a tree of plain values when convert would report nothing, else
+// ok false (and d.nodes not to be trusted).
+func (d *Doc) value(n *yaml.Node) (_ any, ok bool) {
+	if d.nodes++; d.nodes > maxNodes {
+		return nil, false
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return d.value(n.Alias)
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || (k.Tag != "!!str" && k.ShortTag() != "!!str") {
+				return nil, false
+			}
+			if _, dup := m[k.Value]; dup {
+				return nil, false
+			}
+			if m[k.Value], ok = d.value(v); !ok {
+				return nil, false
+			}
+		}
+		return m, true
+	case yaml.SequenceNode:
+		s := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			if s[i], ok = d.value(c); !ok {
+				return nil, false
+			}
+		}
+		return s, true
+	case yaml.ScalarNode:
+		return scalar(n), true
+	}
+	return nil, false
+}
+
+// document converts the root node n of d: without positions when that finds
+// no problem (they are indexed when asked for), else again noting them, to
+// report the problems where they are.
+func (d *Doc) document(n *yaml.Node, l *diag.List) {
+	start := d.nodes
+	if v, ok := d.value(n); ok {
+		d.Value, d.root = v, n
+		return
+	}
+	d.nodes = start
+	d.Value = d.convert(n, "", 0, 0, l)
+}
+
+// aliasFree says whether the tree at n has no alias and at most maxNodes
+// nodes: then no alias bomb can be in it, and bomb need not look.
+func aliasFree(n *yaml.Node) bool {
+	count := 0
+	var walk func(n *yaml.Node) bool
+	walk = func(n *yaml.Node) bool {
+		if count++; count > maxNodes || n.Kind == yaml.AliasNode {
+			return false
+		}
+		for _, c := range n.Content {
+			if !walk(c) {
+				return false
+			}
+		}
+		return true
+	}
+	return walk(n)
 }
 
 type position struct {
@@ -67,10 +162,10 @@ func Parse(file string, data []byte) (*Doc, diag.List) {
 	}
 	// Refuse an alias bomb before expanding anything: counting the values each
 	// node expands to, once per node, takes time linear in the text.
-	if d.bomb(n, &l) {
+	if !aliasFree(n) && d.bomb(n, &l) {
 		return nil, l
 	}
-	d.Value = d.convert(n, "", 0, 0, &l)
+	d.document(n, &l)
 	if l.HasFatal() {
 		return nil, l
 	}
@@ -394,8 +489,9 @@ func Pointer(tokens ...string) string {
 // Pos returns the line and column of the value at ptr (a JSON pointer). When ptr does
 // not exist, it returns the position of its nearest existing ancestor.
 func (d *Doc) Pos(ptr string) (line, col int) {
+	pos := d.positions()
 	for {
-		if p, ok := d.pos[ptr]; ok {
+		if p, ok := pos[ptr]; ok {
 			return p.line, p.col
 		}
 		if ptr == "" {
@@ -408,7 +504,7 @@ func (d *Doc) Pos(ptr string) (line, col int) {
 // KeyPos returns the position of the key that holds ptr, or the value's position for
 // list items and the root.
 func (d *Doc) KeyPos(ptr string) (line, col int) {
-	if p, ok := d.pos[ptr]; ok && p.keyLine > 0 {
+	if p, ok := d.positions()[ptr]; ok && p.keyLine > 0 {
 		return p.keyLine, p.keyCol
 	}
 	return d.Pos(ptr)
@@ -416,7 +512,7 @@ func (d *Doc) KeyPos(ptr string) (line, col int) {
 
 // Has reports whether a value exists at ptr.
 func (d *Doc) Has(ptr string) bool {
-	_, ok := d.pos[ptr]
+	_, ok := d.positions()[ptr]
 	return ok
 }
 
@@ -426,13 +522,14 @@ func FieldPath(d *Doc, ptr string) string {
 	if ptr == "" {
 		return ""
 	}
+	var pos map[string]position
+	if d != nil {
+		pos = d.positions()
+	}
 	var b strings.Builder
 	cur := ""
 	for tok := range strings.SplitSeq(ptr[1:], "/") {
-		parentList := false
-		if d != nil {
-			parentList = d.pos[cur].list
-		}
+		parentList := pos[cur].list
 		cur += "/" + tok
 		key := unescape(tok)
 		switch {
