@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
 	"github.com/kubeplug/kubeplug/internal/jsonenc"
@@ -467,14 +469,16 @@ func (s *Secrets) writeHead(ctx context.Context, r *Record, inline []byte) error
 	}
 	labels := recordLabels(r, "head")
 	labels[LabelStatus] = r.Phase
-	data := map[string]any{recordKey: gz(raw)}
+	// A Secret's data is base64 in JSON, as encoding/json writes []byte.
+	data := map[string]any{recordKey: base64.StdEncoding.EncodeToString(gz(raw))}
 	if r.Inline {
-		data[objectsKey] = inline
+		data[objectsKey] = base64.StdEncoding.EncodeToString(inline)
 	}
-	sec := &unstructured.Unstructured{Object: map[string]any{
+	name := recordName(r.Plugin, r.Revision)
+	body, err := jsonenc.Marshal(map[string]any{
 		"apiVersion": "v1", "kind": "Secret", "type": string(RecordType),
 		"metadata": map[string]any{
-			"name": recordName(r.Plugin, r.Revision), "namespace": s.namespace,
+			"name": name, "namespace": s.namespace,
 			"labels": toAny(labels),
 			"annotations": map[string]any{
 				"kubeplug.dev/version": r.Version, "kubeplug.dev/objects": strconv.Itoa(len(r.Objects)),
@@ -482,10 +486,17 @@ func (s *Secrets) writeHead(ctx context.Context, r *Record, inline []byte) error
 			},
 		},
 		"data": data,
-	}}
+	})
+	if err != nil {
+		return fmt.Errorf("encode the release record of %s: %w", r.Plugin, err)
+	}
+	// Applied through the metadata client: the server answers with the
+	// head's metadata in protobuf, not the whole Secret in JSON (nothing of
+	// the answer is read).
+	force := true
 	err = s.c.Retry(ctx, func(ctx context.Context) error {
-		_, err := s.c.Dynamic.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(s.namespace).
-			Apply(ctx, sec.GetName(), sec, metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true})
+		_, err := s.c.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(s.namespace).
+			Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: kube.FieldManager, Force: &force})
 		if err != nil {
 			return fmt.Errorf("write the release record of %s revision %d: %w", r.Plugin, r.Revision, err)
 		}
