@@ -170,7 +170,7 @@ func applySample(b *testing.B, size, n int) sample {
 		}
 		cpu, server := processCPU(), controlPlaneCPU()
 		s.bare = timeIt(b, "bare parallel SSA loop", func() (err error) {
-			pprof.Do(context.Background(), pprof.Labels("tool", "bare"), func(context.Context) { err = bareLoop(dc, ns, all) })
+			pprof.Do(context.Background(), pprof.Labels("tool", "bare"), func(ctx context.Context) { err = bareLoop(ctx, dc, ns, all) })
 			return err
 		})
 		s.bareCPU, s.bareServer = processCPU()-cpu, controlPlaneCPU()-server
@@ -188,7 +188,7 @@ func applySample(b *testing.B, size, n int) sample {
 			}
 		}
 		server := controlPlaneCPU()
-		s.stamped = timeIt(b, "bare loop, kubeplug's objects", func() error { return bareLoop(dc, ns, all) })
+		s.stamped = timeIt(b, "bare loop, kubeplug's objects", func() error { return bareLoop(context.Background(), dc, ns, all) })
 		s.stampedServer = controlPlaneCPU() - server
 	}
 	// Rotate which goes first: the API server warms up (caches, etcd) on
@@ -249,7 +249,7 @@ func applySample(b *testing.B, size, n int) sample {
 
 // bareLoop server-side applies objs into ns, 32 at a time, as kubeplug's pipe
 // is wide: the physical limit of applying them here.
-func bareLoop(dc dynamic.Interface, ns string, objs []map[string]any) error {
+func bareLoop(ctx context.Context, dc dynamic.Interface, ns string, objs []map[string]any) error {
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -260,7 +260,7 @@ func bareLoop(dc dynamic.Interface, ns string, objs []map[string]any) error {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			u := &unstructured.Unstructured{Object: o}
-			if _, err := cms.Apply(context.Background(), u.GetName(), u, metav1.ApplyOptions{FieldManager: "bench"}); err != nil {
+			if _, err := cms.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "bench"}); err != nil {
 				mu.Lock()
 				first = err
 				mu.Unlock()
