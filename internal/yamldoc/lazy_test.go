@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -86,4 +87,26 @@ func TestLazyPositionsAreTheEagerOnes(t *testing.T) {
 			t.Errorf("%q: %s, want %s...", tc.text, got, tc.want)
 		}
 	}
+}
+
+// TestLazyPositionsConcurrently: a document read from many goroutines at
+// once (a plugin's manifest, checked by stages running in parallel) indexes
+// its positions once, for all of them (go test -race).
+func TestLazyPositionsConcurrently(t *testing.T) {
+	d, l := Parse("f.yaml", []byte("a:\n  b: [x, y]\n"))
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if line, col := d.Pos("/a/b/1"); line != 2 || col != 10 {
+				t.Errorf("Pos = %d:%d, want 2:10", line, col)
+			}
+			if got := FieldPath(d, "/a/b/1"); got != "a.b[1]" {
+				t.Errorf("FieldPath = %q", got)
+			}
+		})
+	}
+	wg.Wait()
 }
