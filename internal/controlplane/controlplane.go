@@ -56,7 +56,10 @@ type ControlPlane struct {
 	client        kubernetes.Interface
 	ports         map[Component]int
 	etcdPeerPort  int
-	args          map[Component][]string
+	// apiServerPortFixed: the API server's port was asked for or recorded
+	// (choosePorts), so a taken one is an error, not a reason to move.
+	apiServerPortFixed bool
+	args               map[Component][]string
 
 	// owned is set once Start chose the ports, so that a Start that failed
 	// earlier (the data directory's cluster runs already, a port is taken)
@@ -138,6 +141,9 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	if err := c.choosePorts(); err != nil {
 		return err
 	}
+	if portsChosen != nil {
+		portsChosen(c)
+	}
 	c.owned = true
 	if err := c.writeKubeconfig(); err != nil {
 		return err
@@ -152,10 +158,11 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	for _, comp := range []Component{Etcd, APIServer} {
 		began := time.Now()
 		c.tell(comp, ComponentStarting, began)
-		if err := c.startComponent(comp); err != nil {
-			return err
+		err := c.startComponent(comp)
+		if err == nil {
+			err = c.waitReady(ctx, comp)
 		}
-		if err := c.waitReady(ctx, comp); err != nil {
+		if err = c.onFreshPort(ctx, comp, err); err != nil {
 			return err
 		}
 		c.tell(comp, ComponentReady, began)
@@ -168,7 +175,7 @@ func (c *ControlPlane) start(ctx context.Context) error {
 		}
 	}
 	for _, comp := range []Component{ControllerManager, Scheduler, Kwok} {
-		if err := c.waitReady(ctx, comp); err != nil {
+		if err := c.onFreshPort(ctx, comp, c.waitReady(ctx, comp)); err != nil {
 			return err
 		}
 		c.tell(comp, ComponentReady, began)
@@ -185,6 +192,81 @@ func (c *ControlPlane) start(ctx context.Context) error {
 		_, err := c.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		return err
 	})
+}
+
+// portsChosen, when set (by tests), is called once start has chosen the ports
+// and before any component binds one.
+var portsChosen func(*ControlPlane)
+
+// portAttempts bounds how many ports onFreshPort tries for one component.
+const portAttempts = 3
+
+// onFreshPort returns err, comp's failure to start, unless comp could not bind
+// a port that was chosen for it — another process took the free port between
+// the choice and the bind, which a machine running many clusters and tests
+// sees — and that port was not one the caller fixed: comp is then started
+// again on a newly chosen port (the later components' command lines follow),
+// up to portAttempts times in all.
+func (c *ControlPlane) onFreshPort(ctx context.Context, comp Component, err error) error {
+	for attempt := 1; err != nil && attempt < portAttempts && strings.Contains(err.Error(), "address already in use") && !c.portFixed(comp); attempt++ {
+		c.log.Warn("a port chosen for a component was taken before it bound it; choosing another", "component", comp, "error", err)
+		c.mu.Lock()
+		p := c.procs[comp]
+		delete(c.procs, comp)
+		c.mu.Unlock()
+		if p != nil {
+			if err := p.stop(ctx, c.opts.StopGracePeriod); err != nil {
+				return fmt.Errorf("stop %s: %w", comp, err)
+			}
+		}
+		if err := c.choosePortAgain(comp); err != nil {
+			return err
+		}
+		if err = c.startComponent(comp); err == nil {
+			err = c.waitReady(ctx, comp)
+		}
+	}
+	return err
+}
+
+// portFixed says whether comp's port is one the caller or the cluster's
+// record fixed (Options.Ports, Options.APIServerPort, a detached cluster's
+// API server, which its kubeconfigs name).
+func (c *ControlPlane) portFixed(comp Component) bool {
+	return c.opts.Ports != nil || (comp == APIServer && c.apiServerPortFixed)
+}
+
+// choosePortAgain gives comp a new free port (etcd new client and peer
+// ports), not one another component has, and rebuilds what names it: the
+// command lines and, for the API server, the kubeconfig and client.
+func (c *ControlPlane) choosePortAgain(comp Component) error {
+	taken := map[int]bool{c.etcdPeerPort: true}
+	for _, p := range c.ports {
+		taken[p] = true
+	}
+	keys := []string{string(comp)}
+	if comp == Etcd {
+		keys = append(keys, etcdPeer)
+	}
+	for range 10 {
+		got, err := allocatePorts(keys, nil, nil)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", comp, err)
+		}
+		if slices.ContainsFunc(keys, func(k string) bool { return taken[got[k]] }) {
+			continue
+		}
+		c.ports[comp] = got[string(comp)]
+		if comp == Etcd {
+			c.etcdPeerPort = got[etcdPeer]
+		}
+		c.buildArgs()
+		if comp == APIServer {
+			return c.writeKubeconfig()
+		}
+		return nil
+	}
+	return fmt.Errorf("start %s: no free loopback port found", comp)
 }
 
 // RESTConfig returns a new copy of the cluster-admin client configuration. Its
@@ -452,6 +534,7 @@ func (c *ControlPlane) choosePorts() error {
 			return fmt.Errorf("start control plane in %s: %w (pids %v)", c.dataDir, ErrRunning, pids(alive))
 		}
 	}
+	c.apiServerPortFixed = c.opts.APIServerPort != 0 || (st != nil && st.Ports[string(APIServer)] != 0)
 	ports, err := choosePorts(st, c.opts.APIServerPort, c.opts.Ports)
 	if err != nil {
 		return fmt.Errorf("start control plane: %w", err)
