@@ -157,3 +157,87 @@ func TestNoopReadsMetadataOnlyAndDriftIsStillCorrected(t *testing.T) {
 		t.Errorf("resourceVersions recorded again: %d, want 13", len(rec.ResourceVersions))
 	}
 }
+
+// TestNoopOfManyPluginsSharesOneList: a re-apply of several plugins whose
+// objects share a namespace lists them with one metadata LIST beyond the first
+// plugin's own, not one per plugin; an edit by another field manager to an
+// object of a plugin the shared LIST answered for is still found and corrected.
+func TestNoopOfManyPluginsSharesOneList(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	var plugins []string
+	for i := range 5 {
+		plugins = append(plugins, unique(t, fmt.Sprintf("shared%d", i)))
+	}
+	units := func() []deploy.Unit {
+		var out []deploy.Unit
+		for i, p := range plugins {
+			var docs []string
+			for j := range 3 {
+				docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: p%d-cm%d, namespace: NS}\ndata: {v: %q}\n", i, j, fmt.Sprint(j)))
+			}
+			out = append(out, deploy.Unit{Plugin: p, Version: "1.0.0", Objects: objs(t, ns, strings.Join(docs, "---\n"))})
+		}
+		return out
+	}
+	log := &requestLog{}
+	cfg := testcluster.RESTConfig(t)
+	cfg.WrapTransport = log.wrap
+	apply := func() {
+		t.Helper()
+		d, err := deploy.New(cfg, deploy.Options{Logger: testcluster.Logger(t), Timeout: time.Minute, ForceConflicts: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.ApplyWave(t.Context(), 0, units()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = newDeployer(t, deploy.Options{}).Uninstall(t.Context(), plugins, true) })
+	apply()
+	inNS := func(r string) bool { return strings.Contains(r, "/namespaces/"+ns+"/") }
+	log.take(func(string) bool { return false })
+
+	apply()
+	objects := log.take(inNS)
+	lists := slices.DeleteFunc(slices.Clone(objects), func(r string) bool { return r != "GET-META /api/v1/namespaces/"+ns+"/configmaps" })
+	if len(lists) != 2 || len(objects) != 2 {
+		t.Errorf("requests for 5 plugins' objects in a no-op: %v, want two metadata LISTs (the first plugin's, then every plugin's)", objects)
+	}
+
+	core := testcluster.Client(t).CoreV1()
+	cm, err := core.ConfigMaps(ns).Get(t.Context(), "p4-cm1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["v"] = "edited"
+	if _, err := core.ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "hand-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	apply()
+	if got := cmValue(t, ns, "p4-cm1"); got != "1" {
+		t.Errorf("p4-cm1 after the re-apply: %q, want the plugin's %q back", got, "1")
+	}
+
+	// One Deployer applying twice: the second apply does not trust what the
+	// first one's shared LIST said.
+	d, err := deploy.New(cfg, deploy.Options{Logger: testcluster.Logger(t), Timeout: time.Minute, ForceConflicts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ApplyWave(t.Context(), 0, units()); err != nil {
+		t.Fatal(err)
+	}
+	if cm, err = core.ConfigMaps(ns).Get(t.Context(), "p3-cm2", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["v"] = "edited"
+	if _, err := core.ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "hand-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ApplyWave(t.Context(), 0, units()); err != nil {
+		t.Fatal(err)
+	}
+	if got := cmValue(t, ns, "p3-cm2"); got != "2" {
+		t.Errorf("p3-cm2 after the same Deployer's second apply: %q, want the plugin's %q back", got, "2")
+	}
+}

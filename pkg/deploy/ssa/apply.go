@@ -47,6 +47,13 @@ type Applier struct {
 	applies chan struct{}
 	// idle hands an apply to a worker waiting for one (run).
 	idle chan func()
+
+	listMu sync.Mutex // guards what follows (metadataList)
+	// askers are the plugins that listed each scope, shared the LIST of every
+	// plugin's objects there, and written the scopes this Applier changed.
+	askers  map[scope]map[string]bool
+	shared  map[scope]*sharedList
+	written map[scope]bool
 }
 
 // New returns an Applier for the cluster c talks to.
@@ -57,7 +64,10 @@ func New(c *kube.Client, opts Options) *Applier {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
-	return &Applier{c: c, opts: opts, applies: make(chan struct{}, opts.Concurrency), idle: make(chan func())}
+	return &Applier{
+		c: c, opts: opts, applies: make(chan struct{}, opts.Concurrency), idle: make(chan func()),
+		askers: map[scope]map[string]bool{}, shared: map[scope]*sharedList{}, written: map[scope]bool{},
+	}
 }
 
 // Prepare makes a plugin's object what is applied and compared for drift: its
@@ -116,6 +126,9 @@ func (a *Applier) Apply(ctx context.Context, o *unstructured.Unstructured) (*uns
 	ri, err := a.c.Resource(o)
 	if err != nil {
 		return nil, err
+	}
+	if m, err := a.c.Mapping(o.GroupVersionKind()); err == nil && !a.opts.DryRun {
+		a.wrote(m.Resource, o.GetNamespace())
 	}
 	opts := metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: a.opts.ForceConflicts}
 	if a.opts.DryRun {
@@ -188,6 +201,9 @@ func (a *Applier) ApplyMetadata(ctx context.Context, o *unstructured.Unstructure
 	}
 	if _, err := a.c.Resource(o); err != nil { // sets the namespace as Apply does
 		return nil, err
+	}
+	if !a.opts.DryRun {
+		a.wrote(m.Resource, o.GetNamespace())
 	}
 	ri := a.c.Metadata.Resource(m.Resource)
 	var client interface {
@@ -422,6 +438,9 @@ func (a *Applier) Delete(ctx context.Context, r kube.ObjRef) (bool, error) {
 			return false, nil // its CRD is gone, and the object with it
 		}
 		return false, err
+	}
+	if m, err := a.c.Mapping(schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}); err == nil && !a.opts.DryRun {
+		a.wrote(m.Resource, r.Namespace)
 	}
 	policy := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{PropagationPolicy: &policy}

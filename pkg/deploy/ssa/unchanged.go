@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -48,10 +49,6 @@ const fullReadShare = 4
 // left out, and so are objects a request failed for: they are simply applied,
 // which reports any real problem.
 func (a *Applier) LiveObjects(ctx context.Context, plugin string, objs []*unstructured.Unstructured, recorded map[string]string) Live {
-	type scope struct {
-		gvr schema.GroupVersionResource
-		ns  string
-	}
 	scopes := map[scope][]*unstructured.Unstructured{}
 	var order []scope
 	for _, o := range objs {
@@ -90,14 +87,14 @@ func (a *Applier) liveIn(ctx context.Context, plugin string, gvr schema.GroupVer
 	if !slices.ContainsFunc(want, func(o *unstructured.Unstructured) bool { return recorded[kube.RefOf(o).Key()] != "" }) {
 		return a.listFull(ctx, gvr, ns, sel), nil
 	}
-	list, err := a.c.Metadata.Resource(gvr).Namespace(ns).List(ctx, sel)
+	items, err := a.metadataList(ctx, gvr, ns, plugin)
 	if err != nil {
 		return a.listFull(ctx, gvr, ns, sel), nil
 	}
-	meta := make(map[string]*metav1.PartialObjectMetadata, len(list.Items))
+	meta := make(map[string]*metav1.PartialObjectMetadata, len(items))
 	gk := want[0].GroupVersionKind().GroupKind()
-	for i := range list.Items {
-		m := &list.Items[i]
+	for i := range items {
+		m := &items[i]
 		meta[kube.ObjRef{Group: gk.Group, Kind: gk.Kind, Namespace: m.Namespace, Name: m.Name}.Key()] = m
 	}
 	current := map[string]string{}
@@ -147,6 +144,91 @@ func (a *Applier) liveIn(ctx context.Context, plugin string, gvr schema.GroupVer
 	}
 	wg.Wait()
 	return objects, current
+}
+
+// scope is one resource in one namespace ("" for cluster-scoped ones).
+type scope struct {
+	gvr schema.GroupVersionResource
+	ns  string
+}
+
+// sharedList is one metadata LIST of every plugin's objects in a scope, by
+// plugin (metadataList).
+type sharedList struct {
+	once     sync.Once
+	at       time.Time
+	byPlugin map[string][]metav1.PartialObjectMetadata
+	err      error
+	// answered are the plugins it answered for (guarded by Applier.listMu):
+	// once each, as a plugin's objects are read once per apply.
+	answered map[string]bool
+}
+
+// sharedFor is how long a shared LIST answers for a scope: the read-ahead of
+// one run's plugins, not the next run's.
+const sharedFor = 2 * time.Second
+
+// metadataList returns the metadata of plugin's objects in scope (gvr, ns).
+// The first plugin to ask lists its own (one LIST with its label); when more
+// plugins of the run read the same scope — a wide apply, a re-apply of many —
+// one LIST of every kubeplug object there answers them all, so that twenty
+// plugins' objects in one namespace are one request rather than twenty, each
+// of which the server answered by filtering all of them. A scope this Applier
+// has written since, a shared LIST older than sharedFor, and a plugin it
+// answered for already (a second apply by the same Deployer) are listed for the
+// plugin alone again: what a plugin compares is never older than the
+// read-ahead of its own LIST would be.
+func (a *Applier) metadataList(ctx context.Context, gvr schema.GroupVersionResource, ns, plugin string) ([]metav1.PartialObjectMetadata, error) {
+	k := scope{gvr, ns}
+	a.listMu.Lock()
+	if a.askers[k] == nil {
+		a.askers[k] = map[string]bool{}
+	}
+	a.askers[k][plugin] = true
+	var sl *sharedList
+	if !a.written[k] && len(a.askers[k]) > 1 {
+		if sl = a.shared[k]; sl == nil {
+			sl = &sharedList{answered: map[string]bool{}}
+			a.shared[k] = sl
+		}
+	}
+	a.listMu.Unlock()
+	if sl != nil {
+		sl.once.Do(func() {
+			list, err := a.c.Metadata.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelPlugin})
+			sl.at, sl.err = time.Now(), err
+			if err != nil {
+				return
+			}
+			sl.byPlugin = map[string][]metav1.PartialObjectMetadata{}
+			for _, m := range list.Items {
+				p := m.Labels[kube.LabelPlugin]
+				sl.byPlugin[p] = append(sl.byPlugin[p], m)
+			}
+		})
+		a.listMu.Lock()
+		fresh := sl.err == nil && !a.written[k] && time.Since(sl.at) < sharedFor && !sl.answered[plugin]
+		if fresh {
+			sl.answered[plugin] = true
+		}
+		a.listMu.Unlock()
+		if fresh {
+			return sl.byPlugin[plugin], nil
+		}
+	}
+	list, err := a.c.Metadata.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelPlugin + "=" + plugin})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// wrote notes that this Applier is about to change an object of resource gvr in
+// namespace ns: shared LISTs of that scope no longer answer (metadataList).
+func (a *Applier) wrote(gvr schema.GroupVersionResource, ns string) {
+	a.listMu.Lock()
+	a.written[scope{gvr, ns}] = true
+	a.listMu.Unlock()
 }
 
 // listFull lists a plugin's objects of one resource in one namespace in full,
