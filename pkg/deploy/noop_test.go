@@ -106,15 +106,8 @@ func TestNoopReadsMetadataOnlyAndDriftIsStillCorrected(t *testing.T) {
 	}
 
 	// Another field manager edits one object, and one is deleted.
+	handEdit(t, ns, "cm3")
 	core := testcluster.Client(t).CoreV1()
-	cm, err := core.ConfigMaps(ns).Get(t.Context(), "cm3", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["v"] = "edited"
-	if _, err := core.ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "hand-edit"}); err != nil {
-		t.Fatal(err)
-	}
 	if err := core.ConfigMaps(ns).Delete(t.Context(), "cm7", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -204,15 +197,7 @@ func TestNoopOfManyPluginsSharesOneList(t *testing.T) {
 		t.Errorf("requests for 5 plugins' objects in a no-op: %v, want two metadata LISTs (the first plugin's, then every plugin's)", objects)
 	}
 
-	core := testcluster.Client(t).CoreV1()
-	cm, err := core.ConfigMaps(ns).Get(t.Context(), "p4-cm1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["v"] = "edited"
-	if _, err := core.ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "hand-edit"}); err != nil {
-		t.Fatal(err)
-	}
+	handEdit(t, ns, "p4-cm1")
 	apply()
 	if got := cmValue(t, ns, "p4-cm1"); got != "1" {
 		t.Errorf("p4-cm1 after the re-apply: %q, want the plugin's %q back", got, "1")
@@ -227,17 +212,26 @@ func TestNoopOfManyPluginsSharesOneList(t *testing.T) {
 	if _, err := d.ApplyWave(t.Context(), 0, units()); err != nil {
 		t.Fatal(err)
 	}
-	if cm, err = core.ConfigMaps(ns).Get(t.Context(), "p3-cm2", metav1.GetOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["v"] = "edited"
-	if _, err := core.ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "hand-edit"}); err != nil {
-		t.Fatal(err)
-	}
+	handEdit(t, ns, "p3-cm2")
 	if _, err := d.ApplyWave(t.Context(), 0, units()); err != nil {
 		t.Fatal(err)
 	}
 	if got := cmValue(t, ns, "p3-cm2"); got != "2" {
 		t.Errorf("p3-cm2 after the same Deployer's second apply: %q, want the plugin's %q back", got, "2")
+	}
+}
+
+// handEdit sets data.v of ConfigMap ns/name to "edited", as another field
+// manager would.
+func handEdit(t *testing.T, ns, name string) {
+	t.Helper()
+	cms := testcluster.Client(t).CoreV1().ConfigMaps(ns)
+	cm, err := cms.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["v"] = "edited"
+	if _, err := cms.Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "hand-edit"}); err != nil {
+		t.Fatal(err)
 	}
 }
