@@ -20,7 +20,7 @@ var Layers = []Layer{
 		Name: "base",
 		Prefixes: []string{
 			"api", "pkg/diag", "pkg/values", "plugins",
-			"internal/bounded", "internal/redact", "internal/faultpoint", "internal/proc", "internal/yamldoc", "internal/suggest", "internal/valuerefs", "internal/live", "internal/jsonenc",
+			"internal/bounded", "internal/redact", "internal/faultpoint", "internal/proc", "internal/yamldoc", "internal/suggest", "internal/valuerefs", "internal/live", "internal/jsonenc", "internal/portblock",
 		},
 		Why: "the API types, diagnostics, values, the built-in plugins as files, and utilities that know nothing of plugins",
 	},
