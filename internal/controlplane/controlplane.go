@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubeplug/kubeplug/internal/portblock"
 )
 
 // Component names one process of the control plane. The values are the names
@@ -56,6 +58,11 @@ type ControlPlane struct {
 	client        kubernetes.Interface
 	ports         map[Component]int
 	etcdPeerPort  int
+	// block is the port block the ports were taken from (package portblock),
+	// held by this process until Stop (or, detached, until the components run:
+	// the block is theirs while they live); nil for ports the caller fixed
+	// outside one, or where no block could be reserved.
+	block *portblock.Block
 	// apiServerPortFixed: the API server's port was asked for or recorded
 	// (choosePorts), so a taken one is an error, not a reason to move.
 	apiServerPortFixed bool
@@ -118,6 +125,11 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 			c.log.Warn("stop after failed start", "err", stopErr)
 		}
 		return nil, err
+	}
+	if c.opts.Detach && c.block != nil {
+		// The running components own the block now (their state names them):
+		// nothing of it need stay open in this process.
+		c.block.Release()
 	}
 	c.log.Info("control plane ready", "duration", time.Since(began), "kubeconfig", c.kubeconfig, "datadir", c.dataDir)
 	return c, nil
@@ -249,7 +261,7 @@ func (c *ControlPlane) choosePortAgain(comp Component) error {
 		keys = append(keys, etcdPeer)
 	}
 	for range 10 {
-		got, err := allocatePorts(keys, nil, nil)
+		got, err := allocatePorts(keys, nil, nil, c.block)
 		if err != nil {
 			return fmt.Errorf("start %s: %w", comp, err)
 		}
@@ -405,6 +417,9 @@ func (c *ControlPlane) Stop(ctx context.Context) error {
 		}
 		c.mu.Unlock()
 	}
+	if c.block != nil {
+		c.block.Release()
+	}
 	if c.removeDataDir && len(errs) == 0 {
 		if err := os.RemoveAll(c.dataDir); err != nil {
 			errs = append(errs, fmt.Errorf("remove data directory %s: %w", c.dataDir, err))
@@ -535,7 +550,13 @@ func (c *ControlPlane) choosePorts() error {
 		}
 	}
 	c.apiServerPortFixed = c.opts.APIServerPort != 0 || (st != nil && st.Ports[string(APIServer)] != 0)
-	ports, err := choosePorts(st, c.opts.APIServerPort, c.opts.Ports)
+	if c.opts.Ports != nil {
+		// Ports ChoosePorts took from the block it holds for this data directory.
+		c.block = portblock.Held(c.dataDir)
+	} else if c.block, err = acquireBlock(c.log, c.dataDir, st); err != nil {
+		return err
+	}
+	ports, err := choosePorts(st, c.opts.APIServerPort, c.opts.Ports, c.block)
 	if err != nil {
 		return fmt.Errorf("start control plane: %w", err)
 	}
@@ -561,6 +582,13 @@ func (c *ControlPlane) startComponent(comp Component) error {
 	defer c.mu.Unlock()
 	if c.stopped {
 		return fmt.Errorf("start %s: %w", comp, ErrStopped)
+	}
+	if c.block != nil {
+		// The block's listener kept the port until now: the component binds it.
+		c.block.Hand(c.ports[comp])
+		if comp == Etcd {
+			c.block.Hand(c.etcdPeerPort)
+		}
 	}
 	p, err := startProcess(filepath.Join(c.binDir, string(comp)), c.args[comp], c.LogPath(comp), c.opts.Detach)
 	if err != nil {

@@ -3,13 +3,17 @@ package controlplane
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/kubeplug/kubeplug/internal/portblock"
 )
 
 // portKey names a port in state.json: a component's main port, or etcd's peer port.
@@ -27,9 +31,10 @@ type Ports struct {
 // ChoosePorts returns the ports Start with opts would use, so that a caller can
 // name them in Options.Args before anything starts: the recorded ports of the
 // control plane running in opts.DataDir, else the ports Start chooses
-// (Options.APIServerPort, a detached cluster's recorded ports while free, free
-// ports). Another process may take a free port before Start binds it; Start
-// then fails with an error wrapping ErrPortInUse.
+// (Options.APIServerPort, a detached cluster's recorded ports while free, else
+// ports of the data directory's port block). The block stays reserved for
+// opts.DataDir in this process, its ports held, until Start hands each to its
+// component (or Release gives it up), so no other process takes them between.
 func ChoosePorts(opts Options) (Ports, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -44,7 +49,52 @@ func ChoosePorts(opts Options) (Ports, error) {
 	if st != nil && len(st.alive()) > 0 {
 		return st.ports(), nil
 	}
-	return choosePorts(st, opts.APIServerPort, nil)
+	var blk *portblock.Block
+	if opts.DataDir != "" {
+		dir, err := filepath.Abs(opts.DataDir)
+		if err != nil {
+			return Ports{}, err
+		}
+		if blk, err = acquireBlock(opts.Logger, dir, st); err != nil {
+			return Ports{}, err
+		}
+	}
+	return choosePorts(st, opts.APIServerPort, nil, blk)
+}
+
+// Release gives up the port block ChoosePorts reserved for opts.DataDir in
+// this process, for a caller that chose ports and will not Start.
+func Release(opts Options) {
+	if dir, err := filepath.Abs(opts.DataDir); err == nil && opts.DataDir != "" {
+		portblock.Release(dir)
+	}
+}
+
+// portsNeeded is how many ports a control plane binds: every component's and
+// etcd's peer port.
+var portsNeeded = len(startOrder) + 1
+
+// acquireBlock reserves the port block of the control plane in dataDir: the one
+// its recorded ports lie in when it can, else another. A cluster whose recorded
+// processes run keeps its block. Without a free block (a kernel whose
+// ephemeral range covers every port, a system without flock), the ports are
+// chosen by the kernel, as before blocks, with a warning.
+func acquireBlock(log *slog.Logger, dataDir string, st *stateFile) (*portblock.Block, error) {
+	var prefer []int
+	if st != nil {
+		prefer = append(prefer, st.Ports[string(APIServer)], st.Ports[string(Etcd)])
+	}
+	blk, err := portblock.Acquire(dataDir, prefer, portsNeeded, func(owner string) bool {
+		running, _ := Running(owner)
+		return running
+	})
+	if err != nil {
+		if log != nil {
+			log.Warn("no block of loopback ports could be reserved; taking ports the kernel chooses, which another process may take before a component binds one", "err", err)
+		}
+		return nil, nil //nolint:nilerr // the fallback the warning names
+	}
+	return blk, nil
 }
 
 // ports returns the recorded ports.
@@ -58,11 +108,19 @@ func (st *stateFile) ports() Ports {
 
 // choosePorts picks every port: fixed ones (each must be free), else the API
 // server's apiServerPort (which must be free), else st's recorded ports while
-// free, else free ports.
-func choosePorts(st *stateFile, apiServerPort int, fixed *Ports) (Ports, error) {
+// free, else ports of blk (free ports the kernel chooses when blk is nil).
+func choosePorts(st *stateFile, apiServerPort int, fixed *Ports, blk *portblock.Block) (Ports, error) {
 	want, must := map[string]int{}, map[string]bool{}
 	if st != nil {
 		maps.Copy(want, st.Ports)
+		// A recorded port outside the block reserved now may lie in another
+		// cluster's: the block's own are taken instead (but for the API
+		// server's, which the cluster's kubeconfigs name).
+		for k, p := range want {
+			if blk != nil && !blk.Contains(p) && k != string(APIServer) {
+				delete(want, k)
+			}
+		}
 	}
 	if apiServerPort != 0 {
 		want[string(APIServer)] = apiServerPort
@@ -82,7 +140,7 @@ func choosePorts(st *stateFile, apiServerPort int, fixed *Ports) (Ports, error) 
 	for _, comp := range startOrder {
 		keys = append(keys, string(comp))
 	}
-	got, err := allocatePorts(keys, want, must)
+	got, err := allocatePorts(keys, want, must, blk)
 	if err != nil {
 		return Ports{}, fmt.Errorf("choose control plane ports: %w", err)
 	}
@@ -94,13 +152,15 @@ func choosePorts(st *stateFile, apiServerPort int, fixed *Ports) (Ports, error) 
 }
 
 // allocatePorts returns a loopback port for every key. A key in want gets that
-// port if it is free; if it is not, a key in fixed fails with an error wrapping
-// ErrPortInUse that names the port and, when /proc tells, the process holding it,
-// and any other key falls back to a free port. Keys not in want get free ports.
-// All ports are held together while choosing, so they are distinct; another
-// process could take one before the component binds it, which fails its start
-// loudly.
-func allocatePorts(keys []string, want map[string]int, fixed map[string]bool) (map[string]int, error) {
+// port if it is free (or one blk holds for this process); if it is not, a key
+// in fixed fails with an error wrapping ErrPortInUse that names the port and,
+// when /proc tells, the process holding it, and any other key falls back to a
+// free port. Free ports are blk's, lowest first, or without blk ones the
+// kernel chooses. All ports are held together while choosing, so they are
+// distinct; blk's ports stay held until Block.Hand. A kernel-chosen port could
+// be taken by another process before the component binds it, which fails its
+// start loudly.
+func allocatePorts(keys []string, want map[string]int, fixed map[string]bool, blk *portblock.Block) (map[string]int, error) {
 	var lis []net.Listener
 	defer func() {
 		for _, l := range lis {
@@ -108,11 +168,20 @@ func allocatePorts(keys []string, want map[string]int, fixed map[string]bool) (m
 		}
 	}()
 	out := make(map[string]int, len(keys))
+	used := map[int]bool{}
+	var spare []int
+	if blk != nil {
+		spare = blk.Ports()
+	}
 	var rest []string
 	for _, k := range keys {
 		p := want[k]
 		if p == 0 {
 			rest = append(rest, k)
+			continue
+		}
+		if slices.Contains(spare, p) && !used[p] {
+			out[k], used[p] = p, true
 			continue
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
@@ -124,9 +193,16 @@ func allocatePorts(keys []string, want map[string]int, fixed map[string]bool) (m
 			continue
 		}
 		lis = append(lis, l)
-		out[k] = p
+		out[k], used[p] = p, true
 	}
 	for _, k := range rest {
+		if i := slices.IndexFunc(spare, func(p int) bool { return !used[p] }); i >= 0 {
+			out[k], used[spare[i]] = spare[i], true
+			continue
+		}
+		if blk != nil {
+			return nil, fmt.Errorf("reserve a loopback port for %s: every port of the block %d–%d is in use", k, blk.Base, blk.Base+portblock.Size-1)
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("reserve a loopback port for %s: %w", k, err)

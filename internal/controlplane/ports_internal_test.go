@@ -11,14 +11,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestTakenPortIsChosenAgain: another process takes the free ports chosen for
-// etcd and the API server before they bind them; both start on new ports, the
+// TestTakenPortIsChosenAgain: another process takes the ports chosen for etcd
+// and the API server (in the cluster's port block) before they bind them; both start on new ports, the
 // kubeconfig and client name the API server's new one, and the cluster works.
 func TestTakenPortIsChosenAgain(t *testing.T) {
 	var held []net.Listener
 	taken := map[Component]int{}
 	portsChosen = func(c *ControlPlane) {
 		for _, comp := range []Component{Etcd, APIServer} {
+			// The port block holds the ports until each component starts; a
+			// process naming one takes it right after.
+			if c.block != nil {
+				c.block.Hand(c.ports[comp])
+			}
 			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports[comp])))
 			if err != nil {
 				t.Errorf("hold %s's port: %v", comp, err)

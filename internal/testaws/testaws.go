@@ -1,5 +1,5 @@
-// Package testaws runs an AWS emulator for tests: moto's server mode on a free
-// port of 127.0.0.1, through tools/moto/kubeplug_moto.py (moto_server with one
+// Package testaws runs an AWS emulator for tests: moto's server mode on a port
+// of 127.0.0.1 reserved for it (internal/portblock, as a local cluster's), through tools/moto/kubeplug_moto.py (moto_server with one
 // correction, see there). `make moto` (a prerequisite of `make unit`) installs
 // moto, pinned by tools/moto/requirements.txt, into a virtualenv under
 // _output/moto-venv; $KUBEPLUG_MOTO_SERVER names another server command, run
@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubeplug/kubeplug/internal/portblock"
 )
 
 // ServerEnv names a moto_server to use instead of the one `make moto` installs.
@@ -64,6 +66,8 @@ type Server struct {
 	// Endpoint is its URL, http://127.0.0.1:PORT.
 	Endpoint string
 	addr     string
+	block    *portblock.Block
+	owner    string // the temporary directory the port block is reserved for
 	cmd      *exec.Cmd
 	done     chan struct{}
 	mu       sync.Mutex
@@ -95,22 +99,29 @@ func Start(tb testing.TB) *Server {
 	return s
 }
 
-// StartCommand starts the emulator command on a free loopback port and waits
-// until it answers.
+// StartCommand starts the emulator command on a loopback port of a port block
+// of its own and waits until it answers. moto takes a second or two to bind;
+// a port chosen by the kernel could be another process' by then.
 func StartCommand(ctx context.Context, command []string) (*Server, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	owner, err := os.MkdirTemp("", "kubeplug-moto-")
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	s := &Server{addr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
+	block, err := portblock.Acquire(owner, nil, 1, nil)
+	if err != nil {
+		_ = os.RemoveAll(owner)
+		return nil, fmt.Errorf("reserve a port for the emulator: %w", err)
+	}
+	port := block.Ports()[0]
+	block.Hand(port)
+	s := &Server{addr: "127.0.0.1:" + strconv.Itoa(port), block: block, owner: owner, done: make(chan struct{})}
 	s.Endpoint = "http://" + s.addr
 	s.cmd = exec.Command(command[0], append(command[1:], "-H", "127.0.0.1", "-p", strconv.Itoa(port))...) //nolint:gosec // the test's own emulator
 	s.cmd.Stdout, s.cmd.Stderr = (*lockedWriter)(s), (*lockedWriter)(s)
 	// Its own process group, so that Stop ends whatever it started.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
+		s.releasePort()
 		return nil, fmt.Errorf("start the emulator: %w", err)
 	}
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
@@ -124,6 +135,7 @@ func StartCommand(ctx context.Context, command []string) (*Server, error) {
 		}
 		select {
 		case <-s.done:
+			s.releasePort()
 			return nil, fmt.Errorf("moto_server exited before it served: %s", s.output())
 		case <-ctx.Done():
 			return nil, errors.Join(fmt.Errorf("moto_server did not answer on %s: %w: %s", s.addr, ctx.Err(), s.output()), s.Stop())
@@ -166,6 +178,7 @@ func (s *Server) Reset(ctx context.Context) error {
 // Stop ends the server's process group (SIGTERM, then SIGKILL after 5s) and
 // checks that the process exited and its port is closed.
 func (s *Server) Stop() error {
+	defer s.releasePort()
 	pgid := s.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
@@ -183,6 +196,12 @@ func (s *Server) Stop() error {
 		return fmt.Errorf("moto_server stopped but %s still accepts connections", s.addr)
 	}
 	return nil
+}
+
+// releasePort gives up the emulator's port block.
+func (s *Server) releasePort() {
+	s.block.Release()
+	_ = os.RemoveAll(s.owner)
 }
 
 // Env sets, for tb, the environment under which the AWS SDK's standard chain
