@@ -9,7 +9,9 @@
 // The components are the upstream Go code, built into one multicall binary by the
 // separate module in ./localcluster (`make localcluster`); this package only
 // finds that binary, generates certificates and a kubeconfig, starts the
-// processes with free loopback ports, waits until the cluster is usable and stops
+// processes on loopback ports of the cluster's port block (internal/portblock,
+// docs/ports.md: ports outside the kernel's ephemeral range, one block per
+// cluster on the machine, held until each component binds its port), waits until the cluster is usable and stops
 // everything again.
 //
 // The command lines of kube-apiserver, kube-controller-manager and
