@@ -58,6 +58,9 @@ type Block struct {
 	Base  int
 	owner string
 	lock  *os.File
+	// existed: owner was a directory when the block was acquired, so its
+	// removal means the owner is gone (sweep).
+	existed bool
 
 	mu   sync.Mutex
 	held map[int]net.Listener // the block's ports this process still holds
@@ -153,6 +156,9 @@ func Acquire(owner string, prefer []int, need int, alive func(owner string) bool
 			busy++
 			continue
 		}
+		if fi, err := os.Stat(owner); err == nil && fi.IsDir() {
+			b.existed = true
+		}
 		mine[owner] = b
 		return b, nil
 	}
@@ -166,11 +172,12 @@ func Held(owner string) *Block {
 	return mine[owner]
 }
 
-// sweep releases the blocks of owners that are directories no longer there (a
-// test's temporary data directory removed without Release).
+// sweep releases the blocks of owners that were directories and are no longer
+// there (a test's temporary data directory removed without Release). An owner
+// directory not made yet (a state directory before its first up) is kept.
 func sweep() {
 	for owner, b := range mine {
-		if filepath.IsAbs(owner) {
+		if b.existed {
 			if _, err := os.Stat(owner); errors.Is(err, os.ErrNotExist) {
 				b.release()
 				delete(mine, owner)
