@@ -261,7 +261,7 @@ func (c *ControlPlane) choosePortAgain(comp Component) error {
 		keys = append(keys, etcdPeer)
 	}
 	for range 10 {
-		got, err := allocatePorts(keys, nil, nil, c.block)
+		got, err := allocatePorts(keys, nil, nil, c.block, taken)
 		if err != nil {
 			return fmt.Errorf("start %s: %w", comp, err)
 		}

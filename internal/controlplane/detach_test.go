@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplug/kubeplug/internal/controlplane"
+	"github.com/kubeplug/kubeplug/internal/portblock"
 )
 
 const detachHelperEnv = "KUBEPLUG_CONTROLPLANE_DETACH_HELPER"
@@ -177,4 +179,66 @@ func TestDetachedStateErrors(t *testing.T) {
 			t.Errorf("Start = %v", err)
 		}
 	})
+}
+
+// TestDetachedClusterKeepsItsPortBlock: a detached control plane takes every
+// port from one block outside the kernel's ephemeral range; while it runs, its
+// block is its own even with no process of kubeplug holding the lock (another
+// owner asking for exactly that block gets another); stopped and started
+// again, it gets every port back.
+func TestDetachedClusterKeepsItsPortBlock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	opts := controlplane.Options{DataDir: filepath.Join(t.TempDir(), "cluster"), Detach: true, Logger: testLogger(t)}
+	t.Cleanup(func() { _ = controlplane.StopDetached(context.Background(), opts) })
+	cp, err := controlplane.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := controlplane.ChoosePorts(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append([]int{first.EtcdPeer}, slices.Collect(maps.Values(first.Components))...)
+	base := all[0] - (all[0]-mustRegionStart(t))%portblock.Size
+	for _, p := range all {
+		if p < base || p >= base+portblock.Size {
+			t.Fatalf("ports %v do not lie in one block (base %d)", first, base)
+		}
+	}
+	other, err := portblock.Acquire(t.TempDir(), []int{base}, 6, func(owner string) bool {
+		running, _ := controlplane.Running(owner)
+		return running
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Base == base {
+		t.Errorf("another owner was given block %d while the cluster runs on it", base)
+	}
+	other.Release()
+	if err := cp.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cp, err = controlplane.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start again: %v", err)
+	}
+	defer func() { _ = cp.Stop(context.Background()) }()
+	again, err := controlplane.ChoosePorts(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.EtcdPeer != first.EtcdPeer || !maps.Equal(again.Components, first.Components) {
+		t.Errorf("ports after a stop and start: %v, want %v", again, first)
+	}
+}
+
+func mustRegionStart(t *testing.T) int {
+	t.Helper()
+	first, n := portblock.Region()
+	if n == 0 {
+		t.Skip("no room for port blocks beside this kernel's ephemeral range")
+	}
+	return first
 }

@@ -140,7 +140,7 @@ func choosePorts(st *stateFile, apiServerPort int, fixed *Ports, blk *portblock.
 	for _, comp := range startOrder {
 		keys = append(keys, string(comp))
 	}
-	got, err := allocatePorts(keys, want, must, blk)
+	got, err := allocatePorts(keys, want, must, blk, nil)
 	if err != nil {
 		return Ports{}, fmt.Errorf("choose control plane ports: %w", err)
 	}
@@ -159,8 +159,8 @@ func choosePorts(st *stateFile, apiServerPort int, fixed *Ports, blk *portblock.
 // kernel chooses. All ports are held together while choosing, so they are
 // distinct; blk's ports stay held until Block.Hand. A kernel-chosen port could
 // be taken by another process before the component binds it, which fails its
-// start loudly.
-func allocatePorts(keys []string, want map[string]int, fixed map[string]bool, blk *portblock.Block) (map[string]int, error) {
+// start loudly. Ports in avoid (other components') are never given.
+func allocatePorts(keys []string, want map[string]int, fixed map[string]bool, blk *portblock.Block, avoid map[int]bool) (map[string]int, error) {
 	var lis []net.Listener
 	defer func() {
 		for _, l := range lis {
@@ -168,7 +168,10 @@ func allocatePorts(keys []string, want map[string]int, fixed map[string]bool, bl
 		}
 	}()
 	out := make(map[string]int, len(keys))
-	used := map[int]bool{}
+	used := maps.Clone(avoid)
+	if used == nil {
+		used = map[int]bool{}
+	}
 	var spare []int
 	if blk != nil {
 		spare = blk.Ports()
