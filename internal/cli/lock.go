@@ -75,12 +75,7 @@ naming both digests.`,
 					}
 				}
 				if len(res.Newer) > 0 {
-					var names []string
-					for _, n := range res.Newer {
-						name, _, _ := strings.Cut(n, " ")
-						names = append(names, name)
-					}
-					fmt.Fprintf(&b, "newer versions available (kubeplug lock -f %s --update %s): %s\n", file, strings.Join(names, " "), strings.Join(res.Newer, ", "))
+					fmt.Fprintf(&b, "%s\n", heldBack(res.Newer, file))
 				}
 				_, err := io.WriteString(w, b.String())
 				return err
@@ -94,4 +89,14 @@ naming both digests.`,
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd
+}
+
+// heldBack says which newer versions the lock held back (newer: "NAME
+// VERSION" each) and how to take them.
+func heldBack(newer []string, file string) string {
+	names := make([]string, len(newer))
+	for i, n := range newer {
+		names[i], _, _ = strings.Cut(n, " ")
+	}
+	return fmt.Sprintf("newer versions held back by %s: %s (take them with kubeplug lock -f %s --update %s)", lock.FileName, strings.Join(newer, ", "), file, strings.Join(names, " "))
 }

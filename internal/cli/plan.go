@@ -28,7 +28,7 @@ stage, and list every construct with the plugin that contributed it. Nothing is
 written and nothing is deployed. Sensitive values are shown as ***.
 
 With a kubeplug.lock beside the cluster file, every plugin resolves to the
-version the lock pins (see 'kubeplug lock --help'); the table then shows the
+version the lock pins (see kubeplug lock's help); the table then shows the
 LOCKED version and a NEWER one the file's constraints allow, held back until
 'kubeplug lock --update NAME' (or --update here) takes it, and plan lists how
 the lock would change when it does not pin the plan (a plugin enabled or dropped

@@ -75,6 +75,9 @@ type ApplyResult struct {
 	// LockUpdated says how the kubeplug.lock beside the cluster file changed to
 	// pin what was deployed (an existing lock file only; never with --locked).
 	LockUpdated []string `json:"lockUpdated,omitempty"`
+	// Newer names the plugins the lock file held back at their locked
+	// versions, each with the version an update would take ("dex 1.5.0").
+	Newer []string `json:"newer,omitempty"`
 }
 
 // Run applies cl: resolve, connect (failing before anything is rendered when the
