@@ -173,6 +173,9 @@ with a warning.`,
 				if len(res.LockUpdated) > 0 {
 					_, _ = fmt.Fprintf(o.streams.Out, "kubeplug.lock updated: %s\n", strings.Join(res.LockUpdated, "; "))
 				}
+				if len(res.Newer) > 0 {
+					_, _ = fmt.Fprintf(o.streams.Out, "%s\n", heldBack(res.Newer, file))
+				}
 			}
 			if failed {
 				return errFailed

@@ -27,6 +27,13 @@ wave run in parallel; every dependency is in an earlier wave), run the initialis
 stage, and list every construct with the plugin that contributed it. Nothing is
 written and nothing is deployed. Sensitive values are shown as ***.
 
+With a kubeplug.lock beside the cluster file, every plugin resolves to the
+version the lock pins (see kubeplug lock's help); the table then shows the
+LOCKED version and a NEWER one the file's constraints allow, held back until
+'kubeplug lock --update NAME' (or --update here) takes it, and plan lists how
+the lock would change when it does not pin the plan (a plugin enabled or dropped
+since, a constraint that no longer admits the locked version).
+
 With --kubernetes-version, plan a Kubernetes upgrade instead: resolve the plugins
 at the file's spec.kubernetesVersion and at the target, and show per plugin the
 version selected now and at the target, and whether it must move (its current
@@ -63,16 +70,25 @@ template as an Add. Nothing is deployed or uploaded (docs/aws.md).`,
 				var b strings.Builder
 				fmt.Fprintf(&b, "Cluster %s, Kubernetes %s\n\n", doc.Cluster, doc.KubernetesVersion)
 				rows := make([][]string, 0, len(doc.Plugins))
+				head := []string{"WAVE", "PLUGIN", "VERSION", "ORIGIN", "WHY", "DIGEST"}
+				if doc.Lock != nil {
+					head = append(head, "LOCKED", "NEWER")
+				}
 				for _, p := range doc.Plugins {
 					how := "enabled"
 					if !p.Enabled {
 						how = "required"
 					}
-					rows = append(rows, []string{fmt.Sprint(p.Wave), p.Name, p.Version, p.Origin, how, shortDigest(p.Digest)})
+					row := []string{fmt.Sprint(p.Wave), p.Name, p.Version, p.Origin, how, shortDigest(p.Digest)}
+					if doc.Lock != nil {
+						row = append(row, dash(p.Locked), dash(p.Newer))
+					}
+					rows = append(rows, row)
 				}
-				if err := table(&b, []string{"WAVE", "PLUGIN", "VERSION", "ORIGIN", "WHY", "DIGEST"}, rows); err != nil {
+				if err := table(&b, head, rows); err != nil {
 					return err
 				}
+				lockNotes(&b, doc, file)
 				b.WriteString("\nContributions:\n")
 				crow := make([][]string, 0, len(doc.Contributions))
 				for _, c := range doc.Contributions {
@@ -165,6 +181,30 @@ func planUpgrade(cmd *cobra.Command, o *options, file, kube string) error {
 		err = errFailed
 	}
 	return err
+}
+
+// lockNotes says, under plan's table, which newer versions the lock holds
+// back and how to take them, and how the lock would change to pin the plan.
+func lockNotes(b *strings.Builder, doc *engine.PlanDoc, file string) {
+	if doc.Lock == nil {
+		return
+	}
+	var newer, names []string
+	for _, p := range doc.Plugins {
+		if p.Newer != "" {
+			newer = append(newer, fmt.Sprintf("%s %s (locked %s)", p.Name, p.Newer, p.Version))
+			names = append(names, p.Name)
+		}
+	}
+	if len(newer) > 0 {
+		fmt.Fprintf(b, "\nNewer available, held back by %s: %s.\nTake them with: kubeplug lock -f %s --update %s\n", doc.Lock.File, strings.Join(newer, ", "), file, strings.Join(names, " "))
+	}
+	if len(doc.Lock.Changes) > 0 {
+		fmt.Fprintf(b, "\n%s does not pin this plan; a successful apply or up, or kubeplug lock, updates it:\n", doc.Lock.File)
+		for _, c := range doc.Lock.Changes {
+			fmt.Fprintf(b, "  %s\n", c)
+		}
+	}
 }
 
 func dash(s string) string {

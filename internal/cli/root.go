@@ -46,8 +46,9 @@ type options struct {
 	noBuiltin  bool
 	// allowValuesOutside lets valuesFrom read outside the cluster file's directory.
 	allowValuesOutside bool
-	// locked is --locked of plan, render, apply and up.
+	// locked is --locked of plan, render, apply and up; update their --update.
 	locked  bool
+	update  bool
 	verbose int
 	// quiet prints only errors and the final result.
 	quiet bool
@@ -86,6 +87,7 @@ func (o *options) initConfig() {
 
 		AllowValuesOutside: o.allowValuesOutside,
 		Locked:             o.locked,
+		UpdateAll:          o.update,
 		Expansions:         o.expansions,
 	}
 }
@@ -242,7 +244,9 @@ func (o *options) report(l diag.List) bool {
 	return l.HasFatal()
 }
 
-// lockedFlag adds --locked to a command that plans a cluster.
+// lockedFlag adds --locked and --update to a command that plans a cluster.
 func lockedFlag(cmd *cobra.Command, o *options) {
 	cmd.Flags().BoolVar(&o.locked, "locked", false, "fail when the plan would change kubeplug.lock beside the cluster file (or there is none): for CI")
+	cmd.Flags().BoolVar(&o.update, "update", false, "take the newest plugin versions the cluster file allows rather than those kubeplug.lock pins (a successful apply or up then pins them)")
+	cmd.MarkFlagsMutuallyExclusive("locked", "update")
 }

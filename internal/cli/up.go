@@ -99,7 +99,7 @@ download of the release binaries, in that order (docs/versions.md);
 				bs, _ := json.Marshal(map[string]any{"type": "Summary", "result": res, "failed": failed})
 				_, _ = fmt.Fprintln(o.streams.Out, string(bs))
 			case "text":
-				printUpSummary(o.streams.Out, res, failed)
+				printUpSummary(o.streams.Out, res, failed, file)
 			default:
 				if err := o.print(res, nil); err != nil {
 					return err
@@ -123,7 +123,7 @@ download of the release binaries, in that order (docs/versions.md);
 	return cmd
 }
 
-func printUpSummary(w io.Writer, res *action.UpResult, failed bool) {
+func printUpSummary(w io.Writer, res *action.UpResult, failed bool, file string) {
 	var b strings.Builder
 	state := "ready"
 	switch {
@@ -170,6 +170,9 @@ func printUpSummary(w io.Writer, res *action.UpResult, failed bool) {
 	}
 	if res.ApplyResult != nil && len(res.LockUpdated) > 0 {
 		fmt.Fprintf(&b, "\nkubeplug.lock updated: %s\n", strings.Join(res.LockUpdated, "; "))
+	}
+	if res.ApplyResult != nil && len(res.Newer) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", heldBack(res.Newer, file))
 	}
 	if d := res.Deployed; d != nil {
 		b.WriteString("\n")

@@ -75,6 +75,9 @@ type ApplyResult struct {
 	// LockUpdated says how the kubeplug.lock beside the cluster file changed to
 	// pin what was deployed (an existing lock file only; never with --locked).
 	LockUpdated []string `json:"lockUpdated,omitempty"`
+	// Newer names the plugins the lock file held back at their locked
+	// versions, each with the version an update would take ("dex 1.5.0").
+	Newer []string `json:"newer,omitempty"`
 }
 
 // Run applies cl: resolve, connect (failing before anything is rendered when the
@@ -89,13 +92,20 @@ func (a *Apply) Run(ctx context.Context, cl *config.Cluster) (*ApplyResult, diag
 	defer cancel(nil)
 	r.live = live{op: "apply", opts: a.DeployOptions, dryRun: a.DryRun, cancel: cancel}
 	defer r.live.unlockLease()
-	l := r.pipeline(ctx, resolveStep)
-	if l.HasFatal() {
+	// The target first, since the machine facts of the file's own cluster
+	// enter the values at resolve; its error only after resolve's, which say
+	// what is wrong with the file.
+	target, prov, terr := a.Target.forCluster(ctx, a.cfg, cl, a.StateDir)
+	var l diag.List
+	if terr == nil && prov != nil {
+		l = machineFacts(cl, prov, false)
+	}
+	if l = append(l, r.pipeline(ctx, resolveStep)...); l.HasFatal() {
+		l.Sort()
 		return nil, l
 	}
-	target, err := a.Target.ForCluster(ctx, a.cfg, cl, a.StateDir)
-	if err != nil {
-		l.Errorf("", 0, 0, "", "%v", err)
+	if terr != nil {
+		l.Errorf("", 0, 0, "", "%v", terr)
 		l.Sort()
 		return nil, l
 	}

@@ -107,7 +107,7 @@ spec:
 	apply := func(locked bool) string {
 		t.Helper()
 		c := *cfg
-		c.Locked = locked
+		c.Locked, c.UpdateAll = locked, !locked
 		a := action.NewApply(&c)
 		a.Target.RESTConfig = testcluster.RESTConfig(t)
 		a.Timeout = time.Minute
@@ -141,16 +141,18 @@ spec:
 		t.Fatalf("installed %s@%s and %s@%s, want both 1.0.0", app, a, lib, b)
 	}
 
-	// A new signed version: --locked refuses it, nothing applied; relocked, an upgrade.
+	// A new signed version: the lock holds the installed one; updated, an upgrade.
 	publish("1.1.0", "vendor")
-	if msg := apply(true); !strings.Contains(msg, "the lock file would change (--locked)") {
+	if msg := apply(true); msg != "" {
 		t.Fatalf("apply --locked after a new version: %q", msg)
 	}
 	if v := version(app); v != "1.0.0" {
-		t.Fatalf("a refused --locked apply changed %s to %s", app, v)
+		t.Fatalf("apply --locked of a pinned %s changed it to %s", app, v)
 	}
-	if res, l := action.NewLock(cfg).Run(ctx, load(t, file)); res == nil {
-		t.Fatalf("relock: %v", l)
+	relock := action.NewLock(cfg)
+	relock.Update = []string{app}
+	if res, l := relock.Run(ctx, load(t, file)); res == nil {
+		t.Fatalf("lock --update: %v", l)
 	}
 	if msg := apply(true); msg != "" {
 		t.Fatalf("apply after relocking: %s", msg)
@@ -159,14 +161,22 @@ spec:
 		t.Fatalf("%s is %s after the upgrade, want 1.1.0", app, v)
 	}
 
-	// Without --locked, apply picks up a new signed version as an upgrade and
-	// pins it in the existing lock file, as go get does go.sum.
+	// A plain apply keeps the locked version; apply --update takes the new
+	// one as an upgrade and pins it in the lock file, as go get does go.mod.
 	publish("1.1.1", "vendor")
 	c2 := *cfg
 	a := action.NewApply(&c2)
 	a.Target.RESTConfig = testcluster.RESTConfig(t)
 	a.Timeout = time.Minute
 	res, l := a.Run(ctx, load(t, file))
+	if l.HasFatal() || res == nil || len(res.LockUpdated) != 0 || version(app) != "1.1.0" {
+		t.Fatalf("apply of a locked plugin with a new version: %v %+v, %s", l, res, version(app))
+	}
+	c2.UpdateAll = true
+	a = action.NewApply(&c2)
+	a.Target.RESTConfig = testcluster.RESTConfig(t)
+	a.Timeout = time.Minute
+	res, l = a.Run(ctx, load(t, file))
 	if l.HasFatal() || res == nil || len(res.LockUpdated) != 1 || !strings.Contains(res.LockUpdated[0], "1.1.1") {
 		t.Fatalf("apply of a new version with a lock file: %v %+v", l, res)
 	}
@@ -177,9 +187,9 @@ spec:
 		t.Fatalf("apply --locked after apply updated the lock: %s", msg)
 	}
 
-	// Signed with a key the source does not trust: refused, nothing applied.
+	// Signed with a key the source does not trust: refused, nothing applied
+	// (apply(false) updates).
 	publish("1.2.0", "stranger")
-	_, _ = action.NewLock(cfg).Run(ctx, load(t, file))
 	msg := apply(false)
 	t.Logf("refused: %s", msg)
 	if msg == "" || !strings.Contains(msg, app) || !strings.Contains(msg, "1.2.0") || !strings.Contains(msg, "key") {

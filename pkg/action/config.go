@@ -40,6 +40,13 @@ type Config struct {
 	// Locked refuses a plan that would change the cluster file's kubeplug.lock (or
 	// that has none): plan, render, apply and up with --locked.
 	Locked bool
+	// Update names the plugins whose versions a run may move past those the
+	// cluster file's kubeplug.lock pins, to the newest the file allows (the
+	// others keep theirs); UpdateAll moves every plugin. A successful apply or
+	// up then writes the new versions to the lock. Without either, every run
+	// prefers the locked versions.
+	Update    []string
+	UpdateAll bool
 	// InProcess are in-process Go plugins, by plugin name (runtime.Options.InProcess).
 	InProcess map[string]stage.Runtime
 	// PluginTimeout, when positive, overrides every plugin's spec.runtime.timeout

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -295,6 +296,9 @@ func (lv *live) runChecks(ctx context.Context, cluster string, wave []*engine.Pl
 var recordStep = step{"record", func(ctx context.Context, r *run) diag.List {
 	var l diag.List
 	lv := &r.live
+	for _, name := range slices.Sorted(maps.Keys(r.plan.Newer)) {
+		lv.res.Newer = append(lv.res.Newer, name+" "+r.plan.Newer[name])
+	}
 	if lv.dryRun {
 		return nil
 	}

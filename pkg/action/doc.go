@@ -25,7 +25,8 @@
 //	render                          Render          resolve, initialise, render, files
 //	diff --against                  Diff            Render, then a file diff
 //	diff --live                     Drift           resolve, initialise, render, content, server dry run
-//	apply                           Apply           resolve, connect, initialise, render, deploy, validate, record
+//	apply                           Apply           resolve, connect, initialise, render, deploy, validate, record;
+//	                                                on the file's own cluster, its provider's machine facts first
 //	up                              Up              resolve, initialise, render, provision, connect, deploy,
 //	                                                after-deploy, validate, record
 //	down                            Down            provider (locate, stop), Uninstall

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,12 +69,29 @@ spec:
 		t.Fatal(err)
 	}
 
-	// A new version: --locked fails naming the change; lock writes it.
+	// A new version: the lock holds lib at 1.0.0, saying what is newer;
+	// --update lib takes it.
 	writePlugin(t, plugins, "lib", "1.1.0", `{}`)
-	if res, msg := run(true); res != nil || !strings.Contains(msg, "lib 1.0.0 (user, "+lf.Plugins[1].Digest+") would become 1.1.0") {
-		t.Fatalf("--locked with a new version: %v %s", res, msg)
+	if res, msg := run(true); res == nil || len(res.Changes) != 0 || !slices.Equal(res.Newer, []string{"lib 1.1.0"}) {
+		t.Fatalf("--locked with a new version: %+v %s", res, msg)
 	}
-	if res, msg := run(false); res == nil || len(res.Changes) != 1 {
-		t.Fatalf("relock: %v %s", res, msg)
+	if res, msg := run(false); res == nil || len(res.Changes) != 0 {
+		t.Fatalf("relock with a new version: %+v %s", res, msg)
+	}
+	a := action.NewLock(cfg)
+	a.Update = []string{"lib"}
+	res, l = a.Run(ctx, load(t, file))
+	if res == nil || len(res.Changes) != 1 || !strings.Contains(res.Changes[0], "lib 1.0.0 (user, "+lf.Plugins[1].Digest+") would become 1.1.0") || len(res.Newer) != 0 {
+		t.Fatalf("lock --update lib: %+v %v", res, l)
+	}
+	if lf, err := lock.Read(filepath.Join(work, lock.FileName)); err != nil || lf.Plugins[1].Version != "1.1.0" {
+		t.Fatalf("lock file after --update lib: %+v %v", lf, err)
+	}
+
+	// Naming a plugin neither the lock nor the plan has is an error.
+	a = action.NewLock(cfg)
+	a.Update = []string{"lbi"}
+	if _, l := a.Run(ctx, load(t, file)); !l.HasFatal() || !strings.Contains(l.String(), "--update lbi: neither kubeplug.lock nor the cluster's plan has plugin lbi; did you mean \"lib\"?") {
+		t.Fatalf("lock --update of an unknown plugin: %v", l)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/lock"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/render"
@@ -50,6 +51,8 @@ type run struct {
 	engine   *engine.Engine
 	plan     *engine.Plan
 	runtimes *runtime.Resolver // the plugin processes; close ends them
+	// lock is the cluster file's kubeplug.lock, nil without one.
+	lock *lock.File
 
 	// Seeded by the first stage step, extended by every stage.
 	model *model.Model
@@ -119,23 +122,29 @@ func (r *run) close() {
 // Input: the cluster spec. Output: r.engine, r.plan, r.runtimes.
 var resolveStep = step{"resolve", func(ctx context.Context, r *run) diag.List {
 	c := r.cfg
+	lf, err := readLock(r.cluster)
+	if err != nil {
+		var l diag.List
+		l.Errorf(lock.PathFor(r.cluster.File), 0, 0, "", "%v", err)
+		return l
+	}
 	idx, l := c.LoadIndex(ctx, r.cluster.Sources()...)
 	if l.HasFatal() {
 		return l
 	}
 	rs := runtime.NewResolver(runtime.Options{Logger: c.logger(), Timeout: c.PluginTimeout, InProcess: c.InProcess})
-	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), AllowValuesOutside: c.AllowValuesOutside, Redact: r.redact, Runtimes: rs, Progress: c.Progress})
+	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), AllowValuesOutside: c.AllowValuesOutside, Redact: r.redact, Runtimes: rs, Progress: c.Progress, Prefer: c.prefer(lf)})
 	plan, pl := e.Plan(ctx, r.cluster, idx)
 	l = append(l, pl...)
 	if plan == nil {
 		_ = rs.Close() // nothing has run yet
 		return l
 	}
-	if ll := checkLock(r.cluster, plan, c.Locked); ll.HasFatal() {
+	if ll := c.checkLock(r.cluster, lf, plan); ll.HasFatal() {
 		_ = rs.Close()
 		return append(l, ll...)
 	}
-	r.engine, r.plan, r.runtimes = e, plan, rs
+	r.engine, r.plan, r.runtimes, r.lock = e, plan, rs, lf
 	return l
 }}
 

@@ -9,6 +9,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/lock"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/render"
@@ -33,7 +34,9 @@ func (a *Plan) Run(ctx context.Context, cl *config.Cluster) (*engine.PlanDoc, di
 	if l.HasFatal() {
 		return nil, l
 	}
-	return r.plan.Doc(r.model), l
+	doc := r.plan.Doc(r.model)
+	lockDoc(r, doc)
+	return doc, l
 }
 
 // CloudPlan says what up would change in the cloud, for a provider that deploys
@@ -135,13 +138,21 @@ type PluginMove struct {
 // unsatisfiable target is an error diagnostic; the result still lists every plugin
 // (the blocked ones with their versions). Nothing runs but the resolver.
 func (a *Plan) Upgrade(ctx context.Context, cl *config.Cluster, target *semver.Version) (*KubernetesUpgrade, diag.List) {
+	lf, err := readLock(cl)
+	if err != nil {
+		var l diag.List
+		l.Errorf(lock.PathFor(cl.File), 0, 0, "", "%v", err)
+		return nil, l
+	}
 	idx, l := a.cfg.LoadIndex(ctx, cl.Sources()...)
 	if l.HasFatal() {
 		return nil, l
 	}
 	rs := runtime.NewResolver(runtime.Options{Logger: a.cfg.logger(), Timeout: a.cfg.PluginTimeout, InProcess: a.cfg.InProcess})
 	defer func() { _ = rs.Close() }() // only the plan is made: no stage runs
-	e := engine.New(engine.Options{Logger: a.cfg.logger(), Env: a.cfg.env(), AllowValuesOutside: a.cfg.AllowValuesOutside, Redact: true, Runtimes: rs})
+	// Both resolutions keep the locked versions a target admits: what must
+	// move is what the lock cannot hold at the target.
+	e := engine.New(engine.Options{Logger: a.cfg.logger(), Env: a.cfg.env(), AllowValuesOutside: a.cfg.AllowValuesOutside, Redact: true, Runtimes: rs, Prefer: a.cfg.prefer(lf)})
 	now, pl := e.Plan(ctx, cl, idx)
 	l = append(l, pl...)
 	if now == nil {

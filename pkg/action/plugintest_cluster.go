@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,11 +47,9 @@ func (a *PluginTest) runCluster(ctx context.Context, dir string, pkg *plugin.Pac
 	}
 	defer os.RemoveAll(tmp)
 	res := &PluginTestCluster{}
-	src := filepath.Join(tmp, "plugins")
-	if err := copyPackage(dir, filepath.Join(src, "new")); err != nil {
-		l.Errorf(dir, 0, 0, "", "%v", err)
-		return nil, l
-	}
+	// The throwaway cluster's sources are the user's own paths — a directory or
+	// an archive alike (source.Path) — so that its messages name them.
+	paths := []string{dir}
 	if a.UpgradeFrom != "" {
 		prev, pl := loadOne(ctx, a.UpgradeFrom)
 		if l = append(l, pl...); prev == nil {
@@ -65,17 +64,42 @@ func (a *PluginTest) runCluster(ctx context.Context, dir string, pkg *plugin.Pac
 			l.Errorf(a.UpgradeFrom, 0, 0, "metadata.version", "--upgrade-from has the same version (%s) as the package under test", version)
 			return nil, l
 		}
-		if err := copyPackage(a.UpgradeFrom, filepath.Join(src, "previous")); err != nil {
-			l.Errorf(a.UpgradeFrom, 0, 0, "", "%v", err)
+		paths = append(paths, a.UpgradeFrom)
+	}
+	var sources strings.Builder
+	abs := make([]string, len(paths))
+	for i, p := range paths {
+		if abs[i], err = filepath.Abs(p); err != nil {
+			l.Errorf(p, 0, 0, "", "%v", err)
 			return nil, l
 		}
+		fmt.Fprintf(&sources, "{dir: %s}, ", strconv.Quote(filepath.ToSlash(abs[i])))
+	}
+	clusterFile := filepath.Join(tmp, "cluster.yaml")
+	// userFiles names the user's paths in l as the user gave them; the
+	// throwaway cluster file, which the user never sees, stands for the
+	// package under test.
+	userFiles := func(l diag.List) diag.List {
+		for i := range l {
+			if l[i].File == clusterFile {
+				l[i].File, l[i].Line, l[i].Column, l[i].Field = dir, 0, 0, ""
+				continue
+			}
+			for j, p := range paths {
+				if f, ok := within(l[i].File, abs[j], p); ok {
+					l[i].File = f
+					break
+				}
+			}
+		}
+		return l
 	}
 	cluster := func(v string) (*config.Cluster, diag.List) {
 		doc := "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: " + strconv.Quote(clusterName(name)) + "}\nspec:\n" +
 			"  kubernetesVersion: " + lintKubernetesVersion + "\n  provider: {local: {}}\n  nodePools: [{name: workers, count: 1}]\n" +
-			"  plugins:\n    sources: [{dir: plugins}]\n    order: [control-plane]\n" +
+			"  plugins:\n    sources: [" + strings.TrimSuffix(sources.String(), ", ") + "]\n    order: [control-plane]\n" +
 			"    enabled: [{name: control-plane}, {name: " + strconv.Quote(name) + ", version: " + strconv.Quote(v) + "}]\n"
-		return config.Parse(filepath.Join(tmp, "cluster.yaml"), []byte(doc))
+		return config.Parse(clusterFile, []byte(doc))
 	}
 	first := version
 	if res.UpgradedFrom != "" {
@@ -83,7 +107,7 @@ func (a *PluginTest) runCluster(ctx context.Context, dir string, pkg *plugin.Pac
 	}
 	cl, cl0 := cluster(first)
 	if cl == nil || cl0.HasFatal() {
-		return nil, append(l, cl0...)
+		return nil, append(l, userFiles(cl0)...)
 	}
 	stateDir := filepath.Join(tmp, "state")
 	defer func() {
@@ -93,24 +117,24 @@ func (a *PluginTest) runCluster(ctx context.Context, dir string, pkg *plugin.Pac
 		down := NewDown(a.cfg)
 		down.StateDir, down.Purge, down.KeepPlugins = stateDir, true, true
 		if _, dl := down.Run(dctx, cl); dl.HasFatal() {
-			l = append(l, dl...)
+			l = append(l, userFiles(dl)...)
 		}
 	}()
 	up := NewUp(a.cfg)
 	up.StateDir = stateDir
 	up.Timeout = a.Timeout
 	ur, ul := up.Run(ctx, cl)
-	if l = append(l, ul...); ul.HasFatal() || ur == nil {
+	if l = append(l, userFiles(ul)...); ul.HasFatal() || ur == nil {
 		return nil, l
 	}
 	res.Checks = ownChecks(ur.Checks, name)
 	if res.UpgradedFrom != "" {
 		next, nl := cluster(version)
 		if next == nil || nl.HasFatal() {
-			return nil, append(l, nl...)
+			return nil, append(l, userFiles(nl)...)
 		}
 		ur, ul = up.Run(ctx, next)
-		if l = append(l, ul...); ul.HasFatal() || ur == nil {
+		if l = append(l, userFiles(ul)...); ul.HasFatal() || ur == nil {
 			return nil, l
 		}
 		res.Checks = ownChecks(ur.Checks, name)
@@ -209,27 +233,4 @@ func loadOne(ctx context.Context, dir string) (*plugin.Package, diag.List) {
 		return nil, l
 	}
 	return pkg, l
-}
-
-// copyPackage copies a package directory (or archive) to dst, a directory the
-// throwaway cluster's source lists.
-func copyPackage(from, dst string) error {
-	fi, err := os.Stat(from)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		b, err := os.ReadFile(from)
-		if err != nil {
-			return err
-		}
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, filepath.Base(from)), b, 0o644)
-	}
-	if err := os.CopyFS(dst, os.DirFS(from)); err != nil {
-		return fmt.Errorf("copy the package %s: %w", from, err)
-	}
-	return nil
 }

@@ -57,7 +57,8 @@ func NewRollback(cfg *Config) *Rollback { return &Rollback{cfg: cfg} }
 // before anything changes.
 func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag.List) {
 	var l diag.List
-	target, own, err := a.Target.forCluster(ctx, a.cfg, a.Cluster, a.StateDir)
+	target, prov, err := a.Target.forCluster(ctx, a.cfg, a.Cluster, a.StateDir)
+	own := prov != nil
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return nil, l

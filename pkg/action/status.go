@@ -94,7 +94,8 @@ type UninstallResult struct {
 func (a *Uninstall) Run(ctx context.Context, plugins ...string) (*UninstallResult, diag.List) {
 	res := &UninstallResult{Removed: []string{}, DryRun: a.DryRun}
 	var l diag.List
-	target, own, err := a.Target.forCluster(ctx, a.cfg, a.Cluster, a.StateDir)
+	target, prov, err := a.Target.forCluster(ctx, a.cfg, a.Cluster, a.StateDir)
+	own := prov != nil
 	if err != nil {
 		l.Errorf("", 0, 0, "", "%v", err)
 		return res, l

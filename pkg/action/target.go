@@ -128,21 +128,22 @@ func (c KubeconfigTarget) ForCluster(ctx context.Context, cfg *Config, cl *confi
 	return t, err
 }
 
-// forCluster is ForCluster, and says whether the target is the file's own
-// cluster, which its provider runs on this machine: one whose machines
-// kubeplug reconciles (see machines.go).
-func (c KubeconfigTarget) forCluster(ctx context.Context, cfg *Config, cl *config.Cluster, stateDir string) (KubeconfigTarget, bool, error) {
+// forCluster is ForCluster, and returns the provider when the target is the
+// file's own cluster, which that provider runs on this machine: one whose
+// machines kubeplug reconciles (see machines.go) and whose machine facts its
+// runs record (machineFacts); nil otherwise.
+func (c KubeconfigTarget) forCluster(ctx context.Context, cfg *Config, cl *config.Cluster, stateDir string) (KubeconfigTarget, provider.Provider, error) {
 	if c.Explicit() || cl == nil {
-		return c, false, nil
+		return c, nil, nil
 	}
 	name := cl.Spec.Metadata.Name
 	prov, err := provider.New(provider.Config{ClusterName: name, Spec: cl.Spec.Spec.Provider, StateDir: stateDir, Logger: cfg.logger()})
 	if err != nil {
-		return c, false, nil //nolint:nilerr // no provider here: the kubeconfig decides
+		return c, nil, nil //nolint:nilerr // no provider here: the kubeconfig decides
 	}
 	loc, ok := prov.(provider.Locator)
 	if !ok {
-		return c, false, nil
+		return c, nil, nil
 	}
 	kubeconfig, err := loc.Locate(ctx)
 	if err == nil {
@@ -152,12 +153,12 @@ func (c KubeconfigTarget) forCluster(ctx context.Context, cfg *Config, cl *confi
 		if out.Flags != nil {
 			out.Flags.KubeConfig = &out.Kubeconfig
 		}
-		return out, true, nil
+		return out, prov, nil
 	}
 	if s, ok := prov.(provider.Stateful); ok && errors.Is(err, provider.ErrNotRunning) {
 		if _, serr := os.Stat(s.StateDir()); serr == nil {
-			return c, false, fmt.Errorf("%s names local cluster %s, which is not running (state dir %s): start it with kubeplug up -f %s, or give --context or --kubeconfig to use another cluster", cl.File, name, s.StateDir(), cl.File)
+			return c, nil, fmt.Errorf("%s names local cluster %s, which is not running (state dir %s): start it with kubeplug up -f %s, or give --context or --kubeconfig to use another cluster", cl.File, name, s.StateDir(), cl.File)
 		}
 	}
-	return c, false, nil
+	return c, nil, nil
 }

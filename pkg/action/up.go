@@ -130,10 +130,8 @@ func (u *Up) providerStep(res *UpResult) step {
 				return l
 			}
 		}
-		if fs, ok := prov.(provider.FactSource); ok {
-			if l = append(l, machineFacts(cl, fs)...); l.HasFatal() {
-				return l
-			}
+		if l = append(l, machineFacts(cl, prov, true)...); l.HasFatal() {
+			return l
 		}
 		r.prov = prov
 		return l
@@ -143,16 +141,28 @@ func (u *Up) providerStep(res *UpResult) step {
 // CorePlugin is the built-in plugin the control plane's flags come from.
 const CorePlugin = "control-plane"
 
-// machineFacts sets the control-plane plugin's "machine" value to the provider's
-// facts (address, ports, certificate paths), so that its flags and the static
-// Pods rendered from them are the command lines the provider runs. Such a
-// provider has no other source of the control plane's flags, so a cluster spec
-// that does not enable the plugin is refused.
-func machineFacts(cl *config.Cluster, prov provider.FactSource) diag.List {
+// machineFacts sets the control-plane plugin's "machine" value to the facts
+// of prov, when it is a provider.FactSource (address, ports, certificate
+// paths), so that its flags and the static Pods rendered from them are the
+// command lines the provider runs. It is the one source of those facts for
+// every run on a cluster such a provider runs — up, and apply, uninstall and
+// rollback on the cluster file's own cluster — so that they render the same
+// flags and record the same values: a run that left them at the plugin's
+// defaults would record a "values changed" revision and make uninstall -f and
+// rollback -f refuse to reconcile the machines. With required (up, which has no
+// other source of the control plane's flags), a cluster spec that does not
+// enable the plugin is refused; otherwise it is left as it is.
+func machineFacts(cl *config.Cluster, p provider.Provider, required bool) diag.List {
 	var l diag.List
+	prov, ok := p.(provider.FactSource)
+	if !ok {
+		return l
+	}
 	i := slices.IndexFunc(cl.Enabled(), func(r v1alpha1.PluginRef) bool { return r.Name == CorePlugin })
 	if i < 0 {
-		cl.Errorf(&l, "/spec/plugins", "the %s provider runs the control plane with the flags of the built-in %s plugin: enable it (spec.plugins.enabled: [{name: %s}])", providerName(cl), CorePlugin, CorePlugin)
+		if required {
+			cl.Errorf(&l, "/spec/plugins", "the %s provider runs the control plane with the flags of the built-in %s plugin: enable it (spec.plugins.enabled: [{name: %s}])", providerName(cl), CorePlugin, CorePlugin)
+		}
 		return l
 	}
 	facts, err := prov.Facts()

@@ -47,6 +47,11 @@ type Options struct {
 	Runtimes RuntimeResolver
 	// Progress, when set, is told when each wave of each stage starts.
 	Progress func(StageEvent)
+	// Prefer names, per plugin, the version Plan picks whenever the cluster's
+	// constraints admit it, even if a higher one exists (resolve.Request.Prefer):
+	// the versions a lock file pins. Plan then also says which higher versions
+	// the constraints would admit (Plan.Newer).
+	Prefer map[string]*semver.Version
 }
 
 // RuntimeResolver gives a planned plugin the runtimes that run its stages.
@@ -127,6 +132,11 @@ type Plan struct {
 	Plugins []*Planned
 	Waves   [][]*Planned
 
+	// Newer is, by name, the version a plugin of the plan would have without
+	// Options.Prefer, where that is a higher one (a version published after
+	// the lock was written); empty without Options.Prefer.
+	Newer map[string]string
+
 	secrets planSecrets
 	// others are every plugin's values as the other plugins see them, computed
 	// once when the plan is made.
@@ -159,6 +169,7 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 	if l.HasFatal() {
 		return nil, l
 	}
+	req.Prefer = e.opts.Prefer
 	res, err := resolve.Resolve(ctx, catalog(cat), req)
 	if err != nil {
 		// A plugin the cluster enables and no source provides (a typo, often)
@@ -192,6 +203,7 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 		return nil, l
 	}
 	plan := &Plan{Cluster: cl}
+	plan.Newer = e.newer(ctx, cat, req, res)
 	for w, wave := range res.Waves {
 		var pw []*Planned
 		for _, rp := range wave {
@@ -240,6 +252,33 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 	}
 	plan.others = pluginValues(plan)
 	return plan, l
+}
+
+// newer returns, for a resolution res of req made with preferences, the
+// version of each plugin a resolution without them picks, where that is a
+// higher one. When a resolution without preferences fails where this one did
+// not, there is no consistent set of newer versions to move to: none.
+func (e *Engine) newer(ctx context.Context, cat source.Catalog, req resolve.Request, res *resolve.Result) map[string]string {
+	if len(req.Prefer) == 0 {
+		return nil
+	}
+	req.Prefer = nil
+	free, err := resolve.Resolve(ctx, catalog(cat), req)
+	if err != nil {
+		e.log.Debug("resolution without the preferred versions failed", "error", err)
+		return nil
+	}
+	picked := map[string]*semver.Version{}
+	for _, p := range res.Plugins {
+		picked[p.Name] = p.Version
+	}
+	newer := map[string]string{}
+	for _, p := range free.Plugins {
+		if v, ok := picked[p.Name]; ok && p.Version.GreaterThan(v) {
+			newer[p.Name] = p.Version.String()
+		}
+	}
+	return newer
 }
 
 // locateWant reports err at the first of ws that can be located: the

@@ -17,6 +17,20 @@ type PlanDoc struct {
 	Plugins           []PlanPlugin      `json:"plugins"`
 	Waves             [][]string        `json:"waves"`
 	Contributions     []ContributionRef `json:"contributions"`
+	// Lock is what the cluster file's lock file says of the plan, set by the
+	// caller that read it; nil without one.
+	Lock *PlanLock `json:"lock,omitempty"`
+}
+
+// PlanLock is what the lock file beside the cluster file says of a plan.
+type PlanLock struct {
+	// File is the lock file's path.
+	File string `json:"file"`
+	// Changes say how the lock file would change to pin the plan (a plugin
+	// enabled or dropped since it was written, a locked version the cluster
+	// file's constraints no longer admit, a plugin updated), one per plugin,
+	// sorted; none when it pins the plan as it is.
+	Changes []string `json:"changes,omitempty"`
 }
 
 // PlanPlugin is one resolved plugin.
@@ -28,6 +42,14 @@ type PlanPlugin struct {
 	Wave    int    `json:"wave"`
 	// Enabled is false for plugins only pulled in by another plugin's requires.
 	Enabled bool `json:"enabled"`
+	// Locked is the version the cluster file's lock file pins, when it pins
+	// one (set by the caller that read it): Version is that version unless the
+	// cluster's constraints exclude it or the run updates the lock.
+	Locked string `json:"locked,omitempty"`
+	// Newer is the version the plugin would have without the lock (a version
+	// published after it was written, which the constraints admit): updating
+	// the lock takes it. Empty when Version is already that one.
+	Newer string `json:"newer,omitempty"`
 }
 
 // ContributionRef names one construct and the plugin that contributed it.
@@ -54,6 +76,7 @@ func (p *Plan) Doc(m *model.Model) *PlanDoc {
 			d.Plugins = append(d.Plugins, PlanPlugin{
 				Name: pl.Package.Name, Version: pl.Package.Version.String(), Origin: pl.Package.Origin.Name,
 				Digest: pl.Package.Digest, Wave: pl.Wave, Enabled: enabled[pl.Package.Name],
+				Newer: p.Newer[pl.Package.Name],
 			})
 			names = append(names, pl.Package.Name)
 		}

@@ -153,6 +153,19 @@ func (f *File) Write(path string) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+// Entry returns the entry that pins the named plugin.
+func (f *File) Entry(name string) (Entry, bool) {
+	if f == nil {
+		return Entry{}, false
+	}
+	for _, e := range f.Plugins {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
 // Mismatch returns, for a resolved plugin, why the lock refuses it: its locked
 // version has another digest. "" when the lock does not pin that version or agrees.
 func (f *File) Mismatch(name, version, digest string) string {

@@ -10,8 +10,10 @@
 // The one idea a reader needs: resolution is two separate steps. First a
 // search picks versions — the highest version of each name that satisfies
 // every constraint placed on that name (by the cluster and by every selected
-// package that requires it) and the cluster's Kubernetes version, backtracking
-// when a choice leads to an unsatisfiable constraint or a conflict. Then the
+// package that requires it) and the cluster's Kubernetes version, or the
+// version [Request.Prefer] names when that one satisfies them (a lock's pin),
+// backtracking when a choice leads to an unsatisfiable constraint or a
+// conflict. Then the
 // chosen set, and only it, is ordered: hard edges from requires, soft edges
 // from after/before hints whose other end was selected, and the cluster's
 // optional order list. Ordering never changes which versions are picked.

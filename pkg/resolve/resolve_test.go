@@ -82,7 +82,9 @@ type resolveCase struct {
 	enabled []string
 	kube    string
 	order   []string
-	want    string // waves, when no error is expected
+	// prefer is Request.Prefer as "name version" entries.
+	prefer []string
+	want   string // waves, when no error is expected
 	// after, when set, is the result's After rendered by afterString.
 	after   string
 	wantErr string // exact message
@@ -91,6 +93,13 @@ type resolveCase struct {
 
 func (tc resolveCase) request() Request {
 	req := Request{Enabled: enable(tc.enabled...), Order: tc.order}
+	for _, p := range tc.prefer {
+		name, v, _ := strings.Cut(p, " ")
+		if req.Prefer == nil {
+			req.Prefer = map[string]*semver.Version{}
+		}
+		req.Prefer[name] = semver.MustParse(v)
+	}
 	if tc.kube != "" {
 		req.KubernetesVersion = semver.MustParse(tc.kube)
 	}
@@ -395,6 +404,67 @@ func TestResolveVersions(t *testing.T) {
 			pkgs:    []*Package{pkg("dex 1.4.0", kube(">=1.33"))},
 			enabled: []string{"dex"},
 			want:    "dex@1.4.0",
+		},
+	})
+}
+
+// TestResolvePrefer: a preferred version (a lock's pin) wins over higher ones
+// while every constraint admits it; otherwise the highest that can be picked
+// does, as without a preference.
+func TestResolvePrefer(t *testing.T) {
+	runCases(t, []resolveCase{
+		{
+			name:    "the preferred version over a higher one",
+			pkgs:    []*Package{pkg("a 1.0.0"), pkg("a 1.1.0"), pkg("a 2.0.0")},
+			enabled: []string{"a"},
+			prefer:  []string{"a 1.0.0"},
+			want:    "a@1.0.0",
+		},
+		{
+			name:    "a required plugin keeps its preferred version",
+			pkgs:    []*Package{pkg("app 1.0.0", requires("lib ^1")), pkg("lib 1.0.0"), pkg("lib 1.1.0")},
+			enabled: []string{"app"},
+			prefer:  []string{"lib 1.0.0", "app 1.0.0"},
+			want:    "lib@1.0.0 | app@1.0.0",
+		},
+		{
+			name:    "only the names preferred are held",
+			pkgs:    []*Package{pkg("app 1.0.0", requires("lib ^1")), pkg("app 1.1.0", requires("lib ^1")), pkg("lib 1.0.0"), pkg("lib 1.1.0")},
+			enabled: []string{"app"},
+			prefer:  []string{"app 1.0.0"},
+			want:    "lib@1.1.0 | app@1.0.0",
+		},
+		{
+			name:    "a constraint that excludes the preferred version",
+			pkgs:    []*Package{pkg("a 1.0.0"), pkg("a 2.0.0"), pkg("a 2.1.0")},
+			enabled: []string{"a ^2"},
+			prefer:  []string{"a 1.0.0"},
+			want:    "a@2.1.0",
+		},
+		{
+			name:    "a preferred version no source holds",
+			pkgs:    []*Package{pkg("a 1.0.0"), pkg("a 2.0.0")},
+			enabled: []string{"a"},
+			prefer:  []string{"a 1.5.0"},
+			want:    "a@2.0.0",
+		},
+		{
+			name: "a preferred version that leads to a dead end",
+			pkgs: []*Package{
+				pkg("a 1.0.0", requires("c ^1")), pkg("a 2.0.0", requires("c ^2")), pkg("a 3.0.0", requires("c ^2")),
+				pkg("b 1.0.0", requires("c ^2")), pkg("c 1.0.0"), pkg("c 2.0.0"),
+			},
+			enabled: []string{"a", "b"},
+			prefer:  []string{"a 1.0.0"},
+			want:    "c@2.0.0 | a@3.0.0 b@1.0.0",
+		},
+		{
+			name:    "a preferred version the Kubernetes version refuses",
+			pkgs:    []*Package{pkg("a 1.0.0", kube("<1.30")), pkg("a 2.0.0")},
+			enabled: []string{"a"},
+			kube:    "1.33.0",
+			prefer:  []string{"a 1.0.0"},
+			want:    "a@2.0.0",
 		},
 	})
 }

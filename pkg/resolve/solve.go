@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/Masterminds/semver/v3"
@@ -18,7 +19,8 @@ import (
 // For each name it picks the highest version that satisfies every constraint
 // placed on the name — by the request and by every selected package that
 // requires it — and the request's Kubernetes version, and that conflicts with
-// no other selected plugin; when a choice leads to a dead end it backtracks to
+// no other selected plugin, trying the version Request.Prefer names for it
+// first (a lock file's pin); when a choice leads to a dead end it backtracks to
 // the choice responsible and tries that name's next lower version. A name is
 // decided only after every name that may require it, so its constraints are
 // all known when its version is picked; ties are broken by name. The result
@@ -33,11 +35,12 @@ func Resolve(ctx context.Context, cat Catalog, req Request) (*Result, error) {
 		return nil, fmt.Errorf("resolving plugins: %w", err)
 	}
 	s := &solver{
-		ctx:   ctx,
-		cat:   cat,
-		kube:  req.KubernetesVersion,
-		names: make(map[string]*nameState),
-		feas:  make(map[*Package]error),
+		ctx:    ctx,
+		cat:    cat,
+		kube:   req.KubernetesVersion,
+		prefer: req.Prefer,
+		names:  make(map[string]*nameState),
+		feas:   make(map[*Package]error),
 	}
 	enabled := make([]Requirement, len(req.Enabled))
 	copy(enabled, req.Enabled)
@@ -105,6 +108,9 @@ type nameState struct {
 	// heapIdx is the index in solver.pending while queued and undecided,
 	// else -1.
 	heapIdx int
+	// prefer is the index in versions of the version to try first
+	// (Request.Prefer), else -1.
+	prefer int
 	// rank orders decisions: a name is decided after every name that may
 	// require it (see solver.rank).
 	rank int
@@ -117,10 +123,11 @@ type nameState struct {
 }
 
 type solver struct {
-	ctx   context.Context
-	cat   Catalog
-	kube  *semver.Version
-	names map[string]*nameState
+	ctx    context.Context
+	cat    Catalog
+	kube   *semver.Version
+	prefer map[string]*semver.Version
+	names  map[string]*nameState
 	// pending holds the queued, undecided names, lowest rank on top.
 	pending pendingHeap
 	// decided holds the selected names in decision order.
@@ -148,6 +155,10 @@ func (s *solver) state(name string) *nameState {
 		excl:        make([]int32, len(vs)),
 		depth:       -1,
 		heapIdx:     -1,
+		prefer:      -1,
+	}
+	if pv := s.prefer[name]; pv != nil {
+		st.prefer = slices.IndexFunc(vs, func(p *Package) bool { return p.Version.Equal(pv) })
 	}
 	for i, p := range vs {
 		st.excl[i] = -1
@@ -155,6 +166,19 @@ func (s *solver) state(name string) *nameState {
 	}
 	s.names[name] = st
 	return st
+}
+
+// at is the index in st.versions of the k-th version to try: the preferred
+// one first, then the others highest first.
+func (st *nameState) at(k int) int {
+	switch {
+	case st.prefer < 0 || k > st.prefer:
+		return k
+	case k == 0:
+		return st.prefer
+	default:
+		return k - 1
+	}
 }
 
 func (s *solver) enqueue(st *nameState) {
@@ -257,7 +281,9 @@ func (s *solver) solve() (culprits, error) {
 		return conf, s.conflictError(by, st, nil)
 	}
 	var first error
-	for vi, v := range st.versions {
+	for k := range st.versions {
+		vi := st.at(k)
+		v := st.versions[vi]
 		if st.excl[vi] >= 0 || st.unsupported[vi] {
 			continue
 		}

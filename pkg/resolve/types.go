@@ -133,6 +133,14 @@ type Request struct {
 	// pre-release, so pass the release version if that is not wanted.
 	KubernetesVersion *semver.Version
 
+	// Prefer names, per plugin, the version to pick when it can be picked —
+	// it satisfies every constraint and leads to a solution — even if a
+	// higher one could: the version a lock file pins, so that a newly
+	// published version is not taken until the lock is updated. A preferred
+	// version the catalog does not hold, or that cannot be picked, is
+	// ignored: the name then gets the highest version that can.
+	Prefer map[string]*semver.Version
+
 	// Order optionally fixes the installation order: the named plugins come
 	// first, in this order, and every other plugin after all of them, by its
 	// dependencies. Names that are not part of the result are ignored, so one
