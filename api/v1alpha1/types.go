@@ -539,7 +539,9 @@ type AWSProvider struct {
 // LocalProvider settings.
 type LocalProvider struct {
 	// APIServerPort is the port the API server listens on, on 127.0.0.1.
-	// Default: a free port, chosen when the cluster is first created and kept.
+	// Default: a port of the cluster's own block of loopback ports (outside
+	// the kernel's ephemeral range, docs/ports.md), chosen when the cluster is
+	// first created and kept.
 	APIServerPort int `json:"apiServerPort,omitempty" jsonschema:"minimum=1,maximum=65535"`
 	// RealPools names node pools whose nodes are real: each runs a kubelet,
 	// containerd, runc, the CNI bridge plugins and kube-proxy on this machine,

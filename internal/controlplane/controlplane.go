@@ -80,7 +80,7 @@ type ControlPlane struct {
 }
 
 // Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
-// kwok on free loopback ports and returns once the cluster is usable: the API
+// kwok on loopback ports of a port block of their own (docs/ports.md) and returns once the cluster is usable: the API
 // server is ready, every component reports healthy and the "default" service
 // account exists, so Pods can be created. Nodes are added with AddNodes.
 //

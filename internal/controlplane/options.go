@@ -120,9 +120,10 @@ type Options struct {
 	// APIServerPort is the API server's port on 127.0.0.1. A port in use is an
 	// error wrapping ErrPortInUse that names the port and, when it can tell,
 	// the process holding it. Default: the port recorded in DataDir/state.json
-	// by an earlier detached Start (so kubeconfigs stay valid), else a free port.
-	// The other components reuse their recorded ports when free, else take free
-	// ones.
+	// by an earlier detached Start (so kubeconfigs stay valid), else a port of
+	// the data directory's port block (internal/portblock). The other
+	// components reuse their recorded ports when free and in the block, else
+	// take the block's.
 	APIServerPort int
 
 	// ContextName names the cluster, user and context in the kubeconfig.
