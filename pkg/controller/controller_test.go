@@ -388,7 +388,7 @@ spec:
 	})
 	// In the controller's words: the field to set, not the CLI's flag.
 	if u, err := dc.Resource(instGVR).Namespace(mgmt).Get(t.Context(), "web", metav1.GetOptions{}); err == nil {
-		if _, _, msg := condition(u, "Stalled"); !strings.Contains(msg, "set spec.allowDowngrade: true") || strings.Contains(msg, "--allow-downgrade") {
+		if _, _, msg := condition(u, "Stalled"); !strings.Contains(msg, "pec.allowDowngrade: true on the installation") || strings.Contains(msg, "--allow-downgrade") {
 			t.Errorf("the refused downgrade speaks CLI: %s", msg)
 		}
 	}

@@ -276,7 +276,7 @@ func (r *installationReconciler) Reconcile(ctx context.Context, req reconcile.Re
 			return finish(reconcile.Result{RequeueAfter: 5 * time.Second}, nil)
 		}
 	}
-	res, err := r.apply(ctx, obj, &spec, &st)
+	res, err := r.apply(ctx, obj, &spec, &st, &before)
 	if err == nil && res.RequeueAfter == 0 {
 		res.RequeueAfter = interval
 	}
@@ -284,7 +284,10 @@ func (r *installationReconciler) Reconcile(ctx context.Context, req reconcile.Re
 }
 
 // apply runs `kubeplug apply` of the installation against its target.
-func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, st *v1alpha1.PluginInstallationStatus) (reconcile.Result, error) {
+// A status it writes while it applies is recorded in written, so that the
+// reconcile's end writes the final status whenever it differs from what the
+// object holds by then.
+func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, st, written *v1alpha1.PluginInstallationStatus) (reconcile.Result, error) {
 	gen := obj.GetGeneration()
 	tg, err := r.c.targets.get(ctx, obj.GetNamespace(), spec.Target)
 	if err != nil {
@@ -326,12 +329,15 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 			}
 		}
 	}
-	if c := condition(st.Conditions, "Reconciling"); st.LastAppliedGeneration != gen && (c == nil || c.Status != "True") {
-		// A change (not a drift check): say so while it is applied.
+	rec, stall := condition(st.Conditions, "Reconciling"), condition(st.Conditions, "Stalled")
+	if st.LastAppliedGeneration != gen && (rec == nil || rec.Status != "True") && (stall == nil || stall.ObservedGeneration != gen) {
+		// A change (not a drift check, nor a retry of a generation that
+		// stalled): say so while it is applied.
 		st.Conditions = progressing(st.Conditions, gen, ReasonProgressing, "applying generation "+fmt.Sprint(gen))
 		if err := writeStatus(ctx, r.client, obj, *st); err != nil {
 			return reconcile.Result{}, err
 		}
+		*written = cloneStatus(*st)
 	}
 	lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client)
 	if err != nil {

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +95,7 @@ func TestInstallationSaysWhatItDoesNot(t *testing.T) {
 		st, reason, msg := condition(u, "Stalled")
 		rec, _, _ := condition(u, "Reconciling")
 		return st == "True" && rec != "True" && reason == controller.ReasonOwnedByCLI &&
-			strings.Contains(msg, "plugin wcli is managed by the CLI") && strings.Contains(msg, "set spec.adopt: true"), st + " " + reason + ": " + msg
+			strings.Contains(msg, "plugin wcli is managed by the CLI") && strings.Contains(msg, "set spec.adopt: true"), fmt.Sprint(u.Object["status"])
 	})
 	if out := cliStatus(t); !strings.Contains(out, "wcli") || !fieldsHave(out, "wcli", "cli") {
 		t.Errorf("kubeplug status before the adoption:\n%s", out)
