@@ -69,6 +69,12 @@ type PluginInstallationSpec struct {
 	// otherwise refused unless the installed version declared it safe (as
 	// `kubeplug apply --allow-downgrade`).
 	AllowDowngrade bool `json:"allowDowngrade,omitempty"`
+	// Adopt takes over the plugins of spec.plugins that the CLI installed
+	// (`kubeplug apply` or `up`): without it such a plugin is refused (Stalled,
+	// reason OwnedByCLI) and left as it is. Once adopted, a plugin is the
+	// installation's: the CLI may no longer change it, and deleting the
+	// installation uninstalls it.
+	Adopt bool `json:"adopt,omitempty"`
 }
 
 // InstalledPlugin is one plugin of an installation.
@@ -115,7 +121,11 @@ type KeyRef struct {
 type PluginInstallationStatus struct {
 	// ObservedGeneration is the generation the status describes.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions, kstatus-compatible: Ready, Reconciling, Stalled.
+	// Conditions, kstatus-compatible: Ready, Reconciling, Stalled (Reconciling
+	// and Stalled are never both True, and Ready is False while either is);
+	// MachineNotApplied is True while an installed plugin contributes to the
+	// machines (control-plane flags, node files, units, labels, taints, hooks),
+	// which the controller does not apply.
 	Conditions []Condition `json:"conditions,omitempty" jsonschema:"maxItems=8"`
 	// KubernetesVersion is the target cluster's version the plugins were
 	// resolved for.

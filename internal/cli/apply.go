@@ -212,7 +212,11 @@ With -f, plugins the cluster file enables but the cluster does not have are list
 too, and DRIFT counts each installed plugin's objects that differ from what the
 file would apply (changed by someone since kubeplug applied them, or missing;
 'kubeplug diff -f FILE --live' shows the fields). Without -f there is nothing to
-compare with, and DRIFT is "-" (unknown).`,
+compare with, and DRIFT is "-" (unknown).
+
+OWNER says what manages the plugin: "cli" when kubeplug apply or up installed
+it, else the PluginInstallation (namespace/name) of kubeplug's controller that
+does; the CLI may not change or uninstall those.`,
 		Example: `  kubeplug status
   kubeplug status -f cluster.yaml -o json`,
 		Args: cobra.NoArgs,
@@ -246,9 +250,13 @@ compare with, and DRIFT is "-" (unknown).`,
 							msg = strings.Join(s.NotReady, "; ")
 						}
 					}
-					rows = append(rows, []string{s.Plugin, s.Version, phase, fmt.Sprintf("%d/%d", s.Ready, s.Objects), fmt.Sprint(s.Missing), drift, strings.Join(s.Releases, ", "), msg})
+					owner := s.Owner
+					if owner == "" {
+						owner = "-" // not installed
+					}
+					rows = append(rows, []string{s.Plugin, s.Version, phase, fmt.Sprintf("%d/%d", s.Ready, s.Objects), fmt.Sprint(s.Missing), drift, strings.Join(s.Releases, ", "), owner, msg})
 				}
-				return table(w, []string{"PLUGIN", "VERSION", "PHASE", "READY", "MISSING", "DRIFT", "HELM RELEASES", "MESSAGE"}, rows)
+				return table(w, []string{"PLUGIN", "VERSION", "PHASE", "READY", "MISSING", "DRIFT", "HELM RELEASES", "OWNER", "MESSAGE"}, rows)
 			})
 			if err == nil && failed {
 				err = errFailed

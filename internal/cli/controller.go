@@ -19,8 +19,9 @@ func newControllerCmd(o *options) *cobra.Command {
 		Use:   "controller",
 		Short: "Run kubeplug's controller: installations, catalogs and fleets as Kubernetes resources",
 		Long: `Run the controller: the same engine as apply, behind four resources of the
-kubeplug.dev/v1alpha1 API (install their CRDs with
-'kubeplug controller manifests | kubectl apply -f -'):
+kubeplug.dev/v1alpha1 API (their CRDs are in api/v1alpha1/crds of the kubeplug
+repository; 'kubeplug controller manifests' prints them with a Deployment that
+runs the controller in the cluster — run it there or here, not both):
 
   PluginCatalog       where plugin packages come from: https:// and oci:// catalogs,
                       or package archives held in a ConfigMap or Secret
@@ -42,8 +43,11 @@ waits for it or fails naming the controller.
 
 The controller runs until interrupted (SIGINT, SIGTERM), then finishes what it
 is doing (up to 30 s) and releases its leases.`,
-		Example: `  # Install the CRDs and run the controller against the current context
+		Example: `  # Run it in the cluster: its CRDs, RBAC and Deployment
   kubeplug controller manifests | kubectl apply -f -
+
+  # Or run it here, on the current context: the CRDs only, then the controller
+  kubectl apply -f api/v1alpha1/crds/
   kubeplug controller
 
   # Two replicas in a cluster elect a leader

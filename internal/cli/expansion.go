@@ -138,6 +138,7 @@ func newExpansionCreateCmd(o *options) *cobra.Command {
 		out       string
 		fromStdin bool
 		reg       oci.Options
+		mirrors   []string
 	)
 	a := action.NewExpansionCreate(o.cfg)
 	cmd := &cobra.Command{
@@ -149,12 +150,21 @@ that has none.
 -f names an expansion.yaml (its directory is packed: every file in it), a
 cluster.yaml, or one of each. With a cluster file the cluster is rendered as
 'render' does, and every container image its Kubernetes objects and charts
-reference is packed; a cluster file alone makes an expansion named after the
-cluster holding those images and every plugin package the cluster resolves to
-that is not built in. Images (the manifest's spec.images, the render's, and
---image) are pulled for one platform into images/, an OCI image layout, layers
-streamed to disk; plugins named by oci:// reference are pulled and checked
-against their pinned digest.
+reference is packed; with both, the cluster is rendered as the expansion
+changes it, as 'up --expansion-dir' will: the plugins the expansion enables
+(overrides.plugins) are rendered and their images packed, the built-in ones
+it skips (skipSteps: plugin/NAME) are not. A cluster file alone makes an
+expansion named after the cluster holding those images and every plugin
+package the cluster resolves to that is not built in. Images (the manifest's
+spec.images, the render's, and --image) are pulled for one platform into
+images/, an OCI image layout, layers streamed to disk; plugins named by oci://
+reference are pulled and checked against their pinned digest.
+
+--image-mirror FROM=TO pulls the images of registry (or repository prefix)
+FROM from TO instead — a mirror or a registry filled beforehand, for building
+without reaching the upstream registries — and packs them under their own
+names, so the site sees the references its render names. The longest FROM
+that matches an image wins; loopback and private-range mirrors are plain HTTP.
 
 The archive is deterministic (files in order, fixed times, owners and modes)
 and ends with checksums.txt, the SHA-256 of every file, and, with --key, its
@@ -162,7 +172,8 @@ signature checksums.txt.sig (an encrypted key's password from $` + passwordEnv +
 or --password-stdin). The archive is written atomically.`,
 		Example: `  kubeplug expansion create -f site/expansion.yaml -o site.tar
   kubeplug expansion create -f cluster.yaml -o site.tar --key site.key
-  kubeplug expansion create -f site/expansion.yaml -f cluster.yaml --image registry.example.com/tools/debug:1.0 -o site.tar`,
+  kubeplug expansion create -f site/expansion.yaml -f cluster.yaml --image registry.example.com/tools/debug:1.0 -o site.tar
+  kubeplug expansion create -f site/expansion.yaml -f cluster.yaml --image-mirror registry.k8s.io=127.0.0.1:5000/k8s -o site.tar`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var manifest, clusterFile string
@@ -181,6 +192,14 @@ or --password-stdin). The archive is written atomically.`,
 				default:
 					return fmt.Errorf("-f %s: expected kind %s or %s, found %q", f, v1alpha1.KindExpansion, v1alpha1.KindCluster, kind)
 				}
+			}
+			a.Mirrors = nil
+			for _, m := range mirrors {
+				mm, err := expansion.ParseMirror(m)
+				if err != nil {
+					return fmt.Errorf("--image-mirror: %w", err)
+				}
+				a.Mirrors = append(a.Mirrors, mm)
 			}
 			if a.Key != "" {
 				pw, err := o.password(fromStdin)
@@ -219,6 +238,7 @@ or --password-stdin). The archive is written atomically.`,
 	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "an expansion.yaml or a cluster file (at most one of each)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the archive to write, for example site.tar (required)")
 	cmd.Flags().StringArrayVar(&a.Images, "image", nil, "an image to pack besides those named (repeatable)")
+	cmd.Flags().StringArrayVar(&mirrors, "image-mirror", nil, "FROM=TO: pull the images of registry or repository prefix FROM from TO instead, packed under their own names (repeatable)")
 	cmd.Flags().StringVar(&a.Key, "key", "", "a private key file to sign the package with (from kubeplug plugin keygen)")
 	cmd.Flags().BoolVar(&fromStdin, "password-stdin", false, "read the key's password from the first line of standard input")
 	cmd.Flags().BoolVar(&reg.PlainHTTP, "plain-http", false, "pull plugins over plain HTTP (a loopback registry)")

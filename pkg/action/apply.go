@@ -37,6 +37,12 @@ type DeployOptions struct {
 	// (deploy.Options.Owner): empty for the CLI. A run removes only plugins of
 	// its own owner and refuses plugins another owner manages.
 	Owner string
+	// Adopt lets a run with an Owner take over the plugins the CLI installed
+	// (deploy.Options.Adopt); without it they are refused, naming the CLI.
+	Adopt bool
+	// Remedies name how the run's user allows what a refusal refuses; zero
+	// fields name the CLI's flags (deploy.Options.Remedies).
+	Remedies deploy.Remedies
 	// Client, when set, is the client of the target cluster to use (a
 	// controller's, shared across its applies); one is made otherwise.
 	Client *kube.Client

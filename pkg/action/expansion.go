@@ -3,6 +3,7 @@ package action
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -208,7 +209,10 @@ type ExpansionCreate struct {
 	Password []byte
 	// Registry pulls the plugins the manifest names by reference.
 	Registry *oci.Client
-	Limits   expansion.Limits
+	// Mirrors say where images are pulled from instead of their own registry
+	// (expansion create --image-mirror).
+	Mirrors []expansion.Mirror
+	Limits  expansion.Limits
 }
 
 // NewExpansionCreate returns an ExpansionCreate action.
@@ -226,13 +230,15 @@ type ExpansionCreated struct {
 
 // Run packs the expansion whose manifest is manifest (its directory is the
 // source) into out. With cl, the cluster is rendered as render does and every
-// image its Kubernetes objects and charts reference is packed too; with cl and
-// no manifest, the expansion is made from the cluster alone: named after it,
-// holding those images and every plugin package it resolves to that is not
-// built in.
+// image its Kubernetes objects and charts reference is packed too — with a
+// manifest, the cluster as the expansion changes it (merged as up merges it:
+// the plugins it carries and enables in, the built-in ones it skips out), so
+// that the package holds what up will find missing; with cl and no manifest,
+// the expansion is made from the cluster alone: named after it, holding those
+// images and every plugin package it resolves to that is not built in.
 func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.Cluster, out string) (*ExpansionCreated, diag.List) {
 	var l diag.List
-	opts := expansion.CreateOptions{Images: a.Images, Plugins: a.Registry, Limits: a.Limits, Logger: a.cfg.logger()}
+	opts := expansion.CreateOptions{Images: a.Images, Plugins: a.Registry, Mirrors: a.Mirrors, Limits: a.Limits, Logger: a.cfg.logger()}
 	if a.Key != "" {
 		b, err := os.ReadFile(a.Key)
 		if err != nil {
@@ -254,6 +260,27 @@ func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.C
 			l.Errorf(manifest, 0, 0, "", "expected the expansion's %s (its directory is what is packed), found %s", expansion.ManifestFile, filepath.Base(manifest))
 			return nil, l
 		}
+	}
+	if cl != nil && src != "" {
+		// Render the cluster as up will with this expansion.
+		work, err := os.MkdirTemp("", "kubeplug-expansion-create-")
+		if err != nil {
+			l.Errorf(out, 0, 0, "", "%v", err)
+			return nil, l
+		}
+		defer func() { _ = os.RemoveAll(work) }()
+		set, sl := expansion.OpenSourceSet(ctx, src, expansion.SourceOptions{WorkDir: work, Plugins: a.Registry, Limits: a.Limits})
+		l = append(l, sl...)
+		if set == nil || sl.HasFatal() {
+			return nil, l
+		}
+		opts.Pulled = work
+		merged, ml := mergedCluster(cl, set)
+		l = append(l, set.Locate(ml)...)
+		if ml.HasFatal() {
+			return nil, l
+		}
+		cl = merged
 	}
 	if cl != nil {
 		r := a.cfg.newRun(cl, true)
@@ -312,6 +339,27 @@ func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.C
 	res.Images = w.Images
 	l.Sort()
 	return res, l
+}
+
+// mergedCluster is cl with set merged into a copy of its spec, as a run with
+// --expansion-dir merges it (the file is not changed).
+func mergedCluster(cl *config.Cluster, set *expansion.Set) (*config.Cluster, diag.List) {
+	var l diag.List
+	b, err := json.Marshal(cl.Spec)
+	spec := &v1alpha1.Cluster{}
+	if err == nil {
+		err = json.Unmarshal(b, spec)
+	}
+	if err != nil {
+		l.Errorf(cl.File, 0, 0, "", "expansion: copying the cluster spec: %v", err)
+		return nil, l
+	}
+	if l = set.Merge(spec); l.HasFatal() {
+		return nil, l
+	}
+	out := *cl
+	out.Spec = spec
+	return &out, l
 }
 
 // scanRender finds the images of the rendered Kubernetes objects (manifests and

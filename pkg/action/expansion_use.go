@@ -132,7 +132,7 @@ func (r *run) around(ctx context.Context, stepName string, before bool) (bool, d
 		if use.SiteRegistry != "" {
 			site = r.siteHas
 		}
-		l = append(l, x.set.CheckImages(ctx, r.model, site)...)
+		l = append(l, x.set.CheckImages(ctx, r.model, site, r.cluster.File)...)
 		if use.SiteRegistry != "" && !l.HasFatal() {
 			for _, rw := range expansion.RewriteImages(r.model, use.SiteRegistry) {
 				r.log().Info("image rewritten to the site registry", "object", rw.Object, "from", rw.From, "to", rw.To)

@@ -14,8 +14,8 @@ import (
 
 // TestOwnersNeverFight: plugins a PluginInstallation manages (Owner set) are
 // neither changed, removed nor uninstalled by the CLI (no owner), and the CLI's
-// apply removes only its own plugins; the owner itself adopts what the CLI
-// installed.
+// apply removes only its own plugins; the owner takes over what the CLI
+// installed only when it says so (Adopt).
 func TestOwnersNeverFight(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) {
@@ -36,11 +36,12 @@ func TestOwnersNeverFight(t *testing.T) {
 	}
 	cfg := &action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }}
 	rc := testcluster.RESTConfig(t)
-	apply := func(owner, path string) (*action.ApplyResult, string) {
+	apply := func(owner, path string, adopt ...bool) (*action.ApplyResult, string) {
 		a := action.NewApply(cfg)
 		a.Target.RESTConfig = rc
 		a.Timeout = time.Minute
 		a.Owner = owner
+		a.Adopt = len(adopt) > 0 && adopt[0]
 		res, l := a.Run(t.Context(), load(t, path))
 		if l.HasFatal() {
 			return nil, l.String()
@@ -73,9 +74,13 @@ func TestOwnersNeverFight(t *testing.T) {
 	if _, l := u.Run(t.Context(), "owned-a"); !strings.Contains(l.String(), "managed by PluginInstallation team/one") {
 		t.Errorf("CLI uninstall of an owned plugin: %v", l)
 	}
-	// The owner adopts the CLI's plugin, and removes only its own when it leaves
+	// The owner does not take the CLI's plugin silently...
+	if _, err := apply("team/one", file("both.yaml", "owned-a", "owned-b")); !strings.Contains(err, "plugin owned-b is managed by the CLI") {
+		t.Errorf("owner apply of the CLI's plugin without Adopt: %q", err)
+	}
+	// ...but adopts it when told, and removes only its own when it leaves
 	// them out.
-	if _, err := apply("team/one", file("both.yaml", "owned-a", "owned-b")); err != "" {
+	if _, err := apply("team/one", file("both.yaml", "owned-a", "owned-b"), true); err != "" {
 		t.Fatal(err)
 	}
 	if res, err := apply("team/one", file("b.yaml", "owned-b")); err != "" || !slices.Equal(res.Removed, []string{"owned-a"}) {

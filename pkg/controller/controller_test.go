@@ -292,6 +292,7 @@ func TestInstallationLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	startController(t, rc, 2*time.Second)
+	checkKstatus(t, dc, mgmt)
 
 	create(t, dc, catGVR, mgmt, `{apiVersion: kubeplug.dev/v1alpha1, kind: PluginCatalog, metadata: {name: main}, spec: {sources: [{configMap: packages}]}}`)
 	create(t, dc, instGVR, mgmt, `apiVersion: kubeplug.dev/v1alpha1
@@ -385,6 +386,12 @@ spec:
 		st, reason, msg := condition(u, "Stalled")
 		return st == "True" && reason == controller.ReasonRefused && strings.Contains(msg, "downgrade"), st + " " + reason + ": " + msg
 	})
+	// In the controller's words: the field to set, not the CLI's flag.
+	if u, err := dc.Resource(instGVR).Namespace(mgmt).Get(t.Context(), "web", metav1.GetOptions{}); err == nil {
+		if _, _, msg := condition(u, "Stalled"); !strings.Contains(msg, "pec.allowDowngrade: true on the installation") || strings.Contains(msg, "--allow-downgrade") {
+			t.Errorf("the refused downgrade speaks CLI: %s", msg)
+		}
+	}
 	edit(t, dc, instGVR, mgmt, "web", func(spec map[string]any) { spec["allowDowngrade"] = true })
 	readyAt(t, dc, instGVR, mgmt, "web", time.Minute)
 	if data, _ := message(t, cs, apps); data["version"] != "1.0.0" {
@@ -434,6 +441,42 @@ spec:
 	if _, err := cs.CoreV1().ConfigMaps(apps).Get(t.Context(), "base-marker", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("base-marker after uninstall: %v", err)
 	}
+}
+
+// checkKstatus watches the installations of ns until the test ends and fails
+// it for every status written that breaks kstatus' rules: Reconciling and
+// Stalled both True, or Ready True while either is.
+func checkKstatus(t *testing.T, dc dynamic.Interface, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	w, err := dc.Resource(instGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []string)
+	go func() {
+		var bad []string
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			ready, _, _ := condition(u, "Ready")
+			rec, _, recMsg := condition(u, "Reconciling")
+			stalled, _, stMsg := condition(u, "Stalled")
+			if rec == "True" && (stalled == "True" || ready == "True") || stalled == "True" && ready == "True" {
+				bad = append(bad, fmt.Sprintf("%s (resourceVersion %s): Ready=%s Reconciling=%s (%s) Stalled=%s (%s)", u.GetName(), u.GetResourceVersion(), ready, rec, recMsg, stalled, stMsg))
+			}
+		}
+		done <- bad
+	}()
+	t.Cleanup(func() {
+		cancel()
+		w.Stop()
+		for _, b := range <-done {
+			t.Errorf("kstatus rules broken: %s", b)
+		}
+	})
 }
 
 // TestBadSpecsRefusedAtAdmission: what the CRDs' schemas and rules can say is

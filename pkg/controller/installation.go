@@ -44,7 +44,29 @@ const (
 	ReasonUninstalling   = "Uninstalling"
 	ReasonStillNeeded    = "StillNeeded"
 	ReasonUninstallError = "UninstallFailed"
+	// ReasonOwnedByCLI: a plugin of the spec was installed by the CLI, and
+	// spec.adopt does not say to take it over.
+	ReasonOwnedByCLI = "OwnedByCLI"
+	// ReasonAdopted: the installation took over a plugin the CLI installed.
+	ReasonAdopted = "Adopted"
+	// ReasonMachineContributions: an installed plugin contributes to the
+	// machines, which the controller does not apply.
+	ReasonMachineContributions = "MachineContributionsNotApplied"
 )
+
+// ConditionMachineNotApplied is True while an installed plugin contributes to
+// the machines (control-plane flags, node files, units, labels, taints, hooks,
+// cloud resources): the controller applies Kubernetes objects only, so those
+// are not applied by it, and they stay where they are (put there by `kubeplug
+// up`, or nowhere) when the installation is deleted.
+const ConditionMachineNotApplied = "MachineNotApplied"
+
+// What the controller's conditions tell the user to set: fields of the
+// installation, not the CLI's flags.
+var remedies = deploy.Remedies{
+	AllowDowngrade: "set spec.allowDowngrade: true on the installation",
+	Adopt:          "set spec.adopt: true on the installation",
+}
 
 type installationReconciler struct {
 	c      *Controller
@@ -250,13 +272,11 @@ func (r *installationReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	interval := parseDuration(spec.Interval, r.c.opts.DefaultInterval)
 	for _, dep := range spec.DependsOn {
 		if msg := r.dependencyNotReady(ctx, obj.GetNamespace(), dep); msg != "" {
-			st.Conditions = setCondition(st.Conditions, gen, "Ready", "False", ReasonDependency, msg)
-			st.Conditions = setCondition(st.Conditions, gen, "Reconciling", "True", ReasonDependency, msg)
-			st.Conditions = removeCondition(st.Conditions, "Stalled")
+			st.Conditions = progressing(st.Conditions, gen, ReasonDependency, msg)
 			return finish(reconcile.Result{RequeueAfter: 5 * time.Second}, nil)
 		}
 	}
-	res, err := r.apply(ctx, obj, &spec, &st)
+	res, err := r.apply(ctx, obj, &spec, &st, &before)
 	if err == nil && res.RequeueAfter == 0 {
 		res.RequeueAfter = interval
 	}
@@ -264,7 +284,10 @@ func (r *installationReconciler) Reconcile(ctx context.Context, req reconcile.Re
 }
 
 // apply runs `kubeplug apply` of the installation against its target.
-func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, st *v1alpha1.PluginInstallationStatus) (reconcile.Result, error) {
+// A status it writes while it applies is recorded in written, so that the
+// reconcile's end writes the final status whenever it differs from what the
+// object holds by then.
+func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, st, written *v1alpha1.PluginInstallationStatus) (reconcile.Result, error) {
 	gen := obj.GetGeneration()
 	tg, err := r.c.targets.get(ctx, obj.GetNamespace(), spec.Target)
 	if err != nil {
@@ -306,12 +329,15 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 			}
 		}
 	}
-	if st.LastAppliedGeneration != gen && condition(st.Conditions, "Reconciling") == nil {
-		// A change (not a drift check): say so while it is applied.
-		st.Conditions = setCondition(st.Conditions, gen, "Reconciling", "True", ReasonProgressing, "applying generation "+fmt.Sprint(gen))
+	rec, stall := condition(st.Conditions, "Reconciling"), condition(st.Conditions, "Stalled")
+	if st.LastAppliedGeneration != gen && (rec == nil || rec.Status != "True") && (stall == nil || stall.ObservedGeneration != gen) {
+		// A change (not a drift check, nor a retry of a generation that
+		// stalled): say so while it is applied.
+		st.Conditions = progressing(st.Conditions, gen, ReasonProgressing, "applying generation "+fmt.Sprint(gen))
 		if err := writeStatus(ctx, r.client, obj, *st); err != nil {
 			return reconcile.Result{}, err
 		}
+		*written = cloneStatus(*st)
 	}
 	lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client)
 	if err != nil {
@@ -329,6 +355,14 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	a.ForceConflicts = true
 	a.AllowDowngrade = spec.AllowDowngrade
 	a.Owner = ownerOf(obj)
+	a.Adopt = spec.Adopt
+	a.Remedies = remedies
+	var adopting []string
+	if spec.Adopt {
+		if adopting, err = r.cliPlugins(lctx, tg, spec); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	a.Lease = action.Lease{External: true}
 	a.Client = tg.client
 	res, l := a.Run(lctx, b.cluster)
@@ -350,7 +384,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 		}
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Apply", "%s", truncate(msg, 1000))
 		r.c.opts.Logger.Warn("installation not applied", "installation", ownerOf(obj), "reason", reason, "error", msg)
-		if err := r.readPlugins(ctx, tg, obj, st); err != nil {
+		if _, err := r.readPlugins(ctx, tg, obj, st); err != nil {
 			return reconcile.Result{}, err
 		}
 		if stall {
@@ -358,9 +392,16 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 		}
 		return reconcile.Result{}, errors.New(truncate(msg, 300))
 	}
-	if err := r.readPlugins(ctx, tg, obj, st); err != nil {
+	recs, err := r.readPlugins(ctx, tg, obj, st)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
+	for _, p := range adopting {
+		if slices.ContainsFunc(recs, func(rec *deploy.Record) bool { return rec.Plugin == p }) {
+			r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonAdopted, "Apply", "adopted plugin %s, which the CLI installed (spec.adopt): the installation manages it now, and deleting the installation uninstalls it", p)
+		}
+	}
+	r.machineCondition(obj, st, recs)
 	var names []string
 	for _, p := range st.Plugins {
 		names = append(names, fmt.Sprintf("%s %s (revision %d)", p.Name, p.Version, p.Revision))
@@ -370,9 +411,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 		msg = "nothing to install"
 	}
 	changed := st.LastAppliedGeneration != gen || res.Applied > 0 || res.Pruned > 0 || len(res.Removed) > 0
-	st.Conditions = setCondition(st.Conditions, gen, "Ready", "True", ReasonSucceeded, msg)
-	st.Conditions = removeCondition(st.Conditions, "Reconciling")
-	st.Conditions = removeCondition(st.Conditions, "Stalled")
+	st.Conditions = ready(st.Conditions, gen, ReasonSucceeded, msg)
 	st.LastAppliedGeneration, st.LastAppliedDigest, st.LastAppliedTime = gen, b.digest, now()
 	if changed {
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonSucceeded, "Apply", "%s; %d object(s) applied, %d pruned, removed %v", msg, res.Applied, res.Pruned, res.Removed)
@@ -381,15 +420,15 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 }
 
 // readPlugins fills the status's plugins from the release records the
-// installation owns.
-func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, obj *unstructured.Unstructured, st *v1alpha1.PluginInstallationStatus) error {
+// installation owns, and returns those records.
+func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, obj *unstructured.Unstructured, st *v1alpha1.PluginInstallationStatus) ([]*deploy.Record, error) {
 	d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	recs, err := d.Owned(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st.Plugins = st.Plugins[:0]
 	for _, rec := range recs {
@@ -399,7 +438,59 @@ func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, ob
 	if len(st.Plugins) == 0 {
 		st.Plugins = nil
 	}
-	return nil
+	return recs, nil
+}
+
+// cliPlugins names the plugins of spec that the CLI installed: the ones an
+// adopting apply takes over.
+func (r *installationReconciler) cliPlugins(ctx context.Context, tg *target, spec *v1alpha1.PluginInstallationSpec) ([]string, error) {
+	d, err := deploy.New(tg.config, deploy.Options{Client: tg.client})
+	if err != nil {
+		return nil, err
+	}
+	recs, err := d.Owned(ctx) // no owner: the CLI's
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, rec := range recs {
+		if slices.ContainsFunc(spec.Plugins, func(p v1alpha1.InstalledPlugin) bool { return p.Name == rec.Plugin }) {
+			out = append(out, rec.Plugin)
+		}
+	}
+	return out, nil
+}
+
+// machineCondition says, as a condition and (when it changes) an event, which
+// installed plugins contribute to the machines: the controller applies their
+// Kubernetes objects, never those contributions.
+func (r *installationReconciler) machineCondition(obj *unstructured.Unstructured, st *v1alpha1.PluginInstallationStatus, recs []*deploy.Record) {
+	msg := machineMessage(recs)
+	if msg == "" {
+		st.Conditions = removeCondition(st.Conditions, ConditionMachineNotApplied)
+		return
+	}
+	if prev := condition(st.Conditions, ConditionMachineNotApplied); prev == nil || prev.Message != msg {
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonMachineContributions, "Apply", "%s", truncate(msg, 1000))
+	}
+	st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), ConditionMachineNotApplied, "True", ReasonMachineContributions, msg)
+}
+
+// machineMessage says what of recs' plugins the controller does not apply:
+// their machine contributions; "" when they have none.
+func machineMessage(recs []*deploy.Record) string {
+	var parts []string
+	for _, rec := range recs {
+		if len(rec.Machine) > 0 {
+			parts = append(parts, fmt.Sprintf("plugin %s (%s)", rec.Plugin, strings.Join(rec.Machine, ", ")))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "the controller applies Kubernetes objects only; it did not apply the machine contributions of " + strings.Join(parts, "; ") +
+		". Bring the machines to them with the cluster's provider (kubeplug up with a cluster file that enables the plugin); " +
+		"deleting this installation leaves them as they are"
 }
 
 // remove uninstalls an installation being deleted, in reverse dependency
@@ -445,7 +536,7 @@ func (r *installationReconciler) remove(ctx context.Context, obj *unstructured.U
 		}
 		var removed []string
 		if len(names) > 0 {
-			st.Conditions = setCondition(st.Conditions, gen, "Reconciling", "True", ReasonUninstalling, "uninstalling "+strings.Join(names, ", "))
+			st.Conditions = progressing(st.Conditions, gen, ReasonUninstalling, "uninstalling "+strings.Join(names, ", "))
 			removed, err = d.Uninstall(lctx, names, false)
 		}
 		release()
@@ -456,6 +547,10 @@ func (r *installationReconciler) remove(ctx context.Context, obj *unstructured.U
 			return reconcile.Result{RequeueAfter: 15 * time.Second}, nil
 		}
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonUninstalling, "Uninstall", "uninstalled %v", removed)
+		if msg := machineMessage(recs); msg != "" {
+			r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonMachineContributions, "Uninstall",
+				"uninstalled the Kubernetes objects only: %s", truncate(msg, 900))
+		}
 	}
 	controllerutil.RemoveFinalizer(obj, Finalizer)
 	if err := r.client.Update(ctx, obj); err != nil {
@@ -500,6 +595,8 @@ func (r *installationReconciler) dependencyNotReady(ctx context.Context, ns, nam
 // without an edit (stall is true when it cannot).
 func classify(msg string) (reason string, stall bool) {
 	switch {
+	case strings.Contains(msg, "managed by the CLI"):
+		return ReasonOwnedByCLI, true
 	case strings.Contains(msg, "downgrade"), strings.Contains(msg, "managed by PluginInstallation"),
 		strings.Contains(msg, "needs Kubernetes"), strings.Contains(msg, "no version supports Kubernetes"):
 		return ReasonRefused, true
@@ -510,6 +607,25 @@ func classify(msg string) (reason string, stall bool) {
 		return ReasonInvalidSpec, true
 	}
 	return ReasonApplyFailed, false
+}
+
+// The kstatus conditions: Reconciling and Stalled exclude each other, and Ready
+// is False while either is True. Every change of them goes through
+// progressing, stalled, failing or ready, each of which keeps those rules.
+
+// progressing marks an installation whose change is being applied (or that
+// waits for what it depends on).
+func progressing(conds []v1alpha1.Condition, gen int64, reason, msg string) []v1alpha1.Condition {
+	conds = setCondition(conds, gen, "Ready", "False", reason, msg)
+	conds = setCondition(conds, gen, "Reconciling", "True", reason, msg)
+	return removeCondition(conds, "Stalled")
+}
+
+// ready marks an installation whose spec is applied.
+func ready(conds []v1alpha1.Condition, gen int64, reason, msg string) []v1alpha1.Condition {
+	conds = setCondition(conds, gen, "Ready", "True", reason, msg)
+	conds = removeCondition(conds, "Reconciling")
+	return removeCondition(conds, "Stalled")
 }
 
 // stalled marks an installation that cannot progress until edited.

@@ -62,7 +62,10 @@ func Manifests(o ManifestOptions) ([]byte, error) {
 					"metadata": map[string]any{"labels": labels},
 					"spec": map[string]any{
 						"serviceAccountName": "kubeplug-controller",
-						"securityContext":    map[string]any{"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
+						// Never on a simulated node (kwok's, label type=kwok): its Pod
+						// would show Running there and run nothing.
+						"affinity":        notSimulated,
+						"securityContext": map[string]any{"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
 						"containers": []any{map[string]any{
 							"name":  "controller",
 							"image": o.Image,
@@ -95,3 +98,10 @@ func Manifests(o ManifestOptions) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// notSimulated keeps a Pod off simulated nodes: kwok's Nodes carry the label
+// type=kwok (the local provider's simulated nodes among them), and a Pod bound
+// to one is reported Running without any process behind it.
+var notSimulated = map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+	"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "type", "operator": "NotIn", "values": []any{"kwok"}}}}},
+}}}

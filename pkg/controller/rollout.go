@@ -221,18 +221,14 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return finish(reconcile.Result{RequeueAfter: 30 * time.Second}, nil)
 	case pending > 0:
 		msg := fmt.Sprintf("%d of %d cluster(s) on the current template and Ready", len(states)-pending-unreachable, len(states))
-		st.Conditions = setCondition(st.Conditions, gen, "Ready", "False", ReasonProgressing, msg)
-		st.Conditions = setCondition(st.Conditions, gen, "Reconciling", "True", ReasonProgressing, msg)
-		st.Conditions = removeCondition(st.Conditions, "Stalled")
+		st.Conditions = progressing(st.Conditions, gen, ReasonProgressing, msg)
 		return finish(reconcile.Result{RequeueAfter: 5 * time.Second}, nil)
 	}
 	msg := fmt.Sprintf("%d cluster(s) on the current template and Ready", len(states)-unreachable)
 	if unreachable > 0 {
 		msg += fmt.Sprintf("; %d unreachable, passed over", unreachable)
 	}
-	st.Conditions = setCondition(st.Conditions, gen, "Ready", "True", ReasonSucceeded, msg)
-	st.Conditions = removeCondition(st.Conditions, "Reconciling")
-	st.Conditions = removeCondition(st.Conditions, "Stalled")
+	st.Conditions = ready(st.Conditions, gen, ReasonSucceeded, msg)
 	return finish(reconcile.Result{RequeueAfter: time.Minute}, nil)
 }
 

@@ -147,6 +147,14 @@ type Options struct {
 	// AnyOwner lets Uninstall remove plugins whatever owner manages them (kubeplug
 	// down, which removes the cluster's plugins before it stops the cluster).
 	AnyOwner bool
+	// Adopt lets a Deployer with an Owner take over plugins the CLI installed
+	// (recorded without an owner). Without it, they are refused with an
+	// *OwnerError: an installation never takes the CLI's plugins silently. The
+	// CLI (no Owner) applies its own plugins whatever Adopt says.
+	Adopt bool
+	// Remedies name, in the words of whoever drives the Deployer, how a user
+	// allows what a refusal refuses. Zero fields take the CLI's flags.
+	Remedies Remedies
 	// Sensitive are the values sealed (package seal) wherever a release record
 	// would hold them: kubeplug's records in Secrets and Helm's. Values a
 	// record reveals when it is read (a rollback's) are added to it.
@@ -160,7 +168,22 @@ type Options struct {
 	ServingCerts serving.Policy
 }
 
+// Remedies say how a refused change is allowed, as the Deployer's caller lets its
+// user allow it: the CLI by a flag, the controller by a field of the
+// installation. Each is the end of a sentence, "... <remedy> if ...".
+type Remedies struct {
+	// AllowDowngrade allows applying a lower plugin version. Default "apply
+	// with --allow-downgrade".
+	AllowDowngrade string
+	// Adopt takes over a plugin the CLI installed (Options.Adopt), for a
+	// Deployer with an Owner. Default: none is named.
+	Adopt string
+}
+
 func (o *Options) defaults() {
+	if o.Remedies.AllowDowngrade == "" {
+		o.Remedies.AllowDowngrade = "apply with --allow-downgrade"
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

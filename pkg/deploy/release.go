@@ -31,10 +31,54 @@ func (d *Deployer) downgrade(installed *Record, plugin, version string) error {
 	if installed == nil || !older(version, installed.Version) || d.opts.AllowDowngrade || installed.AllowDowngrade {
 		return nil
 	}
+	remedy := d.opts.Remedies.AllowDowngrade
+	if remedy != "" {
+		remedy = strings.ToUpper(remedy[:1]) + remedy[1:]
+	}
 	return fmt.Errorf("%w: plugin %s %s is installed (revision %d) and %s is older; nothing was changed. "+
-		"Apply with --allow-downgrade if %s can run on what %s left in the cluster "+
+		"%s if %s can run on what %s left in the cluster "+
 		"(or %s %s's plugin.yaml declares spec.upgrade.allowDowngrade: true)",
-		ErrDowngrade, plugin, installed.Version, installed.Revision, version, version, installed.Version, plugin, installed.Version)
+		ErrDowngrade, plugin, installed.Version, installed.Revision, version, remedy, version, installed.Version, plugin, installed.Version)
+}
+
+// ErrOwned is matched (errors.Is) by an *OwnerError.
+var ErrOwned = errors.New("managed by another owner")
+
+// OwnerError refuses a change to a plugin that another owner manages: a
+// PluginInstallation's plugin changed by the CLI or another installation, or
+// the CLI's plugin by an installation that does not adopt it
+// (Options.Adopt). It matches ErrOwned.
+type OwnerError struct {
+	Plugin string
+	// Owner manages the plugin: a PluginInstallation ("namespace/name"), or
+	// empty for the CLI.
+	Owner string
+	// Remedy says how to take the plugin over (Remedies.Adopt), when the CLI
+	// manages it; empty names none.
+	Remedy string
+}
+
+func (e *OwnerError) Error() string {
+	if e.Owner == "" {
+		msg := fmt.Sprintf("plugin %s is managed by the CLI (installed by kubeplug apply or up, not by an installation); it was left as it is", e.Plugin)
+		if e.Remedy != "" {
+			msg += ": " + e.Remedy + " to take it over"
+		}
+		return msg
+	}
+	return fmt.Sprintf("plugin %s is managed by PluginInstallation %s: change it there, or delete that installation first", e.Plugin, e.Owner)
+}
+
+// Is reports whether target is ErrOwned.
+func (e *OwnerError) Is(target error) bool { return target == ErrOwned }
+
+// OwnerName names an owner as status shows it: "cli" for the CLI's plugins,
+// the PluginInstallation ("namespace/name") for an installation's.
+func OwnerName(owner string) string {
+	if owner == "" {
+		return "cli"
+	}
+	return owner
 }
 
 // CheckDowngrade returns an ErrDowngrade error when version is lower than the
@@ -65,8 +109,8 @@ func (d *Deployer) CheckDowngrades(ctx context.Context, versions map[string]stri
 	var errs []error
 	for _, r := range recs {
 		if v, ok := versions[r.Plugin]; ok {
-			if r.Owner != "" && r.Owner != d.opts.Owner {
-				errs = append(errs, fmt.Errorf("plugin %s is managed by PluginInstallation %s: change it there, or delete that installation first", r.Plugin, r.Owner))
+			if r.Owner != d.opts.Owner && (r.Owner != "" || !d.opts.Adopt) {
+				errs = append(errs, &OwnerError{Plugin: r.Plugin, Owner: r.Owner, Remedy: d.opts.Remedies.Adopt})
 				continue
 			}
 			if err := d.downgrade(r, r.Plugin, v); err != nil {

@@ -16,12 +16,15 @@ type PluginStatus struct {
 	Plugin  string `json:"plugin"`
 	Version string `json:"version"`
 	// Revision is the plugin's newest recorded revision.
-	Revision int    `json:"revision"`
-	Phase    string `json:"phase"`
-	Message  string `json:"message,omitempty"`
-	Objects  int    `json:"objects"`
-	Ready    int    `json:"ready"`
-	Missing  int    `json:"missing"`
+	Revision int `json:"revision"`
+	// Owner manages the plugin: "cli" when the CLI installed it, else the
+	// PluginInstallation ("namespace/name") of kubeplug's controller.
+	Owner   string `json:"owner"`
+	Phase   string `json:"phase"`
+	Message string `json:"message,omitempty"`
+	Objects int    `json:"objects"`
+	Ready   int    `json:"ready"`
+	Missing int    `json:"missing"`
 	// NotReady names the objects that exist but are not ready, and why: not
 	// Current by kstatus, or an APIService that is not Available.
 	NotReady []string `json:"notReady,omitempty"`
@@ -43,7 +46,7 @@ func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
 	}
 	out := make([]PluginStatus, len(invs))
 	for i, inv := range invs {
-		ps := PluginStatus{Plugin: inv.Plugin, Version: inv.Version, Revision: inv.Revision, Phase: inv.Phase, Message: inv.Message, Objects: len(inv.Objects)}
+		ps := PluginStatus{Plugin: inv.Plugin, Version: inv.Version, Revision: inv.Revision, Owner: OwnerName(inv.Owner), Phase: inv.Phase, Message: inv.Message, Objects: len(inv.Objects)}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, d.opts.Concurrency)

@@ -49,6 +49,13 @@ type CreateOptions struct {
 	// Plugins pulls plugin archives named by reference; nil when the manifest
 	// names none.
 	Plugins *oci.Client
+	// Pulled is a directory where those archives were pulled already
+	// (OpenSourceSet's WorkDir): they are taken from there, not pulled again.
+	Pulled string
+	// Mirrors say where images are pulled from instead of their own registry
+	// (building offline, or through a proxy); they are packed under their
+	// own names all the same.
+	Mirrors []Mirror
 	// Signer signs the package; nil leaves it unsigned.
 	Signer *sign.Signer
 	// Limits bound the source directory.
@@ -99,7 +106,13 @@ func Create(ctx context.Context, src, out string, opts CreateOptions) (*Written,
 		if p.Ref == "" {
 			continue
 		}
-		if err := pullPlugin(ctx, opts.Plugins, p.Ref, p.Digest, filepath.Join(stage, filepath.FromSlash(PulledPluginPath(p.Digest)))); err != nil {
+		dst := filepath.Join(stage, filepath.FromSlash(PulledPluginPath(p.Digest)))
+		if opts.Pulled != "" {
+			if err := linkOrCopy(filepath.Join(opts.Pulled, filepath.FromSlash(PulledPluginPath(p.Digest))), dst); err == nil {
+				continue // checked against its digest when it was pulled
+			}
+		}
+		if err := pullPlugin(ctx, opts.Plugins, p.Ref, p.Digest, dst); err != nil {
 			pkg.doc.Errorf(&l, fmt.Sprintf("/spec/plugins/%d/ref", i), "%v", err)
 			return nil, l
 		}
@@ -229,12 +242,19 @@ func pullImages(ctx context.Context, dir string, images []string, opts CreateOpt
 		if err != nil {
 			return fmt.Errorf("image %q: %w", img, err)
 		}
+		what := img
+		if from, ok, err := mirrored(ref, opts.Mirrors); err != nil {
+			return err
+		} else if ok {
+			what = img + " from mirror " + from.Name()
+			ref = from
+		}
 		im, err := remote.Image(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(*platform))
 		if err != nil {
 			if why := opts.Why[img]; why != "" {
-				return fmt.Errorf("pull image %s, referenced by %s: %w", img, why, err)
+				return fmt.Errorf("pull image %s, referenced by %s: %w", what, why, err)
 			}
-			return fmt.Errorf("pull image %s: %w", img, err)
+			return fmt.Errorf("pull image %s: %w", what, err)
 		}
 		if err := lp.AppendImage(im, layout.WithAnnotations(map[string]string{RefName: full})); err != nil {
 			return fmt.Errorf("write image %s into the layout: %w", img, err)

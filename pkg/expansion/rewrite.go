@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -30,8 +31,9 @@ type ImageSource func(ctx context.Context, image string) bool
 // CheckImages checks that every image the model's Kubernetes objects reference
 // is carried by an expansion or, failing that, available from site. Each image
 // missing is an error naming it and every object that references it, with the
-// plugin that contributed the object.
-func (s *Set) CheckImages(ctx context.Context, m *model.Model, site ImageSource) diag.List {
+// plugin that contributed the object, and the command that packs it (into the
+// first expansion, from its source, with the cluster file clusterFile).
+func (s *Set) CheckImages(ctx context.Context, m *model.Model, site ImageSource, clusterFile string) diag.List {
 	var l diag.List
 	have := s.Images()
 	missing := map[string][]string{}
@@ -58,10 +60,49 @@ func (s *Set) CheckImages(ctx context.Context, m *model.Model, site ImageSource)
 		})
 	}
 	for _, img := range order {
-		l.Errorf("", 0, 0, "", "image %s, referenced by %s, is in no expansion%s: pack it (kubeplug expansion create -f cluster.yaml packs every image the render references)",
-			img, joinAnd(missing[img]), map[bool]string{true: " and not in the site registry", false: ""}[site != nil])
+		where := " and not in the site registry"
+		if site == nil {
+			where = ""
+		}
+		l.Errorf("", 0, 0, "", "image %s, referenced by %s, is in no expansion%s%s: %s",
+			img, joinAnd(missing[img]), s.used(), where, s.packHint(img, clusterFile, site != nil))
 	}
 	return l
+}
+
+// used names the expansions in use, for a message: " (expansions used: a
+// 1.0.0 from exp/a.tar)".
+func (s *Set) used() string {
+	var names []string
+	for _, e := range s.Expansions {
+		names = append(names, e.Manifest.Metadata.Name+" "+e.Manifest.Metadata.Version+" from "+e.Location)
+	}
+	if len(names) == 0 {
+		return " (no expansion found)"
+	}
+	return " (expansions used: " + strings.Join(names, ", ") + ")"
+}
+
+// packHint says how to add img to the expansions: the create command that
+// packs it into the first one again, from its source directory.
+func (s *Set) packHint(img, clusterFile string, site bool) string {
+	if clusterFile == "" {
+		clusterFile = "cluster.yaml"
+	}
+	if len(s.Expansions) == 0 {
+		return "pack it: kubeplug expansion create -f " + clusterFile + " -o expansion.tar (packs every image the render references) into a directory given with --expansion-dir"
+	}
+	e := s.Expansions[0]
+	out := e.Location
+	if !e.Archive {
+		out = e.Manifest.Metadata.Name + ".tar"
+	}
+	hint := "pack it into expansion " + e.Manifest.Metadata.Name + " again, from its source directory SOURCE: kubeplug expansion create -f SOURCE/" + ManifestFile +
+		" -f " + clusterFile + " --image " + img + " -o " + out
+	if site {
+		hint += "; or push it to the site registry"
+	}
+	return hint
 }
 
 func joinAnd(s []string) string {

@@ -54,8 +54,13 @@ type Loaded struct {
 	// Root is the directory holding its files: the expansion itself, or where
 	// its archive was unpacked.
 	Root string
-	// Verification says what verified it.
+	// Verification says what verified it; nil for a source not packed yet
+	// (OpenSourceSet).
 	Verification *Verification
+
+	// pulled holds the plugins pulled for references when they are not under
+	// Root (OpenSourceSet).
+	pulled string
 }
 
 // Set is the expansions of a run, in name order.
@@ -291,11 +296,11 @@ func (s *Set) MergePlugins(c *v1alpha1.Cluster) diag.List {
 	for _, e := range s.Expansions {
 		m := e.Manifest
 		for _, p := range m.Spec.Plugins {
-			rel := p.Path
-			if rel == "" {
-				rel = PulledPluginPath(p.Digest)
+			dir := filepath.Join(e.Root, filepath.FromSlash(p.Path))
+			if p.Path == "" {
+				dir = filepath.Join(e.pulledRoot(), filepath.FromSlash(PulledPluginPath(p.Digest)))
 			}
-			ps.Sources = append(ps.Sources, v1alpha1.Source{Dir: filepath.Join(e.Root, filepath.FromSlash(rel))})
+			ps.Sources = append(ps.Sources, v1alpha1.Source{Dir: dir})
 		}
 		if len(m.Spec.Nodes) > 0 || len(m.Spec.DelegateConditions) > 0 {
 			withCRD := crd && len(m.Spec.DelegateConditions) > 0

@@ -52,6 +52,9 @@ type Provider struct {
 	// upgradeFrom is the version the running cluster is upgraded from by the
 	// current Up; empty when it does not change version.
 	upgradeFrom string
+	// onDemand are the on-demand built-in images the current Up pushes
+	// (preflightOnDemand).
+	onDemand []onDemandImage
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -127,6 +130,11 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	}
 	// A machine that cannot host the real pools is refused before anything starts.
 	if err := p.preflightReal(d.Model); err != nil {
+		return nil, err
+	}
+	// So is an on-demand image (kubeplug's own, for the kubeplug-controller
+	// plugin) that is not at hand, or that no real node would run.
+	if err := p.preflightOnDemand(d.Model); err != nil {
 		return nil, err
 	}
 	if entries, err := os.ReadDir(p.opts.StateDir); err == nil && slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() != lockFile }) && !isStateDir(p.opts.StateDir) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -131,6 +132,41 @@ func (p *Provider) preflightReal(m *model.Model) error {
 	return localnode.Preflight(bins, filepath.Join(dir, "kubeplug-registry"))
 }
 
+// imagesDir is where the built-in images' programs are (make images).
+func (p *Provider) imagesDir() (string, error) {
+	if d := os.Getenv(ImagesDirEnv); d != "" {
+		return d, nil
+	}
+	_, dir, err := p.nodeBins()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(dir), "..", "images", "bin"), nil
+}
+
+// preflightOnDemand finds the on-demand built-in images the model runs
+// (onDemandImages) before anything starts, for ensureRealCluster to push.
+func (p *Provider) preflightOnDemand(m *model.Model) error {
+	p.onDemand = nil
+	needed := false
+	for _, b := range localnode.BuiltinImages {
+		needed = needed || b.OnDemand && runBy(m, b.Image) != ""
+	}
+	if !needed {
+		return nil
+	}
+	dir := ""
+	if p.hasRealNodes(m) {
+		var err error
+		if dir, err = p.imagesDir(); err != nil {
+			return err
+		}
+	}
+	imgs, err := p.onDemandImages(m, dir)
+	p.onDemand = imgs
+	return err
+}
+
 // realCluster is what a real node needs of the cluster: its network, registry
 // and CIDRs.
 type realCluster struct {
@@ -181,13 +217,27 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 	if err != nil {
 		return nil, fmt.Errorf("sandbox image: %w", err)
 	}
-	imagesDir := os.Getenv(ImagesDirEnv)
-	if imagesDir == "" {
-		imagesDir = filepath.Join(filepath.Dir(dir), "..", "images", "bin")
+	imagesDir, err := p.imagesDir()
+	if err != nil {
+		return nil, err
 	}
 	missing, err := reg.PushBuiltins(ctx, imagesDir)
 	if err != nil {
 		return nil, err
+	}
+	// The on-demand images the model runs that are not built: this kubeplug.
+	for _, img := range p.onDemand {
+		if img.Binary == filepath.Join(imagesDir, img.BuiltinImage.Binary) {
+			continue // pushed above
+		}
+		t, err := name.NewTag(img.Image)
+		if err != nil {
+			return nil, err
+		}
+		p.event("registry", "", "image "+img.Image+" ("+img.By+"): pushing this kubeplug, "+img.Binary)
+		if _, err := reg.PushBinary(ctx, t.RepositoryStr(), t.TagStr(), img.Binary); err != nil {
+			return nil, fmt.Errorf("image %s: %w", img.Image, err)
+		}
 	}
 	if len(missing) > 0 {
 		p.event("registry", "", fmt.Sprintf("built-in images not built (make images), so not in the registry: %s", strings.Join(missing, ", ")))
