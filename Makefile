@@ -16,8 +16,10 @@ KUBEPLUG := $(ROOT)/bin/kubeplug
 
 all: build
 
+# Linked statically (no cgo): the same binary then serves as the controller's
+# image, which `up` pushes into a local cluster that enables kubeplug-controller.
 build:
-	$(GO) build -o $(KUBEPLUG) ./cmd/kubeplug
+	CGO_ENABLED=0 $(GO) build -o $(KUBEPLUG) ./cmd/kubeplug
 
 $(GOLANGCI_LINT):
 	@mkdir -p $(TOOLS)
