@@ -140,7 +140,6 @@ with a warning.`,
   kubeplug apply -f cluster.yaml --allow-downgrade --history-max 20
   kubeplug apply -f cluster.yaml --dry-run=server
   kubeplug apply -f cluster.yaml -o json | jq 'select(.type=="PluginReady")'`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pr := newProgress(o)
 			o.cfg.Progress, a.Events = pr.stage, pr.event
@@ -181,6 +180,7 @@ with a warning.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	clusterFileArg(cmd)
 	lockedFlag(cmd, o)
 	expansionFlags(cmd, o)
 	cmd.Flags().Var(dryRunValue{&a.DryRun}, "dry-run", `"server" to have the API server check everything without persisting it`)
@@ -212,7 +212,6 @@ file would apply (changed by someone since kubeplug applied them, or missing;
 compare with, and DRIFT is "-" (unknown).`,
 		Example: `  kubeplug status
   kubeplug status -f cluster.yaml -o json`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var st []action.PluginReport
 			var l diag.List
@@ -254,6 +253,7 @@ compare with, and DRIFT is "-" (unknown).`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "a cluster file: include the plugins it enables and count drift from what it would apply")
+	clusterFileArg(cmd)
 	targetFlags(cmd, &a.Target)
 	stateDirFlag(cmd, &a.StateDir)
 	return cmd

@@ -32,7 +32,6 @@ resolution would change the lock file (or there is none), listing the changes.`,
 		Example: `  kubeplug lock -f cluster.yaml
   kubeplug lock -f cluster.yaml --locked
   kubeplug apply -f cluster.yaml --locked   # in CI: deploy exactly what is locked`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a := action.NewLock(o.config())
 			a.Locked = locked
@@ -58,6 +57,7 @@ resolution would change the lock file (or there is none), listing the changes.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	clusterFileArg(cmd)
 	cmd.Flags().BoolVar(&locked, "locked", false, "fail, writing nothing, when the lock file would change")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
