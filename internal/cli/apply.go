@@ -209,7 +209,13 @@ With -f, plugins the cluster file enables but the cluster does not have are list
 too, and DRIFT counts each installed plugin's objects that differ from what the
 file would apply (changed by someone since kubeplug applied them, or missing;
 'kubeplug diff -f FILE --live' shows the fields). Without -f there is nothing to
-compare with, and DRIFT is "-" (unknown).`,
+compare with, and DRIFT is "-" (unknown).
+
+-f looks at the cluster the file names: a local cluster's own kubeconfig, not the
+current context. A local cluster that is stopped is an error; so is one never
+started on this machine, unless the current context is that cluster (the last
+cluster file applied to it has the file's name) — as when the file was applied to
+an existing cluster. --context or --kubeconfig look where they say.`,
 		Example: `  kubeplug status
   kubeplug status -f cluster.yaml -o json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
