@@ -46,6 +46,11 @@ removed ones uninstalled, changed flags restart the component that needs them,
 changed pools add or remove nodes. An interrupted up (Ctrl-C) stops cleanly and a
 re-run continues.
 
+Two runs never work on one cluster at once: a second up waits up to
+--lock-timeout for the first to finish (and for an apply, uninstall or
+rollback holding the cluster's operation lease), then fails naming the holder,
+changing nothing.
+
 The cluster's kubeconfig is written to its state directory and merged into your
 kubeconfig ($KUBECONFIG or ~/.kube/config) as context kubeplug-NAME, which becomes
 the current context — so kubectl and kubeplug status work at once. Use
@@ -109,7 +114,9 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
 					res.Context = ctxName
 				}
 			}
-			if res == nil {
+			if res == nil || cmd.Context().Err() != nil {
+				// No verdict: another run held the cluster, or Ctrl-C
+				// stopped this one (its error says how to continue).
 				return errFailed
 			}
 			switch o.output {

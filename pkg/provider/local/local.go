@@ -52,9 +52,15 @@ type Provider struct {
 	// upgradeFrom is the version the running cluster is upgraded from by the
 	// current Up; empty when it does not change version.
 	upgradeFrom string
+	// held says the run holds the state dir's lock (Lock): the methods do not
+	// take it again.
+	held bool
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Locker   = (*Provider)(nil)
+)
 
 // New checks opts. It starts nothing.
 func New(opts Options) (*Provider, error) {
