@@ -97,10 +97,10 @@ func (p *Provider) flock(ctx context.Context, op string, wait time.Duration, wai
 				by += " (" + strings.TrimSpace(hop+" "+holder) + ")"
 			}
 			if wait <= 0 {
-				return nil, fmt.Errorf("cluster %s: %s is working on its state directory %s; wait for it to finish: %w", p.opts.ClusterName, by, p.opts.StateDir, provider.ErrBusy)
+				return nil, busyError(fmt.Sprintf("cluster %s: %s is working on its state directory %s; wait for it to finish", p.opts.ClusterName, by, p.opts.StateDir))
 			}
-			return nil, fmt.Errorf("cluster %s: %s is still working on its state directory %s after waiting %s; wait longer with --lock-timeout, or run again once it is done: %w",
-				p.opts.ClusterName, by, p.opts.StateDir, waited.Round(time.Second), provider.ErrBusy)
+			return nil, busyError(fmt.Sprintf("cluster %s: %s is still working on its state directory %s after waiting %s; wait longer with --lock-timeout, or run again once it is done",
+				p.opts.ClusterName, by, p.opts.StateDir, waited.Round(time.Second)))
 		}
 		if waiting != nil && (told.IsZero() || time.Since(told) >= 10*time.Second) {
 			told = time.Now()
@@ -124,6 +124,13 @@ func (p *Provider) flock(ctx context.Context, op string, wait time.Duration, wai
 		_ = f.Close()
 	}, nil
 }
+
+// busyError says who holds the lock, and is provider.ErrBusy.
+type busyError string
+
+func (e busyError) Error() string { return string(e) }
+
+func (busyError) Is(target error) bool { return target == provider.ErrBusy }
 
 // readHolder reads the operation and holder ("pid N") the lock's holder wrote.
 func readHolder(path string) (holder, op string) {
