@@ -28,7 +28,7 @@ func TestLockWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner, err := p1.lock()
+	inner, err := p1.lock(context.Background())
 	if err != nil {
 		t.Fatalf("the holder's own lock: %v", err)
 	}

@@ -22,11 +22,11 @@ const lockPoll = 200 * time.Millisecond
 // lock keeps two kubeplug processes from working on one state dir at once; the
 // lock ends with the returned func or with the process. Under Lock, it takes
 // nothing: the run holds the lock already.
-func (p *Provider) lock() (func(), error) {
+func (p *Provider) lock(ctx context.Context) (func(), error) {
 	if p.held {
 		return func() {}, nil
 	}
-	return p.flock(context.Background(), "", 0, nil)
+	return p.flock(ctx, "", 0, nil)
 }
 
 // Lock implements provider.Locker: the state directory's lock, waited for.
