@@ -151,6 +151,19 @@ $(LOCALNODE): $(LOCALNODE_SRCS)
 	  ./cmd/pause ./cmd/kubeplug-registry
 	touch $@
 
+# A local OCI registry for plugins (plugin push, sign --push, oci:// catalogs):
+# kubeplug-registry, the real nodes' registry (./localnode), serving the
+# distribution API on REGISTRY_ADDR with blobs and manifests kept in
+# REGISTRY_DIR across restarts. Runs in the foreground until Ctrl-C; kubeplug
+# speaks plain HTTP to a loopback registry without --plain-http.
+REGISTRY_ADDR ?= 127.0.0.1:5000
+REGISTRY_DIR ?= $(ROOT)/_output/registry
+.PHONY: registry
+registry:
+	@mkdir -p $(LOCALNODE_BIN)
+	cd localnode && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(LOCALNODE_BIN)/ ./cmd/kubeplug-registry
+	$(LOCALNODE_BIN)/kubeplug-registry --listen $(REGISTRY_ADDR) --dir $(REGISTRY_DIR)
+
 # The built-in plugins' images, built from their Go modules (no Dockerfile, no
 # daemon): CoreDNS and metrics-server each from a module of its own under ./images
 # (their Kubernetes libraries differ from each other's), agnhost (the quickstart's

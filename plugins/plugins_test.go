@@ -2,7 +2,9 @@ package plugins_test
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kubeplug/kubeplug/pkg/source"
@@ -35,6 +37,45 @@ func TestBuiltinPluginsLoadClean(t *testing.T) {
 	for _, p := range pkgs {
 		if p != nil && p.Schema == nil {
 			t.Errorf("built-in plugin %s has no values schema; every built-in declares one", p.ID())
+		}
+	}
+}
+
+// TestREADMEListsEveryBuiltin: the README's "Built-in plugins:" paragraph names
+// every built-in plugin, so a new user reading it finds them all.
+func TestREADMEListsEveryBuiltin(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, para, ok := strings.Cut(string(readme), "\nBuilt-in plugins: ")
+	if !ok {
+		t.Fatal(`README.md has no "Built-in plugins:" paragraph`)
+	}
+	para, _, _ = strings.Cut(para, "\n\n")
+	idx, _ := source.List(context.Background(), source.Builtin())
+	for _, n := range idx.Names() {
+		if !strings.Contains(para, "`"+n+"`") {
+			t.Errorf("README.md's built-in plugin list does not name %s", n)
+		}
+	}
+}
+
+// TestREADMEDoesNotDisownWhatWorks: the quickstart shows `kubectl top` and
+// Service names working through the built-in metrics-server and cluster-dns;
+// no "Not yet" of the README may say otherwise.
+func TestREADMEDoesNotDisownWhatWorks(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range strings.Split(string(readme), "Not yet")[1:] {
+		sentence, _, _ := strings.Cut(part, ".\n")
+		sentence, _, _ = strings.Cut(sentence, ". ")
+		for _, works := range []string{"kubectl top", "CoreDNS", "metrics-server"} {
+			if strings.Contains(sentence, works) {
+				t.Errorf("README.md says %q is not there yet: %q", works, "Not yet"+sentence)
+			}
 		}
 	}
 }

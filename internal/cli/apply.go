@@ -140,7 +140,6 @@ with a warning.`,
   kubeplug apply -f cluster.yaml --allow-downgrade --history-max 20
   kubeplug apply -f cluster.yaml --dry-run=server
   kubeplug apply -f cluster.yaml -o json | jq 'select(.type=="PluginReady")'`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pr := newProgress(o)
 			o.cfg.Progress, a.Events = pr.stage, pr.event
@@ -184,6 +183,7 @@ with a warning.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	clusterFileArg(cmd)
 	lockedFlag(cmd, o)
 	expansionFlags(cmd, o)
 	cmd.Flags().Var(dryRunValue{&a.DryRun}, "dry-run", `"server" to have the API server check everything without persisting it`)
@@ -216,10 +216,15 @@ compare with, and DRIFT is "-" (unknown).
 
 OWNER says what manages the plugin: "cli" when kubeplug apply or up installed
 it, else the PluginInstallation (namespace/name) of kubeplug's controller that
-does; the CLI may not change or uninstall those.`,
+does; the CLI may not change or uninstall those.
+
+-f looks at the cluster the file names: a local cluster's own kubeconfig, not the
+current context. A local cluster that is stopped is an error; so is one never
+started on this machine, unless the current context is that cluster (the last
+cluster file applied to it has the file's name) — as when the file was applied to
+an existing cluster. --context or --kubeconfig look where they say.`,
 		Example: `  kubeplug status
   kubeplug status -f cluster.yaml -o json`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var st []action.PluginReport
 			var l diag.List
@@ -265,6 +270,7 @@ does; the CLI may not change or uninstall those.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "a cluster file: include the plugins it enables and count drift from what it would apply")
+	clusterFileArg(cmd)
 	targetFlags(cmd, &a.Target)
 	stateDirFlag(cmd, &a.StateDir)
 	return cmd

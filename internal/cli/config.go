@@ -39,7 +39,6 @@ Every problem is printed as FILE:LINE:COL: field.path: message; sensitive values
 are shown as ***.`,
 		Example: `  kubeplug config validate -f examples/quickstart/cluster.yaml
   HELLO_API_TOKEN=s3cret kubeplug config validate -f examples/quickstart/cluster.yaml -o yaml`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			res, l := withCluster(file, func(cl *config.Cluster) (*action.ValidateResult, diag.List) {
 				return action.NewValidate(o.cfg).Run(cmd.Context(), cl)
@@ -74,6 +73,7 @@ are shown as ***.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	clusterFileArg(cmd)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -48,13 +49,31 @@ naming both digests.`,
   kubeplug lock -f cluster.yaml --update               # take every plugin's newest
   kubeplug lock -f cluster.yaml --locked
   kubeplug apply -f cluster.yaml --locked   # in CI: deploy exactly what is locked`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 && !update {
-				return fmt.Errorf("plugin names (%s) name the plugins to update: kubeplug lock -f FILE --update %s", strings.Join(args, " "), strings.Join(args, " "))
+		// Positional arguments are the plugins --update moves; without
+		// --update one argument naming a file is the cluster file, as for the
+		// other commands (kind's and kubectl's habit).
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 || update {
+				return nil
+			}
+			if fi, err := os.Stat(args[0]); len(args) == 1 && err == nil && !fi.IsDir() {
+				if f := cmd.Flags().Lookup("file"); f.Changed {
+					return fmt.Errorf("the cluster file is given twice, as -f %s and as argument %s: give it once", f.Value.String(), args[0])
+				}
+				return nil
+			}
+			return fmt.Errorf("plugin names (%s) name the plugins to update: kubeplug lock -f FILE --update %s", strings.Join(args, " "), strings.Join(args, " "))
+		},
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && !update {
+				return cmd.Flags().Set("file", args[0])
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !update {
+				args = nil // the cluster file, taken by PreRunE
+			}
 			a := action.NewLock(o.config())
 			a.Locked = locked
 			a.Update, a.UpdateAll = args, update && len(args) == 0

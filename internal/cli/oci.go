@@ -23,7 +23,7 @@ func (f *registryFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.opts.Username, "username", "", "registry user name (default: the credentials of the docker config file)")
 	fs.BoolVar(&f.passwordStdin, "password-stdin", false, "read the registry password from stdin (with --username)")
 	fs.StringArrayVar(&f.opts.CAFiles, "ca-file", nil, "a PEM file of certificate authorities to trust besides the system's (repeatable)")
-	fs.BoolVar(&f.opts.PlainHTTP, "plain-http", false, "talk HTTP, not HTTPS, to the registry (for loopback test registries)")
+	fs.BoolVar(&f.opts.PlainHTTP, "plain-http", false, "talk HTTP, not HTTPS, to the registry (a loopback registry — localhost, 127.0.0.0/8, ::1 — always is)")
 	fs.StringVar(&f.opts.RegistryConfig, "registry-config", "", "the docker config file with registry credentials (default: $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
 	fs.DurationVar(&f.opts.Timeout, "registry-timeout", oci.DefaultTimeout, "bound on each request to the registry")
 }
@@ -69,7 +69,7 @@ write it) unless --username and --password-stdin are given.`,
 		Example: `  kubeplug plugin package ./demo -o demo-0.1.0.tgz
   kubeplug plugin push demo-0.1.0.tgz oci://registry.example.com/kubeplug/plugins
   echo "$TOKEN" | kubeplug plugin push demo-0.1.0.tgz oci://ghcr.io/me/plugins --username me --password-stdin
-  kubeplug plugin push demo-0.1.0.tgz oci://127.0.0.1:5000/plugins --plain-http`,
+  kubeplug plugin push demo-0.1.0.tgz oci://127.0.0.1:5000/plugins   # loopback: plain HTTP`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := rf.client(o.streams.In)
@@ -102,7 +102,7 @@ their digests, and the unpacked package against the name, version and package di
 the artifact announces; a mismatch names the expected and the found digest and writes
 nothing.`,
 		Example: `  kubeplug plugin pull oci://registry.example.com/kubeplug/plugins/demo:0.1.0
-  kubeplug plugin pull oci://127.0.0.1:5000/plugins/demo@sha256:0123… --plain-http -d ./plugins`,
+  kubeplug plugin pull oci://127.0.0.1:5000/plugins/demo@sha256:0123… -d ./plugins`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := rf.client(o.streams.In)

@@ -52,7 +52,6 @@ template as an Add. Nothing is deployed or uploaded (docs/aws.md).`,
   kubeplug plan -f examples/quickstart/cluster.yaml -o json | jq '.waves'
   kubeplug plan -f cluster.yaml --kubernetes-version 1.38.0
   kubeplug plan -f cluster.yaml --kubernetes-version 1.38.0 -o json | jq '.plugins[] | select(.move=="must")'`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if kube != "" {
 				return planUpgrade(cmd, o, file, kube)
@@ -60,49 +59,11 @@ template as an Add. Nothing is deployed or uploaded (docs/aws.md).`,
 			if cloud {
 				return planCloud(cmd, o, file, stateDir)
 			}
-			doc, l := withCluster(file, func(cl *config.Cluster) (*engine.PlanDoc, diag.List) {
-				return action.NewPlan(o.cfg).Run(cmd.Context(), cl)
-			})
-			if o.report(l) {
-				return errFailed
-			}
-			return o.print(doc, func(w io.Writer) error {
-				var b strings.Builder
-				fmt.Fprintf(&b, "Cluster %s, Kubernetes %s\n\n", doc.Cluster, doc.KubernetesVersion)
-				rows := make([][]string, 0, len(doc.Plugins))
-				head := []string{"WAVE", "PLUGIN", "VERSION", "ORIGIN", "WHY", "DIGEST"}
-				if doc.Lock != nil {
-					head = append(head, "LOCKED", "NEWER")
-				}
-				for _, p := range doc.Plugins {
-					how := "enabled"
-					if !p.Enabled {
-						how = "required"
-					}
-					row := []string{fmt.Sprint(p.Wave), p.Name, p.Version, p.Origin, how, shortDigest(p.Digest)}
-					if doc.Lock != nil {
-						row = append(row, dash(p.Locked), dash(p.Newer))
-					}
-					rows = append(rows, row)
-				}
-				if err := table(&b, head, rows); err != nil {
-					return err
-				}
-				lockNotes(&b, doc, file)
-				b.WriteString("\nContributions:\n")
-				crow := make([][]string, 0, len(doc.Contributions))
-				for _, c := range doc.Contributions {
-					crow = append(crow, []string{"  " + c.Plugin, c.Kind, c.Key})
-				}
-				if err := table(&b, []string{"  PLUGIN", "KIND", "KEY"}, crow); err != nil {
-					return err
-				}
-				_, err := io.WriteString(w, b.String())
-				return err
-			})
+			return runPlan(cmd, o, file)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	clusterFileArg(cmd)
 	lockedFlag(cmd, o)
 	expansionFlags(cmd, o)
 	cmd.Flags().StringVar(&kube, "kubernetes-version", "", "plan moving the cluster to this Kubernetes version: which plugins must move")
@@ -112,6 +73,51 @@ template as an Add. Nothing is deployed or uploaded (docs/aws.md).`,
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd
+}
+
+// runPlan prints the plan of the cluster file: its waves and what each plugin
+// contributes (plan, and up --dry-run).
+func runPlan(cmd *cobra.Command, o *options, file string) error {
+	doc, l := withCluster(file, func(cl *config.Cluster) (*engine.PlanDoc, diag.List) {
+		return action.NewPlan(o.cfg).Run(cmd.Context(), cl)
+	})
+	if o.report(l) {
+		return errFailed
+	}
+	return o.print(doc, func(w io.Writer) error {
+		var b strings.Builder
+		fmt.Fprintf(&b, "Cluster %s, Kubernetes %s\n\n", doc.Cluster, doc.KubernetesVersion)
+		rows := make([][]string, 0, len(doc.Plugins))
+		head := []string{"WAVE", "PLUGIN", "VERSION", "ORIGIN", "WHY", "DIGEST"}
+		if doc.Lock != nil {
+			head = append(head, "LOCKED", "NEWER")
+		}
+		for _, p := range doc.Plugins {
+			how := "enabled"
+			if !p.Enabled {
+				how = "required"
+			}
+			row := []string{fmt.Sprint(p.Wave), p.Name, p.Version, p.Origin, how, shortDigest(p.Digest)}
+			if doc.Lock != nil {
+				row = append(row, dash(p.Locked), dash(p.Newer))
+			}
+			rows = append(rows, row)
+		}
+		if err := table(&b, head, rows); err != nil {
+			return err
+		}
+		lockNotes(&b, doc, file)
+		b.WriteString("\nContributions:\n")
+		crow := make([][]string, 0, len(doc.Contributions))
+		for _, c := range doc.Contributions {
+			crow = append(crow, []string{"  " + c.Plugin, c.Kind, c.Key})
+		}
+		if err := table(&b, []string{"  PLUGIN", "KIND", "KEY"}, crow); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
 }
 
 // planCloud prints, per stack, what up would change in the cloud.

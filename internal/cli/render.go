@@ -42,7 +42,6 @@ path order). Sensitive values are written as ***.`,
 		Example: `  kubeplug render -f examples/quickstart/cluster.yaml --output-dir out
   kubeplug render -f examples/quickstart/cluster.yaml --output-dir model --stage initialise
   kubeplug render -f examples/quickstart/cluster.yaml -o json | jq -r '.files[].path'`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a := action.NewRender(o.cfg)
 			switch until {
@@ -74,6 +73,7 @@ path order). Sensitive values are written as ***.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	clusterFileArg(cmd)
 	lockedFlag(cmd, o)
 	expansionFlags(cmd, o)
 	cmd.Flags().StringVar(&dir, "output-dir", "", "the directory to write the files into")
@@ -139,7 +139,6 @@ failed), for CI drift checks.`,
 		Example: `  kubeplug diff -f examples/quickstart/cluster.yaml --against out
   kubeplug diff -f cluster.yaml --live --exit-code
   kubeplug diff -f cluster.yaml --live -o json | jq '.[].objects[]?.object'`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if live == (dir != "") {
 				return fmt.Errorf("give either --against DIR or --live")
@@ -197,6 +196,7 @@ failed), for CI drift checks.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	clusterFileArg(cmd)
 	cmd.Flags().StringVar(&dir, "against", "", "a previous render to compare with")
 	cmd.Flags().BoolVar(&live, "live", false, "compare with the running cluster instead (drift)")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 2 when there are differences")

@@ -225,13 +225,17 @@ func rejectUnknownSubcommands(cmd *cobra.Command) {
 }
 
 // unknownCommand is the error for name, which names no subcommand of group,
-// with the closest subcommands' names as suggestions.
+// with the closest subcommands' names as suggestions; a command that kind,
+// Helm or kubectl users type by habit (habits) gets what kubeplug does instead.
 func unknownCommand(group *cobra.Command, name string) error {
 	var known []string
 	for _, c := range group.Commands() {
 		if c.IsAvailableCommand() {
 			known = append(known, c.Name())
 		}
+	}
+	if h, ok := habits[name]; ok && !group.HasParent() {
+		return fmt.Errorf("unknown command %q for %q: %s", name, group.CommandPath(), h)
 	}
 	return fmt.Errorf("unknown command %q for %q%s", name, group.CommandPath(), suggest.Hint(suggest.Closest(name, known)))
 }

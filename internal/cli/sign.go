@@ -150,7 +150,7 @@ archive. Registry credentials come from the docker config file.`,
 	cmd.Flags().StringVar(&a.Output, "signature", "", "the signature file to write (default: ARCHIVE.sig)")
 	cmd.Flags().BoolVar(&fromStdin, "password-stdin", false, "read the key's password from the first line of standard input")
 	cmd.Flags().StringVar(&a.Push, "push", "", "also attach the signature to this pushed artifact, oci://HOST/REPO/NAME:VERSION")
-	cmd.Flags().BoolVar(&reg.PlainHTTP, "plain-http", false, "talk HTTP, not HTTPS, to the registry (for loopback test registries)")
+	cmd.Flags().BoolVar(&reg.PlainHTTP, "plain-http", false, "talk HTTP, not HTTPS, to the registry (a loopback registry — localhost, 127.0.0.0/8, ::1 — always is)")
 	cmd.Flags().StringArrayVar(&reg.CAFiles, "ca-file", nil, "a PEM file of certificate authorities to trust besides the system's (repeatable)")
 	cmd.Flags().StringVar(&reg.RegistryConfig, "registry-config", "", "the docker config file with registry credentials (default: $DOCKER_CONFIG/config.json or ~/.docker/config.json)")
 	cmd.Flags().DurationVar(&reg.Timeout, "registry-timeout", oci.DefaultTimeout, "bound on each request to the registry")

@@ -27,7 +27,7 @@ func newUpCmd(o *options) *cobra.Command { return upCmd(o, action.NewUp(o.cfg)) 
 
 // upCmd binds the up command's flags into u.
 func upCmd(o *options, u *action.Up) *cobra.Command {
-	var file string
+	var file, dryRun string
 	var noKubeconfig, fromSource bool
 	cmd := &cobra.Command{
 		Use:   "up -f cluster.yaml",
@@ -46,6 +46,11 @@ removed ones uninstalled, changed flags restart the component that needs them,
 changed pools add or remove nodes. An interrupted up (Ctrl-C) stops cleanly and a
 re-run continues.
 
+Two runs never work on one cluster at once: a second up waits up to
+--lock-timeout for the first to finish (and for an apply, uninstall or
+rollback holding the cluster's operation lease), then fails naming the holder,
+changing nothing.
+
 The cluster's kubeconfig is written to its state directory and merged into your
 kubeconfig ($KUBECONFIG or ~/.kube/config) as context kubeplug-NAME, which becomes
 the current context — so kubectl and kubeplug status work at once. Use
@@ -61,8 +66,14 @@ by themselves, so no plugin's Kubernetes content is deployed and no live check r
 The local provider runs the Kubernetes version the file names, from its binary
 cache, the binaries built from Go modules (make localcluster), or a verified
 download of the release binaries, in that order (docs/versions.md);
---build-from-source uses only binaries built from Go modules.`,
+--build-from-source uses only binaries built from Go modules.
+
+--dry-run starts nothing: it prints what up would bring up, the plugins in
+their waves and what each contributes, as 'kubeplug plan' does ('kubeplug
+render' writes the files). On a running cluster, 'kubeplug apply FILE
+--dry-run=server' has its API server check every object.`,
 		Example: `  kubeplug up -f examples/quickstart/cluster.yaml
+  kubeplug up examples/quickstart/cluster.yaml --dry-run   # what would come up; nothing starts
   kubectl get nodes
   kubectl get pods -A
   kubeplug status
@@ -70,8 +81,20 @@ download of the release binaries, in that order (docs/versions.md);
   # Change cluster.yaml (enable a plugin, change a flag), then apply the difference
   kubeplug up -f examples/quickstart/cluster.yaml
   kubeplug down -f examples/quickstart/cluster.yaml --purge`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch dryRun {
+			case "", "none":
+			case "client":
+				if err := runPlan(cmd, o, file); err != nil {
+					return err
+				}
+				_, _ = fmt.Fprintf(o.streams.Err, "dry run: nothing was started; kubeplug up %s brings this up\n", file)
+				return nil
+			case "server":
+				return fmt.Errorf("up --dry-run=server is not supported: up starts the API server it would ask; use --dry-run (print what up would bring up, start nothing), or kubeplug apply %s --dry-run=server on a running cluster", file)
+			default:
+				return fmt.Errorf("invalid --dry-run %q: expected client (the default: print what up would bring up, start nothing) or none", dryRun)
+			}
 			if fromSource {
 				// The local provider reads it (local.Options.BuildFromSource).
 				if err := os.Setenv(local.BuildFromSourceEnv, "1"); err != nil {
@@ -91,7 +114,9 @@ download of the release binaries, in that order (docs/versions.md);
 					res.Context = ctxName
 				}
 			}
-			if res == nil {
+			if res == nil || cmd.Context().Err() != nil {
+				// No verdict: another run held the cluster, or Ctrl-C
+				// stopped this one (its error says how to continue).
 				return errFailed
 			}
 			switch o.output {
@@ -112,9 +137,13 @@ download of the release binaries, in that order (docs/versions.md);
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	clusterFileArg(cmd)
 	lockedFlag(cmd, o)
 	expansionFlags(cmd, o)
 	deployFlags(cmd, &u.DeployOptions)
+	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"client" (or just --dry-run): start nothing, print what up would bring up (as kubeplug plan)`)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "client"
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{"none", "client"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().BoolVar(&noKubeconfig, "no-kubeconfig-update", false, "do not merge the cluster's context into your kubeconfig")
 	cmd.Flags().BoolVar(&fromSource, "build-from-source", false, "local provider: run only Kubernetes binaries built from Go modules, never the cache or a download (also $"+local.BuildFromSourceEnv+")")
 	stateDirFlag(cmd, &u.StateDir)
@@ -249,7 +278,6 @@ machines' roots, logs) is kept, so "kubeplug up" starts the same cluster again;
 directory is touched.`,
 		Example: `  kubeplug down -f examples/quickstart/cluster.yaml
   kubeplug down -f examples/quickstart/cluster.yaml --purge`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var pr *progress
 			if o.output == "text" {
@@ -282,6 +310,7 @@ directory is touched.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	clusterFileArg(cmd)
 	cmd.Flags().BoolVar(&a.Purge, "purge", false, "delete the state directory too")
 	cmd.Flags().BoolVar(&a.KeepPlugins, "keep-plugins", false, "stop without uninstalling the plugins first")
 	stateDirFlag(cmd, &a.StateDir)
@@ -300,7 +329,6 @@ func newGetKubeconfigCmd(o *options) *cobra.Command {
 directory, for tools that should not use your own kubeconfig.`,
 		Example: `  export KUBECONFIG=$(kubeplug get-kubeconfig -f examples/quickstart/cluster.yaml)
   kubectl get nodes`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path, l := withCluster(file, func(cl *config.Cluster) (string, diag.List) { return a.Run(cmd.Context(), cl) })
 			if o.report(l) {
@@ -313,6 +341,7 @@ directory, for tools that should not use your own kubeconfig.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
+	clusterFileArg(cmd)
 	stateDirFlag(cmd, &a.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")

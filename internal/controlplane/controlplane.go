@@ -682,10 +682,32 @@ func (c *ControlPlane) httpCheck(hc *http.Client, url, want string) func(context
 			return fmt.Errorf("read %s: %w", url, err)
 		}
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
-			return fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+			return fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, healthSummary(string(body)))
 		}
 		return nil
 	}
+}
+
+// healthSummary shortens a health endpoint's answer for an error: of a verbose
+// /readyz or /livez (one "[+]check ok" or "[-]check failed" line per check, ~40
+// lines) only the failed checks, else its first line, at most 200 bytes.
+func healthSummary(body string) string {
+	var failed []string
+	for line := range strings.Lines(body) {
+		if c, ok := strings.CutPrefix(strings.TrimSpace(line), "[-]"); ok {
+			failed = append(failed, c)
+		}
+	}
+	s := strings.TrimSpace(body)
+	if len(failed) > 0 {
+		s = "failed: " + strings.Join(failed, "; ")
+	} else if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }
 
 // loopbackTLSClient trusts the local CA, which signed the components' serving

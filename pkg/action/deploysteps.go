@@ -49,6 +49,10 @@ type live struct {
 	// not the file's own local cluster): a cluster that another file's name was
 	// last applied to is then refused (see otherCluster).
 	currentContext string
+	// blocked says another run held the cluster (its operation lease, or its
+	// provider's lock) for as long as this one was to wait: the run changed
+	// nothing, and has no verdict on the cluster.
+	blocked bool
 	// Set by connect.
 	deployer *deploy.Deployer
 	unlock   func()
@@ -119,6 +123,7 @@ var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
 			return l
 		}
 		if err != nil {
+			lv.blocked = errors.As(err, new(*lease.LockedError))
 			l.Errorf("", 0, 0, "", "%v", err)
 			return l
 		}

@@ -222,6 +222,9 @@ func (a *Status) Report(ctx context.Context, cl *config.Cluster) ([]PluginReport
 			l.Errorf("", 0, 0, "", "%v", err)
 			return nil, l
 		}
+		if dir := a.Target.neverStarted(ctx, a.cfg, cl, a.StateDir); dir != "" {
+			a.expect, a.expectDir = cl, dir
+		}
 		a.Target = target
 	}
 	st, l := a.Run(ctx)

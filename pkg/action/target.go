@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -111,10 +112,68 @@ func (c *KubeconfigTarget) Config() (*rest.Config, error) {
 		}
 	}
 	cfg, err := loader.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) || err == nil && c.defaultServer(loader, cfg) {
+		return nil, c.noCluster(loader, rules)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	return cfg, nil
+}
+
+// defaultServer says whether cfg's server is the one client-go falls back to
+// when the kubeconfig names none (http://localhost:8080): the kubeconfig is
+// missing or empty, has no current context, or its context names no cluster.
+// kubectl then tries localhost:8080 and fails there; kubeplug says why at
+// once, before any request (a server the kubeconfig or --server names
+// explicitly, even that one, is used as given).
+func (c *KubeconfigTarget) defaultServer(loader clientcmd.ClientConfig, cfg *rest.Config) bool {
+	if cfg.Host != clientcmd.ClusterDefaults.Server {
+		return false
+	}
+	if c.Flags != nil && c.Flags.APIServer != nil && *c.Flags.APIServer != "" {
+		return false
+	}
+	raw, err := loader.RawConfig()
+	if err != nil {
+		return false
+	}
+	for _, cl := range raw.Clusters {
+		if cl != nil && cl.Server == cfg.Host {
+			return false
+		}
+	}
+	return true
+}
+
+// noCluster is the error for a kubeconfig that names no cluster to talk to:
+// which file, what it lacks, and what to give instead.
+func (c *KubeconfigTarget) noCluster(loader clientcmd.ClientConfig, rules *clientcmd.ClientConfigLoadingRules) error {
+	files := rules.GetLoadingPrecedence()
+	if rules.ExplicitPath != "" {
+		files = []string{rules.ExplicitPath}
+	}
+	where := strings.Join(files, string(filepath.ListSeparator))
+	const fix = "give --context or --kubeconfig for a cluster, or bring a local one up with kubeplug up cluster.yaml (it becomes the current context)"
+	raw, err := loader.RawConfig()
+	name := c.Context
+	if err == nil && name == "" {
+		name = raw.CurrentContext
+	}
+	var have string
+	if err == nil && len(raw.Contexts) > 0 {
+		have = " (it has: " + strings.Join(slices.Sorted(maps.Keys(raw.Contexts)), ", ") + ")"
+	}
+	switch {
+	case err != nil || len(raw.Contexts) == 0 && len(raw.Clusters) == 0:
+		return fmt.Errorf("no cluster to talk to: the kubeconfig %s is missing or empty; %s", where, fix)
+	case name == "":
+		return fmt.Errorf("no cluster to talk to: the kubeconfig %s has no current context%s; %s", where, have, fix)
+	case raw.Contexts[name] == nil:
+		return fmt.Errorf("no cluster to talk to: the current context %q of the kubeconfig %s is not defined there%s; %s", name, where, have, fix)
+	default:
+		return fmt.Errorf("no cluster to talk to: context %q of the kubeconfig %s names no cluster with a server (cluster %q); %s", name, where, raw.Contexts[name].Cluster, fix)
+	}
 }
 
 // ForCluster is the target for the cluster file cl: an explicit target as it
@@ -161,4 +220,30 @@ func (c KubeconfigTarget) forCluster(ctx context.Context, cfg *Config, cl *confi
 		}
 	}
 	return c, nil, nil
+}
+
+// neverStarted is the state directory of cl's local cluster when cl's provider
+// runs the cluster on this machine and it was never started here (no state
+// directory, so ForCluster falls back to the current context); "" otherwise,
+// and always for an explicit target.
+func (c KubeconfigTarget) neverStarted(ctx context.Context, cfg *Config, cl *config.Cluster, stateDir string) string {
+	if c.Explicit() || cl == nil {
+		return ""
+	}
+	prov, err := provider.New(provider.Config{ClusterName: cl.Spec.Metadata.Name, Spec: cl.Spec.Spec.Provider, StateDir: stateDir, Logger: cfg.logger()})
+	if err != nil {
+		return ""
+	}
+	loc, ok := prov.(provider.Locator)
+	s, stateful := prov.(provider.Stateful)
+	if !ok || !stateful {
+		return ""
+	}
+	if _, err := loc.Locate(ctx); !errors.Is(err, provider.ErrNotRunning) {
+		return ""
+	}
+	if _, err := os.Stat(s.StateDir()); !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	return s.StateDir()
 }

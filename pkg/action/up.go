@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
@@ -80,7 +82,9 @@ func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List)
 	defer cancel(nil)
 	r.live = live{op: "up", opts: u.DeployOptions, cancel: cancel}
 	defer r.live.unlockLease()
-	l := r.pipeline(ctx, u.providerStep(res), resolveStep)
+	unlock := func() {}
+	defer func() { unlock() }()
+	l := r.pipeline(ctx, u.providerStep(res), u.lockStep(&unlock), resolveStep)
 	if l.HasFatal() {
 		return nil, l
 	}
@@ -99,9 +103,50 @@ func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List)
 		l = append(l, r.pipeline(ctx, connectStep, deployStep, afterDeployStep, validateStep, recordStep)...)
 	}
 	l.Sort()
+	if r.live.blocked {
+		// Another run holds the cluster: no verdict on its readiness.
+		return nil, l
+	}
 	res.Duration = time.Since(start).Round(time.Millisecond)
 	res.Ready = time.Since(start).Round(100 * time.Millisecond)
 	return res, l
+}
+
+// lockStep takes the cluster's lock on this machine (provider.Locker) for the
+// whole run, waiting up to --lock-timeout (Lease.Wait) while another run holds
+// it, as apply waits for the operation lease: a second up waits for the first
+// instead of failing at once. Input: r.prov. Output: *unlock frees the lock.
+// A run that could not take it is blocked: it has no readiness verdict.
+func (u *Up) lockStep(unlock *func()) step {
+	return step{"lock", func(ctx context.Context, r *run) diag.List {
+		var l diag.List
+		lk, ok := r.prov.(provider.Locker)
+		if !ok || u.Lease.External {
+			return nil
+		}
+		var waited bool
+		free, err := lk.Lock(ctx, "up", u.Lease.Wait, func(holder, op string, w time.Duration) {
+			waited = true
+			if u.Events != nil {
+				u.Events(deploy.Event{Type: deploy.LeaseWaiting, Time: time.Now(), Holder: holder, Operation: op,
+					Message: fmt.Sprintf("waited %s of up to %s (--lock-timeout)", w.Round(time.Second), u.Lease.Wait)})
+			}
+		})
+		if err != nil {
+			r.live.blocked = errors.Is(err, provider.ErrBusy)
+			if ctx.Err() != nil {
+				l.Errorf("", 0, 0, "", "interrupted while waiting for another kubeplug to finish with cluster %s; nothing was changed", r.cluster.Spec.Metadata.Name)
+				return l
+			}
+			l.Errorf("", 0, 0, "", "%v", err)
+			return l
+		}
+		if waited && u.Events != nil {
+			u.Events(deploy.Event{Type: deploy.LeaseTaken, Time: time.Now(), Operation: "up", Message: "took the cluster's lock"})
+		}
+		*unlock = free
+		return l
+	}}
 }
 
 // providerStep chooses the cluster's provider from the registry by
@@ -238,7 +283,10 @@ func (u *Up) provisionStep(res *UpResult) step {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				l.Errorf("", 0, 0, "", "interrupted while bringing the cluster up; run kubeplug up again to continue (%v)", err)
+				// One line: what was being waited for when Ctrl-C came is
+				// debugging detail (-vv), not news.
+				r.log().Debug("bringing the cluster up was interrupted", "error", err)
+				l.Errorf("", 0, 0, "", "interrupted while bringing the cluster up; run kubeplug up again to continue")
 				return l
 			}
 			l.Errorf("", 0, 0, "", "bring the cluster up: %v", err)

@@ -74,7 +74,8 @@ type Config struct {
 
 // Options say how to reach a registry.
 type Options struct {
-	// PlainHTTP talks HTTP instead of HTTPS (for loopback test registries).
+	// PlainHTTP talks HTTP instead of HTTPS to every registry. A loopback
+	// registry (IsLoopback) is spoken to in plain HTTP without it.
 	PlainHTTP bool
 	// CAFiles are PEM files of certificate authorities trusted besides the system's.
 	CAFiles []string
@@ -186,7 +187,7 @@ func (c *Client) repo(r Ref) (*remote.Repository, error) {
 		return nil, fmt.Errorf("invalid repository %s/%s: %w", r.Registry, r.Repository, err)
 	}
 	repo.Client = c.http
-	repo.PlainHTTP = c.opts.PlainHTTP
+	repo.PlainHTTP = c.plainHTTP(r.Registry)
 	return repo, nil
 }
 

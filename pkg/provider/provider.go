@@ -128,7 +128,24 @@ var (
 	// spec.kubernetesVersion; the error names the versions it can run. Nothing
 	// was started.
 	ErrUnsupportedVersion = errors.New("unsupported Kubernetes version")
+	// ErrBusy means another kubeplug run held the cluster's lock for as long
+	// as Locker.Lock was to wait; nothing was changed.
+	ErrBusy = errors.New("another kubeplug is working on the cluster")
 )
+
+// Locker is implemented by a provider that keeps two kubeplug runs on this
+// machine from working on one cluster at once (the local provider's state
+// directory). Up takes the lock for its whole run, so that a second up waits
+// for the first to finish, as apply waits for the cluster's operation lease.
+type Locker interface {
+	// Lock takes the cluster's lock for the operation op ("up"), waiting up to
+	// wait while another run holds it; waiting, when set, is told who holds it
+	// ("pid 1234", and its operation) when the wait starts and every 10 s.
+	// The error wraps ErrBusy when the wait runs out, and ctx's error when ctx
+	// ends first. Until unlock is called, the provider's own methods work
+	// under this lock and do not take it again; unlock must be called once.
+	Lock(ctx context.Context, op string, wait time.Duration, waiting func(holder, op string, waited time.Duration)) (unlock func(), err error)
+}
 
 // Locator is implemented by a provider that can find the cluster it brought up
 // without changing anything: down uninstalls the plugins of a running cluster

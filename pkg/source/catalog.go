@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -238,13 +237,8 @@ func CheckCatalogURL(raw string) error {
 	return fmt.Errorf("catalog %q: expected an https:// URL of an %s", raw, IndexFile)
 }
 
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// isLoopback is oci.IsLoopback: catalogs and registries agree on what loopback is.
+func isLoopback(host string) bool { return oci.IsLoopback(host) }
 
 // HTTPOptions configure an HTTP catalog.
 type HTTPOptions struct {

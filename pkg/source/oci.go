@@ -50,18 +50,14 @@ func (s *ociCatalog) client() (*oci.Client, error) {
 	return ociClientFor(s.prefix, s.opts)
 }
 
-// ociClientFor is the client for the registry of ref: plain HTTP on loopback, as
-// for loopback HTTP catalogs; the catalog's CA files and credentials file.
+// ociClientFor is the client for the registry of ref: plain HTTP on loopback
+// (oci.IsLoopback, as for loopback HTTP catalogs); the catalog's CA files and
+// credentials file.
 func ociClientFor(ref string, opts HTTPOptions) (*oci.Client, error) {
-	r, err := oci.ParseRef(ref)
-	if err != nil {
+	if _, err := oci.ParseRef(ref); err != nil {
 		return nil, err
 	}
-	host := r.Registry
-	if u, err := url.Parse("//" + host); err == nil {
-		host = u.Hostname()
-	}
-	return oci.New(oci.Options{PlainHTTP: isLoopback(host), Timeout: opts.Timeout, CAFiles: opts.CAFiles, RegistryConfig: opts.RegistryConfig})
+	return oci.New(oci.Options{Timeout: opts.Timeout, CAFiles: opts.CAFiles, RegistryConfig: opts.RegistryConfig})
 }
 
 // List implements [Source].

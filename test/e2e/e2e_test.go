@@ -2,14 +2,18 @@ package e2e
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -54,8 +58,16 @@ func TestCLI(t *testing.T) {
 			env.Setenv("REGISTRY", strings.TrimPrefix(srv.URL, "http://"))
 			return nil
 		},
+		Condition: func(cond string) (bool, error) {
+			if cond == "registry" { // make registry's binary is built (make localnode)
+				_, err := os.Stat(registryBin(repo))
+				return err == nil, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"push-image": pushImage,
+			"registry":   func(ts *testscript.TestScript, neg bool, args []string) { localRegistry(ts, neg, args, repo) },
 		},
 	})
 }
@@ -77,4 +89,56 @@ func pushImage(ts *testscript.TestScript, neg bool, args []string) {
 	ref, err := name.ParseReference(args[0])
 	ts.Check(err)
 	ts.Check(remote.Write(ref, img))
+}
+
+// registryBin is kubeplug-registry as make localnode and make registry build it.
+func registryBin(repo string) string {
+	dir := os.Getenv("KUBEPLUG_LOCALNODE_BIN")
+	if dir == "" {
+		dir = filepath.Join(repo, "_output", "localnode", "bin")
+	}
+	return filepath.Join(dir, "kubeplug-registry")
+}
+
+// registries are the registries scripts started, by script.
+var registries sync.Map
+
+// localRegistry runs the registry of make registry as the docs say:
+// "registry start DIR" serves DIR on a free loopback port, sets $LOCALREG to
+// its address and stops it when the script ends; "registry stop" stops it.
+func localRegistry(ts *testscript.TestScript, neg bool, args []string, repo string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: registry start DIR | registry stop")
+	}
+	switch args[0] {
+	case "stop":
+		if c, ok := registries.LoadAndDelete(ts); ok {
+			_ = c.(*exec.Cmd).Process.Kill()
+			_ = c.(*exec.Cmd).Wait()
+		}
+	case "start":
+		if len(args) != 2 {
+			ts.Fatalf("usage: registry start DIR")
+		}
+		cmd := exec.Command(registryBin(repo), "--listen", "127.0.0.1:0", "--dir", ts.MkAbs(args[1])) //nolint:gosec // the test's own binary
+		out, err := cmd.StdoutPipe()
+		ts.Check(err)
+		ts.Check(cmd.Start())
+		ts.Defer(func() {
+			if _, ok := registries.LoadAndDelete(ts); ok {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		})
+		line, err := bufio.NewReader(out).ReadString('\n')
+		ts.Check(err)
+		addr, ok := strings.CutPrefix(strings.TrimSpace(line), "serving on ")
+		if !ok {
+			ts.Fatalf("kubeplug-registry said %q", line)
+		}
+		ts.Setenv("LOCALREG", addr)
+		registries.Store(ts, cmd)
+	default:
+		ts.Fatalf("usage: registry start DIR | registry stop")
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // FieldManager is the server-side apply field manager of everything kubeplug applies.
@@ -174,11 +175,25 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 // Ping checks that the API server answers, retrying transient failures with
 // backoff, so an unreachable cluster is one clear error rather than a failure per
 // object.
+//
+// At the address client-go falls back to when no server is configured
+// (clientcmd.ClusterDefaults, http://localhost:8080), a refused connection is
+// not retried: nothing is starting there, the kubeconfig names no cluster.
 func (c *Client) Ping(ctx context.Context) error {
-	return c.Retry(ctx, func(ctx context.Context) error {
+	probe := func(ctx context.Context) error {
 		_, err := c.Core.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err
-	})
+	}
+	if c.Config.Host == clientcmd.ClusterDefaults.Server {
+		err := probe(ctx)
+		if err == nil {
+			return nil
+		}
+		if strings.Contains(err.Error(), "connection refused") {
+			return fmt.Errorf("nothing answers at %s, the address used when no kubeconfig names a server (give --kubeconfig, --context or --server): %w", c.Config.Host, err)
+		}
+	}
+	return c.Retry(ctx, probe)
 }
 
 // ServerVersion is the API server's version, as /version reports it.

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -80,15 +81,15 @@ func TestLockKeepsASecondProcessOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := p1.lock()
+	unlock, err := p1.lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p2.lock(); err == nil || !strings.Contains(err.Error(), "another kubeplug") {
+	if _, err := p2.lock(context.Background()); err == nil || !strings.Contains(err.Error(), "another kubeplug") {
 		t.Errorf("second lock = %v", err)
 	}
 	unlock()
-	unlock2, err := p2.lock()
+	unlock2, err := p2.lock(context.Background())
 	if err != nil {
 		t.Fatalf("lock after unlock: %v", err)
 	}

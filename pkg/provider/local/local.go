@@ -55,9 +55,15 @@ type Provider struct {
 	// onDemand are the on-demand built-in images the current Up pushes
 	// (preflightOnDemand).
 	onDemand []onDemandImage
+	// held says the run holds the state dir's lock (Lock): the methods do not
+	// take it again.
+	held bool
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Locker   = (*Provider)(nil)
+)
 
 // New checks opts. It starts nothing.
 func New(opts Options) (*Provider, error) {
@@ -140,7 +146,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if entries, err := os.ReadDir(p.opts.StateDir); err == nil && slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() != lockFile }) && !isStateDir(p.opts.StateDir) {
 		return nil, fmt.Errorf("state directory %s is not empty and holds no %s: not a kubeplug state directory, left alone; choose another --state-dir", p.opts.StateDir, StateFile)
 	}
-	unlock, err := p.lock()
+	unlock, err := p.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -579,7 +585,7 @@ func (p *Provider) removeStale(ctx context.Context, nodes []*desiredNode) error 
 func (p *Provider) AfterDeploy(ctx context.Context) error {
 	st, err := readState(p.opts.StateDir)
 	if err == nil && st != nil {
-		unlock, lerr := p.lock()
+		unlock, lerr := p.lock(ctx)
 		if lerr != nil {
 			return lerr
 		}
@@ -608,7 +614,7 @@ func (p *Provider) AfterDeploy(ctx context.Context) error {
 func (p *Provider) Down(ctx context.Context, purge bool) error {
 	dir := p.opts.StateDir
 	if isStateDir(dir) {
-		unlock, err := p.lock()
+		unlock, err := p.lock(ctx)
 		if err != nil {
 			return err
 		}
