@@ -54,7 +54,7 @@ type machines struct {
 func (c *Config) prepareMachines(ctx context.Context, edited *config.Cluster, stateDir string, events func(provider.Event), want map[string]*deploy.Record) (*machines, []string) {
 	u := &Up{cfg: c, StateDir: stateDir, ProviderEvents: events}
 	m := &machines{up: u, r: c.newRun(edited, false), res: &UpResult{Versions: map[string]string{}, Contributed: map[string]map[string]int{}}}
-	l := m.r.pipeline(ctx, u.providerStep(m.res), resolveStep, stageStep(stage.Initialise), stageStep(stage.Render))
+	l := m.r.pipeline(ctx, u.providerStep(m.res), factsStep, resolveStep, stageStep(stage.Initialise), stageStep(stage.Render))
 	if l.HasFatal() {
 		m.close()
 		var why []string

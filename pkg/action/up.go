@@ -84,7 +84,7 @@ func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List)
 	defer r.live.unlockLease()
 	unlock := func() {}
 	defer func() { unlock() }()
-	l := r.pipeline(ctx, u.providerStep(res), u.lockStep(&unlock), resolveStep)
+	l := r.pipeline(ctx, u.providerStep(res), u.lockStep(&unlock), factsStep, resolveStep)
 	if l.HasFatal() {
 		return nil, l
 	}
@@ -151,11 +151,8 @@ func (u *Up) lockStep(unlock *func()) step {
 
 // providerStep chooses the cluster's provider from the registry by
 // spec.provider, before anything resolves: the provider may refuse the cluster's
-// Kubernetes version (provider.VersionChecker), and one whose control plane runs
-// with the control-plane plugin's flags (provider.FactSource) gets its machine
-// facts into that plugin's values, so that render shows what the provider runs.
-// Input: the cluster spec. Output: r.prov; the spec's control-plane plugin
-// values completed; the cluster and its state directory in res.
+// Kubernetes version (provider.VersionChecker). Input: the cluster spec.
+// Output: r.prov; the cluster and its state directory in res.
 func (u *Up) providerStep(res *UpResult) step {
 	return step{"provider", func(_ context.Context, r *run) diag.List {
 		var l diag.List
@@ -175,13 +172,20 @@ func (u *Up) providerStep(res *UpResult) step {
 				return l
 			}
 		}
-		if l = append(l, machineFacts(cl, prov, true)...); l.HasFatal() {
-			return l
-		}
 		r.prov = prov
 		return l
 	}}
 }
+
+// factsStep gives a provider whose control plane runs with the control-plane
+// plugin's flags (provider.FactSource) its machine facts in that plugin's
+// values, so that render shows what the provider runs. It runs under the
+// cluster's lock (lockStep): facts asked for while another up starts the
+// cluster would name ports of their own, not the ones it then runs on.
+// Input: r.prov. Output: the spec's control-plane plugin values completed.
+var factsStep = step{"facts", func(_ context.Context, r *run) diag.List {
+	return machineFacts(r.cluster, r.prov, true)
+}}
 
 // CorePlugin is the built-in plugin the control plane's flags come from.
 const CorePlugin = "control-plane"
