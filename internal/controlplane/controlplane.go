@@ -553,8 +553,8 @@ func (c *ControlPlane) choosePorts() error {
 	if c.opts.Ports != nil {
 		// Ports ChoosePorts took from the block it holds for this data directory.
 		c.block = portblock.Held(c.dataDir)
-	} else if c.block, err = acquireBlock(c.log, c.dataDir, st); err != nil {
-		return err
+	} else {
+		c.block = acquireBlock(c.log, c.dataDir, st)
 	}
 	ports, err := choosePorts(st, c.opts.APIServerPort, c.opts.Ports, c.block)
 	if err != nil {

@@ -55,9 +55,7 @@ func ChoosePorts(opts Options) (Ports, error) {
 		if err != nil {
 			return Ports{}, err
 		}
-		if blk, err = acquireBlock(opts.Logger, dir, st); err != nil {
-			return Ports{}, err
-		}
+		blk = acquireBlock(opts.Logger, dir, st)
 	}
 	return choosePorts(st, opts.APIServerPort, nil, blk)
 }
@@ -79,7 +77,7 @@ var portsNeeded = len(startOrder) + 1
 // processes run keeps its block. Without a free block (a kernel whose
 // ephemeral range covers every port, a system without flock), the ports are
 // chosen by the kernel, as before blocks, with a warning.
-func acquireBlock(log *slog.Logger, dataDir string, st *stateFile) (*portblock.Block, error) {
+func acquireBlock(log *slog.Logger, dataDir string, st *stateFile) *portblock.Block {
 	var prefer []int
 	if st != nil {
 		prefer = append(prefer, st.Ports[string(APIServer)], st.Ports[string(Etcd)])
@@ -92,9 +90,9 @@ func acquireBlock(log *slog.Logger, dataDir string, st *stateFile) (*portblock.B
 		if log != nil {
 			log.Warn("no block of loopback ports could be reserved; taking ports the kernel chooses, which another process may take before a component binds one", "err", err)
 		}
-		return nil, nil //nolint:nilerr // the fallback the warning names
+		return nil
 	}
-	return blk, nil
+	return blk
 }
 
 // ports returns the recorded ports.

@@ -1,6 +1,7 @@
 package portblock
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -106,7 +107,8 @@ func TestAnotherProcessCannotTakeAReservedBlock(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestAnotherProcessCannotTakeAReservedBlock$") //nolint:gosec // this test binary
 		cmd.Env = append(os.Environ(), "PORTBLOCK_TRY_LOCK="+filepath.Join(Dir(), strconv.Itoa(b.Base)))
 		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			return ee.ExitCode()
 		}
 		if err != nil {
