@@ -241,7 +241,7 @@ or --password-stdin). The archive is written atomically.`,
 	cmd.Flags().StringArrayVar(&mirrors, "image-mirror", nil, "FROM=TO: pull the images of registry or repository prefix FROM from TO instead, packed under their own names (repeatable)")
 	cmd.Flags().StringVar(&a.Key, "key", "", "a private key file to sign the package with (from kubeplug plugin keygen)")
 	cmd.Flags().BoolVar(&fromStdin, "password-stdin", false, "read the key's password from the first line of standard input")
-	cmd.Flags().BoolVar(&reg.PlainHTTP, "plain-http", false, "pull plugins over plain HTTP (a loopback registry)")
+	cmd.Flags().BoolVar(&reg.PlainHTTP, "plain-http", false, "pull plugins over plain HTTP (a registry on a private network; a loopback one is plain HTTP without it)")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagRequired("output")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
@@ -270,7 +270,7 @@ func expansionFlags(cmd *cobra.Command, o *options) {
 	f.StringArrayVar(&o.expansions.Dirs, "expansion-dir", nil, "a directory of expansion packages (expansion directories and .tar archives) to verify and merge; repeatable (see docs/expansions.md)")
 	f.StringArrayVar(&o.expansions.Keys, "expansion-key", nil, "a public key every expansion must be signed by; repeatable")
 	f.StringVar(&o.expansions.SiteRegistry, "site-registry", "", "host:port of the registry the cluster pulls from: expansions' images are pushed there and image references rewritten to it")
-	f.BoolVar(&o.expansions.SiteRegistryPlainHTTP, "site-registry-plain-http", false, "talk plain HTTP to --site-registry")
+	f.BoolVar(&o.expansions.SiteRegistryPlainHTTP, "site-registry-plain-http", false, "talk plain HTTP to --site-registry (a loopback one is plain HTTP without it)")
 	_ = cmd.MarkFlagDirname("expansion-dir")
 }
 
@@ -305,7 +305,7 @@ when they are given the expansion and a site registry.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&a.Keys, "key", nil, "a trusted public key file; repeat for several (a signature is then required)")
-	cmd.Flags().BoolVar(&a.PlainHTTP, "plain-http", false, "talk plain HTTP to the registry")
+	cmd.Flags().BoolVar(&a.PlainHTTP, "plain-http", false, "talk plain HTTP to the registry (a loopback one is plain HTTP without it)")
 	return cmd
 }
 

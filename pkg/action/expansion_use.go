@@ -13,6 +13,7 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/expansion"
+	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
@@ -240,7 +241,7 @@ func (r *run) stateDirExpansions(ctx context.Context) diag.List {
 func (r *run) siteHas(ctx context.Context, img string) bool {
 	use := r.cfg.Expansions
 	var opts []name.Option
-	if use.SiteRegistryPlainHTTP {
+	if use.SiteRegistryPlainHTTP || oci.IsLoopback(use.SiteRegistry) {
 		opts = append(opts, name.Insecure)
 	}
 	ref, err := name.ParseReference(expansion.RewriteImage(img, use.SiteRegistry), opts...)

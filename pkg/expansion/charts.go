@@ -43,10 +43,7 @@ const maxChart = 64 << 20
 // is left alone. It returns the references pushed.
 func (e *Loaded) PushCharts(ctx context.Context, host string, opts PushOptions) ([]string, error) {
 	var pushed []string
-	var nameOpts []name.Option
-	if opts.Insecure {
-		nameOpts = append(nameOpts, name.Insecure)
-	}
+	nameOpts := opts.nameOptions(host)
 	ropts := append([]remote.Option{remote.WithContext(ctx)}, opts.Remote...)
 	for _, c := range e.Manifest.Spec.Charts {
 		tgz, meta, err := e.chartArchive(c.Path)

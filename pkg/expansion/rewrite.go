@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/oci"
 )
 
 // ImageSource says whether an image the expansions lack is available all the
@@ -179,7 +180,9 @@ func rewriteContainers(v any, f func(string) string) {
 
 // PushOptions say how [Set.PushImages] reaches the site registry.
 type PushOptions struct {
-	// Insecure talks plain HTTP (a registry on loopback or a private network).
+	// Insecure talks plain HTTP (a registry on a private network). A loopback
+	// registry is spoken to in plain HTTP without it, as everywhere else
+	// (oci.IsLoopback).
 	Insecure bool
 	// Remote are extra options of go-containerregistry's remote package
 	// (credentials, transport).
@@ -211,10 +214,7 @@ func (e *Loaded) PushImages(ctx context.Context, host string, opts PushOptions) 
 	if e.index == nil {
 		return nil, nil
 	}
-	var nameOpts []name.Option
-	if opts.Insecure {
-		nameOpts = append(nameOpts, name.Insecure)
-	}
+	nameOpts := opts.nameOptions(host)
 	ropts := append([]remote.Option{remote.WithContext(ctx)}, opts.Remote...)
 	var idx v1.IndexManifest
 	if err := json.Unmarshal(e.index, &idx); err != nil {
@@ -365,3 +365,12 @@ type rawManifest struct {
 
 func (m rawManifest) RawManifest() ([]byte, error)        { return m.raw, nil }
 func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
+
+// nameOptions are the reference options for the registry at host: plain HTTP
+// when Insecure says so or host is a loopback address.
+func (o PushOptions) nameOptions(host string) []name.Option {
+	if o.Insecure || oci.IsLoopback(host) {
+		return []name.Option{name.Insecure}
+	}
+	return nil
+}
