@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 )
@@ -149,9 +150,14 @@ func open(ctx context.Context, loc string, lim Limits, source bool) (*Package, d
 	p := &Package{Location: loc, Files: map[string]File{}, source: source}
 	keep := map[string][]byte{}
 	var rerr error
-	if fi.IsDir() {
+	switch {
+	case fi.IsDir():
 		rerr = p.readDir(ctx, lim, keep)
-	} else {
+	case !fi.Mode().IsRegular():
+		// A FIFO would block (and a device never end) before any limit applies.
+		l.Errorf(loc, 0, 0, "", "cannot read the expansion: it is a %s, not a directory or a regular archive file", bounded.Kind(fi.Mode()))
+		return nil, l
+	default:
 		p.Archive = true
 		rerr = p.readTar(ctx, lim, keep)
 	}
@@ -257,9 +263,9 @@ func sizeOK(name string, size int64, total *int64, lim Limits) error {
 var gzipMagic = []byte{0x1f, 0x8b}
 
 func (p *Package) readTar(ctx context.Context, lim Limits, keep map[string][]byte) error {
-	f, err := os.Open(p.Location)
+	f, _, err := bounded.OpenFile(p.Location)
 	if err != nil {
-		return fmt.Errorf("cannot read the expansion: %w", unwrapPath(err))
+		return fmt.Errorf("cannot read the expansion: %w", err)
 	}
 	defer func() { _ = f.Close() }()
 	tr, cr, closeFn, err := tarReader(ctxReader{ctx, f})

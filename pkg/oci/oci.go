@@ -44,6 +44,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 )
@@ -63,6 +64,10 @@ const DefaultTimeout = 60 * time.Second
 
 // maxManifest bounds a manifest or config read from a registry.
 const maxManifest = 4 << 20
+
+// MaxCAFileSize bounds a PEM file of certificate authorities (a system bundle
+// is about 200 KiB).
+const MaxCAFileSize = 4 << 20
 
 // Config is the artifact's config blob.
 type Config struct {
@@ -104,9 +109,9 @@ func New(opts Options) (*Client, error) {
 			pool = x509.NewCertPool()
 		}
 		for _, f := range opts.CAFiles {
-			pem, err := os.ReadFile(f)
+			pem, err := bounded.ReadFileAs("CA file", f, MaxCAFileSize)
 			if err != nil {
-				return nil, fmt.Errorf("cannot read the CA file: %w", err)
+				return nil, err
 			}
 			if !pool.AppendCertsFromPEM(pem) {
 				return nil, fmt.Errorf("CA file %s holds no PEM certificate", f)
@@ -212,9 +217,9 @@ func (c *Client) Push(ctx context.Context, file, prefix string) (*Pushed, error)
 	if pr.Reference != "" {
 		return nil, fmt.Errorf("%s: push to a repository prefix without a tag or digest; the plugin's version is the tag", prefix)
 	}
-	data, err := os.ReadFile(file)
+	data, err := bounded.ReadFileAs("plugin archive", file, plugin.MaxPackageSize)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the plugin archive: %w", err)
+		return nil, err
 	}
 	cfg, err := inspect(data, file)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/oci"
@@ -304,9 +304,9 @@ func clientTrusting(files []string) (*http.Client, error) {
 		pool = x509.NewCertPool()
 	}
 	for _, f := range files {
-		pem, err := os.ReadFile(f)
+		pem, err := bounded.ReadFileAs("CA file", f, oci.MaxCAFileSize)
 		if err != nil {
-			return nil, fmt.Errorf("CA file: %w", err)
+			return nil, err
 		}
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("CA file %s: no PEM certificate in it", f)
