@@ -186,6 +186,9 @@ spec.plugins.sources.`,
 		} else {
 			klog.SetLogger(logr.Discard())
 		}
+		if err := checkFlags(cmd); err != nil {
+			return err
+		}
 		return checkOutput(o.output, cmd.Name())
 	}
 	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newCatalogCmd(o), newLockCmd(o), newImageCmd(o), newControllerCmd(o))
