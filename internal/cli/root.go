@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeplug/kubeplug/internal/suggest"
+	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -124,7 +125,9 @@ func run(ctx context.Context, args []string, streams Streams, getenv func(string
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	_, _ = fmt.Fprintln(streams.Err, "Error:", err)
+	// The last line of defence: no URL's password reaches the terminal, whatever
+	// the error came from.
+	_, _ = fmt.Fprintln(streams.Err, "Error:", redact.URLError(err))
 	return 1
 }
 

@@ -45,6 +45,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/retry"
 
 	"github.com/kubeplug/kubeplug/internal/bounded"
+	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 )
@@ -126,7 +127,7 @@ func New(opts Options) (*Client, error) {
 	tr.ResponseHeaderTimeout = timeout
 	tr.DialContext = (&net.Dialer{Timeout: timeout}).DialContext
 	tr.TLSHandshakeTimeout = timeout
-	hc := &http.Client{Transport: retry.NewTransport(tr), Timeout: 4 * timeout}
+	hc := &http.Client{Transport: retry.NewTransport(tr), Timeout: 4 * timeout, CheckRedirect: CheckRedirect}
 	c := &auth.Client{Client: hc, Cache: auth.NewCache()}
 	c.SetUserAgent("kubeplug")
 	if opts.Username != "" {
@@ -162,12 +163,16 @@ type Ref struct {
 func ParseRef(s string) (Ref, error) {
 	rest, ok := strings.CutPrefix(s, Scheme)
 	if !ok {
-		return Ref{}, fmt.Errorf("%q is not an OCI reference: it must start with %s", s, Scheme)
+		return Ref{}, fmt.Errorf("%q is not an OCI reference: it must start with %s", redact.URL(s), Scheme)
+	}
+	if host, _, _ := strings.Cut(rest, "/"); strings.Contains(host, "@") {
+		return Ref{}, fmt.Errorf("invalid OCI reference %q: credentials do not belong in a reference (they would be printed); log in with docker login, or pass --username with --password-stdin", redact.URL(s))
 	}
 	r, err := registry.ParseReference(rest)
 	if err != nil {
 		// A bare repository without tag parses too; anything else is refused.
-		return Ref{}, fmt.Errorf("invalid OCI reference %q: %w", s, err)
+		// Credentials belong in the docker config, never in a printed reference.
+		return Ref{}, redact.URLError(fmt.Errorf("invalid OCI reference %q: %w", redact.URL(s), err))
 	}
 	return Ref{Registry: r.Registry, Repository: r.Repository, Reference: r.Reference}, nil
 }
