@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
-	"github.com/kubeplug/kubeplug/internal/suggest"
 	"github.com/kubeplug/kubeplug/internal/redact"
+	"github.com/kubeplug/kubeplug/internal/suggest"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"

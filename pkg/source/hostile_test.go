@@ -28,8 +28,8 @@ func TestCatalogCredentialsNeverPrinted(t *testing.T) {
 		t.Errorf("diagnostics %q: want the URL with its password masked and the status", msg)
 	}
 	for _, raw := range []string{
-		"http://alice:hunter2@" + testNet + "/index.yaml",  // plain http off loopback
-		"ftp://alice:hunter2@example.com/index.yaml",       // not https
+		"http://alice:hunter2@" + testNet + "/index.yaml",   // plain http off loopback
+		"ftp://alice:hunter2@example.com/index.yaml",        // not https
 		"https://alice:hunter2@exa mple.com/%zz/index.yaml", // does not parse
 	} {
 		err := source.CheckCatalogURL(raw)
