@@ -165,7 +165,7 @@ func (a *Sign) Run(ctx context.Context, file string) (*SignResult, error) {
 			return nil, fmt.Errorf("attaching the signature of %s to %s: the artifact holds another archive (plugin %s@%s, digest %s), not plugin %s@%s (digest %s); push this archive first",
 				file, a.Push, pulled.Name, pulled.Version, pulled.Digest, pkg.Name, pkg.Version, pkg.Digest)
 		}
-		d, err := a.Registry.PushReferrer(ctx, a.Push, SignatureArtifactType, sign.MediaType, sig, map[string]string{"dev.kubeplug.signature.key-id": s.KeyID()})
+		d, err := a.Registry.PushReferrer(ctx, a.Push, SignatureArtifactType, sign.MediaType, sig, map[string]string{oci.KeyIDAnnotation: s.KeyID()})
 		if err != nil {
 			return nil, fmt.Errorf("attaching the signature of %s to %s: %w", file, a.Push, err)
 		}
@@ -316,8 +316,13 @@ func (a *Verify) runOCI(ctx context.Context, ref string, keys []*sign.PublicKey)
 	if len(descs) == 0 {
 		return nil, fmt.Errorf("%s is not signed: no %s artifact refers to it (attach one with kubeplug plugin sign --push)", what, SignatureArtifactType)
 	}
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	try, skipped := oci.SignaturesToTry(descs, ids)
 	var errs []error
-	for _, d := range descs {
+	for _, d := range try {
 		blob, err := a.Registry.ReferrerBlob(ctx, ref, d)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("signature %s: %w", d.Digest, err))
@@ -329,6 +334,9 @@ func (a *Verify) runOCI(ctx context.Context, ref string, keys []*sign.PublicKey)
 			continue
 		}
 		return &VerifyResult{Name: pulled.Name, Version: pulled.Version, File: ref, Digest: pulled.Digest, Signature: d.Digest.String(), Key: k.Name, KeyID: k.ID}, nil
+	}
+	if skipped > 0 {
+		errs = append(errs, fmt.Errorf("%d more signatures were not tried: at most %d are (those by a trusted key's ID first), of the %d attached", skipped, oci.MaxSignatures, len(descs)))
 	}
 	return nil, fmt.Errorf("%s: %w", what, errors.Join(errs...))
 }

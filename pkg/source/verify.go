@@ -148,8 +148,13 @@ func (s *verified) checkOCI(ctx context.Context, pkg *plugin.Package, ref string
 	if err != nil {
 		return fmt.Errorf("pulling %s to verify it: %w", ref, err)
 	}
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	try, skipped := oci.SignaturesToTry(descs, ids)
 	var errs []error
-	for _, d := range descs {
+	for _, d := range try {
 		blob, err := c.ReferrerBlob(ctx, ref, d)
 		if err == nil {
 			if _, err = sign.Verify(p.Archive, blob, keys...); err == nil {
@@ -157,6 +162,9 @@ func (s *verified) checkOCI(ctx context.Context, pkg *plugin.Package, ref string
 			}
 		}
 		errs = append(errs, fmt.Errorf("signature %s: %w", d.Digest, err))
+	}
+	if skipped > 0 {
+		errs = append(errs, fmt.Errorf("%d more signatures were not tried: at most %d are (those by a trusted key's ID first), of the %d attached", skipped, oci.MaxSignatures, len(descs)))
 	}
 	return errors.Join(errs...)
 }
