@@ -101,6 +101,10 @@ type Package struct {
 	// source is set for a directory being packed: images and pulled plugins
 	// are not there yet.
 	source bool
+	// layoutBudget is what is left of maxLayoutJSON; layoutOver says it ran
+	// out (see checkLayout).
+	layoutBudget int64
+	layoutOver   bool
 }
 
 // Digest is the package's digest: the SHA-256 of its checksums.txt, which pins
@@ -147,7 +151,7 @@ func open(ctx context.Context, loc string, lim Limits, source bool) (*Package, d
 		l.Errorf(loc, 0, 0, "", "cannot read the expansion: %v", unwrapPath(err))
 		return nil, l
 	}
-	p := &Package{Location: loc, Files: map[string]File{}, source: source}
+	p := &Package{Location: loc, Files: map[string]File{}, source: source, layoutBudget: maxLayoutJSON}
 	keep := map[string][]byte{}
 	var rerr error
 	switch {
@@ -185,6 +189,13 @@ func (p *Package) add(name string, size int64, exec bool, r io.Reader, keep map[
 		buf = &bytes.Buffer{}
 		r = io.TeeReader(r, buf)
 	}
+	// The image layout's small JSON blobs are kept to walk their references
+	// (checkLayout); layers are dropped at their first byte.
+	var jk *jsonKeeper
+	if strings.HasPrefix(name, blobsDir) && size <= maxManifest {
+		jk = &jsonKeeper{budget: &p.layoutBudget}
+		r = io.TeeReader(r, jk)
+	}
 	n, err := io.Copy(h, io.LimitReader(r, size+1))
 	if err != nil {
 		return fmt.Errorf("read %s: %w", name, err)
@@ -194,6 +205,12 @@ func (p *Package) add(name string, size int64, exec bool, r io.Reader, keep map[
 	}
 	if buf != nil {
 		keep[name] = buf.Bytes()
+	}
+	if jk != nil {
+		p.layoutOver = p.layoutOver || jk.over
+		if !jk.rejected {
+			keep[name] = jk.buf
+		}
 	}
 	p.Files[name] = File{Path: name, Size: size, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), Executable: exec}
 	return nil
@@ -429,6 +446,9 @@ func (p *Package) check(keep map[string][]byte, l *diag.List) {
 		if p.Signature != nil {
 			l.Errorf(p.where(SignatureFile), 0, 0, "", "the expansion is signed but has no %s to sign", ChecksumsFile)
 		}
+	}
+	if !p.source {
+		p.checkLayout(keep, p.layoutOver, l)
 	}
 	if m != nil {
 		p.checkRefs(l)
