@@ -78,7 +78,7 @@ func decodeJSONIndex(data []byte) (*CatalogIndex, error) {
 		case strings.EqualFold(key, "kind"):
 			err = dec.Decode(&x.Kind)
 		case strings.EqualFold(key, "entries"):
-			x.Entries, err = decodeEntries(dec, &n)
+			x.Entries, err = decodeEntries(dec, x.Entries, &n)
 		default:
 			var skip json.RawMessage
 			err = dec.Decode(&skip)
@@ -93,8 +93,9 @@ func decodeJSONIndex(data []byte) (*CatalogIndex, error) {
 	return x, trailing(dec)
 }
 
-// decodeEntries decodes the entries object, counting versions in n.
-func decodeEntries(dec *json.Decoder, n *int) (map[string][]CatalogEntry, error) {
+// decodeEntries decodes the entries object into out (a later "entries" key adds
+// to an earlier one's map, as json.Unmarshal does), counting versions in n.
+func decodeEntries(dec *json.Decoder, out map[string][]CatalogEntry, n *int) (map[string][]CatalogEntry, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
@@ -105,7 +106,9 @@ func decodeEntries(dec *json.Decoder, n *int) (map[string][]CatalogEntry, error)
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, fmt.Errorf("expected an object of plugins, found %v", tok)
 	}
-	out := map[string][]CatalogEntry{}
+	if out == nil {
+		out = map[string][]CatalogEntry{}
+	}
 	for dec.More() {
 		name, err := objectKey(dec)
 		if err != nil {
@@ -122,7 +125,7 @@ func decodeEntries(dec *json.Decoder, n *int) (map[string][]CatalogEntry, error)
 		if d, ok := tok.(json.Delim); !ok || d != '[' {
 			return nil, fmt.Errorf("%s: expected a list of versions, found %v", name, tok)
 		}
-		var es []CatalogEntry
+		es := []CatalogEntry{} // [] is an empty list, as json.Unmarshal makes it
 		for dec.More() {
 			if *n++; *n > MaxIndexEntries {
 				return nil, fmt.Errorf("%w: more than %d versions (plugins together)", ErrIndexTooLarge, MaxIndexEntries)
