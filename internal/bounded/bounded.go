@@ -170,7 +170,7 @@ const (
 	MaxPasswordSize = 64 << 10
 )
 
-// ErrNotRegular: OpenFile was given a FIFO, a device or a socket.
+// ErrNotRegular is wrapped by OpenFile for a FIFO, a device or a socket.
 var ErrNotRegular = errors.New("not a regular file")
 
 // ReadFileAs is [ReadFile] whose errors name what the file is and its path

@@ -28,7 +28,7 @@ func TestURLError(t *testing.T) {
 	if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "https://me:***@h/i") || !errors.Is(err, base) {
 		t.Fatalf("URLError = %v", err)
 	}
-	if clean := errors.New("nothing"); URLError(clean) != clean {
+	if clean := errors.New("nothing"); URLError(clean) != clean { //nolint:errorlint // the very error is returned
 		t.Fatal("an error without credentials is returned as is")
 	}
 }
