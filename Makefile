@@ -41,7 +41,8 @@ FUZZTIME ?= 3s
 FUZZ_TARGETS := ./internal/yamldoc:FuzzParse ./pkg/config:FuzzParseCluster \
 	./pkg/plugin:FuzzDecodeManifest ./pkg/archive:FuzzExtract \
 	./pkg/config:FuzzValuesFile ./pkg/hookspec:FuzzParseManifest \
-	./pkg/expansion:FuzzDecode ./pkg/expansion:FuzzOpenArchive
+	./pkg/expansion:FuzzDecode ./pkg/expansion:FuzzOpenArchive \
+	./pkg/lock:FuzzRead ./pkg/source:FuzzDecodeIndex ./pkg/oci:FuzzRegistryResponses
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \

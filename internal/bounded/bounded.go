@@ -1,6 +1,8 @@
 package bounded
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -155,4 +157,70 @@ func Size(n int64) string {
 		return strconv.FormatInt(n>>10, 10) + " KiB"
 	}
 	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// Limits of the small files of the distribution surfaces, shared so that every
+// reader of one kind of file agrees.
+const (
+	// MaxKeySize bounds a PEM public or private key file.
+	MaxKeySize = 64 << 10
+	// MaxSignatureSize bounds a detached signature (a base64 line).
+	MaxSignatureSize = 64 << 10
+	// MaxPasswordSize bounds a password or token read from standard input.
+	MaxPasswordSize = 64 << 10
+)
+
+// ErrNotRegular is wrapped by OpenFile for a FIFO, a device or a socket.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadFileAs is [ReadFile] whose errors name what the file is and its path
+// ("cannot read the public key k.pub: file is larger than the 64 KiB limit"),
+// still wrapping fs.ErrNotExist, ErrIsDir, ErrTooLarge, ErrTimeout or ErrNoData.
+func ReadFileAs(what, path string, limit int64) ([]byte, error) {
+	data, err := ReadFile(path, limit)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the %s %s: %w", what, path, err)
+	}
+	return data, nil
+}
+
+// OpenFile opens a file that is to be streamed rather than read whole (an
+// archive), without blocking, and refuses anything but a regular file: a FIFO
+// or a device has no size to check and may never end, so it wraps
+// ErrNotRegular ("is a FIFO, not a regular file"); a directory wraps ErrIsDir.
+// The caller still bounds what it reads by the size returned.
+func OpenFile(path string) (*os.File, fs.FileInfo, error) {
+	f, err := openNonBlocking(path)
+	if err != nil {
+		return nil, nil, unwrapPath(err)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		_ = f.Close()
+		return nil, nil, unwrapPath(err)
+	case fi.IsDir():
+		_ = f.Close()
+		return nil, nil, ErrIsDir
+	case !fi.Mode().IsRegular():
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("%w: is a %s", ErrNotRegular, Kind(fi.Mode()))
+	}
+	return f, fi, nil
+}
+
+// ReadLine reads r up to its first newline (or end), refusing a line of more
+// than limit bytes: a stream that never ends (standard input from /dev/zero)
+// is ErrTooLarge after limit bytes, never an out-of-memory. The newline and a
+// carriage return before it are dropped. Bytes past the line may be consumed.
+func ReadLine(r io.Reader, limit int) ([]byte, error) {
+	br := bufio.NewReaderSize(r, limit+1)
+	line, err := br.ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull) || len(line) > limit+1 || (err != nil && len(line) > limit):
+		return nil, &TooLargeError{Limit: int64(limit)}
+	case err != nil && !errors.Is(err, io.EOF):
+		return nil, unwrapPath(err)
+	}
+	return bytes.Clone(bytes.TrimRight(line, "\r\n")), nil
 }

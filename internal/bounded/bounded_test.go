@@ -2,6 +2,7 @@ package bounded
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -112,4 +113,87 @@ func openCount(path string) int {
 		}
 	}
 	return n
+}
+
+func TestOpenFileRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(dir, "a.tgz")
+	if err := os.WriteFile(reg, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.tgz")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		err        error
+		text       string
+	}{
+		{"regular", reg, nil, ""},
+		{"FIFO, no writer", fifo, ErrNotRegular, "is a FIFO"},
+		{"device", "/dev/zero", ErrNotRegular, "is a character device"},
+		{"directory", dir, ErrIsDir, ""},
+		{"missing", filepath.Join(dir, "nope"), fs.ErrNotExist, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan struct{})
+			var f *os.File
+			var err error
+			go func() { f, _, err = OpenFile(tc.path); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(2 * time.Second):
+				t.Fatal("OpenFile blocked")
+			}
+			if f != nil {
+				_ = f.Close()
+			}
+			if tc.err == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("err = %v, want %v mentioning %q", err, tc.err, tc.text)
+			}
+		})
+	}
+}
+
+func TestReadLine(t *testing.T) {
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = zero.Close() }()
+	for _, tc := range []struct {
+		name string
+		in   io.Reader
+		want string
+		err  error
+	}{
+		{"line", strings.NewReader("s3cret\nrest"), "s3cret", nil},
+		{"crlf", strings.NewReader("s3cret\r\n"), "s3cret", nil},
+		{"no newline", strings.NewReader("s3cret"), "s3cret", nil},
+		{"empty", strings.NewReader(""), "", nil},
+		{"exactly the limit", strings.NewReader(strings.Repeat("x", 16) + "\n"), strings.Repeat("x", 16), nil},
+		{"over the limit", strings.NewReader(strings.Repeat("x", 17)), "", ErrTooLarge},
+		{"over the limit with newline", strings.NewReader(strings.Repeat("x", 17) + "\n"), "", ErrTooLarge},
+		{"/dev/zero", zero, "", ErrTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadLine(tc.in, 16)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("err = %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("ReadLine = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
 }

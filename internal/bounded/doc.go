@@ -10,4 +10,11 @@
 // them, so `-f /dev/zero` is "larger than the limit" and `-f fifo` an error within
 // seconds, never an out-of-memory or a hang. Process substitution
 // (`-f <(sops -d cluster.yaml)`) keeps working: a pipe is read like any file.
+//
+// The distribution surfaces use the same helpers: lock files, keys and
+// signatures go through ReadFile (ReadFileAs names the file in its error) with
+// the limits declared here; archives that are streamed rather than read whole
+// (plugin packages, expansions) are opened with OpenFile, which refuses FIFOs
+// and devices outright; a password on standard input is read with ReadLine or
+// Read, which stop at their limit.
 package bounded

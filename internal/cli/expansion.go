@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -250,7 +250,7 @@ or --password-stdin). The archive is written atomically.`,
 
 // fileKind reads the kind of a kubeplug file.
 func fileKind(file string) (string, error) {
-	b, err := os.ReadFile(file)
+	b, err := bounded.ReadFileAs("file", file, config.MaxFileSize)
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/source"
 )
@@ -35,9 +36,11 @@ func (f *registryFlags) client(in io.Reader) (*oci.Client, error) {
 		if o.Username == "" {
 			return nil, errors.New("--password-stdin needs --username")
 		}
-		b, err := io.ReadAll(io.LimitReader(in, 64<<10))
+		// Read whole (a token may be wrapped over lines), bounded: more than
+		// the limit is refused, not truncated into a wrong password.
+		b, err := bounded.Read(in, bounded.MaxPasswordSize)
 		if err != nil {
-			return nil, fmt.Errorf("cannot read the password from stdin: %w", err)
+			return nil, fmt.Errorf("--password-stdin: cannot read the password from stdin: %w", err)
 		}
 		o.Password = strings.TrimRight(string(b), "\r\n")
 	} else if o.Username != "" {

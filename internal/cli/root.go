@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/internal/suggest"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
@@ -124,7 +125,9 @@ func run(ctx context.Context, args []string, streams Streams, getenv func(string
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	_, _ = fmt.Fprintln(streams.Err, "Error:", err)
+	// The last line of defence: no URL's password reaches the terminal, whatever
+	// the error came from.
+	_, _ = fmt.Fprintln(streams.Err, "Error:", redact.URLError(err))
 	return 1
 }
 
@@ -185,6 +188,9 @@ spec.plugins.sources.`,
 			klog.SetSlogLogger(o.config().Logger)
 		} else {
 			klog.SetLogger(logr.Discard())
+		}
+		if err := checkFlags(cmd); err != nil {
+			return err
 		}
 		return checkOutput(o.output, cmd.Name())
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/oci"
 )
@@ -22,15 +22,16 @@ const passwordEnv = "KUBEPLUG_SIGNING_PASSWORD"
 // --password-stdin, else $KUBEPLUG_SIGNING_PASSWORD; nil when neither is given.
 func (o *options) password(fromStdin bool) ([]byte, error) {
 	if fromStdin {
-		line, err := bufio.NewReader(o.streams.In).ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("reading the password from standard input: %w", err)
+		// One line, bounded: standard input from /dev/zero is an error, not an
+		// out-of-memory.
+		line, err := bounded.ReadLine(o.streams.In, bounded.MaxPasswordSize)
+		if err != nil {
+			return nil, fmt.Errorf("--password-stdin: reading the password from standard input: %w", err)
 		}
-		line = strings.TrimRight(line, "\r\n")
-		if line == "" {
+		if len(line) == 0 {
 			return nil, errors.New("--password-stdin: standard input holds no password")
 		}
-		return []byte(line), nil
+		return line, nil
 	}
 	if v, ok := o.getenv(passwordEnv); ok && v != "" {
 		return []byte(v), nil

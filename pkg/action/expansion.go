@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -182,9 +183,9 @@ func loadKeys(files []string) ([]*sign.PublicKey, diag.List) {
 	var l diag.List
 	var keys []*sign.PublicKey
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := bounded.ReadFile(f, bounded.MaxKeySize)
 		if err != nil {
-			l.Errorf(f, 0, 0, "", "cannot read the public key: %v", unwrapPathErr(err))
+			l.Errorf(f, 0, 0, "", "cannot read the public key: %v", err)
 			continue
 		}
 		k, err := sign.LoadPublicKey(f, b)
@@ -240,9 +241,9 @@ func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.C
 	var l diag.List
 	opts := expansion.CreateOptions{Images: a.Images, Plugins: a.Registry, Mirrors: a.Mirrors, Limits: a.Limits, Logger: a.cfg.logger()}
 	if a.Key != "" {
-		b, err := os.ReadFile(a.Key)
+		b, err := bounded.ReadFile(a.Key, bounded.MaxKeySize)
 		if err != nil {
-			l.Errorf(a.Key, 0, 0, "", "cannot read the private key: %v", unwrapPathErr(err))
+			l.Errorf(a.Key, 0, 0, "", "cannot read the private key: %v", err)
 			return nil, l
 		}
 		s, err := sign.LoadSigner(b, a.Password)

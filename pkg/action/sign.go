@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
@@ -125,9 +126,9 @@ func (a *Sign) Run(ctx context.Context, file string) (*SignResult, error) {
 	if a.Key == "" {
 		return nil, errors.New("no private key: pass --key FILE (make one with kubeplug plugin keygen)")
 	}
-	keyPEM, err := os.ReadFile(a.Key)
+	keyPEM, err := bounded.ReadFileAs("private key", a.Key, bounded.MaxKeySize)
 	if err != nil {
-		return nil, fmt.Errorf("reading private key: %w", err)
+		return nil, err
 	}
 	s, err := sign.LoadSigner(keyPEM, a.Password)
 	if err != nil {
@@ -164,7 +165,7 @@ func (a *Sign) Run(ctx context.Context, file string) (*SignResult, error) {
 			return nil, fmt.Errorf("attaching the signature of %s to %s: the artifact holds another archive (plugin %s@%s, digest %s), not plugin %s@%s (digest %s); push this archive first",
 				file, a.Push, pulled.Name, pulled.Version, pulled.Digest, pkg.Name, pkg.Version, pkg.Digest)
 		}
-		d, err := a.Registry.PushReferrer(ctx, a.Push, SignatureArtifactType, sign.MediaType, sig, map[string]string{"dev.kubeplug.signature.key-id": s.KeyID()})
+		d, err := a.Registry.PushReferrer(ctx, a.Push, SignatureArtifactType, sign.MediaType, sig, map[string]string{oci.KeyIDAnnotation: s.KeyID()})
 		if err != nil {
 			return nil, fmt.Errorf("attaching the signature of %s to %s: %w", file, a.Push, err)
 		}
@@ -175,17 +176,33 @@ func (a *Sign) Run(ctx context.Context, file string) (*SignResult, error) {
 
 // readArchive reads a package archive whole and loads the package it holds.
 func readArchive(file string) ([]byte, *plugin.Package, error) {
-	if fi, err := os.Stat(file); err != nil {
-		return nil, nil, fmt.Errorf("reading plugin archive: %w", err)
-	} else if fi.IsDir() {
-		return nil, nil, fmt.Errorf("%s is a directory: expected a package archive (write one with kubeplug plugin package %s)", file, file)
-	}
-	data, err := os.ReadFile(file)
+	data, err := readArchiveFile(file)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading plugin archive: %w", err)
+		return nil, nil, err
 	}
 	pkg, err := loadArchive(file, data)
 	return data, pkg, err
+}
+
+// readArchiveFile reads a package archive's bytes, bounded by
+// [plugin.MaxPackageSize] and refusing a FIFO or device.
+func readArchiveFile(file string) ([]byte, error) {
+	f, fi, err := bounded.OpenFile(file)
+	switch {
+	case errors.Is(err, bounded.ErrIsDir):
+		return nil, fmt.Errorf("%s is a directory: expected a package archive (write one with kubeplug plugin package %s)", file, file)
+	case err != nil:
+		return nil, fmt.Errorf("cannot read the plugin archive %s: %w", file, err)
+	}
+	defer func() { _ = f.Close() }()
+	if fi.Size() > plugin.MaxPackageSize {
+		return nil, fmt.Errorf("cannot read the plugin archive %s: %w", file, &bounded.TooLargeError{Size: fi.Size(), Limit: plugin.MaxPackageSize})
+	}
+	data, err := bounded.Read(f, plugin.MaxPackageSize)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the plugin archive %s: %w", file, err)
+	}
+	return data, nil
 }
 
 func loadArchive(file string, data []byte) (*plugin.Package, error) {
@@ -236,9 +253,9 @@ func (a *Verify) Run(ctx context.Context, file string) (*VerifyResult, error) {
 	}
 	keys := make([]*sign.PublicKey, 0, len(a.Keys))
 	for _, k := range a.Keys {
-		b, err := os.ReadFile(k)
+		b, err := bounded.ReadFileAs("public key", k, bounded.MaxKeySize)
 		if err != nil {
-			return nil, fmt.Errorf("reading public key: %w", err)
+			return nil, err
 		}
 		pk, err := sign.LoadPublicKey(k, b)
 		if err != nil {
@@ -249,9 +266,9 @@ func (a *Verify) Run(ctx context.Context, file string) (*VerifyResult, error) {
 	if strings.HasPrefix(file, "oci://") {
 		return a.runOCI(ctx, file, keys)
 	}
-	data, err := os.ReadFile(file)
+	data, err := readArchiveFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("reading plugin archive: %w", err)
+		return nil, err
 	}
 	// Name the plugin when the archive still reads as a package; a tampered one may not.
 	what := "plugin archive " + file
@@ -263,11 +280,11 @@ func (a *Verify) Run(ctx context.Context, file string) (*VerifyResult, error) {
 	if sigFile == "" {
 		sigFile = file + sign.SigExt
 	}
-	sig, err := os.ReadFile(sigFile)
+	sig, err := bounded.ReadFile(sigFile, bounded.MaxSignatureSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s is not signed: expected signature %s (write it with kubeplug plugin sign --key KEY %s)", what, sigFile, file)
 	} else if err != nil {
-		return nil, fmt.Errorf("%s: reading signature: %w", what, err)
+		return nil, fmt.Errorf("%s: cannot read the signature %s: %w", what, sigFile, err)
 	}
 	k, err := sign.Verify(data, sig, keys...)
 	if err != nil {
@@ -299,8 +316,13 @@ func (a *Verify) runOCI(ctx context.Context, ref string, keys []*sign.PublicKey)
 	if len(descs) == 0 {
 		return nil, fmt.Errorf("%s is not signed: no %s artifact refers to it (attach one with kubeplug plugin sign --push)", what, SignatureArtifactType)
 	}
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	try, skipped := oci.SignaturesToTry(descs, ids)
 	var errs []error
-	for _, d := range descs {
+	for _, d := range try {
 		blob, err := a.Registry.ReferrerBlob(ctx, ref, d)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("signature %s: %w", d.Digest, err))
@@ -312,6 +334,9 @@ func (a *Verify) runOCI(ctx context.Context, ref string, keys []*sign.PublicKey)
 			continue
 		}
 		return &VerifyResult{Name: pulled.Name, Version: pulled.Version, File: ref, Digest: pulled.Digest, Signature: d.Digest.String(), Key: k.Name, KeyID: k.ID}, nil
+	}
+	if skipped > 0 {
+		errs = append(errs, fmt.Errorf("%d more signatures were not tried: at most %d are (those by a trusted key's ID first), of the %d attached", skipped, oci.MaxSignatures, len(descs)))
 	}
 	return nil, fmt.Errorf("%s: %w", what, errors.Join(errs...))
 }

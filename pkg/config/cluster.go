@@ -163,8 +163,11 @@ func (c *Cluster) check(l *diag.List) {
 			}
 		default:
 			dir := c.path(src.Dir)
-			if fi, err := os.Stat(dir); err != nil || (!fi.IsDir() && !fi.Mode().IsRegular()) {
+			switch fi, err := os.Stat(dir); {
+			case err != nil:
 				d.Errorf(l, ptr+"/dir", "plugin directory %s does not exist", dir)
+			case !fi.IsDir() && !fi.Mode().IsRegular():
+				d.Errorf(l, ptr+"/dir", "plugin source %s is a %s: expected a directory of plugins or a package archive (a regular file)", dir, bounded.Kind(fi.Mode()))
 			}
 		}
 		if src.Verify != nil {
@@ -346,9 +349,9 @@ func (c *Cluster) checkVerify(l *diag.List, ptr string, src v1alpha1.Source) {
 	}
 	for i, k := range src.Verify.Keys {
 		kp := ptr + "/verify/keys/" + strconv.Itoa(i)
-		b, err := os.ReadFile(c.path(k))
+		b, err := bounded.ReadFile(c.path(k), bounded.MaxKeySize)
 		if err != nil {
-			c.doc.Errorf(l, kp, "cannot read the public key %s: %v", c.path(k), errors.Unwrap(err))
+			c.doc.Errorf(l, kp, "cannot read the public key %s: %v", c.path(k), err)
 			continue
 		}
 		if _, err := sign.LoadPublicKey(c.path(k), b); err != nil {

@@ -3,7 +3,9 @@ package controller
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
@@ -32,8 +34,14 @@ func Manifests(o ManifestOptions) ([]byte, error) {
 	if o.Image == "" {
 		o.Image = DefaultImage
 	}
-	if o.Replicas <= 0 {
+	if o.Replicas == 0 {
 		o.Replicas = 1
+	}
+	if o.Replicas < 0 {
+		return nil, fmt.Errorf("replicas %d: a count must be at least 1", o.Replicas)
+	}
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("namespace %q: a namespace must be a DNS label (RFC 1123): %s", o.Namespace, strings.Join(errs, "; "))
 	}
 	var buf bytes.Buffer
 	for _, crd := range v1alpha1.CRDs() {

@@ -41,3 +41,15 @@ func TestManifests(t *testing.T) {
 		}
 	}
 }
+
+func TestManifestsRefuseHostileOptions(t *testing.T) {
+	for _, o := range []controller.ManifestOptions{
+		{Namespace: "Evil_NS/../kube-system"},
+		{Namespace: "a.b"},
+		{Replicas: -5},
+	} {
+		if b, err := controller.Manifests(o); err == nil || b != nil {
+			t.Errorf("Manifests(%+v) = %d bytes, %v; want a refusal", o, len(b), err)
+		}
+	}
+}

@@ -23,6 +23,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/internal/bounded"
 )
 
 // Helm's OCI media types: a chart is an artifact whose config is Chart.yaml as
@@ -103,14 +105,14 @@ func (e *Loaded) chartArchive(rel string) ([]byte, []byte, error) {
 		if fi.Size() > maxChart {
 			return nil, nil, fmt.Errorf("%s is %d bytes, past the %d-byte limit for a chart", rel, fi.Size(), maxChart)
 		}
-		tgz, err := os.ReadFile(p)
+		tgz, err := bounded.ReadFile(p, maxChart)
 		if err != nil {
 			return nil, nil, err
 		}
 		meta, err := chartYAMLFromArchive(tgz)
 		return tgz, meta, err
 	}
-	chartYAML, err := os.ReadFile(filepath.Join(p, "Chart.yaml"))
+	chartYAML, err := bounded.ReadFile(filepath.Join(p, "Chart.yaml"), maxChart)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s has no Chart.yaml: %w", rel, err)
 	}
@@ -133,9 +135,9 @@ func (e *Loaded) chartArchive(rel string) ([]byte, []byte, error) {
 		if err != nil {
 			return err
 		}
-		data, err := os.ReadFile(fp)
+		data, err := bounded.ReadFile(fp, maxChart)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", fp, err)
 		}
 		if b.Len()+len(data) > maxChart {
 			return fmt.Errorf("%s is past the %d-byte limit for a chart", rel, maxChart)

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +53,25 @@ func FuzzOpenArchive(f *testing.F) {
 	}
 	_ = tw.Close()
 	f.Add(b.Bytes())
+	// A forged image layout: a blob not named by its content, an index naming
+	// a manifest that is not there, checksums.txt matching all of it.
+	b.Reset()
+	tw = tar.NewWriter(&b)
+	var sums strings.Builder
+	for _, e := range []struct{ name, body string }{
+		{"expansion.yaml", "apiVersion: kubeplug.dev/v1alpha1\nkind: Expansion\nmetadata: {name: a, version: 1.0.0}\nspec: {}\n"},
+		{"images/index.json", `{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:` + strings.Repeat("0", 64) + `","size":2}]}`},
+		{"images/blobs/sha256/" + strings.Repeat("1", 64), "{}"},
+	} {
+		_ = tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.body)), Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte(e.body))
+		sum := sha256.Sum256([]byte(e.body))
+		sums.WriteString(hex.EncodeToString(sum[:]) + "  " + e.name + "\n")
+	}
+	_ = tw.WriteHeader(&tar.Header{Name: expansion.ChecksumsFile, Mode: 0o644, Size: int64(sums.Len()), Typeflag: tar.TypeReg})
+	_, _ = tw.Write([]byte(sums.String()))
+	_ = tw.Close()
+	f.Add(b.Bytes())
 	f.Add([]byte{0x1f, 0x8b, 0, 0})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -62,9 +83,12 @@ func FuzzOpenArchive(f *testing.F) {
 		if pkg == nil {
 			return
 		}
-		for name := range pkg.Files {
+		for name, file := range pkg.Files {
 			if expansion.CleanPath(name) != nil {
 				t.Fatalf("accepted entry %q", name)
+			}
+			if hexName, ok := strings.CutPrefix(name, "images/blobs/sha256/"); ok && pkg.Manifest != nil && file.Digest != "sha256:"+hexName {
+				t.Fatalf("accepted blob %s whose bytes hash to %s", name, file.Digest)
 			}
 		}
 	})

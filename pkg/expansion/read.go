@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 )
@@ -100,6 +101,10 @@ type Package struct {
 	// source is set for a directory being packed: images and pulled plugins
 	// are not there yet.
 	source bool
+	// layoutBudget is what is left of maxLayoutJSON; layoutOver says it ran
+	// out (see checkLayout).
+	layoutBudget int64
+	layoutOver   bool
 }
 
 // Digest is the package's digest: the SHA-256 of its checksums.txt, which pins
@@ -146,12 +151,17 @@ func open(ctx context.Context, loc string, lim Limits, source bool) (*Package, d
 		l.Errorf(loc, 0, 0, "", "cannot read the expansion: %v", unwrapPath(err))
 		return nil, l
 	}
-	p := &Package{Location: loc, Files: map[string]File{}, source: source}
+	p := &Package{Location: loc, Files: map[string]File{}, source: source, layoutBudget: maxLayoutJSON}
 	keep := map[string][]byte{}
 	var rerr error
-	if fi.IsDir() {
+	switch {
+	case fi.IsDir():
 		rerr = p.readDir(ctx, lim, keep)
-	} else {
+	case !fi.Mode().IsRegular():
+		// A FIFO would block (and a device never end) before any limit applies.
+		l.Errorf(loc, 0, 0, "", "cannot read the expansion: it is a %s, not a directory or a regular archive file", bounded.Kind(fi.Mode()))
+		return nil, l
+	default:
 		p.Archive = true
 		rerr = p.readTar(ctx, lim, keep)
 	}
@@ -179,6 +189,13 @@ func (p *Package) add(name string, size int64, exec bool, r io.Reader, keep map[
 		buf = &bytes.Buffer{}
 		r = io.TeeReader(r, buf)
 	}
+	// The image layout's small JSON blobs are kept to walk their references
+	// (checkLayout); layers are dropped at their first byte.
+	var jk *jsonKeeper
+	if strings.HasPrefix(name, blobsDir) && size <= maxManifest {
+		jk = &jsonKeeper{budget: &p.layoutBudget}
+		r = io.TeeReader(r, jk)
+	}
 	n, err := io.Copy(h, io.LimitReader(r, size+1))
 	if err != nil {
 		return fmt.Errorf("read %s: %w", name, err)
@@ -188,6 +205,12 @@ func (p *Package) add(name string, size int64, exec bool, r io.Reader, keep map[
 	}
 	if buf != nil {
 		keep[name] = buf.Bytes()
+	}
+	if jk != nil {
+		p.layoutOver = p.layoutOver || jk.over
+		if !jk.rejected {
+			keep[name] = jk.buf
+		}
 	}
 	p.Files[name] = File{Path: name, Size: size, Digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), Executable: exec}
 	return nil
@@ -257,9 +280,9 @@ func sizeOK(name string, size int64, total *int64, lim Limits) error {
 var gzipMagic = []byte{0x1f, 0x8b}
 
 func (p *Package) readTar(ctx context.Context, lim Limits, keep map[string][]byte) error {
-	f, err := os.Open(p.Location)
+	f, _, err := bounded.OpenFile(p.Location)
 	if err != nil {
-		return fmt.Errorf("cannot read the expansion: %w", unwrapPath(err))
+		return fmt.Errorf("cannot read the expansion: %w", err)
 	}
 	defer func() { _ = f.Close() }()
 	tr, cr, closeFn, err := tarReader(ctxReader{ctx, f})
@@ -423,6 +446,9 @@ func (p *Package) check(keep map[string][]byte, l *diag.List) {
 		if p.Signature != nil {
 			l.Errorf(p.where(SignatureFile), 0, 0, "", "the expansion is signed but has no %s to sign", ChecksumsFile)
 		}
+	}
+	if !p.source {
+		p.checkLayout(keep, p.layoutOver, l)
 	}
 	if m != nil {
 		p.checkRefs(l)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/sign"
@@ -96,6 +97,11 @@ func Scan(ctx context.Context, opts UseOptions) (*Set, diag.List) {
 			switch {
 			case err != nil:
 				continue
+			case !fi.IsDir() && !fi.Mode().IsRegular() && isArchiveName(e.Name()):
+				// Named as listed (not as a symlink resolves): a FIFO would block
+				// and a device never end.
+				l.Errorf(filepath.Join(dir, e.Name()), 0, 0, "", "cannot read the expansion: it is a %s, not a directory or a regular archive file", bounded.Kind(fi.Mode()))
+				continue
 			case fi.IsDir():
 				if _, err := os.Stat(filepath.Join(loc, ManifestFile)); err != nil {
 					continue
@@ -157,7 +163,7 @@ func isArchiveName(n string) bool {
 // images is set), checking each against the digest Open read: an archive
 // replaced between the two reads is refused.
 func unpack(ctx context.Context, p *Package, dir string, images bool) error {
-	f, err := os.Open(p.Location)
+	f, _, err := bounded.OpenFile(p.Location)
 	if err != nil {
 		return err
 	}

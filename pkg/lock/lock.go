@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/internal/bounded"
 )
 
 // FileName is the lock file's name, beside the cluster file.
@@ -57,15 +59,14 @@ func New(entries []Entry) *File {
 
 // Read reads the lock file at path; nil and no error when there is none.
 func Read(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	// Bounded by the bytes read, not the size claimed: /dev/zero or a FIFO
+	// named kubeplug.lock is an error within seconds, never an out-of-memory.
+	data, err := bounded.ReadFile(path, maxSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read lock file %s: %w", path, err)
-	}
-	if len(data) > maxSize {
-		return nil, fmt.Errorf("read lock file %s: larger than %d bytes", path, maxSize)
 	}
 	var f File
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
@@ -132,7 +133,7 @@ func (f *File) Write(path string) error {
 	if err != nil {
 		return err
 	}
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+	if old, err := bounded.ReadFile(path, maxSize); err == nil && bytes.Equal(old, data) {
 		return nil
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+FileName+".*")

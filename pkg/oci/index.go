@@ -95,7 +95,8 @@ func (c *Client) PushIndex(ctx context.Context, prefix string, data []byte) (oci
 	return d, nil
 }
 
-// Tags lists the tags of the repository oci://HOST/REPO.
+// Tags lists the tags of the repository oci://HOST/REPO: at most MaxListEntries
+// over MaxListPages pages, else an error wrapping ErrListTooLong.
 func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) {
 	r, err := ParseRef(repository)
 	if err != nil {
@@ -106,10 +107,17 @@ func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) 
 		return nil, err
 	}
 	var out []string
+	bound := listBound{what: "the tags of " + repository}
 	if err := repo.Tags(ctx, "", func(ts []string) error {
+		if err := bound.page(len(ts)); err != nil {
+			return err
+		}
 		out = append(out, ts...)
 		return nil
 	}); err != nil {
+		if errors.Is(err, ErrListTooLong) {
+			return nil, err
+		}
 		return nil, describe(r, err)
 	}
 	return out, nil

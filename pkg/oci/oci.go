@@ -44,6 +44,8 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
+	"github.com/kubeplug/kubeplug/internal/bounded"
+	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 )
@@ -63,6 +65,10 @@ const DefaultTimeout = 60 * time.Second
 
 // maxManifest bounds a manifest or config read from a registry.
 const maxManifest = 4 << 20
+
+// MaxCAFileSize bounds a PEM file of certificate authorities (a system bundle
+// is about 200 KiB).
+const MaxCAFileSize = 4 << 20
 
 // Config is the artifact's config blob.
 type Config struct {
@@ -105,9 +111,9 @@ func New(opts Options) (*Client, error) {
 			pool = x509.NewCertPool()
 		}
 		for _, f := range opts.CAFiles {
-			pem, err := os.ReadFile(f)
+			pem, err := bounded.ReadFileAs("CA file", f, MaxCAFileSize)
 			if err != nil {
-				return nil, fmt.Errorf("cannot read the CA file: %w", err)
+				return nil, err
 			}
 			if !pool.AppendCertsFromPEM(pem) {
 				return nil, fmt.Errorf("CA file %s holds no PEM certificate", f)
@@ -122,7 +128,7 @@ func New(opts Options) (*Client, error) {
 	tr.ResponseHeaderTimeout = timeout
 	tr.DialContext = (&net.Dialer{Timeout: timeout}).DialContext
 	tr.TLSHandshakeTimeout = timeout
-	hc := &http.Client{Transport: retry.NewTransport(tr), Timeout: 4 * timeout}
+	hc := &http.Client{Transport: retry.NewTransport(tr), Timeout: 4 * timeout, CheckRedirect: CheckRedirect}
 	c := &auth.Client{Client: hc, Cache: auth.NewCache()}
 	c.SetUserAgent("kubeplug")
 	if opts.Username != "" {
@@ -158,12 +164,16 @@ type Ref struct {
 func ParseRef(s string) (Ref, error) {
 	rest, ok := strings.CutPrefix(s, Scheme)
 	if !ok {
-		return Ref{}, fmt.Errorf("%q is not an OCI reference: it must start with %s", s, Scheme)
+		return Ref{}, fmt.Errorf("%q is not an OCI reference: it must start with %s", redact.URL(s), Scheme)
+	}
+	if host, _, _ := strings.Cut(rest, "/"); strings.Contains(host, "@") {
+		return Ref{}, fmt.Errorf("invalid OCI reference %q: credentials do not belong in a reference (they would be printed); log in with docker login, or pass --username with --password-stdin", redact.URL(s))
 	}
 	r, err := registry.ParseReference(rest)
 	if err != nil {
 		// A bare repository without tag parses too; anything else is refused.
-		return Ref{}, fmt.Errorf("invalid OCI reference %q: %w", s, err)
+		// Credentials belong in the docker config, never in a printed reference.
+		return Ref{}, redact.URLError(fmt.Errorf("invalid OCI reference %q: %w", redact.URL(s), err))
 	}
 	return Ref{Registry: r.Registry, Repository: r.Repository, Reference: r.Reference}, nil
 }
@@ -213,9 +223,9 @@ func (c *Client) Push(ctx context.Context, file, prefix string) (*Pushed, error)
 	if pr.Reference != "" {
 		return nil, fmt.Errorf("%s: push to a repository prefix without a tag or digest; the plugin's version is the tag", prefix)
 	}
-	data, err := os.ReadFile(file)
+	data, err := bounded.ReadFileAs("plugin archive", file, plugin.MaxPackageSize)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the plugin archive: %w", err)
+		return nil, err
 	}
 	cfg, err := inspect(data, file)
 	if err != nil {

@@ -3,6 +3,7 @@ package oci
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -75,7 +76,8 @@ func (c *Client) PushReferrer(ctx context.Context, subject, artifactType, mediaT
 }
 
 // Referrers lists the artifacts attached to the manifest subject names, only those of
-// artifactType unless it is empty.
+// artifactType unless it is empty: at most MaxListEntries over MaxListPages pages,
+// else an error wrapping ErrListTooLong.
 func (c *Client) Referrers(ctx context.Context, subject, artifactType string) ([]ocispec.Descriptor, error) {
 	r, err := ParseRef(subject)
 	if err != nil {
@@ -90,10 +92,17 @@ func (c *Client) Referrers(ctx context.Context, subject, artifactType string) ([
 		return nil, describe(r, err)
 	}
 	var out []ocispec.Descriptor
+	bound := listBound{what: "the referrers of " + subject}
 	err = repo.Referrers(ctx, sub, artifactType, func(rs []ocispec.Descriptor) error {
+		if err := bound.page(len(rs)); err != nil {
+			return err
+		}
 		out = append(out, rs...)
 		return nil
 	})
+	if errors.Is(err, ErrListTooLong) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, describe(r, err)
 	}

@@ -3,11 +3,13 @@ package source
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
@@ -36,14 +38,16 @@ func Path(origin plugin.Origin, p string) Source {
 	return Dir(origin, p)
 }
 
-// IsArchive reports whether p names a regular file (a package archive, whatever its
-// name) rather than a directory.
+// IsArchive reports whether p names a file (a package archive, whatever its
+// name) rather than a directory. A FIFO or a device counts as a file here, so
+// that reading it is refused as an archive that is not a regular file rather
+// than reported as a missing directory.
 func IsArchive(p string) bool {
 	fi, err := os.Stat(p)
 	if err != nil {
 		return strings.HasSuffix(p, archive.Ext) || strings.HasSuffix(p, ".tar.gz")
 	}
-	return fi.Mode().IsRegular()
+	return !fi.IsDir()
 }
 
 // String names the source in logs.
@@ -93,12 +97,15 @@ type archiveRef struct {
 
 // openArchive unpacks the archive file into memory.
 func openArchive(file string) (fs.FS, error) {
-	f, err := os.Open(file)
+	f, fi, err := bounded.OpenFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the plugin archive: %w", unwrap(err))
+		return nil, fmt.Errorf("cannot read the plugin archive: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	fsys, err := archive.Extract(f, archive.Limits{})
+	if fi.Size() > plugin.MaxPackageSize {
+		return nil, fmt.Errorf("cannot read the plugin archive: %w", &bounded.TooLargeError{Size: fi.Size(), Limit: plugin.MaxPackageSize})
+	}
+	fsys, err := archive.Extract(io.LimitReader(f, plugin.MaxPackageSize+1), archive.Limits{})
 	if err != nil {
 		return nil, fmt.Errorf("cannot unpack the plugin archive: %w", err)
 	}

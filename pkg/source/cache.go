@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/kubeplug/kubeplug/internal/bounded"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
 )
 
 // digestRE is what a package digest looks like.
@@ -46,7 +49,7 @@ func (c *Cache) Get(digest string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
+	return bounded.ReadFile(p, plugin.MaxPackageSize)
 }
 
 // Put stores the archive of digest, atomically.

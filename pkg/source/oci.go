@@ -11,6 +11,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
+	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/oci"
@@ -43,7 +44,7 @@ func OCICatalog(origin plugin.Origin, prefix string, opts HTTPOptions) Source {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultHTTPTimeout
 	}
-	return &ociCatalog{httpCatalog: httpCatalog{origin: origin, index: prefix, opts: opts}, prefix: prefix}
+	return &ociCatalog{httpCatalog: httpCatalog{origin: origin, index: prefix, shown: redact.URL(prefix), opts: opts}, prefix: prefix}
 }
 
 func (s *ociCatalog) client() (*oci.Client, error) {
@@ -64,38 +65,38 @@ func ociClientFor(ref string, opts HTTPOptions) (*oci.Client, error) {
 func (s *ociCatalog) List(ctx context.Context) ([]*Version, diag.List) {
 	var l diag.List
 	if err := CheckCatalogURL(s.prefix); err != nil {
-		l.Errorf(s.prefix, 0, 0, "", "%v", err)
+		l.Errorf(s.shown, 0, 0, "", "%v", err)
 		return nil, l
 	}
 	c, err := s.client()
 	if err != nil {
-		l.Errorf(s.prefix, 0, 0, "", "%v", err)
+		l.Errorf(s.shown, 0, 0, "", "%v", err)
 		return nil, l
 	}
 	data, found, err := c.FetchIndex(ctx, s.prefix)
 	if err == nil && !found {
-		l.Errorf(s.prefix, 0, 0, "", "the OCI catalog has no index (%s:%s); publish one with 'kubeplug plugin push --index'", strings.TrimPrefix(s.prefix, oci.Scheme), oci.IndexTag)
+		l.Errorf(s.shown, 0, 0, "", "the OCI catalog has no index (%s:%s); publish one with 'kubeplug plugin push --index'", strings.TrimPrefix(s.prefix, oci.Scheme), oci.IndexTag)
 		return nil, l
 	}
 	if err != nil {
 		if vs := s.pinned(); len(vs) > 0 && ctx.Err() == nil {
-			l.Warnf(s.prefix, 0, 0, "", "cannot read the catalog index (%v); listing the %d locked packages found in the cache", err, len(vs))
+			l.Warnf(s.shown, 0, 0, "", "cannot read the catalog index (%v); listing the %d locked packages found in the cache", err, len(vs))
 			return vs, l
 		}
-		l.Errorf(s.prefix, 0, 0, "", "cannot read the catalog index: %v", err)
+		l.Errorf(s.shown, 0, 0, "", "cannot read the catalog index: %v", err)
 		return nil, l
 	}
 	x, err := DecodeIndex(data)
 	if err != nil {
-		l.Errorf(s.prefix, 0, 0, "", "cannot decode the catalog index: %v", err)
+		l.Errorf(s.shown, 0, 0, "", "cannot decode the catalog index: %v", err)
 		return nil, l
 	}
 	base, err := url.Parse(strings.TrimSuffix(s.prefix, "/") + "/")
 	if err != nil {
-		l.Errorf(s.prefix, 0, 0, "", "invalid catalog: %v", err)
+		l.Errorf(s.shown, 0, 0, "", "invalid catalog: %v", err)
 		return nil, l
 	}
-	return x.Versions(s.origin, base, s.prefix)
+	return x.Versions(s.origin, base, s.shown)
 }
 
 // Fetch implements [Source].
@@ -103,7 +104,7 @@ func (s *ociCatalog) Fetch(ctx context.Context, v *Version) (*plugin.Package, di
 	var l diag.List
 	u, ok := v.Ref.(*url.URL)
 	if !ok {
-		l.Errorf(v.Location, 0, 0, "", "plugin %s was not listed by the catalog %s", v.ID(), s.prefix)
+		l.Errorf(v.Location, 0, 0, "", "plugin %s was not listed by the catalog %s", v.ID(), s.shown)
 		return nil, l
 	}
 	if data, err := s.opts.Cache.Get(v.Digest); err == nil {

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
-	"os"
 	"strings"
 
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/oci"
@@ -64,9 +64,9 @@ func (s *verified) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 func (s *verified) check(ctx context.Context, v *Version, pkg *plugin.Package) error {
 	keys := make([]*sign.PublicKey, 0, len(s.policy.Keys))
 	for _, k := range s.policy.Keys {
-		b, err := os.ReadFile(k)
+		b, err := bounded.ReadFileAs("trusted key", k, bounded.MaxKeySize)
 		if err != nil {
-			return fmt.Errorf("reading trusted key: %w", unwrap(err))
+			return err
 		}
 		pk, err := sign.LoadPublicKey(k, b)
 		if err != nil {
@@ -89,18 +89,18 @@ func (s *verified) check(ctx context.Context, v *Version, pkg *plugin.Package) e
 		return nil
 	}
 	sigFile := v.Location + sign.SigExt
-	sig, err := os.ReadFile(sigFile)
+	sig, err := bounded.ReadFile(sigFile, bounded.MaxSignatureSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		if s.policy.Required {
 			return fmt.Errorf("not signed: the source requires a signature by %s, expected %s", strings.Join(names, ", "), sigFile)
 		}
 		return nil
 	} else if err != nil {
-		return fmt.Errorf("reading signature: %w", unwrap(err))
+		return fmt.Errorf("cannot read the signature %s: %w", sigFile, err)
 	}
-	data, err := os.ReadFile(v.Location)
+	data, err := bounded.ReadFileAs("plugin archive", v.Location, plugin.MaxPackageSize)
 	if err != nil {
-		return fmt.Errorf("reading the archive: %w", unwrap(err))
+		return err
 	}
 	if _, err := sign.Verify(data, sig, keys...); err != nil {
 		return fmt.Errorf("signature %s: %w", sigFile, err)
@@ -148,8 +148,13 @@ func (s *verified) checkOCI(ctx context.Context, pkg *plugin.Package, ref string
 	if err != nil {
 		return fmt.Errorf("pulling %s to verify it: %w", ref, err)
 	}
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	try, skipped := oci.SignaturesToTry(descs, ids)
 	var errs []error
-	for _, d := range descs {
+	for _, d := range try {
 		blob, err := c.ReferrerBlob(ctx, ref, d)
 		if err == nil {
 			if _, err = sign.Verify(p.Archive, blob, keys...); err == nil {
@@ -157,6 +162,9 @@ func (s *verified) checkOCI(ctx context.Context, pkg *plugin.Package, ref string
 			}
 		}
 		errs = append(errs, fmt.Errorf("signature %s: %w", d.Digest, err))
+	}
+	if skipped > 0 {
+		errs = append(errs, fmt.Errorf("%d more signatures were not tried: at most %d are (those by a trusted key's ID first), of the %d attached", skipped, oci.MaxSignatures, len(descs)))
 	}
 	return errors.Join(errs...)
 }
