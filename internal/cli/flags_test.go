@@ -111,6 +111,11 @@ func boundFields[A any](t *testing.T, build func(*options, *A) *cobra.Command, n
 	return byField
 }
 
+// controllerOnly are the deploy options only kubeplug's controller sets: it
+// adopts what its installation's spec.adopt says, and words its refusals as
+// the installation's fields.
+var controllerOnly = []string{"DeployOptions.Adopt", "DeployOptions.Remedies.Adopt", "DeployOptions.Remedies.AllowDowngrade"}
+
 // TestFlagsBindEveryOption: the commands bind their flags straight into the
 // action they run, so every option of the action has exactly one flag; an option
 // added to the action without a flag, or a flag bound to a copy, fails here.
@@ -142,11 +147,12 @@ func TestFlagsBindEveryOption(t *testing.T) {
 	}
 	t.Run("apply", func(t *testing.T) {
 		// Kubeconfig and Context are filled from Target.Flags when it runs.
-		// Owner and an external lease are the controller's (pkg/controller), not a user's.
-		check(t, boundFields(t, applyCmd, action.NewApply), "Target.Kubeconfig", "Target.Context", "DeployOptions.Owner", "DeployOptions.Lease.External", "DeployOptions.Client")
+		// Owner, an external lease, adoption and the remedies' wording are the
+		// controller's (pkg/controller), not a user's.
+		check(t, boundFields(t, applyCmd, action.NewApply), "Target.Kubeconfig", "Target.Context", "DeployOptions.Owner", "DeployOptions.Lease.External", "DeployOptions.Client", controllerOnly[0], controllerOnly[1], controllerOnly[2])
 	})
 	t.Run("up", func(t *testing.T) {
-		check(t, boundFields(t, upCmd, action.NewUp), "DeployOptions.Owner", "DeployOptions.Lease.External", "DeployOptions.Client")
+		check(t, boundFields(t, upCmd, action.NewUp), "DeployOptions.Owner", "DeployOptions.Lease.External", "DeployOptions.Client", controllerOnly[0], controllerOnly[1], controllerOnly[2])
 	})
 	t.Run("down", func(t *testing.T) {
 		check(t, boundFields(t, downCmd, action.NewDown))
