@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/sign"
@@ -158,15 +159,12 @@ func linkOrCopy(src, dst string) error {
 	if os.Link(src, dst) == nil {
 		return nil
 	}
-	in, err := os.Open(src)
+	// A FIFO or a device would never end: refused, like every file read here.
+	in, fi, err := bounded.OpenFile(src)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", src, err)
 	}
 	defer func() { _ = in.Close() }()
-	fi, err := in.Stat()
-	if err != nil {
-		return err
-	}
 	o, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, fi.Mode().Perm())
 	if err != nil {
 		return err
@@ -284,7 +282,7 @@ func scripts(m *v1alpha1.Expansion) []string {
 
 // layoutNames lists the images of the layout at dir (none when there is none).
 func layoutNames(dir string) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	b, err := bounded.ReadFile(filepath.Join(dir, "index.json"), maxLayoutJSON)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
