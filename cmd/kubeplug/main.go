@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kubeplug/kubeplug/internal/cli"
+	_ "github.com/kubeplug/kubeplug/pkg/provider/all" // every provider, registered at the binary's edge
 )
 
 // cleanupGrace is how long kubeplug may take to wind down after SIGINT or SIGTERM

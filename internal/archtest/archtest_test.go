@@ -241,6 +241,7 @@ func TestLoadingLinksNoClusterCode(t *testing.T) {
 		t.Run(p, func(t *testing.T) { check(t, p, archtest.NoCluster) })
 	}
 	t.Run("pkg/plugin links nothing heavy", func(t *testing.T) { check(t, "pkg/plugin", archtest.PluginHeavy) })
+	t.Run("pkg/action links no provider", func(t *testing.T) { check(t, "pkg/action", archtest.ActionNoDeps) })
 	t.Run("pkg/render", func(t *testing.T) {
 		check(t, "pkg/render", archtest.RenderNoDeps)
 		for _, imp := range matching(g[archtest.Module+"/pkg/render"].imports, archtest.RenderNoImport) {

@@ -110,6 +110,11 @@ const ClusterLayer = "cluster"
 // and Helm all the same, because they render Helm charts (see Render below).
 var LinksClientThroughHelm = []string{"pkg/render"}
 
+// ActionNoDeps is what pkg/action, and so the controller's and every library
+// user's build, links only when the binary registers a provider at its edge
+// (pkg/provider/all): the AWS SDK and the local provider's runners.
+var ActionNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/", Module + "/internal/controlplane", Module + "/internal/localnode"}
+
 // Render is what holds for pkg/render. It renders Helm charts with Helm's SDK, and
 // every Helm package that renders a chart (chart/common/util, engine) links
 // client-go, for the capabilities and lookup functions charts may call, so render

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -28,7 +27,7 @@ func newUpCmd(o *options) *cobra.Command { return upCmd(o, action.NewUp(o.cfg)) 
 // upCmd binds the up command's flags into u.
 func upCmd(o *options, u *action.Up) *cobra.Command {
 	var file, dryRun string
-	var noKubeconfig, fromSource bool
+	var noKubeconfig bool
 	cmd := &cobra.Command{
 		Use:   "up -f cluster.yaml",
 		Short: "Bring a whole cluster up: control plane, nodes, plugins, checks",
@@ -95,12 +94,6 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
 			default:
 				return fmt.Errorf("invalid --dry-run %q: expected client (the default: print what up would bring up, start nothing) or none", dryRun)
 			}
-			if fromSource {
-				// The local provider reads it (local.Options.BuildFromSource).
-				if err := os.Setenv(local.BuildFromSourceEnv, "1"); err != nil {
-					return err
-				}
-			}
 			pr := newProgress(o)
 			o.cfg.Progress, u.Events, u.ProviderEvents = pr.stage, pr.event, pr.providerEvent
 			res, l := withCluster(file, func(cl *config.Cluster) (*action.UpResult, diag.List) { return u.Run(cmd.Context(), cl) })
@@ -145,7 +138,7 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "client"
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{"none", "client"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().BoolVar(&noKubeconfig, "no-kubeconfig-update", false, "do not merge the cluster's context into your kubeconfig")
-	cmd.Flags().BoolVar(&fromSource, "build-from-source", false, "local provider: run only Kubernetes binaries built from Go modules, never the cache or a download (also $"+local.BuildFromSourceEnv+")")
+	optionFlagVar(cmd.Flags(), &u.ProviderOptions, local.BuildFromSource{}, "build-from-source", "local provider: run only Kubernetes binaries built from Go modules, never the cache or a download (also $"+local.BuildFromSourceEnv+")")
 	stateDirFlag(cmd, &u.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")

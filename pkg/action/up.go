@@ -17,8 +17,6 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
-	_ "github.com/kubeplug/kubeplug/pkg/provider/aws"   // the aws provider registers itself
-	_ "github.com/kubeplug/kubeplug/pkg/provider/local" // the default provider registers itself
 	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
@@ -40,6 +38,9 @@ type Up struct {
 	StateDir string
 	// ProviderEvents receives the provider's progress.
 	ProviderEvents func(provider.Event)
+	// ProviderOptions are settings of the cluster's provider given beside its
+	// spec (provider.Config.Options): --build-from-source.
+	ProviderOptions []provider.Option
 }
 
 // NewUp returns an Up action.
@@ -158,7 +159,7 @@ func (u *Up) providerStep(res *UpResult) step {
 		var l diag.List
 		cl := r.cluster
 		res.Cluster = cl.Spec.Metadata.Name
-		prov, err := provider.New(provider.Config{ClusterName: res.Cluster, Spec: cl.Spec.Spec.Provider, StateDir: u.StateDir, Events: u.ProviderEvents, Logger: r.log()})
+		prov, err := provider.New(provider.Config{ClusterName: res.Cluster, Spec: cl.Spec.Spec.Provider, StateDir: u.StateDir, Events: u.ProviderEvents, Logger: r.log(), Options: u.ProviderOptions})
 		if err != nil {
 			cl.Errorf(&l, "/spec/provider", "%v", err)
 			return l

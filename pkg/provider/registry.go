@@ -29,6 +29,19 @@ type Config struct {
 	Events func(Event)
 	// Logger receives diagnostics; discarded when nil.
 	Logger *slog.Logger
+	// Options are settings of one provider that a caller gives beside the
+	// cluster's spec (a CLI flag): each a type of the provider that reads it
+	// (local.BuildFromSource). One of another provider than the cluster's is
+	// an error, never ignored.
+	Options []Option
+}
+
+// Option is a setting typed by the provider that takes it.
+type Option interface {
+	// Provider is the name of the provider that takes it.
+	Provider() string
+	// String says what it is, for an error (a flag's name).
+	String() string
 }
 
 // Factory makes the provider of one cluster. It checks cfg and starts nothing.
@@ -96,6 +109,11 @@ func New(cfg Config) (Provider, error) {
 	mu.RUnlock()
 	if f == nil {
 		return nil, fmt.Errorf("unknown provider %q: this kubeplug knows %s", name, strings.Join(Names(), ", "))
+	}
+	for _, o := range cfg.Options {
+		if o.Provider() != name {
+			return nil, fmt.Errorf("%s is a setting of the %s provider, and this cluster's provider is %s", o, o.Provider(), name)
+		}
 	}
 	p, err := f(cfg)
 	if err != nil {

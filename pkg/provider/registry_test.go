@@ -71,3 +71,30 @@ func TestRegisterTwicePanics(t *testing.T) {
 	}()
 	provider.Register("local", nil)
 }
+
+// awsOption is a setting of a provider ("aws") other than the registered one.
+type awsOption struct{}
+
+func (awsOption) Provider() string { return "aws" }
+func (awsOption) String() string   { return "--aws-thing" }
+
+type localOption struct{}
+
+func (localOption) Provider() string { return "local" }
+func (localOption) String() string   { return "--local-thing" }
+
+// TestNewOptions: a typed option reaches its provider's factory; one of another
+// provider is an error naming it, never ignored.
+func TestNewOptions(t *testing.T) {
+	p, err := provider.New(provider.Config{ClusterName: "demo", Options: []provider.Option{localOption{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := p.(*stub); len(s.cfg.Options) != 1 || s.cfg.Options[0] != (localOption{}) {
+		t.Errorf("the factory got options %v", s.cfg.Options)
+	}
+	_, err = provider.New(provider.Config{ClusterName: "demo", Options: []provider.Option{awsOption{}}})
+	if err == nil || err.Error() != "--aws-thing is a setting of the aws provider, and this cluster's provider is local" {
+		t.Errorf("New with another provider's option: %v", err)
+	}
+}

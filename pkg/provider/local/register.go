@@ -17,9 +17,23 @@ func init() {
 			opts.APIServerPort = cfg.Spec.Local.APIServerPort
 			opts.RealPools = cfg.Spec.Local.RealPools
 		}
+		for _, o := range cfg.Options {
+			if _, ok := o.(BuildFromSource); ok {
+				opts.BuildFromSource = true
+			}
+		}
 		return New(opts)
 	})
 }
+
+// BuildFromSource is the provider.Option of Options.BuildFromSource (up's
+// --build-from-source).
+type BuildFromSource struct{}
+
+// Provider implements provider.Option.
+func (BuildFromSource) Provider() string { return Name }
+
+func (BuildFromSource) String() string { return "--build-from-source" }
 
 var (
 	_ provider.Locator  = (*Provider)(nil)
