@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // IsLoopback says whether host — a host name or IP address, with or without a
@@ -27,8 +28,32 @@ func IsLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// probeTimeout bounds the question plainHTTP asks a loopback registry.
+const probeTimeout = 5 * time.Second
+
 // plainHTTP says whether the client talks plain HTTP to registry (HOST[:PORT]):
-// when Options.PlainHTTP says so, and always on loopback (IsLoopback).
+// when Options.PlainHTTP says so, and on loopback (IsLoopback) when the
+// registry does not speak TLS — asked once per registry with an HTTPS request
+// to /v2/, as Docker does for a loopback registry: a registry on loopback
+// serving TLS (with a certificate given by --ca-file) is still spoken to, and
+// checked, over HTTPS.
 func (c *Client) plainHTTP(registry string) bool {
-	return c.opts.PlainHTTP || IsLoopback(registry)
+	if c.opts.PlainHTTP {
+		return true
+	}
+	if !IsLoopback(registry) {
+		return false
+	}
+	if v, ok := c.plain.Load(registry); ok {
+		return v.(bool)
+	}
+	plain := false
+	resp, err := c.probe.Get("https://" + registry + "/v2/")
+	if err == nil {
+		_ = resp.Body.Close()
+	} else {
+		plain = strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+	}
+	c.plain.Store(registry, plain)
+	return plain
 }

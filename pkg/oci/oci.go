@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -99,6 +100,10 @@ type Options struct {
 type Client struct {
 	opts Options
 	http *auth.Client
+	// probe asks a loopback registry which scheme it speaks (plainHTTP);
+	// plain caches the answer per registry.
+	probe *http.Client
+	plain sync.Map // registry -> bool
 }
 
 // New builds a Client: it reads the CA files and the credential store now, so a bad
@@ -147,7 +152,8 @@ func New(opts Options) (*Client, error) {
 		}
 		c.Credential = credentials.Credential(store)
 	}
-	return &Client{opts: opts, http: c}, nil
+	probe := &http.Client{Transport: tr, Timeout: probeTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &Client{opts: opts, http: c, probe: probe}, nil
 }
 
 // Ref is a parsed oci:// reference.
