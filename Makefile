@@ -31,7 +31,7 @@ tools: $(GOLANGCI_LINT)
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
-unit: localcluster localcluster-1.36 localnode images node-deps validators node-exporter moto fuzz
+unit: localcluster localcluster-1.36 localnode images controller-image node-deps validators node-exporter moto fuzz
 	$(GO) test -timeout 30m ./...
 
 # Every parser of user input, fuzzed for a few seconds from its seed corpus (the
@@ -187,8 +187,8 @@ $(IMAGES): $(IMAGES_SRCS)
 # kubeplug's own image, which the built-in kubeplug-controller plugin runs: the
 # kubeplug binary, static, put into _output/images/bin like the images above, so
 # that `up` pushes it (as ghcr.io/kubeplug/kubeplug:latest) into a local
-# cluster's registry. Not part of `images`: only a cluster that enables the
-# controller plugin needs its 85 MB.
+# cluster's registry. Not part of `images` (only a cluster that enables the
+# controller plugin needs its 85 MB), but of `unit`: TestRealNode has up push it.
 .PHONY: controller-image
 controller-image:
 	@mkdir -p $(IMAGES_BIN)

@@ -106,7 +106,12 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.avail
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
-`, n.CgroupParent(), "unix://"+n.socket(), ca, n.ClusterDNS, podCIDR),
+# The node's own, not the host's /var/log/pods: every node of every cluster on
+# this machine would share that one, and each kubelet removes the log
+# directories of Pods it does not know (another node's) — kubectl logs then
+# finds nothing — and leaves its own behind on the host.
+podLogsDir: %q
+`, n.CgroupParent(), "unix://"+n.socket(), ca, n.ClusterDNS, podCIDR, n.path("pod-logs")),
 		"kube-proxy.yaml": fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables

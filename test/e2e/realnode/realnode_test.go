@@ -204,17 +204,9 @@ func TestRealNode(t *testing.T) {
 		}
 		kp("image", "load", filepath.Join(dir, ex.binary+".tar"))
 	}
-	// kubeplug itself, for the built-in kubeplug-controller plugin (what make
-	// controller-image builds).
-	kpImg, err := localnode.BinaryImage(buildGo(t, dir, "kubeplug", "github.com/kubeplug/kubeplug/cmd/kubeplug"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kpTag, _ := name.NewTag("ghcr.io/kubeplug/kubeplug:latest")
-	if err := tarball.WriteToFile(filepath.Join(dir, "kubeplug.tar"), kpTag, kpImg); err != nil {
-		t.Fatal(err)
-	}
-	kp("image", "load", filepath.Join(dir, "kubeplug.tar"))
+	// kubeplug itself, for the built-in kubeplug-controller plugin, is not
+	// loaded by hand: up pushes it from the images directory (make
+	// controller-image, a prerequisite of make unit), as a user's up does.
 
 	// Phase 2: the plugin, on the real node, with cluster DNS and metrics (their
 	// images built from Go by make images, pushed by up).
@@ -250,8 +242,34 @@ func TestRealNode(t *testing.T) {
 		}
 		return string(out)
 	}
-	if logs := kubectl("logs", pod.Name); !strings.Contains(logs, "hello from "+pod.Name) {
-		t.Errorf("kubectl logs %s = %q, want the workload's greeting", pod.Name, logs)
+	// Running says the container started, not that it has written its first
+	// line: on a loaded machine that can take a moment.
+	var logs string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		if logs = kubectl("logs", pod.Name); strings.Contains(logs, "hello from "+pod.Name) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.Contains(logs, "hello from "+pod.Name) {
+		t.Errorf("kubectl logs %s = %q after 30 s, want the workload's greeting", pod.Name, logs)
+	}
+	// The Pod's logs are the node's, below the state directory: in the host's
+	// /var/log/pods, shared by every node of every cluster here, another
+	// cluster's kubelet would remove them.
+	podLogs := string(pod.Namespace) + "_" + pod.Name + "_" + string(pod.UID)
+	if _, err := os.Stat(filepath.Join("/var/log/pods", podLogs)); err == nil {
+		t.Errorf("the Pod's logs are in the host's /var/log/pods/%s", podLogs)
+	}
+	found := false
+	_ = filepath.WalkDir(state, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == podLogs && filepath.Base(filepath.Dir(path)) == "pod-logs" {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if !found {
+		t.Errorf("the Pod's log directory %s is not below the state directory's pod-logs", podLogs)
 	}
 	if out := kubectl("exec", pod.Name, "--", "/app", "echo", "inside", "the", "container"); strings.TrimSpace(out) != "inside the container" {
 		t.Errorf("kubectl exec printed %q", out)
