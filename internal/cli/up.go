@@ -306,6 +306,7 @@ directory is touched.`,
 	clusterFileArg(cmd)
 	cmd.Flags().BoolVar(&a.Purge, "purge", false, "delete the state directory too")
 	cmd.Flags().BoolVar(&a.KeepPlugins, "keep-plugins", false, "stop without uninstalling the plugins first")
+	leaseFlags(cmd, &a.Uninstall.Lease)
 	stateDirFlag(cmd, &a.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")

@@ -366,6 +366,20 @@ func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.L
 			return nil, l
 		}
 	}
+	// Like a second up, down waits up to --lock-timeout for a run that holds
+	// the cluster on this machine (an up still bringing it up).
+	if lk, ok := prov.(provider.Locker); ok {
+		unlock, err := lk.Lock(ctx, "down", a.Uninstall.Lease.Wait, func(holder, op string, w time.Duration) {
+			if a.ProviderEvents != nil {
+				a.ProviderEvents(provider.Event{Time: time.Now(), Step: "lock", Message: fmt.Sprintf("waiting for the cluster's lock: %s by %s holds it (waited %s of up to %s, --lock-timeout)", op, holder, w.Round(time.Second), a.Uninstall.Lease.Wait)})
+			}
+		})
+		if err != nil {
+			l.Errorf("", 0, 0, "", "%v", err)
+			return nil, l
+		}
+		defer unlock()
+	}
 	var kubeconfig string
 	if loc, ok := prov.(provider.Locator); ok {
 		kubeconfig, err = loc.Locate(ctx)
