@@ -80,9 +80,10 @@ type ControlPlane struct {
 }
 
 // Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
-// kwok on loopback ports of a port block of their own (docs/ports.md) and returns once the cluster is usable: the API
-// server is ready, every component reports healthy and the "default" service
-// account exists, so Pods can be created. Nodes are added with AddNodes.
+// kwok on loopback ports of a port block of their own (docs/ports.md) and
+// returns once the cluster is usable: the API server is ready, every component
+// reports healthy and the "default" service account exists, so Pods can be
+// created. Nodes are added with AddNodes.
 //
 // Start is bounded by ctx and by opts.StartTimeout. On error, everything it
 // started is stopped again and a temporary data directory removed. The caller

@@ -34,7 +34,7 @@ type Ports struct {
 // (Options.APIServerPort, a detached cluster's recorded ports while free, else
 // ports of the data directory's port block). The block stays reserved for
 // opts.DataDir in this process, its ports held, until Start hands each to its
-// component (or Release gives it up), so no other process takes them between.
+// component (or the process ends), so no other process takes them between.
 func ChoosePorts(opts Options) (Ports, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -58,14 +58,6 @@ func ChoosePorts(opts Options) (Ports, error) {
 		blk = acquireBlock(opts.Logger, dir, st)
 	}
 	return choosePorts(st, opts.APIServerPort, nil, blk)
-}
-
-// Release gives up the port block ChoosePorts reserved for opts.DataDir in
-// this process, for a caller that chose ports and will not Start.
-func Release(opts Options) {
-	if dir, err := filepath.Abs(opts.DataDir); err == nil && opts.DataDir != "" {
-		portblock.Release(dir)
-	}
 }
 
 // portsNeeded is how many ports a control plane binds: every component's and

@@ -258,9 +258,6 @@ func (b *Block) Hand(p int) {
 	}
 }
 
-// Owner is what the block was acquired for.
-func (b *Block) Owner() string { return b.owner }
-
 // Release gives the block up in this process: its listeners and its lock file
 // close. The lock file still names the owner, which keeps the block while alive
 // says it runs.
@@ -282,13 +279,6 @@ func (b *Block) release() {
 	}
 	if b.lock != nil {
 		_ = b.lock.Close()
-	}
-}
-
-// Release gives up the block this process holds for owner, if any.
-func Release(owner string) {
-	if b := Held(owner); b != nil {
-		b.Release()
 	}
 }
 

@@ -189,8 +189,8 @@ func TestAnOwnerGetsItsBlockBack(t *testing.T) {
 		t.Errorf("a block whose owner stopped: another preferring it got %d, want %d", third.Base, base)
 	}
 	content, _ := os.ReadFile(filepath.Join(Dir(), strconv.Itoa(base)))
-	if !strings.HasPrefix(string(content), third.Owner()+"\n") {
-		t.Errorf("lock file names %q, want the new owner %s", content, third.Owner())
+	if !strings.HasPrefix(string(content), third.owner+"\n") {
+		t.Errorf("lock file names %q, want the new owner %s", content, third.owner)
 	}
 }
 

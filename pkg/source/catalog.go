@@ -253,16 +253,13 @@ func CheckCatalogURL(raw string) error {
 		return nil
 	case u.Scheme == "https" && u.Host != "":
 		return nil
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	case u.Scheme == "http" && oci.IsLoopback(u.Hostname()):
 		return nil
 	case u.Scheme == "http":
 		return fmt.Errorf("catalog %s: plain http is accepted for loopback addresses only; use https", shown)
 	}
 	return fmt.Errorf("catalog %q: expected an https:// URL of an %s", shown, IndexFile)
 }
-
-// isLoopback is oci.IsLoopback: catalogs and registries agree on what loopback is.
-func isLoopback(host string) bool { return oci.IsLoopback(host) }
 
 // HTTPOptions configure an HTTP catalog.
 type HTTPOptions struct {
