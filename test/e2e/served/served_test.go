@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubeplug/kubeplug/internal/cli"
+	"github.com/kubeplug/kubeplug/internal/portblock"
 	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/sdk/apiserver"
 )
@@ -79,11 +81,23 @@ func TestServedAPI(t *testing.T) {
 	ns := testcluster.Namespace(t)
 	group := strings.ReplaceAll(ns, "-", "") + ".example.com"
 	kubeconfig := testcluster.ControlPlane(t).KubeconfigPath()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// The server stops and starts again on the same port below: a port of a
+	// block of its own (internal/portblock, outside the kernel's ephemeral
+	// range) stays free meanwhile, where one the kernel chose for port 0 was
+	// taken by another process once (bind: address already in use).
+	owner := t.TempDir()
+	blk, err := portblock.Acquire(owner, nil, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	t.Cleanup(blk.Release)
+	p := blk.Ports()[0]
+	blk.Hand(p)
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(p)
 	subst := strings.NewReplacer("GROUP", group, "NS", ns, "PORT", port)
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "plugins/widgets-api/plugin.yaml"), subst.Replace(pluginYAML))
