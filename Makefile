@@ -31,7 +31,7 @@ tools: $(GOLANGCI_LINT)
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
-unit: localcluster localcluster-1.36 localnode images controller-image node-deps validators node-exporter moto fuzz
+unit: localcluster localcluster-1.36 localnode images controller-image node-deps validators node-exporter moto machine-image fuzz
 	$(GO) test -timeout 30m ./...
 
 # Every parser of user input, fuzzed for a few seconds from its seed corpus (the
@@ -151,6 +151,21 @@ $(LOCALNODE): $(LOCALNODE_SRCS)
 	  github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
 	  ./cmd/pause ./cmd/kubeplug-registry
 	touch $@
+
+# The machine image that the local provider's machines boot
+# (spec.provider.local.machines): a Debian base layer from debootstrap and a
+# layer of the project's binaries and unit files, each kept under its content
+# digest in _output/machine and rebuilt only when an input changes
+# (images/machine/build.sh). Needs root (debootstrap); debootstrap itself comes
+# from Debian when missing.
+MACHINE_IMAGE := $(ROOT)/_output/machine
+.PHONY: machine-image
+machine-image: build localcluster localnode
+	@command -v debootstrap >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y --no-install-recommends debootstrap || \
+	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends debootstrap; }; }
+	bash images/machine/build.sh $(MACHINE_IMAGE) $(KUBEPLUG) $(LOCALCLUSTER_BIN) $(LOCALNODE_BIN)
 
 # A local OCI registry for plugins (plugin push, sign --push, oci:// catalogs):
 # kubeplug-registry, the real nodes' registry (./localnode), serving the

@@ -48,7 +48,8 @@ func (n *Node) Stop(ctx context.Context) error {
 		_, _ = run(ctx, "ip", "route", "flush", "via", ip.String()) // the host's route to its Pods
 	}
 	if _, err := run(ctx, "ip", "link", "show", n.veth()); err == nil {
-		if _, err := run(ctx, "ip", "link", "del", n.veth()); err != nil {
+		// Removing the namespace removes the veth pair too, asynchronously.
+		if _, err := run(ctx, "ip", "link", "del", n.veth()); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
 			errs = append(errs, err)
 		}
 	}
