@@ -550,6 +550,14 @@ type LocalProvider struct {
 	// localnode` installs and builds the programs). The other pools' nodes are
 	// simulated (kwok), which scales to hundreds of nodes.
 	RealPools []string `json:"realPools,omitempty"`
+	// MachinePools names node pools whose nodes are systemd machines: each
+	// boots the machine image (`make machine-image`: Debian with systemd,
+	// cloud-init, containerd and the kubelet) under runc from exactly the
+	// cloud-init file `render` writes for its pool, delivered through
+	// cloud-init's NoCloud seed as a cloud delivers user data, and joins with
+	// a bootstrap token and the kubelet's TLS bootstrap. The pool's node hooks
+	// run inside the machine. Needs root, overlayfs and runc. docs/machines.md.
+	MachinePools []string `json:"machinePools,omitempty"`
 }
 
 // ControlPlaneSpec sizes the control plane.

@@ -194,6 +194,21 @@ func nodeReportTable(w io.Writer, rep *nodeagent.Report) error {
 	if err := table(w, []string{"PLUGIN", "HOOK", "BEHAVIOR", "STATUS", "EXIT", "DURATION", "REASON"}, rows); err != nil {
 		return err
 	}
+	// What each hook printed, one line each prefixed with plugin/hook, so that
+	// on a machine it reaches the journal (kubeplug-boot.service's output)
+	// and not only the report.
+	for _, h := range rep.Hooks {
+		for _, stream := range []struct{ name, text string }{{"stdout", h.Stdout}, {"stderr", h.Stderr}} {
+			for line := range strings.SplitSeq(strings.TrimRight(stream.text, "\n"), "\n") {
+				if line == "" {
+					continue
+				}
+				if _, err := fmt.Fprintf(w, "%s/%s %s: %s\n", h.Plugin, h.Name, stream.name, line); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for _, h := range rep.Hooks {
 		if h.Warning != "" {
 			if _, err := fmt.Fprintf(w, "warning: hook %s of plugin %s: %s\n", h.Name, h.Plugin, h.Warning); err != nil {

@@ -273,7 +273,7 @@ func (u *Up) provisionStep(res *UpResult) step {
 			return l
 		}
 		var files map[string][]byte
-		if _, ok := prov.(provider.FileDeployer); ok {
+		if fd, ok := prov.(provider.FileDeployer); ok && fd.DeploysFiles() {
 			var fl diag.List
 			files, fl = render.Files(ctx, in)
 			if l = append(l, r.plan.LocatePatches(r.model, fl)...); fl.HasFatal() {

@@ -188,7 +188,8 @@ type FactSource interface {
 // themselves (the cloud template, the node configurations it references): up
 // renders every file and passes them in Desired.Files.
 type FileDeployer interface {
-	// DeploysFiles reports that Desired.Files is wanted; it is always true.
+	// DeploysFiles reports whether Desired.Files is wanted: always for the aws
+	// provider, for the local provider when it boots machines from them.
 	DeploysFiles() bool
 }
 

@@ -252,17 +252,22 @@ func (r *renderer) hooks(p *model.Pool, claim func(model.Hook, string) bool, m *
 	return entries
 }
 
-// kubeletDropInContent is the drop-in that makes the kubelet read its flags from
-// KubeletEnvPath. "$KUBELET_ARGS" (unbraced) splits the value into one argument per flag.
-// ConditionPathExists keeps the kubelet down on a node the boot marked failed, whoever
-// starts it.
+// kubeletDropInContent is the drop-in that starts the kubelet with kubeadm's layout —
+// its bootstrap kubeconfig, the kubeconfig the TLS bootstrap writes, its configuration
+// file — then the provider's per-machine flags (KubeletProviderEnvPath, optional) and the
+// plugins' flags from KubeletEnvPath, last so that they win. "$KUBELET_ARGS" (unbraced)
+// splits the value into one argument per flag. ConditionPathExists keeps the kubelet
+// down on a node the boot marked failed, whoever starts it.
 var kubeletDropInContent = "[Unit]\n" +
 	"ConditionPathExists=!" + hookspec.FailedMarkerPath + "\n" +
 	"\n" +
 	"[Service]\n" +
+	"EnvironmentFile=-" + KubeletProviderEnvPath + "\n" +
 	"EnvironmentFile=" + KubeletEnvPath + "\n" +
 	"ExecStart=\n" +
-	"ExecStart=" + KubeletPath + " $KUBELET_ARGS\n"
+	"ExecStart=" + KubeletPath + " --bootstrap-kubeconfig=" + KubeletBootstrapKubeconfigPath +
+	" --kubeconfig=" + KubeletKubeconfigPath + " --config=" + KubeletConfigPath +
+	" $KUBELET_PROVIDER_ARGS $KUBELET_ARGS\n"
 
 // kubeletEnv renders the kubelet's flags as a systemd environment file: flags sorted by
 // name, labels as --node-labels and taints as --register-with-taints, both sorted.

@@ -31,6 +31,15 @@ const (
 	HooksManifestPath = hookspec.HooksManifestPath
 	// KubeletEnvPath is the systemd environment file carrying the kubelet's flags.
 	KubeletEnvPath = "/etc/kubeplug/kubelet.env"
+	// The provider's part of a machine's boot (docs/machines.md), in kubeadm's
+	// layout: the kubelet's bootstrap kubeconfig (a bootstrap token and the
+	// cluster's CA), the kubeconfig its TLS bootstrap writes, its configuration,
+	// and KUBELET_PROVIDER_ARGS (the node's address) in KubeletProviderEnvPath.
+	// The rendered files name these paths; the provider fills them.
+	KubeletBootstrapKubeconfigPath = "/etc/kubernetes/bootstrap-kubelet.conf"
+	KubeletKubeconfigPath          = "/etc/kubernetes/kubelet.conf"
+	KubeletConfigPath              = "/var/lib/kubelet/config.yaml"
+	KubeletProviderEnvPath         = "/etc/kubeplug/kubelet-provider.env"
 	// StaticPodDir is where control-plane machines get the static Pod manifests.
 	StaticPodDir = "/etc/kubernetes/manifests"
 )

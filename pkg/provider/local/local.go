@@ -82,12 +82,12 @@ func (p *Provider) event(step, node, msg string) {
 	p.log.Info("progress", "step", step, "node", node, "message", msg)
 }
 
-// itemEvent is event for one of several things a step works on at once
+// nodeEvent is event for one of the nodes the node step works on at once
 // (provider.Event.Item); an empty msg only ends the item.
-func (p *Provider) itemEvent(step, node, item, msg string, done bool) {
-	p.opts.Events(provider.Event{Time: time.Now(), Step: step, Node: node, Item: item, Message: msg, Done: done})
+func (p *Provider) nodeEvent(node, item, msg string, done bool) {
+	p.opts.Events(provider.Event{Time: time.Now(), Step: "node", Node: node, Item: item, Message: msg, Done: done})
 	if msg != "" {
-		p.log.Info("progress", "step", step, "node", node, "message", msg)
+		p.log.Info("progress", "step", "node", "node", node, "message", msg)
 	}
 }
 
@@ -193,6 +193,10 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err != nil {
 		return nil, err
 	}
+	if p.hasMachines(nodes) && flagValue(args[controlplane.APIServer], "enable-bootstrap-token-auth") == "" {
+		// Machines join with a bootstrap token, as kubeadm's nodes do.
+		args[controlplane.APIServer] = append(args[controlplane.APIServer], "--enable-bootstrap-token-auth=true")
+	}
 	if p.ports == nil {
 		if _, err := p.Facts(); err != nil {
 			return nil, err
@@ -231,7 +235,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	st.Nodes = nil
 	for _, n := range nodes {
 		idx, real := indexes[n.name]
-		st.Nodes = append(st.Nodes, nodeState{Name: n.name, Pool: n.pool, Role: n.role, Real: real, RealIndex: idx})
+		st.Nodes = append(st.Nodes, nodeState{Name: n.name, Pool: n.pool, Role: n.role, Real: real, RealIndex: idx, Machine: real && p.machinePool(n.pool)})
 	}
 	// Real nodes no longer wanted (or now simulated) stop first; their Nodes go.
 	keep := map[string]bool{}
@@ -254,14 +258,37 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := p.removeStale(ctx, nodes); err != nil {
 		return cl, err
 	}
+	var (
+		rc    *realCluster
+		token string
+	)
 	if len(realNames) > 0 {
-		rc, err := p.ensureRealCluster(ctx, st, args)
+		rc, err = p.ensureRealCluster(ctx, st, args)
 		if err != nil {
 			return cl, err
 		}
+		booting := false
 		for _, n := range nodes {
-			if idx, ok := indexes[n.name]; ok {
-				n.real = p.realNode(rc, n, idx)
+			idx, ok := indexes[n.name]
+			if !ok {
+				continue
+			}
+			n.real = p.realNode(rc, n, idx)
+			if p.machinePool(n.pool) {
+				ud, err := userData(d, n.pool)
+				if err != nil {
+					return cl, err
+				}
+				if n.sys, err = p.machineFor(rc, n, idx, ud); err != nil {
+					return cl, err
+				}
+				n.real = n.sys.Node
+				booting = booting || !n.sys.Running(ctx)
+			}
+		}
+		if booting {
+			if token, err = p.ensureBootstrap(ctx); err != nil {
+				return cl, err
 			}
 		}
 	} else if st.Network != nil {
@@ -293,7 +320,12 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 				return
 			}
 			status := statuses[n.name]
-			err := p.upNode(ctx, n, status, n.name == cpNode.name)
+			var err error
+			if n.sys != nil {
+				err = p.upMachineNode(ctx, n, rc, token, status)
+			} else {
+				err = p.upNode(ctx, n, status, n.name == cpNode.name)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -304,7 +336,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	wg.Wait()
 	var reals []*localnode.Node
 	for _, n := range nodes {
-		if n.real != nil {
+		// A machine's network is its own (systemd-networkd); its Pods are
+		// reached through the host, which routes their subnet to it.
+		if n.real != nil && n.sys == nil {
 			reals = append(reals, n.real)
 		}
 	}
@@ -511,7 +545,7 @@ func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.
 	var err error
 	if n.real != nil {
 		// A real node's kubelet takes seconds to join: say so while it does.
-		p.itemEvent("node", n.name, n.name, "node "+n.name+" joining", false)
+		p.nodeEvent(n.name, n.name, "node "+n.name+" joining", false)
 		created, err = p.joinReal(ctx, n.real, controlplane.NodeOptions{Labels: n.labels, Taints: taints})
 	} else {
 		created, err = p.cp.EnsureNode(ctx, n.name, controlplane.NodeOptions{Labels: n.labels, Taints: taints, KubeletVersion: p.kubeletVersion()})
@@ -525,13 +559,44 @@ func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.
 	status.Ready = true
 	switch {
 	case created:
-		p.itemEvent("node", n.name, n.name, "node "+n.name+" Ready", true)
+		p.nodeEvent(n.name, n.name, "node "+n.name+" Ready", true)
 	case n.real != nil:
-		p.itemEvent("node", n.name, n.name, "", true) // joined before: nothing to say
+		p.nodeEvent(n.name, n.name, "", true) // joined before: nothing to say
 	}
 	sum, err := p.runPhase(ctx, n, hookspec.PhaseAfterNodeup)
 	status.Hooks[hookspec.PhaseAfterNodeup] = sum
 	return err
+}
+
+// upMachineNode brings a machine-pool node up: the machine boots its pool's
+// rendered files (its hooks run inside it), its kubelet joins, then the pool's
+// labels and taints are set on the Node as for every node, and it must be
+// Ready.
+func (p *Provider) upMachineNode(ctx context.Context, n *desiredNode, rc *realCluster, token string, status *provider.NodeStatus) error {
+	created, err := p.upMachine(ctx, n, rc, token, status)
+	if err != nil {
+		return err
+	}
+	if _, err := p.cp.EnsureNode(ctx, n.name, controlplane.NodeOptions{Labels: n.labels, Taints: nodeTaints(n.spec)}); err != nil {
+		return fmt.Errorf("node %s: %w", n.name, err)
+	}
+	if err := p.cp.WaitNodeReady(ctx, n.name); err != nil {
+		return fmt.Errorf("node %s: wait for Ready: %w (kubelet's journal:\n%s)", n.name, err, n.sys.Journal(ctx, "kubelet.service", 15))
+	}
+	status.Ready = true
+	if created {
+		p.nodeEvent(n.name, n.name, "machine "+n.name+" Ready", true)
+	} else {
+		p.nodeEvent(n.name, n.name, "", true)
+	}
+	sum, err := p.machinePhase(ctx, n, hookspec.PhaseAfterNodeup, "")
+	status.Hooks[hookspec.PhaseAfterNodeup] = sum
+	return err
+}
+
+// hasMachines says whether a node of a machine pool is wanted.
+func (p *Provider) hasMachines(nodes []*desiredNode) bool {
+	return slices.ContainsFunc(nodes, func(n *desiredNode) bool { return p.machinePool(n.pool) })
 }
 
 func nodeTaints(pool *model.Pool) []corev1.Taint {
@@ -603,6 +668,13 @@ func (p *Provider) AfterDeploy(ctx context.Context) error {
 			continue
 		}
 		n := &desiredNode{name: ns.Name, pool: ns.Pool, role: ns.Role}
+		if ns.Machine && st.Network != nil {
+			n.sys = &localnode.Machine{Node: &localnode.Node{Name: ns.Name, Index: ns.RealIndex, Dir: filepath.Join(p.machineDir(ns.Name), "machine"), Network: *st.Network}}
+			if _, err := p.machinePhase(ctx, n, hookspec.PhaseAfterDeploy, "kubeplug-after-deploy.service"); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if _, err := p.runPhase(ctx, n, hookspec.PhaseAfterDeploy); err != nil {
 			errs = append(errs, err)
 		}

@@ -111,6 +111,13 @@ func (p *Provider) runPhase(ctx context.Context, d *desiredNode, phase string) (
 		return sum, fmt.Errorf("node %s: %s: %w", d.name, phase, err)
 	}
 	rep, runErr := agent.Run(ctx, phase)
+	return p.summarize(ctx, d, phase, rep, runErr)
+}
+
+// summarize turns a phase's report into its summary and an error for an
+// enforced failure (see runPhase).
+func (p *Provider) summarize(ctx context.Context, d *desiredNode, phase string, rep *nodeagent.Report, runErr error) (provider.HookSummary, error) {
+	var sum provider.HookSummary
 	var failures []string
 	if rep != nil {
 		for _, h := range rep.Hooks {
@@ -175,6 +182,9 @@ type desiredNode struct {
 	machine          *render.Machine
 	spec             *model.Pool
 	real             *localnode.Node // nil: simulated
+	// sys is the node's systemd machine when its pool is a machine pool
+	// (then real is its Node); nil otherwise.
+	sys *localnode.Machine
 }
 
 // hookFailed is an enforced hook failure: its message names node, hook, plugin

@@ -46,6 +46,13 @@ type Options struct {
 	// a kubelet, containerd and kube-proxy on this machine (package
 	// internal/localnode). The other pools' nodes are simulated (kwok).
 	RealPools []string
+	// MachinePools names the pools whose nodes are systemd machines
+	// (spec.provider.local.machinePools): each boots the machine image from
+	// its pool's rendered cloud-init and joins by TLS bootstrap (machines.go).
+	MachinePools []string
+	// MachineImageDir holds the machine image (make machine-image). Default:
+	// $KUBEPLUG_MACHINE_IMAGE, else machine/ beside localnode/.
+	MachineImageDir string
 	// NodeBinDir holds containerd, its shim, pause and kubeplug-registry (make
 	// localnode). Default: $KUBEPLUG_LOCALNODE_BIN, else localnode/bin beside
 	// the control plane's bin directory.

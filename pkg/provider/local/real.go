@@ -48,17 +48,23 @@ var kubeletFlagsOwned = map[string]bool{
 }
 
 // realPool says whether pool's nodes are real.
-func (p *Provider) realPool(pool string) bool { return slices.Contains(p.opts.RealPools, pool) }
+func (p *Provider) realPool(pool string) bool {
+	return slices.Contains(p.opts.RealPools, pool) || p.machinePool(pool)
+}
 
 // checkRealPools refuses real pools that name no worker pool of the model.
 func (p *Provider) checkRealPools(m *model.Model) error {
-	for _, name := range p.opts.RealPools {
-		pool := m.Pools[name]
-		switch {
-		case pool == nil:
-			return fmt.Errorf("spec.provider.local.realPools: no node pool %q (pools: %s)", name, strings.Join(workerPools(m), ", "))
-		case pool.Role == model.RoleControlPlane:
-			return fmt.Errorf("spec.provider.local.realPools: %q is the control plane's pool; only worker pools can be real", name)
+	for field, names := range map[string][]string{"realPools": p.opts.RealPools, "machinePools": p.opts.MachinePools} {
+		for _, name := range names {
+			pool := m.Pools[name]
+			switch {
+			case pool == nil:
+				return fmt.Errorf("spec.provider.local.%s: no node pool %q (pools: %s)", field, name, strings.Join(workerPools(m), ", "))
+			case pool.Role == model.RoleControlPlane:
+				return fmt.Errorf("spec.provider.local.%s: %q is the control plane's pool; only worker pools can be real", field, name)
+			case field == "machinePools" && slices.Contains(p.opts.RealPools, name):
+				return fmt.Errorf("spec.provider.local: pool %q is in both realPools and machinePools; name it in one", name)
+			}
 		}
 	}
 	return nil
@@ -118,18 +124,33 @@ func (p *Provider) preflightReal(m *model.Model) error {
 	if err := p.checkRealPools(m); err != nil {
 		return err
 	}
-	wanted := false
+	wanted, machines := false, false
 	for _, name := range p.opts.RealPools {
 		wanted = wanted || m.Pools[name].Count > 0
 	}
-	if !wanted {
+	for _, name := range p.opts.MachinePools {
+		machines = machines || m.Pools[name].Count > 0
+	}
+	if !wanted && !machines {
 		return nil
 	}
 	bins, dir, err := p.nodeBins()
 	if err != nil {
 		return err
 	}
-	return localnode.Preflight(bins, filepath.Join(dir, "kubeplug-registry"))
+	if err := localnode.Preflight(bins, filepath.Join(dir, "kubeplug-registry")); err != nil {
+		return err
+	}
+	if machines {
+		imgDir, err := p.machineImageDir()
+		if err != nil {
+			return err
+		}
+		if _, err := localnode.LoadImage(imgDir); err != nil {
+			return fmt.Errorf("spec.provider.local.machinePools: %w", err)
+		}
+	}
+	return nil
 }
 
 // imagesDir is where the built-in images' programs are (make images).
@@ -216,6 +237,17 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 	sandbox, err := reg.PushBinary(ctx, pauseRepo, pauseTag, filepath.Join(dir, "pause"))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox image: %w", err)
+	}
+	if len(p.opts.MachinePools) > 0 {
+		// The machine image's containerd names the upstream sandbox image,
+		// which every machine pulls through the cluster's registry.
+		t, err := name.NewTag(machineSandboxImage)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := reg.PushBinary(ctx, t.RepositoryStr(), t.TagStr(), filepath.Join(dir, "pause")); err != nil {
+			return nil, fmt.Errorf("sandbox image %s: %w", machineSandboxImage, err)
+		}
 	}
 	imagesDir, err := p.imagesDir()
 	if err != nil {
@@ -390,6 +422,15 @@ func (p *Provider) stopReal(ctx context.Context, st *state, keep map[string]bool
 			continue
 		}
 		node := &localnode.Node{Name: ns.Name, Index: ns.RealIndex, Dir: filepath.Join(p.machineDir(ns.Name), "node"), Network: *st.Network}
+		if ns.Machine {
+			node.Dir = filepath.Join(p.machineDir(ns.Name), "machine")
+			p.event("node", ns.Name, "stopping machine "+ns.Name)
+			m := &localnode.Machine{Node: node}
+			if err := m.Stop(ctx, 20*time.Second); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		p.event("node", ns.Name, "stopping real node "+ns.Name)
 		if err := node.Stop(ctx); err != nil {
 			errs = append(errs, err)

@@ -16,6 +16,7 @@ func init() {
 		if cfg.Spec != nil && cfg.Spec.Local != nil {
 			opts.APIServerPort = cfg.Spec.Local.APIServerPort
 			opts.RealPools = cfg.Spec.Local.RealPools
+			opts.MachinePools = cfg.Spec.Local.MachinePools
 		}
 		for _, o := range cfg.Options {
 			if _, ok := o.(BuildFromSource); ok {

@@ -57,6 +57,8 @@ type nodeState struct {
 	// ordinal in the node network (its address and Pod subnet).
 	Real      bool `json:"real,omitempty"`
 	RealIndex int  `json:"realIndex,omitempty"`
+	// Machine nodes are real nodes that are systemd machines (machine pools).
+	Machine bool `json:"machine,omitempty"`
 }
 
 // Kubeconfig is the path of the cluster-admin kubeconfig in stateDir, valid

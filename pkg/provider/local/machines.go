@@ -1,0 +1,366 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeplug/kubeplug/internal/bounded"
+	"github.com/kubeplug/kubeplug/internal/controlplane"
+	"github.com/kubeplug/kubeplug/internal/localnode"
+	"github.com/kubeplug/kubeplug/pkg/hookspec"
+	"github.com/kubeplug/kubeplug/pkg/nodeagent"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/render"
+)
+
+// MachineImageEnv overrides where the machine image is (make machine-image).
+const MachineImageEnv = "KUBEPLUG_MACHINE_IMAGE"
+
+// machineSandboxImage is the sandbox image the machine image's containerd
+// names (images/machine/files/etc/containerd/config.toml).
+const machineSandboxImage = "registry.k8s.io/pause:3.10"
+
+// machinePool says whether pool's nodes are systemd machines.
+func (p *Provider) machinePool(pool string) bool { return slices.Contains(p.opts.MachinePools, pool) }
+
+// machineImageDir finds the machine image: Options.MachineImageDir,
+// $KUBEPLUG_MACHINE_IMAGE, else _output/machine beside the real nodes' programs.
+func (p *Provider) machineImageDir() (string, error) {
+	if p.opts.MachineImageDir != "" {
+		return p.opts.MachineImageDir, nil
+	}
+	if d := os.Getenv(MachineImageEnv); d != "" {
+		return d, nil
+	}
+	_, dir, err := p.nodeBins()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(filepath.Dir(dir)), "machine"), nil
+}
+
+// DeploysFiles implements provider.FileDeployer: a cluster with machine pools
+// boots them from the rendered files themselves.
+func (p *Provider) DeploysFiles() bool { return len(p.opts.MachinePools) > 0 }
+
+// userData is the pool's rendered cloud-init file, byte for byte.
+func userData(d *provider.Desired, pool string) ([]byte, error) {
+	name := "nodes/" + pool + "/cloud-init.yaml"
+	b, ok := d.Files[name]
+	if !ok {
+		return nil, fmt.Errorf("pool %s: no rendered %s to boot its machines from", pool, name)
+	}
+	return b, nil
+}
+
+// bootstrapGroup is the group of the cluster's bootstrap tokens: the RBAC below
+// lets it create node-client CSRs, which the controller manager approves.
+const bootstrapGroup = "system:bootstrappers:kubeplug:machines"
+
+// ensureBootstrap makes a bootstrap token for the machines this Up starts
+// (valid for an hour: it only serves their kubelets' first TLS bootstrap;
+// renewals use the node's own certificate) and the RBAC that lets it and
+// the nodes' certificates get client certificates approved, as kubeadm does.
+func (p *Provider) ensureBootstrap(ctx context.Context) (string, error) {
+	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+	if err != nil {
+		return "", err
+	}
+	bindings := []rbacv1.ClusterRoleBinding{
+		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:machines:bootstrapper"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-bootstrapper"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapGroup}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:machines:approve-node-client"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:certificates.k8s.io:certificatesigningrequests:nodeclient"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapGroup}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:machines:renew-node-client"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"}}},
+	}
+	for _, b := range bindings {
+		if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("machines' bootstrap: ClusterRoleBinding %s: %w", b.Name, err)
+		}
+	}
+	id, err := randomToken(6)
+	if err != nil {
+		return "", err
+	}
+	secret, err := randomToken(16)
+	if err != nil {
+		return "", err
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: metav1.NamespaceSystem},
+		Type:       corev1.SecretTypeBootstrapToken,
+		StringData: map[string]string{
+			"token-id": id, "token-secret": secret,
+			"expiration":                     time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+			"usage-bootstrap-authentication": "true",
+			"auth-extra-groups":              bootstrapGroup,
+			"description":                    "kubeplug: the local provider's machines join with it",
+		},
+	}
+	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("machines' bootstrap token: %w", err)
+	}
+	return id + "." + secret, nil
+}
+
+// randomToken is n characters of [a-z0-9], a bootstrap token's alphabet.
+func randomToken(n int) (string, error) {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b), nil
+}
+
+// machineFor is the localnode.Machine of a desired node of a machine pool.
+func (p *Provider) machineFor(rc *realCluster, n *desiredNode, index int, ud []byte) (*localnode.Machine, error) {
+	dir, err := p.machineImageDir()
+	if err != nil {
+		return nil, err
+	}
+	img, err := localnode.LoadImage(dir)
+	if err != nil {
+		return nil, err
+	}
+	node := p.realNode(rc, n, index)
+	node.Dir = filepath.Join(p.machineDir(n.name), "machine")
+	sum := sha256.Sum256(ud)
+	return &localnode.Machine{Node: node, Image: img, UserData: ud, InstanceID: n.name + "-" + hex.EncodeToString(sum[:6]), Runc: rc.bins.Runc}, nil
+}
+
+// vendorData is the provider's own part of a machine's boot, in the paths the
+// rendered kubelet drop-in names (render.Kubelet*Path): what a cloud gives a
+// machine besides its user data. It holds the cluster's CA, a bootstrap token
+// and kube-proxy's identity, so it lives only in the machine's seed, in the
+// state directory (0600), never in rendered output.
+func (p *Provider) vendorData(m *localnode.Machine, rc *realCluster, token string) ([]byte, error) {
+	n := m.Node
+	ca, err := bounded.ReadFile(controlplane.CACertPath(n.PKIDir), 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	pki := filepath.Join(filepath.Dir(n.Dir), "pki")
+	proxyCert, proxyKey := filepath.Join(pki, "kube-proxy.crt"), filepath.Join(pki, "kube-proxy.key")
+	if err := controlplane.IssueClientCert(n.PKIDir, proxyCert, proxyKey, "system:kube-proxy"); err != nil {
+		return nil, err
+	}
+	cert, err := bounded.ReadFile(proxyCert, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	key, err := bounded.ReadFile(proxyKey, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	server := "https://" + rc.network.Gateway().String() + ":" + fmt.Sprint(localnode.GatewayAPIPort)
+	kubeconfig := func(user map[string]string) string {
+		b, _ := yaml.Marshal(map[string]any{
+			"apiVersion": "v1", "kind": "Config",
+			// The API server's certificate names localhost, not the gateway,
+			// which forwards to it.
+			"clusters":        []any{map[string]any{"name": "local", "cluster": map[string]string{"server": server, "certificate-authority": "/etc/kubernetes/pki/ca.crt", "tls-server-name": "localhost"}}},
+			"users":           []any{map[string]any{"name": "node", "user": user}},
+			"contexts":        []any{map[string]any{"name": "local", "context": map[string]string{"cluster": "local", "user": "node"}}},
+			"current-context": "local",
+		})
+		return string(b)
+	}
+	podCIDR := localnode.PodCIDR(rc.clusterCIDR, n.Index)
+	kubelet := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This kernel mounts cgroup v1; Kubernetes 1.35+ refuses it unless told.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: /etc/kubernetes/pki/ca.crt}
+authorization: {mode: Webhook}
+clusterDNS: [%q]
+clusterDomain: cluster.local
+podCIDR: %q
+rotateCertificates: true
+failSwapOn: false
+# The host's disk is shared with everything else on it: don't evict for it.
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+`, rc.clusterDNS, podCIDR)
+	cni := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "kubeplug",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": "cbr0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`, podCIDR)
+	proxy := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: %q
+clientConnection: {kubeconfig: /var/lib/kube-proxy/kubeconfig}
+conntrack: {maxPerCore: 0}
+`, rc.clusterCIDR)
+	reg := rc.registry.Addr()
+	type file struct{ path, mode, content string }
+	b64 := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+	files := []file{
+		{"/etc/kubernetes/pki/ca.crt", "0644", string(ca)},
+		{render.KubeletBootstrapKubeconfigPath, "0600", kubeconfig(map[string]string{"token": token})},
+		{render.KubeletConfigPath, "0644", kubelet},
+		{render.KubeletProviderEnvPath, "0644", "KUBELET_PROVIDER_ARGS=--node-ip=" + rc.network.NodeIP(n.Index).String() + " --hostname-override=" + n.Name + "\n"},
+		{"/etc/cni/net.d/10-kubeplug.conflist", "0644", cni},
+		{"/etc/containerd/certs.d/_default/hosts.toml", "0644", fmt.Sprintf("[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+reg)},
+		{"/etc/containerd/certs.d/" + reg + "/hosts.toml", "0644", fmt.Sprintf("server = %q\n", "http://"+reg)},
+		{"/var/lib/kube-proxy/kubeconfig", "0600", kubeconfig(map[string]string{"client-certificate-data": b64(cert), "client-key-data": b64(key)})},
+		{"/var/lib/kube-proxy/config.yaml", "0644", proxy},
+	}
+	// A script, not a cloud-config: cloud-init lets the user data's keys
+	// replace the vendor data's (its write_files would drop these). Vendor
+	// scripts run once per instance in the final stage, before the user
+	// data's runcmd (which starts the node agent, and so the kubelet).
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# kubeplug local provider: the machine's identity and the cluster's endpoints.\nset -eu\n")
+	b.WriteString("w() { mkdir -p \"$(dirname \"$1\")\"; printf %s \"$3\" | base64 -d > \"$1.tmp\"; chmod \"$2\" \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; }\n")
+	for _, f := range files {
+		fmt.Fprintf(&b, "w %s %s %s\n", f.path, f.mode, b64([]byte(f.content)))
+	}
+	b.WriteString("systemctl --no-block restart kube-proxy.service\n")
+	return []byte(b.String()), nil
+}
+
+// upMachine boots a machine-pool node from its pool's rendered files and waits
+// until its kubelet registered the Node; the hooks ran inside the machine, and
+// their reports are read from it. A machine whose user data changed is
+// replaced: a new instance, so its per-instance steps run again.
+func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluster, token string, status *provider.NodeStatus) (created bool, err error) {
+	m := n.sys
+	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+	if err != nil {
+		return false, err
+	}
+	_, getErr := client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+	created = apierrors.IsNotFound(getErr)
+	idFile := filepath.Join(p.machineDir(n.name), "instance-id")
+	if have, err := os.ReadFile(idFile); err == nil && string(have) != m.InstanceID { //nolint:gosec // inside the state dir
+		p.event("node", n.name, "machine "+n.name+": its pool's boot files changed, replacing it")
+		if err := m.Remove(ctx); err != nil {
+			return false, err
+		}
+		if err := p.cp.DeleteNode(ctx, n.name); err != nil {
+			return false, err
+		}
+		created = true
+	}
+	if !m.Running(ctx) {
+		vd, err := p.vendorData(m, rc, token)
+		if err != nil {
+			return false, fmt.Errorf("machine %s: %w", n.name, err)
+		}
+		m.VendorData = vd
+		p.nodeEvent(n.name, n.name, "machine "+n.name+" booting", false)
+		if err := m.Start(ctx); err != nil {
+			return false, err
+		}
+		if err := os.WriteFile(idFile, []byte(m.InstanceID), 0o644); err != nil {
+			return false, err
+		}
+	}
+	if err := m.WaitBooted(ctx, 3*time.Minute); err != nil {
+		return false, err
+	}
+	sum, err := p.machinePhase(ctx, n, hookspec.PhaseBeforeNodeup, "")
+	status.Hooks[hookspec.PhaseBeforeNodeup] = sum
+	if err != nil {
+		return false, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("machine %s: its kubelet did not register the Node within 2m; kubelet's journal:\n%s", n.name, m.Journal(ctx, "kubelet.service", 20))
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return created, nil
+}
+
+// machinePhase reads the report of a phase the machine's node agent ran
+// (kubeplug-boot.service runs beforeNodeup and afterNodeup) and summarises it
+// as runPhase does; with a unit, it first starts that unit and waits for it.
+func (p *Provider) machinePhase(ctx context.Context, n *desiredNode, phase, unit string) (provider.HookSummary, error) {
+	m := n.sys
+	if unit != "" {
+		if _, err := m.Exec(ctx, "systemctl", "start", unit); err != nil {
+			p.event("hooks", n.name, fmt.Sprintf("%s: %v", unit, err))
+		}
+	}
+	report := path.Join(nodeagent.ReportsDir, phase+".json")
+	var rep *nodeagent.Report
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		out, err := m.Exec(ctx, "cat", report)
+		if err == nil {
+			rep = &nodeagent.Report{}
+			if err := json.Unmarshal([]byte(out), rep); err != nil {
+				return provider.HookSummary{}, fmt.Errorf("machine %s: %s: %w", n.name, report, err)
+			}
+			break
+		}
+		if failed, _ := m.Exec(ctx, "cat", hookspec.FailedMarkerPath); failed != "" && phase != hookspec.PhaseBeforeNodeup {
+			return provider.HookSummary{}, fmt.Errorf("machine %s: the node failed before %s: %s", n.name, phase, strings.TrimSpace(failed))
+		}
+		if time.Now().After(deadline) {
+			return provider.HookSummary{}, fmt.Errorf("machine %s: no report of %s within 5m; kubeplug-boot's journal:\n%s", n.name, phase, m.Journal(ctx, "kubeplug-boot.service", 20))
+		}
+		select {
+		case <-ctx.Done():
+			return provider.HookSummary{}, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	var runErr error
+	if rep.Error != "" {
+		runErr = errors.New(rep.Error)
+	}
+	return p.summarize(ctx, &desiredNode{name: n.name}, phase, rep, runErr)
+}
