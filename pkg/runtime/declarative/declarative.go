@@ -208,8 +208,36 @@ func (r *renderer) walk(ptr string, v any, data map[string]any, ok *bool) any {
 		}
 		return s
 	case map[string]any:
-		for k, e := range t {
-			t[k] = r.walk(ptr+"/"+escapePtr(k), e, data, ok)
+		// Keys are templates too (an IAM condition key naming the cluster): each
+		// is rendered, and two keys that render alike are an error, since one
+		// would silently replace the other.
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		from := map[string]string{}
+		for _, k := range keys {
+			kp := ptr + "/" + escapePtr(k)
+			e := r.walk(kp, t[k], data, ok)
+			rk := k
+			if strings.Contains(k, "{{") {
+				s, err := r.limits.execute(k, data)
+				if err != nil {
+					r.errorf(kp, "template in key: %v", err)
+					*ok = false
+					continue
+				}
+				rk = s
+				delete(t, k)
+			}
+			if prev, dup := from[rk]; dup {
+				r.errorf(kp, "key %q renders as %q, as key %q does", k, rk, prev)
+				*ok = false
+				continue
+			}
+			from[rk] = k
+			t[rk] = e
 		}
 	case []any:
 		for i, e := range t {

@@ -1,0 +1,54 @@
+package declarative_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/runtime/declarative"
+	"github.com/kubeplug/kubeplug/pkg/stage"
+)
+
+// TestMapKeysRender: a map key is a template like any other string of the
+// contributes block (an IAM condition key naming the cluster), and two keys
+// that render alike are an error, not one silently replacing the other.
+func TestMapKeysRender(t *testing.T) {
+	pkg := load(t, `spec:
+  contributes:
+    cloud:
+      iam:
+        - role: worker
+          statements:
+            - Effect: Allow
+              Action: [ec2:DescribeInstances]
+              Resource: "*"
+              Condition:
+                StringEquals:
+                  "aws:ResourceTag/kubernetes.io/cluster/{{ .Cluster.Metadata.Name }}": owned
+`)
+	req := request(stage.Initialise, nil)
+	req.Cluster = &v1alpha1.Cluster{Metadata: v1alpha1.ClusterMetadata{Name: "prod"}}
+	resp := run(t, declarative.New(pkg, nil), req)
+	if len(resp.Diagnostics) > 0 {
+		t.Fatal(resp.Diagnostics)
+	}
+	b, _ := json.Marshal(resp.Contribution.Cloud.IAM["worker"][0].Statement)
+	if got := string(b); !strings.Contains(got, `"aws:ResourceTag/kubernetes.io/cluster/prod":"owned"`) {
+		t.Errorf("statement %s: the key is not rendered", got)
+	}
+
+	dup := load(t, `spec:
+  contributes:
+    controlPlane:
+      apiServer:
+        flags:
+          "{{ .Values.a }}": "1"
+          "{{ .Values.b }}": "2"
+`)
+	resp = run(t, declarative.New(dup, nil), request(stage.Initialise, map[string]any{"a": "v", "b": "v"}))
+	want := `plugins/a/plugin.yaml:10:30: spec.contributes.controlPlane.apiServer.flags["{{ .Values.b }}"]: key "{{ .Values.b }}" renders as "v", as key "{{ .Values.a }}" does`
+	if got := resp.Diagnostics.Fatal().String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
