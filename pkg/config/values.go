@@ -104,6 +104,9 @@ type ValuesOptions struct {
 	// AllowOutside lets valuesFrom read files outside the cluster file's
 	// directory, as Cluster.AllowValuesOutside does (either allows it).
 	AllowOutside bool
+	// Defaults are the plugin's defaults as rendered for this cluster
+	// (declarative.RenderDefaults); nil takes spec.values.defaults as written.
+	Defaults map[string]any
 }
 
 // ValuesWith is Values with options.
@@ -115,8 +118,12 @@ func (c *Cluster) ValuesWith(i int, pkg *plugin.Package, opts ValuesOptions) (*V
 	var l diag.List
 	ref := c.Enabled()[i]
 	ptr := c.filePtr("/spec/plugins/enabled/" + strconv.Itoa(i))
+	defaults := opts.Defaults
+	if defaults == nil {
+		defaults = pkg.Defaults()
+	}
 	layers := []layer{{
-		values: pkg.Defaults(),
+		values: defaults,
 		file:   path.Join(pkg.Location, plugin.ManifestFile),
 		field:  "spec.values.defaults",
 	}, {values: ref.Values, doc: c.doc, base: ptr + "/values"}}

@@ -79,7 +79,8 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 			}
 			var rn v1alpha1.NodeContribution
 			ptr := "/spec/contributes/nodes/" + strconv.Itoa(i)
-			if !r.renderInto(ptr, n, &rn, r.data(vals, &poolData{Name: pool.Name, Role: pool.Role, Count: pool.Count})) {
+			pdata := r.data(vals, &poolData{Name: pool.Name, Role: pool.Role, Count: pool.Count})
+			if !r.renderInto(ptr, n, &rn, pdata) {
 				continue
 			}
 			if c.Pools == nil {
@@ -88,7 +89,7 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 			if c.Pools[pool.Name] == nil {
 				c.Pools[pool.Name] = &model.Pool{Name: pool.Name}
 			}
-			r.addNode(ptr, c.Pools[pool.Name], &rn)
+			r.addNode(ptr, c.Pools[pool.Name], &rn, pdata)
 		}
 	}
 	if src.Cloud != nil {
@@ -297,7 +298,9 @@ func controlPlane(cp *v1alpha1.ControlPlane) *model.ControlPlane {
 	return out
 }
 
-func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContribution) {
+// addNode adds a rendered node contribution to p; data is what the pool's
+// templates see, for source files that are templates.
+func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContribution, data map[string]any) {
 	for i, f := range n.Files {
 		content := f.Content
 		if f.Source != "" {
@@ -307,6 +310,13 @@ func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContributi
 				continue
 			}
 			content = string(b)
+			if f.Template != nil && *f.Template {
+				text, ok := r.executeFile(f.Source, content, data)
+				if !ok {
+					continue
+				}
+				content = text
+			}
 		}
 		mode := f.Mode
 		if mode == "" {
@@ -360,6 +370,22 @@ func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContributi
 		}
 		p.Hooks = append(p.Hooks, mh)
 	}
+}
+
+// executeFile renders text, the package file ref, as a template; a failure is
+// a fatal diagnostic at its line in that file.
+func (r *renderer) executeFile(ref, text string, data map[string]any) (string, bool) {
+	out, err := r.limits.execute(text, data)
+	if err != nil {
+		clean, _ := plugin.CleanRef(ref)
+		d := diag.Diagnostic{Severity: diag.Fatal, Plugin: r.pkg.Name, File: path.Join(r.pkg.Location, clean), Message: "template: " + err.Error()}
+		if te, ok := errors.AsType[*templateError](err); ok {
+			d.Line, d.Column = te.Line, te.Column
+		}
+		r.l = append(r.l, d)
+		return "", false
+	}
+	return out, true
 }
 
 func (r *renderer) read(ref string) ([]byte, error) {

@@ -52,3 +52,36 @@ func TestMapKeysRender(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestSourceTemplate: a node file's source is rendered when the plugin says it
+// is a template, with the pool's data, and a failure points at its line; without
+// template: true it is copied byte for byte.
+func TestSourceTemplate(t *testing.T) {
+	pkg := load(t, `spec:
+  contributes:
+    nodes:
+      - pools: [edge]
+        files:
+          - {path: /etc/a.conf, source: a.conf, template: true}
+          - {path: /etc/b.sh, source: b.sh}
+`, "a.conf", "pool={{ .NodePool.Name }} size={{ .Values.size }}\n", "b.sh", "echo ${{x}}\n")
+	resp := run(t, declarative.New(pkg, nil), request(stage.Initialise, map[string]any{"size": "xl"}))
+	if len(resp.Diagnostics) > 0 {
+		t.Fatal(resp.Diagnostics)
+	}
+	files := resp.Contribution.Pools["edge"].Files
+	if got := files["/etc/a.conf"].Content; got != "pool=edge size=xl\n" {
+		t.Errorf("a.conf = %q, want it rendered", got)
+	}
+	if got := files["/etc/b.sh"].Content; got != "echo ${{x}}\n" {
+		t.Errorf("b.sh = %q, want it as written", got)
+	}
+
+	bad := load(t, "spec: {contributes: {nodes: [{files: [{path: /etc/a, source: a, template: true}]}]}}\n",
+		"a", "ok\n{{ .Values.x.y }}\n")
+	resp = run(t, declarative.New(bad, []string{"edge"}), request(stage.Initialise, nil))
+	want := "plugins/a/a:2:10: template: at <.Values.x.y>: nil pointer evaluating interface {}.y"
+	if got := resp.Diagnostics.Fatal().String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
