@@ -74,6 +74,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 				lintDigests(pkg, &l)
 				if pkg != nil {
 					l = append(l, lintValueRefs(pkg)...)
+					l = append(l, lintTemplates(pkg)...)
 					n++
 				}
 			}
@@ -88,6 +89,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			l = append(l, pl...)
 			lintDigests(pkg, &l)
 			l = append(l, lintValueRefs(pkg)...)
+			l = append(l, lintTemplates(pkg)...)
 			if pkg != nil && !pl.HasFatal() {
 				l = append(l, a.renderDefaults(ctx, dir, pkg)...)
 			}
@@ -107,6 +109,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			lintDigests(pkg, &l)
 			if pkg != nil {
 				l = append(l, lintValueRefs(pkg)...)
+				l = append(l, lintTemplates(pkg)...)
 				n++
 				if fi, err := os.Stat(pkg.Location); err == nil && fi.IsDir() && !pl.HasFatal() {
 					l = append(l, a.renderDefaults(ctx, pkg.Location, pkg)...)
