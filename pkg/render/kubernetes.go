@@ -144,6 +144,9 @@ func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObj
 		all = append(all, byPlugin[p]...)
 	}
 	r.releaseNamespaces(all)
+	for _, p := range order {
+		r.duplicates(p, byPlugin[p])
+	}
 
 	for i, p := range k.Patches {
 		field := fmt.Sprintf("kubernetes.patches[%d]", i)
@@ -229,6 +232,38 @@ func (r *renderer) releaseNamespaces(all []*kubeObject) {
 		o.doc = doc
 		o.target = o.ref()
 	}
+}
+
+// duplicates reports two objects of one plugin with the same group, kind,
+// namespace and name (a Helm chart rendering an object the plugin's manifests
+// also hold, or plugin code contributing one twice), naming where each came
+// from: at apply the second would silently replace the first. (The declarative
+// runtime reports two such manifest objects at their files and lines.)
+func (r *renderer) duplicates(plugin string, objs []*kubeObject) {
+	seen := map[string]*kubeObject{}
+	for _, o := range objs {
+		t := o.target
+		id := groupKind(t) + " " + t.Namespace + "/" + t.Name
+		prev, ok := seen[id]
+		if !ok {
+			seen[id] = o
+			continue
+		}
+		r.fatalf(plugin, "kubernetes", "plugin %s has %s twice: from %s and from %s; the second would replace the first at apply",
+			plugin, refText(t), r.origin(prev), r.origin(o))
+	}
+}
+
+// origin says where an object came from, for a diagnostic.
+func (r *renderer) origin(o *kubeObject) string {
+	if o.release < 0 {
+		return "its manifests"
+	}
+	if o.source != "" {
+		return o.source // "helm release NS/NAME, TEMPLATE"
+	}
+	h := r.in.Model.Kubernetes.HelmReleases[o.release]
+	return "helm release " + h.Namespace + "/" + h.Name
 }
 
 func groupKind(t model.ObjectRef) string {

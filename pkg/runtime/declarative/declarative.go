@@ -154,6 +154,45 @@ type renderer struct {
 	req    *stage.Request
 	limits *limits
 	l      diag.List
+	// objects says where each manifest object the plugin rendered so far was
+	// written, by objectID: two objects of one identity are an error.
+	objects map[string]string
+}
+
+// objectID identifies an object in a cluster: its API group (not version:
+// apps/v1beta2 and apps/v1 name one Deployment), kind, namespace and name.
+func objectID(o map[string]any) string {
+	av, _ := o["apiVersion"].(string)
+	group, _, found := strings.Cut(av, "/")
+	if !found {
+		group = ""
+	}
+	kind, _ := o["kind"].(string)
+	md, _ := o["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	name, _ := md["name"].(string)
+	id := kind
+	if group != "" {
+		id += "." + group
+	}
+	if ns != "" {
+		return id + " " + ns + "/" + name
+	}
+	return id + " " + name
+}
+
+// seen records that the object o was written at where, and returns where an
+// object of the same identity was written before, if one was.
+func (r *renderer) seen(o map[string]any, where string) (string, bool) {
+	if r.objects == nil {
+		r.objects = map[string]string{}
+	}
+	id := objectID(o)
+	if prev, ok := r.objects[id]; ok {
+		return prev, true
+	}
+	r.objects[id] = where
+	return "", false
 }
 
 func (r *renderer) data(values map[string]any, pool *poolData) map[string]any {
@@ -474,6 +513,10 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 		key := parseKey(name, text)
 		if objs, ok := manifestCache.get(key); ok {
 			for _, obj := range objs {
+				if prev, dup := r.seen(obj, name); dup {
+					r.l.Errorf(name, 0, 0, "", "%s is defined twice by plugin %s: here and in %s; the second would replace the first at apply", objectID(obj), r.pkg.Name, prev)
+					continue
+				}
 				k.Objects = append(k.Objects, model.Object{Object: obj})
 			}
 			continue
@@ -498,6 +541,12 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 				continue
 			}
 			objs = append(objs, obj)
+			line, col := d.Pos("")
+			where := fmt.Sprintf("%s:%d:%d", d.File, line, col)
+			if prev, dup := r.seen(obj, where); dup {
+				d.Errorf(&r.l, "", "%s is defined twice by plugin %s: here and at %s; the second would replace the first at apply", objectID(obj), r.pkg.Name, prev)
+				continue
+			}
 			k.Objects = append(k.Objects, model.Object{Object: obj})
 		}
 		if clean {

@@ -85,3 +85,17 @@ func TestSourceTemplate(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestDuplicateObjects: two manifest objects of one plugin with the same group,
+// kind, namespace and name are an error at the second naming the first, not a
+// surprise at apply.
+func TestDuplicateObjects(t *testing.T) {
+	pkg := load(t, "spec: {contributes: {kubernetes: {manifests: [a.yaml, b.yaml]}}}\n",
+		"a.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x, namespace: ns}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: ns}\n",
+		"b.yaml", "# the same Deployment again\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x, namespace: ns}\n")
+	resp := run(t, declarative.New(pkg, nil), request(stage.Initialise, nil))
+	want := "plugins/a/b.yaml (rendered):2:1: Deployment.apps ns/x is defined twice by plugin a: here and at plugins/a/a.yaml (rendered):1:1; the second would replace the first at apply"
+	if got := resp.Diagnostics.Fatal().String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
