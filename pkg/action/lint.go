@@ -175,6 +175,12 @@ func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Packa
 	var elsewhere []string
 	for _, d := range rl {
 		if d.Severity != diag.Fatal {
+			// A warning at a file of the package (a deprecated API) is the
+			// package's; the rest are the sample cluster's.
+			if f, ok := within(d.File, abs, rel); ok && d.Severity == diag.Warning {
+				d.File = f
+				out = append(out, d)
+			}
 			continue
 		}
 		if f, ok := within(d.File, abs, rel); ok {

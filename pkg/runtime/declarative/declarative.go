@@ -517,10 +517,11 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 					r.l.Errorf(name, 0, 0, "", "%s is defined twice by plugin %s: here and in %s; the second would replace the first at apply", objectID(obj), r.pkg.Name, prev)
 					continue
 				}
-				k.Objects = append(k.Objects, model.Object{Object: obj})
+				k.Objects = append(k.Objects, model.Object{Object: obj, File: name})
 			}
 			continue
 		}
+		sameLines := strings.Count(text, "\n") == strings.Count(string(b), "\n")
 		docs, dl := yamldoc.ParseAll(name+" (rendered)", []byte(text))
 		for i := range dl {
 			dl[i].Plugin = r.pkg.Name
@@ -547,7 +548,13 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 				d.Errorf(&r.l, "", "%s is defined twice by plugin %s: here and at %s; the second would replace the first at apply", objectID(obj), r.pkg.Name, prev)
 				continue
 			}
-			k.Objects = append(k.Objects, model.Object{Object: obj})
+			// The object's line in the file as written: the rendered one when
+			// rendering kept the lines where they were.
+			at := 0
+			if sameLines {
+				at = line
+			}
+			k.Objects = append(k.Objects, model.Object{Object: obj, File: name, Line: at})
 		}
 		if clean {
 			manifestCache.put(key, len(text), objs)
