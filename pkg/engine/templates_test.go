@@ -49,3 +49,25 @@ spec:
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestPlanFileKey: a node file's plan key is POOL:PATH, not POOL//PATH.
+func TestPlanFileKey(t *testing.T) {
+	idx := pkgs(t, map[string]fstest.MapFS{"f": manifest(`metadata: {name: f, version: 1.0.0}
+spec: {contributes: {nodes: [{pools: [edge], files: [{path: /opt/bin/x, content: x}]}]}}
+`)})
+	cl := cluster(t, "      - {name: f}\n")
+	plan, _, l := run(t, cl, idx, engine.Options{})
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	res, _ := engine.New(engine.Options{}).Run(context.Background(), plan, "initialise")
+	var keys []string
+	for _, c := range plan.Doc(res.Model).Contributions {
+		if c.Kind == "nodes.file" {
+			keys = append(keys, c.Key)
+		}
+	}
+	if len(keys) != 1 || keys[0] != "edge:/opt/bin/x" {
+		t.Errorf("file keys %q, want [edge:/opt/bin/x]", keys)
+	}
+}
