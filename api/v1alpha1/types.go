@@ -185,8 +185,13 @@ type NodeFile struct {
 	Path string `json:"path" jsonschema:"minLength=1"`
 	// Content is the file's text (a template).
 	Content string `json:"content,omitempty"`
-	// Source is a file inside the package whose bytes are copied.
+	// Source is a file inside the package whose bytes are copied, or, with
+	// Template true, rendered as a template like Content.
 	Source string `json:"source,omitempty"`
+	// Template says whether Source is a template. true renders it; false copies
+	// it byte for byte (a script that holds "{{" of its own). Unset copies it, and
+	// plugin lint reports a source that holds "{{" until the plugin says which.
+	Template *bool `json:"template,omitempty"`
 	// Mode is the octal permission, for example "0644".
 	Mode string `json:"mode,omitempty" jsonschema:"pattern=^0?[0-7]{3}$"`
 	// Owner is user:group, for example root:root.

@@ -271,15 +271,17 @@ func (lv *live) runChecks(ctx context.Context, cluster string, wave []*engine.Pl
 	var wg sync.WaitGroup
 	for i, pl := range wave {
 		spec := pl.Package.Manifest.Spec
-		if len(spec.Validate) == 0 {
+		if len(pl.Checks) == 0 {
 			continue
 		}
-		cp := check.Plugin{Name: pl.Package.Name, Checks: spec.Validate, FS: pl.Package.FS, Dir: proc.PackageDir(pl.Package.Location)}
+		// The checks as rendered for this cluster (a wait for an object in the
+		// namespace a value names), not as plugin.yaml writes them.
+		cp := check.Plugin{Name: pl.Package.Name, Checks: pl.Checks, FS: pl.Package.FS, Dir: proc.PackageDir(pl.Package.Location)}
 		cp.Pins = map[string]string{}
 		if rt := spec.Runtime; rt != nil {
 			cp.Pins[path.Clean(rt.Command[0])] = rt.SHA256
 		}
-		for _, c := range spec.Validate {
+		for _, c := range pl.Checks {
 			if c.Exec != nil && c.Exec.SHA256 != "" {
 				cp.Pins[path.Clean(c.Exec.Command[0])] = c.Exec.SHA256
 			}

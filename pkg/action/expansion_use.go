@@ -335,7 +335,7 @@ func (r *run) expansionChecks() diag.List {
 	set := r.exp.set
 	names := map[string][]string{}
 	for _, pl := range r.plan.Plugins {
-		for _, c := range pl.Package.Manifest.Spec.Validate {
+		for _, c := range pl.Checks {
 			names[pl.Package.Name] = append(names[pl.Package.Name], c.Name)
 		}
 		if _, ok := names[pl.Package.Name]; !ok {
@@ -347,15 +347,11 @@ func (r *run) expansionChecks() diag.List {
 		return l
 	}
 	for _, pl := range r.plan.Plugins {
-		checks, skipped, changed := set.Checks(pl.Package.Name, pl.Package.Manifest.Spec.Validate)
+		checks, skipped, changed := set.Checks(pl.Package.Name, pl.Checks)
 		if !changed {
 			continue
 		}
-		// The package is shared (sources cache what they load): change a copy.
-		pkg, m := *pl.Package, *pl.Package.Manifest
-		m.Spec.Validate = checks
-		pkg.Manifest = &m
-		pl.Package = &pkg
+		pl.Checks = checks
 		for _, msg := range skipped {
 			l.Warnf("", 0, 0, "", "%s", msg)
 		}

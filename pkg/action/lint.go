@@ -74,6 +74,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 				lintDigests(pkg, &l)
 				if pkg != nil {
 					l = append(l, lintValueRefs(pkg)...)
+					l = append(l, lintTemplates(pkg)...)
 					n++
 				}
 			}
@@ -88,6 +89,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			l = append(l, pl...)
 			lintDigests(pkg, &l)
 			l = append(l, lintValueRefs(pkg)...)
+			l = append(l, lintTemplates(pkg)...)
 			if pkg != nil && !pl.HasFatal() {
 				l = append(l, a.renderDefaults(ctx, dir, pkg)...)
 			}
@@ -107,6 +109,7 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			lintDigests(pkg, &l)
 			if pkg != nil {
 				l = append(l, lintValueRefs(pkg)...)
+				l = append(l, lintTemplates(pkg)...)
 				n++
 				if fi, err := os.Stat(pkg.Location); err == nil && fi.IsDir() && !pl.HasFatal() {
 					l = append(l, a.renderDefaults(ctx, pkg.Location, pkg)...)
@@ -172,6 +175,12 @@ func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Packa
 	var elsewhere []string
 	for _, d := range rl {
 		if d.Severity != diag.Fatal {
+			// A warning at a file of the package (a deprecated API) is the
+			// package's; the rest are the sample cluster's.
+			if f, ok := within(d.File, abs, rel); ok && d.Severity == diag.Warning {
+				d.File = f
+				out = append(out, d)
+			}
 			continue
 		}
 		if f, ok := within(d.File, abs, rel); ok {

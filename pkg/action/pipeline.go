@@ -183,14 +183,28 @@ func (r *run) renderInput() render.Input {
 		aws = render.AWSValues{ImageID: a.ImageID, InstanceType: a.InstanceType, ControlPlaneInstanceType: a.ControlPlaneInstanceType,
 			VPCID: a.VPCID, SubnetIDs: a.SubnetIDs, VPCCIDR: a.VPCCIDR, APIServerCIDR: a.APIServerCIDR}
 	}
+	version := r.cluster.KubernetesVersion.String()
 	return render.Input{
 		AWS:               aws,
+		ServedAPI:         servedAPI(version),
 		ClusterName:       r.cluster.Spec.Metadata.Name,
 		KubernetesVersion: r.cluster.KubernetesVersion.String(),
 		EtcdVersion:       k8sversions.Default().Etcd(r.cluster.KubernetesVersion.String()),
 		Model:             r.model,
 		Order:             r.plan.Names(),
 		Charts:            func(name string) fs.FS { return pkgs[name] },
+	}
+}
+
+// servedAPI is render's Input.ServedAPI for Kubernetes version, from
+// internal/k8sversions' table of deprecated and removed APIs.
+func servedAPI(version string) func(apiVersion, kind string) (string, bool) {
+	return func(apiVersion, kind string) (string, bool) {
+		a, st := k8sversions.ServedAPI(version, apiVersion, kind)
+		if st == k8sversions.Served {
+			return "", false
+		}
+		return a.Message(version, st), st == k8sversions.Removed
 	}
 }
 

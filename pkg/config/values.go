@@ -81,13 +81,14 @@ func (c *Cluster) outside(file string) (string, bool) {
 // layer is one source of values, with where to point when a value in it is wrong.
 type layer struct {
 	values map[string]any
-	doc    *yamldoc.Doc // nil when positions are unknown
-	base   string       // pointer prefix of the values inside doc
-	file   string       // used when doc is nil
-	field  string       // used when doc is nil
-	covers string       // for env layers: the one pointer this layer sets
-	env    string       // for env layers: the variable's name
-	strip  string       // prefix of value pointers that the doc does not have (valuesFrom file with path)
+	doc    *yamldoc.Doc    // nil when positions are unknown
+	base   string          // pointer prefix of the values inside doc
+	file   string          // used when doc is nil
+	field  string          // used when doc is nil
+	covers string          // for env layers: the one pointer this layer sets
+	env    string          // for env layers: the variable's name
+	strip  string          // prefix of value pointers that the doc does not have (valuesFrom file with path)
+	pkg    *plugin.Package // for the defaults layer: positions in its plugin.yaml
 }
 
 // Values computes and checks the effective values of the enabled plugin at index i of
@@ -104,6 +105,9 @@ type ValuesOptions struct {
 	// AllowOutside lets valuesFrom read files outside the cluster file's
 	// directory, as Cluster.AllowValuesOutside does (either allows it).
 	AllowOutside bool
+	// Defaults are the plugin's defaults as rendered for this cluster
+	// (declarative.RenderDefaults); nil takes spec.values.defaults as written.
+	Defaults map[string]any
 }
 
 // ValuesWith is Values with options.
@@ -115,10 +119,15 @@ func (c *Cluster) ValuesWith(i int, pkg *plugin.Package, opts ValuesOptions) (*V
 	var l diag.List
 	ref := c.Enabled()[i]
 	ptr := c.filePtr("/spec/plugins/enabled/" + strconv.Itoa(i))
+	defaults := opts.Defaults
+	if defaults == nil {
+		defaults = pkg.Defaults()
+	}
 	layers := []layer{{
-		values: pkg.Defaults(),
+		values: defaults,
 		file:   path.Join(pkg.Location, plugin.ManifestFile),
 		field:  "spec.values.defaults",
+		pkg:    pkg,
 	}, {values: ref.Values, doc: c.doc, base: ptr + "/values"}}
 	for j, vf := range ref.ValuesFrom {
 		vp := ptr + "/valuesFrom/" + strconv.Itoa(j)
@@ -213,6 +222,9 @@ func (c *Cluster) checkValues(l *diag.List, entry string, pkg *plugin.Package, v
 		switch {
 		case ly == nil:
 			c.doc.Errorf(l, entry, "%s", msg)
+		case ly.pkg != nil:
+			file, line, col, field := ly.pkg.ManifestPos("/spec/values/defaults" + at)
+			l.Errorf(file, line, col, field, "%s", msg)
 		case ly.doc == nil:
 			l.Errorf(ly.file, 0, 0, ly.field+yamldoc.FieldPath(nil, at), "%s", msg)
 		case ly.covers != "":

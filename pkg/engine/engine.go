@@ -14,6 +14,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/redact"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -116,6 +117,10 @@ func New(opts Options) *Engine {
 type Planned struct {
 	Package *plugin.Package
 	Values  *config.Values
+	// Checks are the plugin's validate checks (spec.validate) rendered for
+	// this cluster and its values; callers that change which checks run
+	// (expansions) change this list.
+	Checks []v1alpha1.Check
 	// Wave is the plugin's wave, from 0.
 	Wave int
 	// After names the plugins of the plan this one waits for (resolve.Result.After),
@@ -210,17 +215,22 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 			pkg := pkgs[rp]
 			p := &Planned{Package: pkg, Wave: w, After: res.After[pkg.Name]}
 			var scope []string
+			defaults, dl := declarative.RenderDefaults(ctx, pkg, cl.Spec)
+			l = append(l, dl...)
+			if dl.HasFatal() {
+				continue
+			}
 			if i, ok := refIndex[pkg.Name]; ok {
-				v, vl := cl.ValuesWith(i, pkg, config.ValuesOptions{Env: e.opts.Env, AllowOutside: e.opts.AllowValuesOutside})
+				v, vl := cl.ValuesWith(i, pkg, config.ValuesOptions{Env: e.opts.Env, AllowOutside: e.opts.AllowValuesOutside, Defaults: defaults})
 				l = append(l, vl...)
 				p.Values = v
 				for _, np := range cl.Enabled()[i].NodePools {
 					scope = append(scope, np.Name)
 				}
 			} else {
-				// Pulled in by another plugin's requires: its defaults, already checked
+				// Pulled in by another plugin's requires: its defaults, checked
 				// against its schema when the package loaded.
-				p.Values = &config.Values{Plugin: pkg, Cluster: values.DeepCopy(pkg.Defaults()), Sensitive: pkg.Sensitive()}
+				p.Values = &config.Values{Plugin: pkg, Cluster: defaults, Sensitive: pkg.Sensitive()}
 			}
 			switch {
 			case e.opts.Runtimes != nil:
@@ -251,6 +261,15 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 		return nil, l
 	}
 	plan.others = pluginValues(plan)
+	for _, p := range plan.Plugins {
+		checks, cl := declarative.RenderChecks(ctx, p.Package, e.request(plan, p, stage.Validate, nil, plan.others))
+		l = append(l, cl...)
+		p.Checks = checks
+	}
+	if l.HasFatal() {
+		l.Sort()
+		return nil, l
+	}
 	return plan, l
 }
 

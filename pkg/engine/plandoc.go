@@ -121,7 +121,8 @@ func Contributions(m *model.Model) []ContributionRef {
 	for _, pn := range m.PoolNames() {
 		p := m.Pools[pn]
 		for _, k := range slices.Sorted(maps.Keys(p.Files)) {
-			add(p.Files[k].By, "nodes.file", pn, k)
+			// POOL:/PATH: the path is absolute, so a "/" would double.
+			add(p.Files[k].By, "nodes.file", pn+":"+k)
 		}
 		for _, k := range slices.Sorted(maps.Keys(p.Units)) {
 			u := p.Units[k]

@@ -123,7 +123,7 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 				continue
 			}
 			m.objects[key] = len(m.Kubernetes.Objects)
-			m.Kubernetes.Objects = append(m.Kubernetes.Objects, Object{Object: o.Object, By: by})
+			m.Kubernetes.Objects = append(m.Kubernetes.Objects, Object{Object: o.Object, By: by, File: o.File, Line: o.Line})
 			m.serveGroup(&a, m.Kubernetes.Objects[len(m.Kubernetes.Objects)-1])
 		}
 		for _, h := range k.HelmReleases {

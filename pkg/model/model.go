@@ -222,6 +222,11 @@ type Kubernetes struct {
 type Object struct {
 	Object map[string]any `json:"object"`
 	By     string         `json:"by,omitempty"`
+	// File and Line say where the object is written, for diagnostics about
+	// it: a manifest of the plugin's package, as rendered. Empty for objects of
+	// plugin code; not part of the model's JSON.
+	File string `json:"-"`
+	Line int    `json:"-"`
 }
 
 // HelmRelease is a chart from a plugin's package, installed as a release.

@@ -59,7 +59,7 @@ func DecodeManifest(file string, data []byte) (*v1alpha1.Plugin, *yamldoc.Doc, d
 		return nil, doc, l
 	}
 	if vl := doc.Validate(sch); len(vl) > 0 {
-		return nil, doc, append(l, vl...)
+		return nil, doc, append(l, versionHint(doc, vl)...)
 	}
 	m := &v1alpha1.Plugin{}
 	if !doc.Decode(m, &l) {
@@ -183,6 +183,28 @@ func load(fsys fs.FS, origin Origin, location string, read *Manifest) (*Package,
 		return nil, l
 	}
 	return p, l
+}
+
+// versionHint adds to the schema's complaint about metadata.version (a number
+// such as 0.3, or v1.17.2) the version it most likely means, written as one.
+func versionHint(doc *yamldoc.Doc, vl diag.List) diag.List {
+	root, _ := doc.Value.(map[string]any)
+	md, _ := root["metadata"].(map[string]any)
+	if md["version"] == nil {
+		return vl
+	}
+	v, err := semver.NewVersion(fmt.Sprint(md["version"]))
+	if err != nil {
+		return vl
+	}
+	field := yamldoc.FieldPath(doc, "/metadata/version")
+	line, col := doc.Pos("/metadata/version")
+	for i, d := range vl {
+		if d.Field == field && d.Line == line && d.Column == col {
+			vl[i].Message += fmt.Sprintf("; write it as \"%s\"", v.String())
+		}
+	}
+	return vl
 }
 
 func checkManifest(doc *yamldoc.Doc, m *v1alpha1.Plugin, l *diag.List) {

@@ -20,6 +20,8 @@ var brokenChart = fstest.MapFS{
 	"charts/old/templates/cm.yaml":      {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")},
 	"charts/scalar/Chart.yaml":          {Data: []byte("apiVersion: v2\nname: scalar\nversion: 0.1.0\n")},
 	"charts/scalar/templates/list.yaml": {Data: []byte("- a\n- b\n")},
+	"charts/cfg/Chart.yaml":             {Data: []byte("apiVersion: v2\nname: cfg\nversion: 0.1.0\n")},
+	"charts/cfg/templates/cm.yaml":      {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n")},
 }
 
 func TestDiagnostics(t *testing.T) {
@@ -177,6 +179,14 @@ func TestDiagnostics(t *testing.T) {
 		plugin: "net",
 		c:      &model.Contribution{Cloud: &model.Cloud{Resources: map[string]model.Setting[any]{"WorkerRole": {Value: map[string]any{}}}}},
 		want:   []string{"plugin net", "WorkerRole", "patch"},
+	}, {
+		name:   "chart renders an object the manifests hold",
+		plugin: "app",
+		c: &model.Contribution{Kubernetes: &model.Kubernetes{
+			Objects:      []model.Object{{Object: cm}},
+			HelmReleases: []model.HelmRelease{{Name: "app", Namespace: "default", Chart: "charts/cfg"}},
+		}},
+		want: []string{"plugin app has v1 ConfigMap default/cfg twice", "from its manifests and from helm release default/app, cfg/templates/cm.yaml"},
 	}, {
 		name:    "bad Kubernetes version",
 		version: "latest",

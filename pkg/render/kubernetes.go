@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/model"
 )
 
@@ -34,6 +35,9 @@ type kubeObject struct {
 	release int
 	// patched says an object patch changed the object.
 	patched bool
+	// file and line say where a manifest object is written (model.Object's).
+	file string
+	line int
 }
 
 func newKubeObject(plugin string, doc []byte, source string) *kubeObject {
@@ -122,6 +126,7 @@ func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObj
 			r.fatalf(o.By, fmt.Sprintf("kubernetes.objects[%d]", i), "encoding %s: %v", model.ObjectKey(o.Object), err)
 			continue
 		}
+		ko.file, ko.line = o.File, o.Line
 		byPlugin[o.By] = append(byPlugin[o.By], ko)
 	}
 	for i, h := range k.HelmReleases {
@@ -144,6 +149,10 @@ func (r *renderer) objects(ctx context.Context) ([]string, map[string][]*kubeObj
 		all = append(all, byPlugin[p]...)
 	}
 	r.releaseNamespaces(all)
+	for _, p := range order {
+		r.duplicates(p, byPlugin[p])
+	}
+	defer r.servedAPIs(order, byPlugin) // on the objects as patched
 
 	for i, p := range k.Patches {
 		field := fmt.Sprintf("kubernetes.patches[%d]", i)
@@ -229,6 +238,70 @@ func (r *renderer) releaseNamespaces(all []*kubeObject) {
 		o.doc = doc
 		o.target = o.ref()
 	}
+}
+
+// duplicates reports two objects of one plugin with the same group, kind,
+// namespace and name (a Helm chart rendering an object the plugin's manifests
+// also hold, or plugin code contributing one twice), naming where each came
+// from: at apply the second would silently replace the first. (The declarative
+// runtime reports two such manifest objects at their files and lines.)
+func (r *renderer) duplicates(plugin string, objs []*kubeObject) {
+	seen := map[string]*kubeObject{}
+	for _, o := range objs {
+		t := o.target
+		id := groupKind(t) + " " + t.Namespace + "/" + t.Name
+		prev, ok := seen[id]
+		if !ok {
+			seen[id] = o
+			continue
+		}
+		r.fatalf(plugin, "kubernetes", "plugin %s has %s twice: from %s and from %s; the second would replace the first at apply",
+			plugin, refText(t), r.origin(prev), r.origin(o))
+	}
+}
+
+// servedAPIs reports objects of an API the target Kubernetes version does not
+// serve (fatal) or has deprecated (a warning), as Input.ServedAPI says, at the
+// manifest line that wrote them or naming the chart template.
+func (r *renderer) servedAPIs(order []string, byPlugin map[string][]*kubeObject) {
+	if r.in.ServedAPI == nil {
+		return
+	}
+	for _, p := range order {
+		for _, o := range byPlugin[p] {
+			msg, fatal := r.in.ServedAPI(o.target.APIVersion, o.target.Kind)
+			if msg == "" {
+				continue
+			}
+			d := diag.Diagnostic{Severity: diag.Warning, Plugin: p, File: o.file, Line: o.line, Field: "kubernetes",
+				Message: fmt.Sprintf("%s is %s", refText(o.target), msg)}
+			if o.line > 0 {
+				d.Column = 1
+			}
+			if o.source != "" {
+				d.Message += " (" + o.source + ")"
+			}
+			if fatal {
+				d.Severity = diag.Fatal
+			}
+			if d.File != "" {
+				d.Field = ""
+			}
+			r.diags = append(r.diags, d)
+		}
+	}
+}
+
+// origin says where an object came from, for a diagnostic.
+func (r *renderer) origin(o *kubeObject) string {
+	if o.release < 0 {
+		return "its manifests"
+	}
+	if o.source != "" {
+		return o.source // "helm release NS/NAME, TEMPLATE"
+	}
+	h := r.in.Model.Kubernetes.HelmReleases[o.release]
+	return "helm release " + h.Namespace + "/" + h.Name
 }
 
 func groupKind(t model.ObjectRef) string {

@@ -68,6 +68,12 @@ type Input struct {
 	Plan any
 	// AWS are the cloud template's values (the cluster's spec.provider.aws).
 	AWS AWSValues
+	// ServedAPI says whether KubernetesVersion serves kind at apiVersion: ""
+	// when it does; else what is wrong and what to use instead, fatal when the
+	// version does not serve it at all, a warning when it is deprecated. Render
+	// reports every object of such an API. Nil checks nothing. (The action
+	// layer gives it internal/k8sversions' table; render knows no versions.)
+	ServedAPI func(apiVersion, kind string) (msg string, fatal bool)
 }
 
 // AWSValues are the values of the cloud template; each is the default of a template

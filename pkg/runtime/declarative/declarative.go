@@ -79,7 +79,8 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 			}
 			var rn v1alpha1.NodeContribution
 			ptr := "/spec/contributes/nodes/" + strconv.Itoa(i)
-			if !r.renderInto(ptr, n, &rn, r.data(vals, &poolData{Name: pool.Name, Role: pool.Role, Count: pool.Count})) {
+			pdata := r.data(vals, &poolData{Name: pool.Name, Role: pool.Role, Count: pool.Count})
+			if !r.renderInto(ptr, n, &rn, pdata) {
 				continue
 			}
 			if c.Pools == nil {
@@ -88,7 +89,7 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 			if c.Pools[pool.Name] == nil {
 				c.Pools[pool.Name] = &model.Pool{Name: pool.Name}
 			}
-			r.addNode(ptr, c.Pools[pool.Name], &rn)
+			r.addNode(ptr, c.Pools[pool.Name], &rn, pdata)
 		}
 	}
 	if src.Cloud != nil {
@@ -153,6 +154,45 @@ type renderer struct {
 	req    *stage.Request
 	limits *limits
 	l      diag.List
+	// objects says where each manifest object the plugin rendered so far was
+	// written, by objectID: two objects of one identity are an error.
+	objects map[string]string
+}
+
+// objectID identifies an object in a cluster: its API group (not version:
+// apps/v1beta2 and apps/v1 name one Deployment), kind, namespace and name.
+func objectID(o map[string]any) string {
+	av, _ := o["apiVersion"].(string)
+	group, _, found := strings.Cut(av, "/")
+	if !found {
+		group = ""
+	}
+	kind, _ := o["kind"].(string)
+	md, _ := o["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	name, _ := md["name"].(string)
+	id := kind
+	if group != "" {
+		id += "." + group
+	}
+	if ns != "" {
+		return id + " " + ns + "/" + name
+	}
+	return id + " " + name
+}
+
+// seen records that the object o was written at where, and returns where an
+// object of the same identity was written before, if one was.
+func (r *renderer) seen(o map[string]any, where string) (string, bool) {
+	if r.objects == nil {
+		r.objects = map[string]string{}
+	}
+	id := objectID(o)
+	if prev, ok := r.objects[id]; ok {
+		return prev, true
+	}
+	r.objects[id] = where
+	return "", false
 }
 
 func (r *renderer) data(values map[string]any, pool *poolData) map[string]any {
@@ -208,8 +248,36 @@ func (r *renderer) walk(ptr string, v any, data map[string]any, ok *bool) any {
 		}
 		return s
 	case map[string]any:
-		for k, e := range t {
-			t[k] = r.walk(ptr+"/"+escapePtr(k), e, data, ok)
+		// Keys are templates too (an IAM condition key naming the cluster): each
+		// is rendered, and two keys that render alike are an error, since one
+		// would silently replace the other.
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		from := map[string]string{}
+		for _, k := range keys {
+			kp := ptr + "/" + escapePtr(k)
+			e := r.walk(kp, t[k], data, ok)
+			rk := k
+			if strings.Contains(k, "{{") {
+				s, err := r.limits.execute(k, data)
+				if err != nil {
+					r.errorf(kp, "template in key: %v", err)
+					*ok = false
+					continue
+				}
+				rk = s
+				delete(t, k)
+			}
+			if prev, dup := from[rk]; dup {
+				r.errorf(kp, "key %q renders as %q, as key %q does", k, rk, prev)
+				*ok = false
+				continue
+			}
+			from[rk] = k
+			t[rk] = e
 		}
 	case []any:
 		for i, e := range t {
@@ -269,7 +337,9 @@ func controlPlane(cp *v1alpha1.ControlPlane) *model.ControlPlane {
 	return out
 }
 
-func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContribution) {
+// addNode adds a rendered node contribution to p; data is what the pool's
+// templates see, for source files that are templates.
+func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContribution, data map[string]any) {
 	for i, f := range n.Files {
 		content := f.Content
 		if f.Source != "" {
@@ -279,6 +349,13 @@ func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContributi
 				continue
 			}
 			content = string(b)
+			if f.Template != nil && *f.Template {
+				text, ok := r.executeFile(f.Source, content, data)
+				if !ok {
+					continue
+				}
+				content = text
+			}
 		}
 		mode := f.Mode
 		if mode == "" {
@@ -332,6 +409,22 @@ func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContributi
 		}
 		p.Hooks = append(p.Hooks, mh)
 	}
+}
+
+// executeFile renders text, the package file ref, as a template; a failure is
+// a fatal diagnostic at its line in that file.
+func (r *renderer) executeFile(ref, text string, data map[string]any) (string, bool) {
+	out, err := r.limits.execute(text, data)
+	if err != nil {
+		clean, _ := plugin.CleanRef(ref)
+		d := diag.Diagnostic{Severity: diag.Fatal, Plugin: r.pkg.Name, File: path.Join(r.pkg.Location, clean), Message: "template: " + err.Error()}
+		if te, ok := errors.AsType[*templateError](err); ok {
+			d.Line, d.Column = te.Line, te.Column
+		}
+		r.l = append(r.l, d)
+		return "", false
+	}
+	return out, true
 }
 
 func (r *renderer) read(ref string) ([]byte, error) {
@@ -420,10 +513,15 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 		key := parseKey(name, text)
 		if objs, ok := manifestCache.get(key); ok {
 			for _, obj := range objs {
-				k.Objects = append(k.Objects, model.Object{Object: obj})
+				if prev, dup := r.seen(obj, name); dup {
+					r.l.Errorf(name, 0, 0, "", "%s is defined twice by plugin %s: here and in %s; the second would replace the first at apply", objectID(obj), r.pkg.Name, prev)
+					continue
+				}
+				k.Objects = append(k.Objects, model.Object{Object: obj, File: name})
 			}
 			continue
 		}
+		sameLines := strings.Count(text, "\n") == strings.Count(string(b), "\n")
 		docs, dl := yamldoc.ParseAll(name+" (rendered)", []byte(text))
 		for i := range dl {
 			dl[i].Plugin = r.pkg.Name
@@ -444,7 +542,19 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 				continue
 			}
 			objs = append(objs, obj)
-			k.Objects = append(k.Objects, model.Object{Object: obj})
+			line, col := d.Pos("")
+			where := fmt.Sprintf("%s:%d:%d", d.File, line, col)
+			if prev, dup := r.seen(obj, where); dup {
+				d.Errorf(&r.l, "", "%s is defined twice by plugin %s: here and at %s; the second would replace the first at apply", objectID(obj), r.pkg.Name, prev)
+				continue
+			}
+			// The object's line in the file as written: the rendered one when
+			// rendering kept the lines where they were.
+			at := 0
+			if sameLines {
+				at = line
+			}
+			k.Objects = append(k.Objects, model.Object{Object: obj, File: name, Line: at})
 		}
 		if clean {
 			manifestCache.put(key, len(text), objs)
