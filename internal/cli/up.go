@@ -58,8 +58,9 @@ the current context — so kubectl and kubeplug status work at once. Use
 
 With spec.provider.aws, up uploads the rendered files to S3 and deploys the cloud
 template and the plugins' stacks through CloudFormation change sets, printing each
-change set before it runs and streaming the stacks' events; the machines then join
-by themselves, so no plugin's Kubernetes content is deployed and no live check runs.
+change set before it runs and streaming the stacks' events; the machines boot the
+rendered user data but do not join yet (docs/aws.md), so no plugin's Kubernetes
+content is deployed and no live check runs.
 'kubeplug down' deletes what it created (docs/aws.md).
 
 The local provider runs the Kubernetes version the file names, from its binary
@@ -152,7 +153,7 @@ func printUpSummary(w io.Writer, res *action.UpResult, failed bool, file string)
 	case failed:
 		state = "NOT ready (see the errors above)"
 	case res.Kubeconfig == "" && res.Deployed != nil:
-		state = "deployed (its machines join by themselves)"
+		state = "deployed (its cloud resources; its machines do not join yet, docs/aws.md)"
 	}
 	fmt.Fprintf(&b, "\nCluster %s is %s after %s.\n\n", res.Cluster, state, res.Ready)
 	rows := [][]string{}

@@ -95,11 +95,11 @@ func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List)
 	switch {
 	case l.HasFatal():
 	case r.running.RESTConfig == nil:
-		// The provider deployed the machines, which join by themselves, and cannot
-		// reach their API server (the aws provider): the plugins' validate stage
+		// The provider deployed the machines and cannot reach their API server
+		// (the aws provider, whose machines do not join yet): the plugins' validate stage
 		// still sees what it deployed; nothing that needs the cluster runs.
 		l = append(l, r.pipeline(ctx, stageStep(stage.Validate))...)
-		l.Warnf("", 0, 0, "", "the %s provider deployed the cluster's cloud resources; its machines join by themselves and kubeplug does not reach their API server, so no plugin's Kubernetes content was deployed and no live check ran (docs/aws.md)", providerName(cl))
+		l.Warnf("", 0, 0, "", "the %s provider deployed the cluster's cloud resources; its machines boot the rendered user data but do not join yet, and kubeplug does not reach their API server, so no plugin's Kubernetes content was deployed and no live check ran (docs/aws.md)", providerName(cl))
 	default:
 		l = append(l, r.pipeline(ctx, connectStep, deployStep, afterDeployStep, validateStep, recordStep)...)
 	}

@@ -16,7 +16,9 @@
 //
 // The package registers the "aws" provider (spec.provider.aws): kubeplug up
 // deploys with a Deployer, kubeplug down destroys, plan --cloud previews and
-// diff --live reports drift. The cluster's machines join by themselves; the
+// diff --live reports drift. The machines boot the rendered user data, but the
+// provider does not yet give them the provider's part of the boot (CA, bootstrap
+// token, kubelet configuration: docs/machines.md), so they do not join; the
 // provider does not reach their API server. Tests run against moto's server mode
 // on loopback; docs/aws.md says what moto does not model.
 package aws

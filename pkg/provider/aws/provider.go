@@ -31,7 +31,7 @@ func init() { provider.Register(Name, newProvider) }
 
 // Provider is the aws provider: Up deploys the rendered files and stacks with a
 // Deployer, Down destroys what it deployed. The cluster's machines boot from
-// their user data and join by themselves; Up does not wait for them, and the
+// their user data but do not join yet (docs/aws.md); Up does not wait for them, and the
 // Running it returns has no RESTConfig, so kubeplug up stops before the steps
 // that need the cluster's API server (docs/aws.md).
 type Provider struct {

@@ -42,6 +42,8 @@ type Provider struct {
 	opts Options
 	log  *slog.Logger
 	cp   *controlplane.ControlPlane // set by Up or attach
+	// rollMu lets one machine at a time be replaced (machines.go).
+	rollMu sync.Mutex
 	// ports are the ones the last Facts chose; Up starts the control plane on them.
 	ports *controlplane.Ports
 	// binDir holds the binaries of the cluster's Kubernetes version, once
@@ -573,6 +575,12 @@ func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.
 // labels and taints are set on the Node as for every node, and it must be
 // Ready.
 func (p *Provider) upMachineNode(ctx context.Context, n *desiredNode, rc *realCluster, token string, status *provider.NodeStatus) error {
+	if p.replacing(n) {
+		// One machine at a time is replaced, each until it is Ready again,
+		// so the workloads of the others keep running.
+		p.rollMu.Lock()
+		defer p.rollMu.Unlock()
+	}
 	created, err := p.upMachine(ctx, n, rc, token, status)
 	if err != nil {
 		return err

@@ -18,9 +18,11 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplug/kubeplug/internal/bounded"
@@ -275,8 +277,15 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 	_, getErr := client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
 	created = apierrors.IsNotFound(getErr)
 	idFile := filepath.Join(p.machineDir(n.name), "instance-id")
-	if have, err := os.ReadFile(idFile); err == nil && string(have) != m.InstanceID { //nolint:gosec // inside the state dir
+	if p.replacing(n) {
+		// kops' rolling update: cordon, drain, a new machine from the new
+		// files; the caller holds the roll lock until it is Ready.
 		p.event("node", n.name, "machine "+n.name+": its pool's boot files changed, replacing it")
+		if !created {
+			if err := drain(ctx, client, n.name, 3*time.Minute); err != nil {
+				return false, fmt.Errorf("machine %s: drain before replacing it: %w", n.name, err)
+			}
+		}
 		if err := m.Remove(ctx); err != nil {
 			return false, err
 		}
@@ -322,6 +331,67 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 		}
 	}
 	return created, nil
+}
+
+// replacing says whether the node's machine runs an older instance (its
+// pool's boot files changed since it was made).
+func (p *Provider) replacing(n *desiredNode) bool {
+	have, err := os.ReadFile(filepath.Join(p.machineDir(n.name), "instance-id")) //nolint:gosec // inside the state dir
+	return err == nil && string(have) != n.sys.InstanceID
+}
+
+// drain cordons the Node and evicts its Pods through the Eviction API (so
+// PodDisruptionBudgets hold), except DaemonSets' and static Pods, and waits
+// until they are gone.
+func drain(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) error {
+	patch := []byte(`{"spec":{"unschedulable":true}}`)
+	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("cordon: %w", err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return err
+		}
+		var left []string
+		for _, pod := range pods.Items {
+			if daemonOrStatic(&pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			left = append(left, pod.Namespace+"/"+pod.Name)
+			if pod.DeletionTimestamp != nil {
+				continue
+			}
+			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
+			if err := client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsTooManyRequests(err) {
+				return fmt.Errorf("evict %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("Pods still on the node after %s (a PodDisruptionBudget may forbid their eviction): %s", timeout, strings.Join(left, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func daemonOrStatic(pod *corev1.Pod) bool {
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return true
+	}
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
 }
 
 // machinePhase reads the report of a phase the machine's node agent ran
