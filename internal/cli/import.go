@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeplug/kubeplug/pkg/action"
+)
+
+// importSource is one `kubeplug import` subcommand.
+type importSource struct {
+	name, use, short, long, example string
+}
+
+var importCmds = []importSource{
+	{
+		name:  action.ImportHelm,
+		use:   "helm CHART_DIR|CHART.tgz",
+		short: "Import a Helm chart as a plugin that installs it",
+		long: `Write NAME/ (NAME: the chart's name as a DNS label) with a plugin.yaml whose one
+Helm release installs the chart, copied whole into charts/NAME. The plugin's version
+is the chart's version as a semantic version (v1.17.2 becomes 1.17.2, the original
+recorded in README.md); the chart's kubeVersion becomes spec.kubernetesVersion. A
+chart whose dependencies are not vendored in its charts/ directory is refused: run
+'helm dependency build' first.`,
+		example: `  kubeplug import helm ./podinfo && kubeplug plugin lint podinfo
+  kubeplug import helm podinfo-6.14.1.tgz --namespace web --dir imported`,
+	},
+}
+
+func newImportCmd(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "import SOURCE INPUT",
+		Short: "Turn another tool's artifact into kubeplug plugins",
+		Long: `Import what another cluster tool already has as kubeplug plugins. Each import writes
+its plugins into new directories, with a README.md per plugin saying what was mapped
+where, which names and versions were normalised (with the rule and the original),
+and every field of the source that could not be mapped; the source file is kept
+beside the plugin for review. Every plugin is checked as 'plugin lint' checks it
+before anything is written: a failed import leaves nothing behind, and an existing
+path is never overwritten. See docs/import.md for each source's mapping.`,
+	}
+	for _, s := range importCmds {
+		cmd.AddCommand(newImportSourceCmd(o, s))
+	}
+	return cmd
+}
+
+func newImportSourceCmd(o *options, s importSource) *cobra.Command {
+	a := action.NewImport(nil)
+	cmd := &cobra.Command{
+		Use:     s.use,
+		Short:   s.short,
+		Long:    s.long,
+		Example: s.example,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			run := action.NewImport(o.config())
+			run.Dir, run.Namespace = a.Dir, a.Namespace
+			res, l := run.Run(cmd.Context(), s.name, args[0])
+			if o.report(l) || res == nil {
+				return errFailed
+			}
+			return o.print(res, func(w io.Writer) error {
+				for _, p := range res.Plugins {
+					if _, err := fmt.Fprintf(w, "imported %s %s into %s (see %s)\n", p.Name, p.Version, p.Path, p.README); err != nil {
+						return err
+					}
+				}
+				if res.Catalog != "" {
+					if _, err := fmt.Fprintf(w, "catalog index: %s\n", res.Catalog); err != nil {
+						return err
+					}
+				}
+				if res.Unmapped > 0 {
+					if _, err := fmt.Fprintf(w, "%d field(s) of the source are not mapped; each is listed in the README\n", res.Unmapped); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&a.Dir, "dir", "", "the directory to write the import into (default: the working directory)")
+	cmd.Flags().StringVar(&a.Namespace, "namespace", "", "the namespace of the imported Helm releases and namespaced objects (default: per source, see docs/import.md)")
+	_ = cmd.MarkFlagDirname("dir")
+	return cmd
+}

@@ -1,0 +1,171 @@
+package importer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/pkg/archive"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+)
+
+// readFile reads a source file whole, bounded by the package file limit, with an
+// error naming it.
+func readFile(name string) ([]byte, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, unwrapPath(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read %s: not a regular file", name)
+	}
+	if fi.Size() > plugin.MaxFileSize {
+		return nil, fmt.Errorf("read %s: %d bytes, past the %d-byte limit for a file", name, fi.Size(), plugin.MaxFileSize)
+	}
+	data, err := os.ReadFile(name) //nolint:gosec // the user's own input
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, unwrapPath(err))
+	}
+	return data, nil
+}
+
+// unwrapPath drops the path an *fs.PathError repeats, since callers name it.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// readTree reads the regular files of a directory, or of the gzipped tar archive
+// at name, by slash path. An archive is unpacked in memory with the package
+// archive checks: an entry that is absolute, climbs out with "..", is a link out
+// of the tree or a device is an error naming the entry and the file. A symlink in
+// a directory is an error naming it: what it points at is not part of the source.
+func readTree(name string) (map[string][]byte, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, unwrapPath(err))
+	}
+	var fsys fs.FS
+	if fi.IsDir() {
+		fsys = os.DirFS(name)
+	} else {
+		f, err := os.Open(name) //nolint:gosec // the user's own input
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", name, unwrapPath(err))
+		}
+		defer func() { _ = f.Close() }()
+		fsys, err = archive.Extract(f, archive.Limits{})
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+	}
+	out := map[string][]byte{}
+	var total int64
+	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && d.Name() == ".git":
+			return fs.SkipDir
+		case d.IsDir():
+			return nil
+		case d.Type()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symlink; import a tree of regular files", p)
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		if total += int64(len(data)); total > plugin.MaxPackageSize {
+			return fmt.Errorf("the files hold more than %d bytes, past the package limit", plugin.MaxPackageSize)
+		}
+		out[p] = data
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, unwrapPath(err))
+	}
+	return out, nil
+}
+
+// subtree returns the files of tree below dir, by path relative to dir.
+func subtree(tree map[string][]byte, dir string) map[string][]byte {
+	out := map[string][]byte{}
+	for p, data := range tree {
+		if rel, ok := strings.CutPrefix(p, dir+"/"); ok {
+			out[rel] = data
+		}
+	}
+	return out
+}
+
+// decodeStrict decodes YAML into v, refusing unknown fields, with an error naming
+// file.
+func decodeStrict(file string, data []byte, v any) error {
+	if err := yaml.UnmarshalStrict(data, v); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
+}
+
+// decodeMap decodes one YAML document into a generic map, naming file.
+func decodeMap(file string, data []byte) (map[string]any, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if m == nil {
+		return nil, fmt.Errorf("%s: %w: the file is empty", file, ErrFormat)
+	}
+	return m, nil
+}
+
+// splitDocs splits a multi-document YAML stream on its separators.
+func splitDocs(data []byte) [][]byte {
+	var out [][]byte
+	for _, d := range bytes.Split(append([]byte("\n"), data...), []byte("\n---")) {
+		// A separator line may carry a comment or trailing spaces.
+		if i := bytes.IndexByte(d, '\n'); i >= 0 && strings.TrimSpace(string(d[:i])) != "" && !strings.HasPrefix(strings.TrimSpace(string(d[:i])), "#") {
+			d = append([]byte("\n"), d...)
+		}
+		if len(bytes.TrimSpace(d)) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// base is the file name of a slash or OS path.
+func base(p string) string { return path.Base(filepath.ToSlash(p)) }
+
+// decodeLoose decodes YAML into v, ignoring fields v does not name, with an error
+// naming file.
+func decodeLoose(file string, data []byte, v any) error {
+	if err := yaml.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
