@@ -28,6 +28,22 @@ chart whose dependencies are not vendored in its charts/ directory is refused: r
 		example: `  kubeplug import helm ./podinfo && kubeplug plugin lint podinfo
   kubeplug import helm podinfo-6.14.1.tgz --namespace web --dir imported`,
 	},
+	{
+		name:  action.ImportKKP,
+		use:   "kkp APPLICATIONDEFINITION.yaml --charts DIR",
+		short: "Import a KKP ApplicationDefinition as a versioned plugin catalog",
+		long: `Write NAME/ (NAME: the definition's name) as a plugin catalog: one package archive
+per version of the definition, each a plugin of that version installing that
+version's Helm chart with the definition's default values, and one index.yaml
+listing them all, as 'catalog index' writes it. Serve the directory over HTTPS and
+use it with --catalog URL/index.yaml; cluster.yaml then picks the version.
+
+A definition names its charts by repository and version only: pull them first
+(the error says how) into the --charts directory. Default values that are KKP
+templates ({{ .Cluster.… }}) are left out and listed in the README.`,
+		example: `  helm pull oci://quay.io/kubermatic-mirror/helm-charts/cluster-autoscaler --version 9.46.6 -d charts
+  kubeplug import kkp cluster-autoscaler.yaml --charts charts`,
+	},
 }
 
 func newImportCmd(o *options) *cobra.Command {
@@ -58,7 +74,7 @@ func newImportSourceCmd(o *options, s importSource) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			run := action.NewImport(o.config())
-			run.Dir, run.Namespace = a.Dir, a.Namespace
+			run.Dir, run.Namespace, run.Charts = a.Dir, a.Namespace, a.Charts
 			res, l := run.Run(cmd.Context(), s.name, args[0])
 			if o.report(l) || res == nil {
 				return errFailed
@@ -86,5 +102,9 @@ func newImportSourceCmd(o *options, s importSource) *cobra.Command {
 	cmd.Flags().StringVar(&a.Dir, "dir", "", "the directory to write the import into (default: the working directory)")
 	cmd.Flags().StringVar(&a.Namespace, "namespace", "", "the namespace of the imported Helm releases and namespaced objects (default: per source, see docs/import.md)")
 	_ = cmd.MarkFlagDirname("dir")
+	if s.name == action.ImportKKP {
+		cmd.Flags().StringVar(&a.Charts, "charts", "", "the directory holding each version's chart as `helm pull` writes it (NAME-VERSION.tgz) or unpacked (NAME-VERSION/ or NAME/)")
+		_ = cmd.MarkFlagDirname("charts")
+	}
 	return cmd
 }

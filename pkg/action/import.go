@@ -41,6 +41,10 @@ type Import struct {
 	// empty takes each source's default (the plugin's name for a chart, the
 	// ApplicationDefinition's defaultNamespace for KKP).
 	Namespace string
+	// Charts is a directory of Helm charts for sources that name charts only by
+	// repository and version (KKP): NAME-VERSION.tgz as `helm pull` writes them,
+	// or unpacked as NAME-VERSION/ or NAME/.
+	Charts string
 }
 
 // NewImport returns an Import action.
@@ -71,6 +75,7 @@ type ImportedPlugin struct {
 // importers are the importers by source.
 var importers = map[string]func(string, importer.Options) (*importer.Result, error){
 	ImportHelm: importer.FromHelm,
+	ImportKKP:  importer.FromKKP,
 }
 
 // Run imports input, in the format of src, and writes the result below Dir. Every
@@ -88,7 +93,7 @@ func (a *Import) Run(ctx context.Context, src, input string) (*ImportResult, dia
 		l.Errorf(input, 0, 0, "", "%v", err)
 		return nil, l
 	}
-	res, err := from(input, importer.Options{Namespace: a.Namespace})
+	res, err := from(input, importer.Options{Namespace: a.Namespace, Charts: a.Charts})
 	if err != nil {
 		l.Errorf(input, 0, 0, "", "cannot import: %v", err)
 		return nil, l

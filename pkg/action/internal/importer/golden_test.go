@@ -20,9 +20,12 @@ const testdata = "../../../../testdata/import"
 // goldenCases import the real upstream artifacts under testdata/import.
 var goldenCases = []struct {
 	name, source, input string
+	opts                Options
 	from                func(string, Options) (*Result, error)
 }{
-	{"podinfo", "helm", "podinfo", FromHelm},
+	{"podinfo", "helm", "podinfo", Options{}, FromHelm},
+	{"cluster-autoscaler", "kkp", "cluster-autoscaler.yaml", Options{Charts: testdata + "/kkp/charts"}, FromKKP},
+	{"nginx-cilium-test", "kkp", "nginx-cilium-test.yaml", Options{Charts: testdata + "/kkp/charts"}, FromKKP},
 }
 
 // TestGolden imports each upstream artifact and compares, per package, its
@@ -30,7 +33,7 @@ var goldenCases = []struct {
 func TestGolden(t *testing.T) {
 	for _, c := range goldenCases {
 		t.Run(c.source+"/"+c.name, func(t *testing.T) {
-			res, err := c.from(filepath.Join(testdata, c.source, c.input), Options{})
+			res, err := c.from(filepath.Join(testdata, c.source, c.input), c.opts)
 			if err != nil {
 				t.Fatal(err)
 			}

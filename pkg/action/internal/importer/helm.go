@@ -16,6 +16,10 @@ type Options struct {
 	// Namespace is where Helm releases and namespaced objects go; each importer
 	// says its default (for a Helm chart, the plugin's name).
 	Namespace string
+	// Charts is a directory of Helm charts (NAME-VERSION.tgz as `helm pull`
+	// writes them, or unpacked) for sources that name charts only by repository
+	// and version (KKP).
+	Charts string
 }
 
 // chartMeta is the part of Chart.yaml the Helm importer reads; the rest stays in
@@ -90,19 +94,9 @@ func chartRoot(input string, tree map[string][]byte) (string, error) {
 // helmPackage makes the plugin of one chart's files.
 func helmPackage(r *Report, input string, chart map[string][]byte, o Options) (*Package, error) {
 	file := path.Join(base(input), "Chart.yaml")
-	var m chartMeta
-	raw, err := decodeMap(file, chart["Chart.yaml"])
+	m, raw, err := readChart(file, chart)
 	if err != nil {
 		return nil, err
-	}
-	if err := decodeLoose(file, chart["Chart.yaml"], &m); err != nil {
-		return nil, err
-	}
-	if m.Name == "" || m.Version == "" {
-		return nil, fmt.Errorf("%s: %w: a Helm chart's Chart.yaml has name and version", file, ErrFormat)
-	}
-	if m.Type == "library" {
-		return nil, fmt.Errorf("%s: chart %s is a library chart (type: library); only application charts can be installed as a release", file, m.Name)
 	}
 	name, err := Name(r, "Chart.yaml name", m.Name, 53)
 	if err != nil {
@@ -111,9 +105,6 @@ func helmPackage(r *Report, input string, chart map[string][]byte, o Options) (*
 	version, err := Version(r, "Chart.yaml version", m.Version)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	if err := checkDependencies(file, chart, m); err != nil {
-		return nil, err
 	}
 	p := newPackage(name, name, version, m.Description)
 	if p.Manifest.Metadata.Description == "" {
@@ -135,11 +126,6 @@ func helmPackage(r *Report, input string, chart map[string][]byte, o Options) (*
 		r.Map("description", "`metadata.description` (its first line)")
 	}
 	if kv := strings.TrimSpace(m.KubeVersion); kv != "" {
-		// Helm refuses to install a chart whose kubeVersion it cannot read, so
-		// the import does too rather than write a plugin that cannot install.
-		if _, err := semver.NewConstraint(kv); err != nil {
-			return nil, fmt.Errorf("%s: kubeVersion %q is not a semver constraint (Helm refuses to install the chart): %w", file, kv, err)
-		}
 		p.Manifest.Spec.KubernetesVersion = kv
 		r.Map("kubeVersion", "`spec.kubernetesVersion`")
 	}
@@ -165,6 +151,42 @@ func helmPackage(r *Report, input string, chart map[string][]byte, o Options) (*
 		}
 	}
 	return p, nil
+}
+
+// readChart reads a chart's Chart.yaml (file names it in errors) and refuses
+// what Helm would refuse to install: a library chart, a kubeVersion it cannot
+// read, dependencies not vendored in charts/. It returns the fields the importers
+// read and the whole document.
+func readChart(file string, chart map[string][]byte) (chartMeta, map[string]any, error) {
+	var m chartMeta
+	data, ok := chart["Chart.yaml"]
+	if !ok {
+		return m, nil, fmt.Errorf("%s: %w: no such file in the chart", file, ErrFormat)
+	}
+	raw, err := decodeMap(file, data)
+	if err != nil {
+		return m, nil, err
+	}
+	if err := decodeLoose(file, data, &m); err != nil {
+		return m, nil, err
+	}
+	if m.Name == "" || m.Version == "" {
+		return m, nil, fmt.Errorf("%s: %w: a Helm chart's Chart.yaml has name and version", file, ErrFormat)
+	}
+	if m.Type == "library" {
+		return m, nil, fmt.Errorf("%s: chart %s is a library chart (type: library); only application charts can be installed as a release", file, m.Name)
+	}
+	if kv := strings.TrimSpace(m.KubeVersion); kv != "" {
+		// Helm refuses to install a chart whose kubeVersion it cannot read, so
+		// the import does too rather than write a plugin that cannot install.
+		if _, err := semver.NewConstraint(kv); err != nil {
+			return m, nil, fmt.Errorf("%s: kubeVersion %q is not a semver constraint (Helm refuses to install the chart): %w", file, kv, err)
+		}
+	}
+	if err := checkDependencies(file, chart, m); err != nil {
+		return m, nil, err
+	}
+	return m, raw, nil
 }
 
 // checkDependencies refuses a chart whose declared dependencies are not vendored
