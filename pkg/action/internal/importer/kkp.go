@@ -394,4 +394,3 @@ func pullRef(url, name string) string {
 	}
 	return name + " --repo " + url
 }
-
