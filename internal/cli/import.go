@@ -44,6 +44,22 @@ templates ({{ .Cluster.… }}) are left out and listed in the README.`,
 		example: `  helm pull oci://quay.io/kubermatic-mirror/helm-charts/cluster-autoscaler --version 9.46.6 -d charts
   kubeplug import kkp cluster-autoscaler.yaml --charts charts`,
 	},
+	{
+		name:  action.ImportKubeAWS,
+		use:   "kube-aws PLUGIN_DIR",
+		short: "Import a kube-aws plugin directory as a plugin",
+		long: `Write NAME/ from a kube-aws plugin (PLUGIN_DIR/plugin.yaml, spec.cluster.*): values
+become the plugin's defaults; API server, controller-manager, scheduler and kubelet
+flags become control-plane and kubelet flags; machine files, systemd units, kubelet
+labels and feature gates become node contributions of the matching role (etcd's on
+the control plane); IAM statements and CloudFormation resources and outputs become
+cloud contributions; manifests and Helm releases (charts in the plugin directory,
+or in --charts) become Kubernetes contributions. Templates stay templates: .Values
+as it was, .Config.ClusterName as .Cluster.Metadata.Name, other .Config fields as
+values to set. Everything else — PKI key pairs, files outside the plugin, templates
+calling kube-aws' own functions, the aws-only constraint — is listed in README.md.`,
+		example: `  kubeplug import kube-aws kube-aws/plugins/my-plugin && kubeplug plugin lint my-plugin`,
+	},
 }
 
 func newImportCmd(o *options) *cobra.Command {
@@ -102,7 +118,7 @@ func newImportSourceCmd(o *options, s importSource) *cobra.Command {
 	cmd.Flags().StringVar(&a.Dir, "dir", "", "the directory to write the import into (default: the working directory)")
 	cmd.Flags().StringVar(&a.Namespace, "namespace", "", "the namespace of the imported Helm releases and namespaced objects (default: per source, see docs/import.md)")
 	_ = cmd.MarkFlagDirname("dir")
-	if s.name == action.ImportKKP {
+	if s.name == action.ImportKKP || s.name == action.ImportKubeAWS {
 		cmd.Flags().StringVar(&a.Charts, "charts", "", "the directory holding each version's chart as `helm pull` writes it (NAME-VERSION.tgz) or unpacked (NAME-VERSION/ or NAME/)")
 		_ = cmd.MarkFlagDirname("charts")
 	}

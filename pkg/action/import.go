@@ -74,8 +74,9 @@ type ImportedPlugin struct {
 
 // importers are the importers by source.
 var importers = map[string]func(string, importer.Options) (*importer.Result, error){
-	ImportHelm: importer.FromHelm,
-	ImportKKP:  importer.FromKKP,
+	ImportHelm:    importer.FromHelm,
+	ImportKKP:     importer.FromKKP,
+	ImportKubeAWS: importer.FromKubeAWS,
 }
 
 // Run imports input, in the format of src, and writes the result below Dir. Every
@@ -179,7 +180,7 @@ func (a *Import) writePlugins(ctx context.Context, tmp string, res *importer.Res
 			return l
 		}
 		_, ll := NewLint(a.cfg).Run(ctx, dir)
-		l = append(l, relocate(ll, tmp)...)
+		l = append(l, relocate(ll, tmp, a.Dir)...)
 		out.Unmapped += len(p.Report.Unmapped)
 		out.Plugins = append(out.Plugins, ImportedPlugin{
 			Name: p.Manifest.Metadata.Name, Version: p.Manifest.Metadata.Version,
@@ -202,7 +203,7 @@ func (a *Import) writeCatalog(ctx context.Context, tmp string, res *importer.Res
 			return l
 		}
 		_, ll := NewLint(a.cfg).Run(ctx, dir)
-		l = append(l, relocate(ll, scratch)...)
+		l = append(l, relocate(ll, scratch, filepath.Join(a.Dir, res.Catalog))...)
 		if l.HasFatal() {
 			return l
 		}
@@ -294,13 +295,20 @@ func writeFiles(dir string, files map[string][]byte) error {
 	return nil
 }
 
-// relocate names the files of diagnostics found in the scratch copy by the
-// package's directory in the output, where the user finds them.
-func relocate(l diag.List, scratch string) diag.List {
-	prefix := scratch + string(filepath.Separator)
+// relocate names the files of diagnostics found in the scratch copy as they are
+// (or would have been) in the output directory out.
+func relocate(l diag.List, scratch, out string) diag.List {
 	for i := range l {
-		if r, ok := strings.CutPrefix(l[i].File, prefix); ok {
-			l[i].File = r
+		f := l[i].File
+		if f == "" {
+			continue
+		}
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			continue
+		}
+		if r, err := filepath.Rel(scratch, abs); err == nil && !strings.HasPrefix(r, "..") {
+			l[i].File = filepath.Join(out, r)
 		}
 	}
 	return l

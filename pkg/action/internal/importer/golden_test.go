@@ -26,6 +26,9 @@ var goldenCases = []struct {
 	{"podinfo", "helm", "podinfo", Options{}, FromHelm},
 	{"cluster-autoscaler", "kkp", "cluster-autoscaler.yaml", Options{Charts: testdata + "/kkp/charts"}, FromKKP},
 	{"nginx-cilium-test", "kkp", "nginx-cilium-test.yaml", Options{Charts: testdata + "/kkp/charts"}, FromKKP},
+	{"my-plugin", "kube-aws", "my-plugin", Options{}, FromKubeAWS},
+	{"aws-iam-authenticator", "kube-aws", "aws-iam-authenticator", Options{}, FromKubeAWS},
+	{"kiam", "kube-aws", "kiam", Options{}, FromKubeAWS},
 }
 
 // TestGolden imports each upstream artifact and compares, per package, its
