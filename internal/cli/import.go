@@ -60,6 +60,22 @@ values to set. Everything else — PKI key pairs, files outside the plugin, temp
 calling kube-aws' own functions, the aws-only constraint — is listed in README.md.`,
 		example: `  kubeplug import kube-aws kube-aws/plugins/my-plugin && kubeplug plugin lint my-plugin`,
 	},
+	{
+		name:  action.ImportKops,
+		use:   "kops CLUSTER.yaml",
+		short: "Import what a kops cluster spec adds to machines and the control plane as a plugin",
+		long: `Write NAME/ (NAME: the cluster's FQDN as a DNS label, minimal.example.com becoming
+minimal-example-com) from a kops cluster spec (kops get cluster -o yaml, or kops get
+all -o yaml with its InstanceGroups): hooks become systemd units written as kops'
+nodeup writes them, fileAssets become node files, kubeAPIServer,
+kubeControllerManager and kubeScheduler become control-plane flags and kubelet and
+masterKubelet kubelet flags, under kops' own flag names. An InstanceGroup's hooks,
+fileAssets and kubelet apply to the node pool of its name. The rest of the spec is
+the cluster's shape (version, network, subnets, etcd): listed in README.md, for
+cluster.yaml.`,
+		example: `  kops get cluster minimal.example.com -o yaml > cluster.yaml
+  kubeplug import kops cluster.yaml && kubeplug plugin lint minimal-example-com`,
+	},
 }
 
 func newImportCmd(o *options) *cobra.Command {

@@ -77,6 +77,7 @@ var importers = map[string]func(string, importer.Options) (*importer.Result, err
 	ImportHelm:    importer.FromHelm,
 	ImportKKP:     importer.FromKKP,
 	ImportKubeAWS: importer.FromKubeAWS,
+	ImportKops:    importer.FromKops,
 }
 
 // Run imports input, in the format of src, and writes the result below Dir. Every

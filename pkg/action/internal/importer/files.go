@@ -2,8 +2,10 @@ package importer
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/pkg/archive"
@@ -133,19 +136,32 @@ func decodeMap(file string, data []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// splitDocs splits a multi-document YAML stream on its separators.
-func splitDocs(data []byte) [][]byte {
-	var out [][]byte
-	for _, d := range bytes.Split(append([]byte("\n"), data...), []byte("\n---")) {
-		// A separator line may carry a comment or trailing spaces.
-		if i := bytes.IndexByte(d, '\n'); i >= 0 && strings.TrimSpace(string(d[:i])) != "" && !strings.HasPrefix(strings.TrimSpace(string(d[:i])), "#") {
-			d = append([]byte("\n"), d...)
+// decodeDocs decodes every document of a YAML stream into generic maps, with
+// JSON's types (numbers as float64), naming file in errors.
+func decodeDocs(file string, data []byte) ([]map[string]any, error) {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	var out []map[string]any
+	for i := 0; ; i++ {
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: document %d: %w", file, i+1, err)
 		}
-		if len(bytes.TrimSpace(d)) > 0 {
-			out = append(out, d)
+		if v == nil {
+			continue
 		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", file, i+1, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(j, &m); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w: not a mapping", file, i+1, ErrFormat)
+		}
+		out = append(out, m)
 	}
-	return out
 }
 
 // base is the file name of a slash or OS path.

@@ -29,6 +29,8 @@ var goldenCases = []struct {
 	{"my-plugin", "kube-aws", "my-plugin", Options{}, FromKubeAWS},
 	{"aws-iam-authenticator", "kube-aws", "aws-iam-authenticator", Options{}, FromKubeAWS},
 	{"kiam", "kube-aws", "kiam", Options{}, FromKubeAWS},
+	{"audit", "kops", "audit/cluster.yaml", Options{}, FromKops},
+	{"hooks-containerd-exec", "kops", "hooks-containerd-exec/cluster.yaml", Options{}, FromKops},
 }
 
 // TestGolden imports each upstream artifact and compares, per package, its
