@@ -76,6 +76,19 @@ cluster.yaml.`,
 		example: `  kops get cluster minimal.example.com -o yaml > cluster.yaml
   kubeplug import kops cluster.yaml && kubeplug plugin lint minimal-example-com`,
 	},
+	{
+		name:  action.ImportTKE,
+		use:   "tke EXPANSION_DIR",
+		short: "Import a TKEStack installer expansion as a plugin",
+		long: `Write NAME/ (NAME: the directory's name) from a TKEStack expansion directory:
+the installer hooks hooks/pre-install, hooks/post-cluster-ready and
+hooks/post-install become node hooks on the control-plane machines at beforeNodeup,
+afterNodeup and afterDeploy, running the same scripts; each chart in charts/ (a
+directory or a .tgz) becomes a Helm release. The parts of the layout tke-installer
+reserves but does not read (applications/, files/, provider/, values.yaml) and
+images.tar.gz are listed in README.md.`,
+		example: `  kubeplug import tke /opt/tke-installer/data/expansions && kubeplug plugin lint expansions`,
+	},
 }
 
 func newImportCmd(o *options) *cobra.Command {

@@ -78,6 +78,7 @@ var importers = map[string]func(string, importer.Options) (*importer.Result, err
 	ImportKKP:     importer.FromKKP,
 	ImportKubeAWS: importer.FromKubeAWS,
 	ImportKops:    importer.FromKops,
+	ImportTKE:     importer.FromTKE,
 }
 
 // Run imports input, in the format of src, and writes the result below Dir. Every
@@ -108,7 +109,7 @@ func (a *Import) Run(ctx context.Context, src, input string) (*ImportResult, dia
 	for _, t := range tops {
 		p := filepath.Join(dir, t)
 		if _, err := os.Lstat(p); err == nil {
-			l.Errorf(p, 0, 0, "", "already exists; remove it or import with another --output-dir")
+			l.Errorf(p, 0, 0, "", "already exists; remove it or import with another --dir")
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			l.Errorf(p, 0, 0, "", "cannot check the output: %v", err)
 		}

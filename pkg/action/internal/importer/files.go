@@ -73,9 +73,28 @@ func readTree(name string) (map[string][]byte, error) {
 			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
 	}
+	out, err := treeOf(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, unwrapPath(err))
+	}
+	return out, nil
+}
+
+// unpack reads the files of a gzipped tar archive held in memory, with the
+// checks of [readTree].
+func unpack(data []byte) (map[string][]byte, error) {
+	fsys, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	return treeOf(fsys)
+}
+
+// treeOf reads the regular files of fsys by slash path, leaving .git out.
+func treeOf(fsys fs.FS) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	var total int64
-	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
 			return err
@@ -98,10 +117,7 @@ func readTree(name string) (map[string][]byte, error) {
 		out[p] = data
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, unwrapPath(err))
-	}
-	return out, nil
+	return out, err
 }
 
 // subtree returns the files of tree below dir, by path relative to dir.

@@ -31,6 +31,7 @@ var goldenCases = []struct {
 	{"kiam", "kube-aws", "kiam", Options{}, FromKubeAWS},
 	{"audit", "kops", "audit/cluster.yaml", Options{}, FromKops},
 	{"hooks-containerd-exec", "kops", "hooks-containerd-exec/cluster.yaml", Options{}, FromKops},
+	{"expansions", "tke", "expansions", Options{}, FromTKE},
 }
 
 // TestGolden imports each upstream artifact and compares, per package, its
