@@ -41,7 +41,8 @@ use it with --catalog URL/index.yaml; cluster.yaml then picks the version.
 A definition names its charts by repository and version only: pull them first
 (the error says how) into the --charts directory. Default values that are KKP
 templates ({{ .Cluster.… }}) are left out and listed in the README.`,
-		example: `  helm pull oci://quay.io/kubermatic-mirror/helm-charts/cluster-autoscaler --version 9.46.6 -d charts
+		example: `  # each version's chart pulled into charts/ first: without --charts the error
+  # names the helm pull command of every chart
   kubeplug import kkp cluster-autoscaler.yaml --charts charts`,
 	},
 	{
