@@ -131,15 +131,6 @@ func subtree(tree map[string][]byte, dir string) map[string][]byte {
 	return out
 }
 
-// decodeStrict decodes YAML into v, refusing unknown fields, with an error naming
-// file.
-func decodeStrict(file string, data []byte, v any) error {
-	if err := yaml.UnmarshalStrict(data, v); err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
-	return nil
-}
-
 // decodeMap decodes one YAML document into a generic map, naming file.
 func decodeMap(file string, data []byte) (map[string]any, error) {
 	var m map[string]any

@@ -250,7 +250,7 @@ func usesData(s string) bool {
 	if err != nil {
 		return true
 	}
-	return readsData(t.Tree.Root)
+	return readsData(t.Root)
 }
 
 // readsData walks a template's parse tree for a field, variable or dot.

@@ -91,9 +91,7 @@ func FromKubeAWS(input string, o Options) (*Result, error) {
 	k.p.Files["original/plugin.yaml"] = data
 	k.r.Original = []string{"`original/plugin.yaml`: the kube-aws plugin.yaml"}
 	k.values(pop(cluster, "values"))
-	if err := k.kubernetes(asMap(pop(cluster, "kubernetes"))); err != nil {
-		return nil, err
-	}
+	k.kubernetes(asMap(pop(cluster, "kubernetes")))
 	if err := k.helm(asMap(pop(cluster, "helm"))); err != nil {
 		return nil, err
 	}
@@ -198,7 +196,7 @@ var kubeAWSComponents = []struct{ from, to string }{
 	{"kubeScheduler", "scheduler"},
 }
 
-func (k *kubeAWS) kubernetes(m map[string]any) error {
+func (k *kubeAWS) kubernetes(m map[string]any) {
 	for _, c := range kubeAWSComponents {
 		comp := asMap(m[c.from])
 		if comp == nil {
@@ -276,7 +274,6 @@ func (k *kubeAWS) kubernetes(m map[string]any) error {
 		k.r.Map(field, "`"+rel+"`")
 	}
 	k.leftovers("spec.cluster.kubernetes", m)
-	return nil
 }
 
 // content returns the text of a kube-aws remote file spec (content, template or

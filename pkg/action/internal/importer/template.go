@@ -50,7 +50,7 @@ func templateRewrite(text, root, valuesKey string, rename map[string]string) (st
 	}
 	var refs []configRef
 	seen := map[string]bool{}
-	walkFields(t.Tree.Root, false, func(ident []string, ranged bool) {
+	walkFields(t.Root, false, func(ident []string, ranged bool) {
 		if len(ident) < 2 || ident[0] != root {
 			return
 		}
