@@ -41,6 +41,7 @@
 //	expansion lint|inspect|verify   ExpansionLint…  expansion packages
 //	expansion push                  ExpansionPush   expansion packages, a registry
 //	expansion test                  ExpansionTest   Up with the expansion, Down
+//	import kube-aws|kops|kkp|tke|helm Import        importer (internal/importer), Package and catalog index for kkp
 //
 // Where the cluster is comes from a target: a KubeconfigTarget for the verbs that
 // work on a cluster they did not bring up (apply, status, diff --live, uninstall,
