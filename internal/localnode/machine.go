@@ -25,7 +25,8 @@ import (
 //
 // Its files: <Dir>/upper and <Dir>/work (the overlay's writable layer: what
 // the machine wrote survives a stop and a reboot), <Dir>/rootfs (the merged
-// mount), <Dir>/config.json (the runc bundle's spec), <Dir>/console.log.
+// mount), <Dir>/containerd (its /var/lib/containerd), <Dir>/config.json (the
+// runc bundle's spec), <Dir>/console.log.
 type Machine struct {
 	// Node gives the machine its name, address, network namespace, cgroups
 	// and its directory (Node.Dir).
@@ -119,7 +120,7 @@ func (m *Machine) Start(ctx context.Context) error {
 	n := m.Node
 	// A machine whose init died leaves runc's record behind.
 	_, _ = m.runc(ctx, "delete", "--force", m.ContainerID())
-	for _, d := range []string{m.path("upper"), m.path("work"), m.path("rootfs"), n.runDir()} {
+	for _, d := range []string{m.path("upper"), m.path("work"), m.path("rootfs"), m.path("containerd"), n.runDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("machine %s: %w", n.Name, err)
 		}
@@ -284,6 +285,11 @@ func (m *Machine) writeSpec() error {
 			tmpfs("/run", "nosuid,nodev,mode=755"),
 			tmpfs("/run/lock", "nosuid,nodev,noexec,mode=1777"),
 			tmpfs("/tmp", "nosuid,nodev,mode=1777"),
+			// containerd's overlay snapshots cannot sit on the machine's
+			// overlay root (overlayfs refuses an overlayfs upper layer): its
+			// root is a directory of the host's file system, as kind gives
+			// its nodes' /var a volume.
+			{"destination": "/var/lib/containerd", "type": "bind", "source": m.path("containerd"), "options": []string{"rbind", "rw"}},
 		},
 		"linux": map[string]any{
 			"cgroupsPath": n.CgroupParent() + "/machine",
