@@ -107,4 +107,3 @@ func deepCopy(v any) any {
 	}
 	return v
 }
-
