@@ -52,6 +52,8 @@ func (r *renderer) helmRelease(ctx context.Context, h model.HelmRelease) ([]*kub
 	// Helm logs through the configuration's logger; a render stays quiet and never
 	// risks printing values.
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
+	// Keys and random strings a chart generates are tokens in what render shows.
+	cfg.CustomTemplateFuncs = sealedGenerators()
 	install := action.NewInstall(cfg)
 	install.DryRunStrategy = action.DryRunClient
 	install.ReleaseName = h.Name
