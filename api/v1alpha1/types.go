@@ -595,6 +595,10 @@ type Source struct {
 	Dir string `json:"dir,omitempty"`
 	// Catalog is a remote catalog URL (https:// index or oci:// repository).
 	Catalog string `json:"catalog,omitempty"`
+	// Type is the catalog's kind: empty for a kubeplug catalog, helm for a Helm
+	// chart repository (Catalog is its https:// URL or index.yaml), whose every
+	// chart version is a plugin version that installs the chart. See docs/helm.md.
+	Type string `json:"type,omitempty" jsonschema:"enum=,enum=helm"`
 	// Verify is the source's trust policy: which keys sign its packages, and whether
 	// a signature is required. For dir and oci:// catalog sources.
 	Verify *SourceVerify `json:"verify,omitempty"`

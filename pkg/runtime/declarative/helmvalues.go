@@ -53,7 +53,8 @@ func (r *renderer) releaseValues(ptr string, h v1alpha1.HelmRelease, pluginValue
 	return out, true
 }
 
-// resolveRefs replaces each {fromValue: POINTER} in v by the plugin's value there.
+// resolveRefs replaces each {fromValue: POINTER} in v by the plugin's value there
+// (the empty pointer "" is every value).
 // keep is false for a reference to a value that is not set: its key is left out, so
 // the chart's default applies, as with an optional template value.
 func (r *renderer) resolveRefs(ptr string, v any, pluginValues map[string]any, ok *bool) (any, bool) {
@@ -66,7 +67,7 @@ func (r *renderer) resolveRefs(ptr string, v any, pluginValues map[string]any, o
 				*ok = false
 				return nil, false
 			}
-			if _, err := values.SplitPointer(p); err != nil || p == "" {
+			if _, err := values.SplitPointer(p); err != nil {
 				r.errorf(ptr+"/"+FromValue, "%s must be a JSON pointer into the plugin's values such as /chartArgs, found %q", FromValue, p)
 				*ok = false
 				return nil, false
