@@ -213,7 +213,8 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 	data, err := s.opts.Cache.Get(key)
 	if err != nil || sha256Hex(data) != ref.digest {
 		s.opts.Cache.Remove(key)
-		data, err = s.get(ctx, ref.url.String(), plugin.MaxPackageSize)
+		// The archive becomes one file of the package: bounded as a package file is.
+		data, err = s.get(ctx, ref.url.String(), plugin.MaxFileSize)
 		if err != nil {
 			l.Errorf(v.Location, 0, 0, "", "cannot download chart %s %s from %s: %v", v.Name, v.Version, s.shown, err)
 			return nil, l
