@@ -362,11 +362,18 @@ type Kubernetes struct {
 type HelmRelease struct {
 	// Name of the release; defaults to the plugin's name.
 	Name string `json:"name,omitempty" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=53"`
-	// Chart is a chart directory inside the package.
+	// Chart is a chart inside the package: a directory, or a packaged chart (.tgz) as
+	// `helm pull` and chart repositories give.
 	Chart string `json:"chart" jsonschema:"minLength=1"`
 	// Namespace the release is installed into.
 	Namespace string `json:"namespace" jsonschema:"minLength=1"`
-	// Values passed to the chart (string leaves are templates).
+	// ValuesFiles are YAML files inside the package, merged in order as `helm -f a -f b`
+	// merges them, before Values. They are plain YAML, not templates.
+	ValuesFiles []string `json:"valuesFiles,omitempty"`
+	// Values passed to the chart, merged over ValuesFiles as `--set` is. They keep
+	// their YAML types; string leaves are templates (which render to strings), and a
+	// mapping {fromValue: /json/pointer} is replaced by the plugin's value at that
+	// pointer with its type (a list, a map, a number), or left out when it is unset.
 	Values Values `json:"values,omitempty"`
 }
 
@@ -601,6 +608,10 @@ type Source struct {
 	Dir string `json:"dir,omitempty"`
 	// Catalog is a remote catalog URL (https:// index or oci:// repository).
 	Catalog string `json:"catalog,omitempty"`
+	// Type is the catalog's kind: empty for a kubeplug catalog, helm for a Helm
+	// chart repository (Catalog is its https:// URL or index.yaml), whose every
+	// chart version is a plugin version that installs the chart. See docs/helm.md.
+	Type string `json:"type,omitempty" jsonschema:"enum=,enum=helm"`
 	// Verify is the source's trust policy: which keys sign its packages, and whether
 	// a signature is required. For dir and oci:// catalog sources.
 	Verify *SourceVerify `json:"verify,omitempty"`

@@ -205,6 +205,8 @@ func (p *progress) event(e deploy.Event) {
 		p.line("  %s: %s %d/%d [%s]", e.Plugin, p.o.paint(green, "ready"), e.Ready, e.Total, p.elapsed(e.Time))
 	case deploy.PluginPruned:
 		p.line("  %s: pruned %d object(s) its new version no longer has", e.Plugin, e.Total)
+	case deploy.ObjectKept:
+		p.line("  %s: kept %s in the cluster (%s)", e.Plugin, e.Object, e.Message)
 	case deploy.PluginFailed:
 		p.line("  %s: %s: %s", e.Plugin, p.o.paint(red, "FAILED"), e.Message)
 	case deploy.PluginInterrupted:
@@ -301,6 +303,9 @@ func (p *progress) liveEvent(e deploy.Event) {
 		return
 	case deploy.PluginPruned:
 		d.Println(fmt.Sprintf("  plugin %s: pruned %d object(s) its new version no longer has", e.Plugin, e.Total))
+		return
+	case deploy.ObjectKept:
+		d.Println(fmt.Sprintf("  plugin %s: kept %s in the cluster (%s)", e.Plugin, e.Object, e.Message))
 		return
 	case deploy.PluginRemoved, deploy.UninstallFailed:
 		delete(p.plugins, e.Plugin)

@@ -69,7 +69,21 @@ func lintValueRefs(pkg *plugin.Package) diag.List {
 			if err != nil {
 				continue // reported by Load
 			}
-			ck := chartKnown(pkg.FS, dir, h.Values)
+			// Keys the release's values files set are known too.
+			release := map[string]any{}
+			for _, f := range h.ValuesFiles {
+				if clean, err := plugin.CleanRef(f); err == nil {
+					if b, err := readBounded(pkg.FS, clean); err == nil {
+						if doc, dl := yamldoc.Parse(clean, b); doc != nil && !dl.HasFatal() {
+							if m, ok := doc.Value.(map[string]any); ok {
+								mergeKeys(release, m)
+							}
+						}
+					}
+				}
+			}
+			mergeKeys(release, h.Values)
+			ck := chartKnown(pkg.FS, dir, release)
 			for _, f := range chartTemplates(pkg.FS, dir) {
 				checkFile(pkg.FS, f, path.Join(pkg.Location, f), ck, "the chart's values", &l)
 			}

@@ -34,6 +34,11 @@ func (a *Plan) Run(ctx context.Context, cl *config.Cluster) (*engine.PlanDoc, di
 	if l.HasFatal() {
 		return nil, l
 	}
+	// Charts load and their values meet their schemas before a plan says they will
+	// install.
+	if l = append(l, render.CheckReleases(r.renderInput())...); l.HasFatal() {
+		return nil, l
+	}
 	doc := r.plan.Doc(r.model)
 	lockDoc(r, doc)
 	return doc, l

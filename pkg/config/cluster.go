@@ -160,6 +160,8 @@ func (c *Cluster) check(l *diag.List) {
 		case src.Catalog != "":
 			if err := source.CheckCatalogURL(src.Catalog); err != nil {
 				d.Errorf(l, ptr+"/catalog", "%v", err)
+			} else if src.Type == source.SourceTypeHelm && strings.HasPrefix(src.Catalog, oci.Scheme) {
+				d.Errorf(l, ptr+"/catalog", "a type: helm source is a Helm chart repository's https:// URL; charts in OCI registries are not listed yet")
 			}
 		default:
 			dir := c.path(src.Dir)
@@ -170,7 +172,14 @@ func (c *Cluster) check(l *diag.List) {
 				d.Errorf(l, ptr+"/dir", "plugin source %s is a %s: expected a directory of plugins or a package archive (a regular file)", dir, bounded.Kind(fi.Mode()))
 			}
 		}
-		if src.Verify != nil {
+		switch {
+		case src.Type != "" && src.Type != source.SourceTypeHelm:
+			d.Errorf(l, ptr+"/type", "expected type helm (a Helm chart repository) or none (a kubeplug catalog), found %q", src.Type)
+		case src.Type != "" && src.Catalog == "":
+			d.Errorf(l, ptr+"/type", "type is for catalog sources; a dir source holds plugin packages")
+		case src.Type == source.SourceTypeHelm && src.Verify != nil:
+			d.Errorf(l, ptr+"/verify", "verify is not supported for Helm repositories yet: their charts are checked against the index's sha256 digests")
+		case src.Verify != nil:
 			c.checkVerify(l, ptr, src)
 		}
 		for field, f := range map[string]string{"caFile": src.CAFile, "registryConfig": src.RegistryConfig} {
@@ -273,6 +282,10 @@ func (c *Cluster) Sources() []source.Source {
 			}
 			if s.RegistryConfig != "" {
 				opts.RegistryConfig = c.path(s.RegistryConfig)
+			}
+			if s.Type == source.SourceTypeHelm {
+				out = append(out, source.HelmRepository(source.OriginCatalog, s.Catalog, opts))
+				continue
 			}
 			cat := source.OpenCatalog(source.OriginCatalog, s.Catalog, opts)
 			if s.Verify == nil {

@@ -17,7 +17,11 @@ const (
 	ObjectWaiting EventType = "ObjectWaiting"
 	PluginReady   EventType = "PluginReady"
 	PluginPruned  EventType = "PluginPruned"
-	PluginFailed  EventType = "PluginFailed"
+	// ObjectKept: an object a prune, uninstall or rollback would delete was
+	// left in the cluster (Object) because it is annotated
+	// helm.sh/resource-policy: keep, as Helm leaves it.
+	ObjectKept   EventType = "ObjectKept"
+	PluginFailed EventType = "PluginFailed"
 	// PluginInterrupted: the run was cancelled (Ctrl-C, SIGTERM) before the
 	// plugin was ready; its revision is recorded Interrupted, and a re-run
 	// continues it.

@@ -85,14 +85,24 @@ func (d *Deployer) remove(ctx context.Context, rec *Record) (int, error) {
 	// Releases first, the reverse of install; Helm deletes their objects, which
 	// deleteAll then finds gone.
 	released := 0
+	var helmKept []string
 	for _, r := range slices.Backward(rec.Releases) {
-		n, err := d.helm.Remove(ctx, r)
+		n, kept, err := d.helm.Remove(ctx, r)
 		if err != nil {
 			return 0, err
 		}
+		helmKept = append(helmKept, kept...)
 		released += n
 	}
-	n, err := d.ssa.DeleteAll(ctx, rec.Objects)
+	// The record lists the releases' objects too: one Helm kept must stay, and
+	// is reported once.
+	n, kept, err := d.ssa.DeleteAll(ctx, rec.Objects)
+	seen := map[string]bool{}
+	for _, r := range kept {
+		seen[r.Kind+" "+r.Name] = true
+	}
+	d.keptEvents(0, rec.Plugin, refStrings(kept))
+	d.keptEvents(0, rec.Plugin, slices.DeleteFunc(helmKept, func(k string) bool { return seen[k] }))
 	if err != nil {
 		return 0, err
 	}
@@ -151,4 +161,20 @@ func reverseOrder(byName map[string]*Record, remove map[string]bool) ([]string, 
 		}
 	}
 	return out, nil
+}
+
+// keptEvents reports the objects left in the cluster by their
+// helm.sh/resource-policy: keep, one event each.
+func (d *Deployer) keptEvents(wave int, plugin string, kept []string) {
+	for _, o := range kept {
+		d.emit(Event{Type: ObjectKept, Wave: wave, Plugin: plugin, Object: o, Message: "helm.sh/resource-policy: keep"})
+	}
+}
+
+func refStrings(refs []ObjRef) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = r.String()
+	}
+	return out
 }

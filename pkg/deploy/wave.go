@@ -568,11 +568,15 @@ func (w *wave) ready(ctx context.Context, r *unitRun) error {
 // returns how many objects existed.
 func (w *wave) prune(ctx context.Context, r *unitRun, all []ObjRef) (int, error) {
 	for _, rel := range helm.Minus(r.old.HelmReleases(), unitReleases(r.unit)) {
-		if err := w.d.helm.Uninstall(ctx, rel); err != nil {
+		_, kept, err := w.d.helm.Remove(ctx, rel)
+		if err != nil {
 			return 0, err
 		}
+		w.d.keptEvents(w.n, r.unit.Plugin, kept)
 	}
-	return w.d.ssa.DeleteAll(ctx, kube.Minus(r.old.Inventory(), all))
+	n, kept, err := w.d.ssa.DeleteAll(ctx, kube.Minus(r.old.Inventory(), all))
+	w.d.keptEvents(w.n, r.unit.Plugin, refStrings(kept))
+	return n, err
 }
 
 // recordFailures marks failed the revision each failed unit recorded, keeping the

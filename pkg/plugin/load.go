@@ -403,12 +403,17 @@ func checkRefs(doc *yamldoc.Doc, m *v1alpha1.Plugin, files map[string]fileInfo, 
 				}
 			}
 			for i, h := range k.HelmReleases {
-				ptr := "/spec/contributes/kubernetes/helmReleases/" + strconv.Itoa(i) + "/chart"
-				ref(ptr, h.Chart, true, "chart")
+				hp := "/spec/contributes/kubernetes/helmReleases/" + strconv.Itoa(i)
+				ptr := hp + "/chart"
+				// A packaged chart (.tgz, as helm pull gives it) is a file; else a directory.
+				ref(ptr, h.Chart, !IsChartArchive(h.Chart), "chart")
 				if clean, err := CleanRef(h.Chart); err == nil && files[clean].dir {
 					if _, ok := files[path.Join(clean, "Chart.yaml")]; !ok {
 						doc.Errorf(l, ptr, "chart %q has no Chart.yaml", h.Chart)
 					}
+				}
+				for j, f := range h.ValuesFiles {
+					ref(hp+"/valuesFiles/"+strconv.Itoa(j), f, false, "values file")
 				}
 			}
 		}
@@ -498,4 +503,10 @@ func size(n int64) string {
 		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
 	}
 	return strconv.FormatInt(n, 10) + " B"
+}
+
+// IsChartArchive reports whether a release's chart names a packaged chart (a
+// gzipped tar, as `helm package` and `helm pull` write) rather than a directory.
+func IsChartArchive(ref string) bool {
+	return strings.HasSuffix(ref, ".tgz") || strings.HasSuffix(ref, ".tar.gz")
 }

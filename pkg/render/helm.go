@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"path"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -50,6 +52,8 @@ func (r *renderer) helmRelease(ctx context.Context, h model.HelmRelease) ([]*kub
 	// Helm logs through the configuration's logger; a render stays quiet and never
 	// risks printing values.
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
+	// Keys and random strings a chart generates are tokens in what render shows.
+	cfg.CustomTemplateFuncs = sealedGenerators()
 	install := action.NewInstall(cfg)
 	install.DryRunStrategy = action.DryRunClient
 	install.ReleaseName = h.Name
@@ -125,7 +129,10 @@ func helmObject(h model.HelmRelease, prefix, doc, source string) (*kubeObject, e
 	return o, nil
 }
 
-// loadChart loads a release's chart from its plugin's package.
+// loadChart loads a release's chart from its plugin's package: a directory, or a
+// packaged chart (.tgz). A dependency Chart.yaml declares but charts/ lacks is an
+// error naming both, as `helm template` refuses such a chart: rendering without it
+// would silently drop the subchart's objects.
 func (r *renderer) loadChart(h model.HelmRelease) (*chartv2.Chart, error) {
 	if r.in.Charts == nil {
 		return nil, errors.New("the render has no access to plugin packages")
@@ -134,23 +141,99 @@ func (r *renderer) loadChart(h model.HelmRelease) (*chartv2.Chart, error) {
 	if pkg == nil {
 		return nil, fmt.Errorf("plugin %s has no package files", h.By)
 	}
-	dir := path.Clean(strings.TrimPrefix(h.Chart, "./"))
-	if !fs.ValidPath(dir) {
-		return nil, fmt.Errorf("chart directory %q must be a relative path inside the plugin's package", h.Chart)
-	}
-	sub, err := fs.Sub(pkg, dir)
+	chrt, err := LoadChart(pkg, h.Chart)
 	if err != nil {
-		return nil, fmt.Errorf("opening chart directory %s: %w", dir, err)
-	}
-	files, err := chartFiles(sub)
-	if err != nil {
-		return nil, fmt.Errorf("reading chart directory %s: %w", dir, err)
-	}
-	chrt, err := loader.LoadFiles(files)
-	if err != nil {
-		return nil, fmt.Errorf("loading chart: %w", err)
+		return nil, err
 	}
 	return chrt, nil
+}
+
+// LoadChart loads the chart at ref inside fsys, a directory or a packaged chart
+// (.tgz), bounded in size as Helm bounds archives, and checks that every
+// dependency its Chart.yaml (and each subchart's) declares is in charts/.
+func LoadChart(fsys fs.FS, ref string) (*chartv2.Chart, error) {
+	name := path.Clean(strings.TrimPrefix(ref, "./"))
+	if !fs.ValidPath(name) {
+		return nil, fmt.Errorf("chart %q must be a relative path inside the plugin's package", ref)
+	}
+	fi, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, fmt.Errorf("opening chart %s: %w", name, err)
+	}
+	var chrt *chartv2.Chart
+	if fi.IsDir() {
+		sub, err := fs.Sub(fsys, name)
+		if err != nil {
+			return nil, fmt.Errorf("opening chart directory %s: %w", name, err)
+		}
+		files, err := chartFiles(sub)
+		if err != nil {
+			return nil, fmt.Errorf("reading chart directory %s: %w", name, err)
+		}
+		if chrt, err = loader.LoadFiles(files); err != nil {
+			return nil, fmt.Errorf("loading chart %s: %w", name, err)
+		}
+	} else {
+		if chrt, err = loadArchive(fsys, name, fi.Size()); err != nil {
+			return nil, fmt.Errorf("loading chart archive %s: %w", name, err)
+		}
+	}
+	if err := checkDependencies(chrt, ""); err != nil {
+		return nil, fmt.Errorf("chart %s: %w", name, err)
+	}
+	return chrt, nil
+}
+
+// loadArchive loads a packaged chart: a gzipped tar no larger than Helm allows,
+// whose paths Helm's archive loader checks (no absolute or parent paths).
+func loadArchive(fsys fs.FS, name string, size int64) (*chartv2.Chart, error) {
+	if size > maxChartSize {
+		return nil, fmt.Errorf("archive is larger than %d bytes", maxChartSize)
+	}
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	files, err := archive.LoadArchiveFiles(io.LimitReader(f, maxChartSize))
+	if err != nil {
+		return nil, err
+	}
+	for _, bf := range files {
+		bf.ModTime = time.Time{} // nothing rendered may depend on when the archive was packed
+	}
+	return loader.LoadFiles(files)
+}
+
+// checkDependencies refuses a chart, or a subchart, that declares a dependency
+// its charts/ does not hold. parent names the enclosing charts, for the error.
+func checkDependencies(c *chartv2.Chart, parent string) error {
+	where := parent + c.Name() + " " + c.Metadata.Version
+	var missing []string
+	for _, d := range c.Metadata.Dependencies {
+		if d == nil {
+			continue
+		}
+		if !slices.ContainsFunc(c.Dependencies(), func(s *chartv2.Chart) bool { return s.Name() == d.Name }) {
+			m := d.Name
+			if d.Version != "" {
+				m += " " + d.Version
+			}
+			if d.Repository != "" {
+				m += " from " + d.Repository
+			}
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("chart %s depends on %s, which its charts/ directory does not hold (vendor it with `helm dependency build`)", where, strings.Join(missing, ", "))
+	}
+	for _, s := range c.Dependencies() {
+		if err := checkDependencies(s, where+" > "); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // chartFiles reads a chart directory the way Helm's directory loader does: honouring

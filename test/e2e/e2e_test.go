@@ -67,6 +67,7 @@ func TestCLI(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"push-image": pushImage,
+			"helm-repo":  helmRepo,
 			"registry":   func(ts *testscript.TestScript, neg bool, args []string) { localRegistry(ts, neg, args, repo) },
 		},
 	})

@@ -304,18 +304,41 @@ func (m *Manager) rollbackRelease(ctx context.Context, cfg *action.Configuration
 
 // Uninstall removes a release and its objects; a missing release is no error.
 func (m *Manager) Uninstall(ctx context.Context, ref kube.ReleaseRef) error {
-	_, err := m.Remove(ctx, ref)
+	_, _, err := m.Remove(ctx, ref)
 	return err
 }
 
-// Remove is Uninstall, returning how many objects the release had.
-func (m *Manager) Remove(ctx context.Context, ref kube.ReleaseRef) (int, error) {
+// Remove is Uninstall, returning how many objects the release had and the
+// objects Helm left in the cluster for their helm.sh/resource-policy: keep
+// ("Kind name", as Helm names them).
+func (m *Manager) Remove(ctx context.Context, ref kube.ReleaseRef) (int, []string, error) {
+	n, info, err := m.remove(ctx, ref)
+	return n, keptByHelm(info), err
+}
+
+// keptByHelm reads the objects Helm's uninstall lists as kept in its Info:
+// "These resources were kept due to the resource policy:\n[Kind] name\n".
+func keptByHelm(info string) []string {
+	_, list, ok := strings.Cut(info, "kept due to the resource policy:")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for line := range strings.Lines(list) {
+		if kind, name, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "[")), "] "); ok {
+			out = append(out, kind+" "+name)
+		}
+	}
+	return out
+}
+
+func (m *Manager) remove(ctx context.Context, ref kube.ReleaseRef) (int, string, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	cfg, err := m.Config(ref.Namespace)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	un := action.NewUninstall(cfg)
 	un.IgnoreNotFound = true
@@ -327,16 +350,16 @@ func (m *Manager) Remove(ctx context.Context, ref kube.ReleaseRef) (int, error) 
 	resp, err := un.Run(ref.Name)
 	faultpoint.Hit("helm:after-uninstall")
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return 0, fmt.Errorf("uninstall Helm release %s: %w", ref, err)
+		return 0, "", fmt.Errorf("uninstall Helm release %s: %w", ref, err)
 	}
 	if resp == nil || resp.Release == nil {
-		return 0, nil
+		return 0, "", nil
 	}
 	rel, err := asV1(resp.Release)
 	if err != nil {
-		return 0, nil //nolint:nilerr // the release is gone; only the count is unknown
+		return 0, resp.Info, nil //nolint:nilerr // the release is gone; only the count is unknown
 	}
-	return len(releaseutil.SplitManifests(rel.Manifest)), nil
+	return len(releaseutil.SplitManifests(rel.Manifest)), resp.Info, nil
 }
 
 // undoRelease reverts what Install did after its objects failed to become

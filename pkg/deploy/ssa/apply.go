@@ -315,9 +315,79 @@ func DescribeApplyError(err error) error {
 	return err
 }
 
+// ResourcePolicy is the annotation by which Helm leaves an object in the cluster
+// when its release no longer has it; KeepPolicy is its value that does so.
+const (
+	ResourcePolicy = "helm.sh/resource-policy"
+	KeepPolicy     = "keep"
+)
+
 // DeleteAll deletes objects stage by stage in DeleteStages order (each stage's
-// objects concurrently) and returns how many existed.
-func (a *Applier) DeleteAll(ctx context.Context, refs []kube.ObjRef) (int, error) {
+// objects concurrently) and returns how many existed. An object annotated
+// helm.sh/resource-policy: keep in the cluster is left there, as Helm leaves it,
+// and returned in kept (sorted): a CRD kept so keeps every custom resource of it.
+func (a *Applier) DeleteAll(ctx context.Context, refs []kube.ObjRef) (n int, kept []kube.ObjRef, err error) {
+	refs, kept, err = a.withoutKept(ctx, refs)
+	if err != nil {
+		return 0, nil, err
+	}
+	n, err = a.deleteAll(ctx, refs)
+	return n, kept, err
+}
+
+// withoutKept splits off the objects whose live annotations say keep.
+func (a *Applier) withoutKept(ctx context.Context, refs []kube.ObjRef) (rest, kept []kube.ObjRef, err error) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []error
+	keep := make([]bool, len(refs))
+	sem := make(chan struct{}, a.opts.Concurrency)
+	for i, r := range refs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ri, err := a.c.ResourceFor(r)
+			if err != nil {
+				if !errors.Is(err, kube.ErrNoKind) {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", r, err))
+					mu.Unlock()
+				}
+				return
+			}
+			var got *unstructured.Unstructured
+			err = a.c.Retry(ctx, func(ctx context.Context) error {
+				var err error
+				got, err = ri.Get(ctx, r.Name, metav1.GetOptions{})
+				return err
+			})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", r, err))
+				mu.Unlock()
+			default:
+				keep[i] = got.GetAnnotations()[ResourcePolicy] == KeepPolicy
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	for i, r := range refs {
+		if keep[i] {
+			kept = append(kept, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	slices.SortFunc(kept, func(a, b kube.ObjRef) int { return strings.Compare(a.String(), b.String()) })
+	return rest, kept, nil
+}
+
+func (a *Applier) deleteAll(ctx context.Context, refs []kube.ObjRef) (int, error) {
 	byStage := map[Stage][]kube.ObjRef{}
 	// Custom resources of the CRDs among refs go first, and are waited for: their
 	// operator (among refs too, as a rule) must still run to clear their

@@ -108,12 +108,16 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 		}
 		var rk v1alpha1.Kubernetes
 		if r.renderInto("/spec/contributes/kubernetes", &v1alpha1.Kubernetes{HelmReleases: k.HelmReleases, Patches: k.Patches, APIs: k.APIs, Webhooks: k.Webhooks}, &rk, data) {
-			for _, h := range rk.HelmReleases {
+			for i, h := range rk.HelmReleases {
 				name := h.Name
 				if name == "" {
 					name = d.pkg.Name
 				}
-				c.Kubernetes.HelmReleases = append(c.Kubernetes.HelmReleases, model.HelmRelease{Name: name, Namespace: h.Namespace, Chart: path.Clean(h.Chart), Values: h.Values})
+				vals, ok := r.releaseValues("/spec/contributes/kubernetes/helmReleases/"+strconv.Itoa(i), h, req.Values)
+				if !ok {
+					continue
+				}
+				c.Kubernetes.HelmReleases = append(c.Kubernetes.HelmReleases, model.HelmRelease{Name: name, Namespace: h.Namespace, Chart: path.Clean(h.Chart), Values: vals})
 			}
 			for _, p := range rk.Patches {
 				c.Kubernetes.Patches = append(c.Kubernetes.Patches, model.ObjectPatch{Target: model.ObjectRef(p.Target), Ops: ops(p.Patch)})

@@ -1,0 +1,280 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"testing/fstest"
+
+	"github.com/Masterminds/semver/v3"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplug/kubeplug/internal/redact"
+	"github.com/kubeplug/kubeplug/pkg/archive"
+	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
+)
+
+// SourceTypeHelm is the type of a catalog source that is a Helm chart repository.
+const SourceTypeHelm = "helm"
+
+// HelmChartFile is where, inside the package a Helm repository source makes of a
+// chart version, the chart's archive is.
+const HelmChartFile = "chart.tgz"
+
+// helmIndex is the part of a Helm repository's index.yaml a source reads.
+type helmIndex struct {
+	APIVersion string                        `json:"apiVersion"`
+	Entries    map[string][]helmIndexVersion `json:"entries"`
+}
+
+type helmIndexVersion struct {
+	Name        string   `json:"name"`
+	Version     string   `json:"version"`
+	Description string   `json:"description,omitempty"`
+	KubeVersion string   `json:"kubeVersion,omitempty"`
+	Digest      string   `json:"digest,omitempty"`
+	URLs        []string `json:"urls"`
+	Deprecated  bool     `json:"deprecated,omitempty"`
+}
+
+// helmRef is a listed chart version's handle: where its archive is and the
+// sha256 (hex) the index gives for it.
+type helmRef struct {
+	url    *url.URL
+	digest string
+}
+
+var hexDigestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// helmRepo is a Helm chart repository as a catalog: each chart version is a plugin
+// version whose package installs the chart as a release.
+type helmRepo struct {
+	httpCatalog
+}
+
+// HelmRepository returns the Helm chart repository at repoURL (its index.yaml, or
+// the repository URL the index.yaml is under) as a source: every version of every
+// chart in its index is a plugin version of the chart's name, with the chart's
+// kubeVersion as its kubernetesVersion. Fetch downloads the chart archive (bounded,
+// under the transport policy and CA files of [HTTPCatalog]), refuses one whose
+// sha256 is not the index's digest or whose Chart.yaml names another chart or
+// version, and makes it a package: the archive and a plugin.yaml installing it as
+// release NAME in namespace NAME, the plugin's values being the chart's values.
+// Archives are cached by their sha256 in opts.Cache.
+func HelmRepository(origin plugin.Origin, repoURL string, opts HTTPOptions) Source {
+	idx := repoURL
+	if !strings.HasSuffix(idx, ".yaml") && !strings.HasSuffix(idx, ".yml") {
+		idx = strings.TrimSuffix(idx, "/") + "/" + IndexFile
+	}
+	c := HTTPCatalog(origin, idx, opts).(*httpCatalog)
+	return &helmRepo{httpCatalog: *c}
+}
+
+// String names the source in logs.
+func (s *helmRepo) String() string { return s.origin.Name + " helm " + s.shown }
+
+// List implements [Source].
+func (s *helmRepo) List(ctx context.Context) ([]*Version, diag.List) {
+	var l diag.List
+	if err := CheckCatalogURL(s.index); err != nil || strings.HasPrefix(s.index, "oci:") {
+		if err == nil {
+			err = fmt.Errorf("a Helm repository is an https:// URL")
+		}
+		l.Errorf(s.shown, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	base, err := url.Parse(s.index)
+	if err != nil {
+		l.Errorf(s.shown, 0, 0, "", "invalid Helm repository URL: %v", redact.URLError(err))
+		return nil, l
+	}
+	data, err := s.get(ctx, s.index, MaxIndexSize)
+	if err != nil {
+		l.Errorf(s.shown, 0, 0, "", "cannot read the Helm repository index: %v", err)
+		return nil, l
+	}
+	var x helmIndex
+	if err := yaml.Unmarshal(data, &x); err != nil {
+		l.Errorf(s.shown, 0, 0, "", "cannot decode the Helm repository index: %v", err)
+		return nil, l
+	}
+	if x.APIVersion != "v1" {
+		l.Errorf(s.shown, 0, 0, "apiVersion", "not a Helm repository index: expected apiVersion v1, found %q", x.APIVersion)
+		return nil, l
+	}
+	return x.versions(s.origin, base, s.shown)
+}
+
+// versions turns the index's entries into plugin versions, reporting broken ones
+// (at most MaxIndexErrors, then a count) and leaving them out.
+func (x *helmIndex) versions(origin plugin.Origin, base *url.URL, location string) ([]*Version, diag.List) {
+	var l diag.List
+	broken := 0
+	errorf := func(field, format string, args ...any) {
+		if broken++; broken <= MaxIndexErrors {
+			l.Errorf(location, 0, 0, field, format, args...)
+		}
+	}
+	names := make([]string, 0, len(x.Entries))
+	for n := range x.Entries {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var out []*Version
+	for _, name := range names {
+		seen := map[string]bool{}
+		for i, e := range x.Entries[name] {
+			field := fmt.Sprintf("entries.%s[%d]", name, i)
+			if msg := helmEntryProblem(name, e); msg != "" {
+				errorf(field, "%s", msg)
+				continue
+			}
+			if e.Deprecated {
+				continue
+			}
+			ver, err := semver.StrictNewVersion(e.Version)
+			if err != nil {
+				continue // checked above
+			}
+			if seen[ver.String()] {
+				errorf(field, "chart %s %s is listed twice in the index", name, e.Version)
+				continue
+			}
+			seen[ver.String()] = true
+			ref, err := base.Parse(e.URLs[0])
+			if err != nil {
+				errorf(field+".urls[0]", "chart %s %s: invalid URL %q: %v", name, e.Version, redact.URL(e.URLs[0]), redact.URLError(err))
+				continue
+			}
+			if msg := entryTransport(base, ref); msg != "" {
+				errorf(field+".urls[0]", "chart %s %s: %s", name, e.Version, msg)
+				continue
+			}
+			v := &Version{Name: name, Version: ver, Description: e.Description, Origin: origin, Location: locationOf(ref)}
+			if e.KubeVersion != "" {
+				v.KubernetesVersion, _ = semver.NewConstraint(e.KubeVersion)
+			}
+			v.Ref = &helmRef{url: ref, digest: e.Digest}
+			out = append(out, v)
+		}
+	}
+	if broken > MaxIndexErrors {
+		l.Errorf(location, 0, 0, "entries", "and %s more broken entries (%s in all; the first %d are shown)", thousands(broken-MaxIndexErrors), thousands(broken), MaxIndexErrors)
+	}
+	return out, l
+}
+
+// helmEntryProblem says what is wrong with a chart version of the index; "" when
+// nothing.
+func helmEntryProblem(name string, e helmIndexVersion) string {
+	if !plugin.NameRE.MatchString(name) || len(name) > 63 {
+		return fmt.Sprintf("chart name %q is not a plugin name (a DNS label)", name)
+	}
+	if e.Name != "" && e.Name != name {
+		return fmt.Sprintf("chart %s: an entry names chart %q", name, e.Name)
+	}
+	if _, err := semver.StrictNewVersion(e.Version); err != nil {
+		return fmt.Sprintf("chart %s: version %q is not a semantic version", name, e.Version)
+	}
+	if e.KubeVersion != "" {
+		if _, err := semver.NewConstraint(e.KubeVersion); err != nil {
+			return fmt.Sprintf("chart %s %s: kubeVersion %q is not a version constraint", name, e.Version, e.KubeVersion)
+		}
+	}
+	if !hexDigestRE.MatchString(e.Digest) {
+		return fmt.Sprintf("chart %s %s: digest %q is not 64 hex digits (a sha256 of the chart archive): a chart without one cannot be verified", name, e.Version, e.Digest)
+	}
+	if len(e.URLs) == 0 || e.URLs[0] == "" {
+		return fmt.Sprintf("chart %s %s has no URL", name, e.Version)
+	}
+	return ""
+}
+
+// Fetch implements [Source].
+func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag.List) {
+	var l diag.List
+	ref, ok := v.Ref.(*helmRef)
+	if !ok {
+		l.Errorf(v.Location, 0, 0, "", "chart %s was not listed by the Helm repository %s", v.ID(), s.shown)
+		return nil, l
+	}
+	key := "sha256:" + ref.digest
+	// A cached archive is used when it still has the index's digest.
+	data, err := s.opts.Cache.Get(key)
+	if err != nil || sha256Hex(data) != ref.digest {
+		s.opts.Cache.Remove(key)
+		// The archive becomes one file of the package: bounded as a package file is.
+		data, err = s.get(ctx, ref.url.String(), plugin.MaxFileSize)
+		if err != nil {
+			l.Errorf(v.Location, 0, 0, "", "cannot download chart %s %s from %s: %v", v.Name, v.Version, s.shown, err)
+			return nil, l
+		}
+		if got := sha256Hex(data); got != ref.digest {
+			l.Errorf(v.Location, 0, 0, "", "chart %s %s from %s: the archive's sha256 is %s, but the index gives %s: refused", v.Name, v.Version, s.shown, got, ref.digest)
+			return nil, l
+		}
+		if err := s.opts.Cache.Put(key, data); err != nil {
+			l.Warnf(v.Location, 0, 0, "", "cannot cache chart %s %s: %v", v.Name, v.Version, err)
+		}
+	}
+	fsys, err := chartPackage(v, data)
+	if err != nil {
+		l.Errorf(v.Location, 0, 0, "", "chart %s %s from %s: %v", v.Name, v.Version, s.shown, err)
+		return nil, l
+	}
+	pkg, pl := plugin.Load(fsys, s.origin, v.Location)
+	return pkg, append(l, pl...)
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// chartPackage makes the package of a chart version: its archive, checked to hold
+// the chart the index announced, and a plugin.yaml that installs it.
+func chartPackage(v *Version, data []byte) (fs.FS, error) {
+	files, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("cannot unpack the chart archive: %w", err)
+	}
+	b, err := fs.ReadFile(files, path.Join(v.Name, "Chart.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("the chart archive has no %s/Chart.yaml", v.Name)
+	}
+	var meta struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if err := yaml.Unmarshal(b, &meta); err != nil {
+		return nil, fmt.Errorf("the archive's Chart.yaml: %w", err)
+	}
+	if got, err := semver.StrictNewVersion(meta.Version); meta.Name != v.Name || err != nil || !got.Equal(v.Version) {
+		return nil, fmt.Errorf("the archive holds chart %s %s, not what the index lists", meta.Name, meta.Version)
+	}
+	q := func(s string) string { j, _ := json.Marshal(s); return string(j) }
+	var m strings.Builder
+	m.WriteString("apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\n")
+	fmt.Fprintf(&m, "metadata: {name: %s, version: %s, description: %s}\n", q(v.Name), q(v.Version.String()), q(v.Description))
+	m.WriteString("spec:\n")
+	if v.KubernetesVersion != nil {
+		fmt.Fprintf(&m, "  kubernetesVersion: %s\n", q(v.KubernetesVersion.String()))
+	}
+	m.WriteString("  contributes:\n    kubernetes:\n      helmReleases:\n")
+	// The plugin's values are the chart's values, whole and typed.
+	fmt.Fprintf(&m, "        - {chart: %s, namespace: %s, values: {fromValue: \"\"}}\n", HelmChartFile, q(v.Name))
+	return fstest.MapFS{
+		plugin.ManifestFile: {Data: []byte(m.String()), Mode: 0o644},
+		HelmChartFile:       {Data: data, Mode: 0o644},
+	}, nil
+}

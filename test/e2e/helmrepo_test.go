@@ -1,0 +1,44 @@
+package e2e
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+
+	"github.com/rogpeppe/go-internal/testscript"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	repo "helm.sh/helm/v4/pkg/repo/v1"
+)
+
+// helmRepo serves chart directories as a Helm repository on loopback, packaged
+// and indexed by the Helm SDK as `helm package` and `helm repo index` do:
+// "helm-repo SRC OUT" packages every chart directory under SRC into OUT, writes
+// OUT/index.yaml and serves OUT, setting $HELMREPO to its URL until the script
+// ends. Files put into OUT afterwards (a tampered archive) are served as they are.
+func helmRepo(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: helm-repo SRC OUT")
+	}
+	src, out := ts.MkAbs(args[0]), ts.MkAbs(args[1])
+	ts.Check(os.MkdirAll(out, 0o755))
+	dirs, err := os.ReadDir(src)
+	ts.Check(err)
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		c, err := loader.LoadDir(filepath.Join(src, d.Name()))
+		ts.Check(err)
+		_, err = chartutil.Save(c, out)
+		ts.Check(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(out)))
+	ts.Defer(srv.Close)
+	idx, err := repo.IndexDirectory(out, srv.URL)
+	ts.Check(err)
+	idx.SortEntries()
+	ts.Check(idx.WriteFile(filepath.Join(out, "index.yaml"), 0o644))
+	ts.Setenv("HELMREPO", srv.URL)
+}
