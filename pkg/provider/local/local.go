@@ -42,8 +42,10 @@ type Provider struct {
 	opts Options
 	log  *slog.Logger
 	cp   *controlplane.ControlPlane // set by Up or attach
-	// rollMu lets one machine at a time be replaced (machines.go).
-	rollMu sync.Mutex
+	// rollMu lets one machine at a time be replaced (machines.go);
+	// rollFailed names the machine whose replacement failed in this Up.
+	rollMu     sync.Mutex
+	rollFailed string
 	// ports are the ones the last Facts chose; Up starts the control plane on them.
 	ports *controlplane.Ports
 	// binDir holds the binaries of the cluster's Kubernetes version, once
@@ -187,6 +189,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 
 	nodes := p.desiredNodes(d)
 	cpNode := nodes[0]
+	p.rollFailed = ""
 	// The control-plane machine first: the flags may name its files.
 	if err := p.writeMachine(cpNode.name, cpNode.machine); err != nil {
 		return nil, err
@@ -285,7 +288,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 					return cl, err
 				}
 				n.real = n.sys.Node
-				booting = booting || !n.sys.Running(ctx)
+				// A machine that boots (new, stopped, or replacing an older
+				// instance) needs a bootstrap token.
+				booting = booting || !n.sys.Running(ctx) || p.replacing(n)
 			}
 		}
 		if booting {
@@ -577,10 +582,25 @@ func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.
 func (p *Provider) upMachineNode(ctx context.Context, n *desiredNode, rc *realCluster, token string, status *provider.NodeStatus) error {
 	if p.replacing(n) {
 		// One machine at a time is replaced, each until it is Ready again,
-		// so the workloads of the others keep running.
+		// so the workloads of the others keep running; after a replacement
+		// fails, the roll stops there.
 		p.rollMu.Lock()
 		defer p.rollMu.Unlock()
+		if p.rollFailed != "" {
+			return fmt.Errorf("machine %s: not replaced, since the replacement of %s failed (the roll stops at the first failure)", n.name, p.rollFailed)
+		}
+		err := p.upMachineReady(ctx, n, rc, token, status)
+		if err != nil {
+			p.rollFailed = n.name
+		}
+		return err
 	}
+	return p.upMachineReady(ctx, n, rc, token, status)
+}
+
+// upMachineReady is upMachineNode's work, under the roll lock for a
+// replacement.
+func (p *Provider) upMachineReady(ctx context.Context, n *desiredNode, rc *realCluster, token string, status *provider.NodeStatus) error {
 	created, err := p.upMachine(ctx, n, rc, token, status)
 	if err != nil {
 		return err

@@ -295,6 +295,9 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 		created = true
 	}
 	if !m.Running(ctx) {
+		if token == "" {
+			return false, fmt.Errorf("machine %s: no bootstrap token to boot it with", n.name)
+		}
 		vd, err := p.vendorData(m, rc, token)
 		if err != nil {
 			return false, fmt.Errorf("machine %s: %w", n.name, err)
