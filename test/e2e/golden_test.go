@@ -37,6 +37,7 @@ var goldenExamples = []struct {
 	{name: "baseline", env: map[string]string{"NODE_EXPORTER_SOURCE": "/src/kubeplug/_output/tools/node_exporter"}},
 	{name: "failing"},
 	{name: "failing-hook", file: "failing/cluster-hook.yaml"},
+	{name: "machines"},
 }
 
 // TestRenderGolden keeps every file the examples render under review: a change to a
