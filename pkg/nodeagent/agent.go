@@ -61,6 +61,11 @@ type Options struct {
 	// OutputTail is how many bytes of each of a hook's stdout and stderr are kept.
 	// Default 4096.
 	OutputTail int
+	// Sandbox, when set, is an argv prefix every hook runs through (the hook's
+	// own argv follows it): the local provider's simulated nodes run their
+	// hooks in a mount and pid namespace of their own where everything but
+	// Root is read-only (SandboxArgv). Empty on a real machine.
+	Sandbox []string
 	// KillGrace is how long a timed-out or canceled hook's group has between SIGTERM
 	// and SIGKILL. Default 5s.
 	KillGrace time.Duration
@@ -487,6 +492,9 @@ func (a *Agent) runHook(ctx context.Context, phase string, h *hookspec.Hook, nod
 	if err != nil {
 		res.Status, res.Reason = StatusFailed, err.Error()
 		return
+	}
+	if len(a.opts.Sandbox) > 0 {
+		argv = append(slices.Clone(a.opts.Sandbox), argv...)
 	}
 	stdout, stderr := newTail(a.opts.OutputTail), newTail(a.opts.OutputTail)
 	cmd := exec.Command(argv[0], argv[1:]...) //nolint:gosec // running the machine's hooks is the agent's purpose

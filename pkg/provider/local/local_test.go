@@ -51,6 +51,7 @@ type spec struct {
 	failingPool  bool     // adds pool "bad" whose enforced beforeNodeup hook fails
 	slowHook     string   // when set, workers' beforeNodeup hook "slow" runs this script
 	bypassFailed bool     // adds a failing bypass hook to the workers
+	hostWriter   string   // adds pool "rogue" whose beforeNodeup hook writes this host path
 }
 
 // alwaysPull enables AlwaysPullImages through the control-plane plugin's values,
@@ -120,6 +121,13 @@ func desiredWith(ctx context.Context, t *testing.T, facts map[string]any, s spec
 			Hooks: []model.Hook{{Name: "install", At: hookspec.PhaseBeforeNodeup, Script: "#!/bin/sh\necho disk full >&2\nexit 1\n"}},
 		}}})
 	}
+	if s.hostWriter != "" {
+		// A cloud machine's hook (kops-style: writing /etc, apt-get) on a
+		// simulated node, which runs on this machine.
+		add(t, m, "rogue", &model.Contribution{Pools: map[string]*model.Pool{"rogue": {
+			Hooks: []model.Hook{{Name: "configure", At: hookspec.PhaseBeforeNodeup, Command: []string{"sh", "-c", "echo changed > " + s.hostWriter}}},
+		}}})
+	}
 	in := render.Input{ClusterName: "test", KubernetesVersion: version, Model: m}
 	machines, diags := render.Machines(ctx, in)
 	if diags.HasFatal() {
@@ -140,6 +148,9 @@ func coreModel(ctx context.Context, t *testing.T, facts map[string]any, version 
 	pools := []map[string]any{{"name": "workers", "role": model.RoleWorker, "count": s.workers}}
 	if s.failingPool {
 		pools = append(pools, map[string]any{"name": "bad", "role": model.RoleWorker, "count": 1})
+	}
+	if s.hostWriter != "" {
+		pools = append(pools, map[string]any{"name": "rogue", "role": model.RoleWorker, "count": 1})
 	}
 	cluster := map[string]any{
 		"apiVersion": "kubeplug.dev/v1alpha1",
@@ -475,6 +486,23 @@ func TestLifecycle(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(dir, "machines", "workers-1")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("machine dir of workers-1: %v", err)
+		}
+	})
+
+	t.Run("a simulated node's hook cannot write this machine", func(t *testing.T) {
+		target := filepath.Join("/var/tmp", "kubeplug-rogue-"+filepath.Base(dir))
+		t.Cleanup(func() { _ = os.Remove(target) })
+		_, err := p.Up(ctx, desired(ctx, t, p, spec{workers: 1, hostWriter: target, admission: alwaysPull}))
+		if !errors.Is(err, provider.ErrHookFailed) {
+			t.Fatalf("up = %v, want ErrHookFailed", err)
+		}
+		for _, want := range []string{"node rogue-0: hook rogue/configure (beforeNodeup) failed", "Read-only file system"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q\nwant it to contain %q", err, want)
+			}
+		}
+		if _, err := os.Stat(target); err == nil {
+			t.Errorf("the hook of a simulated node wrote %s on this machine", target)
 		}
 	})
 

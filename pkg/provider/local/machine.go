@@ -101,7 +101,14 @@ func (p *Provider) runPhase(ctx context.Context, d *desiredNode, phase string) (
 	if _, err := os.Stat(underRoot(root, hookspec.HooksManifestPath)); errors.Is(err, fs.ErrNotExist) {
 		return sum, nil // a machine without a render (no hooks manifest): nothing to run
 	}
+	// A simulated node's hooks run on this machine: in a sandbox where
+	// nothing but the node's root is writable, so a hook meant for a cloud
+	// machine (apt-get, writing /etc) cannot change the user's own.
+	if !nodeagent.SandboxAvailable() {
+		return sum, fmt.Errorf("node %s: %s: the hooks of a simulated node run in a sandbox (a mount and pid namespace where only the node's root is writable), which needs root and util-linux's unshare and mount", d.name, phase)
+	}
 	agent, err := nodeagent.New(nodeagent.Options{
+		Sandbox: nodeagent.SandboxArgv(root),
 		Root:    root,
 		Logger:  p.log.With("node", d.name),
 		Cluster: hookspec.Cluster{Name: p.opts.ClusterName},

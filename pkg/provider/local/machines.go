@@ -375,7 +375,7 @@ func drain(ctx context.Context, client kubernetes.Interface, node string, timeou
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("Pods still on the node after %s (a PodDisruptionBudget may forbid their eviction): %s", timeout, strings.Join(left, ", "))
+			return fmt.Errorf("after %s, Pods are still on the node (a PodDisruptionBudget may forbid their eviction): %s", timeout, strings.Join(left, ", "))
 		}
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,73 @@
+package nodeagent
+
+import (
+	"os"
+	"os/exec"
+)
+
+// sandboxScript runs in the sandbox's fresh mount and pid namespaces (made by
+// unshare) before the hook: it remounts every mount read-only except the
+// machine root ($1) and what lies below it, gives the hook a private /tmp and
+// a /proc of its own pid namespace (unshare --mount-proc), then execs the hook.
+// A mount that cannot be made read-only is named on stderr, and the hook does
+// not run: the sandbox would be incomplete.
+const sandboxScript = `set -eu
+root=$1; shift
+mount --bind "$root" "$root"
+failed=""
+# Field 5 of mountinfo is the mount point with space, tab, newline and
+# backslash octal-escaped.
+mounts=$(awk '{print $5}' /proc/self/mountinfo | sort -u)
+while IFS= read -r m; do
+	m=$(printf '%s' "$m" | sed -e 's/\\040/ /g' -e 's/\\011/\t/g' -e 's/\\134/\\/g')
+	case "$m" in
+	"$root" | "$root"/* | /proc | /proc/*) continue ;;
+	esac
+	mount -o remount,bind,ro "$m" 2>/dev/null || failed="$failed $m"
+done <<EOF
+$mounts
+EOF
+if [ -n "$failed" ]; then
+	echo "kubeplug sandbox: could not make read-only:$failed" >&2
+	exit 125
+fi
+cd "$root"
+mount -t tmpfs -o mode=1777,size=256m tmpfs /tmp
+case "$root" in
+/tmp/*)
+	# The private /tmp hid the machine root: bind it back from the working
+	# directory, which still is the hidden directory (-c: no path lookup).
+	mkdir -p "$root"
+	mount -c --bind /proc/self/cwd "$root"
+	cd "$root"
+	;;
+esac
+exec "$@"
+`
+
+// SandboxArgv is the Sandbox prefix that runs a hook of a machine whose root
+// is the directory root on this host (a simulated node of the local
+// provider): util-linux's unshare makes a mount and a pid namespace of the
+// hook's own (its processes end with it), in which every file system but
+// root is read-only — a hook that writes outside its machine root (the
+// host's /etc, /usr) fails with "Read-only file system" instead of changing
+// this machine — and /tmp is private. Paths under root stay where they are,
+// so $KUBEPLUG_ROOT keeps its meaning. Needs root (CAP_SYS_ADMIN).
+func SandboxArgv(root string) []string {
+	return []string{"unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",
+		"/bin/sh", "-c", sandboxScript, "kubeplug-sandbox", root}
+}
+
+// SandboxAvailable says whether SandboxArgv can work here: running as root,
+// with unshare, mount and awk on PATH.
+func SandboxAvailable() bool {
+	if os.Geteuid() != 0 {
+		return false
+	}
+	for _, p := range []string{"unshare", "mount", "awk"} {
+		if _, err := exec.LookPath(p); err != nil {
+			return false
+		}
+	}
+	return true
+}
