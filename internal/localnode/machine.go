@@ -83,6 +83,29 @@ func LoadImage(dir string) (Image, error) {
 	return img, nil
 }
 
+// MachinePreflight checks that this host can run machines from the image in
+// imageDir — root, overlayfs, runc, the image — and names everything missing
+// in one error.
+func MachinePreflight(imageDir string) error {
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root (machines need mounts, network namespaces and cgroups)")
+	}
+	if fs, err := bounded.ReadFile("/proc/filesystems", 1<<20); err != nil || !strings.Contains(string(fs), "\toverlay\n") {
+		missing = append(missing, "overlayfs in the kernel (/proc/filesystems lists no overlay)")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		missing = append(missing, "runc (make node-deps)")
+	}
+	if _, err := LoadImage(imageDir); err != nil {
+		missing = append(missing, err.Error())
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("this host cannot run machines: missing %s", strings.Join(missing, "; "))
+	}
+	return nil
+}
+
 func (m *Machine) path(elem ...string) string { return m.Node.path(elem...) }
 
 // ContainerID is the machine's name for runc.

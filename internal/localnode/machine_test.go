@@ -2,10 +2,12 @@ package localnode
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -144,6 +146,30 @@ runcmd:
 		t.Error("the machine's file is on the host")
 	}
 
+	// kill -9 of the machine's init: it is down, and Start boots it again.
+	st, err := m.runc(ctx, "state", m.ContainerID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state struct{ Pid int }
+	if err := json.Unmarshal([]byte(st), &state); err != nil || state.Pid <= 0 {
+		t.Fatalf("runc state %q: %v", st, err)
+	}
+	if err := syscall.Kill(state.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); m.Running(ctx); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the machine runs 20 s after kill -9 of its init")
+		}
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WaitBooted(ctx, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
 	// A stop and a start keep what the machine wrote and do not run the
 	// per-instance steps again (cloud-init's runcmd runs once per instance).
 	if err := m.Stop(ctx, 20*time.Second); err != nil {
@@ -172,6 +198,14 @@ runcmd:
 
 // TestMachineBootFailureNamesTheStep: a runcmd that fails inside the machine
 // fails the boot, naming the machine and the step, with the journal.
+// TestMachinePreflightNamesWhatIsMissing: one error naming each missing part.
+func TestMachinePreflightNamesWhatIsMissing(t *testing.T) {
+	err := MachinePreflight(t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "cannot run machines") || !strings.Contains(err.Error(), "make machine-image") {
+		t.Fatalf("preflight without an image = %v", err)
+	}
+}
+
 func TestMachineBootFailureNamesTheStep(t *testing.T) {
 	m := testMachine(t, "fails", `#cloud-config
 runcmd:

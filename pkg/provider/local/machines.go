@@ -312,6 +312,18 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 		}
 	}
 	if err := m.WaitBooted(ctx, 3*time.Minute); err != nil {
+		// A boot that failed on an enforced hook names it, from the
+		// machine's own report.
+		var be *localnode.BootError
+		if errors.As(err, &be) {
+			if rep, rerr := readReport(ctx, m, hookspec.PhaseBeforeNodeup); rerr == nil && rep.Failed {
+				sum, herr := p.summarize(ctx, &desiredNode{name: n.name}, hookspec.PhaseBeforeNodeup, rep, nil)
+				status.Hooks[hookspec.PhaseBeforeNodeup] = sum
+				if herr != nil {
+					return false, fmt.Errorf("machine %s: %w\njournal of %s:\n%s", n.name, herr, n.name, be.Journal)
+				}
+			}
+		}
 		return false, err
 	}
 	sum, err := p.machinePhase(ctx, n, hookspec.PhaseBeforeNodeup, "")
@@ -334,6 +346,23 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 		}
 	}
 	return created, nil
+}
+
+var errBadReport = errors.New("unreadable report")
+
+// readReport reads the report of a phase from inside the machine; an error
+// wrapping errBadReport is a report that is there but not JSON.
+func readReport(ctx context.Context, m *localnode.Machine, phase string) (*nodeagent.Report, error) {
+	file := path.Join(nodeagent.ReportsDir, phase+".json")
+	out, err := m.Exec(ctx, "cat", file)
+	if err != nil {
+		return nil, err
+	}
+	rep := &nodeagent.Report{}
+	if err := json.Unmarshal([]byte(out), rep); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", file, errBadReport, err)
+	}
+	return rep, nil
 }
 
 // replacing says whether the node's machine runs an older instance (its
@@ -407,17 +436,16 @@ func (p *Provider) machinePhase(ctx context.Context, n *desiredNode, phase, unit
 			p.event("hooks", n.name, fmt.Sprintf("%s: %v", unit, err))
 		}
 	}
-	report := path.Join(nodeagent.ReportsDir, phase+".json")
 	var rep *nodeagent.Report
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		out, err := m.Exec(ctx, "cat", report)
+		r, err := readReport(ctx, m, phase)
 		if err == nil {
-			rep = &nodeagent.Report{}
-			if err := json.Unmarshal([]byte(out), rep); err != nil {
-				return provider.HookSummary{}, fmt.Errorf("machine %s: %s: %w", n.name, report, err)
-			}
+			rep = r
 			break
+		}
+		if errors.Is(err, errBadReport) {
+			return provider.HookSummary{}, fmt.Errorf("machine %s: %w", n.name, err)
 		}
 		if failed, _ := m.Exec(ctx, "cat", hookspec.FailedMarkerPath); failed != "" && phase != hookspec.PhaseBeforeNodeup {
 			return provider.HookSummary{}, fmt.Errorf("machine %s: the node failed before %s: %s", n.name, phase, strings.TrimSpace(failed))

@@ -146,7 +146,7 @@ func (p *Provider) preflightReal(m *model.Model) error {
 		if err != nil {
 			return err
 		}
-		if _, err := localnode.LoadImage(imgDir); err != nil {
+		if err := localnode.MachinePreflight(imgDir); err != nil {
 			return fmt.Errorf("spec.provider.local.machinePools: %w", err)
 		}
 	}

@@ -175,7 +175,7 @@ func TestMachines(t *testing.T) {
 	write(t, filepath.Join(dir, "plugins", "fleet", "plugin.yaml"), strings.Replace(machinesPlugin, "GREETING", "hello machine", 1))
 	write(t, filepath.Join(dir, "plugins", "web", "plugin.yaml"), machinesWorkload)
 	write(t, filepath.Join(dir, "plugins", "web", "manifests", "web.yaml"), machinesManifests)
-	kp := func(args ...string) string {
+	kpCode := func(args ...string) (int, string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
@@ -184,10 +184,15 @@ func TestMachines(t *testing.T) {
 		if args[0] == "up" {
 			args = append(args, "--no-kubeconfig-update")
 		}
-		if code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}); code != 0 {
-			t.Fatalf("kubeplug %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
+		return cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}), out.String()
+	}
+	kp := func(args ...string) string {
+		t.Helper()
+		code, out := kpCode(args...)
+		if code != 0 {
+			t.Fatalf("kubeplug %s: exit %d\n%s", strings.Join(args, " "), code, out)
 		}
-		return out.String()
+		return out
 	}
 	id := localnode.ClusterID(state)
 	t.Cleanup(func() {
@@ -351,6 +356,42 @@ func TestMachines(t *testing.T) {
 		}
 	}
 
+	// Phase 4: a machine whose enforced hook fails inside it fails up, naming
+	// the machine, the plugin, the hook and the phase; its kubelet never
+	// starts, and the other machines are untouched.
+	write(t, filepath.Join(dir, "plugins", "broken", "plugin.yaml"), `apiVersion: kubeplug.dev/v1alpha1
+kind: Plugin
+metadata: {name: broken, version: 0.1.0, description: a hook that fails}
+spec:
+  contributes:
+    nodes:
+      - pools: [bad]
+        hooks:
+          - name: fail
+            at: beforeNodeup
+            run: {command: [/bin/sh, -c, 'echo disk full >&2; exit 3']}
+`)
+	write(t, file, strings.Replace(strings.Replace(machinesCluster("web", "broken"), "machinePools: [m]", "machinePools: [m, bad]", 1),
+		"    - {name: m, role: worker, count: 2}\n", "    - {name: m, role: worker, count: 2}\n    - {name: bad, role: worker, count: 1}\n", 1))
+	code, out := kpCode("up")
+	if code == 0 {
+		t.Fatalf("up with a failing hook in a machine succeeded:\n%s", out)
+	}
+	for _, want := range []string{"node bad-0", "hook broken/fail (beforeNodeup) failed", "disk full"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up's output lacks %q:\n%s", want, out)
+		}
+	}
+	if got := inMachine(t, id, "bad-0", "sh", "-c", "systemctl is-active kubelet || true"); strings.TrimSpace(got) == "active" {
+		t.Error("the kubelet of the failed machine runs")
+	}
+	if _, err := client.CoreV1().Nodes().Get(ctx, "bad-0", metav1.GetOptions{}); err == nil {
+		t.Error("the failed machine joined")
+	}
+	if got := inMachine(t, id, "m-0", "cat", "/var/lib/cloud/data/instance-id"); got == before["m-0"] {
+		t.Error("m-0 is the instance from before the roll")
+	}
+
 	// The state records each node as a machine.
 	var st struct {
 		Nodes []struct {
@@ -368,7 +409,7 @@ func TestMachines(t *testing.T) {
 			machines++
 		}
 	}
-	if machines != 2 {
-		t.Errorf("state records %d machines, want 2 (%s)", machines, b)
+	if machines != 3 {
+		t.Errorf("state records %d machines, want 3 (%s)", machines, b)
 	}
 }
