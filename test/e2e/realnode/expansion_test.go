@@ -23,7 +23,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/internal/localnode"
 )
 
@@ -38,24 +37,7 @@ import (
 // finished once the operator, on the real node, set the delegated condition. Without
 // the expansion, up returns the workload to its own image name.
 func TestExpansionAirGap(t *testing.T) {
-	bin, err := controlplane.FindBinDir("")
-	if err != nil {
-		t.Fatalf("the local control plane is not built (make localcluster): %v", err)
-	}
-	nodeBin := os.Getenv("KUBEPLUG_LOCALNODE_BIN")
-	if nodeBin == "" {
-		nodeBin = filepath.Join(filepath.Dir(filepath.Dir(bin)), "localnode", "bin")
-	}
-	bins := localnode.Bins{Kubelet: filepath.Join(bin, "kubelet"), KubeProxy: filepath.Join(bin, "kube-proxy"),
-		Containerd: filepath.Join(nodeBin, "containerd"), Runc: "/usr/sbin/runc", CNI: "/usr/lib/cni"}
-	if err := localnode.Preflight(bins, filepath.Join(nodeBin, "kubeplug-registry")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run real nodes (make localnode node-deps): %v", err)
-		}
-		t.Skipf("this machine cannot run real nodes: %v", err)
-	}
-	t.Setenv("KUBEPLUG_LOCALCLUSTER_BIN", bin)
-	t.Setenv("KUBEPLUG_LOCALNODE_BIN", nodeBin)
+	nodeBins(t)
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")

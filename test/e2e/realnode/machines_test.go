@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/internal/localnode"
 )
 
@@ -150,14 +149,7 @@ func inMachine(t *testing.T, id, node string, argv ...string) string {
 // exec, a rolling replacement when the pool's files change, and that `down`
 // leaves nothing.
 func TestMachines(t *testing.T) {
-	bin, err := controlplane.FindBinDir("")
-	if err != nil {
-		t.Fatalf("the local control plane is not built (make localcluster): %v", err)
-	}
-	nodeBin := os.Getenv("KUBEPLUG_LOCALNODE_BIN")
-	if nodeBin == "" {
-		nodeBin = filepath.Join(filepath.Dir(filepath.Dir(bin)), "localnode", "bin")
-	}
+	bin, _ := nodeBins(t)
 	machineImage := os.Getenv("KUBEPLUG_MACHINE_IMAGE")
 	if machineImage == "" {
 		machineImage = filepath.Join(filepath.Dir(filepath.Dir(bin)), "machine")
@@ -165,8 +157,6 @@ func TestMachines(t *testing.T) {
 	if _, err := localnode.LoadImage(machineImage); err != nil {
 		t.Fatalf("the machine image is not built (make machine-image): %v", err)
 	}
-	t.Setenv("KUBEPLUG_LOCALCLUSTER_BIN", bin)
-	t.Setenv("KUBEPLUG_LOCALNODE_BIN", nodeBin)
 	t.Setenv("KUBEPLUG_MACHINE_IMAGE", machineImage)
 
 	dir := t.TempDir()
@@ -175,25 +165,7 @@ func TestMachines(t *testing.T) {
 	write(t, filepath.Join(dir, "plugins", "fleet", "plugin.yaml"), strings.Replace(machinesPlugin, "GREETING", "hello machine", 1))
 	write(t, filepath.Join(dir, "plugins", "web", "plugin.yaml"), machinesWorkload)
 	write(t, filepath.Join(dir, "plugins", "web", "manifests", "web.yaml"), machinesManifests)
-	kpCode := func(args ...string) (int, string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		defer cancel()
-		var out bytes.Buffer
-		args = append(args, "-f", file, "--state-dir", state)
-		if args[0] == "up" {
-			args = append(args, "--no-kubeconfig-update")
-		}
-		return cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}), out.String()
-	}
-	kp := func(args ...string) string {
-		t.Helper()
-		code, out := kpCode(args...)
-		if code != 0 {
-			t.Fatalf("kubeplug %s: exit %d\n%s", strings.Join(args, " "), code, out)
-		}
-		return out
-	}
+	kpCode, kp := cliFor(t, file, state, 8*time.Minute)
 	id := localnode.ClusterID(state)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

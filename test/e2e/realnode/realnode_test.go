@@ -21,7 +21,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/internal/localnode"
 )
 
@@ -106,22 +105,7 @@ spec:
 // image built from Go into its registry, deploys a plugin onto the real node and
 // checks what only a real node does; then `down` must leave nothing.
 func TestRealNode(t *testing.T) {
-	bin, err := controlplane.FindBinDir("")
-	if err != nil {
-		t.Fatalf("the local control plane is not built (make localcluster): %v", err)
-	}
-	nodeBin := os.Getenv("KUBEPLUG_LOCALNODE_BIN")
-	if nodeBin == "" {
-		nodeBin = filepath.Join(filepath.Dir(filepath.Dir(bin)), "localnode", "bin")
-	}
-	bins := localnode.Bins{Kubelet: filepath.Join(bin, "kubelet"), KubeProxy: filepath.Join(bin, "kube-proxy"),
-		Containerd: filepath.Join(nodeBin, "containerd"), Runc: "/usr/sbin/runc", CNI: "/usr/lib/cni"}
-	if err := localnode.Preflight(bins, filepath.Join(nodeBin, "kubeplug-registry")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run real nodes (make localnode node-deps): %v", err)
-		}
-		t.Skipf("this machine cannot run real nodes: %v", err)
-	}
+	bin, _ := nodeBins(t)
 	images := os.Getenv("KUBEPLUG_IMAGES_BIN")
 	if images == "" {
 		images = filepath.Join(filepath.Dir(filepath.Dir(bin)), "images", "bin")
@@ -132,34 +116,13 @@ func TestRealNode(t *testing.T) {
 		}
 	}
 	t.Setenv("KUBEPLUG_IMAGES_BIN", images)
-	t.Setenv("KUBEPLUG_LOCALCLUSTER_BIN", bin)
-	t.Setenv("KUBEPLUG_LOCALNODE_BIN", nodeBin)
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	write(t, filepath.Join(dir, "plugins", "demo", "plugin.yaml"), plugin)
 	write(t, filepath.Join(dir, "plugins", "demo", "manifests", "demo.yaml"), manifests)
 	file := filepath.Join(dir, "cluster.yaml")
-	kpCode := func(args ...string) (int, string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		var out bytes.Buffer
-		args = append(args, "-f", file, "--state-dir", state)
-		if args[0] == "up" {
-			args = append(args, "--no-kubeconfig-update")
-		}
-		code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
-		return code, out.String()
-	}
-	kp := func(args ...string) string {
-		t.Helper()
-		code, out := kpCode(args...)
-		if code != 0 {
-			t.Fatalf("kubeplug %s: exit %d\n%s", strings.Join(args, " "), code, out)
-		}
-		return out
-	}
+	kpCode, kp := cliFor(t, file, state, 5*time.Minute)
 	id := localnode.ClusterID(state)
 	t.Cleanup(func() {
 		// Whatever happened above, nothing of the cluster may stay.
