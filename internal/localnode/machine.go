@@ -173,12 +173,73 @@ func (m *Machine) Start(ctx context.Context) error {
 	if bin == "" {
 		bin = "runc"
 	}
-	cmd := exec.CommandContext(ctx, bin, "--root", m.runcRoot(), "run", "--detach", "--bundle", m.path(), m.ContainerID())
+	m.stopSupervisor()
+	cmd := exec.Command("/bin/sh", "-c", superviseScript, "kubeplug-machine", bin, m.runcRoot(), m.path(), m.ContainerID()) //nolint:gosec // runc, with the machine's own paths
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, console, console
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("machine %s: runc run: %w (console: %s)", n.Name, err, tail(m.path("console.log"), 10))
+	// Its own session: it outlives this process, as the machine does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("machine %s: start runc: %w", n.Name, err)
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	if err := os.WriteFile(m.path(supervisorPidFile), []byte(strconv.Itoa(pid)), 0o600); err != nil {
+		return fmt.Errorf("machine %s: %w", n.Name, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !m.Running(ctx); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) || !processAlive(pid) {
+			return fmt.Errorf("machine %s: runc did not start it (console: %s)", n.Name, tail(m.path("console.log"), 10))
+		}
 	}
 	return nil
+}
+
+// superviseScript runs a machine in the foreground under runc and runs it
+// again when its init ended by a reboot: reboot(2) in a pid namespace ends
+// the namespace's init with SIGHUP, and runc exits 129. A halt (exit 0), a
+// kill -9 (137) or a failure ends the supervisor; the next `up` starts it.
+const superviseScript = `runc=$1 root=$2 bundle=$3 id=$4
+while :; do
+	"$runc" --root "$root" run --bundle "$bundle" "$id" </dev/null
+	rc=$?
+	"$runc" --root "$root" delete --force "$id" 2>/dev/null
+	[ "$rc" = 129 ] || exit "$rc"
+	echo "kubeplug: machine $id rebooted"
+done
+`
+
+// supervisorPidFile holds the pid of the machine's superviseScript.
+const supervisorPidFile = "supervisor.pid"
+
+// stopSupervisor kills the machine's supervisor (not the machine), so that
+// a halt is not followed by a new boot.
+func (m *Machine) stopSupervisor() {
+	b, err := os.ReadFile(m.path(supervisorPidFile)) //nolint:gosec // the machine's own directory
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	// Only when the pid still is this machine's supervisor.
+	if cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && strings.Contains(string(cmdline), "kubeplug-machine") && strings.Contains(string(cmdline), m.ContainerID()) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		for deadline := time.Now().Add(5 * time.Second); processAlive(pid) && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	_ = os.Remove(m.path(supervisorPidFile))
+}
+
+// processAlive says whether pid runs (and is not a zombie).
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }
 
 // mountRoot mounts the overlay of the image's layers and the machine's
@@ -484,6 +545,7 @@ func (m *Machine) Journal(ctx context.Context, unit string, lines int) string {
 // (processes, mounts, cgroups, namespace, veth). The writable layer stays:
 // Remove deletes it.
 func (m *Machine) Stop(ctx context.Context, grace time.Duration) error {
+	m.stopSupervisor()
 	if m.Running(ctx) {
 		_, _ = m.runc(ctx, "kill", m.ContainerID(), "37")
 		deadline := time.Now().Add(grace)

@@ -90,6 +90,12 @@ func assertMachineGone(ctx context.Context, t *testing.T, m *Machine) {
 	if _, err := os.Stat(n.Dir); err == nil {
 		t.Errorf("machine directory %s left", n.Dir)
 	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), m.ContainerID()) {
+			t.Errorf("process left: %s", strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
 }
 
 // TestMachineBootsUserData boots a systemd machine from a cloud-config given
@@ -144,6 +150,25 @@ runcmd:
 	// Nothing of it reached the host.
 	if _, err := os.Stat("/etc/kubeplug-test/hello"); err == nil {
 		t.Error("the machine's file is on the host")
+	}
+
+	// A reboot from inside comes back by itself, as the same instance.
+	if _, err := m.Exec(ctx, "systemctl", "reboot"); err != nil && !strings.Contains(err.Error(), "signal") {
+		t.Logf("systemctl reboot: %v", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if b, _ := os.ReadFile(m.path("console.log")); strings.Contains(string(b), "rebooted") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the machine did not reboot within 30 s (console: %s)", tail(m.path("console.log"), 10))
+		}
+	}
+	if err := m.WaitBooted(ctx, 2*time.Minute); err != nil {
+		t.Fatalf("after a reboot: %v", err)
+	}
+	if out, err := m.Exec(ctx, "cat", "/var/lib/kubeplug-test-runs"); err != nil || strings.Count(out, "run") != 1 {
+		t.Errorf("after a reboot, runcmd ran %q times (%v), want once per instance", out, err)
 	}
 
 	// kill -9 of the machine's init: it is down, and Start boots it again.
