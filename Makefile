@@ -43,9 +43,20 @@ FUZZ_TARGETS := ./internal/yamldoc:FuzzParse ./pkg/config:FuzzParseCluster \
 	./pkg/config:FuzzValuesFile ./pkg/hookspec:FuzzParseManifest \
 	./pkg/expansion:FuzzDecode ./pkg/expansion:FuzzOpenArchive \
 	./pkg/lock:FuzzRead ./pkg/source:FuzzDecodeIndex ./pkg/oci:FuzzRegistryResponses
+# On a loaded machine Go's fuzz coordinator sometimes gives up on a worker at
+# the end of -fuzztime ("context deadline exceeded", no failing input written):
+# such a run is tried once more. A real finding writes testdata/fuzz/ and fails.
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
-	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	  log=$$(mktemp); \
+	  if ! $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" >"$$log" 2>&1; then \
+	    cat "$$log"; \
+	    if grep -q 'context deadline exceeded' "$$log" && ! grep -q 'Failing input written' "$$log"; then \
+	      echo "fuzz $$t: the coordinator timed out (no failing input); once more"; \
+	      $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || { rm -f "$$log"; exit 1; }; \
+	    else rm -f "$$log"; exit 1; fi; \
+	  else cat "$$log"; fi; \
+	  rm -f "$$log"; \
 	done
 
 test: lint unit
