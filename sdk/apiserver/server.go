@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -45,6 +46,11 @@ type Resource struct {
 	Plural string
 	// Namespaced resources live in namespaces; the rest are cluster-scoped.
 	Namespaced bool
+	// SelectableFields are the fields clients may name in field selectors
+	// besides metadata.name and metadata.namespace, as JSON paths of a
+	// string, number or boolean (".spec.color"), as a CustomResourceDefinition's
+	// selectableFields; the selector names them without the dot (spec.color).
+	SelectableFields []string
 }
 
 // Options configure a Server. Group, Version, Resources, Client and Storage are
@@ -67,7 +73,8 @@ type Options struct {
 	// an error refuses it (422 Invalid). Return a *field.Error to name the field,
 	// as the API server's own messages do.
 	Validate func(ctx context.Context, obj *unstructured.Unstructured) error
-	// Logger receives request errors. Default: discarded.
+	// Logger receives request errors, and each API request at debug level.
+	// Default: discarded.
 	Logger *slog.Logger
 }
 
@@ -98,10 +105,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{opts: opts, store: &store{client: opts.Client, namespace: opts.Storage, group: opts.Group}, resources: map[string]Resource{}}
+	s := &Server{opts: opts, store: &store{client: opts.Client, namespace: opts.Storage, group: opts.Group, version: opts.Version}, resources: map[string]Resource{}}
 	for _, r := range opts.Resources {
 		if r.Kind == "" || r.Plural == "" {
 			return nil, fmt.Errorf("apiserver: resource %+v needs a Kind and a Plural", r)
+		}
+		if err := checkSelectableFields(r); err != nil {
+			return nil, err
 		}
 		s.resources[r.Plural] = r
 	}
@@ -287,6 +297,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, apierrors.NewNotFound(metav1.SchemeGroupVersion.WithResource("paths").GroupResource(), r.URL.Path))
 		return
 	}
+	s.opts.Logger.Debug("request", "verb", info.Verb, "resource", info.Resource, "namespace", info.Namespace, "name", info.Name, "query", r.URL.RawQuery)
 	res, ok := s.resources[info.Resource]
 	if !ok || info.Subresource != "" {
 		s.fail(w, apierrors.NewNotFound(metav1.SchemeGroupVersion.WithResource(info.Resource).GroupResource(), r.URL.Path))
@@ -310,13 +321,16 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	case "get":
 		out, err = s.store.get(ctx, res, info.Namespace, info.Name)
 	case "list":
-		var opts metav1.ListOptions
-		opts.ResourceVersion = r.URL.Query().Get("resourceVersion")
-		var l *unstructured.UnstructuredList
-		if l, err = s.store.list(ctx, res, info.Namespace, opts); err == nil {
-			l.SetAPIVersion(gv)
-			l.SetKind(res.Kind + "List")
-			out = l
+		var (
+			q *listQuery
+			l *unstructured.UnstructuredList
+		)
+		if q, err = s.parseList(r.URL.Query(), res, info.Namespace, false); err == nil {
+			if l, err = s.store.list(ctx, res, q); err == nil {
+				l.SetAPIVersion(gv)
+				l.SetKind(res.Kind + "List")
+				out = l
+			}
 		}
 	case "watch":
 		s.serveWatch(w, r, res, info.Namespace)
@@ -397,6 +411,18 @@ func (s *Server) check(ctx context.Context, u *unstructured.Unstructured, res Re
 	if errs := validation.IsDNS1123Subdomain(u.GetName()); len(errs) > 0 {
 		return apierrors.NewInvalid(gk, u.GetName(), field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), u.GetName(), strings.Join(errs, "; "))})
 	}
+	// Labels are copied onto the storage's ConfigMap for selectors: they must
+	// be valid labels and leave the server's prefix alone.
+	lp := field.NewPath("metadata", "labels")
+	errs := metav1validation.ValidateLabels(u.GetLabels(), lp)
+	for k := range u.GetLabels() {
+		if strings.HasPrefix(k, sdkPrefix) {
+			errs = append(errs, field.Invalid(lp.Key(k), k, "the prefix "+sdkPrefix+" is the server's own"))
+		}
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(gk, u.GetName(), errs)
+	}
 	if s.opts.Validate != nil {
 		if err := s.opts.Validate(ctx, u); err != nil {
 			fe := field.Invalid(field.NewPath("spec"), nil, err.Error())
@@ -449,14 +475,12 @@ func (s *Server) patch(r *http.Request, res Resource, ns, name string) (runtime.
 // serveWatch streams watch events as the API server does: one JSON object per
 // event, flushed as it comes.
 func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res Resource, ns string) {
-	opts := metav1.ListOptions{ResourceVersion: r.URL.Query().Get("resourceVersion")}
-	if t := r.URL.Query().Get("timeoutSeconds"); t != "" {
-		var n int64
-		if _, err := fmt.Sscan(t, &n); err == nil {
-			opts.TimeoutSeconds = &n
-		}
+	q, err := s.parseList(r.URL.Query(), res, ns, true)
+	if err != nil {
+		s.fail(w, err)
+		return
 	}
-	wi, err := s.store.watch(r.Context(), res, ns, opts)
+	wi, err := s.store.watch(r.Context(), res, q)
 	if err != nil {
 		s.fail(w, err)
 		return

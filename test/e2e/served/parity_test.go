@@ -1,0 +1,160 @@
+package served
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubeplug/kubeplug/sdk/apiserver"
+)
+
+// TestServedAPIClientParity checks, through the kube-apiserver and with its
+// own kubectl, that a served API answers clients as a built-in one does.
+func TestServedAPIClientParity(t *testing.T) {
+	e := newEnv(t, "")
+	stop := e.serve(e.listen(), apiserver.Options{
+		Resources: []apiserver.Resource{{Kind: "Widget", Plural: "widgets", Namespaced: true, SelectableFields: []string{".spec.color"}}},
+	})
+	defer stop()
+	e.waitApplied()
+	widgets := "widgets." + e.group
+	gvr := schema.GroupVersionResource{Group: e.group, Version: "v1alpha1", Resource: "widgets"}
+	client := e.dyn.Resource(gvr).Namespace(e.ns)
+
+	var docs []string
+	for i := range 7 {
+		team, color := "a", "red"
+		if i%2 == 1 {
+			team = "b"
+		}
+		if i%3 == 0 {
+			color = "blue"
+		}
+		docs = append(docs, fmt.Sprintf("apiVersion: %s/v1alpha1\nkind: Widget\nmetadata: {name: w%d, namespace: %s, labels: {team: %s}}\nspec: {size: %d, color: %s}\n", e.group, i, e.ns, team, i+1, color))
+	}
+	if out, err := e.kubectl("create", "--validate=false", "-f", e.file("widgets.yaml", strings.Join(docs, "---\n"))); err != nil {
+		t.Fatalf("kubectl create: %v\n%s", err, out)
+	}
+	names := func(args ...string) string {
+		t.Helper()
+		out, err := e.kubectl(append([]string{"get", widgets, "-n", e.ns, "-o", "jsonpath={.items[*].metadata.name}"}, args...)...)
+		if err != nil {
+			t.Fatalf("kubectl get %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+
+	t.Run("label selector", func(t *testing.T) {
+		if got := names("-l", "team=a"); got != "w0 w2 w4 w6" {
+			t.Errorf("get -l team=a: %q", got)
+		}
+		if got := names("-l", "team!=a,team"); got != "w1 w3 w5" {
+			t.Errorf("get -l team!=a,team: %q", got)
+		}
+		out, err := e.kubectl("get", widgets, "-n", e.ns, "-l", "team in (a")
+		if err == nil || !strings.Contains(out, "BadRequest") || !strings.Contains(out, "unable to parse requirement") {
+			t.Errorf("a selector that does not parse was not refused with 400 and the reason: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("field selector", func(t *testing.T) {
+		if got := names("--field-selector", "metadata.name=w3"); got != "w3" {
+			t.Errorf("get --field-selector metadata.name=w3: %q", got)
+		}
+		if got := names("--field-selector", "spec.color=blue"); got != "w0 w3 w6" {
+			t.Errorf("get --field-selector spec.color=blue: %q", got)
+		}
+		if got := names("--field-selector", "spec.color!=blue,metadata.namespace="+e.ns, "-l", "team=b"); got != "w1 w5" {
+			t.Errorf("get --field-selector spec.color!=blue -l team=b: %q", got)
+		}
+		out, err := e.kubectl("get", widgets, "-n", e.ns, "--field-selector", "spec.size=3")
+		if err == nil || !strings.Contains(out, "BadRequest") || !strings.Contains(out, "field label not supported: spec.size") {
+			t.Errorf("a field the API does not declare was not refused with 400: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("paging", func(t *testing.T) {
+		e.requests.reset()
+		if got := names("--chunk-size=2"); got != "w0 w1 w2 w3 w4 w5 w6" {
+			t.Errorf("get --chunk-size=2: %q", got)
+		}
+		pages := e.requests.lines(`"verb":"list"`, `"resource":"widgets"`, "limit=2")
+		continued := e.requests.lines(`"verb":"list"`, "limit=2", "continue=")
+		if len(pages) != 4 || len(continued) != 3 {
+			t.Errorf("get --chunk-size=2 on 7 objects: the server saw %d list requests with limit=2 (%d with continue), want 4 (3):\n%s", len(pages), len(continued), strings.Join(pages, "\n"))
+		}
+		first, err := client.List(t.Context(), metav1.ListOptions{Limit: 2, LabelSelector: "team=a"})
+		if err != nil || len(first.Items) != 2 || first.GetContinue() == "" {
+			t.Fatalf("first page: %v %v", err, first)
+		}
+		var got []string
+		for l := first; ; {
+			for _, u := range l.Items {
+				got = append(got, u.GetName())
+			}
+			if l.GetContinue() == "" {
+				break
+			}
+			if l, err = client.List(t.Context(), metav1.ListOptions{Limit: 2, LabelSelector: "team=a", Continue: l.GetContinue()}); err != nil {
+				t.Fatalf("next page: %v", err)
+			}
+		}
+		if !slices.Equal(got, []string{"w0", "w2", "w4", "w6"}) {
+			t.Errorf("pages of 2 with -l team=a: %v", got)
+		}
+		_, err = client.List(t.Context(), metav1.ListOptions{Limit: 2, LabelSelector: "team=b", Continue: first.GetContinue()})
+		if !apierrors.IsResourceExpired(err) {
+			t.Errorf("a continue token from another list: want 410 Gone, got %v", err)
+		}
+		_, err = client.List(t.Context(), metav1.ListOptions{Limit: 2, Continue: "garbage"})
+		if !apierrors.IsBadRequest(err) {
+			t.Errorf("a continue token that is not one: want 400, got %v", err)
+		}
+	})
+
+	t.Run("watch with selectors", func(t *testing.T) {
+		list, err := client.List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		w, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), LabelSelector: "team=a", FieldSelector: "spec.color=red"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		for _, p := range []struct{ name, patch string }{
+			{"w1", `{"spec":{"size":10}}`},                 // team b
+			{"w0", `{"spec":{"size":10}}`},                 // blue
+			{"w2", `{"spec":{"size":10}}`},                 // team a, red: seen
+			{"w3", `{"metadata":{"labels":{"team":"a"}}}`}, // now a but blue
+			{"w4", `{"spec":{"size":11}}`},                 // seen
+		} {
+			if out, err := e.kubectl("patch", widgets, p.name, "-n", e.ns, "--type=merge", "-p", p.patch); err != nil {
+				t.Fatalf("patch %s: %v\n%s", p.name, err, out)
+			}
+		}
+		var seen []string
+		for ev := range w.ResultChan() {
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok && ev.Type == watch.Modified {
+				seen = append(seen, u.GetName())
+			}
+			if slices.Contains(seen, "w4") {
+				break
+			}
+		}
+		if !slices.Equal(seen, []string{"w2", "w4"}) {
+			t.Errorf("watch -l team=a --field-selector spec.color=red saw %v, want [w2 w4]", seen)
+		}
+	})
+}
