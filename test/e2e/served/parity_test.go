@@ -1,19 +1,24 @@
 package served
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/sdk/apiserver"
 )
 
@@ -21,9 +26,7 @@ import (
 // own kubectl, that a served API answers clients as a built-in one does.
 func TestServedAPIClientParity(t *testing.T) {
 	e := newEnv(t, "")
-	stop := e.serve(e.listen(), apiserver.Options{
-		Resources: []apiserver.Resource{{Kind: "Widget", Plural: "widgets", Namespaced: true, SelectableFields: []string{".spec.color"}}},
-	})
+	stop := e.serve(e.listen(), apiserver.Options{Resources: []apiserver.Resource{widgetResource}})
 	defer stop()
 	e.waitApplied()
 	widgets := "widgets." + e.group
@@ -40,10 +43,19 @@ func TestServedAPIClientParity(t *testing.T) {
 			color = "blue"
 		}
 		docs = append(docs, fmt.Sprintf("apiVersion: %s/v1alpha1\nkind: Widget\nmetadata: {name: w%d, namespace: %s, labels: {team: %s}}\nspec: {size: %d, color: %s}\n", e.group, i, e.ns, team, i+1, color))
+		if i == 6 {
+			docs[i] = strings.Replace(docs[i], ", color: blue", "", 1) // the schema's default
+		}
 	}
-	if out, err := e.kubectl("create", "--validate=false", "-f", e.file("widgets.yaml", strings.Join(docs, "---\n"))); err != nil {
-		t.Fatalf("kubectl create: %v\n%s", err, out)
-	}
+	// kubectl validates against the OpenAPI the kube-apiserver aggregates from
+	// the server, once it has fetched it.
+	eventually(t, 90*time.Second, func() error {
+		out, err := e.kubectl("create", "-f", e.file("widgets.yaml", strings.Join(docs, "---\n")))
+		if err != nil {
+			return fmt.Errorf("kubectl create (without --validate=false): %w\n%s", err, out)
+		}
+		return nil
+	})
 	names := func(args ...string) string {
 		t.Helper()
 		out, err := e.kubectl(append([]string{"get", widgets, "-n", e.ns, "-o", "jsonpath={.items[*].metadata.name}"}, args...)...)
@@ -52,6 +64,78 @@ func TestServedAPIClientParity(t *testing.T) {
 		}
 		return out
 	}
+
+	t.Run("openapi", func(t *testing.T) {
+		if got := names("--field-selector", "spec.color=blue"); got != "w0 w3 w6" {
+			t.Errorf("the schema's default color: --field-selector spec.color=blue: %q", got)
+		}
+		bad := e.file("bad.yaml", "apiVersion: "+e.group+"/v1alpha1\nkind: Widget\nmetadata: {name: bad, namespace: "+e.ns+"}\nspec: {size: 1, colour: red}\n")
+		if out, err := e.kubectl("create", "-f", bad); err == nil || !strings.Contains(out, `unknown field "spec.colour"`) {
+			t.Errorf("kubectl create of an unknown field was not refused naming it: %v\n%s", err, out)
+		}
+		bad = e.file("bad2.yaml", "apiVersion: "+e.group+"/v1alpha1\nkind: Widget\nmetadata: {name: bad, namespace: "+e.ns+"}\nspec: {size: 0}\n")
+		if out, err := e.kubectl("create", "-f", bad); err == nil || !strings.Contains(out, "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1") {
+			t.Errorf("kubectl create against the schema's minimum was not refused naming the field: %v\n%s", err, out)
+		}
+		out, err := e.kubectl("explain", widgets+".spec")
+		if err != nil || !strings.Contains(out, "How many pieces the widget has.") || !strings.Contains(out, "color\t<string>") {
+			t.Errorf("kubectl explain: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("table", func(t *testing.T) {
+		out, err := e.kubectl("get", widgets, "-n", e.ns, "-l", "team=b")
+		if err != nil {
+			t.Fatal(err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if !regexpLine(lines[0], "NAME", "SIZE", "COLOR", "PHASE", "AGE") || len(lines) != 4 || !regexpLine(lines[1], "w1", "2", "red") {
+			t.Errorf("kubectl get does not show the declared columns:\n%s", out)
+		}
+	})
+
+	t.Run("status subresource", func(t *testing.T) {
+		if out, err := e.kubectl("patch", widgets, "w5", "-n", e.ns, "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Ready"}}`); err != nil {
+			t.Fatalf("patch --subresource=status: %v\n%s", err, out)
+		}
+		// Through the object, the status does not change and the spec does.
+		if out, err := e.kubectl("patch", widgets, "w5", "-n", e.ns, "--type=merge", "-p", `{"spec":{"size":9},"status":{"phase":"Gone"}}`); err != nil {
+			t.Fatalf("patch: %v\n%s", err, out)
+		}
+		out, err := e.kubectl("get", widgets, "w5", "-n", e.ns, "-o", "jsonpath={.spec.size} {.status.phase} {.metadata.generation}")
+		if err != nil || out != "9 Ready 2" {
+			t.Errorf("after a status patch and an object patch: %v %q, want size 9, phase Ready, generation 2", err, out)
+		}
+	})
+
+	t.Run("get -w", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(testcluster.ControlPlane(t).BinDir(), "kubectl"), "--kubeconfig", e.kubeconfig, "get", widgets, "-n", e.ns, "-w", "--output-watch-events", "--field-selector", "metadata.name=w1")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cancel(); _ = cmd.Wait() }()
+		sc := bufio.NewScanner(stdout)
+		var lines []string
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if regexpLine(sc.Text(), "ADDED", "w1") {
+				// The list is printed: now change w1.
+				if out, err := e.kubectl("patch", widgets, "w1", "-n", e.ns, "--type=merge", "-p", `{"spec":{"size":42}}`); err != nil {
+					t.Fatalf("patch: %v\n%s", err, out)
+				}
+			}
+			if regexpLine(sc.Text(), "MODIFIED", "w1", "42") {
+				return
+			}
+		}
+		t.Errorf("kubectl get -w did not show w1 modified with size 42:\n%s", strings.Join(lines, "\n"))
+	})
 
 	t.Run("label selector", func(t *testing.T) {
 		if got := names("-l", "team=a"); got != "w0 w2 w4 w6" {
@@ -157,4 +241,48 @@ func TestServedAPIClientParity(t *testing.T) {
 			t.Errorf("watch -l team=a --field-selector spec.color=red saw %v, want [w2 w4]", seen)
 		}
 	})
+}
+
+// widgetResource is the example's Widget: a schema with a default and a
+// minimum, columns, a status subresource and a selectable field.
+var widgetResource = apiserver.Resource{
+	Kind: "Widget", Plural: "widgets", Namespaced: true, Status: true,
+	SelectableFields: []string{".spec.color"},
+	Schema: &apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"size":  {Type: "integer", Minimum: ptr(1.0), Description: "How many pieces the widget has."},
+				"color": {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"blue"`)}, Description: "The widget's color."},
+			}},
+			"status": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"phase": {Type: "string"},
+			}},
+		},
+	},
+	Columns: []apiextensionsv1.CustomResourceColumnDefinition{
+		{Name: "Size", Type: "integer", JSONPath: ".spec.size"},
+		{Name: "Color", Type: "string", JSONPath: ".spec.color"},
+		{Name: "Phase", Type: "string", JSONPath: ".status.phase"},
+		{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+	},
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// eventually retries f until it succeeds or the timeout passes, then fails
+// the test with its last error.
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
