@@ -16,6 +16,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -143,6 +144,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, k *kind, ns stri
 	if err := s.checkPlacement(u, k.res, ns, ""); err != nil {
 		return nil, err
 	}
+	live, _ := sameVersion{k}.New(k.gvk)
+	u = k.fields.object.UpdateNoErrors(live, u, manager(r)).(*unstructured.Unstructured)
+	return s.createPrepared(w, r, k, u)
+}
+
+// createPrepared stores a new object whose managed fields are set.
+func (s *Server) createPrepared(w http.ResponseWriter, r *http.Request, k *kind, u *unstructured.Unstructured) (runtime.Object, error) {
 	if k.res.Status {
 		unstructured.RemoveNestedField(u.Object, "status")
 	}
@@ -169,6 +177,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, k *kind, ns, nam
 	if err != nil {
 		return nil, err
 	}
+	u = k.fields.of(sub).UpdateNoErrors(cur, u, manager(r)).(*unstructured.Unstructured)
 	next := prepareUpdate(k, sub, cur, u)
 	if err := s.admit(w, r, k, next); err != nil {
 		return nil, err
@@ -314,20 +323,35 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, k *kind, ns, name
 }
 
 func (s *Server) patchOnce(w http.ResponseWriter, r *http.Request, k *kind, ns, name, sub, contentType string, patch []byte) (runtime.Object, error) {
+	apply := contentType == string(types.ApplyPatchType)
 	cur, err := s.store.get(r.Context(), k.res, ns, name)
-	if err != nil {
+	switch {
+	case apply && apierrors.IsNotFound(err):
+		cur = nil // an apply creates
+	case err != nil:
 		return nil, err
 	}
-	u, err := applyPatch(cur, contentType, patch)
-	if err != nil {
+	var u *unstructured.Unstructured
+	if apply {
+		u, err = s.serverSideApply(r, k, ns, name, sub, cur, patch)
+	} else {
+		u, err = applyPatch(cur, contentType, patch)
 		var st apierrors.APIStatus
-		if errors.As(err, &st) {
-			return nil, err
+		if err != nil && !errors.As(err, &st) {
+			err = apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.store.groupResource(k.res), name, err.Error(), 0, false)
 		}
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.store.groupResource(k.res), name, err.Error(), 0, false)
+		if err == nil {
+			err = s.checkPlacement(u, k.res, ns, name)
+		}
+		if err == nil {
+			u = k.fields.of(sub).UpdateNoErrors(cur, u, manager(r)).(*unstructured.Unstructured)
+		}
 	}
-	if err := s.checkPlacement(u, k.res, ns, name); err != nil {
+	if err != nil {
 		return nil, err
+	}
+	if cur == nil {
+		return s.createPrepared(w, r, k, u)
 	}
 	next := prepareUpdate(k, sub, cur, u)
 	if err := s.admit(w, r, k, next); err != nil {

@@ -31,6 +31,7 @@ type kind struct {
 	structural *structuralschema.Structural // nil: no schema declared
 	validator  apiextensionsvalidation.SchemaValidator
 	table      rest.TableConvertor
+	fields     *fieldManagers
 }
 
 // preserveUnknown is the schema of a Resource that declares none: any object.
@@ -74,6 +75,9 @@ func newKind(group, version string, res Resource) (*kind, error) {
 	var err error
 	if k.table, err = tableconvertor.New(v.AdditionalPrinterColumns); err != nil {
 		return nil, fmt.Errorf("apiserver: resource %s: Columns: %w", res.Plural, err)
+	}
+	if k.fields, err = newFieldManagers(k); err != nil {
+		return nil, err
 	}
 	if res.Schema == nil {
 		return k, nil

@@ -27,7 +27,7 @@ func applyPatch(cur *unstructured.Unstructured, contentType string, patch []byte
 			doc, err = p.Apply(doc)
 		}
 	default:
-		return nil, fmt.Errorf("supported patch types: %s, %s", types.MergePatchType, types.JSONPatchType)
+		return nil, fmt.Errorf("supported patch types: %s, %s, %s", types.MergePatchType, types.JSONPatchType, types.ApplyPatchType)
 	}
 	if err != nil {
 		return nil, apierrors.NewBadRequest("patch: " + err.Error())

@@ -137,6 +137,46 @@ func TestServedAPIClientParity(t *testing.T) {
 		t.Errorf("kubectl get -w did not show w1 modified with size 42:\n%s", strings.Join(lines, "\n"))
 	})
 
+	t.Run("server-side apply", func(t *testing.T) {
+		cfg := func(size int) string {
+			return e.file(fmt.Sprintf("ssa-%d.yaml", size), fmt.Sprintf("apiVersion: %s/v1alpha1\nkind: Widget\nmetadata: {name: ssa, namespace: %s}\nspec: {size: %d, color: red}\n", e.group, e.ns, size))
+		}
+		if out, err := e.kubectl("apply", "--server-side", "-f", cfg(3)); err != nil || !strings.Contains(out, "serverside-applied") {
+			t.Fatalf("apply --server-side: %v\n%s", err, out)
+		}
+		if out, err := e.kubectl("apply", "--server-side", "-f", cfg(3)); err != nil {
+			t.Fatalf("apply --server-side again: %v\n%s", err, out)
+		}
+		out, err := e.kubectl("apply", "--server-side", "--field-manager=rival", "-f", cfg(5))
+		if err == nil || !strings.Contains(out, `conflict with "kubectl"`) || !strings.Contains(out, ".spec.size") {
+			t.Fatalf("an apply of another manager's field was not refused naming it: %v\n%s", err, out)
+		}
+		if out, err := e.kubectl("apply", "--server-side", "--field-manager=rival", "--force-conflicts", "-f", cfg(5)); err != nil {
+			t.Fatalf("apply --force-conflicts: %v\n%s", err, out)
+		}
+		out, err = e.kubectl("get", widgets, "ssa", "-n", e.ns, "-o", "jsonpath={.spec.size} {.metadata.managedFields[*].manager}")
+		if err != nil || out != "5 kubectl rival" {
+			t.Errorf("after the forced apply: %v %q, want size 5 and both managers", err, out)
+		}
+		if out, err := e.kubectl("delete", widgets, "ssa", "-n", e.ns); err != nil {
+			t.Fatalf("delete: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("stale update", func(t *testing.T) {
+		old, err := client.Get(t.Context(), "w2", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := e.kubectl("patch", widgets, "w2", "-n", e.ns, "--type=merge", "-p", `{"spec":{"size":7}}`); err != nil {
+			t.Fatalf("patch: %v\n%s", err, out)
+		}
+		_ = unstructured.SetNestedField(old.Object, int64(8), "spec", "size")
+		if _, err := client.Update(t.Context(), old, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+			t.Errorf("an update with a stale resourceVersion: want 409 Conflict, got %v", err)
+		}
+	})
+
 	t.Run("label selector", func(t *testing.T) {
 		if got := names("-l", "team=a"); got != "w0 w2 w4 w6" {
 			t.Errorf("get -l team=a: %q", got)
