@@ -445,4 +445,3 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	}
 	s.write(w, int(status.Code), &status)
 }
-

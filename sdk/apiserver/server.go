@@ -92,7 +92,7 @@ type Server struct {
 	kinds   map[string]*kind
 	openapi *handler3.OpenAPIService
 	handler http.Handler
-	run       []func(ctx context.Context)
+	run     []func(ctx context.Context)
 }
 
 var codecs = serializer.NewCodecFactory(runtime.NewScheme())
@@ -297,4 +297,3 @@ func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.cert, c.stamp = &cert, stamp
 	return c.cert, nil
 }
-
