@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubeplug/kubeplug/internal/cli"
 	"github.com/kubeplug/kubeplug/internal/portblock"
@@ -160,7 +161,11 @@ func (e *env) serve(ln net.Listener, opts apiserver.Options) (stop func()) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(e.t.Context())
 	opts.Group, opts.Version = e.group, "v1alpha1"
-	opts.Client, opts.Storage = testcluster.Client(e.t), e.ns
+	// As the server's ServiceAccount, with the RBAC kubeplug generates for
+	// it: the storage's admission policy refuses every other writer.
+	cfg := rest.CopyConfig(testcluster.RESTConfig(e.t))
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + e.ns + ":widgets-api", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns, "system:authenticated"}}
+	opts.Client, opts.Storage = testcluster.NewClient(e.t, cfg), e.ns
 	opts.CertFile, opts.KeyFile = filepath.Join(e.certDir, "tls.crt"), filepath.Join(e.certDir, "tls.key")
 	opts.Logger = slog.New(slog.NewJSONHandler(e.requests, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := apiserver.New(ctx, opts)

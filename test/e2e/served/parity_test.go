@@ -245,6 +245,44 @@ func TestServedAPIClientParity(t *testing.T) {
 		}
 	})
 
+	t.Run("private storage", func(t *testing.T) {
+		rbac := e.file("editor.yaml", `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: configmap-editor, namespace: `+e.ns+`}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, list, create, update, patch, delete]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: configmap-editor, namespace: `+e.ns+`}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: configmap-editor}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: mallory}]
+`)
+		if out, err := e.kubectl("apply", "-f", rbac); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		out, err := e.kubectl("get", "configmaps", "-n", e.ns, "-l", "apiserver.sdk.kubeplug.dev/resource=widgets."+e.group, "-o", "name")
+		cms := strings.Fields(out)
+		if err != nil || len(cms) != 7 {
+			t.Fatalf("the storage's ConfigMaps: %v\n%s", err, out)
+		}
+		for _, args := range [][]string{
+			{"patch", cms[0], "--type=merge", "-p", `{"data":{"object.json":"{}"}}`},
+			{"label", cms[1], "apiserver.sdk.kubeplug.dev/resource-"},
+			{"delete", cms[2]},
+		} {
+			out, err := e.kubectl(append(args, "-n", e.ns, "--as=mallory")...)
+			if err == nil || !strings.Contains(out, "written only by its server") || !strings.Contains(out, "not by mallory") {
+				t.Errorf("kubectl %v by a user who may edit ConfigMaps was not refused: %v\n%s", args, err, out)
+			}
+		}
+		if out, err := e.kubectl("create", "configmap", "mallorys", "-n", e.ns, "--as=mallory"); err != nil {
+			t.Errorf("the policy refused a ConfigMap that is no storage: %v\n%s", err, out)
+		}
+		if got := names(); got != "w0 w1 w2 w3 w4 w5 w6" {
+			t.Errorf("widgets after the refused writes: %q", got)
+		}
+	})
+
 	t.Run("watch with selectors", func(t *testing.T) {
 		list, err := client.List(t.Context(), metav1.ListOptions{})
 		if err != nil {
