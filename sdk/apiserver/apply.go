@@ -65,8 +65,8 @@ func (f *fieldManagers) of(sub string) *managedfields.FieldManager {
 	return f.object
 }
 
-// sameVersion is the converter, defaulter and creater of a kind served in one
-// version: nothing to convert.
+// sameVersion converts, defaults and makes new objects of a kind served in
+// one version: nothing to convert.
 type sameVersion struct{ k *kind }
 
 func (c sameVersion) Convert(in, out, _ any) error {

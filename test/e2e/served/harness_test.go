@@ -33,15 +33,14 @@ import (
 // APIService, RBAC), and a server in this process behind an ExternalName
 // Service on a port of its own.
 type env struct {
-	t                *testing.T
-	ns, group        string
-	kubeconfig, dir  string
-	certDir          string
-	port             string
-	dyn              dynamic.Interface
-	applied          chan string
-	requests         *requestLog
-	pluginYAML, mans string
+	t               *testing.T
+	ns, group       string
+	kubeconfig, dir string
+	certDir         string
+	port            string
+	dyn             dynamic.Interface
+	applied         chan string
+	requests        *requestLog
 }
 
 // newEnv writes the plugin, starts kubeplug apply in the background (the
@@ -128,13 +127,6 @@ func (e *env) kubeplug(ctx context.Context, args ...string) (string, int) {
 // together.
 func (e *env) kubectl(args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(testcluster.ControlPlane(e.t).BinDir(), "kubectl"), append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-// kubectlAs is kubectl with a kubeconfig of its own (another user's).
-func (e *env) kubectlAs(kubeconfig string, args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(testcluster.ControlPlane(e.t).BinDir(), "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
