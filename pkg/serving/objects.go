@@ -36,6 +36,17 @@ const (
 	DefaultTimeoutSeconds       = 5
 )
 
+// StorageLabel marks the ConfigMaps that keep a served API's objects (the
+// delegated storage of sdk/apiserver), valued <plural>.<group>.
+const StorageLabel = "apiserver.sdk.kubeplug.dev/resource"
+
+// StorageWriters may write a served API's storage besides its server: the
+// controllers that empty a namespace being deleted.
+var StorageWriters = []string{
+	"system:serviceaccount:kube-system:namespace-controller",
+	"system:serviceaccount:kube-system:generic-garbage-collector",
+}
+
 // CASecretName names a Service's serving CA Secret.
 func CASecretName(service string) string { return service + "-serving-ca" }
 
@@ -44,8 +55,8 @@ func CASecretName(service string) string { return service + "-serving-ca" }
 func CertSecretName(service string) string { return service + "-serving-cert" }
 
 // Objects returns the objects that serve a plugin's APIs and webhooks, in a
-// stable order: per Service its Secrets, then RBAC, APIServices and the webhook
-// configurations.
+// stable order: per Service its Secrets, then RBAC, APIServices, the webhook
+// configurations, and per API the RBAC and admission policy of its storage.
 func Objects(plugin string, apis []v1alpha1.ServedAPI, hooks []v1alpha1.Webhook) []map[string]any {
 	var out []map[string]any
 	seen := map[string]bool{}
@@ -127,6 +138,9 @@ func Objects(plugin string, apis []v1alpha1.ServedAPI, hooks []v1alpha1.Webhook)
 		}
 		ann := map[string]string{AnnotationInjectCA: strings.Join(from, ",")}
 		out = append(out, object("admissionregistration.k8s.io/v1", kind, "", "kubeplug-"+plugin, ann, map[string]any{"webhooks": whs}))
+	}
+	for _, a := range apis {
+		out = append(out, storageObjects(plugin, a)...)
 	}
 	return out
 }
@@ -246,4 +260,66 @@ func Validate(apis []v1alpha1.ServedAPI, hooks []v1alpha1.Webhook) [][2]string {
 		}
 	}
 	return out
+}
+
+// storageObjects make a served API's storage (the ConfigMaps of the Service's
+// namespace labelled StorageLabel=<plural>.<group>) the server's alone: a
+// Role and RoleBinding give its ServiceAccount the ConfigMaps of its
+// namespace, and a ValidatingAdmissionPolicy refuses every other writer of
+// the storage, so that no one changes the API's objects behind its
+// validation. Reads are limited by RBAC only: no one else is granted them
+// here, but whoever may read the namespace's ConfigMaps still can.
+func storageObjects(plugin string, a v1alpha1.ServedAPI) []map[string]any {
+	sa := a.ServiceAccount
+	if sa == "" {
+		sa = a.Service.Name
+	}
+	ns := a.Service.Namespace
+	user := "system:serviceaccount:" + ns + ":" + sa
+	name := "kubeplug:" + plugin + ":" + a.Group + ":storage"
+	policy := "kubeplug-" + plugin + "-storage-" + a.Group
+	of := func(o string) string {
+		return "(" + o + " != null && has(" + o + ".metadata.labels) && '" + StorageLabel + "' in " + o + ".metadata.labels && " +
+			o + ".metadata.labels['" + StorageLabel + "'].endsWith('." + a.Group + "'))"
+	}
+	var exempt []string
+	for _, w := range StorageWriters {
+		exempt = append(exempt, "'"+w+"'")
+	}
+	return []map[string]any{
+		object("rbac.authorization.k8s.io/v1", "Role", ns, name, nil, map[string]any{
+			"rules": []any{map[string]any{
+				"apiGroups": []any{""}, "resources": []any{"configmaps"},
+				"verbs": strs([]string{"get", "list", "watch", "create", "update", "patch", "delete"}),
+			}},
+		}),
+		object("rbac.authorization.k8s.io/v1", "RoleBinding", ns, name, nil, map[string]any{
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+			"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": ns}},
+		}),
+		object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "", policy, nil, map[string]any{"spec": map[string]any{
+			"failurePolicy": "Fail",
+			"matchConstraints": map[string]any{
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
+				"resourceRules": []any{map[string]any{
+					"apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"configmaps"},
+					"operations": strs([]string{"CREATE", "UPDATE", "DELETE"}),
+				}},
+			},
+			"matchConditions": []any{
+				map[string]any{"name": "storage", "expression": of("object") + " || " + of("oldObject")},
+				map[string]any{"name": "not-namespace-cleanup", "expression": "!(request.userInfo.username in [" + strings.Join(exempt, ", ") + "])"},
+			},
+			"validations": []any{map[string]any{
+				"expression": "request.userInfo.username == '" + user + "'",
+				"messageExpression": "'ConfigMaps labelled " + StorageLabel + " are the storage of " + a.Group +
+					" and written only by its server (" + user + "), not by ' + request.userInfo.username + ': change the objects through the API'",
+				"reason": "Forbidden",
+			}},
+		}}),
+		object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", "", policy, nil, map[string]any{"spec": map[string]any{
+			"policyName":        policy,
+			"validationActions": []any{"Deny"},
+		}}),
+	}
 }

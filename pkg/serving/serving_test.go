@@ -38,6 +38,9 @@ func TestObjects(t *testing.T) {
 		"ClusterRoleBinding /kubeplug:widgets:wx:api:auth-delegator", "RoleBinding kube-system/kubeplug:widgets:wx:api:auth-reader",
 		"APIService /v1alpha1.widgets.example.com", "APIService /v1.widgets.example.com",
 		"ValidatingWebhookConfiguration /kubeplug-widgets",
+		"Role wx/kubeplug:widgets:widgets.example.com:storage", "RoleBinding wx/kubeplug:widgets:widgets.example.com:storage",
+		"ValidatingAdmissionPolicy /kubeplug-widgets-storage-widgets.example.com",
+		"ValidatingAdmissionPolicyBinding /kubeplug-widgets-storage-widgets.example.com",
 	}
 	if strings.Join(kinds, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("objects:\n%s\nwant:\n%s", strings.Join(kinds, "\n"), strings.Join(want, "\n"))

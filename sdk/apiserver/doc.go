@@ -23,6 +23,14 @@
 //     object in the Storage namespace, so the plugin runs no database and keeps no
 //     state; resourceVersions, conflicts and watches are the API server's.
 //
+// Clients cannot tell a served kind from a CustomResourceDefinition's: a
+// Resource declares what a CRD version would (schema, printer columns, status
+// subresource, selectable fields) and the server reuses the
+// apiextensions-apiserver's code for it — OpenAPI v3 (kubectl validates and
+// explains), Tables, pruning, defaults and validation — with
+// k8s.io/apimachinery's field manager for server-side apply, and passes label
+// selectors and paging on to the storage's own list.
+//
 // kubeplug's contributes.kubernetes.apis gives the server what this needs: the
 // serving certificate (re-read here whenever its files change, so rotation needs
 // no restart), the APIService, and the RBAC for delegation (docs/served-apis.md).

@@ -11,20 +11,15 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -35,6 +30,7 @@ import (
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kube-openapi/pkg/handler3"
 )
 
 // Resource is one kind the server serves.
@@ -45,6 +41,23 @@ type Resource struct {
 	Plural string
 	// Namespaced resources live in namespaces; the rest are cluster-scoped.
 	Namespaced bool
+	// Schema is the kind's OpenAPI v3 schema, as a CustomResourceDefinition's
+	// openAPIV3Schema (structural). With it, objects are pruned of unknown
+	// fields (refused with fieldValidation=Strict, as kubectl asks), defaulted
+	// and validated before Validate runs, and the published OpenAPI describes
+	// them for kubectl explain. Without it, any object is accepted.
+	Schema *apiextensionsv1.JSONSchemaProps
+	// Columns are kubectl get's columns after NAME, as a CRD's
+	// additionalPrinterColumns. Default: AGE.
+	Columns []apiextensionsv1.CustomResourceColumnDefinition
+	// Status serves the status subresource: .status is written only through
+	// /status, and updates of the object keep it.
+	Status bool
+	// SelectableFields are the fields clients may name in field selectors
+	// besides metadata.name and metadata.namespace, as JSON paths of a
+	// string, number or boolean (".spec.color"), as a CustomResourceDefinition's
+	// selectableFields; the selector names them without the dot (spec.color).
+	SelectableFields []string
 }
 
 // Options configure a Server. Group, Version, Resources, Client and Storage are
@@ -67,17 +80,19 @@ type Options struct {
 	// an error refuses it (422 Invalid). Return a *field.Error to name the field,
 	// as the API server's own messages do.
 	Validate func(ctx context.Context, obj *unstructured.Unstructured) error
-	// Logger receives request errors. Default: discarded.
+	// Logger receives request errors, and each API request at debug level.
+	// Default: discarded.
 	Logger *slog.Logger
 }
 
 // Server serves one group version. Make it with New.
 type Server struct {
-	opts      Options
-	store     *store
-	resources map[string]Resource
-	handler   http.Handler
-	run       []func(ctx context.Context)
+	opts    Options
+	store   *store
+	kinds   map[string]*kind
+	openapi *handler3.OpenAPIService
+	handler http.Handler
+	run     []func(ctx context.Context)
 }
 
 var codecs = serializer.NewCodecFactory(runtime.NewScheme())
@@ -98,12 +113,28 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{opts: opts, store: &store{client: opts.Client, namespace: opts.Storage, group: opts.Group}, resources: map[string]Resource{}}
+	s := &Server{opts: opts, store: &store{client: opts.Client, namespace: opts.Storage, group: opts.Group, version: opts.Version}, kinds: map[string]*kind{}}
+	var kinds []*kind
 	for _, r := range opts.Resources {
 		if r.Kind == "" || r.Plural == "" {
 			return nil, fmt.Errorf("apiserver: resource %+v needs a Kind and a Plural", r)
 		}
-		s.resources[r.Plural] = r
+		if err := checkSelectableFields(r); err != nil {
+			return nil, err
+		}
+		if s.kinds[r.Plural] != nil {
+			return nil, fmt.Errorf("apiserver: resource %s is declared twice", r.Plural)
+		}
+		k, err := newKind(opts.Group, opts.Version, r)
+		if err != nil {
+			return nil, err
+		}
+		s.kinds[r.Plural] = k
+		kinds = append(kinds, k)
+	}
+	var err error
+	if s.openapi, err = openAPI(opts.Group, opts.Version, kinds); err != nil {
+		return nil, err
 	}
 	authn, err := s.authenticator(ctx)
 	if err != nil {
@@ -265,243 +296,4 @@ func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	}
 	c.cert, c.stamp = &cert, stamp
 	return c.cert, nil
-}
-
-// serveAPI answers discovery and the resources' verbs.
-func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
-	info, _ := genericrequest.RequestInfoFrom(r.Context())
-	gv := s.opts.Group + "/" + s.opts.Version
-	switch {
-	case r.URL.Path == "/apis" || r.URL.Path == "/apis/":
-		s.write(w, http.StatusOK, &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{s.group()}})
-		return
-	case r.URL.Path == "/apis/"+s.opts.Group:
-		g := s.group()
-		g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
-		s.write(w, http.StatusOK, &g)
-		return
-	case r.URL.Path == "/apis/"+gv:
-		s.write(w, http.StatusOK, s.resourceList())
-		return
-	case info == nil || !info.IsResourceRequest || info.APIGroup != s.opts.Group || info.APIVersion != s.opts.Version:
-		s.fail(w, apierrors.NewNotFound(metav1.SchemeGroupVersion.WithResource("paths").GroupResource(), r.URL.Path))
-		return
-	}
-	res, ok := s.resources[info.Resource]
-	if !ok || info.Subresource != "" {
-		s.fail(w, apierrors.NewNotFound(metav1.SchemeGroupVersion.WithResource(info.Resource).GroupResource(), r.URL.Path))
-		return
-	}
-	if !res.Namespaced && info.Namespace != "" {
-		s.fail(w, apierrors.NewBadRequest(res.Plural+" are cluster-scoped"))
-		return
-	}
-	if res.Namespaced && info.Namespace == "" && info.Verb != "list" && info.Verb != "watch" {
-		s.fail(w, apierrors.NewBadRequest(res.Plural+" are namespaced: the URL needs /namespaces/<namespace>/"))
-		return
-	}
-	ctx := r.Context()
-	var (
-		out runtime.Object
-		err error
-	)
-	code := http.StatusOK
-	switch info.Verb {
-	case "get":
-		out, err = s.store.get(ctx, res, info.Namespace, info.Name)
-	case "list":
-		var opts metav1.ListOptions
-		opts.ResourceVersion = r.URL.Query().Get("resourceVersion")
-		var l *unstructured.UnstructuredList
-		if l, err = s.store.list(ctx, res, info.Namespace, opts); err == nil {
-			l.SetAPIVersion(gv)
-			l.SetKind(res.Kind + "List")
-			out = l
-		}
-	case "watch":
-		s.serveWatch(w, r, res, info.Namespace)
-		return
-	case "create":
-		var u *unstructured.Unstructured
-		if u, err = s.decodeBody(r, res, info.Namespace, ""); err == nil {
-			if out, err = s.store.create(ctx, res, u); err == nil {
-				code = http.StatusCreated
-			}
-		}
-	case "update":
-		var u *unstructured.Unstructured
-		if u, err = s.decodeBody(r, res, info.Namespace, info.Name); err == nil {
-			out, err = s.store.update(ctx, res, u)
-		}
-	case "patch":
-		out, err = s.patch(r, res, info.Namespace, info.Name)
-	case "delete":
-		out, err = s.store.delete(ctx, res, info.Namespace, info.Name)
-	default:
-		err = apierrors.NewMethodNotSupported(s.store.groupResource(res), info.Verb)
-	}
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	s.write(w, code, out)
-}
-
-func (s *Server) group() metav1.APIGroup {
-	gv := metav1.GroupVersionForDiscovery{GroupVersion: s.opts.Group + "/" + s.opts.Version, Version: s.opts.Version}
-	return metav1.APIGroup{Name: s.opts.Group, Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv}
-}
-
-func (s *Server) resourceList() *metav1.APIResourceList {
-	l := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: s.opts.Group + "/" + s.opts.Version}
-	for _, r := range s.opts.Resources {
-		l.APIResources = append(l.APIResources, metav1.APIResource{
-			Name: r.Plural, Kind: r.Kind, Namespaced: r.Namespaced,
-			SingularName: strings.ToLower(r.Kind),
-			Verbs:        metav1.Verbs{"get", "list", "watch", "create", "update", "patch", "delete"},
-		})
-	}
-	return l
-}
-
-// decodeBody reads an object from a request and checks it belongs where the URL
-// says.
-func (s *Server) decodeBody(r *http.Request, res Resource, ns, name string) (*unstructured.Unstructured, error) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 3<<20))
-	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
-	u := &unstructured.Unstructured{}
-	if err := json.Unmarshal(raw, &u.Object); err != nil {
-		return nil, apierrors.NewBadRequest("the body is not a JSON object: " + err.Error())
-	}
-	return u, s.check(r.Context(), u, res, ns, name)
-}
-
-func (s *Server) check(ctx context.Context, u *unstructured.Unstructured, res Resource, ns, name string) error {
-	gv := s.opts.Group + "/" + s.opts.Version
-	switch {
-	case u.GetAPIVersion() != gv || u.GetKind() != res.Kind:
-		return apierrors.NewBadRequest(fmt.Sprintf("expected apiVersion %s and kind %s, found %q and %q", gv, res.Kind, u.GetAPIVersion(), u.GetKind()))
-	case name != "" && u.GetName() != name:
-		return apierrors.NewBadRequest(fmt.Sprintf("the name in the body (%q) does not match the URL (%q)", u.GetName(), name))
-	}
-	if res.Namespaced {
-		if u.GetNamespace() == "" {
-			u.SetNamespace(ns)
-		} else if u.GetNamespace() != ns {
-			return apierrors.NewBadRequest(fmt.Sprintf("the namespace in the body (%q) does not match the URL (%q)", u.GetNamespace(), ns))
-		}
-	}
-	gk := schema.GroupKind{Group: s.opts.Group, Kind: res.Kind}
-	if errs := validation.IsDNS1123Subdomain(u.GetName()); len(errs) > 0 {
-		return apierrors.NewInvalid(gk, u.GetName(), field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), u.GetName(), strings.Join(errs, "; "))})
-	}
-	if s.opts.Validate != nil {
-		if err := s.opts.Validate(ctx, u); err != nil {
-			fe := field.Invalid(field.NewPath("spec"), nil, err.Error())
-			_ = errors.As(err, &fe)
-			return apierrors.NewInvalid(gk, u.GetName(), field.ErrorList{fe})
-		}
-	}
-	return nil
-}
-
-// patch applies a JSON merge patch or a JSON patch to the stored object.
-func (s *Server) patch(r *http.Request, res Resource, ns, name string) (runtime.Object, error) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 3<<20))
-	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
-	cur, err := s.store.get(r.Context(), res, ns, name)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := json.Marshal(cur.Object)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	switch ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); ct {
-	case "application/merge-patch+json":
-		doc, err = jsonpatch.MergePatch(doc, raw)
-	case "application/json-patch+json":
-		var p jsonpatch.Patch
-		if p, err = jsonpatch.DecodePatch(raw); err == nil {
-			doc, err = p.Apply(doc)
-		}
-	default:
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.store.groupResource(res), name,
-			"supported patch types: application/merge-patch+json, application/json-patch+json", 0, false)
-	}
-	if err != nil {
-		return nil, apierrors.NewBadRequest("patch: " + err.Error())
-	}
-	u := &unstructured.Unstructured{}
-	if err := json.Unmarshal(doc, &u.Object); err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
-	if err := s.check(r.Context(), u, res, ns, name); err != nil {
-		return nil, err
-	}
-	return s.store.update(r.Context(), res, u)
-}
-
-// serveWatch streams watch events as the API server does: one JSON object per
-// event, flushed as it comes.
-func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res Resource, ns string) {
-	opts := metav1.ListOptions{ResourceVersion: r.URL.Query().Get("resourceVersion")}
-	if t := r.URL.Query().Get("timeoutSeconds"); t != "" {
-		var n int64
-		if _, err := fmt.Sscan(t, &n); err == nil {
-			opts.TimeoutSeconds = &n
-		}
-	}
-	wi, err := s.store.watch(r.Context(), res, ns, opts)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	defer wi.Stop()
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	if flusher != nil {
-		flusher.Flush()
-	}
-	enc := json.NewEncoder(w)
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case e, ok := <-wi.ResultChan():
-			if !ok {
-				return
-			}
-			if err := enc.Encode(map[string]any{"type": e.Type, "object": e.Object}); err != nil {
-				return
-			}
-			if flusher != nil {
-				flusher.Flush()
-			}
-		}
-	}
-}
-
-func (s *Server) write(w http.ResponseWriter, code int, obj any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(obj)
-}
-
-func (s *Server) fail(w http.ResponseWriter, err error) {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		st = apierrors.NewInternalError(err)
-	}
-	status := st.Status()
-	status.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
-	if status.Code >= 500 {
-		s.opts.Logger.Error("request failed", "error", err)
-	}
-	s.write(w, int(status.Code), &status)
 }

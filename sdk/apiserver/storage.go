@@ -6,21 +6,26 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
 
-// Labels and annotations of the ConfigMaps that hold objects.
+// Labels and annotations of the ConfigMaps that hold objects. The object's own
+// labels are copied beside them (so the API server selects by them); the
+// prefix is the server's and refused on objects.
 const (
-	labelResource    = "apiserver.sdk.kubeplug.dev/resource"
-	labelNamespace   = "apiserver.sdk.kubeplug.dev/namespace"
-	annotationName   = "apiserver.sdk.kubeplug.dev/name"
+	sdkPrefix        = "apiserver.sdk.kubeplug.dev/"
+	labelResource    = sdkPrefix + "resource"
+	labelNamespace   = sdkPrefix + "namespace"
+	annotationName   = sdkPrefix + "name"
 	dataKeyObject    = "object.json"
 	clusterNamespace = "_cluster"
 )
@@ -32,13 +37,29 @@ type store struct {
 	client    kubernetes.Interface
 	namespace string
 	group     string
+	version   string
 }
 
-// cmName is the ConfigMap of an object: stable, a valid name whatever the
-// object's name, and different for every namespace/name.
+// cmName is the ConfigMap of an object: a valid name whatever the object's
+// name, different for every group, namespace and name, and sorting as the
+// API server sorts the objects it keeps (by namespace, then name), so that
+// the storage's pages come in the order of a built-in list. The form is
+// <plural>-<hash of the group>.<namespace>.<name> (namespaces hold no dots,
+// and "." sorts against the characters of names as the API server's "/"
+// does); a name too long for that ends in a hash of the whole instead, and
+// only such names may page out of order.
 func (s *store) cmName(r Resource, ns, name string) string {
-	sum := sha256.Sum256([]byte(s.group + "/" + r.Plural + "/" + ns + "/" + name))
-	return r.Plural + "-" + hex.EncodeToString(sum[:10])
+	g := sha256.Sum256([]byte(s.group))
+	out := r.Plural + "-" + hex.EncodeToString(g[:3]) + "."
+	if ns != "" {
+		out += ns + "."
+	}
+	out += name
+	if len(out) <= validation.DNS1123SubdomainMaxLength {
+		return out
+	}
+	sum := sha256.Sum256([]byte(out))
+	return out[:validation.DNS1123SubdomainMaxLength-17] + "-" + hex.EncodeToString(sum[:8])
 }
 
 func (s *store) selector(r Resource, ns string) string {
@@ -64,6 +85,12 @@ func (s *store) translate(err error, r Resource, name string) error {
 		return apierrors.NewAlreadyExists(s.groupResource(r), name)
 	case apierrors.IsConflict(err):
 		return apierrors.NewConflict(s.groupResource(r), name, fmt.Errorf("the object has been modified; apply your changes to the latest version and try again"))
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		// A stale continue token or resourceVersion: 410, as the API server's
+		// own lists say, for the client to start again.
+		return apierrors.NewResourceExpired("the resourceVersion or continue token is too old: list again without it")
+	case apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err):
+		return err
 	}
 	return apierrors.NewInternalError(fmt.Errorf("storage: %w", err))
 }
@@ -94,10 +121,14 @@ func (s *store) encode(r Resource, u *unstructured.Unstructured) (*corev1.Config
 	if !r.Namespaced {
 		nsLabel = clusterNamespace
 	}
+	lbls := map[string]string{}
+	maps.Copy(lbls, u.GetLabels())
+	lbls[labelResource] = r.Plural + "." + s.group
+	lbls[labelNamespace] = nsLabel
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: s.cmName(r, ns, u.GetName()), Namespace: s.namespace,
-			Labels:          map[string]string{labelResource: r.Plural + "." + s.group, labelNamespace: nsLabel},
+			Labels:          lbls,
 			Annotations:     map[string]string{annotationName: u.GetName()},
 			ResourceVersion: u.GetResourceVersion(),
 		},
@@ -113,20 +144,29 @@ func (s *store) get(ctx context.Context, r Resource, ns, name string) (*unstruct
 	return s.decode(cm)
 }
 
-func (s *store) list(ctx context.Context, r Resource, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	opts.LabelSelector = s.selector(r, ns)
-	cms, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, opts)
+// list returns one page of a list: the storage's page, less what the field
+// selector leaves out (a page may so be shorter than the limit and still have
+// a continue token, as the API allows).
+func (s *store) list(ctx context.Context, r Resource, q *listQuery) (*unstructured.UnstructuredList, error) {
+	cms, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, q.storage)
 	if err != nil {
 		return nil, s.translate(err, r, "")
 	}
 	out := &unstructured.UnstructuredList{Object: map[string]any{}}
 	out.SetResourceVersion(cms.ResourceVersion)
+	out.SetContinue(q.encodeContinue(cms.Continue))
+	if cms.RemainingItemCount != nil && !q.filtered {
+		out.SetRemainingItemCount(cms.RemainingItemCount)
+	}
+	out.Items = []unstructured.Unstructured{}
 	for i := range cms.Items {
 		u, err := s.decode(&cms.Items[i])
 		if err != nil {
 			return nil, err
 		}
-		out.Items = append(out.Items, *u)
+		if q.matches(u) {
+			out.Items = append(out.Items, *u)
+		}
 	}
 	return out, nil
 }
@@ -179,11 +219,10 @@ func (s *store) delete(ctx context.Context, r Resource, ns, name string) (*unstr
 }
 
 // watch follows the ConfigMaps of a resource and turns their events into the
-// objects' events.
-func (s *store) watch(ctx context.Context, r Resource, ns string, opts metav1.ListOptions) (watch.Interface, error) {
-	opts.LabelSelector = s.selector(r, ns)
-	opts.Watch = true
-	w, err := s.client.CoreV1().ConfigMaps(s.namespace).Watch(ctx, opts)
+// objects' events. Bookmarks (asked for, or the end of sendInitialEvents) keep
+// their resourceVersion and annotations.
+func (s *store) watch(ctx context.Context, r Resource, q *listQuery) (watch.Interface, error) {
+	w, err := s.client.CoreV1().ConfigMaps(s.namespace).Watch(ctx, q.storage)
 	if err != nil {
 		return nil, s.translate(err, r, "")
 	}
@@ -193,10 +232,15 @@ func (s *store) watch(ctx context.Context, r Resource, ns string, opts metav1.Li
 			return e, e.Type == watch.Error
 		}
 		if e.Type == watch.Bookmark {
-			return e, false // not asked for
+			b := &unstructured.Unstructured{Object: map[string]any{}}
+			b.SetAPIVersion(s.group + "/" + s.version)
+			b.SetKind(r.Kind)
+			b.SetResourceVersion(cm.ResourceVersion)
+			b.SetAnnotations(cm.Annotations)
+			return watch.Event{Type: e.Type, Object: b}, true
 		}
 		u, err := s.decode(cm)
-		if err != nil {
+		if err != nil || !q.matches(u) {
 			return e, false
 		}
 		return watch.Event{Type: e.Type, Object: u}, true

@@ -1,15 +1,10 @@
 package served
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,10 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/dynamic"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/portblock"
 	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/sdk/apiserver"
 )
@@ -67,110 +59,12 @@ spec:
       manifests: [cm.yaml]
 `
 
-func write(t *testing.T, path, body string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestServedAPI(t *testing.T) {
-	ns := testcluster.Namespace(t)
-	group := strings.ReplaceAll(ns, "-", "") + ".example.com"
-	kubeconfig := testcluster.ControlPlane(t).KubeconfigPath()
-	// The server stops and starts again on the same port below: a port of a
-	// block of its own (internal/portblock, outside the kernel's ephemeral
-	// range) stays free meanwhile, where one the kernel chose for port 0 was
-	// taken by another process once (bind: address already in use).
-	owner := t.TempDir()
-	blk, err := portblock.Acquire(owner, nil, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(blk.Release)
-	p := blk.Ports()[0]
-	blk.Hand(p)
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(p)
-	subst := strings.NewReplacer("GROUP", group, "NS", ns, "PORT", port)
-	dir := t.TempDir()
-	write(t, filepath.Join(dir, "plugins/widgets-api/plugin.yaml"), subst.Replace(pluginYAML))
-	write(t, filepath.Join(dir, "plugins/widgets-api/manifests/server.yaml"), subst.Replace(manifestsYAML))
-	write(t, filepath.Join(dir, "plugins/other/plugin.yaml"), otherYAML)
-	write(t, filepath.Join(dir, "plugins/other/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: "+ns+"}\ndata: {a: b}\n")
-	cluster := func(plugins ...string) string {
-		f := filepath.Join(dir, "cluster-"+strings.Join(plugins, "-")+".yaml")
-		body := "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: served}\nspec:\n  kubernetesVersion: 1.37.1\n  plugins:\n    sources: [{dir: ./plugins}]\n    enabled:\n"
-		for _, p := range plugins {
-			body += "      - name: " + p + "\n"
-		}
-		write(t, f, body)
-		return f
-	}
-	kubeplug := func(ctx context.Context, args ...string) (string, int) {
-		var out bytes.Buffer
-		args = append(args, "--kubeconfig", kubeconfig, "--no-progress")
-		code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
-		return out.String(), code
-	}
-	kubectl := func(args ...string) (string, error) {
-		cmd := exec.Command(filepath.Join(testcluster.ControlPlane(t).BinDir(), "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	dyn, err := dynamic.NewForConfig(testcluster.RESTConfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		out, code := kubeplug(context.WithoutCancel(t.Context()), "uninstall", "widgets-api", "other")
-		if code != 0 {
-			t.Logf("cleanup: %s", out)
-		}
-	})
-
-	// Apply in the background: the plugin is ready only once its API is
-	// Available, which needs the server this test starts once its certificate
-	// exists.
-	applied := make(chan string, 1)
-	go func() {
-		out, code := kubeplug(t.Context(), "apply", "-f", cluster("widgets-api"), "--timeout", "2m")
-		applied <- fmt.Sprintf("exit %d\n%s", code, out)
-	}()
-	certDir := t.TempDir()
-	secretGVR := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		s, err := dyn.Resource(secretGVR).Namespace(ns).Get(t.Context(), "widgets-api-serving-cert", metav1.GetOptions{})
-		if err == nil {
-			crt, _, _ := unstructured.NestedString(s.Object, "data", "tls.crt")
-			key, _, _ := unstructured.NestedString(s.Object, "data", "tls.key")
-			if crt != "" && key != "" {
-				for name, v := range map[string]string{"tls.crt": crt, "tls.key": key} {
-					b, _ := base64.StdEncoding.DecodeString(v)
-					write(t, filepath.Join(certDir, name), string(b))
-				}
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no serving certificate Secret after a minute: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	e := newEnv(t, "")
+	ns, group, dir, port, dyn, kubectl, kubeplug, cluster := e.ns, e.group, e.dir, e.port, e.dyn, e.kubectl, e.kubeplug, e.cluster
 	serve := func(ln net.Listener) (stop func()) {
-		ctx, cancel := context.WithCancel(t.Context())
-		srv, err := apiserver.New(ctx, apiserver.Options{
-			Group: group, Version: "v1alpha1",
+		return e.serve(ln, apiserver.Options{
 			Resources: []apiserver.Resource{{Kind: "Widget", Plural: "widgets", Namespaced: true}},
-			Client:    testcluster.Client(t), Storage: ns,
-			CertFile: filepath.Join(certDir, "tls.crt"), KeyFile: filepath.Join(certDir, "tls.key"),
 			Validate: func(_ context.Context, w *unstructured.Unstructured) error {
 				if v, ok, _ := unstructured.NestedFieldNoCopy(w.Object, "spec", "size"); ok && v.(float64) < 1 {
 					return field.Invalid(field.NewPath("spec", "size"), v, "must be at least 1")
@@ -178,27 +72,9 @@ func TestServedAPI(t *testing.T) {
 				return nil
 			},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- srv.Serve(ctx, ln) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("server: %v", err)
-			}
-		}
 	}
-	stop := serve(ln)
-	select {
-	case out := <-applied:
-		if !strings.HasPrefix(out, "exit 0") {
-			t.Fatalf("apply: %s", out)
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatal("apply did not finish")
-	}
+	stop := serve(e.listen())
+	e.waitApplied()
 
 	// The API answers through the kube-apiserver: discovery, create, get, list.
 	widget := filepath.Join(dir, "widget.yaml")

@@ -12,8 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -53,21 +52,10 @@ func run(ctx context.Context, addr, certDir, storage, kubeconfig string, log *sl
 	}
 	srv, err := apiserver.New(ctx, apiserver.Options{
 		Group: "widgets.example.com", Version: "v1alpha1",
-		Resources: []apiserver.Resource{{Kind: "Widget", Plural: "widgets", Namespaced: true}},
+		Resources: []apiserver.Resource{widgets},
 		Client:    client, Storage: storage,
 		CertFile: certDir + "/tls.crt", KeyFile: certDir + "/tls.key",
 		Addr: addr, Logger: log,
-		Validate: func(_ context.Context, w *unstructured.Unstructured) error {
-			v, found, _ := unstructured.NestedFieldNoCopy(w.Object, "spec", "size")
-			if !found {
-				return nil
-			}
-			// JSON numbers arrive as float64.
-			if f, ok := v.(float64); !ok || f != float64(int64(f)) || f < 1 || f > 100 {
-				return field.Invalid(field.NewPath("spec", "size"), v, "must be an integer from 1 to 100")
-			}
-			return nil
-		},
 	})
 	if err != nil {
 		return err
@@ -78,3 +66,31 @@ func run(ctx context.Context, addr, certDir, storage, kubeconfig string, log *sl
 	}
 	return nil
 }
+
+// widgets is the Widget kind: its schema (kubectl validates and explains it;
+// the server prunes, defaults and checks it), the columns of kubectl get, a
+// status subresource and a field clients may select by.
+var widgets = apiserver.Resource{
+	Kind: "Widget", Plural: "widgets", Namespaced: true, Status: true,
+	SelectableFields: []string{".spec.color"},
+	Schema: &apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"size":  {Type: "integer", Minimum: ptr(1.0), Maximum: ptr(100.0), Description: "How many pieces the widget has, 1 to 100."},
+				"color": {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"blue"`)}, Description: "The widget's color; default blue."},
+			}},
+			"status": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"phase": {Type: "string", Description: "Where the widget is."},
+			}},
+		},
+	},
+	Columns: []apiextensionsv1.CustomResourceColumnDefinition{
+		{Name: "Size", Type: "integer", JSONPath: ".spec.size"},
+		{Name: "Color", Type: "string", JSONPath: ".spec.color"},
+		{Name: "Phase", Type: "string", JSONPath: ".status.phase"},
+		{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+	},
+}
+
+func ptr[T any](v T) *T { return &v }

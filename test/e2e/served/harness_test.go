@@ -1,0 +1,233 @@
+package served
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeplug/kubeplug/internal/cli"
+	"github.com/kubeplug/kubeplug/internal/portblock"
+	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/sdk/apiserver"
+)
+
+// env is a served API of the test's own: a group named after the test's
+// namespace, the widgets-api plugin applied by kubeplug (certificates,
+// APIService, RBAC), and a server in this process behind an ExternalName
+// Service on a port of its own.
+type env struct {
+	t               *testing.T
+	ns, group       string
+	kubeconfig, dir string
+	certDir         string
+	port            string
+	dyn             dynamic.Interface
+	applied         chan string
+	requests        *requestLog
+}
+
+// newEnv writes the plugin, starts kubeplug apply in the background (the
+// plugin is ready only once its API is Available, which needs the server this
+// test starts) and waits for the serving certificate. extraManifests are
+// added to the plugin's manifests (NS, GROUP and PORT substituted).
+func newEnv(t *testing.T, extraManifests string) *env {
+	t.Helper()
+	ns := testcluster.Namespace(t)
+	e := &env{t: t, ns: ns, group: strings.ReplaceAll(ns, "-", "") + ".example.com",
+		kubeconfig: testcluster.ControlPlane(t).KubeconfigPath(), dir: t.TempDir(), certDir: t.TempDir(),
+		applied: make(chan string, 1), requests: &requestLog{}}
+	// The server may stop and start again on the same port: a port of a block
+	// of its own (internal/portblock, outside the kernel's ephemeral range)
+	// stays free meanwhile, where one the kernel chose for port 0 was taken by
+	// another process once (bind: address already in use).
+	blk, err := portblock.Acquire(t.TempDir(), nil, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(blk.Release)
+	p := blk.Ports()[0]
+	blk.Hand(p)
+	e.port = strconv.Itoa(p)
+	subst := strings.NewReplacer("GROUP", e.group, "NS", ns, "PORT", e.port)
+	write(t, filepath.Join(e.dir, "plugins/widgets-api/plugin.yaml"), subst.Replace(pluginYAML))
+	write(t, filepath.Join(e.dir, "plugins/widgets-api/manifests/server.yaml"), subst.Replace(manifestsYAML+extraManifests))
+	write(t, filepath.Join(e.dir, "plugins/other/plugin.yaml"), otherYAML)
+	write(t, filepath.Join(e.dir, "plugins/other/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: "+ns+"}\ndata: {a: b}\n")
+	if e.dyn, err = dynamic.NewForConfig(testcluster.RESTConfig(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		out, code := e.kubeplug(context.WithoutCancel(t.Context()), "uninstall", "widgets-api", "other")
+		if code != 0 {
+			t.Logf("cleanup: %s", out)
+		}
+	})
+	go func() {
+		out, code := e.kubeplug(t.Context(), "apply", "-f", e.cluster("widgets-api"), "--timeout", "2m")
+		e.applied <- fmt.Sprintf("exit %d\n%s", code, out)
+	}()
+	secretGVR := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s, err := e.dyn.Resource(secretGVR).Namespace(ns).Get(t.Context(), "widgets-api-serving-cert", metav1.GetOptions{})
+		if err == nil {
+			crt, _, _ := unstructured.NestedString(s.Object, "data", "tls.crt")
+			key, _, _ := unstructured.NestedString(s.Object, "data", "tls.key")
+			if crt != "" && key != "" {
+				for name, v := range map[string]string{"tls.crt": crt, "tls.key": key} {
+					b, _ := base64.StdEncoding.DecodeString(v)
+					write(t, filepath.Join(e.certDir, name), string(b))
+				}
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no serving certificate Secret after a minute: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// cluster writes a Cluster enabling the plugins and returns its path.
+func (e *env) cluster(plugins ...string) string {
+	f := filepath.Join(e.dir, "cluster-"+strings.Join(plugins, "-")+".yaml")
+	body := "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: served}\nspec:\n  kubernetesVersion: 1.37.1\n  plugins:\n    sources: [{dir: ./plugins}]\n    enabled:\n"
+	for _, p := range plugins {
+		body += "      - name: " + p + "\n"
+	}
+	write(e.t, f, body)
+	return f
+}
+
+func (e *env) kubeplug(ctx context.Context, args ...string) (string, int) {
+	var out bytes.Buffer
+	args = append(args, "--kubeconfig", e.kubeconfig, "--no-progress")
+	code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+	return out.String(), code
+}
+
+// kubectl runs the kubectl of the localcluster build; its stdout and stderr
+// together.
+func (e *env) kubectl(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(testcluster.ControlPlane(e.t).BinDir(), "kubectl"), append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// file writes a file under the test's directory and returns its path.
+func (e *env) file(name, body string) string {
+	p := filepath.Join(e.dir, name)
+	write(e.t, p, body)
+	return p
+}
+
+// listen listens on the env's port.
+func (e *env) listen() net.Listener {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", e.port))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ln
+}
+
+// serve runs the API server on ln with the env's group, storage, certificate
+// and request log filled in; stop ends it and reports its error.
+func (e *env) serve(ln net.Listener, opts apiserver.Options) (stop func()) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(e.t.Context())
+	opts.Group, opts.Version = e.group, "v1alpha1"
+	// As the server's ServiceAccount, with the RBAC kubeplug generates for
+	// it: the storage's admission policy refuses every other writer.
+	cfg := rest.CopyConfig(testcluster.RESTConfig(e.t))
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + e.ns + ":widgets-api", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns, "system:authenticated"}}
+	opts.Client, opts.Storage = testcluster.NewClient(e.t, cfg), e.ns
+	opts.CertFile, opts.KeyFile = filepath.Join(e.certDir, "tls.crt"), filepath.Join(e.certDir, "tls.key")
+	opts.Logger = slog.New(slog.NewJSONHandler(e.requests, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := apiserver.New(ctx, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("server: %v", err)
+		}
+	}
+}
+
+// waitApplied waits for the background apply newEnv started.
+func (e *env) waitApplied() {
+	e.t.Helper()
+	select {
+	case out := <-e.applied:
+		if !strings.HasPrefix(out, "exit 0") {
+			e.t.Fatalf("apply: %s", out)
+		}
+	case <-time.After(3 * time.Minute):
+		e.t.Fatal("apply did not finish")
+	}
+}
+
+// requestLog keeps what the server logs: one JSON record a line.
+type requestLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *requestLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// lines returns the records logged since the last reset holding every part.
+func (l *requestLog) lines(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for line := range strings.SplitSeq(l.buf.String(), "\n") {
+		ok := line != ""
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func (l *requestLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Reset()
+}
+
+func write(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
