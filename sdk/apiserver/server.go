@@ -136,6 +136,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if s.openapi, err = openAPI(opts.Group, opts.Version, kinds); err != nil {
 		return nil, err
 	}
+	if err := s.store.migrateNames(ctx, opts.Resources); err != nil {
+		return nil, err
+	}
 	authn, err := s.authenticator(ctx)
 	if err != nil {
 		return nil, err

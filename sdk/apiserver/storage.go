@@ -246,3 +246,50 @@ func (s *store) watch(ctx context.Context, r Resource, q *listQuery) (watch.Inte
 		return watch.Event{Type: e.Type, Object: u}, true
 	}), nil
 }
+
+// migrateNames moves objects stored under an earlier ConfigMap naming (a
+// hash of group, resource, namespace and name, before lists paged in the API
+// server's order) to the current one, so that a plugin upgrade does not lose
+// the objects its API already holds: each is written again under cmName,
+// with its labels copied as selectors need them, and the old ConfigMap is
+// deleted (only that one: a UID precondition). Run once when the server
+// starts; a re-run after an interruption finishes the move.
+func (s *store) migrateNames(ctx context.Context, resources []Resource) error {
+	for _, r := range resources {
+		opts := metav1.ListOptions{LabelSelector: s.selector(r, ""), Limit: 500}
+		for {
+			cms, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, opts)
+			if err != nil {
+				return fmt.Errorf("apiserver: list the storage of %s: %w", r.Plural, err)
+			}
+			for i := range cms.Items {
+				cm := &cms.Items[i]
+				u, err := s.decode(cm)
+				if err != nil {
+					return err
+				}
+				want := s.cmName(r, u.GetNamespace(), u.GetName())
+				if cm.Name == want {
+					continue
+				}
+				u.SetResourceVersion("")
+				next, err := s.encode(r, u)
+				if err != nil {
+					return err
+				}
+				if _, err := s.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, next, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					return fmt.Errorf("apiserver: move %s %s/%s to storage %s: %w", r.Kind, u.GetNamespace(), u.GetName(), want, err)
+				}
+				uid := cm.UID
+				if err := s.client.CoreV1().ConfigMaps(s.namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("apiserver: remove the old storage %s of %s %s/%s: %w", cm.Name, r.Kind, u.GetNamespace(), u.GetName(), err)
+				}
+			}
+			if cms.Continue == "" {
+				break
+			}
+			opts.Continue = cms.Continue
+		}
+	}
+	return nil
+}
