@@ -211,19 +211,31 @@ done
 // supervisorPidFile holds the pid of the machine's superviseScript.
 const supervisorPidFile = "supervisor.pid"
 
+// supervisorPid is the pid of the machine's supervisor when it runs, else 0.
+func (m *Machine) supervisorPid() int {
+	b, err := os.ReadFile(m.path(supervisorPidFile)) //nolint:gosec // the machine's own directory
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 || !processAlive(pid) {
+		return 0
+	}
+	// Only when the pid still is this machine's supervisor.
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || !strings.Contains(string(cmdline), "kubeplug-machine") || !strings.Contains(string(cmdline), m.ContainerID()) {
+		return 0
+	}
+	return pid
+}
+
+// supervised says whether the machine's supervisor runs.
+func (m *Machine) supervised() bool { return m.supervisorPid() > 0 }
+
 // stopSupervisor kills the machine's supervisor (not the machine), so that
 // a halt is not followed by a new boot.
 func (m *Machine) stopSupervisor() {
-	b, err := os.ReadFile(m.path(supervisorPidFile)) //nolint:gosec // the machine's own directory
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return
-	}
-	// Only when the pid still is this machine's supervisor.
-	if cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && strings.Contains(string(cmdline), "kubeplug-machine") && strings.Contains(string(cmdline), m.ContainerID()) {
+	if pid := m.supervisorPid(); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		for deadline := time.Now().Add(5 * time.Second); processAlive(pid) && time.Now().Before(deadline); {
 			time.Sleep(50 * time.Millisecond)
@@ -498,7 +510,9 @@ func (m *Machine) WaitBooted(ctx context.Context, timeout time.Duration) error {
 				}
 			}
 		}
-		if !m.Running(ctx) {
+		// Between a reboot's end and the next boot the machine does not run
+		// for a moment; only without its supervisor is it down.
+		if !m.Running(ctx) && !m.supervised() {
 			return fmt.Errorf("machine %s: its init stopped while booting (console: %s)", m.Node.Name, tail(m.path("console.log"), 15))
 		}
 		select {
