@@ -3,6 +3,7 @@ package boot
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -135,8 +136,13 @@ func startService(name string, logf func(string, ...any)) int {
 	}
 	env := map[string]string{}
 	for _, ef := range envFiles {
+		// "-" before the path: a missing file is fine, as systemd has it.
+		ef, optional := strings.CutPrefix(ef, "-")
 		b, err := os.ReadFile(ef) //nolint:gosec // the machine's own environment file
 		if err != nil {
+			if optional && errors.Is(err, os.ErrNotExist) {
+				continue
+			}
 			logf("%s: %v", name, err)
 			return 1
 		}

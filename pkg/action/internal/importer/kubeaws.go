@@ -263,6 +263,16 @@ func (k *kubeAWS) kubernetes(m map[string]any) {
 			k.r.Unmapped[len(k.r.Unmapped)-1].Why += "; kept as `unmapped/" + path.Base(name) + "`, not installed"
 			continue
 		}
+		out, rewrites, unported := upgradeAPIs(out)
+		if len(unported) > 0 {
+			k.p.Files["unmapped/"+path.Base(name)] = []byte(text)
+			k.r.Unmap(field, "uses APIs the cluster's Kubernetes no longer serves and that cannot be renamed safely: %s; kept as `unmapped/%s`, not installed", strings.Join(unported, ", "), path.Base(name))
+			continue
+		}
+		for _, rw := range rewrites {
+			k.r.Normalised = append(k.r.Normalised, Normalised{Field: field + " apiVersion", Original: strings.SplitN(rw, " ", 2)[0], Value: rw[strings.LastIndex(rw, " ")+1:],
+				Rule: "an API Kubernetes no longer serves, renamed to its replacement of the same shape"})
+		}
 		if _, dup := k.p.Files[rel]; dup {
 			rel = fmt.Sprintf("manifests/%02d-%s", i, path.Base(name))
 		}
