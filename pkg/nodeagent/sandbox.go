@@ -42,6 +42,10 @@ case "$root" in
 	cd "$root"
 	;;
 esac
+# The caller's TMPDIR is read-only (or hidden) here: the private /tmp is the
+# hook's temporary directory.
+TMPDIR=/tmp
+export TMPDIR
 exec "$@"
 `
 

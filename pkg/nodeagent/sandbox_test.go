@@ -42,7 +42,11 @@ func TestSandboxKeepsTheHostReadOnly(t *testing.T) {
 	if err == nil || !strings.Contains(out, "Read-only file system") {
 		t.Errorf("a write to the host's /etc: err %v, output %q", err, out)
 	}
-	// /tmp is the hook's own.
+	// /tmp is the hook's own, and its TMPDIR whatever the caller's was.
+	t.Setenv("TMPDIR", t.TempDir())
+	if out, err := run("f=$(mktemp) && echo t > $f && cat $f && case $f in /tmp/*) ;; *) echo not in /tmp: $f ;; esac"); err != nil || out != "t\n" {
+		t.Errorf("mktemp in the sandbox: %q %v", out, err)
+	}
 	if out, err := run("echo t > /tmp/kubeplug-sandbox-tmp && cat /tmp/kubeplug-sandbox-tmp"); err != nil || out != "t\n" {
 		t.Errorf("private /tmp: %q %v", out, err)
 	}
