@@ -174,6 +174,9 @@ func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Packa
 	var out diag.List
 	var elsewhere []string
 	for _, d := range rl {
+		if d.Plugin == name {
+			d = sampleFlagValue(pkg, d)
+		}
 		if d.Severity != diag.Fatal {
 			// A warning at a file of the package (a deprecated API) is the
 			// package's; the rest are the sample cluster's.

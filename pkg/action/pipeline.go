@@ -185,8 +185,11 @@ func (r *run) renderInput() render.Input {
 	}
 	version := r.cluster.KubernetesVersion.String()
 	return render.Input{
-		AWS:               aws,
-		ServedAPI:         servedAPI(version),
+		AWS:       aws,
+		ServedAPI: servedAPI(version),
+		Flag: func(component, name, value string) (string, bool) {
+			return k8sversions.CheckFlag(version, component, name, value)
+		},
 		ClusterName:       r.cluster.Spec.Metadata.Name,
 		KubernetesVersion: r.cluster.KubernetesVersion.String(),
 		EtcdVersion:       k8sversions.Default().Etcd(r.cluster.KubernetesVersion.String()),

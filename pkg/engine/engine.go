@@ -659,10 +659,12 @@ func (p *Plan) locate(d diag.Diagnostic) diag.Diagnostic {
 // the layer, the model's patch index, the operation's index and the rest.
 var patchField = regexp.MustCompile(`^(cloud|kubernetes)\.patches\[(\d+)\](?:\.ops\[(\d+)\])?(\.target\.kind)?$`)
 
-// LocatePatches points the diagnostics of l that are about a cloud or
-// kubernetes patch of m (render's "cloud.patches[i].ops[j]") at the operation's
-// line in its plugin's plugin.yaml, when the patch is declarative. The rest of l
-// is returned as is.
+// LocatePatches points the diagnostics of l, render's, at the lines of the
+// plugins' plugin.yaml that wrote what they are about, when the plugin is
+// declarative: one about a cloud or kubernetes patch of m (render's
+// "cloud.patches[i].ops[j]") at the operation's line, one about a key of the
+// model (a flag, "controlPlane.kube-apiserver.flags.NAME") at the key's. The
+// rest of l is returned as is.
 func (p *Plan) LocatePatches(m *model.Model, l diag.List) diag.List {
 	if m == nil {
 		return l
@@ -671,7 +673,11 @@ func (p *Plan) LocatePatches(m *model.Model, l diag.List) diag.List {
 	for n, d := range l {
 		out[n] = d
 		sm := patchField.FindStringSubmatch(d.Field)
-		if d.File != "" || sm == nil {
+		if d.File != "" {
+			continue
+		}
+		if sm == nil {
+			out[n] = p.locate(d)
 			continue
 		}
 		i, _ := strconv.Atoi(sm[2])
