@@ -38,6 +38,10 @@ type PluginMetadata struct {
 type PluginSpec struct {
 	// KubernetesVersion is a semver constraint on the cluster's Kubernetes version, for example ">=1.33".
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Providers lists the providers the plugin runs on (an AWS-only plugin:
+	// [aws]); empty means every provider. The resolver refuses the plugin in a
+	// cluster of another provider, and plugin lint renders it for the first one.
+	Providers []string `json:"providers,omitempty" jsonschema:"uniqueItems=true,enum=local,enum=aws"`
 	// Requires lists plugins that must be installed, and ordered, before this one.
 	Requires []Dependency `json:"requires,omitempty"`
 	// After lists plugins this one runs after when they are enabled too (a soft hint).

@@ -154,6 +154,11 @@ type Plan struct {
 func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalog) (*Plan, diag.List) {
 	var l diag.List
 	req := resolve.Request{KubernetesVersion: cl.KubernetesVersion}
+	if cl.Spec != nil {
+		if prov, err := v1alpha1.ProviderName(cl.Spec.Spec.Provider); err == nil {
+			req.Provider = prov
+		}
+	}
 	refIndex := map[string]int{}
 	for i, ref := range cl.Enabled() {
 		r := resolve.Requirement{Name: ref.Name}
@@ -181,6 +186,14 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 		// is pointed at in the file; other failures involve several plugins.
 		if me, ok := errors.AsType[*resolve.MissingError](err); ok && requestedByCluster(me.Wants) {
 			if i, ok := refIndex[me.Name]; ok {
+				cl.Errorf(&l, fmt.Sprintf("/spec/plugins/enabled/%d/name", i), "cannot resolve plugins: %v", err)
+				return nil, l
+			}
+		}
+		// A plugin for other providers than the cluster's is pointed at where
+		// the cluster enables it.
+		if pe, ok := errors.AsType[*resolve.ProviderError](err); ok && slices.Contains(pe.RequiredBy, resolve.RequestedBy) {
+			if i, ok := refIndex[pe.Name]; ok {
 				cl.Errorf(&l, fmt.Sprintf("/spec/plugins/enabled/%d/name", i), "cannot resolve plugins: %v", err)
 				return nil, l
 			}
@@ -391,7 +404,7 @@ func versions(cat source.Catalog) resolve.CatalogFunc {
 		var out []*resolve.Package
 		for _, v := range cat.Versions(name) {
 			rp := &resolve.Package{
-				Name: v.Name, Version: v.Version, KubernetesVersion: v.KubernetesVersion, Source: v,
+				Name: v.Name, Version: v.Version, KubernetesVersion: v.KubernetesVersion, Providers: v.Providers, Source: v,
 				Conflicts: v.Conflicts, After: v.After, Before: v.Before,
 			}
 			for _, r := range v.Requires {
