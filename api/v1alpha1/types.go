@@ -413,6 +413,24 @@ type Runtime struct {
 	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	// Timeout per stage call, a Go duration. Default 1m.
 	Timeout string `json:"timeout,omitempty"`
+	// RBAC is what the plugin's code may do in the cluster at the deploy and
+	// validate stages: kubeplug makes the ServiceAccount kubeplug-system/
+	// kubeplug-plugin-<name>, a ClusterRole of these rules bound to it, and
+	// hands the code a kubeconfig with a short-lived token of that account.
+	// Empty: the account may do nothing but authenticate.
+	RBAC []PolicyRule `json:"rbac,omitempty"`
+}
+
+// PolicyRule is one rule of a ClusterRole (rbac.authorization.k8s.io/v1).
+type PolicyRule struct {
+	// APIGroups of the resources; "" is the core group.
+	APIGroups []string `json:"apiGroups,omitempty"`
+	// Resources, such as configmaps or deployments/scale.
+	Resources []string `json:"resources" jsonschema:"minItems=1"`
+	// Verbs, such as get, list, create.
+	Verbs []string `json:"verbs" jsonschema:"minItems=1"`
+	// ResourceNames limits the rule to objects of these names.
+	ResourceNames []string `json:"resourceNames,omitempty"`
 }
 
 // Check proves a deployed plugin works.

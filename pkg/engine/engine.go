@@ -53,6 +53,18 @@ type Options struct {
 	// the versions a lock file pins. Plan then also says which higher versions
 	// the constraints would admit (Plan.Newer).
 	Prefer map[string]*semver.Version
+	// Access, when set, gives the code of a plugin (spec.runtime) a kubeconfig
+	// for the target cluster at the deploy and validate stages
+	// (stage.Request.Kubeconfig).
+	Access Access
+}
+
+// Access gives plugin code credentials for the cluster it is deployed to.
+type Access interface {
+	// Kubeconfig returns a kubeconfig (YAML) for the cluster as pkg's own
+	// identity, scoped to what pkg declares (spec.runtime.rbac); "" when
+	// there is no cluster to reach (yet). An error stops pkg's stage.
+	Kubeconfig(ctx context.Context, pkg *plugin.Package) (string, error)
 }
 
 // RuntimeResolver gives a planned plugin the runtimes that run its stages.
@@ -580,6 +592,14 @@ func (e *Engine) run(ctx context.Context, plan *Plan, st stage.Stage, wave []*Pl
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			req := e.request(plan, p, st, m, others)
+			if (st == stage.Deploy || st == stage.Validate) && e.opts.Access != nil && p.Package.Manifest.Spec.Runtime != nil {
+				kc, err := e.opts.Access.Kubeconfig(ctx, p.Package)
+				if err != nil {
+					answers[i].l = append(answers[i].l, diag.Diagnostic{Severity: diag.Fatal, Plugin: p.Package.Name, Message: fmt.Sprintf("%s stage: credentials for the plugin's code: %v", st, err)})
+					return
+				}
+				req.Kubeconfig = kc
+			}
 			for _, rt := range p.runtimes {
 				resp, err := rt.Run(ctx, req)
 				if err != nil {

@@ -43,6 +43,12 @@ type Request struct {
 	Plugins map[string]PluginValues `json:"plugins"`
 	// Model is the model so far. Runtimes must not modify it.
 	Model *model.Model `json:"model"`
+	// Kubeconfig, at the deploy and validate stages of a run against a cluster,
+	// is a kubeconfig (YAML) for it as the plugin's own ServiceAccount, which
+	// may do what the plugin's spec.runtime.rbac says and no more; empty
+	// otherwise (initialise, render, a dry run, a provider whose API server
+	// kubeplug does not reach).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
 }
 
 // Response is a plugin's answer at a stage.
