@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/sdk/sdktest"
 )
 
 // codePlugin writes a cluster file enabling "coder", an exec plugin in sh whose
@@ -99,5 +100,38 @@ func TestPluginCodeCredentials(t *testing.T) {
 	}
 	if strings.Contains(l.String(), "fatal") {
 		t.Errorf("diagnostics: %s", l)
+	}
+}
+
+// TestPluginCodeCredentialsGRPC: the same for a gRPC plugin written with the
+// Go SDK and client-go (testdata/grpccoder), which reads the kubeconfig from
+// its request.
+func TestPluginCodeCredentialsGRPC(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "plugins", "grpccoder"), os.DirFS(sdktest.Package(t, "testdata/grpccoder"))); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: kubeplug.dev/v1alpha1
+kind: Cluster
+metadata: {name: code}
+spec:
+  kubernetesVersion: 1.37.1
+  plugins:
+    sources: [{dir: ./plugins}]
+    enabled: [{name: grpccoder, values: {namespace: `+ns+`}}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	apply := action.NewApply(&action.Config{NoBuiltin: true, Env: func(string) (string, bool) { return "", false }})
+	apply.Target.RESTConfig = testcluster.RESTConfig(t)
+	apply.Timeout = time.Minute
+	res, l := apply.Run(t.Context(), load(t, file))
+	if l.HasFatal() {
+		t.Fatal(l)
+	}
+	if !res.Validated {
+		t.Fatalf("not validated: %+v", res)
 	}
 }
