@@ -626,6 +626,9 @@ func (e *Engine) run(ctx context.Context, plan *Plan, st stage.Stage, wave []*Pl
 			for _, d := range m.Add(p.Package.Name, resp.Contribution) {
 				all = append(all, plan.locate(d))
 			}
+			if st == stage.Initialise {
+				all = append(all, plan.initialised(p, resp.Values)...)
+			}
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -57,6 +57,12 @@ type Response struct {
 	Contribution *model.Contribution `json:"contribution,omitempty"`
 	// Diagnostics are the plugin's findings; fatal ones stop the run after the stage.
 	Diagnostics diag.List `json:"diagnostics,omitempty"`
+	// Values, at initialise, are values the plugin's code initialised (a
+	// generated name, a discovered default): merged over the plugin's
+	// cluster-level values (maps key by key, anything else replaced), checked
+	// against its schema again, and what every later stage and every other
+	// plugin (.Plugins) sees. Ignored at the other stages.
+	Values map[string]any `json:"values,omitempty"`
 }
 
 // Runtime runs a plugin's stages.
