@@ -40,7 +40,7 @@ func (a *Plan) Run(ctx context.Context, cl *config.Cluster) (*engine.PlanDoc, di
 		return nil, l
 	}
 	// Every flag is one the component accepts, of its type.
-	if l = append(l, r.plan.LocatePatches(r.model, render.CheckFlags(r.renderInput()))...); l.HasFatal() {
+	if l = append(l, r.plan.LocatePatches(r.model, render.CheckFlags(ctx, r.renderInput()))...); l.HasFatal() {
 		return nil, l
 	}
 	doc := r.plan.Doc(r.model)

@@ -52,11 +52,11 @@ func (r *renderer) flags(context.Context) {
 
 // CheckFlags checks the flags of the model as render does (Input.Flag),
 // without rendering: plan runs it.
-func CheckFlags(in Input) diag.List {
+func CheckFlags(ctx context.Context, in Input) diag.List {
 	if in.Model == nil {
 		return nil
 	}
 	r := &renderer{in: in}
-	r.flags(context.Background())
+	r.flags(ctx)
 	return r.diags
 }

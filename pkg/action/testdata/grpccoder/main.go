@@ -50,8 +50,11 @@ func client(req *sdk.Request) (*api, error) {
 			} `json:"user"`
 		} `json:"users"`
 	}
-	if err := yaml.Unmarshal([]byte(req.Kubeconfig), &kc); err != nil || len(kc.Clusters) != 1 || len(kc.Users) != 1 {
-		return nil, fmt.Errorf("kubeconfig: %v", err)
+	if err := yaml.Unmarshal([]byte(req.Kubeconfig), &kc); err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if len(kc.Clusters) != 1 || len(kc.Users) != 1 {
+		return nil, fmt.Errorf("kubeconfig: %d clusters and %d users, want one of each", len(kc.Clusters), len(kc.Users))
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(kc.Clusters[0].Cluster.CA)
