@@ -38,6 +38,10 @@ type PluginMetadata struct {
 type PluginSpec struct {
 	// KubernetesVersion is a semver constraint on the cluster's Kubernetes version, for example ">=1.33".
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Providers lists the providers the plugin runs on (an AWS-only plugin:
+	// [aws]); empty means every provider. The resolver refuses the plugin in a
+	// cluster of another provider, and plugin lint renders it for the first one.
+	Providers []string `json:"providers,omitempty" jsonschema:"uniqueItems=true,enum=local,enum=aws"`
 	// Requires lists plugins that must be installed, and ordered, before this one.
 	Requires []Dependency `json:"requires,omitempty"`
 	// After lists plugins this one runs after when they are enabled too (a soft hint).
@@ -409,6 +413,24 @@ type Runtime struct {
 	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	// Timeout per stage call, a Go duration. Default 1m.
 	Timeout string `json:"timeout,omitempty"`
+	// RBAC is what the plugin's code may do in the cluster at the deploy and
+	// validate stages: kubeplug makes the ServiceAccount kubeplug-system/
+	// kubeplug-plugin-<name>, a ClusterRole of these rules bound to it, and
+	// hands the code a kubeconfig with a short-lived token of that account.
+	// Empty: the account may do nothing but authenticate.
+	RBAC []PolicyRule `json:"rbac,omitempty"`
+}
+
+// PolicyRule is one rule of a ClusterRole (rbac.authorization.k8s.io/v1).
+type PolicyRule struct {
+	// APIGroups of the resources; "" is the core group.
+	APIGroups []string `json:"apiGroups,omitempty"`
+	// Resources, such as configmaps or deployments/scale.
+	Resources []string `json:"resources" jsonschema:"minItems=1"`
+	// Verbs, such as get, list, create.
+	Verbs []string `json:"verbs" jsonschema:"minItems=1"`
+	// ResourceNames limits the rule to objects of these names.
+	ResourceNames []string `json:"resourceNames,omitempty"`
 }
 
 // Check proves a deployed plugin works.

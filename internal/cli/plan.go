@@ -106,6 +106,15 @@ func runPlan(cmd *cobra.Command, o *options, file string) error {
 		if err := table(&b, head, rows); err != nil {
 			return err
 		}
+		var less []string
+		for _, p := range doc.Plugins {
+			if p.LessTested {
+				less = append(less, p.Name)
+			}
+		}
+		if len(less) > 0 {
+			fmt.Fprintf(&b, "\n%s\n", lessTestedNote(less))
+		}
 		lockNotes(&b, doc, file)
 		b.WriteString("\nContributions:\n")
 		crow := make([][]string, 0, len(doc.Contributions))
@@ -118,6 +127,12 @@ func runPlan(cmd *cobra.Command, o *options, file string) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	})
+}
+
+// lessTestedNote says that the plugins names, of the contrib directory, are
+// tested less than the built-in ones.
+func lessTestedNote(names []string) string {
+	return "less tested: " + strings.Join(names, ", ") + " (contrib: contributed plugins are tested less than the built-in ones)"
 }
 
 // planCloud prints, per stack, what up would change in the cloud.

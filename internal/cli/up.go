@@ -180,6 +180,9 @@ func printUpSummary(w io.Writer, res *action.UpResult, failed bool, file string)
 		rows = append(rows, []string{name, res.Versions[name], strings.Join(what, ", "), check})
 	}
 	_ = table(&b, []string{"PLUGIN", "VERSION", "CONTRIBUTED", "VALIDATE"}, rows)
+	if len(res.LessTested) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", lessTestedNote(res.LessTested))
+	}
 	if len(res.Nodes) > 0 {
 		b.WriteString("\n")
 		nrows := [][]string{}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/kubeschema"
 	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/config"
@@ -128,6 +129,24 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 // the one kubeplug's local provider runs.
 const lintKubernetesVersion = "1.37.1"
 
+// lintProviders are the sample clusters' spec.provider by provider name: lint
+// renders a plugin for the first provider its spec.providers names (an
+// AWS-only plugin reads .Cluster.Spec.Provider.AWS), else for the local one.
+var lintProviders = map[string]string{
+	"local": "{local: {}}",
+	"aws":   "{aws: {imageID: ami-0123456789abcdef0}}",
+}
+
+// lintProvider is the sample cluster's spec.provider for pkg.
+func lintProvider(pkg *plugin.Package) string {
+	for _, p := range pkg.Manifest.Spec.Providers {
+		if s, ok := lintProviders[p]; ok {
+			return s
+		}
+	}
+	return lintProviders[v1alpha1.DefaultProvider]
+}
+
 // renderDefaults renders a declarative plugin (one without code: lint runs
 // none) in dir with its default values, in a
 // cluster of one worker pool that enables it alone (with the built-in plugins
@@ -154,6 +173,7 @@ func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Packa
 		rel = abs
 	}
 	doc := "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: lint}\nspec:\n  kubernetesVersion: " + lintKubernetesVersion +
+		"\n  provider: " + lintProvider(pkg) +
 		"\n  nodePools: [{name: workers, count: 1}]\n  plugins:\n    sources: [{dir: " + strconv.Quote(filepath.ToSlash(rel)) +
 		"}]\n    enabled: [{name: " + strconv.Quote(name) + ", version: " + strconv.Quote(pkg.Manifest.Metadata.Version) + "}]\n"
 	synthetic := filepath.Join(cwd, ".kubeplug-lint.yaml") // never written
@@ -174,6 +194,9 @@ func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Packa
 	var out diag.List
 	var elsewhere []string
 	for _, d := range rl {
+		if d.Plugin == name {
+			d = sampleFlagValue(pkg, d)
+		}
 		if d.Severity != diag.Fatal {
 			// A warning at a file of the package (a deprecated API) is the
 			// package's; the rest are the sample cluster's.

@@ -133,7 +133,8 @@ var resolveStep = step{"resolve", func(ctx context.Context, r *run) diag.List {
 		return l
 	}
 	rs := runtime.NewResolver(runtime.Options{Logger: c.logger(), Timeout: c.PluginTimeout, InProcess: c.InProcess})
-	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), AllowValuesOutside: c.AllowValuesOutside, Redact: r.redact, Runtimes: rs, Progress: c.Progress, Prefer: c.prefer(lf)})
+	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), AllowValuesOutside: c.AllowValuesOutside, Redact: r.redact, Runtimes: rs, Progress: c.Progress, Prefer: c.prefer(lf),
+		Access: &pluginAccess{r: r}})
 	plan, pl := e.Plan(ctx, r.cluster, idx)
 	l = append(l, pl...)
 	if plan == nil {
@@ -185,8 +186,11 @@ func (r *run) renderInput() render.Input {
 	}
 	version := r.cluster.KubernetesVersion.String()
 	return render.Input{
-		AWS:               aws,
-		ServedAPI:         servedAPI(version),
+		AWS:       aws,
+		ServedAPI: servedAPI(version),
+		Flag: func(component, name, value string) (string, bool) {
+			return k8sversions.CheckFlag(version, component, name, value)
+		},
 		ClusterName:       r.cluster.Spec.Metadata.Name,
 		KubernetesVersion: r.cluster.KubernetesVersion.String(),
 		EtcdVersion:       k8sversions.Default().Etcd(r.cluster.KubernetesVersion.String()),

@@ -39,6 +39,10 @@ func (a *Plan) Run(ctx context.Context, cl *config.Cluster) (*engine.PlanDoc, di
 	if l = append(l, render.CheckReleases(r.renderInput())...); l.HasFatal() {
 		return nil, l
 	}
+	// Every flag is one the component accepts, of its type.
+	if l = append(l, r.plan.LocatePatches(r.model, render.CheckFlags(ctx, r.renderInput()))...); l.HasFatal() {
+		return nil, l
+	}
 	doc := r.plan.Doc(r.model)
 	lockDoc(r, doc)
 	return doc, l

@@ -56,6 +56,9 @@ type UpResult struct {
 	Restarted []string              `json:"restarted,omitempty"`
 	// Versions are the plugins' versions, by name.
 	Versions map[string]string `json:"versions"`
+	// LessTested are the plugins of the contrib directory, tested less than
+	// the built-in ones, sorted.
+	LessTested []string `json:"lessTested,omitempty"`
 	// Contributed counts, per plugin, the constructs it contributed by kind.
 	Contributed map[string]map[string]int `json:"contributed"`
 	// Ready is the time from the start of up until the validate stage passed.
@@ -254,9 +257,14 @@ func (u *Up) provisionStep(res *UpResult) step {
 	return step{"provision", func(ctx context.Context, r *run) diag.List {
 		var l diag.List
 		doc := r.plan.Doc(r.model)
+		res.LessTested = nil
 		for _, pl := range doc.Plugins {
 			res.Versions[pl.Name] = pl.Version
+			if pl.LessTested {
+				res.LessTested = append(res.LessTested, pl.Name)
+			}
 		}
+		slices.Sort(res.LessTested)
 		for _, c := range doc.Contributions {
 			if res.Contributed[c.Plugin] == nil {
 				res.Contributed[c.Plugin] = map[string]int{}

@@ -53,6 +53,18 @@ type Options struct {
 	// the versions a lock file pins. Plan then also says which higher versions
 	// the constraints would admit (Plan.Newer).
 	Prefer map[string]*semver.Version
+	// Access, when set, gives the code of a plugin (spec.runtime) a kubeconfig
+	// for the target cluster at the deploy and validate stages
+	// (stage.Request.Kubeconfig).
+	Access Access
+}
+
+// Access gives plugin code credentials for the cluster it is deployed to.
+type Access interface {
+	// Kubeconfig returns a kubeconfig (YAML) for the cluster as pkg's own
+	// identity, scoped to what pkg declares (spec.runtime.rbac); "" when
+	// there is no cluster to reach (yet). An error stops pkg's stage.
+	Kubeconfig(ctx context.Context, pkg *plugin.Package) (string, error)
 }
 
 // RuntimeResolver gives a planned plugin the runtimes that run its stages.
@@ -154,6 +166,11 @@ type Plan struct {
 func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalog) (*Plan, diag.List) {
 	var l diag.List
 	req := resolve.Request{KubernetesVersion: cl.KubernetesVersion}
+	if cl.Spec != nil {
+		if prov, err := v1alpha1.ProviderName(cl.Spec.Spec.Provider); err == nil {
+			req.Provider = prov
+		}
+	}
 	refIndex := map[string]int{}
 	for i, ref := range cl.Enabled() {
 		r := resolve.Requirement{Name: ref.Name}
@@ -181,6 +198,14 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 		// is pointed at in the file; other failures involve several plugins.
 		if me, ok := errors.AsType[*resolve.MissingError](err); ok && requestedByCluster(me.Wants) {
 			if i, ok := refIndex[me.Name]; ok {
+				cl.Errorf(&l, fmt.Sprintf("/spec/plugins/enabled/%d/name", i), "cannot resolve plugins: %v", err)
+				return nil, l
+			}
+		}
+		// A plugin for other providers than the cluster's is pointed at where
+		// the cluster enables it.
+		if pe, ok := errors.AsType[*resolve.ProviderError](err); ok && slices.Contains(pe.RequiredBy, resolve.RequestedBy) {
+			if i, ok := refIndex[pe.Name]; ok {
 				cl.Errorf(&l, fmt.Sprintf("/spec/plugins/enabled/%d/name", i), "cannot resolve plugins: %v", err)
 				return nil, l
 			}
@@ -391,7 +416,7 @@ func versions(cat source.Catalog) resolve.CatalogFunc {
 		var out []*resolve.Package
 		for _, v := range cat.Versions(name) {
 			rp := &resolve.Package{
-				Name: v.Name, Version: v.Version, KubernetesVersion: v.KubernetesVersion, Source: v,
+				Name: v.Name, Version: v.Version, KubernetesVersion: v.KubernetesVersion, Providers: v.Providers, Source: v,
 				Conflicts: v.Conflicts, After: v.After, Before: v.Before,
 			}
 			for _, r := range v.Requires {
@@ -567,6 +592,14 @@ func (e *Engine) run(ctx context.Context, plan *Plan, st stage.Stage, wave []*Pl
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			req := e.request(plan, p, st, m, others)
+			if (st == stage.Deploy || st == stage.Validate) && e.opts.Access != nil && p.Package.Manifest.Spec.Runtime != nil {
+				kc, err := e.opts.Access.Kubeconfig(ctx, p.Package)
+				if err != nil {
+					answers[i].l = append(answers[i].l, diag.Diagnostic{Severity: diag.Fatal, Plugin: p.Package.Name, Message: fmt.Sprintf("%s stage: credentials for the plugin's code: %v", st, err)})
+					return
+				}
+				req.Kubeconfig = kc
+			}
 			for _, rt := range p.runtimes {
 				resp, err := rt.Run(ctx, req)
 				if err != nil {
@@ -592,6 +625,9 @@ func (e *Engine) run(ctx context.Context, plan *Plan, st stage.Stage, wave []*Pl
 			}
 			for _, d := range m.Add(p.Package.Name, resp.Contribution) {
 				all = append(all, plan.locate(d))
+			}
+			if st == stage.Initialise {
+				all = append(all, plan.initialised(p, resp.Values)...)
 			}
 		}
 	}
@@ -659,10 +695,12 @@ func (p *Plan) locate(d diag.Diagnostic) diag.Diagnostic {
 // the layer, the model's patch index, the operation's index and the rest.
 var patchField = regexp.MustCompile(`^(cloud|kubernetes)\.patches\[(\d+)\](?:\.ops\[(\d+)\])?(\.target\.kind)?$`)
 
-// LocatePatches points the diagnostics of l that are about a cloud or
-// kubernetes patch of m (render's "cloud.patches[i].ops[j]") at the operation's
-// line in its plugin's plugin.yaml, when the patch is declarative. The rest of l
-// is returned as is.
+// LocatePatches points the diagnostics of l, render's, at the lines of the
+// plugins' plugin.yaml that wrote what they are about, when the plugin is
+// declarative: one about a cloud or kubernetes patch of m (render's
+// "cloud.patches[i].ops[j]") at the operation's line, one about a key of the
+// model (a flag, "controlPlane.kube-apiserver.flags.NAME") at the key's. The
+// rest of l is returned as is.
 func (p *Plan) LocatePatches(m *model.Model, l diag.List) diag.List {
 	if m == nil {
 		return l
@@ -671,7 +709,11 @@ func (p *Plan) LocatePatches(m *model.Model, l diag.List) diag.List {
 	for n, d := range l {
 		out[n] = d
 		sm := patchField.FindStringSubmatch(d.Field)
-		if d.File != "" || sm == nil {
+		if d.File != "" {
+			continue
+		}
+		if sm == nil {
+			out[n] = p.locate(d)
 			continue
 		}
 		i, _ := strconv.Atoi(sm[2])

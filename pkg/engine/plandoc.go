@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/plugin"
 )
 
 // PlanDoc is the reviewable summary of a plan and what each plugin contributed:
@@ -42,6 +43,9 @@ type PlanPlugin struct {
 	Wave    int    `json:"wave"`
 	// Enabled is false for plugins only pulled in by another plugin's requires.
 	Enabled bool `json:"enabled"`
+	// LessTested marks a plugin of the contrib directory: contributed plugins
+	// are tested less than the built-in ones, and plan and up say so.
+	LessTested bool `json:"lessTested,omitempty"`
 	// Locked is the version the cluster file's lock file pins, when it pins
 	// one (set by the caller that read it): Version is that version unless the
 	// cluster's constraints exclude it or the run updates the lock.
@@ -76,7 +80,7 @@ func (p *Plan) Doc(m *model.Model) *PlanDoc {
 			d.Plugins = append(d.Plugins, PlanPlugin{
 				Name: pl.Package.Name, Version: pl.Package.Version.String(), Origin: pl.Package.Origin.Name,
 				Digest: pl.Package.Digest, Wave: pl.Wave, Enabled: enabled[pl.Package.Name],
-				Newer: p.Newer[pl.Package.Name],
+				Newer: p.Newer[pl.Package.Name], LessTested: pl.Package.Origin == plugin.OriginContrib,
 			})
 			names = append(names, pl.Package.Name)
 		}

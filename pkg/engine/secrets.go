@@ -106,3 +106,17 @@ func (p *Plan) view(pl *Planned, m *model.Model) (*v1alpha1.Cluster, *model.Mode
 	}
 	return cluster, clean
 }
+
+// addSecrets adds the sensitive values pl has now (after its code initialised
+// values) to what the plan scrubs and masks.
+func (p *Plan) addSecrets(pl *Planned) {
+	p.computeSecrets()
+	found := values.SensitiveValues(pl.Values.Cluster, pl.Values.Sensitive)
+	for _, pv := range pl.Values.Pools {
+		found = append(found, values.SensitiveValues(pv, pl.Values.Sensitive)...)
+	}
+	p.secrets.all.Add(found...)
+	if own := p.secrets.own[pl.Package.Name]; own != nil {
+		own.Add(found...)
+	}
+}

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -13,7 +12,7 @@ import (
 )
 
 // DefaultName is the provider of a cluster whose spec names none.
-const DefaultName = "local"
+const DefaultName = v1alpha1.DefaultProvider
 
 // Config is what a Factory gets to make the provider of one cluster.
 type Config struct {
@@ -74,27 +73,7 @@ func Names() []string {
 // NameOf returns the name of the provider spec selects: the one field it sets,
 // DefaultName when spec is nil or sets none.
 func NameOf(spec *v1alpha1.Provider) (string, error) {
-	if spec == nil {
-		return DefaultName, nil
-	}
-	// The spec's set fields are its JSON keys: a new provider adds a field and
-	// a registration, nothing here.
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		return "", fmt.Errorf("read spec.provider: %w", err)
-	}
-	var set map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &set); err != nil {
-		return "", fmt.Errorf("read spec.provider: %w", err)
-	}
-	switch names := slices.Sorted(maps.Keys(set)); len(names) {
-	case 0:
-		return DefaultName, nil
-	case 1:
-		return names[0], nil
-	default:
-		return "", fmt.Errorf("spec.provider sets %s: expected exactly one provider", strings.Join(names, " and "))
-	}
+	return v1alpha1.ProviderName(spec)
 }
 
 // New makes the provider cfg.Spec selects with the registered factory. An

@@ -74,6 +74,13 @@ type Input struct {
 	// reports every object of such an API. Nil checks nothing. (The action
 	// layer gives it internal/k8sversions' table; render knows no versions.)
 	ServedAPI func(apiVersion, kind string) (msg string, fatal bool)
+	// Flag says what is wrong with the flag --name=value of component (a
+	// control-plane component of model.Components, or "kubelet") in
+	// KubernetesVersion: "" when nothing is; fatal when the component would
+	// refuse it (an unknown flag, an ill-typed value), else a warning. Render
+	// reports every flag a plugin set that it objects to. Nil checks nothing.
+	// (The action layer gives it internal/k8sversions' flag tables.)
+	Flag func(component, name, value string) (msg string, fatal bool)
 }
 
 // AWSValues are the values of the cloud template; each is the default of a template
@@ -109,7 +116,7 @@ func Files(ctx context.Context, in Input) (map[string][]byte, diag.List) {
 	if !r.check() {
 		return nil, r.diags
 	}
-	steps := []func(context.Context){r.controlPlane, r.nodes, r.cloud, r.stacks, r.kubernetes, r.plan}
+	steps := []func(context.Context){r.flags, r.controlPlane, r.nodes, r.cloud, r.stacks, r.kubernetes, r.plan}
 	for _, step := range steps {
 		if err := ctx.Err(); err != nil {
 			r.fatalf("", "", "render cancelled: %v", err)

@@ -2,6 +2,8 @@ package resolve
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -23,6 +25,9 @@ var (
 	// ErrKubernetesVersion: every version that would otherwise do refuses the
 	// cluster's Kubernetes version.
 	ErrKubernetesVersion = errors.New("unsupported kubernetes version")
+	// ErrProvider: every version that would otherwise do runs on other
+	// providers than the cluster's.
+	ErrProvider = errors.New("unsupported provider")
 	// ErrConflict: two plugins that must be installed exclude each other.
 	ErrConflict = errors.New("conflicting plugins")
 	// ErrCycle: the ordering edges between the selected plugins form a cycle.
@@ -89,9 +94,16 @@ func (e *MissingError) Is(target error) bool { return target == ErrMissing }
 type Unsupported struct {
 	Version *semver.Version
 	Needs   *semver.Constraints // the package's KubernetesVersion
+	// Providers are the package's providers when they exclude the cluster's.
+	Providers []string
 }
 
-func (u Unsupported) String() string { return u.Version.String() + " needs " + u.Needs.String() }
+func (u Unsupported) String() string {
+	if len(u.Providers) > 0 {
+		return u.Version.String() + " runs on " + strings.Join(u.Providers, ", ")
+	}
+	return u.Version.String() + " needs " + u.Needs.String()
+}
 
 // UnsatisfiableError reports a plugin for which no version satisfies every
 // constraint placed on it together with the Kubernetes version.
@@ -158,6 +170,39 @@ func (e *KubernetesVersionError) Error() string {
 
 // Is reports whether target is ErrKubernetesVersion.
 func (e *KubernetesVersionError) Is(target error) bool { return target == ErrKubernetesVersion }
+
+// ProviderError reports a plugin whose versions all refuse the cluster's
+// provider (their spec.providers), although the constraints on it would accept
+// them.
+//
+//	my-plugin (required by cluster) runs only on the aws provider (spec.providers), not on local: 1.0.0 runs on aws
+type ProviderError struct {
+	Name, Provider string
+	RequiredBy     []string
+	Unsupported    []Unsupported // every version, highest first
+}
+
+func (e *ProviderError) Error() string {
+	var provs []string
+	parts := make([]string, len(e.Unsupported))
+	for i, u := range e.Unsupported {
+		parts[i] = u.String()
+		for _, p := range u.Providers {
+			if !slices.Contains(provs, p) {
+				provs = append(provs, p)
+			}
+		}
+	}
+	by := ""
+	if len(e.RequiredBy) > 0 {
+		by = " (required by " + strings.Join(e.RequiredBy, ", ") + ")"
+	}
+	return fmt.Sprintf("%s%s runs only on the %s provider (spec.providers), not on %s: %s",
+		e.Name, by, strings.Join(provs, " or "), e.Provider, strings.Join(parts, ", "))
+}
+
+// Is reports whether target is ErrProvider.
+func (e *ProviderError) Is(target error) bool { return target == ErrProvider }
 
 // ConflictError reports two plugins that exclude each other. Plugin declares
 // the conflict; Other is the plugin it names. A side that was not selected yet

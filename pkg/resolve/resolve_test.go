@@ -51,6 +51,7 @@ func requires(rs ...string) func(*Package) {
 func after(names ...string) func(*Package)     { return func(p *Package) { p.After = names } }
 func before(names ...string) func(*Package)    { return func(p *Package) { p.Before = names } }
 func conflicts(names ...string) func(*Package) { return func(p *Package) { p.Conflicts = names } }
+func providers(names ...string) func(*Package) { return func(p *Package) { p.Providers = names } }
 func kube(c string) func(*Package) {
 	return func(p *Package) { p.KubernetesVersion = mustConstraint(c) }
 }
@@ -81,7 +82,9 @@ type resolveCase struct {
 	pkgs    []*Package
 	enabled []string
 	kube    string
-	order   []string
+	// provider is Request.Provider.
+	provider string
+	order    []string
 	// prefer is Request.Prefer as "name version" entries.
 	prefer []string
 	want   string // waves, when no error is expected
@@ -92,7 +95,7 @@ type resolveCase struct {
 }
 
 func (tc resolveCase) request() Request {
-	req := Request{Enabled: enable(tc.enabled...), Order: tc.order}
+	req := Request{Enabled: enable(tc.enabled...), Order: tc.order, Provider: tc.provider}
 	for _, p := range tc.prefer {
 		name, v, _ := strings.Cut(p, " ")
 		if req.Prefer == nil {
@@ -404,6 +407,50 @@ func TestResolveVersions(t *testing.T) {
 			pkgs:    []*Package{pkg("dex 1.4.0", kube(">=1.33"))},
 			enabled: []string{"dex"},
 			want:    "dex@1.4.0",
+		},
+	})
+}
+
+// TestResolveProvider: a package's providers exclude its versions on other
+// providers; when they exclude them all, the error names the plugin, who
+// wants it and both providers.
+func TestResolveProvider(t *testing.T) {
+	runCases(t, []resolveCase{
+		{
+			name:     "the version for the cluster's provider",
+			pkgs:     []*Package{pkg("a 2.0.0", providers("aws")), pkg("a 1.0.0")},
+			enabled:  []string{"a"},
+			provider: "local",
+			want:     "a@1.0.0",
+		},
+		{
+			name:     "a plugin for the cluster's provider",
+			pkgs:     []*Package{pkg("a 1.0.0", providers("aws", "local"))},
+			enabled:  []string{"a"},
+			provider: "aws",
+			want:     "a@1.0.0",
+		},
+		{
+			name:     "enabled on another provider",
+			pkgs:     []*Package{pkg("a 1.1.0", providers("aws")), pkg("a 1.0.0", providers("aws"))},
+			enabled:  []string{"a"},
+			provider: "local",
+			wantErr:  "a (required by cluster) runs only on the aws provider (spec.providers), not on local: 1.1.0 runs on aws, 1.0.0 runs on aws",
+			wantIs:   ErrProvider,
+		},
+		{
+			name:     "required on another provider",
+			pkgs:     []*Package{pkg("b 1.0.0", requires("a")), pkg("a 1.0.0", providers("aws"))},
+			enabled:  []string{"b"},
+			provider: "local",
+			wantErr:  "a (required by b 1.0.0) runs only on the aws provider (spec.providers), not on local: 1.0.0 runs on aws",
+			wantIs:   ErrProvider,
+		},
+		{
+			name:    "no provider skips the check",
+			pkgs:    []*Package{pkg("a 1.0.0", providers("aws"))},
+			enabled: []string{"a"},
+			want:    "a@1.0.0",
 		},
 	})
 }

@@ -38,6 +38,7 @@ func Resolve(ctx context.Context, cat Catalog, req Request) (*Result, error) {
 		ctx:    ctx,
 		cat:    cat,
 		kube:   req.KubernetesVersion,
+		prov:   req.Provider,
 		prefer: req.Prefer,
 		names:  make(map[string]*nameState),
 		feas:   make(map[*Package]error),
@@ -126,6 +127,7 @@ type solver struct {
 	ctx    context.Context
 	cat    Catalog
 	kube   *semver.Version
+	prov   string
 	prefer map[string]*semver.Version
 	names  map[string]*nameState
 	// pending holds the queued, undecided names, lowest rank on top.
@@ -162,10 +164,15 @@ func (s *solver) state(name string) *nameState {
 	}
 	for i, p := range vs {
 		st.excl[i] = -1
-		st.unsupported[i] = s.kube != nil && p.KubernetesVersion != nil && !p.KubernetesVersion.Check(s.kube)
+		st.unsupported[i] = s.kube != nil && p.KubernetesVersion != nil && !p.KubernetesVersion.Check(s.kube) || !s.runsOn(p)
 	}
 	s.names[name] = st
 	return st
+}
+
+// runsOn says whether p runs on the request's provider.
+func (s *solver) runsOn(p *Package) bool {
+	return s.prov == "" || len(p.Providers) == 0 || slices.Contains(p.Providers, s.prov)
 }
 
 // at is the index in st.versions of the k-th version to try: the preferred
@@ -562,9 +569,16 @@ func (s *solver) explainWants(st *nameState, ws []want) error {
 		}
 	}
 	var unsup []Unsupported
+	byProvider := true // every version refused is refused for its providers
 	for i, p := range st.versions {
 		if st.unsupported[i] {
-			unsup = append(unsup, Unsupported{Version: p.Version, Needs: p.KubernetesVersion})
+			u := Unsupported{Version: p.Version, Needs: p.KubernetesVersion}
+			if !s.runsOn(p) {
+				u.Providers = p.Providers
+			} else {
+				byProvider = false
+			}
+			unsup = append(unsup, u)
 		}
 	}
 	someSupported, someFeasible := false, false
@@ -583,6 +597,15 @@ func (s *solver) explainWants(st *nameState, ws []want) error {
 	if someSupported && !someFeasible {
 		// Only dead ends left: the highest one's reason.
 		return dead
+	}
+	if len(sat) > 0 && !someSupported && byProvider {
+		e := &ProviderError{Name: st.name, Provider: s.prov, Unsupported: unsup}
+		for _, w := range pub {
+			if !slices.Contains(e.RequiredBy, w.By) {
+				e.RequiredBy = append(e.RequiredBy, w.By)
+			}
+		}
+		return e
 	}
 	if len(sat) == len(st.versions) && !someSupported {
 		return &KubernetesVersionError{Name: st.name, Kubernetes: s.kube, Unsupported: unsup}

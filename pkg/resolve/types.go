@@ -36,6 +36,9 @@ type Package struct {
 	// package supports; nil means any.
 	KubernetesVersion *semver.Constraints
 
+	// Providers are the providers this package runs on; nil means any.
+	Providers []string
+
 	// Source is an opaque handle for the caller, for example the loaded
 	// plugin. The resolver never reads it.
 	Source any
@@ -132,6 +135,10 @@ type Request struct {
 	// pre-release (1.34.0-rc.1) only satisfies constraints that name a
 	// pre-release, so pass the release version if that is not wanted.
 	KubernetesVersion *semver.Version
+
+	// Provider is the cluster's provider, checked against each package's
+	// Providers; empty skips the check.
+	Provider string
 
 	// Prefer names, per plugin, the version to pick when it can be picked —
 	// it satisfies every constraint and leads to a solution — even if a

@@ -60,6 +60,7 @@ type CatalogEntry struct {
 	Version           string                `json:"version"`
 	Description       string                `json:"description,omitempty"`
 	KubernetesVersion string                `json:"kubernetesVersion,omitempty"`
+	Providers         []string              `json:"providers,omitempty"`
 	Requires          []v1alpha1.Dependency `json:"requires,omitempty"`
 	Conflicts         []string              `json:"conflicts,omitempty"`
 	After             []string              `json:"after,omitempty"`
@@ -77,7 +78,7 @@ func EntryOf(p *plugin.Package, u string) CatalogEntry {
 	m, s := p.Manifest, p.Manifest.Spec
 	return CatalogEntry{
 		Version: m.Metadata.Version, Description: m.Metadata.Description,
-		KubernetesVersion: s.KubernetesVersion, Requires: s.Requires,
+		KubernetesVersion: s.KubernetesVersion, Providers: s.Providers, Requires: s.Requires,
 		Conflicts: s.Conflicts, After: s.After, Before: s.Before,
 		Digest: p.Digest, URLs: []string{u},
 	}
@@ -156,7 +157,7 @@ func (x *CatalogIndex) Versions(origin plugin.Origin, base *url.URL, location st
 			v := versionOf(&v1alpha1.Plugin{
 				Metadata: v1alpha1.PluginMetadata{Name: name, Version: e.Version, Description: e.Description},
 				Spec: v1alpha1.PluginSpec{
-					KubernetesVersion: e.KubernetesVersion, Requires: e.Requires,
+					KubernetesVersion: e.KubernetesVersion, Providers: e.Providers, Requires: e.Requires,
 					Conflicts: e.Conflicts, After: e.After, Before: e.Before,
 				},
 			}, origin, locationOf(ref))

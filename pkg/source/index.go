@@ -225,6 +225,7 @@ func disagree(listed, got *Version) (field, gotValue, listedValue string) {
 		{"spec.conflicts", list(got.Conflicts), list(listed.Conflicts)},
 		{"spec.after", list(got.After), list(listed.After)},
 		{"spec.before", list(got.Before), list(listed.Before)},
+		{"spec.providers", list(got.Providers), list(listed.Providers)},
 	} {
 		if f.got != f.was {
 			return f.field, f.got, f.was

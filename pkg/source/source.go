@@ -45,6 +45,8 @@ type Version struct {
 	Description string
 	// KubernetesVersion is spec.kubernetesVersion, nil when any version will do.
 	KubernetesVersion *semver.Constraints
+	// Providers is spec.providers, nil when every provider will do.
+	Providers []string
 	// Requires, Conflicts, After and Before are the package's spec fields of those
 	// names, as the resolver reads them.
 	Requires                 []Requirement
@@ -100,7 +102,7 @@ func versionOf(m *v1alpha1.Plugin, origin plugin.Origin, location string) *Versi
 	s := m.Spec
 	v := &Version{
 		Name: m.Metadata.Name, Description: m.Metadata.Description,
-		Conflicts: s.Conflicts, After: s.After, Before: s.Before,
+		Conflicts: s.Conflicts, After: s.After, Before: s.Before, Providers: s.Providers,
 		Origin: origin, Location: location,
 	}
 	v.Version, _ = semver.StrictNewVersion(m.Metadata.Version)

@@ -43,6 +43,12 @@ type Request struct {
 	Plugins map[string]PluginValues `json:"plugins"`
 	// Model is the model so far. Runtimes must not modify it.
 	Model *model.Model `json:"model"`
+	// Kubeconfig, at the deploy and validate stages of a run against a cluster,
+	// is a kubeconfig (YAML) for it as the plugin's own ServiceAccount, which
+	// may do what the plugin's spec.runtime.rbac says and no more; empty
+	// otherwise (initialise, render, a dry run, a provider whose API server
+	// kubeplug does not reach).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
 }
 
 // Response is a plugin's answer at a stage.
@@ -51,6 +57,12 @@ type Response struct {
 	Contribution *model.Contribution `json:"contribution,omitempty"`
 	// Diagnostics are the plugin's findings; fatal ones stop the run after the stage.
 	Diagnostics diag.List `json:"diagnostics,omitempty"`
+	// Values, at initialise, are values the plugin's code initialised (a
+	// generated name, a discovered default): merged over the plugin's
+	// cluster-level values (maps key by key, anything else replaced), checked
+	// against its schema again, and what every later stage and every other
+	// plugin (.Plugins) sees. Ignored at the other stages.
+	Values map[string]any `json:"values,omitempty"`
 }
 
 // Runtime runs a plugin's stages.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,6 +63,7 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 		return &stage.Response{}, nil
 	}
 	r := &renderer{pkg: d.pkg, req: req, limits: newLimits(ctx)}
+	r.limits.explain = r.missingPlugins
 	c := &model.Contribution{}
 	src := d.pkg.Manifest.Spec.Contributes
 	data := r.data(req.Values, nil)
@@ -201,6 +203,39 @@ func (r *renderer) seen(o map[string]any, where string) (string, bool) {
 
 func (r *renderer) data(values map[string]any, pool *poolData) map[string]any {
 	return map[string]any{"Cluster": r.req.Cluster, "Values": values, "Plugins": r.req.Plugins, "NodePool": pool}
+}
+
+// pluginRefRE finds the plugins a template reads through .Plugins:
+// .Plugins.NAME and index .Plugins "NAME" ($.Plugins too).
+var pluginRefRE = regexp.MustCompile(`\.Plugins\.([A-Za-z_][A-Za-z0-9_]*)|index\s+\$?\.Plugins\s+"([^"]+)"`)
+
+// missingPlugins says which plugins text reads through .Plugins that the
+// cluster does not have and the plugin does not require: the reason a
+// template fails with "nil pointer evaluating interface {}.pkiDir". Empty when
+// there are none.
+func (r *renderer) missingPlugins(text string) string {
+	var missing []string
+	for _, m := range pluginRefRE.FindAllStringSubmatch(text, -1) {
+		name := m[1] + m[2]
+		if _, ok := r.req.Plugins[name]; ok || name == r.pkg.Name || slices.Contains(missing, name) {
+			continue
+		}
+		missing = append(missing, name)
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	var reqs []string
+	for _, n := range missing {
+		if !slices.ContainsFunc(r.pkg.Manifest.Spec.Requires, func(d v1alpha1.Dependency) bool { return d.Name == n }) {
+			reqs = append(reqs, "{name: "+n+"}")
+		}
+	}
+	msg := fmt.Sprintf("plugin %s reads .Plugins.%s, but %s is not in the cluster", r.pkg.Name, strings.Join(missing, " and .Plugins."), strings.Join(missing, " and "))
+	if len(reqs) > 0 {
+		msg += fmt.Sprintf(": %s does not require it; add `requires: [%s]` to its plugin.yaml", r.pkg.Name, strings.Join(reqs, ", "))
+	}
+	return msg
 }
 
 func (r *renderer) errorf(ptr, format string, args ...any) {

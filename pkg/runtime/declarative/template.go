@@ -89,6 +89,9 @@ type limits struct {
 	// time, from one goroutine.
 	cur   atomic.Pointer[run]
 	funcs template.FuncMap // wrapped, built at the first template
+	// explain, when set, says what a template that failed to execute lacks
+	// (a plugin it reads but does not require), to come before the error.
+	explain func(text string) string
 }
 
 // run is one template's execution.
@@ -339,6 +342,10 @@ func (l *limits) execute(text string, data any) (string, error) {
 		te := locateTE(err)
 		if why := r.stop.Load(); why != nil && !strings.Contains(te.Msg, errStopped.Error()) {
 			te.Msg = errStopped.Error() + ": " + *why
+		} else if l.explain != nil {
+			if why := l.explain(text); why != "" {
+				te.Msg = why + " (" + te.Msg + ")"
+			}
 		}
 		return "", te
 	}

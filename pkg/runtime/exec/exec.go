@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -173,10 +174,20 @@ func (r *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 		dir = tmp
 	}
 	contained := proc.NewContainment()
-	env := proc.Env(append([]string{
+	own := []string{
 		"KUBEPLUG_PLUGIN=" + r.pkg.Name, "KUBEPLUG_STAGE=" + string(req.Stage), "KUBEPLUG_PROTOCOL=" + protocol.Version, contained.Env(),
 		"TMPDIR=" + private,
-	}, r.opts.Env...)...)
+	}
+	if req.Kubeconfig != "" {
+		// The request's kubeconfig as a file too, for kubectl and client
+		// libraries: beside TMPDIR, private to the call and removed with it.
+		kc := filepath.Join(tmp, "kubeconfig")
+		if err := os.WriteFile(kc, []byte(req.Kubeconfig), 0o600); err != nil {
+			return nil, fmt.Errorf("run %s: %w", r.argv[0], err)
+		}
+		own = append(own, "KUBECONFIG="+kc)
+	}
+	env := proc.Env(append(own, r.opts.Env...)...)
 	// The output pipes are ours rather than os/exec's, so that Wait returns when the
 	// plugin exits even if a child it left behind still holds them: the group is
 	// then killed and the readers see EOF.

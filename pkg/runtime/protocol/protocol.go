@@ -42,6 +42,9 @@ type Response struct {
 	Unsupported bool `json:"unsupported,omitempty"`
 	// Contribution is merged into the model.
 	Contribution *model.Contribution `json:"contribution,omitempty"`
+	// Values, at initialise, are the plugin's initialised values, merged over
+	// its values and checked against its schema again (stage.Response.Values).
+	Values map[string]any `json:"values,omitempty"`
 	// Diagnostics are the plugin's findings; a fatal one stops the run after the stage.
 	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
 }
@@ -98,7 +101,7 @@ func DecodeRequest(b []byte) (*stage.Request, error) {
 func EncodeResponse(resp *stage.Response) ([]byte, error) {
 	out := Response{ProtocolVersion: Version}
 	if resp != nil {
-		out.Contribution = resp.Contribution
+		out.Contribution, out.Values = resp.Contribution, resp.Values
 		for _, d := range resp.Diagnostics {
 			out.Diagnostics = append(out.Diagnostics, Diagnostic{
 				Severity: d.Severity.String(), File: d.File, Line: d.Line, Column: d.Column, Field: d.Field, Message: d.Message,
@@ -139,12 +142,12 @@ func DecodeResponse(b []byte) (*stage.Response, error) {
 		return nil, fmt.Errorf("%w: response protocolVersion is %q, expected %q", ErrProtocol, r.ProtocolVersion, Version)
 	}
 	if r.Unsupported {
-		if r.Contribution != nil || len(r.Diagnostics) > 0 {
+		if r.Contribution != nil || len(r.Diagnostics) > 0 || r.Values != nil {
 			return nil, fmt.Errorf("%w: an unsupported answer carries a contribution or diagnostics", ErrProtocol)
 		}
 		return nil, nil
 	}
-	resp := &stage.Response{Contribution: r.Contribution}
+	resp := &stage.Response{Contribution: r.Contribution, Values: r.Values}
 	for i, d := range r.Diagnostics {
 		var sev diag.Severity
 		switch d.Severity {

@@ -107,7 +107,10 @@ func FromKubeAWS(input string, o Options) (*Result, error) {
 		}
 	}
 	if len(k.aws) > 0 {
-		k.r.Unmap("(provider)", "the plugin uses AWS-only parts (%s): it is meant for the aws provider only, but kubeplug's plugin format has no providers field to say so yet; enable it only on aws clusters", strings.Join(k.aws, ", "))
+		// AWS-only parts make an AWS-only plugin: said so, the resolver refuses it
+		// on another provider and lint renders it for AWS.
+		k.p.Manifest.Spec.Providers = []string{"aws"}
+		k.r.Map("(provider): the plugin uses AWS-only parts ("+strings.Join(k.aws, ", ")+")", "`spec.providers: [aws]`")
 	}
 	if len(k.config) > 0 {
 		defaults := k.defaults()
