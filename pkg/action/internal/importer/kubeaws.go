@@ -142,6 +142,8 @@ type kubeAWS struct {
 	lists map[string]bool
 	// aws lists the AWS-only parts the plugin uses.
 	aws []string
+	// iamNoted: the README says where IAM statements take effect.
+	iamNoted bool
 }
 
 func (k *kubeAWS) defaults() v1alpha1.Values {
@@ -450,7 +452,14 @@ func (k *kubeAWS) machines(m map[string]any) {
 			if len(stmts) > 0 {
 				k.iam(role.to, stmts)
 				k.r.Map(prefix+".iam.policy.statements", "`spec.contributes.cloud.iam` (role `"+role.to+"`)")
-				k.awsOnly("IAM statements")
+				// Not AWS-only: the rest of such a plugin (flags, files, charts)
+				// works on any provider, and a provider without a cloud template
+				// renders the statements without deploying them. Only
+				// CloudFormation resources make a plugin AWS's alone.
+				if !k.iamNoted {
+					k.iamNoted = true
+					k.r.Note("The IAM statements take effect where the cloud template is deployed (the aws provider); the local provider renders them into `cloud/template.json` and deploys nothing of it.")
+				}
 			}
 			k.leftovers(prefix+".iam.policy", pol)
 			delete(iam, "policy")
