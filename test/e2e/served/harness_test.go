@@ -33,7 +33,7 @@ import (
 // APIService, RBAC), and a server in this process behind an ExternalName
 // Service on a port of its own.
 type env struct {
-	t               *testing.T
+	t               testing.TB
 	ns, group       string
 	plugin          string
 	kubeconfig, dir string
@@ -42,13 +42,16 @@ type env struct {
 	dyn             dynamic.Interface
 	applied         chan string
 	requests        *requestLog
+	// unthrottled lifts the client-side rate limit of the server's client
+	// (benchmarks: every API request is a storage request).
+	unthrottled bool
 }
 
 // newEnv writes the plugin, starts kubeplug apply in the background (the
 // plugin is ready only once its API is Available, which needs the server this
 // test starts) and waits for the serving certificate. extraManifests are
 // added to the plugin's manifests (NS, GROUP and PORT substituted).
-func newEnv(t *testing.T, extraManifests string) *env {
+func newEnv(t testing.TB, extraManifests string) *env {
 	t.Helper()
 	return newPluginEnv(t, "widgets-api", pluginYAML, manifestsYAML+extraManifests)
 }
@@ -56,7 +59,7 @@ func newEnv(t *testing.T, extraManifests string) *env {
 // newPluginEnv is newEnv for any plugin that serves through a Service named
 // after it (the serving certificate Secret waited for is the Service's):
 // pluginYAML and manifests with NS, GROUP and PORT substituted.
-func newPluginEnv(t *testing.T, plugin, pluginYAML, manifests string) *env {
+func newPluginEnv(t testing.TB, plugin, pluginYAML, manifests string) *env {
 	t.Helper()
 	ns := testcluster.Namespace(t)
 	e := &env{t: t, ns: ns, plugin: plugin, group: strings.ReplaceAll(ns, "-", "") + ".example.com",
@@ -175,6 +178,9 @@ func (e *env) serve(ln net.Listener, opts apiserver.Options) (stop func()) {
 	// it: the storage's admission policy refuses every other writer.
 	cfg := rest.CopyConfig(testcluster.RESTConfig(e.t))
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + e.ns + ":widgets-api", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns, "system:authenticated"}}
+	if e.unthrottled {
+		cfg.QPS = -1
+	}
 	opts.Client, opts.Storage = testcluster.NewClient(e.t, cfg), e.ns
 	opts.CertFile, opts.KeyFile = filepath.Join(e.certDir, "tls.crt"), filepath.Join(e.certDir, "tls.key")
 	opts.Logger = slog.New(slog.NewJSONHandler(e.requests, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -240,7 +246,7 @@ func (l *requestLog) reset() {
 	l.buf.Reset()
 }
 
-func write(t *testing.T, path, body string) {
+func write(t testing.TB, path, body string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
