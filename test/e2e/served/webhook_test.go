@@ -165,7 +165,7 @@ spec:
 	eventually(t, 30*time.Second, func() error {
 		out, err := apply(target, fmt.Sprintf("rotating-%d", n), "strict", "nginx:1.27", "")
 		if err == nil || !strings.Contains(out, "x509") {
-			return fmt.Errorf("with a new caBundle, the old certificate served was not refused: %v\n%s", err, out)
+			return fmt.Errorf("with a new caBundle, the old certificate served was not refused: %w\n%s", err, out)
 		}
 		return nil
 	})
@@ -173,7 +173,7 @@ spec:
 	eventually(t, 30*time.Second, func() error {
 		out, err := apply(target, fmt.Sprintf("rotated-%d", n), "strict", "nginx:1.27", "")
 		if err != nil {
-			return fmt.Errorf("the new certificate written, the server still does not present it: %v\n%s", err, out)
+			return fmt.Errorf("the new certificate written, the server still does not present it: %w\n%s", err, out)
 		}
 		return nil
 	})
