@@ -10,8 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -31,6 +29,8 @@ import (
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kube-openapi/pkg/handler3"
+
+	"github.com/kubeplug/kubeplug/sdk/internal/servingcert"
 )
 
 // Resource is one kind the server serves.
@@ -229,9 +229,9 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve is Run on a listener the caller made.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	certs := &certReloader{certFile: s.opts.CertFile, keyFile: s.opts.KeyFile}
-	if _, err := certs.get(nil); err != nil {
-		return err
+	certs, err := servingcert.New(s.opts.CertFile, s.opts.KeyFile)
+	if err != nil {
+		return fmt.Errorf("apiserver: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -242,14 +242,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelDebug),
-		TLSConfig: &tls.Config{
-			MinVersion:     tls.VersionTLS12,
-			GetCertificate: certs.get,
-			// The front proxy's certificate is verified by the authenticator,
-			// against the CA the cluster publishes (it may change at run time).
-			ClientAuth: tls.RequestClientCert,
-		},
+		TLSConfig:         certs.TLSConfig(),
 	}
+	// The front proxy's certificate is verified by the authenticator, against
+	// the CA the cluster publishes (it may change at run time).
+	hs.TLSConfig.ClientAuth = tls.RequestClientCert
 	done := make(chan error, 1)
 	go func() { done <- hs.ServeTLS(ln, "", "") }()
 	select {
@@ -264,39 +261,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	return nil
-}
-
-// certReloader serves the certificate files, re-read when they change: kubeplug
-// renews the Secret, the kubelet updates the mounted files, and the next
-// handshake presents the new certificate.
-type certReloader struct {
-	certFile, keyFile string
-	mu                sync.Mutex
-	stamp             string
-	cert              *tls.Certificate
-}
-
-func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	stamp := ""
-	for _, f := range []string{c.certFile, c.keyFile} {
-		fi, err := os.Stat(f)
-		if err != nil {
-			return nil, fmt.Errorf("apiserver: serving certificate: %w", err)
-		}
-		stamp += fmt.Sprint(fi.ModTime().UnixNano(), fi.Size(), ";")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cert != nil && stamp == c.stamp {
-		return c.cert, nil
-	}
-	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
-	if err != nil {
-		if c.cert != nil {
-			return c.cert, nil // half-written by the kubelet: keep serving the old one
-		}
-		return nil, fmt.Errorf("apiserver: serving certificate: %w", err)
-	}
-	c.cert, c.stamp = &cert, stamp
-	return c.cert, nil
 }

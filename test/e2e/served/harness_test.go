@@ -33,24 +33,36 @@ import (
 // APIService, RBAC), and a server in this process behind an ExternalName
 // Service on a port of its own.
 type env struct {
-	t               *testing.T
+	t               testing.TB
 	ns, group       string
+	plugin          string
 	kubeconfig, dir string
 	certDir         string
 	port            string
 	dyn             dynamic.Interface
 	applied         chan string
 	requests        *requestLog
+	// unthrottled lifts the client-side rate limit of the server's client
+	// (benchmarks: every API request is a storage request).
+	unthrottled bool
 }
 
 // newEnv writes the plugin, starts kubeplug apply in the background (the
 // plugin is ready only once its API is Available, which needs the server this
 // test starts) and waits for the serving certificate. extraManifests are
 // added to the plugin's manifests (NS, GROUP and PORT substituted).
-func newEnv(t *testing.T, extraManifests string) *env {
+func newEnv(t testing.TB, extraManifests string) *env {
+	t.Helper()
+	return newPluginEnv(t, "widgets-api", pluginYAML, manifestsYAML+extraManifests)
+}
+
+// newPluginEnv is newEnv for any plugin that serves through a Service named
+// after it (the serving certificate Secret waited for is the Service's):
+// pluginYAML and manifests with NS, GROUP and PORT substituted.
+func newPluginEnv(t testing.TB, plugin, pluginYAML, manifests string) *env {
 	t.Helper()
 	ns := testcluster.Namespace(t)
-	e := &env{t: t, ns: ns, group: strings.ReplaceAll(ns, "-", "") + ".example.com",
+	e := &env{t: t, ns: ns, plugin: plugin, group: strings.ReplaceAll(ns, "-", "") + ".example.com",
 		kubeconfig: testcluster.ControlPlane(t).KubeconfigPath(), dir: t.TempDir(), certDir: t.TempDir(),
 		applied: make(chan string, 1), requests: &requestLog{}}
 	// The server may stop and start again on the same port: a port of a block
@@ -66,40 +78,49 @@ func newEnv(t *testing.T, extraManifests string) *env {
 	blk.Hand(p)
 	e.port = strconv.Itoa(p)
 	subst := strings.NewReplacer("GROUP", e.group, "NS", ns, "PORT", e.port)
-	write(t, filepath.Join(e.dir, "plugins/widgets-api/plugin.yaml"), subst.Replace(pluginYAML))
-	write(t, filepath.Join(e.dir, "plugins/widgets-api/manifests/server.yaml"), subst.Replace(manifestsYAML+extraManifests))
+	write(t, filepath.Join(e.dir, "plugins", plugin, "plugin.yaml"), subst.Replace(pluginYAML))
+	write(t, filepath.Join(e.dir, "plugins", plugin, "manifests/server.yaml"), subst.Replace(manifests))
 	write(t, filepath.Join(e.dir, "plugins/other/plugin.yaml"), otherYAML)
 	write(t, filepath.Join(e.dir, "plugins/other/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: "+ns+"}\ndata: {a: b}\n")
 	if e.dyn, err = dynamic.NewForConfig(testcluster.RESTConfig(t)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		out, code := e.kubeplug(context.WithoutCancel(t.Context()), "uninstall", "widgets-api", "other")
+		out, code := e.kubeplug(context.WithoutCancel(t.Context()), "uninstall", plugin, "other")
 		if code != 0 {
 			t.Logf("cleanup: %s", out)
 		}
 	})
 	go func() {
-		out, code := e.kubeplug(t.Context(), "apply", "-f", e.cluster("widgets-api"), "--timeout", "2m")
+		out, code := e.kubeplug(t.Context(), "apply", "-f", e.cluster(plugin), "--timeout", "2m")
 		e.applied <- fmt.Sprintf("exit %d\n%s", code, out)
 	}()
+	e.waitCert("")
+	return e
+}
+
+// waitCert waits for the serving certificate Secret to hold a certificate
+// other than old (PEM; "" for any), writes it into certDir as the kubelet
+// would, and returns it.
+func (e *env) waitCert(old string) string {
+	e.t.Helper()
 	secretGVR := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		s, err := e.dyn.Resource(secretGVR).Namespace(ns).Get(t.Context(), "widgets-api-serving-cert", metav1.GetOptions{})
+		s, err := e.dyn.Resource(secretGVR).Namespace(e.ns).Get(e.t.Context(), e.plugin+"-serving-cert", metav1.GetOptions{})
 		if err == nil {
 			crt, _, _ := unstructured.NestedString(s.Object, "data", "tls.crt")
 			key, _, _ := unstructured.NestedString(s.Object, "data", "tls.key")
-			if crt != "" && key != "" {
-				for name, v := range map[string]string{"tls.crt": crt, "tls.key": key} {
-					b, _ := base64.StdEncoding.DecodeString(v)
-					write(t, filepath.Join(e.certDir, name), string(b))
-				}
-				return e
+			crtPEM, _ := base64.StdEncoding.DecodeString(crt)
+			if crt != "" && key != "" && string(crtPEM) != old {
+				keyPEM, _ := base64.StdEncoding.DecodeString(key)
+				write(e.t, filepath.Join(e.certDir, "tls.key"), string(keyPEM))
+				write(e.t, filepath.Join(e.certDir, "tls.crt"), string(crtPEM))
+				return string(crtPEM)
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no serving certificate Secret after a minute: %v", err)
+			e.t.Fatalf("no new serving certificate in Secret %s-serving-cert after a minute: %v", e.plugin, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -157,6 +178,9 @@ func (e *env) serve(ln net.Listener, opts apiserver.Options) (stop func()) {
 	// it: the storage's admission policy refuses every other writer.
 	cfg := rest.CopyConfig(testcluster.RESTConfig(e.t))
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + e.ns + ":widgets-api", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns, "system:authenticated"}}
+	if e.unthrottled {
+		cfg.QPS = -1
+	}
 	opts.Client, opts.Storage = testcluster.NewClient(e.t, cfg), e.ns
 	opts.CertFile, opts.KeyFile = filepath.Join(e.certDir, "tls.crt"), filepath.Join(e.certDir, "tls.key")
 	opts.Logger = slog.New(slog.NewJSONHandler(e.requests, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -222,7 +246,7 @@ func (l *requestLog) reset() {
 	l.buf.Reset()
 }
 
-func write(t *testing.T, path, body string) {
+func write(t testing.TB, path, body string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
