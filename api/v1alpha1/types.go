@@ -363,8 +363,17 @@ type HelmRelease struct {
 	// Name of the release; defaults to the plugin's name.
 	Name string `json:"name,omitempty" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=53"`
 	// Chart is a chart inside the package: a directory, or a packaged chart (.tgz) as
-	// `helm pull` and chart repositories give.
+	// `helm pull` and chart repositories give. Or a chart by reference, fetched
+	// into the cache and pinned in kubeplug.lock: oci://REGISTRY/REPO/CHART with
+	// Version, or, with Repo, the chart's name in that Helm repository.
 	Chart string `json:"chart" jsonschema:"minLength=1"`
+	// Repo is the URL of the Helm chart repository (its index.yaml is under it)
+	// holding Chart: https://, or plain http:// to a loopback address.
+	Repo string `json:"repo,omitempty"`
+	// Version of a chart by reference: a version or a constraint ("6.x",
+	// ">=1.2 <2"); the highest matching version is taken, or the one
+	// kubeplug.lock pins when the constraint admits it.
+	Version string `json:"version,omitempty"`
 	// Namespace the release is installed into.
 	Namespace string `json:"namespace" jsonschema:"minLength=1"`
 	// ValuesFiles are YAML files inside the package, merged in order as `helm -f a -f b`

@@ -67,6 +67,10 @@ type run struct {
 
 	// exp is the run's expansions (expansion_use.go); nil without.
 	exp *expansions
+
+	// charts are the charts by reference the model's Helm releases name,
+	// fetched after each stage (charts.go).
+	charts fetched
 }
 
 // step is one named step of the lifecycle.
@@ -156,6 +160,9 @@ func stageStep(st stage.Stage) step {
 		r.seed()
 		l := r.engine.RunStage(ctx, r.plan, st, r.model)
 		if !l.HasFatal() {
+			l = append(l, r.fetchCharts(ctx)...)
+		}
+		if !l.HasFatal() {
 			r.stages = append(r.stages, st)
 		}
 		return l
@@ -193,6 +200,7 @@ func (r *run) renderInput() render.Input {
 		Model:             r.model,
 		Order:             r.plan.Names(),
 		Charts:            func(name string) fs.FS { return pkgs[name] },
+		RemoteChart:       r.remoteChart,
 	}
 }
 

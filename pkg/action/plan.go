@@ -40,6 +40,7 @@ func (a *Plan) Run(ctx context.Context, cl *config.Cluster) (*engine.PlanDoc, di
 		return nil, l
 	}
 	doc := r.plan.Doc(r.model)
+	chartsDoc(r, doc)
 	lockDoc(r, doc)
 	return doc, l
 }

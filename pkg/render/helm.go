@@ -134,6 +134,9 @@ func helmObject(h model.HelmRelease, prefix, doc, source string) (*kubeObject, e
 // error naming both, as `helm template` refuses such a chart: rendering without it
 // would silently drop the subchart's objects.
 func (r *renderer) loadChart(h model.HelmRelease) (*chartv2.Chart, error) {
+	if h.IsRef() {
+		return r.loadRemoteChart(h)
+	}
 	if r.in.Charts == nil {
 		return nil, errors.New("the render has no access to plugin packages")
 	}
@@ -143,6 +146,39 @@ func (r *renderer) loadChart(h model.HelmRelease) (*chartv2.Chart, error) {
 	}
 	chrt, err := LoadChart(pkg, h.Chart)
 	if err != nil {
+		return nil, err
+	}
+	return chrt, nil
+}
+
+// loadRemoteChart loads a release's chart by reference from the archive the
+// caller fetched, with the checks of a packaged chart in the package.
+func (r *renderer) loadRemoteChart(h model.HelmRelease) (*chartv2.Chart, error) {
+	if r.in.RemoteChart == nil {
+		return nil, fmt.Errorf("chart %s is named by reference, and this command does not fetch charts", h.ChartRef())
+	}
+	data, err := r.in.RemoteChart(h)
+	if err != nil {
+		return nil, err
+	}
+	chrt, err := LoadChartArchive(data)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", h.ChartRef(), err)
+	}
+	return chrt, nil
+}
+
+// LoadChartArchive loads a packaged chart from its bytes, as LoadChart loads a
+// .tgz in a package, dependencies checked.
+func LoadChartArchive(data []byte) (*chartv2.Chart, error) {
+	if int64(len(data)) > maxChartSize {
+		return nil, fmt.Errorf("loading chart archive: archive is larger than %d bytes", maxChartSize)
+	}
+	chrt, err := readArchive(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("loading chart archive: %w", err)
+	}
+	if err := checkDependencies(chrt, ""); err != nil {
 		return nil, err
 	}
 	return chrt, nil
@@ -195,7 +231,12 @@ func loadArchive(fsys fs.FS, name string, size int64) (*chartv2.Chart, error) {
 		return nil, err
 	}
 	defer f.Close()
-	files, err := archive.LoadArchiveFiles(io.LimitReader(f, maxChartSize))
+	return readArchive(f)
+}
+
+// readArchive reads a chart archive through Helm's archive loader.
+func readArchive(r io.Reader) (*chartv2.Chart, error) {
+	files, err := archive.LoadArchiveFiles(io.LimitReader(r, maxChartSize))
 	if err != nil {
 		return nil, err
 	}

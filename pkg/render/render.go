@@ -64,6 +64,10 @@ type Input struct {
 	// Charts gives access to a plugin's package files; a Helm release's Chart is a
 	// directory inside it. It may be nil when the model has no Helm releases.
 	Charts func(plugin string) fs.FS
+	// RemoteChart returns the archive of a release's chart by reference
+	// (h.IsRef()), fetched, verified and pinned by the caller; nil when the
+	// model has none.
+	RemoteChart func(h model.HelmRelease) ([]byte, error)
 	// Plan is written as plan.json as-is; nil writes no plan.json.
 	Plan any
 	// AWS are the cloud template's values (the cluster's spec.provider.aws).
