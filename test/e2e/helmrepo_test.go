@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	helmregistry "helm.sh/helm/v4/pkg/registry"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 )
 
@@ -41,4 +43,34 @@ func helmRepo(ts *testscript.TestScript, neg bool, args []string) {
 	idx.SortEntries()
 	ts.Check(idx.WriteFile(filepath.Join(out, "index.yaml"), 0o644))
 	ts.Setenv("HELMREPO", srv.URL)
+}
+
+// helmPush packages every chart directory under SRC and pushes it to the
+// script's registry as `helm push` does: "helm-push SRC" stores chart NAME at
+// VERSION as $REGISTRY/charts/NAME:VERSION.
+func helmPush(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: helm-push SRC")
+	}
+	src := ts.MkAbs(args[0])
+	c, err := helmregistry.NewClient(helmregistry.ClientOptPlainHTTP(), helmregistry.ClientOptWriter(io.Discard),
+		helmregistry.ClientOptCredentialsFile(filepath.Join(ts.Getenv("WORK"), ".helm-registry.json")))
+	ts.Check(err)
+	dirs, err := os.ReadDir(src)
+	ts.Check(err)
+	out := ts.MkAbs(".helm-push")
+	ts.Check(os.MkdirAll(out, 0o755))
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		ch, err := loader.LoadDir(filepath.Join(src, d.Name()))
+		ts.Check(err)
+		tgz, err := chartutil.Save(ch, out)
+		ts.Check(err)
+		data, err := os.ReadFile(tgz)
+		ts.Check(err)
+		_, err = c.Push(data, ts.Getenv("REGISTRY")+"/charts/"+ch.Name()+":"+ch.Metadata.Version)
+		ts.Check(err)
+	}
 }
