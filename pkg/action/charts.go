@@ -3,13 +3,17 @@ package action
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/lock"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/source"
 )
 
@@ -37,8 +41,9 @@ type fetched map[string]map[string]*source.Chart
 
 func (f fetched) get(h model.HelmRelease) *source.Chart { return f[h.By][h.ChartRef()] }
 
-// fetchCharts fetches the charts by reference that r.model's Helm releases name
-// and the run has not fetched yet.
+// fetchCharts fetches the charts by reference that r.model's Helm releases name,
+// and the dependencies with an https:// or oci:// repository that their charts
+// (vendored or fetched) declare and do not hold, that the run has not fetched yet.
 func (r *run) fetchCharts(ctx context.Context) diag.List {
 	var l diag.List
 	if r.model == nil {
@@ -46,6 +51,8 @@ func (r *run) fetchCharts(ctx context.Context) diag.List {
 	}
 	if r.charts == nil {
 		r.charts = fetched{}
+		r.deps = map[string]map[string]depResult{}
+		r.depsDone = map[string]bool{}
 	}
 	f := &source.ChartFetcher{Cache: source.DefaultCache(), Options: r.cluster.ChartOptions}
 	for _, h := range r.model.Kubernetes.HelmReleases {
@@ -54,34 +61,9 @@ func (r *run) fetchCharts(ctx context.Context) diag.List {
 		}
 		field := "kubernetes.helmReleases." + h.Namespace + "/" + h.Name
 		ref := source.ChartRef{Repo: h.Repo, Chart: h.Chart, Version: h.Version}
-		key := chartKey(h)
-		var pin *source.ChartPin
-		pinned, havePin := r.lock.Chart(h.By, key)
-		if havePin && !r.cfg.UpdateAll && !slices.Contains(r.cfg.Update, h.By) {
-			pin = &source.ChartPin{Version: pinned.Version, Digest: pinned.Digest}
-		}
-		r.log().Debug("fetching chart", "plugin", h.By, "chart", ref.String())
-		ch, err := f.Fetch(ctx, ref, pin)
+		ch, err := r.fetchChart(ctx, f, h.By, ref, chartKey(h))
 		if err != nil {
 			l.Errorf(h.By, 0, 0, field, "release %s/%s: %v", h.Namespace, h.Name, err)
-			continue
-		}
-		lockFile := ""
-		if r.cluster != nil && r.cluster.File != "" {
-			lockFile = lock.PathFor(r.cluster.File)
-		}
-		if havePin && pinned.Version == ch.Version && pinned.Digest != ch.Digest {
-			l.Errorf(lockFile, 0, 0, "", "plugin %s: chart %s %s from %s has digest %s, but %s pins %s: the chart changed under the same version; if that is intended, run kubeplug lock --update %s",
-				h.By, ch.Name, ch.Version, ref.Source(), ch.Digest, lock.FileName, pinned.Digest, h.By)
-			continue
-		}
-		if r.cfg.Locked && (!havePin || pinned.Version != ch.Version) {
-			was := "does not pin it"
-			if havePin {
-				was = "pins " + pinned.Version
-			}
-			l.Errorf(lockFile, 0, 0, "", "the lock file would change (--locked): plugin %s: chart %s resolves to %s, and %s %s; run 'kubeplug lock -f %s' and commit it",
-				h.By, key, ch.Version, lock.FileName, was, r.cluster.File)
 			continue
 		}
 		if r.charts[h.By] == nil {
@@ -89,7 +71,114 @@ func (r *run) fetchCharts(ctx context.Context) diag.List {
 		}
 		r.charts[h.By][h.ChartRef()] = ch
 	}
+	for _, h := range r.model.Kubernetes.HelmReleases {
+		if done := h.By + "\x00" + h.Namespace + "/" + h.Name + "\x00" + h.Chart + "\x00" + h.Version; !r.depsDone[done] {
+			r.depsDone[done] = true
+			r.fetchDependencies(ctx, f, h)
+		}
+	}
 	return l
+}
+
+// depResult is a dependency fetched for a plugin's chart, or why it was not.
+type depResult struct {
+	chart *source.Chart
+	err   error
+	// key is the dependency's key in the lock (depRef).
+	key string
+}
+
+// depKey keys a dependency: its repository, name and version as asked for.
+func depKey(d *chartv2.Dependency) string {
+	return strings.TrimSuffix(d.Repository, "/") + "/" + d.Name + "@" + d.Version
+}
+
+// depRef is a dependency as a chart by reference, and its key in the lock.
+func depRef(d *chartv2.Dependency) (source.ChartRef, string) {
+	repo := strings.TrimSuffix(d.Repository, "/")
+	if strings.HasPrefix(repo, "oci://") {
+		return source.ChartRef{Chart: repo + "/" + d.Name, Version: d.Version}, repo + "/" + d.Name
+	}
+	return source.ChartRef{Repo: repo, Chart: d.Name, Version: d.Version}, repo + "/" + d.Name
+}
+
+// fetchDependencies walks h's chart as render will, fetching the dependencies it
+// lacks into r.deps. A chart that does not load is left to render to report,
+// with what a fetch failed of in r.deps.
+func (r *run) fetchDependencies(ctx context.Context, f *source.ChartFetcher, h model.HelmRelease) {
+	fetch := func(d *chartv2.Dependency) ([]byte, error) {
+		key := depKey(d)
+		if res, ok := r.deps[h.By][key]; ok {
+			if res.err != nil {
+				return nil, res.err
+			}
+			return res.chart.Archive, nil
+		}
+		ref, lockKey := depRef(d)
+		ch, err := r.fetchChart(ctx, f, h.By, ref, lockKey)
+		if r.deps[h.By] == nil {
+			r.deps[h.By] = map[string]depResult{}
+		}
+		r.deps[h.By][key] = depResult{chart: ch, err: err, key: lockKey}
+		if err != nil {
+			return nil, err
+		}
+		return ch.Archive, nil
+	}
+	if h.IsRef() {
+		if ch := r.charts.get(h); ch != nil {
+			_, _ = render.LoadChartArchive(ch.Archive, fetch)
+		}
+		return
+	}
+	for _, pl := range r.plan.Plugins {
+		if pl.Package.Name == h.By && pl.Package.FS != nil {
+			_, _ = render.LoadChart(pl.Package.FS, h.Chart, fetch)
+		}
+	}
+}
+
+// fetchChart fetches ref for plugin, preferring the version kubeplug.lock pins
+// for key (unless the run updates the plugin), and checks the result against
+// the pin: an archive changed under the pinned version is refused, and with
+// --locked so is a chart the lock does not pin at the version resolved.
+func (r *run) fetchChart(ctx context.Context, f *source.ChartFetcher, plugin string, ref source.ChartRef, key string) (*source.Chart, error) {
+	var pin *source.ChartPin
+	pinned, havePin := r.lock.Chart(plugin, key)
+	if havePin && !r.cfg.UpdateAll && !slices.Contains(r.cfg.Update, plugin) {
+		pin = &source.ChartPin{Version: pinned.Version, Digest: pinned.Digest}
+	}
+	r.log().Debug("fetching chart", "plugin", plugin, "chart", ref.String())
+	ch, err := f.Fetch(ctx, ref, pin)
+	if err != nil {
+		return nil, err
+	}
+	if havePin && pinned.Version == ch.Version && pinned.Digest != ch.Digest {
+		return nil, fmt.Errorf("plugin %s: chart %s %s from %s has digest %s, but %s pins %s: the chart changed under the same version; if that is intended, run kubeplug lock --update %s",
+			plugin, ch.Name, ch.Version, ref.Source(), ch.Digest, lock.FileName, pinned.Digest, plugin)
+	}
+	if r.cfg.Locked && (!havePin || pinned.Version != ch.Version) {
+		was := "does not pin it"
+		if havePin {
+			was = "pins " + pinned.Version
+		}
+		return nil, fmt.Errorf("the lock file would change (--locked): plugin %s: chart %s resolves to %s, and %s %s; run 'kubeplug lock' and commit it",
+			plugin, key, ch.Version, lock.FileName, was)
+	}
+	return ch, nil
+}
+
+// chartDependency is render's Input.ChartDependency: what fetchDependencies
+// fetched (or why it could not).
+func (r *run) chartDependency(h model.HelmRelease, d *chartv2.Dependency) ([]byte, error) {
+	res, ok := r.deps[h.By][depKey(d)]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("dependency %s was not fetched", depKey(d))
+	case res.err != nil:
+		return nil, res.err
+	}
+	return res.chart.Archive, nil
 }
 
 // remoteChart is render's Input.RemoteChart: the archive fetchCharts fetched.
@@ -107,13 +196,20 @@ func (r *run) chartPins() map[string][]lock.Chart {
 		return out
 	}
 	seen := map[string]bool{}
-	for _, h := range r.model.Kubernetes.HelmReleases {
-		ch := r.charts.get(h)
-		if ch == nil || seen[h.By+"\x00"+chartKey(h)] {
-			continue
+	add := func(plugin, key string, ch *source.Chart) {
+		if ch == nil || seen[plugin+"\x00"+key] {
+			return
 		}
-		seen[h.By+"\x00"+chartKey(h)] = true
-		out[h.By] = append(out[h.By], lock.Chart{Chart: chartKey(h), Version: ch.Version, Digest: ch.Digest})
+		seen[plugin+"\x00"+key] = true
+		out[plugin] = append(out[plugin], lock.Chart{Chart: key, Version: ch.Version, Digest: ch.Digest})
+	}
+	for _, h := range r.model.Kubernetes.HelmReleases {
+		add(h.By, chartKey(h), r.charts.get(h))
+	}
+	for _, plugin := range slices.Sorted(maps.Keys(r.deps)) {
+		for _, k := range slices.Sorted(maps.Keys(r.deps[plugin])) {
+			add(plugin, r.deps[plugin][k].key, r.deps[plugin][k].chart)
+		}
 	}
 	return out
 }

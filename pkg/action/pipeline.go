@@ -71,6 +71,10 @@ type run struct {
 	// charts are the charts by reference the model's Helm releases name,
 	// fetched after each stage (charts.go).
 	charts fetched
+	// deps are the chart dependencies fetched (or not) for each plugin's
+	// charts, by depKey; depsDone the releases whose charts were walked.
+	deps     map[string]map[string]depResult
+	depsDone map[string]bool
 }
 
 // step is one named step of the lifecycle.
@@ -201,6 +205,7 @@ func (r *run) renderInput() render.Input {
 		Order:             r.plan.Names(),
 		Charts:            func(name string) fs.FS { return pkgs[name] },
 		RemoteChart:       r.remoteChart,
+		ChartDependency:   r.chartDependency,
 	}
 }
 

@@ -18,13 +18,16 @@ import (
 // and indexed by the Helm SDK as `helm package` and `helm repo index` do:
 // "helm-repo SRC OUT" packages every chart directory under SRC into OUT, writes
 // OUT/index.yaml and serves OUT, setting $HELMREPO to its URL until the script
-// ends. Files put into OUT afterwards (a tampered archive) are served as they are.
+// ends; a chart dependency whose repository is HELMREPO gets that URL. Files
+// put into OUT afterwards (a tampered archive) are served as they are.
 func helmRepo(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: helm-repo SRC OUT")
 	}
 	src, out := ts.MkAbs(args[0]), ts.MkAbs(args[1])
 	ts.Check(os.MkdirAll(out, 0o755))
+	srv := httptest.NewServer(http.FileServer(http.Dir(out)))
+	ts.Defer(srv.Close)
 	dirs, err := os.ReadDir(src)
 	ts.Check(err)
 	for _, d := range dirs {
@@ -33,11 +36,15 @@ func helmRepo(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		c, err := loader.LoadDir(filepath.Join(src, d.Name()))
 		ts.Check(err)
+		// A dependency on the repository itself names it HELMREPO.
+		for _, dep := range c.Metadata.Dependencies {
+			if dep.Repository == "HELMREPO" {
+				dep.Repository = srv.URL
+			}
+		}
 		_, err = chartutil.Save(c, out)
 		ts.Check(err)
 	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(out)))
-	ts.Defer(srv.Close)
 	idx, err := repo.IndexDirectory(out, srv.URL)
 	ts.Check(err)
 	idx.SortEntries()
