@@ -639,10 +639,18 @@ type Source struct {
 type SourceVerify struct {
 	// Keys are public key files (from `kubeplug plugin keygen` or cosign), relative to
 	// cluster.yaml; a signature must verify with one of them.
-	Keys []string `json:"keys" jsonschema:"minItems=1"`
+	// For dir and oci:// catalog sources.
+	Keys []string `json:"keys,omitempty"`
+	// Keyring is, for a type: helm source, a PGP keyring (as `helm verify
+	// --keyring` takes it, binary or armored) relative to cluster.yaml: a chart's
+	// provenance file (ARCHIVE.prov beside it) must be signed by one of its keys
+	// and give the archive's sha256. It applies to the source's charts and to
+	// charts by reference and dependencies fetched from the same repository.
+	Keyring string `json:"keyring,omitempty"`
 	// Required refuses a package without a signature (and every unpacked directory,
-	// which cannot be signed). Without it an unsigned package is accepted, but a
-	// signature that does not verify is always refused.
+	// which cannot be signed), or a chart without a provenance file. Without it an
+	// unsigned package is accepted, but a signature that does not verify is always
+	// refused.
 	Required bool `json:"required,omitempty"`
 }
 

@@ -6,8 +6,9 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/source"
 )
 
-// ChartOptions returns how to reach the source of a chart by reference: the CA
-// file and registry config of the cluster's plugin source for the same place
+// ChartOptions returns how to reach and trust the source of a chart by
+// reference: the CA file, registry config and provenance keyring of the
+// cluster's plugin source for the same place
 // (a catalog whose URL is the chart's Helm repository, or an oci:// catalog on
 // the chart's registry), as for that catalog; the defaults when none is.
 func (c *Cluster) ChartOptions(ref source.ChartRef) source.HTTPOptions {
@@ -42,6 +43,9 @@ func (c *Cluster) ChartOptions(ref source.ChartRef) source.HTTPOptions {
 		}
 		if s.RegistryConfig != "" {
 			opts.RegistryConfig = c.path(s.RegistryConfig)
+		}
+		if s.Verify != nil && s.Verify.Keyring != "" {
+			opts.Keyring, opts.ProvenanceRequired = c.path(s.Verify.Keyring), s.Verify.Required
 		}
 		return opts
 	}

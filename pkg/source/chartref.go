@@ -91,18 +91,19 @@ func (f *ChartFetcher) Fetch(ctx context.Context, ref ChartRef, pin *ChartPin) (
 			pinned = v
 		}
 	}
-	if pinned != nil && pin.Digest != "" {
+	var opts HTTPOptions
+	if f.Options != nil {
+		opts = f.Options(ref)
+	}
+	opts.Cache = f.Cache
+	// With a keyring the provenance file is checked on every use: no shortcut.
+	if pinned != nil && pin.Digest != "" && opts.Keyring == "" {
 		if data, err := f.Cache.Get(pin.Digest); err == nil && "sha256:"+sha256Hex(data) == pin.Digest {
 			if err := checkChartArchive(data, ref.Name(), pinned); err == nil {
 				return &Chart{Ref: ref, Name: ref.Name(), Version: pinned.String(), Digest: pin.Digest, Archive: data, Cached: true}, nil
 			}
 		}
 	}
-	var opts HTTPOptions
-	if f.Options != nil {
-		opts = f.Options(ref)
-	}
-	opts.Cache = f.Cache
 	var ch *Chart
 	if ref.Repo != "" {
 		ch, err = f.fromRepo(ctx, ref, c, pinned, opts)
@@ -204,6 +205,10 @@ func (f *ChartFetcher) fromOCI(ctx context.Context, ref ChartRef, c *semver.Cons
 	pulled, err := client.PullChart(ctx, ref.Chart+":"+oci.ChartTag(v.String()), plugin.MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("chart %s %s from %s: %w", ref.Name(), v, ref.Chart, err)
+	}
+	what := fmt.Sprintf("chart %s %s from %s", ref.Name(), v, ref.Chart)
+	if err := verifyProvenance(what, pulled.Archive, pulled.Provenance, ref.Name()+"-"+v.String()+".tgz", opts); err != nil {
+		return nil, err
 	}
 	// A cache that cannot be written only costs a download next time.
 	_ = f.Cache.Put(pulled.Digest, pulled.Archive)

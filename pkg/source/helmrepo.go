@@ -224,8 +224,30 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 
 // archive returns the archive of chart name at version, listed at ref: from the
 // cache when it holds the index's digest, else downloaded (bounded as a package
-// file) and refused unless its sha256 is the index's digest.
+// file) and refused unless its sha256 is the index's digest; with a keyring, its
+// provenance file (downloaded every time) checked under the source's policy.
 func (s *helmRepo) archive(ctx context.Context, name, version string, ref *helmRef) ([]byte, error) {
+	data, err := s.download(ctx, name, version, ref)
+	if err != nil {
+		return nil, err
+	}
+	if s.opts.Keyring != "" {
+		// Helm's convention: the provenance file is the archive's URL with .prov.
+		prov, err := s.get(ctx, ref.url.String()+".prov", maxProvenance)
+		if err != nil && !strings.Contains(err.Error(), "404") {
+			return nil, fmt.Errorf("cannot download the provenance file of chart %s %s from %s: %w", name, version, s.shown, err)
+		}
+		what := fmt.Sprintf("chart %s %s from %s", name, version, s.shown)
+		if err := verifyProvenance(what, data, prov, path.Base(ref.url.Path), s.opts); err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
+}
+
+// download returns the archive, from the cache or the repository, with the
+// index's digest.
+func (s *helmRepo) download(ctx context.Context, name, version string, ref *helmRef) ([]byte, error) {
 	key := "sha256:" + ref.digest
 	if data, err := s.opts.Cache.Get(key); err == nil && sha256Hex(data) == ref.digest {
 		return data, nil
