@@ -376,6 +376,11 @@ type HelmRelease struct {
 	Version string `json:"version,omitempty"`
 	// Namespace the release is installed into.
 	Namespace string `json:"namespace" jsonschema:"minLength=1"`
+	// Test runs the chart's test hooks (helm.sh/hook: test) as `helm test` does,
+	// in the plugin's validate stage after its checks (apply, up and `plugin test
+	// --cluster`): a failed test fails the validation. Render and install leave
+	// test hooks out either way.
+	Test bool `json:"test,omitempty"`
 	// ValuesFiles are YAML files inside the package, merged in order as `helm -f a -f b`
 	// merges them, before Values. They are plain YAML, not templates.
 	ValuesFiles []string `json:"valuesFiles,omitempty"`

@@ -240,10 +240,12 @@ type HelmRelease struct {
 	Chart string `json:"chart"`
 	// Repo is the Helm repository of a chart by reference; Version the version
 	// (or constraint) of a chart by reference.
-	Repo    string         `json:"repo,omitempty"`
-	Version string         `json:"version,omitempty"`
-	Values  map[string]any `json:"values,omitempty"`
-	By      string         `json:"by,omitempty"`
+	Repo    string `json:"repo,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Test runs the chart's test hooks in the validate stage.
+	Test   bool           `json:"test,omitempty"`
+	Values map[string]any `json:"values,omitempty"`
+	By     string         `json:"by,omitempty"`
 }
 
 // IsRef reports whether the release's chart is named by reference (an OCI
