@@ -9,7 +9,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
 	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
-	"helm.sh/helm/v4/pkg/provenance"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/internal/bounded"
 )
@@ -43,7 +43,7 @@ func LoadKeyring(file string) (openpgp.EntityList, error) {
 }
 
 // verifyProvenance checks a chart archive's provenance file under opts' trust
-// policy, with the Helm SDK's provenance package: signed by a key of
+// policy, as Helm checks it: signed by a key of
 // opts.Keyring, giving the sha256 of the archive named filename. Without a
 // keyring nothing is checked; without a provenance file the chart is refused
 // only when opts.ProvenanceRequired. what names the chart (chart NAME VERSION
@@ -62,12 +62,43 @@ func verifyProvenance(what string, archive, prov []byte, filename string, opts H
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	sig := &provenance.Signatory{KeyRing: ring}
-	if _, err := sig.Verify(archive, prov, filename); err != nil {
+	if err := checkProvenance(ring, archive, prov, filename); err != nil {
 		if errors.Is(err, pgperrors.ErrUnknownIssuer) {
 			return fmt.Errorf("%s: its provenance file is signed by key %s, which is not in the keyring %s: refused", what, signer(prov), opts.Keyring)
 		}
 		return fmt.Errorf("%s: its provenance file does not verify with the keyring %s: %w", what, opts.Keyring, err)
+	}
+	return nil
+}
+
+// checkProvenance verifies a provenance file as `helm verify` does (Helm's
+// pkg/provenance, which this package may not link: see internal/archtest): a
+// PGP clear-signed message, signed by a key of ring, whose second YAML document
+// (after "...") gives files: {FILENAME: sha256:HEX} with the archive's sha256.
+func checkProvenance(ring openpgp.EntityList, archive, prov []byte, filename string) error {
+	block, _ := clearsign.Decode(prov)
+	if block == nil {
+		return errors.New("signature block not found")
+	}
+	if _, err := openpgp.CheckDetachedSignature(ring, bytes.NewReader(block.Bytes), block.ArmoredSignature.Body, &packet.Config{}); err != nil {
+		return err
+	}
+	parts := bytes.Split(block.Plaintext, []byte("\n...\n"))
+	if len(parts) < 2 {
+		return errors.New("the signed message has no file checksums")
+	}
+	var sums struct {
+		Files map[string]string `json:"files"`
+	}
+	if err := yaml.Unmarshal(parts[1], &sums); err != nil {
+		return fmt.Errorf("the signed file checksums: %w", err)
+	}
+	want, ok := sums.Files[filename]
+	if !ok {
+		return fmt.Errorf("it gives no sha256 for a file named %q", filename)
+	}
+	if got := "sha256:" + sha256Hex(archive); want != got {
+		return fmt.Errorf("it gives %s for %s, but the archive's is %s", want, filename, got)
 	}
 	return nil
 }
