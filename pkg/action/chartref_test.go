@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
@@ -18,7 +19,10 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	helmregistry "helm.sh/helm/v4/pkg/registry"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/lock"
 )
@@ -249,5 +253,58 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestApplyChartByReferenceFaultInstallsNothing applies a plugin whose release
+// names a chart in a repository that is down, beside a manifest of its own:
+// the apply fails naming chart, version and repository before anything is
+// applied — neither the manifest's object nor a release record is in the
+// cluster.
+func TestApplyChartByReferenceFaultInstallsNothing(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ctx := context.Background()
+	name := fmt.Sprintf("downref-%d", time.Now().UnixNano()%1_000_000)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	work := t.TempDir()
+	dir := writePlugin(t, filepath.Join(work, "plugins"), name, "1.0.0", fmt.Sprintf(`
+  contributes:
+    kubernetes:
+      manifests: [cm.yaml]
+      helmReleases:
+        - {namespace: default, repo: %s, chart: web, version: 1.x}`, down.URL))
+	if err := os.WriteFile(filepath.Join(dir, "cm.yaml"), fmt.Appendf(nil, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s, namespace: default}\n", name), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(work, "cluster.yaml")
+	if err := os.WriteFile(file, fmt.Appendf(nil, "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: downref}\nspec:\n  kubernetesVersion: 1.37.1\n  plugins:\n    sources: [{dir: ./plugins}]\n    enabled: [{name: %s}]\n", name), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &action.Config{NoBuiltin: true}
+	a := action.NewApply(cfg)
+	a.Target.RESTConfig = testcluster.RESTConfig(t)
+	a.Timeout = time.Minute
+	_, l := a.Run(ctx, load(t, file))
+	if msg := l.String(); !l.HasFatal() || !strings.Contains(msg, "chart web 1.x from "+down.URL) || !strings.Contains(msg, "cannot read the Helm repository index") {
+		t.Fatalf("apply with the chart's repository down: %s", msg)
+	}
+	if _, err := testcluster.Client(t).CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the plugin's ConfigMap was applied (err %v)", err)
+	}
+	st := action.NewStatus(cfg)
+	st.Target.RESTConfig = testcluster.RESTConfig(t)
+	plugins, sl := st.Run(ctx)
+	if sl.HasFatal() {
+		t.Fatal(sl)
+	}
+	for _, p := range plugins {
+		if p.Plugin == name {
+			t.Errorf("plugin %s has a release record: %+v", name, p)
+		}
+	}
+	secrets, err := testcluster.Client(t).CoreV1().Secrets("default").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + name})
+	if err != nil || len(secrets.Items) != 0 {
+		t.Errorf("Helm release records: %d, %v", len(secrets.Items), err)
 	}
 }
