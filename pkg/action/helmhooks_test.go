@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +153,38 @@ spec:
 	if exists(name + "-main") {
 		t.Error("the chart's ConfigMap is left after uninstall")
 	}
+}
+
+// TestPluginTestClusterRunsHelmTests: kubeplug plugin test --cluster runs the
+// test hooks of a release with test: true in its throwaway cluster's validate,
+// and reports them among the plugin's checks.
+func TestPluginTestClusterRunsHelmTests(t *testing.T) {
+	dir := writePlugin(t, t.TempDir(), "hooked", "1.0.0", `
+  contributes:
+    kubernetes:
+      helmReleases:
+        - {chart: chart, namespace: hooked, test: true}`)
+	for f, data := range hooksChart {
+		p := filepath.Join(dir, "chart", f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := action.NewPluginTest(&action.Config{})
+	a.Cluster, a.Timeout = true, time.Minute
+	res, l := a.Run(t.Context(), dir)
+	if l.HasFatal() || res == nil || res.Cluster == nil {
+		t.Fatalf("plugin test --cluster: %v", l)
+	}
+	var got []string
+	for _, c := range res.Cluster.Checks {
+		got = append(got, fmt.Sprintf("%s: %v %s", c.Name, c.OK, c.Message))
+	}
+	if want := "helm test hooked/hooked: true ConfigMap hooked-test succeeded"; !slices.Contains(got, want) {
+		t.Errorf("checks %q, want %q among them", got, want)
+	}
+	noClusterLeft(t, dir)
 }
