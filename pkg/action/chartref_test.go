@@ -308,3 +308,47 @@ func TestApplyChartByReferenceFaultInstallsNothing(t *testing.T) {
 		t.Errorf("Helm release records: %d, %v", len(secrets.Items), err)
 	}
 }
+
+// TestChartByReferenceCredentials: a chart by reference in a Helm repository
+// that asks for a password is read with the credentials of the cluster's
+// catalog source for the same repository (as that catalog is read, user:
+// password@ in its URL), which a plugin's repo never carries; without such a
+// source the 401 is an error naming chart, version and repository, and the
+// password is never printed.
+func TestChartByReferenceCredentials(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dist := t.TempDir()
+	packChart(t, dist, "web", "1.0.0", chartTemplate)
+	files := http.FileServer(http.Dir(dist))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "hunter2" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	reindex(t, dist, srv.URL)
+	work := t.TempDir()
+	file := writeChartUser(t, work, fmt.Sprintf("repo: %s, chart: web, version: 1.x", srv.URL))
+	cm, errs := renderedConfigMap(t, &action.Config{NoBuiltin: true}, file)
+	if !strings.Contains(errs, "chart web 1.x from "+srv.URL) || !strings.Contains(errs, "401") || cm != "" {
+		t.Fatalf("render without credentials: %s%s", errs, cm)
+	}
+	withCreds := strings.Replace(srv.URL, "http://", "http://alice:hunter2@", 1)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "sources: [{dir: ./plugins}]", "sources: [{dir: ./plugins}, {catalog: '"+withCreds+"', type: helm}]", 1))
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cm, errs = renderedConfigMap(t, &action.Config{NoBuiltin: true}, file)
+	if errs != "" || !strings.Contains(cm, "version: 1.0.0") {
+		t.Fatalf("render with the source's credentials: %s%s", errs, cm)
+	}
+	if strings.Contains(cm, "hunter2") {
+		t.Error("the password is in render's output")
+	}
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/url"
 	"strings"
 
 	"github.com/kubeplug/kubeplug/pkg/source"
@@ -10,16 +11,23 @@ import (
 // reference: the CA file, registry config and provenance keyring of the
 // cluster's plugin source for the same place
 // (a catalog whose URL is the chart's Helm repository, or an oci:// catalog on
-// the chart's registry), as for that catalog; the defaults when none is.
-func (c *Cluster) ChartOptions(ref source.ChartRef) source.HTTPOptions {
-	var opts source.HTTPOptions
+// the chart's registry), as for that catalog, and the repository's URL as that
+// source gives it (with its credentials, user:password@, which a plugin's
+// repo may not carry); the defaults and "" when none is.
+func (c *Cluster) ChartOptions(ref source.ChartRef) (opts source.HTTPOptions, repoURL string) {
 	if c == nil || c.Spec.Spec.Plugins == nil {
-		return opts
+		return opts, ""
 	}
-	repoKey := func(u string) string {
-		u = strings.TrimSuffix(u, "/")
-		u = strings.TrimSuffix(u, "/"+source.IndexFile)
-		return strings.TrimSuffix(u, "/")
+	// A repository is the same without its credentials, index.yaml or a
+	// trailing slash.
+	repoKey := func(raw string) string {
+		if u, err := url.Parse(raw); err == nil {
+			u.User = nil
+			raw = u.String()
+		}
+		raw = strings.TrimSuffix(raw, "/")
+		raw = strings.TrimSuffix(raw, "/"+source.IndexFile)
+		return strings.TrimSuffix(raw, "/")
 	}
 	registry := func(u string) string {
 		host, _, _ := strings.Cut(strings.TrimPrefix(u, "oci://"), "/")
@@ -47,7 +55,11 @@ func (c *Cluster) ChartOptions(ref source.ChartRef) source.HTTPOptions {
 		if s.Verify != nil && s.Verify.Keyring != "" {
 			opts.Keyring, opts.ProvenanceRequired = c.path(s.Verify.Keyring), s.Verify.Required
 		}
-		return opts
+		if ref.Repo != "" {
+			// Read it as the catalog is read: with the source's credentials.
+			repoURL = strings.TrimSuffix(strings.TrimSuffix(s.Catalog, "/"+source.IndexFile), "/")
+		}
+		return opts, repoURL
 	}
-	return opts
+	return opts, ""
 }

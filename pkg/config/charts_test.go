@@ -47,7 +47,7 @@ spec:
 		{source.ChartRef{Chart: "oci://registry.example.com/charts/web"}, "", filepath.Join(dir, "reg.json")},
 		{source.ChartRef{Chart: "oci://elsewhere.example.com/charts/web"}, "", ""},
 	} {
-		o := cl.ChartOptions(tc.ref)
+		o, _ := cl.ChartOptions(tc.ref)
 		ca := ""
 		if len(o.CAFiles) == 1 {
 			ca = o.CAFiles[0]
@@ -100,7 +100,7 @@ spec:
 		case tc.want != "" && !strings.Contains(l.String(), tc.want):
 			t.Errorf("%s: %v, want %q", tc.verify, l, tc.want)
 		case tc.want == "":
-			o := cl.ChartOptions(source.ChartRef{Repo: "https://charts.example.com", Chart: "web"})
+			o, _ := cl.ChartOptions(source.ChartRef{Repo: "https://charts.example.com", Chart: "web"})
 			if o.Keyring != filepath.Join(dir, "ring.gpg") || !o.ProvenanceRequired {
 				t.Errorf("chart options %+v, want the keyring, required", o)
 			}

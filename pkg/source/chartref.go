@@ -66,9 +66,12 @@ type Chart struct {
 type ChartFetcher struct {
 	// Cache keeps archives by digest; nil caches nothing.
 	Cache *Cache
-	// Options returns the options (CA files, registry config, timeout) for the
-	// source of ref; nil gives the defaults.
-	Options func(ref ChartRef) HTTPOptions
+	// Options returns the options (CA files, registry config, keyring,
+	// timeout) for the source of ref, and the URL to read a Helm repository at:
+	// ref.Repo with the credentials of the catalog source the options come from
+	// (as a catalog URL carries them, user:password@), or "" for ref.Repo. Nil
+	// gives the defaults.
+	Options func(ref ChartRef) (opts HTTPOptions, repoURL string)
 }
 
 // Fetch resolves ref and returns its chart. The version is the pinned one when
@@ -92,8 +95,12 @@ func (f *ChartFetcher) Fetch(ctx context.Context, ref ChartRef, pin *ChartPin) (
 		}
 	}
 	var opts HTTPOptions
+	repoURL := ref.Repo
 	if f.Options != nil {
-		opts = f.Options(ref)
+		var u string
+		if opts, u = f.Options(ref); u != "" {
+			repoURL = u
+		}
 	}
 	opts.Cache = f.Cache
 	// With a keyring the provenance file is checked on every use: no shortcut.
@@ -106,7 +113,7 @@ func (f *ChartFetcher) Fetch(ctx context.Context, ref ChartRef, pin *ChartPin) (
 	}
 	var ch *Chart
 	if ref.Repo != "" {
-		ch, err = f.fromRepo(ctx, ref, c, pinned, opts)
+		ch, err = f.fromRepo(ctx, ref, repoURL, c, pinned, opts)
 	} else {
 		ch, err = f.fromOCI(ctx, ref, c, pinned, opts)
 	}
@@ -137,11 +144,11 @@ func pick(vs []*semver.Version, c *semver.Constraints, pinned *semver.Version) *
 
 // fromRepo resolves ref through its repository's index.yaml, as a type: helm
 // source lists it, and downloads the archive.
-func (f *ChartFetcher) fromRepo(ctx context.Context, ref ChartRef, c *semver.Constraints, pinned *semver.Version, opts HTTPOptions) (*Chart, error) {
+func (f *ChartFetcher) fromRepo(ctx context.Context, ref ChartRef, repoURL string, c *semver.Constraints, pinned *semver.Version, opts HTTPOptions) (*Chart, error) {
 	if err := plugin.CheckChartRepoURL(ref.Repo); err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
-	repo := HelmRepository(plugin.Origin{Name: "chart"}, ref.Repo, opts).(*helmRepo)
+	repo := HelmRepository(plugin.Origin{Name: "chart"}, repoURL, opts).(*helmRepo)
 	listed, l := repo.List(ctx)
 	byVersion := map[string]*Version{}
 	var vs []*semver.Version

@@ -160,6 +160,11 @@ func (x *helmIndex) versions(origin plugin.Origin, base *url.URL, location strin
 				errorf(field+".urls[0]", "chart %s %s: %s", name, e.Version, msg)
 				continue
 			}
+			if ref.User == nil && ref.Host == base.Host && ref.Scheme == base.Scheme {
+				// As helm does: the repository's credentials go with its archives
+				// on the same host, never to another one.
+				ref.User = base.User
+			}
 			v := &Version{Name: name, Version: ver, Description: e.Description, Origin: origin, Location: locationOf(ref)}
 			if e.KubeVersion != "" {
 				v.KubernetesVersion, _ = semver.NewConstraint(e.KubeVersion)

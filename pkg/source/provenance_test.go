@@ -70,8 +70,8 @@ func TestChartProvenance(t *testing.T) {
 				files["web-1.0.0.tgz.prov"] = tc.prov
 			}
 			srv := helmServer(t, index, files)
-			f := &source.ChartFetcher{Cache: &source.Cache{Dir: t.TempDir()}, Options: func(source.ChartRef) source.HTTPOptions {
-				return source.HTTPOptions{Keyring: ring, ProvenanceRequired: tc.required}
+			f := &source.ChartFetcher{Cache: &source.Cache{Dir: t.TempDir()}, Options: func(source.ChartRef) (source.HTTPOptions, string) {
+				return source.HTTPOptions{Keyring: ring, ProvenanceRequired: tc.required}, ""
 			}}
 			_, err := f.Fetch(context.Background(), source.ChartRef{Repo: srv.URL, Chart: "web", Version: "1.x"}, nil)
 			want := strings.ReplaceAll(tc.want, "SERVER", srv.URL)
