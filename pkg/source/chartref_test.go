@@ -58,6 +58,35 @@ func TestChartFetcherRefuses(t *testing.T) {
 	}
 }
 
+// TestChartFetcherHugeIndex: an index claiming 1 GB, or streaming past the
+// limit without saying, is refused naming the chart, not read whole.
+func TestChartFetcherHugeIndex(t *testing.T) {
+	for name, h := range map[string]http.HandlerFunc{
+		"claims 1 GB": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Length", "1073741824")
+			_, _ = w.Write([]byte("apiVersion: v1\n"))
+		},
+		"streams 65 MiB": func(w http.ResponseWriter, _ *http.Request) {
+			chunk := []byte(strings.Repeat("# padding\n", 1<<16))
+			for range 110 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			f := &source.ChartFetcher{Cache: &source.Cache{Dir: t.TempDir()}}
+			_, err := f.Fetch(context.Background(), source.ChartRef{Repo: srv.URL, Chart: "web", Version: "1.x"}, nil)
+			if err == nil || !strings.Contains(err.Error(), "chart web 1.x from "+srv.URL) || !strings.Contains(err.Error(), "more than the 64 MiB limit") {
+				t.Fatalf("error %v", err)
+			}
+		})
+	}
+}
+
 // TestChartFetcherPinnedFromCache checks that a pinned chart in the cache is
 // used without the network, and that a cached archive that no longer has the
 // pinned digest is not.
