@@ -352,3 +352,50 @@ func TestChartByReferenceCredentials(t *testing.T) {
 		t.Error("the password is in render's output")
 	}
 }
+
+// TestLockedStaleChartPin: a chart pin that no release uses any more (the
+// release dropped from the plugin) is a change of the lock file, which
+// --locked refuses naming it.
+func TestLockedStaleChartPin(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dist := t.TempDir()
+	packChart(t, dist, "web", "1.0.0", chartTemplate)
+	repoURL := helmRepository(t, dist)
+	work := t.TempDir()
+	file := writeChartUser(t, work, fmt.Sprintf("repo: %s, chart: web, version: 1.x", repoURL))
+	if _, l := action.NewLock(&action.Config{NoBuiltin: true}).Run(context.Background(), load(t, file)); l.HasFatal() {
+		t.Fatal(l)
+	}
+	// Version 1.0.0 of the plugin changes in place, dropping its release: the
+	// package digest changes too, so pin that anew but keep the chart pin.
+	writePlugin(t, filepath.Join(work, "plugins"), "web", "1.0.0", `{}`)
+	lf, err := lock.Read(lock.PathFor(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(lock.PathFor(file)); err != nil {
+		t.Fatal(err)
+	}
+	doc, l := action.NewPlan(&action.Config{NoBuiltin: true}).Run(context.Background(), load(t, file))
+	if doc == nil {
+		t.Fatal(l)
+	}
+	lf.Plugins[0].Digest = doc.Plugins[0].Digest
+	if err := lf.Write(lock.PathFor(file)); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []func() string{
+		func() string {
+			_, l := action.NewPlan(&action.Config{NoBuiltin: true, Locked: true}).Run(context.Background(), load(t, file))
+			return l.String()
+		},
+		func() string {
+			_, l := action.NewRender(&action.Config{NoBuiltin: true, Locked: true}).Files(context.Background(), load(t, file))
+			return l.String()
+		},
+	} {
+		if msg := run(); !strings.Contains(msg, "the lock file would change (--locked): plugin web: chart "+repoURL+"/web 1.0.0 would be removed") {
+			t.Errorf("--locked with a stale chart pin: %s", msg)
+		}
+	}
+}

@@ -223,3 +223,27 @@ func chartsDoc(r *run, doc *engine.PlanDoc) {
 		}
 	}
 }
+
+// staleChartPins refuses, with --locked, chart pins of kubeplug.lock that the
+// run's releases no longer use (a release dropped or its chart changed), as a
+// change of the lock file; run once every stage that names charts has run.
+func (r *run) staleChartPins() diag.List {
+	var l diag.List
+	if !r.cfg.Locked || r.lock == nil || r.plan == nil {
+		return l
+	}
+	used := r.chartPins()
+	for _, pl := range r.plan.Plugins {
+		e, ok := r.lock.Entry(pl.Package.Name)
+		if !ok || e.Version != pl.Package.Version.String() {
+			continue // a plugin change, which the resolution already refused
+		}
+		for _, c := range e.Charts {
+			if !slices.ContainsFunc(used[pl.Package.Name], func(u lock.Chart) bool { return u.Chart == c.Chart }) {
+				l.Errorf(lock.PathFor(r.cluster.File), 0, 0, "", "the lock file would change (--locked): plugin %s: chart %s %s would be removed, as no release uses it; run 'kubeplug lock' and commit it",
+					pl.Package.Name, c.Chart, c.Version)
+			}
+		}
+	}
+	return l
+}

@@ -166,6 +166,9 @@ func stageStep(st stage.Stage) step {
 		if !l.HasFatal() {
 			l = append(l, r.fetchCharts(ctx)...)
 		}
+		if !l.HasFatal() && st == stage.Render {
+			l = append(l, r.staleChartPins()...)
+		}
 		if !l.HasFatal() {
 			r.stages = append(r.stages, st)
 		}
