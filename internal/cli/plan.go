@@ -112,7 +112,6 @@ func runPlan(cmd *cobra.Command, o *options, file string) error {
 			return err
 		}
 		lockNotes(&b, doc, file)
-		chartNotes(&b, doc)
 		b.WriteString("\nContributions:\n")
 		crow := make([][]string, 0, len(doc.Contributions))
 		for _, c := range doc.Contributions {
@@ -121,25 +120,10 @@ func runPlan(cmd *cobra.Command, o *options, file string) error {
 		if err := table(&b, []string{"  PLUGIN", "KIND", "KEY"}, crow); err != nil {
 			return err
 		}
+		chartNotes(&b, doc)
 		_, err := io.WriteString(w, b.String())
 		return err
 	})
-}
-
-// chartNotes lists the charts by reference of the plan's Helm releases, as
-// they resolved: plugin, chart, version and archive digest.
-func chartNotes(b *strings.Builder, doc *engine.PlanDoc) {
-	var rows [][]string
-	for _, p := range doc.Plugins {
-		for _, c := range p.Charts {
-			rows = append(rows, []string{"  " + p.Name, c.Chart, c.Version, shortDigest(c.Digest)})
-		}
-	}
-	if len(rows) == 0 {
-		return
-	}
-	b.WriteString("\nCharts by reference:\n")
-	_ = table(b, []string{"  PLUGIN", "CHART", "VERSION", "DIGEST"}, rows)
 }
 
 // planCloud prints, per stack, what up would change in the cloud.
@@ -240,4 +224,20 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// chartNotes lists the charts by reference of the plan's Helm releases, as
+// they resolved: plugin, chart, version and archive digest.
+func chartNotes(b *strings.Builder, doc *engine.PlanDoc) {
+	var rows [][]string
+	for _, p := range doc.Plugins {
+		for _, c := range p.Charts {
+			rows = append(rows, []string{"  " + p.Name, c.Chart, c.Version, shortDigest(c.Digest)})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nCharts by reference:\n")
+	_ = table(b, []string{"  PLUGIN", "CHART", "VERSION", "DIGEST"}, rows)
 }
