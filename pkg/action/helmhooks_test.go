@@ -43,6 +43,12 @@ metadata:
 apiVersion: v1
 kind: ConfigMap
 metadata:
+  name: {{ .Release.Name }}-pre-upgrade
+  annotations: {helm.sh/hook: pre-upgrade, helm.sh/hook-weight: "3"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
   name: {{ .Release.Name }}-pre-delete
   annotations: {helm.sh/hook: pre-delete}
 ---
@@ -59,7 +65,8 @@ metadata:
 
 // TestHelmHooksAndTests applies, to the test control plane, a plugin whose chart
 // has hooks: they run as Helm runs them (a pre-install hook created, a
-// hook-succeeded one deleted, a pre-delete one created on uninstall), and with
+// hook-succeeded one deleted, a pre-upgrade one created on upgrade only, a
+// pre-delete one created on uninstall), and with
 // test: true the chart's test hook runs in validate as `helm test` runs it — a
 // validate result when it passes, a failed validation naming the release and
 // the hook when it fails.
@@ -119,7 +126,7 @@ spec:
 	if l.HasFatal() {
 		t.Fatalf("apply: %v", l)
 	}
-	for cm, want := range map[string]bool{name + "-main": true, name + "-pre-install": true, name + "-post-install": false, name + "-test": true, name + "-pre-delete": false} {
+	for cm, want := range map[string]bool{name + "-main": true, name + "-pre-install": true, name + "-post-install": false, name + "-test": true, name + "-pre-upgrade": false, name + "-pre-delete": false} {
 		if got := exists(cm); got != want {
 			t.Errorf("after install: ConfigMap %s exists %v, want %v", cm, got, want)
 		}
@@ -134,8 +141,12 @@ spec:
 		t.Errorf("the helm test validate result: %q", helmTest)
 	}
 
-	// A failing test hook fails validation, naming the release and the hook.
+	// New values upgrade the release, running its pre-upgrade hook; its
+	// failing test hook then fails validation, naming the release and the hook.
 	_, l = a.Run(ctx, load(t, cluster(true)))
+	if !exists(name + "-pre-upgrade") {
+		t.Error("the pre-upgrade hook did not run on upgrade")
+	}
 	if msg := l.String(); !l.HasFatal() || !strings.Contains(msg, `validate check "helm test `+name+"/"+name+`": helm test of release `+name+"/"+name) {
 		t.Errorf("apply with a failing test hook: %s", msg)
 	} else {
