@@ -367,10 +367,24 @@ type HelmRelease struct {
 	// Name of the release; defaults to the plugin's name.
 	Name string `json:"name,omitempty" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=53"`
 	// Chart is a chart inside the package: a directory, or a packaged chart (.tgz) as
-	// `helm pull` and chart repositories give.
+	// `helm pull` and chart repositories give. Or a chart by reference, fetched
+	// into the cache and pinned in kubeplug.lock: oci://REGISTRY/REPO/CHART with
+	// Version, or, with Repo, the chart's name in that Helm repository.
 	Chart string `json:"chart" jsonschema:"minLength=1"`
+	// Repo is the URL of the Helm chart repository (its index.yaml is under it)
+	// holding Chart: https://, or plain http:// to a loopback address.
+	Repo string `json:"repo,omitempty"`
+	// Version of a chart by reference: a version or a constraint ("6.x",
+	// ">=1.2 <2"); the highest matching version is taken, or the one
+	// kubeplug.lock pins when the constraint admits it.
+	Version string `json:"version,omitempty"`
 	// Namespace the release is installed into.
 	Namespace string `json:"namespace" jsonschema:"minLength=1"`
+	// Test runs the chart's test hooks (helm.sh/hook: test) as `helm test` does,
+	// in the plugin's validate stage after its checks (apply, up and `plugin test
+	// --cluster`): a failed test fails the validation. Render and install leave
+	// test hooks out either way.
+	Test bool `json:"test,omitempty"`
 	// ValuesFiles are YAML files inside the package, merged in order as `helm -f a -f b`
 	// merges them, before Values. They are plain YAML, not templates.
 	ValuesFiles []string `json:"valuesFiles,omitempty"`
@@ -652,10 +666,18 @@ type Source struct {
 type SourceVerify struct {
 	// Keys are public key files (from `kubeplug plugin keygen` or cosign), relative to
 	// cluster.yaml; a signature must verify with one of them.
-	Keys []string `json:"keys" jsonschema:"minItems=1"`
+	// For dir and oci:// catalog sources.
+	Keys []string `json:"keys,omitempty"`
+	// Keyring is, for a type: helm source, a PGP keyring (as `helm verify
+	// --keyring` takes it, binary or armored) relative to cluster.yaml: a chart's
+	// provenance file (ARCHIVE.prov beside it) must be signed by one of its keys
+	// and give the archive's sha256. It applies to the source's charts and to
+	// charts by reference and dependencies fetched from the same repository.
+	Keyring string `json:"keyring,omitempty"`
 	// Required refuses a package without a signature (and every unpacked directory,
-	// which cannot be signed). Without it an unsigned package is accepted, but a
-	// signature that does not verify is always refused.
+	// which cannot be signed), or a chart without a provenance file. Without it an
+	// unsigned package is accepted, but a signature that does not verify is always
+	// refused.
 	Required bool `json:"required,omitempty"`
 }
 

@@ -34,6 +34,11 @@ LOCKED version and a NEWER one the file's constraints allow, held back until
 the lock would change when it does not pin the plan (a plugin enabled or dropped
 since, a constraint that no longer admits the locked version).
 
+Helm charts that releases name by reference (oci://… or a Helm repository's
+chart) are resolved and fetched (into the cache) before the plan is shown, and
+listed under "Charts by reference" with the version and archive digest the lock
+pins (docs/helm.md).
+
 With --kubernetes-version, plan a Kubernetes upgrade instead: resolve the plugins
 at the file's spec.kubernetesVersion and at the target, and show per plugin the
 version selected now and at the target, and whether it must move (its current
@@ -124,6 +129,7 @@ func runPlan(cmd *cobra.Command, o *options, file string) error {
 		if err := table(&b, []string{"  PLUGIN", "KIND", "KEY"}, crow); err != nil {
 			return err
 		}
+		chartNotes(&b, doc)
 		_, err := io.WriteString(w, b.String())
 		return err
 	})
@@ -233,4 +239,20 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// chartNotes lists the charts by reference of the plan's Helm releases, as
+// they resolved: plugin, chart, version and archive digest.
+func chartNotes(b *strings.Builder, doc *engine.PlanDoc) {
+	var rows [][]string
+	for _, p := range doc.Plugins {
+		for _, c := range p.Charts {
+			rows = append(rows, []string{"  " + p.Name, c.Chart, c.Version, shortDigest(c.Digest)})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nCharts by reference:\n")
+	_ = table(b, []string{"  PLUGIN", "CHART", "VERSION", "DIGEST"}, rows)
 }

@@ -231,7 +231,8 @@ func machineContributions(m *model.Model) map[string][]string {
 
 // validateStep runs the validate stage wave by wave: wave w's plugins run their
 // own validate, then their plugin.yaml checks run against the cluster, every
-// plugin of the wave at once. A failed check is fatal and stops the run before
+// plugin of the wave at once, then the test hooks of their Helm releases that
+// ask for them (test: true, helmtest.go). A failed check is fatal and stops the run before
 // the next wave. A dry run deployed nothing, so it checks nothing. Input: r.plan,
 // r.model, r.live.rest. Output: the checks' results in r.live.res, in wave order;
 // r.live.res.Validated.
@@ -248,6 +249,10 @@ var validateStep = step{"validate", func(ctx context.Context, r *run) diag.List 
 			continue
 		}
 		l = lv.runChecks(ctx, r.cluster.Spec.Metadata.Name, wave, r)
+		if all = append(all, l...); l.HasFatal() {
+			return all
+		}
+		l = lv.runHelmTests(ctx, wave, r.model)
 		if all = append(all, l...); l.HasFatal() {
 			return all
 		}

@@ -50,11 +50,12 @@ func (c *Config) prefer(lf *lock.File) map[string]*semver.Version {
 	return out
 }
 
-// lockOf is the lock file that pins plan.
-func lockOf(plan *engine.Plan) *lock.File {
+// lockOf is the lock file that pins plan, and the charts by reference of its
+// plugins' releases (by plugin; none before the stages fetched them).
+func lockOf(plan *engine.Plan, charts map[string][]lock.Chart) *lock.File {
 	entries := make([]lock.Entry, 0, len(plan.Plugins))
 	for _, p := range plan.Plugins {
-		entries = append(entries, lock.Entry{Name: p.Package.Name, Version: p.Package.Version.String(), Source: p.Package.Origin.Name, Digest: p.Package.Digest})
+		entries = append(entries, lock.Entry{Name: p.Package.Name, Version: p.Package.Version.String(), Source: p.Package.Origin.Name, Digest: p.Package.Digest, Charts: charts[p.Package.Name]})
 	}
 	return lock.New(entries)
 }
@@ -99,7 +100,12 @@ func (c *Config) checkLock(cl *config.Cluster, lf *lock.File, plan *engine.Plan)
 		l.Errorf(path, 0, 0, "", "--locked: there is no lock file; write one with 'kubeplug lock -f %s'", cl.File)
 		return l
 	}
-	if cur := lockOf(plan); !lf.Equal(cur) {
+	// Charts are checked once fetched, after the stages name them (fetchCharts).
+	locked := map[string][]lock.Chart{}
+	for _, e := range lf.Plugins {
+		locked[e.Name] = e.Charts
+	}
+	if cur := lockOf(plan, locked); !lf.EqualPlugins(cur) {
 		l.Errorf(path, 0, 0, "", "the lock file would change (--locked): %s; run 'kubeplug lock -f %s' and commit it", strings.Join(lf.Diff(cur), "; "), cl.File)
 	}
 	return l
@@ -116,7 +122,7 @@ func lockDoc(r *run, doc *engine.PlanDoc) {
 			doc.Plugins[i].Locked = e.Version
 		}
 	}
-	doc.Lock = &engine.PlanLock{File: lock.PathFor(r.cluster.File), Changes: r.lock.Diff(lockOf(r.plan))}
+	doc.Lock = &engine.PlanLock{File: lock.PathFor(r.cluster.File), Changes: r.lock.Diff(lockOf(r.plan, r.chartPins()))}
 }
 
 // updateLock brings an existing kubeplug.lock beside the cluster file up to what
@@ -129,7 +135,7 @@ func updateLock(r *run) ([]string, error) {
 	if r.cfg.Locked || r.cluster == nil || r.cluster.File == "" || r.plan == nil || r.lock == nil {
 		return nil, nil
 	}
-	cur := lockOf(r.plan)
+	cur := lockOf(r.plan, r.chartPins())
 	if r.lock.Equal(cur) {
 		return nil, nil
 	}
@@ -196,7 +202,11 @@ func (a *Lock) Run(ctx context.Context, cl *config.Cluster) (*LockResult, diag.L
 	entries := make([]lock.Entry, 0, len(doc.Plugins))
 	res := &LockResult{File: path}
 	for _, p := range doc.Plugins {
-		entries = append(entries, lock.Entry{Name: p.Name, Version: p.Version, Source: p.Origin, Digest: p.Digest})
+		e := lock.Entry{Name: p.Name, Version: p.Version, Source: p.Origin, Digest: p.Digest}
+		for _, c := range p.Charts {
+			e.Charts = append(e.Charts, lock.Chart(c))
+		}
+		entries = append(entries, e)
 		if p.Newer != "" {
 			res.Newer = append(res.Newer, p.Name+" "+p.Newer)
 		}

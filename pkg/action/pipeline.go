@@ -67,6 +67,14 @@ type run struct {
 
 	// exp is the run's expansions (expansion_use.go); nil without.
 	exp *expansions
+
+	// charts are the charts by reference the model's Helm releases name,
+	// fetched after each stage (charts.go).
+	charts fetched
+	// deps are the chart dependencies fetched (or not) for each plugin's
+	// charts, by depKey; depsDone the releases whose charts were walked.
+	deps     map[string]map[string]depResult
+	depsDone map[string]bool
 }
 
 // step is one named step of the lifecycle.
@@ -157,6 +165,12 @@ func stageStep(st stage.Stage) step {
 		r.seed()
 		l := r.engine.RunStage(ctx, r.plan, st, r.model)
 		if !l.HasFatal() {
+			l = append(l, r.fetchCharts(ctx)...)
+		}
+		if !l.HasFatal() && st == stage.Render {
+			l = append(l, r.staleChartPins()...)
+		}
+		if !l.HasFatal() {
 			r.stages = append(r.stages, st)
 		}
 		return l
@@ -197,6 +211,8 @@ func (r *run) renderInput() render.Input {
 		Model:             r.model,
 		Order:             r.plan.Names(),
 		Charts:            func(name string) fs.FS { return pkgs[name] },
+		RemoteChart:       r.remoteChart,
+		ChartDependency:   r.chartDependency,
 	}
 }
 

@@ -31,7 +31,7 @@ func (a *Plan) Run(ctx context.Context, cl *config.Cluster) (*engine.PlanDoc, di
 	r := a.cfg.newRun(cl, true)
 	defer r.close()
 	l := r.pipeline(ctx, append([]step{resolveStep}, through(stage.Initialise)...)...)
-	if l.HasFatal() {
+	if l = append(l, r.staleChartPins()...); l.HasFatal() {
 		return nil, l
 	}
 	// Charts load and their values meet their schemas before a plan says they will
@@ -44,6 +44,7 @@ func (a *Plan) Run(ctx context.Context, cl *config.Cluster) (*engine.PlanDoc, di
 		return nil, l
 	}
 	doc := r.plan.Doc(r.model)
+	chartsDoc(r, doc)
 	lockDoc(r, doc)
 	return doc, l
 }

@@ -178,7 +178,9 @@ func (c *Cluster) check(l *diag.List) {
 		case src.Type != "" && src.Catalog == "":
 			d.Errorf(l, ptr+"/type", "type is for catalog sources; a dir source holds plugin packages")
 		case src.Type == source.SourceTypeHelm && src.Verify != nil:
-			d.Errorf(l, ptr+"/verify", "verify is not supported for Helm repositories yet: their charts are checked against the index's sha256 digests")
+			c.checkKeyring(l, ptr, src)
+		case src.Verify != nil && src.Verify.Keyring != "":
+			d.Errorf(l, ptr+"/verify/keyring", "keyring (a PGP keyring for Helm provenance files) is for type: helm sources")
 		case src.Verify != nil:
 			c.checkVerify(l, ptr, src)
 		}
@@ -284,6 +286,9 @@ func (c *Cluster) Sources() []source.Source {
 				opts.RegistryConfig = c.path(s.RegistryConfig)
 			}
 			if s.Type == source.SourceTypeHelm {
+				if s.Verify != nil && s.Verify.Keyring != "" {
+					opts.Keyring, opts.ProvenanceRequired = c.path(s.Verify.Keyring), s.Verify.Required
+				}
 				out = append(out, source.HelmRepository(source.OriginCatalog, s.Catalog, opts))
 				continue
 			}
@@ -352,6 +357,21 @@ func (c *Cluster) Warnf(l *diag.List, ptr, format string, args ...any) {
 
 // checkVerify checks a source's trust policy: a dir source, every key a public key
 // that can be read.
+// checkKeyring checks the trust policy of a type: helm source: a readable PGP
+// keyring, and no kubeplug keys (charts are signed by provenance files).
+func (c *Cluster) checkKeyring(l *diag.List, ptr string, src v1alpha1.Source) {
+	if len(src.Verify.Keys) > 0 {
+		c.doc.Errorf(l, ptr+"/verify/keys", "a Helm repository's charts are signed by provenance files (.prov): give a PGP keyring in keyring, not keys")
+	}
+	if src.Verify.Keyring == "" {
+		c.doc.Errorf(l, ptr+"/verify/keyring", "expected the PGP keyring that signs the repository's provenance files (as helm verify --keyring takes it)")
+		return
+	}
+	if _, err := source.LoadKeyring(c.path(src.Verify.Keyring)); err != nil {
+		c.doc.Errorf(l, ptr+"/verify/keyring", "%v", err)
+	}
+}
+
 func (c *Cluster) checkVerify(l *diag.List, ptr string, src v1alpha1.Source) {
 	if src.Catalog != "" && !strings.HasPrefix(src.Catalog, "oci://") {
 		c.doc.Errorf(l, ptr+"/verify", "verify is supported for dir and oci:// catalog sources only today, not HTTP catalogs")

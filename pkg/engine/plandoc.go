@@ -54,6 +54,18 @@ type PlanPlugin struct {
 	// published after it was written, which the constraints admit): updating
 	// the lock takes it. Empty when Version is already that one.
 	Newer string `json:"newer,omitempty"`
+	// Charts are the charts the plugin's Helm releases name by reference, as
+	// they were resolved and fetched (set by the caller that fetched them).
+	Charts []PlanChart `json:"charts,omitempty"`
+}
+
+// PlanChart is a chart by reference of a plugin's Helm release: the chart as the
+// release names it (without version), the version it resolved to and the sha256
+// of its archive.
+type PlanChart struct {
+	Chart   string `json:"chart"`
+	Version string `json:"version"`
+	Digest  string `json:"digest"`
 }
 
 // ContributionRef names one construct and the plugin that contributed it.

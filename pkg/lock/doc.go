@@ -1,6 +1,7 @@
 // Package lock reads, writes and checks kubeplug.lock, the file beside cluster.yaml
 // that pins every plugin a resolution picked: its name, version, origin and package
-// digest, like go.sum or Helm's Chart.lock.
+// digest, and the charts its Helm releases name by reference (version and archive
+// digest), like go.sum or Helm's Chart.lock.
 //
 // The lock is the pin: every resolution of a cluster file with a lock beside it
 // prefers the locked versions (resolve.Request.Prefer), so a version published

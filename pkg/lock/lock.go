@@ -43,6 +43,26 @@ type Entry struct {
 	Source string `json:"source"`
 	// Digest is the package digest.
 	Digest string `json:"digest"`
+	// Charts pin the charts the plugin's Helm releases name by reference, sorted
+	// by chart.
+	Charts []Chart `json:"charts,omitempty"`
+}
+
+// Chart pins a chart by reference: the version its constraint resolved to and
+// the sha256 of its archive.
+type Chart struct {
+	// Chart is the chart as the release names it, without version: oci://…/CHART,
+	// or REPO/CHART for a chart of the Helm repository REPO.
+	Chart   string `json:"chart"`
+	Version string `json:"version"`
+	// Digest is the archive's sha256, "sha256:HEX".
+	Digest string `json:"digest"`
+}
+
+// equal reports whether e and g pin the same; withCharts compares their charts too.
+func (e Entry) equal(g Entry, withCharts bool) bool {
+	return e.Name == g.Name && e.Version == g.Version && e.Source == g.Source && e.Digest == g.Digest &&
+		(!withCharts || slices.Equal(e.Charts, g.Charts))
 }
 
 // PathFor returns the lock file's path for a cluster file.
@@ -54,6 +74,10 @@ func PathFor(clusterFile string) string {
 func New(entries []Entry) *File {
 	es := slices.Clone(entries)
 	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	for i := range es {
+		es[i].Charts = slices.Clone(es[i].Charts)
+		slices.SortFunc(es[i].Charts, func(a, b Chart) int { return strings.Compare(a.Chart, b.Chart) })
+	}
 	return &File{APIVersion: APIVersion, Kind: Kind, Plugins: es}
 }
 
@@ -92,7 +116,30 @@ func (f *File) Equal(g *File) bool {
 	if f == nil || g == nil {
 		return f == g
 	}
-	return slices.Equal(f.Plugins, g.Plugins)
+	return slices.EqualFunc(f.Plugins, g.Plugins, func(a, b Entry) bool { return a.equal(b, true) })
+}
+
+// EqualPlugins reports whether two lock files pin the same plugins, leaving
+// their charts out: what a resolution, before any chart is fetched, can check.
+func (f *File) EqualPlugins(g *File) bool {
+	if f == nil || g == nil {
+		return f == g
+	}
+	return slices.EqualFunc(f.Plugins, g.Plugins, func(a, b Entry) bool { return a.equal(b, false) })
+}
+
+// Chart returns the pin of chart (as Chart.Chart names it) of the named plugin.
+func (f *File) Chart(plugin, chart string) (Chart, bool) {
+	e, ok := f.Entry(plugin)
+	if !ok {
+		return Chart{}, false
+	}
+	for _, c := range e.Charts {
+		if c.Chart == chart {
+			return c, true
+		}
+	}
+	return Chart{}, false
 }
 
 // Diff describes how g differs from f, one line per plugin, sorted.
@@ -114,8 +161,10 @@ func (f *File) Diff(g *File) []string {
 		switch {
 		case !ok:
 			out = append(out, fmt.Sprintf("%s %s would be removed", n, o.Version))
-		case c != o:
+		case !c.equal(o, false):
 			out = append(out, fmt.Sprintf("%s %s (%s, %s) would become %s (%s, %s)", n, o.Version, o.Source, o.Digest, c.Version, c.Source, c.Digest))
+		default:
+			out = append(out, chartsDiff(n, o.Charts, c.Charts)...)
 		}
 	}
 	for n, c := range cur {
@@ -179,4 +228,24 @@ func (f *File) Mismatch(name, version, digest string) string {
 		}
 	}
 	return ""
+}
+
+// chartsDiff describes how plugin's chart pins cur differ from old.
+func chartsDiff(plugin string, old, cur []Chart) []string {
+	var out []string
+	for _, o := range old {
+		i := slices.IndexFunc(cur, func(c Chart) bool { return c.Chart == o.Chart })
+		switch {
+		case i < 0:
+			out = append(out, fmt.Sprintf("%s: chart %s %s would be removed", plugin, o.Chart, o.Version))
+		case cur[i] != o:
+			out = append(out, fmt.Sprintf("%s: chart %s %s (%s) would become %s (%s)", plugin, o.Chart, o.Version, o.Digest, cur[i].Version, cur[i].Digest))
+		}
+	}
+	for _, c := range cur {
+		if !slices.ContainsFunc(old, func(o Chart) bool { return o.Chart == c.Chart }) {
+			out = append(out, fmt.Sprintf("%s: chart %s %s would be added", plugin, c.Chart, c.Version))
+		}
+	}
+	return out
 }

@@ -1,5 +1,7 @@
 package model
 
+import "strings"
+
 // ControlPlanePool is the name of the pseudo node pool that stands for the
 // control-plane machines; node contributions for role control-plane land there.
 const ControlPlanePool = "control-plane"
@@ -233,10 +235,36 @@ type Object struct {
 type HelmRelease struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
-	// Chart is the chart directory inside the plugin's package.
-	Chart  string         `json:"chart"`
+	// Chart is the chart directory or archive inside the plugin's package, or a
+	// chart by reference: oci://REGISTRY/REPO/CHART, or the chart's name in Repo.
+	Chart string `json:"chart"`
+	// Repo is the Helm repository of a chart by reference; Version the version
+	// (or constraint) of a chart by reference.
+	Repo    string `json:"repo,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Test runs the chart's test hooks in the validate stage.
+	Test   bool           `json:"test,omitempty"`
 	Values map[string]any `json:"values,omitempty"`
 	By     string         `json:"by,omitempty"`
+}
+
+// IsRef reports whether the release's chart is named by reference (an OCI
+// reference or a chart of a Helm repository) rather than a path in the package.
+func (h HelmRelease) IsRef() bool { return IsChartRef(h.Chart, h.Repo) }
+
+// IsChartRef reports whether chart (with repo) names a chart by reference.
+func IsChartRef(chart, repo string) bool {
+	return repo != "" || strings.HasPrefix(chart, "oci://")
+}
+
+// ChartRef is how a chart by reference is shown and keyed: oci://…/CHART@VERSION
+// or REPO/CHART@VERSION, VERSION as written (a constraint).
+func (h HelmRelease) ChartRef() string {
+	s := h.Chart
+	if h.Repo != "" {
+		s = strings.TrimSuffix(h.Repo, "/") + "/" + h.Chart
+	}
+	return s + "@" + h.Version
 }
 
 // ObjectPatch patches the objects matching Target.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -405,8 +407,12 @@ func checkRefs(doc *yamldoc.Doc, m *v1alpha1.Plugin, files map[string]fileInfo, 
 			for i, h := range k.HelmReleases {
 				hp := "/spec/contributes/kubernetes/helmReleases/" + strconv.Itoa(i)
 				ptr := hp + "/chart"
-				// A packaged chart (.tgz, as helm pull gives it) is a file; else a directory.
-				ref(ptr, h.Chart, !IsChartArchive(h.Chart), "chart")
+				if h.Repo != "" || strings.HasPrefix(h.Chart, "oci://") || h.Version != "" {
+					checkChartRef(doc, l, hp, h)
+				} else if !strings.Contains(h.Chart, "{{") {
+					// A packaged chart (.tgz, as helm pull gives it) is a file; else a directory.
+					ref(ptr, h.Chart, !IsChartArchive(h.Chart), "chart")
+				}
 				if clean, err := CleanRef(h.Chart); err == nil && files[clean].dir {
 					if _, ok := files[path.Join(clean, "Chart.yaml")]; !ok {
 						doc.Errorf(l, ptr, "chart %q has no Chart.yaml", h.Chart)
@@ -503,6 +509,68 @@ func size(n int64) string {
 		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
 	}
 	return strconv.FormatInt(n, 10) + " B"
+}
+
+// checkChartRef checks a release's chart by reference (its chart, repo and
+// version), at hp in plugin.yaml. Templated fields are checked once rendered.
+func checkChartRef(doc *yamldoc.Doc, l *diag.List, hp string, h v1alpha1.HelmRelease) {
+	templated := func(s string) bool { return strings.Contains(s, "{{") }
+	switch {
+	case h.Version == "":
+		doc.Errorf(l, hp+"/chart", "chart %q is named by reference: give its version (a version or a constraint such as 6.x) in version", h.Chart)
+	case !templated(h.Version):
+		if _, err := semver.NewConstraint(h.Version); err != nil {
+			doc.Errorf(l, hp+"/version", "version %q of chart %s is not a version or a version constraint: %v", h.Version, h.Chart, err)
+		}
+	}
+	switch {
+	case h.Repo != "":
+		if !templated(h.Repo) {
+			if err := CheckChartRepoURL(h.Repo); err != nil {
+				doc.Errorf(l, hp+"/repo", "%v", err)
+			}
+		}
+		if !templated(h.Chart) && !NameRE.MatchString(h.Chart) {
+			doc.Errorf(l, hp+"/chart", "with repo, chart is the chart's name in the repository (a DNS label), found %q", h.Chart)
+		}
+	case strings.HasPrefix(h.Chart, "oci://"):
+		rest := strings.TrimPrefix(h.Chart, "oci://")
+		host, repo, _ := strings.Cut(rest, "/")
+		last := repo[strings.LastIndex(repo, "/")+1:]
+		if !templated(h.Chart) && (host == "" || repo == "" || strings.ContainsAny(last, ":@")) {
+			doc.Errorf(l, hp+"/chart", "chart %q: expected oci://REGISTRY/REPOSITORY/CHART without a tag or digest (the version is in version)", h.Chart)
+		}
+	default:
+		doc.Errorf(l, hp+"/version", "version is for a chart by reference (oci://… or with repo); chart %q is a path in the package, whose Chart.yaml gives its version", h.Chart)
+	}
+}
+
+// CheckChartRepoURL checks the URL of a Helm chart repository: https, or plain
+// http to a loopback address.
+func CheckChartRepoURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("invalid Helm repository URL %q: %w", raw, err)
+	case u.User != nil:
+		return fmt.Errorf("chart repository URL %s: credentials do not belong in a URL (they would be printed)", u.Redacted())
+	case u.Scheme == "https" && u.Host != "":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	case u.Scheme == "http":
+		return fmt.Errorf("chart repository %s: plain http is accepted for loopback addresses only; use https", raw)
+	}
+	return fmt.Errorf("chart repository %q: expected the https:// URL of a Helm chart repository", raw)
+}
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // IsChartArchive reports whether a release's chart names a packaged chart (a

@@ -134,6 +134,9 @@ func helmObject(h model.HelmRelease, prefix, doc, source string) (*kubeObject, e
 // error naming both, as `helm template` refuses such a chart: rendering without it
 // would silently drop the subchart's objects.
 func (r *renderer) loadChart(h model.HelmRelease) (*chartv2.Chart, error) {
+	if h.IsRef() {
+		return r.loadRemoteChart(h)
+	}
 	if r.in.Charts == nil {
 		return nil, errors.New("the render has no access to plugin packages")
 	}
@@ -141,17 +144,60 @@ func (r *renderer) loadChart(h model.HelmRelease) (*chartv2.Chart, error) {
 	if pkg == nil {
 		return nil, fmt.Errorf("plugin %s has no package files", h.By)
 	}
-	chrt, err := LoadChart(pkg, h.Chart)
+	chrt, err := LoadChart(pkg, h.Chart, r.fetchDependency(h))
 	if err != nil {
 		return nil, err
 	}
 	return chrt, nil
 }
 
+// fetchDependency is how h's chart gets a dependency its charts/ lacks: from
+// the caller (Input.ChartDependency), which fetched it; nil when it fetches none.
+func (r *renderer) fetchDependency(h model.HelmRelease) FetchDependency {
+	if r.in.ChartDependency == nil {
+		return nil
+	}
+	return func(d *chartv2.Dependency) ([]byte, error) { return r.in.ChartDependency(h, d) }
+}
+
+// loadRemoteChart loads a release's chart by reference from the archive the
+// caller fetched, with the checks of a packaged chart in the package.
+func (r *renderer) loadRemoteChart(h model.HelmRelease) (*chartv2.Chart, error) {
+	if r.in.RemoteChart == nil {
+		return nil, fmt.Errorf("chart %s is named by reference, and this command does not fetch charts", h.ChartRef())
+	}
+	data, err := r.in.RemoteChart(h)
+	if err != nil {
+		return nil, err
+	}
+	chrt, err := LoadChartArchive(data, r.fetchDependency(h))
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", h.ChartRef(), err)
+	}
+	return chrt, nil
+}
+
+// LoadChartArchive loads a packaged chart from its bytes, as LoadChart loads a
+// .tgz in a package, dependencies checked.
+func LoadChartArchive(data []byte, fetch FetchDependency) (*chartv2.Chart, error) {
+	if int64(len(data)) > maxChartSize {
+		return nil, fmt.Errorf("loading chart archive: archive is larger than %d bytes", maxChartSize)
+	}
+	chrt, err := readArchive(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("loading chart archive: %w", err)
+	}
+	if err := resolveDependencies(chrt, nil, fetch); err != nil {
+		return nil, err
+	}
+	return chrt, nil
+}
+
 // LoadChart loads the chart at ref inside fsys, a directory or a packaged chart
-// (.tgz), bounded in size as Helm bounds archives, and checks that every
-// dependency its Chart.yaml (and each subchart's) declares is in charts/.
-func LoadChart(fsys fs.FS, ref string) (*chartv2.Chart, error) {
+// (.tgz), bounded in size as Helm bounds archives, with every dependency its
+// Chart.yaml (and each subchart's) declares: in charts/, or else fetched with
+// fetch (nil: an error naming the missing dependency).
+func LoadChart(fsys fs.FS, ref string, fetch FetchDependency) (*chartv2.Chart, error) {
 	name := path.Clean(strings.TrimPrefix(ref, "./"))
 	if !fs.ValidPath(name) {
 		return nil, fmt.Errorf("chart %q must be a relative path inside the plugin's package", ref)
@@ -178,7 +224,7 @@ func LoadChart(fsys fs.FS, ref string) (*chartv2.Chart, error) {
 			return nil, fmt.Errorf("loading chart archive %s: %w", name, err)
 		}
 	}
-	if err := checkDependencies(chrt, ""); err != nil {
+	if err := resolveDependencies(chrt, nil, fetch); err != nil {
 		return nil, fmt.Errorf("chart %s: %w", name, err)
 	}
 	return chrt, nil
@@ -195,7 +241,12 @@ func loadArchive(fsys fs.FS, name string, size int64) (*chartv2.Chart, error) {
 		return nil, err
 	}
 	defer f.Close()
-	files, err := archive.LoadArchiveFiles(io.LimitReader(f, maxChartSize))
+	return readArchive(f)
+}
+
+// readArchive reads a chart archive through Helm's archive loader.
+func readArchive(r io.Reader) (*chartv2.Chart, error) {
+	files, err := archive.LoadArchiveFiles(io.LimitReader(r, maxChartSize))
 	if err != nil {
 		return nil, err
 	}
@@ -205,31 +256,77 @@ func loadArchive(fsys fs.FS, name string, size int64) (*chartv2.Chart, error) {
 	return loader.LoadFiles(files)
 }
 
-// checkDependencies refuses a chart, or a subchart, that declares a dependency
-// its charts/ does not hold. parent names the enclosing charts, for the error.
-func checkDependencies(c *chartv2.Chart, parent string) error {
-	where := parent + c.Name() + " " + c.Metadata.Version
+// FetchDependency returns the archive of a chart dependency that a chart's
+// charts/ does not hold: dep names it as Chart.yaml declares it, with the exact
+// version Chart.lock gives when there is one. It is only asked for dependencies
+// whose repository is a Helm repository (https://, http:// to loopback) or an
+// OCI registry (oci://).
+type FetchDependency func(dep *chartv2.Dependency) ([]byte, error)
+
+// fetchable reports whether a dependency's repository is one kubeplug fetches
+// from: not file://, not an @alias of helm's repository list, not empty.
+func fetchable(d *chartv2.Dependency) bool {
+	return strings.HasPrefix(d.Repository, "https://") || strings.HasPrefix(d.Repository, "http://") || strings.HasPrefix(d.Repository, "oci://")
+}
+
+// resolveDependencies completes a chart, and each subchart, with the
+// dependencies its Chart.yaml declares and its charts/ lacks, fetched with
+// fetch (nil fetches nothing); a dependency that cannot be fetched is an error
+// naming the chart and the dependency, as `helm template` refuses such a chart,
+// since rendering without it would silently drop its objects. A chart that
+// depends, through fetched charts, on itself is an error naming the chain.
+// chain names the enclosing charts.
+func resolveDependencies(c *chartv2.Chart, chain []string, fetch FetchDependency) error {
+	where := c.Name() + " " + c.Metadata.Version
+	for _, a := range chain {
+		if name, _, _ := strings.Cut(a, " "); name == c.Name() {
+			return fmt.Errorf("dependency cycle: %s -> %s", strings.Join(chain, " -> "), where)
+		}
+	}
+	chain = append(slices.Clone(chain), where)
+	in := "chart " + strings.Join(chain, " > ")
 	var missing []string
 	for _, d := range c.Metadata.Dependencies {
-		if d == nil {
+		if d == nil || slices.ContainsFunc(c.Dependencies(), func(s *chartv2.Chart) bool { return s.Name() == d.Name }) {
 			continue
 		}
-		if !slices.ContainsFunc(c.Dependencies(), func(s *chartv2.Chart) bool { return s.Name() == d.Name }) {
-			m := d.Name
-			if d.Version != "" {
-				m += " " + d.Version
-			}
-			if d.Repository != "" {
-				m += " from " + d.Repository
-			}
-			missing = append(missing, m)
+		m := d.Name
+		if d.Version != "" {
+			m += " " + d.Version
 		}
+		if d.Repository != "" {
+			m += " from " + d.Repository
+		}
+		if fetch == nil || !fetchable(d) {
+			missing = append(missing, m)
+			continue
+		}
+		dep := *d
+		if c.Lock != nil {
+			for _, l := range c.Lock.Dependencies {
+				if l != nil && l.Name == d.Name && l.Repository == d.Repository && l.Version != "" {
+					dep.Version = l.Version // Chart.lock's exact version
+				}
+			}
+		}
+		data, err := fetch(&dep)
+		if err != nil {
+			return fmt.Errorf("%s depends on %s: %w", in, m, err)
+		}
+		sub, err := readArchive(bytes.NewReader(data))
+		if err != nil {
+			return fmt.Errorf("%s depends on %s: loading its archive: %w", in, m, err)
+		}
+		if sub.Name() != d.Name {
+			return fmt.Errorf("%s depends on %s, but the fetched archive holds chart %s", in, m, sub.Name())
+		}
+		c.AddDependency(sub)
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("chart %s depends on %s, which its charts/ directory does not hold (vendor it with `helm dependency build`)", where, strings.Join(missing, ", "))
+		return fmt.Errorf("%s depends on %s, which its charts/ directory does not hold (vendor it with `helm dependency build`, or give it an https:// or oci:// repository)", in, strings.Join(missing, ", "))
 	}
 	for _, s := range c.Dependencies() {
-		if err := checkDependencies(s, where+" > "); err != nil {
+		if err := resolveDependencies(s, chain, fetch); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
@@ -64,6 +65,14 @@ type Input struct {
 	// Charts gives access to a plugin's package files; a Helm release's Chart is a
 	// directory inside it. It may be nil when the model has no Helm releases.
 	Charts func(plugin string) fs.FS
+	// RemoteChart returns the archive of a release's chart by reference
+	// (h.IsRef()), fetched, verified and pinned by the caller; nil when the
+	// model has none.
+	RemoteChart func(h model.HelmRelease) ([]byte, error)
+	// ChartDependency returns the archive of a dependency that the chart of h
+	// (or one of its subcharts) declares with an https:// or oci:// repository
+	// and its charts/ lacks, fetched by the caller; nil refuses such a chart.
+	ChartDependency func(h model.HelmRelease, dep *chartv2.Dependency) ([]byte, error)
 	// Plan is written as plan.json as-is; nil writes no plan.json.
 	Plan any
 	// AWS are the cloud template's values (the cluster's spec.provider.aws).

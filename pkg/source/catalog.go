@@ -283,6 +283,11 @@ type HTTPOptions struct {
 	// RegistryConfig is the docker config file of an oci:// catalog's
 	// credentials; empty means the usual one.
 	RegistryConfig string
+	// Keyring is a PGP keyring file that Helm charts' provenance files must be
+	// signed with (a type: helm source's verify.keyring); empty checks none.
+	// ProvenanceRequired refuses a chart without a provenance file.
+	Keyring            string
+	ProvenanceRequired bool
 }
 
 // httpCatalog is a catalog served over HTTP(S): an index.yaml and archives.

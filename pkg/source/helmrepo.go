@@ -160,6 +160,11 @@ func (x *helmIndex) versions(origin plugin.Origin, base *url.URL, location strin
 				errorf(field+".urls[0]", "chart %s %s: %s", name, e.Version, msg)
 				continue
 			}
+			if ref.User == nil && ref.Host == base.Host && ref.Scheme == base.Scheme {
+				// As helm does: the repository's credentials go with its archives
+				// on the same host, never to another one.
+				ref.User = base.User
+			}
 			v := &Version{Name: name, Version: ver, Description: e.Description, Origin: origin, Location: locationOf(ref)}
 			if e.KubeVersion != "" {
 				v.KubernetesVersion, _ = semver.NewConstraint(e.KubeVersion)
@@ -208,24 +213,10 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 		l.Errorf(v.Location, 0, 0, "", "chart %s was not listed by the Helm repository %s", v.ID(), s.shown)
 		return nil, l
 	}
-	key := "sha256:" + ref.digest
-	// A cached archive is used when it still has the index's digest.
-	data, err := s.opts.Cache.Get(key)
-	if err != nil || sha256Hex(data) != ref.digest {
-		s.opts.Cache.Remove(key)
-		// The archive becomes one file of the package: bounded as a package file is.
-		data, err = s.get(ctx, ref.url.String(), plugin.MaxFileSize)
-		if err != nil {
-			l.Errorf(v.Location, 0, 0, "", "cannot download chart %s %s from %s: %v", v.Name, v.Version, s.shown, err)
-			return nil, l
-		}
-		if got := sha256Hex(data); got != ref.digest {
-			l.Errorf(v.Location, 0, 0, "", "chart %s %s from %s: the archive's sha256 is %s, but the index gives %s: refused", v.Name, v.Version, s.shown, got, ref.digest)
-			return nil, l
-		}
-		if err := s.opts.Cache.Put(key, data); err != nil {
-			l.Warnf(v.Location, 0, 0, "", "cannot cache chart %s %s: %v", v.Name, v.Version, err)
-		}
+	data, err := s.archive(ctx, v.Name, v.Version.String(), ref)
+	if err != nil {
+		l.Errorf(v.Location, 0, 0, "", "%v", err)
+		return nil, l
 	}
 	fsys, err := chartPackage(v, data)
 	if err != nil {
@@ -236,6 +227,50 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 	return pkg, append(l, pl...)
 }
 
+// archive returns the archive of chart name at version, listed at ref: from the
+// cache when it holds the index's digest, else downloaded (bounded as a package
+// file) and refused unless its sha256 is the index's digest; with a keyring, its
+// provenance file (downloaded every time) checked under the source's policy.
+func (s *helmRepo) archive(ctx context.Context, name, version string, ref *helmRef) ([]byte, error) {
+	data, err := s.download(ctx, name, version, ref)
+	if err != nil {
+		return nil, err
+	}
+	if s.opts.Keyring != "" {
+		// Helm's convention: the provenance file is the archive's URL with .prov.
+		prov, err := s.get(ctx, ref.url.String()+".prov", maxProvenance)
+		if err != nil && !strings.Contains(err.Error(), "404") {
+			return nil, fmt.Errorf("cannot download the provenance file of chart %s %s from %s: %w", name, version, s.shown, err)
+		}
+		what := fmt.Sprintf("chart %s %s from %s", name, version, s.shown)
+		if err := verifyProvenance(what, data, prov, path.Base(ref.url.Path), s.opts); err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
+}
+
+// download returns the archive, from the cache or the repository, with the
+// index's digest.
+func (s *helmRepo) download(ctx context.Context, name, version string, ref *helmRef) ([]byte, error) {
+	key := "sha256:" + ref.digest
+	if data, err := s.opts.Cache.Get(key); err == nil && sha256Hex(data) == ref.digest {
+		return data, nil
+	}
+	s.opts.Cache.Remove(key)
+	// The archive becomes one file of the package: bounded as a package file is.
+	data, err := s.get(ctx, ref.url.String(), plugin.MaxFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("cannot download chart %s %s from %s: %w", name, version, s.shown, err)
+	}
+	if got := sha256Hex(data); got != ref.digest {
+		return nil, fmt.Errorf("chart %s %s from %s: the archive's sha256 is %s, but the index gives %s: refused", name, version, s.shown, got, ref.digest)
+	}
+	// A cache that cannot be written only costs a download next time.
+	_ = s.opts.Cache.Put(key, data)
+	return data, nil
+}
+
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
@@ -244,23 +279,8 @@ func sha256Hex(b []byte) string {
 // chartPackage makes the package of a chart version: its archive, checked to hold
 // the chart the index announced, and a plugin.yaml that installs it.
 func chartPackage(v *Version, data []byte) (fs.FS, error) {
-	files, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
-	if err != nil {
-		return nil, fmt.Errorf("cannot unpack the chart archive: %w", err)
-	}
-	b, err := fs.ReadFile(files, path.Join(v.Name, "Chart.yaml"))
-	if err != nil {
-		return nil, fmt.Errorf("the chart archive has no %s/Chart.yaml", v.Name)
-	}
-	var meta struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	}
-	if err := yaml.Unmarshal(b, &meta); err != nil {
-		return nil, fmt.Errorf("the archive's Chart.yaml: %w", err)
-	}
-	if got, err := semver.StrictNewVersion(meta.Version); meta.Name != v.Name || err != nil || !got.Equal(v.Version) {
-		return nil, fmt.Errorf("the archive holds chart %s %s, not what the index lists", meta.Name, meta.Version)
+	if err := checkChartArchive(data, v.Name, v.Version); err != nil {
+		return nil, err
 	}
 	q := func(s string) string { j, _ := json.Marshal(s); return string(j) }
 	var m strings.Builder
@@ -277,4 +297,29 @@ func chartPackage(v *Version, data []byte) (fs.FS, error) {
 		plugin.ManifestFile: {Data: []byte(m.String()), Mode: 0o644},
 		HelmChartFile:       {Data: data, Mode: 0o644},
 	}, nil
+}
+
+// checkChartArchive unpacks a chart archive with the package archive checks (no
+// absolute or '..' paths, bounded size and entries) and checks that it holds
+// chart name at version.
+func checkChartArchive(data []byte, name string, version *semver.Version) error {
+	files, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
+	if err != nil {
+		return fmt.Errorf("cannot unpack the chart archive: %w", err)
+	}
+	b, err := fs.ReadFile(files, path.Join(name, "Chart.yaml"))
+	if err != nil {
+		return fmt.Errorf("the chart archive has no %s/Chart.yaml", name)
+	}
+	var meta struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if err := yaml.Unmarshal(b, &meta); err != nil {
+		return fmt.Errorf("the archive's Chart.yaml: %w", err)
+	}
+	if got, err := semver.StrictNewVersion(meta.Version); meta.Name != name || err != nil || !got.Equal(version) {
+		return fmt.Errorf("the archive holds chart %s %s, not %s %s", meta.Name, meta.Version, name, version)
+	}
+	return nil
 }

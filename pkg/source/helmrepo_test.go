@@ -118,7 +118,7 @@ entries:
 	}
 
 	// The version 1.1.0 entry points at an archive holding 1.2.0: refused.
-	if _, fl := src.Fetch(t.Context(), vs[1]); !strings.Contains(fl.String(), "the archive holds chart web 1.2.0, not what the index lists") {
+	if _, fl := src.Fetch(t.Context(), vs[1]); !strings.Contains(fl.String(), "the archive holds chart web 1.2.0, not web 1.1.0") {
 		t.Errorf("a mislabelled archive: %v", fl)
 	}
 }

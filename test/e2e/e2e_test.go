@@ -68,6 +68,7 @@ func TestCLI(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"push-image": pushImage,
 			"helm-repo":  helmRepo,
+			"helm-push":  helmPush,
 			"registry":   func(ts *testscript.TestScript, neg bool, args []string) { localRegistry(ts, neg, args, repo) },
 		},
 	})

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	helmregistry "helm.sh/helm/v4/pkg/registry"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 )
 
@@ -16,13 +18,16 @@ import (
 // and indexed by the Helm SDK as `helm package` and `helm repo index` do:
 // "helm-repo SRC OUT" packages every chart directory under SRC into OUT, writes
 // OUT/index.yaml and serves OUT, setting $HELMREPO to its URL until the script
-// ends. Files put into OUT afterwards (a tampered archive) are served as they are.
+// ends; a chart dependency whose repository is HELMREPO gets that URL. Files
+// put into OUT afterwards (a tampered archive) are served as they are.
 func helmRepo(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: helm-repo SRC OUT")
 	}
 	src, out := ts.MkAbs(args[0]), ts.MkAbs(args[1])
 	ts.Check(os.MkdirAll(out, 0o755))
+	srv := httptest.NewServer(http.FileServer(http.Dir(out)))
+	ts.Defer(srv.Close)
 	dirs, err := os.ReadDir(src)
 	ts.Check(err)
 	for _, d := range dirs {
@@ -31,14 +36,48 @@ func helmRepo(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		c, err := loader.LoadDir(filepath.Join(src, d.Name()))
 		ts.Check(err)
+		// A dependency on the repository itself names it HELMREPO.
+		for _, dep := range c.Metadata.Dependencies {
+			if dep.Repository == "HELMREPO" {
+				dep.Repository = srv.URL
+			}
+		}
 		_, err = chartutil.Save(c, out)
 		ts.Check(err)
 	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(out)))
-	ts.Defer(srv.Close)
 	idx, err := repo.IndexDirectory(out, srv.URL)
 	ts.Check(err)
 	idx.SortEntries()
 	ts.Check(idx.WriteFile(filepath.Join(out, "index.yaml"), 0o644))
 	ts.Setenv("HELMREPO", srv.URL)
+}
+
+// helmPush packages every chart directory under SRC and pushes it to the
+// script's registry as `helm push` does: "helm-push SRC" stores chart NAME at
+// VERSION as $REGISTRY/charts/NAME:VERSION.
+func helmPush(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: helm-push SRC")
+	}
+	src := ts.MkAbs(args[0])
+	c, err := helmregistry.NewClient(helmregistry.ClientOptPlainHTTP(), helmregistry.ClientOptWriter(io.Discard),
+		helmregistry.ClientOptCredentialsFile(filepath.Join(ts.Getenv("WORK"), ".helm-registry.json")))
+	ts.Check(err)
+	dirs, err := os.ReadDir(src)
+	ts.Check(err)
+	out := ts.MkAbs(".helm-push")
+	ts.Check(os.MkdirAll(out, 0o755))
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		ch, err := loader.LoadDir(filepath.Join(src, d.Name()))
+		ts.Check(err)
+		tgz, err := chartutil.Save(ch, out)
+		ts.Check(err)
+		data, err := os.ReadFile(tgz)
+		ts.Check(err)
+		_, err = c.Push(data, ts.Getenv("REGISTRY")+"/charts/"+ch.Name()+":"+ch.Metadata.Version)
+		ts.Check(err)
+	}
 }

@@ -119,7 +119,11 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 				if !ok {
 					continue
 				}
-				c.Kubernetes.HelmReleases = append(c.Kubernetes.HelmReleases, model.HelmRelease{Name: name, Namespace: h.Namespace, Chart: path.Clean(h.Chart), Values: vals})
+				chart := h.Chart
+				if !model.IsChartRef(h.Chart, h.Repo) {
+					chart = path.Clean(chart) // a path in the package
+				}
+				c.Kubernetes.HelmReleases = append(c.Kubernetes.HelmReleases, model.HelmRelease{Name: name, Namespace: h.Namespace, Chart: chart, Repo: h.Repo, Version: h.Version, Test: h.Test, Values: vals})
 			}
 			for _, p := range rk.Patches {
 				c.Kubernetes.Patches = append(c.Kubernetes.Patches, model.ObjectPatch{Target: model.ObjectRef(p.Target), Ops: ops(p.Patch)})
