@@ -22,6 +22,10 @@ type PluginCatalogSpec struct {
 type CatalogSource struct {
 	// URL of a remote catalog: an https:// index.yaml or an oci:// repository.
 	URL string `json:"url,omitempty" jsonschema:"pattern=^(https?|oci)://,maxLength=2048"`
+	// Type of the catalog at URL: empty for a kubeplug catalog, helm for a Helm
+	// chart repository, whose every chart version is a plugin version (as
+	// spec.plugins.sources[].type in a cluster file; docs/helm.md).
+	Type string `json:"type,omitempty" jsonschema:"enum=,enum=helm"`
 	// ConfigMap, in the catalog's namespace, whose binaryData holds plugin package
 	// archives (the .tgz files of `kubeplug plugin package`), one per key.
 	ConfigMap string `json:"configMap,omitempty" jsonschema:"maxLength=253"`

@@ -22,6 +22,7 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/source"
 	"github.com/kubeplug/kubeplug/pkg/values"
 )
 
@@ -213,8 +214,12 @@ func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, n
 			return &v1alpha1.SourceVerify{Keys: keys, Required: true}
 		}
 		switch {
+		case s.Type != "" && s.URL == "":
+			return nil, specErrorf("%s.type: %q applies to a url; this source has none", where, s.Type)
+		case s.Type == source.SourceTypeHelm && s.VerifyKeys != "":
+			return nil, specErrorf("%s.verifyKeys: a Helm repository's charts are not signed with kubeplug keys; leave verifyKeys out for type: helm", where)
 		case s.URL != "":
-			out = append(out, v1alpha1.Source{Catalog: s.URL, Verify: verify()})
+			out = append(out, v1alpha1.Source{Catalog: s.URL, Type: s.Type, Verify: verify()})
 		case s.ConfigMap != "" || s.Secret != "":
 			var data map[string][]byte
 			var version, kind, holder string
