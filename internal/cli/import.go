@@ -17,16 +17,24 @@ type importSource struct {
 var importCmds = []importSource{
 	{
 		name:  action.ImportHelm,
-		use:   "helm CHART_DIR|CHART.tgz",
+		use:   "helm CHART_DIR|CHART.tgz|oci://REGISTRY/REPO/CHART|NAME --repo URL",
 		short: "Import a Helm chart as a plugin that installs it",
 		long: `Write NAME/ (NAME: the chart's name as a DNS label) with a plugin.yaml whose one
 Helm release installs the chart, copied whole into charts/NAME. The plugin's version
 is the chart's version as a semantic version (v1.17.2 becomes 1.17.2, the original
 recorded in README.md); the chart's kubeVersion becomes spec.kubernetesVersion. A
 chart whose dependencies are not vendored in its charts/ directory is refused: run
-'helm dependency build' first.`,
+'helm dependency build' first.
+
+A chart by reference is fetched as 'helm pull' names it — oci://REGISTRY/REPO/CHART,
+or NAME --repo URL of a Helm repository — at --version (a version or a constraint;
+default: the highest version that is not a prerelease), checked against the digest
+its source announces and kept in the user's cache, then imported as a packaged
+chart; README.md records the URL, the version and the archive's digest.`,
 		example: `  kubeplug import helm ./podinfo && kubeplug plugin lint podinfo
-  kubeplug import helm podinfo-6.14.1.tgz --namespace web --dir imported`,
+  kubeplug import helm podinfo-6.14.1.tgz --namespace web --dir imported
+  kubeplug import helm oci://ghcr.io/stefanprodan/charts/podinfo --version 6.14.1
+  kubeplug import helm metrics-server --repo https://kubernetes-sigs.github.io/metrics-server --version 3.12.2`,
 	},
 	{
 		name:  action.ImportKKP,
@@ -120,7 +128,7 @@ func newImportSourceCmd(o *options, s importSource) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			run := action.NewImport(o.config())
-			run.Dir, run.Namespace, run.Charts = a.Dir, a.Namespace, a.Charts
+			run.Dir, run.Namespace, run.Charts, run.Repo, run.Version = a.Dir, a.Namespace, a.Charts, a.Repo, a.Version
 			res, l := run.Run(cmd.Context(), s.name, args[0])
 			if o.report(l) || res == nil {
 				return errFailed
@@ -148,6 +156,10 @@ func newImportSourceCmd(o *options, s importSource) *cobra.Command {
 	cmd.Flags().StringVar(&a.Dir, "dir", "", "the directory to write the import into (default: the working directory)")
 	cmd.Flags().StringVar(&a.Namespace, "namespace", "", "the namespace of the imported Helm releases and namespaced objects (default: per source, see docs/import.md)")
 	_ = cmd.MarkFlagDirname("dir")
+	if s.name == action.ImportHelm {
+		cmd.Flags().StringVar(&a.Repo, "repo", "", "the URL of the Helm repository holding the chart NAME (as helm pull --repo)")
+		cmd.Flags().StringVar(&a.Version, "version", "", "the version, or a version constraint, of a chart by reference (default: the highest that is not a prerelease)")
+	}
 	if s.name == action.ImportKKP || s.name == action.ImportKubeAWS {
 		cmd.Flags().StringVar(&a.Charts, "charts", "", "the directory holding each version's chart as `helm pull` writes it (NAME-VERSION.tgz) or unpacked (NAME-VERSION/ or NAME/)")
 		_ = cmd.MarkFlagDirname("charts")

@@ -15,6 +15,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/action/internal/importer"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/source"
 )
 
 // Import sources: the formats `kubeplug import` reads.
@@ -45,6 +46,11 @@ type Import struct {
 	// repository and version (KKP): NAME-VERSION.tgz as `helm pull` writes them,
 	// or unpacked as NAME-VERSION/ or NAME/.
 	Charts string
+	// Repo and Version fetch a Helm chart by reference instead of reading a
+	// local one, as `helm pull` does: the input is oci://REGISTRY/REPO/CHART, or
+	// with Repo (a Helm repository's URL) a chart's name in it; Version is a
+	// version or a constraint (empty: the highest stable version).
+	Repo, Version string
 }
 
 // NewImport returns an Import action.
@@ -96,7 +102,16 @@ func (a *Import) Run(ctx context.Context, src, input string) (*ImportResult, dia
 		l.Errorf(input, 0, 0, "", "%v", err)
 		return nil, l
 	}
-	res, err := from(input, importer.Options{Namespace: a.Namespace, Charts: a.Charts})
+	opts := importer.Options{Namespace: a.Namespace, Charts: a.Charts}
+	var res *importer.Result
+	var err error
+	if byRef := a.Repo != "" || strings.HasPrefix(input, "oci://"); src == ImportHelm && byRef {
+		res, err = a.importChartRef(ctx, input, opts)
+	} else if a.Version != "" || a.Repo != "" {
+		err = fmt.Errorf("--version and --repo name a chart by reference (oci://REGISTRY/REPO/CHART, or NAME --repo URL); %s is a local path", input)
+	} else {
+		res, err = from(input, opts)
+	}
 	if err != nil {
 		l.Errorf(input, 0, 0, "", "cannot import: %v", err)
 		return nil, l
@@ -314,4 +329,35 @@ func relocate(l diag.List, scratch, out string) diag.List {
 		}
 	}
 	return l
+}
+
+// importChartRef fetches the Helm chart input names by reference — an OCI chart,
+// or the chart of that name in a.Repo — with the engine's chart fetching
+// (bounded, checked against the digest its source announces, kept in the cache),
+// and imports the archive as a packaged chart.
+func (a *Import) importChartRef(ctx context.Context, input string, o importer.Options) (*importer.Result, error) {
+	version := a.Version
+	if version == "" {
+		version = "*" // as helm pull: the highest version that is not a prerelease
+	}
+	ref := source.ChartRef{Chart: input, Version: version}
+	if a.Repo != "" {
+		if strings.Contains(input, "/") {
+			return nil, fmt.Errorf("with --repo, give the chart's name in the repository, not %q", input)
+		}
+		ref.Repo = strings.TrimSuffix(a.Repo, "/")
+	}
+	if ref.Name() == "" {
+		return nil, fmt.Errorf("%s: no chart name", input)
+	}
+	f := &source.ChartFetcher{Cache: source.DefaultCache()}
+	a.cfg.logger().Debug("fetching chart", "chart", ref.String())
+	ch, err := f.Fetch(ctx, ref, nil)
+	if err != nil {
+		return nil, err
+	}
+	return importer.FromHelmFetched(importer.FetchedChart{
+		Ref: input, Repo: ref.Repo, Asked: version, Version: ch.Version,
+		Name: ch.Name, Digest: ch.Digest, Archive: ch.Archive,
+	}, o)
 }

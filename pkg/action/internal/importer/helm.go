@@ -51,6 +51,58 @@ func FromHelm(input string, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var r Report
+	r.Source = fmt.Sprintf("the Helm chart `%s`", base(input))
+	return helmResult(&r, input, tree, o)
+}
+
+// FetchedChart is a Helm chart fetched by reference (`oci://…` or a chart of a
+// Helm repository), already checked against the digest its source announced.
+type FetchedChart struct {
+	// Ref is the reference as the user gave it: oci://REGISTRY/REPO/CHART, or
+	// the chart's name in Repo.
+	Ref string
+	// Repo is the Helm repository's URL; empty for an OCI chart.
+	Repo string
+	// Asked is the version or constraint asked for; Version is what it resolved to.
+	Asked, Version string
+	// Name is the chart's name.
+	Name string
+	// Digest is the archive's digest, "sha256:HEX".
+	Digest string
+	// Archive is the packaged chart (.tgz).
+	Archive []byte
+}
+
+// Source is where the chart came from: the repository URL and the chart's name,
+// or the OCI reference.
+func (c FetchedChart) Source() string {
+	if c.Repo != "" {
+		return strings.TrimSuffix(c.Repo, "/") + "/" + c.Name
+	}
+	return c.Ref
+}
+
+// FromHelmFetched imports a chart fetched by reference exactly as [FromHelm]
+// imports a packaged chart, and records in the README where it came from: the
+// URL, the version (and the constraint it met) and the archive's digest.
+func FromHelmFetched(c FetchedChart, o Options) (*Result, error) {
+	label := fmt.Sprintf("%s-%s.tgz", c.Name, c.Version)
+	tree, err := unpack(c.Archive)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s %s from %s: %w", c.Name, c.Version, c.Source(), err)
+	}
+	var r Report
+	r.Source = fmt.Sprintf("the Helm chart `%s` %s fetched from `%s` (archive digest `%s`)", c.Name, c.Version, c.Source(), c.Digest)
+	r.Note("Fetched: chart `%s` version `%s` (asked for `%s`) from `%s`, archive `%s`, checked against the digest the source announced. Import it again with `--version %s` for the same chart.",
+		c.Name, c.Version, c.Asked, c.Source(), c.Digest, c.Version)
+	return helmResult(&r, label, tree, o)
+}
+
+// helmResult makes the result of one chart's files: tree is the chart, at its
+// root or in one top-level directory as a packaged chart holds it; input names
+// it in errors.
+func helmResult(r *Report, input string, tree map[string][]byte, o Options) (*Result, error) {
 	root, err := chartRoot(input, tree)
 	if err != nil {
 		return nil, err
@@ -59,13 +111,11 @@ func FromHelm(input string, o Options) (*Result, error) {
 	if root != "." {
 		chart = subtree(tree, root)
 	}
-	var r Report
-	r.Source = fmt.Sprintf("the Helm chart `%s`", base(input))
-	p, err := helmPackage(&r, input, chart, o)
+	p, err := helmPackage(r, input, chart, o)
 	if err != nil {
 		return nil, err
 	}
-	p.Report = r
+	p.Report = *r
 	return &Result{Packages: []*Package{p}}, nil
 }
 
