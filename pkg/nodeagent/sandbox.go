@@ -7,8 +7,9 @@ import (
 
 // sandboxScript runs in the sandbox's fresh mount and pid namespaces (made by
 // unshare) before the hook: it remounts every mount read-only except the
-// machine root ($1) and what lies below it, gives the hook a private /tmp and
-// a /proc of its own pid namespace (unshare --mount-proc), then execs the hook.
+// machine root ($1) and what lies below it, gives the hook a private TMPDIR
+// (a tmpfs on the machine's own /tmp) and a /proc of its own pid namespace
+// (unshare --mount-proc), then execs the hook.
 // A mount that cannot be made read-only is named on stderr, and the hook does
 // not run: the sandbox would be incomplete.
 const sandboxScript = `set -eu
@@ -31,21 +32,14 @@ if [ -n "$failed" ]; then
 	echo "kubeplug sandbox: could not make read-only:$failed" >&2
 	exit 125
 fi
-cd "$root"
-mount -t tmpfs -o mode=1777,size=256m tmpfs /tmp
-case "$root" in
-/tmp/*)
-	# The private /tmp hid the machine root: bind it back from the working
-	# directory, which still is the hidden directory (-c: no path lookup).
-	mkdir -p "$root"
-	mount -c --bind /proc/self/cwd "$root"
-	cd "$root"
-	;;
-esac
-# The caller's TMPDIR is read-only (or hidden) here: the private /tmp is the
-# hook's temporary directory.
-TMPDIR=/tmp
+# The machine's own /tmp, below its root, is the hook's temporary directory:
+# private (a tmpfs of this namespace) and gone with it. The host's /tmp stays
+# visible (a host path a hook reads may be there) and read-only.
+mkdir -p "$root/tmp"
+mount -t tmpfs -o mode=1777,size=256m tmpfs "$root/tmp"
+TMPDIR=$root/tmp
 export TMPDIR
+cd "$root"
 exec "$@"
 `
 
@@ -54,8 +48,8 @@ exec "$@"
 // provider): util-linux's unshare makes a mount and a pid namespace of the
 // hook's own (its processes end with it), in which every file system but
 // root is read-only — a hook that writes outside its machine root (the
-// host's /etc, /usr) fails with "Read-only file system" instead of changing
-// this machine — and /tmp is private. Paths under root stay where they are,
+// host's /etc, /usr, /tmp) fails with "Read-only file system" instead of
+// changing this machine — and TMPDIR is the machine's own /tmp, a private tmpfs. Paths under root stay where they are,
 // so $KUBEPLUG_ROOT keeps its meaning. Needs root (CAP_SYS_ADMIN).
 func SandboxArgv(root string) []string {
 	return []string{"unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",

@@ -42,16 +42,26 @@ func TestSandboxKeepsTheHostReadOnly(t *testing.T) {
 	if err == nil || !strings.Contains(out, "Read-only file system") {
 		t.Errorf("a write to the host's /etc: err %v, output %q", err, out)
 	}
-	// /tmp is the hook's own, and its TMPDIR whatever the caller's was.
+	// TMPDIR is the machine's own /tmp, private; the host's /tmp is visible
+	// (a host path a hook reads may be there) and read-only.
 	t.Setenv("TMPDIR", t.TempDir())
-	if out, err := run("f=$(mktemp) && echo t > $f && cat $f && case $f in /tmp/*) ;; *) echo not in /tmp: $f ;; esac"); err != nil || out != "t\n" {
-		t.Errorf("mktemp in the sandbox: %q %v", out, err)
+	out, err = run("f=$(mktemp) && echo t > $f && cat $f && echo $f")
+	if err != nil || !strings.HasPrefix(out, "t\n"+filepath.Join(root, "tmp")+"/") {
+		t.Errorf("mktemp in the sandbox: %q %v, want a file under %s/tmp", out, err, root)
 	}
-	if out, err := run("echo t > /tmp/kubeplug-sandbox-tmp && cat /tmp/kubeplug-sandbox-tmp"); err != nil || out != "t\n" {
-		t.Errorf("private /tmp: %q %v", out, err)
+	if entries, _ := os.ReadDir(filepath.Join(root, "tmp")); len(entries) != 0 {
+		t.Errorf("the hook's temporary files outlive it in the machine's /tmp: %v", entries)
 	}
-	if _, err := os.Stat("/tmp/kubeplug-sandbox-tmp"); err == nil {
+	hostTmp := filepath.Join(os.TempDir(), "kubeplug-sandbox-visible-"+filepath.Base(root))
+	if err := os.WriteFile(hostTmp, []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(hostTmp) })
+	if out, err := run("cat " + hostTmp); err != nil || out != "from the host\n" {
+		t.Errorf("a host file under /tmp in the sandbox: %q %v", out, err)
+	}
+	if out, err := run("echo x > /tmp/kubeplug-sandbox-tmp"); err == nil || !strings.Contains(out, "Read-only file system") {
 		_ = os.Remove("/tmp/kubeplug-sandbox-tmp")
-		t.Error("the hook's /tmp is the host's")
+		t.Errorf("a write to the host's /tmp: err %v, output %q", err, out)
 	}
 }
