@@ -67,17 +67,5 @@ spec:
 	for _, line := range compareObjects(helm, ours) {
 		fmt.Fprintln(&report, line)
 	}
-	golden := "../../testdata/import/helm/golden/parity.golden"
-	if *updateParity {
-		if err := os.WriteFile(golden, report.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(want, report.Bytes()) {
-		t.Errorf("the imported plugin's render and helm template differ otherwise than %s says (-update-parity):\n%s", golden, report.String())
-	}
+	checkParityGolden(t, "../../testdata/import/helm/golden/parity.golden", report.Bytes())
 }

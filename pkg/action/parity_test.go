@@ -83,9 +83,16 @@ func TestHelmTemplateParity(t *testing.T) {
 			fmt.Fprintf(&report, "%s: %s\n", tc.name, line)
 		}
 	}
-	golden := filepath.Join(root, "differences.golden")
+	checkParityGolden(t, filepath.Join(root, "differences.golden"), report.Bytes())
+}
+
+// checkParityGolden compares the differences between kubeplug's render and
+// helm template with the golden file that documents them (-update-parity
+// rewrites it).
+func checkParityGolden(t *testing.T, golden string, report []byte) {
+	t.Helper()
 	if *updateParity {
-		if err := os.WriteFile(golden, report.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(golden, report, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,8 +100,8 @@ func TestHelmTemplateParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(want, report.Bytes()) {
-		t.Errorf("kubeplug render and helm template differ otherwise than %s says (go test ./pkg/action -run TestHelmTemplateParity -update-parity):\n%s", golden, report.String())
+	if !bytes.Equal(want, report) {
+		t.Errorf("kubeplug render and helm template differ otherwise than %s says (-update-parity rewrites it):\n%s", golden, report)
 	}
 }
 
