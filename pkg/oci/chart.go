@@ -41,21 +41,9 @@ func (c *Client) PullChart(ctx context.Context, ref string, limit int64) (*Pulle
 	if r.Reference == "" {
 		return nil, fmt.Errorf("%s: name a version (…:VERSION)", ref)
 	}
-	repo, err := c.repo(r)
+	repo, desc, man, err := c.fetchManifest(ctx, r, ref)
 	if err != nil {
 		return nil, err
-	}
-	desc, rc, err := repo.FetchReference(ctx, r.Reference)
-	if err != nil {
-		return nil, describe(r, err)
-	}
-	manData, err := readVerified(rc, desc, maxManifest)
-	if err != nil {
-		return nil, fmt.Errorf("%s: manifest: %w", ref, err)
-	}
-	man, err := decodeManifest(manData)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
 	if man.Config.MediaType != ChartConfigMediaType {
 		return nil, fmt.Errorf("%s is not a Helm chart (its config is %q, not %s)", ref, man.Config.MediaType, ChartConfigMediaType)

@@ -330,21 +330,9 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Pulled, error) {
 	if r.Reference == "" {
 		return nil, fmt.Errorf("%s: name a version (…:VERSION) or a manifest digest (…@sha256:HEX)", ref)
 	}
-	repo, err := c.repo(r)
+	repo, desc, man, err := c.fetchManifest(ctx, r, ref)
 	if err != nil {
 		return nil, err
-	}
-	desc, rc, err := repo.FetchReference(ctx, r.Reference)
-	if err != nil {
-		return nil, describe(r, err)
-	}
-	manData, err := readVerified(rc, desc, maxManifest)
-	if err != nil {
-		return nil, fmt.Errorf("%s: manifest: %w", ref, err)
-	}
-	man, err := decodeManifest(manData)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
 	if man.ArtifactType != ArtifactType || man.Config.MediaType != ConfigMediaType || len(man.Layers) != 1 || man.Layers[0].MediaType != LayerMediaType {
 		return nil, fmt.Errorf("%s is not a kubeplug plugin (artifact type %q, config %q, %d layers); push one with 'kubeplug plugin push'",
@@ -469,6 +457,29 @@ func describe(r Ref, err error) error {
 		return fmt.Errorf("cannot reach registry %s: %w", r.Registry, err)
 	}
 	return err
+}
+
+// fetchManifest fetches the manifest r names (ref as the user wrote it, for
+// errors) from its repository, checked against its digest and bounded, and
+// decodes it.
+func (c *Client) fetchManifest(ctx context.Context, r Ref, ref string) (*remote.Repository, ocispec.Descriptor, *ocispec.Manifest, error) {
+	repo, err := c.repo(r)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, nil, err
+	}
+	desc, rc, err := repo.FetchReference(ctx, r.Reference)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, nil, describe(r, err)
+	}
+	manData, err := readVerified(rc, desc, maxManifest)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, nil, fmt.Errorf("%s: manifest: %w", ref, err)
+	}
+	man, err := decodeManifest(manData)
+	if err != nil {
+		return nil, ocispec.Descriptor{}, nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	return repo, desc, man, nil
 }
 
 func decodeManifest(b []byte) (*ocispec.Manifest, error) {
