@@ -278,8 +278,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 			if !ok {
 				continue
 			}
-			n.real = p.realNode(rc, n, idx)
-			if p.machinePool(n.pool) {
+			if !p.machinePool(n.pool) {
+				n.real = p.realNode(rc, n, idx)
+			} else {
 				ud, err := userData(d, n.pool)
 				if err != nil {
 					return cl, err
@@ -697,7 +698,7 @@ func (p *Provider) AfterDeploy(ctx context.Context) error {
 		}
 		n := &desiredNode{name: ns.Name, pool: ns.Pool, role: ns.Role}
 		if ns.Machine && st.Network != nil {
-			n.sys = &localnode.Machine{Node: &localnode.Node{Name: ns.Name, Index: ns.RealIndex, Dir: filepath.Join(p.machineDir(ns.Name), "machine"), Network: *st.Network}}
+			n.sys = p.recordedMachine(ns, *st.Network)
 			if _, err := p.machinePhase(ctx, n, hookspec.PhaseAfterDeploy, "kubeplug-after-deploy.service"); err != nil {
 				errs = append(errs, err)
 			}

@@ -151,10 +151,26 @@ func (p *Provider) machineFor(rc *realCluster, n *desiredNode, index int, ud []b
 	if err != nil {
 		return nil, err
 	}
-	node := p.realNode(rc, n, index)
-	node.Dir = filepath.Join(p.machineDir(n.name), "machine")
 	sum := sha256.Sum256(ud)
-	return &localnode.Machine{Node: node, Image: img, UserData: ud, InstanceID: n.name + "-" + hex.EncodeToString(sum[:6]), Runc: rc.bins.Runc}, nil
+	return &localnode.Machine{Node: p.clusterNode(rc, n, index, machineNodeDir), Image: img, UserData: ud,
+		InstanceID: n.name + "-" + hex.EncodeToString(sum[:6]), Runc: rc.bins.Runc}, nil
+}
+
+// The directories of a node's files below its machine directory: a real
+// node's, a machine's.
+const realNodeDir, machineNodeDir = "node", "machine"
+
+// recordedMachine is the machine of a node the state records, for what needs
+// only its names (stop, a phase run in it).
+func (p *Provider) recordedMachine(ns nodeState, network localnode.Network) *localnode.Machine {
+	return &localnode.Machine{Node: &localnode.Node{Name: ns.Name, Index: ns.RealIndex,
+		Dir: filepath.Join(p.machineDir(ns.Name), machineNodeDir), Network: network}}
+}
+
+// instanceIDFile records the instance of a node's machine (its user data's
+// digest in the instance ID).
+func (p *Provider) instanceIDFile(node string) string {
+	return filepath.Join(p.machineDir(node), "instance-id")
 }
 
 // vendorData is the provider's own part of a machine's boot, in the paths the
@@ -276,7 +292,7 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 	}
 	_, getErr := client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
 	created = apierrors.IsNotFound(getErr)
-	idFile := filepath.Join(p.machineDir(n.name), "instance-id")
+	idFile := p.instanceIDFile(n.name)
 	if p.replacing(n) {
 		// kops' rolling update: cordon, drain, a new machine from the new
 		// files; the caller holds the roll lock until it is Ready.
@@ -331,19 +347,11 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 	if err != nil {
 		return false, err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{}); err == nil {
-			break
+	if err := waitRegistered(ctx, client, n.name); err != nil {
+		if errors.Is(err, errNotRegistered) {
+			return false, fmt.Errorf("machine %s: %w; kubelet's journal:\n%s", n.name, err, m.Journal(ctx, "kubelet.service", 20))
 		}
-		if time.Now().After(deadline) {
-			return false, fmt.Errorf("machine %s: its kubelet did not register the Node within 2m; kubelet's journal:\n%s", n.name, m.Journal(ctx, "kubelet.service", 20))
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
+		return false, err
 	}
 	return created, nil
 }
@@ -368,7 +376,7 @@ func readReport(ctx context.Context, m *localnode.Machine, phase string) (*nodea
 // replacing says whether the node's machine runs an older instance (its
 // pool's boot files changed since it was made).
 func (p *Provider) replacing(n *desiredNode) bool {
-	have, err := os.ReadFile(filepath.Join(p.machineDir(n.name), "instance-id")) //nolint:gosec // inside the state dir
+	have, err := os.ReadFile(p.instanceIDFile(n.name)) //nolint:gosec // inside the state dir
 	return err == nil && string(have) != n.sys.InstanceID
 }
 

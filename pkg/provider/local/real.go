@@ -319,12 +319,14 @@ func (p *Provider) ensureAPIEndpoint(ctx context.Context, network localnode.Netw
 	return nil
 }
 
-// realNode is the localnode.Node of a desired real node.
-func (p *Provider) realNode(rc *realCluster, n *desiredNode, index int) *localnode.Node {
-	node := &localnode.Node{
+// clusterNode is the localnode.Node of a desired real node or machine with
+// ordinal index in the cluster's node network, its files in dir (below its
+// machine directory).
+func (p *Provider) clusterNode(rc *realCluster, n *desiredNode, index int, dir string) *localnode.Node {
+	return &localnode.Node{
 		Name:         n.name,
 		Index:        index,
-		Dir:          filepath.Join(p.machineDir(n.name), "node"),
+		Dir:          filepath.Join(p.machineDir(n.name), dir),
 		Network:      rc.network,
 		Bins:         rc.bins,
 		PKIDir:       filepath.Join(p.machineRoot(ControlPlaneNode), "etc", "kubernetes", "pki"),
@@ -333,6 +335,12 @@ func (p *Provider) realNode(rc *realCluster, n *desiredNode, index int) *localno
 		Registry:     rc.registry.Addr(),
 		SandboxImage: rc.sandbox,
 	}
+}
+
+// realNode is the localnode.Node of a desired real node: its kubelet gets the
+// model's flags (a machine's come from its rendered files instead).
+func (p *Provider) realNode(rc *realCluster, n *desiredNode, index int) *localnode.Node {
+	node := p.clusterNode(rc, n, index, realNodeDir)
 	if n.spec != nil {
 		for _, k := range slices.Sorted(maps.Keys(n.spec.Kubelet.Flags)) {
 			if kubeletFlagsOwned[k] {
@@ -365,25 +373,42 @@ func (p *Provider) joinReal(ctx context.Context, node *localnode.Node, opts cont
 	if err := node.Start(ctx); err != nil {
 		return false, err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		_, err := client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
-		if err == nil {
-			break
+	if err := waitRegistered(ctx, client, node.Name); err != nil {
+		if errors.Is(err, errNotRegistered) {
+			return false, fmt.Errorf("%w (log: %s)", err, filepath.Join(node.Dir, "logs", "kubelet.log"))
 		}
-		if time.Now().After(deadline) {
-			return false, fmt.Errorf("the kubelet did not register the Node within 2m (log: %s)", filepath.Join(node.Dir, "logs", "kubelet.log"))
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return false, err
 	}
 	if _, err := p.cp.EnsureNode(ctx, node.Name, opts); err != nil {
 		return false, err
 	}
 	return created, nil
+}
+
+// registerTimeout is how long a real node's or machine's kubelet has to
+// register its Node once its programs run.
+const registerTimeout = 2 * time.Minute
+
+// errNotRegistered is a kubelet that did not register its Node in time.
+var errNotRegistered = fmt.Errorf("the kubelet did not register the Node within %s", registerTimeout)
+
+// waitRegistered waits until the Node name exists, for registerTimeout at
+// most (then an error wrapping errNotRegistered).
+func waitRegistered(ctx context.Context, client kubernetes.Interface, name string) error {
+	deadline := time.Now().Add(registerTimeout)
+	for {
+		if _, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errNotRegistered
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // realIndexes gives every real node an ordinal: the one it had, else the
@@ -421,16 +446,14 @@ func (p *Provider) stopReal(ctx context.Context, st *state, keep map[string]bool
 		if !ns.Real || keep[ns.Name] {
 			continue
 		}
-		node := &localnode.Node{Name: ns.Name, Index: ns.RealIndex, Dir: filepath.Join(p.machineDir(ns.Name), "node"), Network: *st.Network}
 		if ns.Machine {
-			node.Dir = filepath.Join(p.machineDir(ns.Name), "machine")
 			p.event("node", ns.Name, "stopping machine "+ns.Name)
-			m := &localnode.Machine{Node: node}
-			if err := m.Stop(ctx, 20*time.Second); err != nil {
+			if err := p.recordedMachine(ns, *st.Network).Stop(ctx, 20*time.Second); err != nil {
 				errs = append(errs, err)
 			}
 			continue
 		}
+		node := &localnode.Node{Name: ns.Name, Index: ns.RealIndex, Dir: filepath.Join(p.machineDir(ns.Name), realNodeDir), Network: *st.Network}
 		p.event("node", ns.Name, "stopping real node "+ns.Name)
 		if err := node.Stop(ctx); err != nil {
 			errs = append(errs, err)
