@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -114,12 +115,16 @@ func (m *Machine) ContainerID() string { return m.Node.nsName() }
 // runcRoot keeps runc's state of the cluster's machines below the run directory.
 func (m *Machine) runcRoot() string { return filepath.Join(m.Node.runDir(), "runc") }
 
-func (m *Machine) runc(ctx context.Context, args ...string) (string, error) {
-	bin := m.Runc
-	if bin == "" {
-		bin = "runc"
+// runcBin is the runc binary the machine runs under.
+func (m *Machine) runcBin() string {
+	if m.Runc == "" {
+		return "runc"
 	}
-	return run(ctx, bin, append([]string{"--root", m.runcRoot()}, args...)...)
+	return m.Runc
+}
+
+func (m *Machine) runc(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, m.runcBin(), append([]string{"--root", m.runcRoot()}, args...)...)
 }
 
 // Running reports whether the machine's init runs.
@@ -169,12 +174,8 @@ func (m *Machine) Start(ctx context.Context) error {
 		return fmt.Errorf("machine %s: %w", n.Name, err)
 	}
 	defer func() { _ = console.Close() }()
-	bin := m.Runc
-	if bin == "" {
-		bin = "runc"
-	}
 	m.stopSupervisor()
-	cmd := exec.Command("/bin/sh", "-c", superviseScript, "kubeplug-machine", bin, m.runcRoot(), m.path(), m.ContainerID()) //nolint:gosec // runc, with the machine's own paths
+	cmd := exec.Command("/bin/sh", "-c", superviseScript, "kubeplug-machine", m.runcBin(), m.runcRoot(), m.path(), m.ContainerID()) //nolint:gosec // runc, with the machine's own paths
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, console, console
 	// Its own session: it outlives this process, as the machine does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -271,18 +272,10 @@ func (m *Machine) mountRoot() error {
 	return nil
 }
 
-// mounted reports whether dir is a mount point (listed in /proc/self/mounts).
+// mounted reports whether dir is a mount point.
 func mounted(dir string) bool {
-	b, err := bounded.ReadFile("/proc/self/mounts", 16<<20)
-	if err != nil {
-		return false
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && unescapeMount(f[1]) == dir {
-			return true
-		}
-	}
-	return false
+	points, err := mountPoints()
+	return err == nil && slices.Contains(points, dir)
 }
 
 // seedDir is where cloud-init's NoCloud datasource reads the boot data.
@@ -455,13 +448,9 @@ var capNumbers = map[string]uint{
 // Exec runs argv inside the machine (its namespaces, as root) and returns its
 // output (stdout and stderr together).
 func (m *Machine) Exec(ctx context.Context, argv ...string) (string, error) {
-	bin := m.Runc
-	if bin == "" {
-		bin = "runc"
-	}
 	args := append([]string{"--root", m.runcRoot(), "exec", "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		m.ContainerID()}, argv...)
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, m.runcBin(), args...).CombinedOutput()
 	if len(out) > 1<<20 {
 		out = out[len(out)-1<<20:]
 	}
