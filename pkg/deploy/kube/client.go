@@ -380,7 +380,12 @@ func (c *Client) resetAfterMiss(gvk schema.GroupVersionKind, gen uint64) uint64 
 			return 0
 		}
 	}
-	return c.resetLocked()
+	// Marked missing at the new generation now, before the new discovery
+	// answers: a caller that misses meanwhile waits on that discovery rather
+	// than starting another.
+	next := c.resetLocked()
+	c.missing.Store(gvk, missingAt{gen: next, at: time.Now()})
+	return next
 }
 
 // ResetMappings forgets every mapping and what discovery said, so that kinds
