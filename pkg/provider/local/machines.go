@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -178,7 +179,7 @@ func (p *Provider) instanceIDFile(node string) string {
 // machine besides its user data. It holds the cluster's CA, a bootstrap token
 // and kube-proxy's identity, so it lives only in the machine's seed, in the
 // state directory (0600), never in rendered output.
-func (p *Provider) vendorData(m *localnode.Machine, rc *realCluster, token string) ([]byte, error) {
+func (p *Provider) vendorData(m *localnode.Machine, rc *realCluster, token string, extra ...vendorFile) ([]byte, error) {
 	n := m.Node
 	ca, err := bounded.ReadFile(controlplane.CACertPath(n.PKIDir), 1<<20)
 	if err != nil {
@@ -197,12 +198,13 @@ func (p *Provider) vendorData(m *localnode.Machine, rc *realCluster, token strin
 	if err != nil {
 		return nil, err
 	}
-	server := "https://" + rc.network.Gateway().String() + ":" + fmt.Sprint(localnode.GatewayAPIPort)
+	server := p.apiServerURL(rc)
 	kubeconfig := func(user map[string]string) string {
 		b, _ := yaml.Marshal(map[string]any{
 			"apiVersion": "v1", "kind": "Config",
 			// The API server's certificate names localhost, not the gateway,
-			// which forwards to it.
+			// which forwards to it (a control-plane machine's names its address
+			// too).
 			"clusters":        []any{map[string]any{"name": "local", "cluster": map[string]string{"server": server, "certificate-authority": "/etc/kubernetes/pki/ca.crt", "tls-server-name": "localhost"}}},
 			"users":           []any{map[string]any{"name": "node", "user": user}},
 			"contexts":        []any{map[string]any{"name": "local", "context": map[string]string{"cluster": "local", "user": "node"}}},
@@ -226,13 +228,14 @@ clusterDNS: [%q]
 clusterDomain: cluster.local
 podCIDR: %q
 rotateCertificates: true
+staticPodPath: %s
 failSwapOn: false
 # The host's disk is shared with everything else on it: don't evict for it.
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
-`, rc.clusterDNS, podCIDR)
+`, rc.clusterDNS, podCIDR, render.StaticPodDir)
 	cni := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "kubeplug",
@@ -253,11 +256,9 @@ clientConnection: {kubeconfig: /var/lib/kube-proxy/kubeconfig}
 conntrack: {maxPerCore: 0}
 `, rc.clusterCIDR)
 	reg := rc.registry.Addr()
-	type file struct{ path, mode, content string }
 	b64 := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
-	files := []file{
+	files := []vendorFile{
 		{"/etc/kubernetes/pki/ca.crt", "0644", string(ca)},
-		{render.KubeletBootstrapKubeconfigPath, "0600", kubeconfig(map[string]string{"token": token})},
 		{render.KubeletConfigPath, "0644", kubelet},
 		{render.KubeletProviderEnvPath, "0644", "KUBELET_PROVIDER_ARGS=--node-ip=" + rc.network.NodeIP(n.Index).String() + " --hostname-override=" + n.Name + "\n"},
 		{"/etc/cni/net.d/10-kubeplug.conflist", "0644", cni},
@@ -266,6 +267,10 @@ conntrack: {maxPerCore: 0}
 		{"/var/lib/kube-proxy/kubeconfig", "0600", kubeconfig(map[string]string{"client-certificate-data": b64(cert), "client-key-data": b64(key)})},
 		{"/var/lib/kube-proxy/config.yaml", "0644", proxy},
 	}
+	if token != "" {
+		files = append(files, vendorFile{render.KubeletBootstrapKubeconfigPath, "0600", kubeconfig(map[string]string{"token": token})})
+	}
+	files = append(files, extra...)
 	// A script, not a cloud-config: cloud-init lets the user data's keys
 	// replace the vendor data's (its write_files would drop these). Vendor
 	// scripts run once per instance in the final stage, before the user
@@ -278,6 +283,18 @@ conntrack: {maxPerCore: 0}
 	}
 	b.WriteString("systemctl --no-block restart kube-proxy.service\n")
 	return []byte(b.String()), nil
+}
+
+// vendorFile is a file a machine's vendor data writes.
+type vendorFile struct{ path, mode, content string }
+
+// apiServerURL is where the machines reach the API server: the control-plane
+// machine, else the gateway, which forwards to this host's API server.
+func (p *Provider) apiServerURL(rc *realCluster) string {
+	if p.cpMachine() {
+		return "https://" + rc.network.NodeIP(cpMachineIndex).String() + ":" + strconv.Itoa(machineAPIServerPort)
+	}
+	return "https://" + rc.network.Gateway().String() + ":" + strconv.Itoa(localnode.GatewayAPIPort)
 }
 
 // upMachine boots a machine-pool node from its pool's rendered files and waits
