@@ -604,7 +604,9 @@ type LocalProvider struct {
 	// cloud-init file `render` writes for its pool, delivered through
 	// cloud-init's NoCloud seed as a cloud delivers user data, and joins with
 	// a bootstrap token and the kubelet's TLS bootstrap. The pool's node hooks
-	// run inside the machine. Needs root, overlayfs and runc. docs/machines.md.
+	// run inside the machine. Naming the control-plane pool runs the control
+	// plane on a machine too: the rendered static Pods under its kubelet. Needs
+	// root, overlayfs and runc. docs/machines.md.
 	MachinePools []string `json:"machinePools,omitempty"`
 }
 
