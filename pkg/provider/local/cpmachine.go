@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -138,7 +140,11 @@ func (p *Provider) checkControlPlaneMode(st *state) error {
 // pushes the components' images, makes the PKI and boots the control-plane
 // machine from its pool's rendered files (unless it runs), then waits until its
 // API server answers and connects to it.
-func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desired, st *state, cp *desiredNode, args map[controlplane.Component][]string, cl *provider.Running) (*realCluster, error) {
+//
+// The machines of early (a new cluster's workers, recorded in st) boot while
+// the control-plane machine does, with a bootstrap token stored once its API
+// server answers: their kubelets retry until it does.
+func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desired, st *state, cp *desiredNode, args map[controlplane.Component][]string, cl *provider.Running, early []*desiredNode, indexes map[string]int) (*realCluster, error) {
 	network := *p.cpNet
 	clusterCIDR := flagValue(args[controlplane.ControllerManager], "cluster-cidr")
 	serviceCIDR := flagValue(args[controlplane.APIServer], "service-cluster-ip-range")
@@ -195,6 +201,12 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 		return nil, fmt.Errorf("machine %s: the control-plane pool's boot files changed, and replacing the control-plane machine (a single etcd member) is not built: run `kubeplug down` and `kubeplug up` to make the cluster anew", cp.name)
 	}
 	if !m.Running(ctx) {
+		var token string
+		if len(early) > 0 {
+			if token, err = newBootstrapToken(); err != nil {
+				return nil, err
+			}
+		}
 		extra, err := p.controlPlaneFiles(pkiDir, server, cp.name)
 		if err != nil {
 			return nil, err
@@ -212,6 +224,9 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 		if err := os.WriteFile(p.instanceIDFile(cp.name), []byte(m.InstanceID), 0o644); err != nil {
 			return nil, err
 		}
+		if err := p.bootEarly(ctx, d, rc, early, indexes, token); err != nil {
+			return nil, err
+		}
 		if err := m.WaitBooted(ctx, 3*time.Minute); err != nil {
 			return nil, err
 		}
@@ -219,14 +234,49 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 		if err := p.waitAPIServer(ctx, m, kubeconfig, 4*time.Minute); err != nil {
 			return nil, err
 		}
+		if p.cp, err = controlplane.Connect(kubeconfig); err != nil {
+			return nil, err
+		}
+		if token != "" {
+			if err := p.storeBootstrap(ctx, token); err != nil {
+				return nil, err
+			}
+		}
 		p.event("control-plane", "", fmt.Sprintf("control plane ready at %s in %s (static Pods on machine %s)", server, time.Since(began).Round(time.Millisecond), cp.name))
-	} else if err := p.waitAPIServer(ctx, m, kubeconfig, 4*time.Minute); err != nil {
+		return rc, nil
+	}
+	if err := p.waitAPIServer(ctx, m, kubeconfig, 4*time.Minute); err != nil {
 		return nil, err
 	}
 	if p.cp, err = controlplane.Connect(kubeconfig); err != nil {
 		return nil, err
 	}
 	return rc, nil
+}
+
+// bootEarly starts the machines of nodes, which join with token.
+func (p *Provider) bootEarly(ctx context.Context, d *provider.Desired, rc *realCluster, nodes []*desiredNode, indexes map[string]int, token string) error {
+	for _, n := range nodes {
+		ud, err := userData(d, n.pool)
+		if err != nil {
+			return err
+		}
+		if n.sys, err = p.machineFor(rc, n, indexes[n.name], ud); err != nil {
+			return err
+		}
+		n.real = n.sys.Node
+		if n.sys.VendorData, err = p.vendorData(n.sys, rc, token); err != nil {
+			return fmt.Errorf("machine %s: %w", n.name, err)
+		}
+		p.nodeEvent(n.name, n.name, "machine "+n.name+" booting", false)
+		if err := n.sys.Start(ctx); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p.instanceIDFile(n.name), []byte(n.sys.InstanceID), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // overlaps says whether two CIDRs share an address; an unparsable one does not.
@@ -394,4 +444,65 @@ func (p *Provider) waitAPIServer(ctx context.Context, m *localnode.Machine, kube
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// waitStaticPods waits until the mirror Pod of each of the node's static Pods
+// (render.StaticPodDir in m) runs with its containers ready: the control plane
+// runs as rendered, or up fails naming the component and why it is not ready.
+func waitStaticPods(ctx context.Context, client kubernetes.Interface, node string, m *render.Machine, timeout time.Duration) error {
+	var names []string
+	for _, f := range m.Files {
+		if path.Dir(f.Path) == render.StaticPodDir && strings.HasSuffix(f.Path, ".yaml") {
+			var pod corev1.Pod
+			if err := yaml.Unmarshal(f.Content, &pod); err != nil {
+				return fmt.Errorf("static Pod %s: %w", f.Path, err)
+			}
+			names = append(names, pod.Name+"-"+node)
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var waiting []string
+		for _, name := range names {
+			pod, err := client.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case err != nil:
+				waiting = append(waiting, name+": "+err.Error())
+			case !podReady(pod):
+				why := string(pod.Status.Phase)
+				for _, cs := range pod.Status.ContainerStatuses {
+					if w := cs.State.Waiting; w != nil {
+						why += ", " + w.Reason + ": " + w.Message
+					}
+					if t := cs.LastTerminationState.Terminated; t != nil {
+						why += fmt.Sprintf(", last exit %d: %s", t.ExitCode, t.Message)
+					}
+				}
+				waiting = append(waiting, name+": "+why)
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("machine %s: static Pods not ready after %s: %s", node, timeout, strings.Join(waiting, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func podReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -237,11 +237,40 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	for _, n := range nodes {
 		statuses[n.name] = &provider.NodeStatus{Name: n.name, Pool: n.pool, Role: n.role, Hooks: map[string]provider.HookSummary{}}
 	}
+	var realNames []string
+	for _, n := range nodes {
+		if p.realPool(n.pool) {
+			realNames = append(realNames, n.name)
+		}
+	}
+	indexes := realIndexes(prev, realNames)
+	if i, ok := indexes[cpNode.name]; ok && i != cpMachineIndex {
+		return nil, fmt.Errorf("machine %s: has node address %d in the state, the control-plane machine's must be %d: run `kubeplug down` first", cpNode.name, i, cpMachineIndex)
+	}
+	desiredState := func() []nodeState {
+		var out []nodeState
+		for _, n := range nodes {
+			idx, real := indexes[n.name]
+			out = append(out, nodeState{Name: n.name, Pool: n.pool, Role: n.role, Real: real, RealIndex: idx, Machine: real && p.machinePool(n.pool)})
+		}
+		return out
+	}
 	cl := &provider.Running{Kubeconfig: Kubeconfig(p.opts.StateDir)}
 	var rc *realCluster
 	if p.cpMachine() {
-		// Its hooks run inside it, as every machine's.
-		if rc, err = p.upControlPlaneMachine(ctx, d, st, cpNode, args, cl); err != nil {
+		// Its hooks run inside it, as every machine's. A new cluster's
+		// worker machines boot while it does (their token made valid once
+		// its API server answers).
+		var early []*desiredNode
+		if len(prev) == 0 {
+			st.Nodes = desiredState()
+			for _, n := range nodes[1:] {
+				if _, ok := indexes[n.name]; ok && p.machinePool(n.pool) {
+					early = append(early, n)
+				}
+			}
+		}
+		if rc, err = p.upControlPlaneMachine(ctx, d, st, cpNode, args, cl, early, indexes); err != nil {
 			return nil, err
 		}
 	} else {
@@ -258,21 +287,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 
 	// Record the nodes before touching them, so that an interrupted Up leaves
 	// a state dir that names every machine directory it may have created.
-	var realNames []string
-	for _, n := range nodes {
-		if p.realPool(n.pool) {
-			realNames = append(realNames, n.name)
-		}
-	}
-	indexes := realIndexes(prev, realNames)
-	if i, ok := indexes[cpNode.name]; ok && i != cpMachineIndex {
-		return cl, fmt.Errorf("machine %s: has node address %d in the state, the control-plane machine's must be %d: run `kubeplug down` first", cpNode.name, i, cpMachineIndex)
-	}
-	st.Nodes = nil
-	for _, n := range nodes {
-		idx, real := indexes[n.name]
-		st.Nodes = append(st.Nodes, nodeState{Name: n.name, Pool: n.pool, Role: n.role, Real: real, RealIndex: idx, Machine: real && p.machinePool(n.pool)})
-	}
+	st.Nodes = desiredState()
 	// Real nodes no longer wanted (or now simulated) stop first; their Nodes go.
 	keep := map[string]bool{}
 	for _, name := range realNames {
@@ -304,7 +319,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		booting := false
 		for _, n := range nodes {
 			idx, ok := indexes[n.name]
-			if !ok || n.sys != nil { // the control-plane machine booted above
+			if !ok || n.sys != nil { // booted with the control-plane machine
 				continue
 			}
 			if !p.machinePool(n.pool) {
@@ -644,6 +659,15 @@ func (p *Provider) upMachineReady(ctx context.Context, n *desiredNode, rc *realC
 	}
 	if err := p.cp.WaitNodeReady(ctx, n.name); err != nil {
 		return fmt.Errorf("node %s: wait for Ready: %w (kubelet's journal:\n%s)", n.name, err, n.sys.Journal(ctx, "kubelet.service", 15))
+	}
+	if n.role == model.RoleControlPlane && n.machine != nil {
+		client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+		if err != nil {
+			return err
+		}
+		if err := waitStaticPods(ctx, client, n.name, n.machine, 3*time.Minute); err != nil {
+			return err
+		}
 	}
 	status.Ready = true
 	if created {

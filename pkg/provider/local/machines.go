@@ -84,9 +84,37 @@ const bootstrapGroup = "system:bootstrappers:kubeplug:machines"
 // renewals use the node's own certificate) and the RBAC that lets it and
 // the nodes' certificates get client certificates approved, as kubeadm does.
 func (p *Provider) ensureBootstrap(ctx context.Context) (string, error) {
-	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+	token, err := newBootstrapToken()
 	if err != nil {
 		return "", err
+	}
+	return token, p.storeBootstrap(ctx, token)
+}
+
+// newBootstrapToken is a new bootstrap token, "<id>.<secret>"; storeBootstrap
+// makes it valid.
+func newBootstrapToken() (string, error) {
+	id, err := randomToken(6)
+	if err != nil {
+		return "", err
+	}
+	secret, err := randomToken(16)
+	if err != nil {
+		return "", err
+	}
+	return id + "." + secret, nil
+}
+
+// storeBootstrap stores token as a bootstrap token Secret, with the RBAC that
+// lets its kubelets and the nodes' certificates get client certificates.
+func (p *Provider) storeBootstrap(ctx context.Context, token string) error {
+	id, secret, ok := strings.Cut(token, ".")
+	if !ok {
+		return errors.New("machines' bootstrap token: not <id>.<secret>")
+	}
+	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+	if err != nil {
+		return err
 	}
 	bindings := []rbacv1.ClusterRoleBinding{
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:machines:bootstrapper"},
@@ -101,16 +129,8 @@ func (p *Provider) ensureBootstrap(ctx context.Context) (string, error) {
 	}
 	for _, b := range bindings {
 		if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("machines' bootstrap: ClusterRoleBinding %s: %w", b.Name, err)
+			return fmt.Errorf("machines' bootstrap: ClusterRoleBinding %s: %w", b.Name, err)
 		}
-	}
-	id, err := randomToken(6)
-	if err != nil {
-		return "", err
-	}
-	secret, err := randomToken(16)
-	if err != nil {
-		return "", err
 	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: metav1.NamespaceSystem},
@@ -123,10 +143,10 @@ func (p *Provider) ensureBootstrap(ctx context.Context) (string, error) {
 			"description":                    "kubeplug: the local provider's machines join with it",
 		},
 	}
-	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("machines' bootstrap token: %w", err)
+	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("machines' bootstrap token: %w", err)
 	}
-	return id + "." + secret, nil
+	return nil
 }
 
 // randomToken is n characters of [a-z0-9], a bootstrap token's alphabet.
