@@ -571,7 +571,9 @@ func (t *tailBuffer) String() string { return strings.TrimSpace(string(t.b)) }
 
 // Locate points the diagnostics about an expansion's generated plugin (its node
 // files and hooks: the generated plugin.yaml, or the plugin by name) at the
-// expansion's own expansion.yaml, with the field and line there.
+// expansion's own expansion.yaml, with the field and line there; those about a
+// file it carries (a source: file that failed to render as a template) at that
+// file in the expansion, with the line and column there, naming the expansion.
 func (s *Set) Locate(l diag.List) diag.List {
 	out := slices.Clone(l)
 	for i, d := range out {
@@ -586,6 +588,15 @@ func (s *Set) Locate(l diag.List) diag.List {
 			gen := filepath.Join(s.work, "plugins", plugin)
 			if d.File != gen && !strings.HasPrefix(d.File, gen+string(filepath.Separator)) {
 				continue
+			}
+			if rel, ok := strings.CutPrefix(d.File, gen+string(filepath.Separator)); ok && rel != "plugin.yaml" {
+				// One of the expansion's own files, copied into the plugin (a
+				// source: file rendered as a template): the line is the same.
+				d.File = e.where(filepath.ToSlash(rel))
+				d.Plugin = ""
+				d.Message = "expansion " + e.Manifest.Metadata.Name + ": " + d.Message
+				out[i] = d
+				break
 			}
 			d.File = e.where(ManifestFile)
 			d.Line, d.Column = 0, 0
