@@ -166,6 +166,14 @@ without reaching the upstream registries — and packs them under their own
 names, so the site sees the references its render names. The longest FROM
 that matches an image wins; loopback and private-range mirrors are plain HTTP.
 
+--image-archive PATH packs the images of a 'docker save' tarball (the layout
+docker has always written, or docker 25's OCI one) or of an OCI image layout
+directory, by the names it gives them (RepoTags; the index's
+io.containerd.image.name or a full org.opencontainers.image.ref.name); an
+image it holds is not pulled. Every layer is read and checked against its
+digest first: a damaged or truncated archive is refused naming the archive
+and the layer, and nothing is written.
+
 The archive is deterministic (files in order, fixed times, owners and modes)
 and ends with checksums.txt, the SHA-256 of every file, and, with --key, its
 signature checksums.txt.sig (an encrypted key's password from $` + passwordEnv + `
@@ -173,7 +181,8 @@ or --password-stdin). The archive is written atomically.`,
 		Example: `  kubeplug expansion create -f site/expansion.yaml -o site.tar
   kubeplug expansion create -f cluster.yaml -o site.tar --key site.key
   kubeplug expansion create -f site/expansion.yaml -f cluster.yaml --image registry.example.com/tools/debug:1.0 -o site.tar
-  kubeplug expansion create -f site/expansion.yaml -f cluster.yaml --image-mirror registry.k8s.io=127.0.0.1:5000/k8s -o site.tar`,
+  kubeplug expansion create -f site/expansion.yaml -f cluster.yaml --image-mirror registry.k8s.io=127.0.0.1:5000/k8s -o site.tar
+  docker save team/app:v1 -o app.tar && kubeplug expansion create -f site/expansion.yaml --image-archive app.tar -o site.tar`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var manifest, clusterFile string
@@ -238,6 +247,7 @@ or --password-stdin). The archive is written atomically.`,
 	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "an expansion.yaml or a cluster file (at most one of each)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the archive to write, for example site.tar (required)")
 	cmd.Flags().StringArrayVar(&a.Images, "image", nil, "an image to pack besides those named (repeatable)")
+	cmd.Flags().StringArrayVar(&a.Archives, "image-archive", nil, "a docker save tarball or an OCI image layout directory whose images (by the names it gives them) are packed; each layer is checked against its digest (repeatable)")
 	cmd.Flags().StringArrayVar(&mirrors, "image-mirror", nil, "FROM=TO: pull the images of registry or repository prefix FROM from TO instead, packed under their own names (repeatable)")
 	cmd.Flags().StringVar(&a.Key, "key", "", "a private key file to sign the package with (from kubeplug plugin keygen)")
 	cmd.Flags().BoolVar(&fromStdin, "password-stdin", false, "read the key's password from the first line of standard input")

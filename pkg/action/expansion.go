@@ -213,6 +213,9 @@ type ExpansionCreate struct {
 	// Mirrors say where images are pulled from instead of their own registry
 	// (expansion create --image-mirror).
 	Mirrors []expansion.Mirror
+	// Archives are docker save tarballs and OCI image layout directories whose
+	// images are packed besides the pulled ones (expansion create --image-archive).
+	Archives []string
 	Limits  expansion.Limits
 }
 
@@ -239,7 +242,7 @@ type ExpansionCreated struct {
 // images and every plugin package it resolves to that is not built in.
 func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.Cluster, out string) (*ExpansionCreated, diag.List) {
 	var l diag.List
-	opts := expansion.CreateOptions{Images: a.Images, Plugins: a.Registry, Mirrors: a.Mirrors, Limits: a.Limits, Logger: a.cfg.logger()}
+	opts := expansion.CreateOptions{Images: a.Images, Archives: a.Archives, Plugins: a.Registry, Mirrors: a.Mirrors, Limits: a.Limits, Logger: a.cfg.logger()}
 	if a.Key != "" {
 		b, err := bounded.ReadFile(a.Key, bounded.MaxKeySize)
 		if err != nil {
