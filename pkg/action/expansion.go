@@ -216,7 +216,7 @@ type ExpansionCreate struct {
 	// Archives are docker save tarballs and OCI image layout directories whose
 	// images are packed besides the pulled ones (expansion create --image-archive).
 	Archives []string
-	Limits  expansion.Limits
+	Limits   expansion.Limits
 }
 
 // NewExpansionCreate returns an ExpansionCreate action.

@@ -15,6 +15,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/expansion"
 	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
 // ExpansionUse says which expansion packages every run merges (up, apply, plan,
@@ -133,9 +134,15 @@ func (r *run) around(ctx context.Context, stepName string, before bool) (bool, d
 		if use.SiteRegistry != "" {
 			site = r.siteHas
 		}
-		l = append(l, x.set.CheckImages(ctx, r.model, site, r.cluster.File)...)
+		charts, cl := r.chartObjects(ctx)
+		if l = append(l, cl...); cl.HasFatal() {
+			return false, l
+		}
+		l = append(l, x.set.CheckImages(ctx, r.model, charts, site, r.cluster.File)...)
 		if use.SiteRegistry != "" && !l.HasFatal() {
-			for _, rw := range expansion.RewriteImages(r.model, use.SiteRegistry) {
+			rws := expansion.RewriteImages(r.model, use.SiteRegistry)
+			rws = append(rws, expansion.RewriteChartImages(r.model, charts, use.SiteRegistry)...)
+			for _, rw := range rws {
 				r.log().Info("image rewritten to the site registry", "object", rw.Object, "from", rw.From, "to", rw.To)
 			}
 		}
@@ -235,6 +242,29 @@ func (r *run) stateDirExpansions(ctx context.Context) diag.List {
 		}
 	}
 	return l
+}
+
+// chartObjects renders the model's Helm charts with the cluster's values (as
+// render will) and returns their objects, for the expansions' image check and
+// rewrite; none when the model has no Helm release.
+func (r *run) chartObjects(ctx context.Context) ([]expansion.ChartObject, diag.List) {
+	if len(r.model.Kubernetes.HelmReleases) == 0 {
+		return nil, nil
+	}
+	objs, l := render.ChartObjects(ctx, r.renderInput())
+	if l.HasFatal() {
+		return nil, r.plan.LocatePatches(r.model, l)
+	}
+	out := make([]expansion.ChartObject, 0, len(objs))
+	for _, o := range objs {
+		chart := o.Release.Chart
+		if o.Release.IsRef() {
+			chart = o.Release.ChartRef()
+		}
+		out = append(out, expansion.ChartObject{Plugin: o.Release.By, Chart: chart, Release: o.Release.Namespace + "/" + o.Release.Name, Template: o.Template, Object: o.Object})
+	}
+	// Warnings are render's to report, once, when it renders.
+	return out, l.Fatal()
 }
 
 // siteHas reports whether the site registry holds img (under its rewritten name).
