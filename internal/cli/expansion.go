@@ -106,19 +106,32 @@ func printExpansion(w io.Writer, i *action.ExpansionInfo) error {
 
 func newExpansionVerifyCmd(o *options) *cobra.Command {
 	a := action.NewExpansionVerify(o.cfg)
+	var clusterFile string
 	cmd := &cobra.Command{
-		Use:   "verify [--key KEY.pub]... PATH",
+		Use:   "verify [--key KEY.pub]... [-f cluster.yaml] PATH",
 		Short: "Check an expansion's files against its checksums, and its signature",
 		Long: `Read PATH, an expansion made by 'expansion create', in one pass: every file
 must have the SHA-256 that checksums.txt lists, none may be missing or added,
 and, with --key, checksums.txt.sig must be a signature of checksums.txt by one of
 the keys (the keys of 'plugin keygen'; cosign's verify-blob checks the same
-signature). A tampered, truncated or unsigned package is refused naming the file.`,
+signature). A tampered, truncated or unsigned package is refused naming the file.
+With -f, the cluster file's allowlist (spec.expansions.allow) is checked too: a
+step or check the expansion skips or delegates that it does not allow is
+refused, naming the expansion and the step.`,
 		Example: `  kubeplug expansion verify site.tar
-  kubeplug expansion verify --key site.pub site.tar`,
+  kubeplug expansion verify --key site.pub site.tar
+  kubeplug expansion verify -f cluster.yaml site.tar`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v, l := a.Run(cmd.Context(), args[0])
+			var v *expansion.Verification
+			var l diag.List
+			if clusterFile != "" {
+				v, l = withCluster(clusterFile, func(cl *config.Cluster) (*expansion.Verification, diag.List) {
+					return a.Run(cmd.Context(), args[0], cl)
+				})
+			} else {
+				v, l = a.Run(cmd.Context(), args[0], nil)
+			}
 			if o.report(l) {
 				return errFailed
 			}
@@ -129,6 +142,7 @@ signature). A tampered, truncated or unsigned package is refused naming the file
 		},
 	}
 	cmd.Flags().StringArrayVar(&a.Keys, "key", nil, "a trusted public key file; repeat for several (a signature is then required)")
+	cmd.Flags().StringVarP(&clusterFile, "file", "f", "", "a cluster file whose spec.expansions.allow the expansion must keep to")
 	return cmd
 }
 

@@ -161,8 +161,9 @@ type ExpansionVerify struct {
 func NewExpansionVerify(cfg *Config) *ExpansionVerify { return &ExpansionVerify{cfg: cfg} }
 
 // Run reads the package at path, checks every file against checksums.txt and,
-// with Keys, the signature over it.
-func (a *ExpansionVerify) Run(ctx context.Context, path string) (*expansion.Verification, diag.List) {
+// with Keys, the signature over it; with cl, also that it skips and delegates
+// only what the cluster file's allowlist (spec.expansions.allow) allows.
+func (a *ExpansionVerify) Run(ctx context.Context, path string, cl *config.Cluster) (*expansion.Verification, diag.List) {
 	keys, l := loadKeys(a.Keys)
 	if l.HasFatal() {
 		return nil, l
@@ -174,6 +175,9 @@ func (a *ExpansionVerify) Run(ctx context.Context, path string) (*expansion.Veri
 	}
 	v, vl := pkg.Verify(keys)
 	l = append(l, vl...)
+	if cl != nil && cl.Spec.Spec.Expansions != nil {
+		l = append(l, pkg.CheckAllowed(cl.Spec.Spec.Expansions.Allow, cl.File)...)
+	}
 	l.Sort()
 	return v, l
 }

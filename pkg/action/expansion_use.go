@@ -175,7 +175,7 @@ func (r *run) scanExpansions(ctx context.Context, dirs []string, pending bool) d
 	set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: dirs, Keys: keys, WorkDir: work})
 	r.exp = &expansions{set: set, work: work, pending: pending}
 	l = append(l, sl...)
-	if l.HasFatal() {
+	if l = append(l, set.CheckAllowed(r.allowlist())...); l.HasFatal() {
 		return l
 	}
 	// The spec is the caller's: merge into a copy.
@@ -198,6 +198,15 @@ func (r *run) scanExpansions(ctx context.Context, dirs []string, pending bool) d
 	r.cluster = &cl
 	r.logExpansions()
 	return l
+}
+
+// allowlist is the cluster file's allowlist of what expansions may skip or
+// delegate, and the file it is in; nil allows everything.
+func (r *run) allowlist() (*v1alpha1.ExpansionAllow, string) {
+	if x := r.cluster.Spec.Spec.Expansions; x != nil {
+		return x.Allow, r.cluster.File
+	}
+	return nil, r.cluster.File
 }
 
 func (r *run) logExpansions() {
@@ -235,6 +244,7 @@ func (r *run) stateDirExpansions(ctx context.Context) diag.List {
 		}
 		set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: dirs, Keys: keys, WorkDir: r.exp.work})
 		l = append(l, sl...)
+		l = append(l, set.CheckAllowed(r.allowlist())...)
 		r.exp.set = set
 		r.logExpansions()
 	}
