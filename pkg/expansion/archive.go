@@ -287,7 +287,7 @@ func checkBlob(ctx context.Context, archive string, want v1.Hash, open func() (i
 	n, err := io.Copy(h, ctxReader{ctx, rc})
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, fmt.Errorf("image archive %s: layer %s ends after %d bytes (%v): the archive is truncated", archive, want, n, err)
+			return 0, fmt.Errorf("image archive %s: layer %s ends after %d bytes (%w): the archive is truncated", archive, want, n, err)
 		}
 		return 0, fmt.Errorf("image archive %s: layer %s cannot be read: %w", archive, want, err)
 	}

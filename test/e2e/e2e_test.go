@@ -115,7 +115,7 @@ func dockerSave(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	if neg {
 		// The layer's bytes are changed after its digest and diff ID are fixed.
-		bad := bytes.Replace(buf.Bytes(), []byte(args[1]), []byte(strings.ToUpper(args[1])), -1)
+		bad := bytes.ReplaceAll(buf.Bytes(), []byte(args[1]), []byte(strings.ToUpper(args[1])))
 		img, err = mutate.AppendLayers(empty.Image, &swapped{static.NewLayer(buf.Bytes(), types.DockerLayer), bad})
 		ts.Check(err)
 	}
