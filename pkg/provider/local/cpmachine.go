@@ -206,6 +206,12 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 			if token, err = newBootstrapToken(); err != nil {
 				return nil, err
 			}
+			// Kept until it is stored in the cluster: an up interrupted
+			// before that stores it the next time, or the machines that
+			// boot with it could never join.
+			if err := os.WriteFile(p.pendingTokenFile(), []byte(token), 0o600); err != nil {
+				return nil, err
+			}
 		}
 		extra, err := p.controlPlaneFiles(pkiDir, server, cp.name)
 		if err != nil {
@@ -237,10 +243,8 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 		if p.cp, err = controlplane.Connect(kubeconfig); err != nil {
 			return nil, err
 		}
-		if token != "" {
-			if err := p.storeBootstrap(ctx, token); err != nil {
-				return nil, err
-			}
+		if err := p.storePendingToken(ctx); err != nil {
+			return nil, err
 		}
 		p.event("control-plane", "", fmt.Sprintf("control plane ready at %s in %s (static Pods on machine %s)", server, time.Since(began).Round(time.Millisecond), cp.name))
 		return rc, nil
@@ -251,7 +255,32 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 	if p.cp, err = controlplane.Connect(kubeconfig); err != nil {
 		return nil, err
 	}
+	if err := p.storePendingToken(ctx); err != nil {
+		return nil, err
+	}
 	return rc, nil
+}
+
+// pendingTokenFile holds the bootstrap token of machines booted before the
+// API server could store it.
+func (p *Provider) pendingTokenFile() string {
+	return filepath.Join(p.opts.StateDir, "bootstrap-token.pending")
+}
+
+// storePendingToken stores the pending bootstrap token, if any, in the cluster
+// and forgets it.
+func (p *Provider) storePendingToken(ctx context.Context) error {
+	b, err := os.ReadFile(p.pendingTokenFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := p.storeBootstrap(ctx, strings.TrimSpace(string(b))); err != nil {
+		return err
+	}
+	return os.Remove(p.pendingTokenFile())
 }
 
 // bootEarly starts the machines of nodes, which join with token.

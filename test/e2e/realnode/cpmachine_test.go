@@ -213,4 +213,55 @@ func TestControlPlaneMachine(t *testing.T) {
 	if got := inMachine(t, id, "control-plane-0", "cat", "/var/lib/cloud/data/instance-id"); got != instance {
 		t.Errorf("the control-plane machine was replaced: %s, then %s", instance, got)
 	}
+
+	// Faults. kill -9 of the worker's kubelet: systemd starts it again and
+	// the Node is Ready again, by itself.
+	inMachine(t, id, "m-0", "systemctl", "kill", "--signal=KILL", "kubelet.service")
+	waitFor(t, 2*time.Minute, "m-0's kubelet back and its Node Ready", func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, "m-0", metav1.GetOptions{})
+		return err == nil && ready(n) && strings.TrimSpace(inMachine(t, id, "m-0", "sh", "-c", "systemctl is-active kubelet || true")) == "active"
+	})
+	// kill -9 of the control-plane machine's init: the machine is gone (its
+	// supervisor ends); the next up boots it again, as the same instance,
+	// with its etcd's data, and the cluster converges.
+	root := runcRoot(t, id, "control-plane-0")
+	if out, err := exec.Command("runc", "--root", root, "kill", "kp"+id+"-control-plane-0", "KILL").CombinedOutput(); err != nil {
+		t.Fatalf("kill the control-plane machine's init: %v\n%s", err, out)
+	}
+	waitFor(t, time.Minute, "the control-plane machine to be gone", func() bool {
+		out, _ := exec.Command("runc", "--root", root, "state", "kp"+id+"-control-plane-0").CombinedOutput()
+		return !strings.Contains(string(out), `"running"`)
+	})
+	kp("up")
+	if got := inMachine(t, id, "control-plane-0", "cat", "/var/lib/cloud/data/instance-id"); got != instance {
+		t.Errorf("the control-plane machine came back as another instance: %s, then %s", instance, got)
+	}
+	if _, err := client.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Errorf("the workload's Deployment is gone after the control plane's machine came back (etcd's data lost?): %v", err)
+	}
+}
+
+// runcRoot is the runc root directory of the cluster's machine node.
+func runcRoot(t *testing.T, id, node string) string {
+	t.Helper()
+	roots, _ := filepath.Glob("/run/kubeplug/" + id + "/*/runc")
+	for _, root := range roots {
+		if _, err := os.Stat(filepath.Join(root, "kp"+id+"-"+node)); err == nil {
+			return root
+		}
+	}
+	t.Fatalf("no runc root of machine %s (roots %v)", node, roots)
+	return ""
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(time.Second)
+	}
 }
