@@ -209,7 +209,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 			return nil, fmt.Errorf("cluster %s runs its control plane on a machine: upgrading it from Kubernetes %s is not built", p.opts.ClusterName, p.upgradeFrom)
 		}
 		if p.cpNet == nil {
-			if _, err := p.Facts(); err != nil {
+			if _, err := p.Facts(); err != nil { //nolint:contextcheck // provider.FactSource's Facts takes no context
 				return nil, err
 			}
 		}
@@ -222,7 +222,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 			args[controlplane.APIServer] = append(args[controlplane.APIServer], "--enable-bootstrap-token-auth=true")
 		}
 		if p.ports == nil {
-			if _, err := p.Facts(); err != nil {
+			if _, err := p.Facts(); err != nil { //nolint:contextcheck // provider.FactSource's Facts takes no context
 				return nil, err
 			}
 		}

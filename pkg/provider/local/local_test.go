@@ -70,7 +70,7 @@ func add(t *testing.T, m *model.Model, by string, c *model.Contribution) {
 // with p's machine facts as `kubeplug up` does.
 func desired(ctx context.Context, t *testing.T, p *local.Provider, s spec) *provider.Desired {
 	t.Helper()
-	facts, err := p.Facts()
+	facts, err := p.Facts() //nolint:contextcheck // provider.FactSource's Facts takes no context
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	t.Logf("first up: %s", time.Since(began).Round(time.Millisecond))
 	client := kubernetes.NewForConfigOrDie(cl.RESTConfig)
-	if running, err := local.Running(dir); err != nil || !running {
+	if running, err := local.Running(ctx, dir); err != nil || !running {
 		t.Fatalf("Running = %v, %v after up", running, err)
 	}
 	if cl.Kubeconfig != local.Kubeconfig(dir) || !cl.Started {
@@ -569,7 +569,7 @@ func TestLifecycle(t *testing.T) {
 				t.Errorf("process %d alive after down", pid)
 			}
 		}
-		if running, err := local.Running(dir); err != nil || running {
+		if running, err := local.Running(ctx, dir); err != nil || running {
 			t.Errorf("Running after down = %v, %v", running, err)
 		}
 		if err := p.Down(ctx, false); !errors.Is(err, provider.ErrNotRunning) {
@@ -618,7 +618,7 @@ func TestPortInUse(t *testing.T) {
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q\nwant it to contain %q", err, want)
 	}
-	if running, _ := local.Running(dir); running {
+	if running, _ := local.Running(t.Context(), dir); running {
 		t.Error("a control plane runs after the failed up")
 	}
 }

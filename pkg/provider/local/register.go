@@ -42,8 +42,8 @@ var (
 )
 
 // Locate returns the kubeconfig of the cluster of the state dir while it runs.
-func (p *Provider) Locate(context.Context) (string, error) {
-	ok, err := Running(p.opts.StateDir)
+func (p *Provider) Locate(ctx context.Context) (string, error) {
+	ok, err := Running(ctx, p.opts.StateDir)
 	if err != nil {
 		return "", err
 	}

@@ -72,7 +72,7 @@ func Kubeconfig(stateDir string) string {
 // Running reports whether the cluster of stateDir runs (any of its control
 // plane's processes is alive). The error wraps provider.ErrIncompatibleState for
 // a state dir this version cannot read.
-func Running(stateDir string) (bool, error) {
+func Running(ctx context.Context, stateDir string) (bool, error) {
 	st, err := readState(stateDir)
 	if err != nil {
 		return false, err
@@ -84,7 +84,7 @@ func Running(stateDir string) (bool, error) {
 	if !ok && st != nil && st.controlPlaneMachine() && st.Network != nil {
 		m := &localnode.Machine{Node: &localnode.Node{Name: ControlPlaneNode, Index: cpMachineIndex,
 			Dir: filepath.Join(stateDir, machinesDir, ControlPlaneNode, machineNodeDir), Network: *st.Network}}
-		return m.Running(context.Background()), nil
+		return m.Running(ctx), nil
 	}
 	return ok, nil
 }
