@@ -4,13 +4,21 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubeplug/kubeplug/pkg/action"
 )
+
+// watchedSet is the resources objectWatches has an informer for.
+type watchedSet = map[schema.GroupVersionResource]bool
 
 // recordSelector selects kubeplug's release records (state.LabelOwner).
 const recordSelector = "owner=kubeplug"
@@ -49,9 +57,11 @@ func (h *hub) notify() {
 }
 
 // watch follows the release records through an informer (the API server's
-// watch, re-listed only when the watch breaks) and notifies the hub of every
-// change after the initial list, coalesced over a short quiet period: an apply
-// writes a record more than once. It returns when ctx is cancelled.
+// watch, re-listed only when the watch breaks), and the objects the installed
+// plugins own through metadata-only informers (objectWatches), and notifies
+// the hub of every change after the initial lists, coalesced over a short
+// quiet period: an apply writes a record more than once, and a rollout changes
+// a Deployment's status many times. It returns when ctx is cancelled.
 func (s *Server) watch(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(s.core, 0, informers.WithNamespace(s.opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = recordSelector }))
@@ -77,7 +87,9 @@ func (s *Server) watch(ctx context.Context) error {
 	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
-	const quiet = 250 * time.Millisecond
+	objects := s.objectWatches(ctx, poke)
+	defer objects.Shutdown()
+	const quiet = 300 * time.Millisecond
 	for {
 		select {
 		case <-ctx.Done():
@@ -97,6 +109,58 @@ func (s *Server) watch(ctx context.Context) error {
 			}
 		}
 		s.hub.notify()
+		// A record changed, or an object did: the plugins may own kinds
+		// not watched yet.
+		s.watchResources(ctx, objects, poke)
+	}
+}
+
+// objectWatches starts watching the objects of the installed plugins: only
+// their metadata (never a Secret's data), only objects labelled with their
+// plugin (what kubeplug applies).
+func (s *Server) objectWatches(ctx context.Context, poke func(any)) metadatainformer.SharedInformerFactory {
+	f := metadatainformer.NewFilteredSharedInformerFactory(s.meta, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) { o.LabelSelector = pluginLabel })
+	s.watchResources(ctx, f, poke)
+	return f
+}
+
+// pluginLabel selects the objects kubeplug applies (kube.LabelPlugin).
+const pluginLabel = "kubeplug.dev/plugin"
+
+// watchResources adds an informer to f for every resource of the installed
+// plugins' objects that has none yet (action.Status.Resources).
+func (s *Server) watchResources(ctx context.Context, f metadatainformer.SharedInformerFactory, poke func(any)) {
+	a := action.NewStatus(s.opts.Config)
+	a.Target = s.opts.Target
+	gvrs, l := a.Resources(ctx)
+	if l.HasFatal() {
+		s.opts.Logger.Warn("cannot list the plugins' kinds to watch; objects will show changes on the next page load", "problems", strings.Join(problems(l), "; "))
+		return
+	}
+	s.watchedMu.Lock()
+	defer s.watchedMu.Unlock()
+	added := false
+	for _, gvr := range gvrs {
+		if s.watched[gvr] {
+			continue
+		}
+		s.watched[gvr] = true
+		added = true
+		_, err := f.ForResource(gvr).Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if !initial {
+					poke(obj)
+				}
+			},
+			UpdateFunc: func(_, obj any) { poke(obj) },
+			DeleteFunc: poke,
+		})
+		if err != nil {
+			s.opts.Logger.Warn("cannot watch a kind of the plugins' objects", "resource", gvr.String(), "error", err)
+		}
+	}
+	if added {
+		f.Start(ctx.Done())
 	}
 }
 

@@ -14,9 +14,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
@@ -61,8 +63,12 @@ type Server struct {
 	// another site the user visits cannot post a rollback (CSRF).
 	token string
 	core  kubernetes.Interface
+	meta  metadata.Interface
 	hub   *hub
-	mux   *http.ServeMux
+	// watched are the resources whose objects the live view watches.
+	watchedMu sync.Mutex
+	watched   watchedSet
+	mux       *http.ServeMux
 }
 
 // New checks opts and builds the server. It does not contact the cluster.
@@ -87,6 +93,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: a client for the cluster: %w", err)
 	}
+	meta, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: a client for the cluster: %w", err)
+	}
 	tmpl, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: templates: %w", err)
@@ -99,7 +109,7 @@ func New(opts Options) (*Server, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, tmpl: tmpl, static: http.StripPrefix("/static/", http.FileServerFS(static)), token: hex.EncodeToString(b), core: core, hub: newHub(), mux: http.NewServeMux()}
+	s := &Server{opts: opts, tmpl: tmpl, static: http.StripPrefix("/static/", http.FileServerFS(static)), token: hex.EncodeToString(b), core: core, meta: meta, hub: newHub(), mux: http.NewServeMux(), watched: watchedSet{}}
 	s.routes()
 	return s, nil
 }
