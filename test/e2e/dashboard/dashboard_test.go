@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -265,7 +266,13 @@ func TestDashboard(t *testing.T) {
 	url := serve(t, cfg, admin, cl1, rec)
 
 	t.Run("quickstart plugins and readiness", func(t *testing.T) {
+		// One node is in the quickstart's edge pool, as up labels it: its row
+		// lists what the plan contributes to the pool, hello's hook included.
+		node := edgeNode(t)
 		do(t, bctx, time.Minute, chromedp.Navigate(url+"/"), chromedp.WaitVisible(chromedp.CSS("#plugins-table")))
+		if row := text(t, bctx, fmt.Sprintf(`#nodes tr[data-node=%q]`, node)); !strings.Contains(row, "edge") || !strings.Contains(row, "nodes.hook beforeNodeup/greet (hello)") || !strings.Contains(row, "nodes.label hello.kubeplug.dev/greeted (hello)") {
+			t.Errorf("node %s's row: %q", node, row)
+		}
 		for _, p := range []string{"control-plane", "cluster-dns", "metrics-server", "hello"} {
 			waitJS(t, bctx, 30*time.Second, cell(p, 3)+` === "Ready"`)
 			ready := eval[string](t, bctx, cell(p, 4))
@@ -409,6 +416,28 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("the sensitive value is not in the cluster, so the check proves nothing: %v", err)
 		}
 	})
+}
+
+// edgeNode labels a node of the shared cluster as one of the quickstart's
+// edge pool (kubeplug.dev/pool, as up labels its machines) until the test
+// ends, and returns its name.
+func edgeNode(t *testing.T) string {
+	t.Helper()
+	c := testcluster.Client(t)
+	nodes, err := c.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("nodes: %v", err)
+	}
+	name := nodes.Items[0].Name
+	label := func(v any) {
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"kubeplug.dev/pool": v}}})
+		if _, err := c.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+			t.Errorf("labelling node %s: %v", name, err)
+		}
+	}
+	label("edge")
+	t.Cleanup(func() { label(nil) })
+	return name
 }
 
 // limitedUser makes a user, dash-viewer, who may read everything and change
