@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -120,4 +122,53 @@ func TestLoopbackHost(t *testing.T) {
 			t.Errorf("loopbackHost(%q) = %v, want %v", host, got, want)
 		}
 	}
+}
+
+// TestContrast keeps every text colour of the stylesheet at WCAG AA contrast
+// (4.5:1) on the background it is drawn on.
+func TestContrast(t *testing.T) {
+	css, err := staticFS.ReadFile("static/style.css")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, m := range regexp.MustCompile(`--(\w+): (#[0-9a-f]{6})`).FindAllStringSubmatch(string(css), -1) {
+		vars[m[1]] = m[2]
+	}
+	for _, tc := range []struct{ fg, bg string }{
+		{vars["fg"], "#ffffff"}, {vars["muted"], "#ffffff"}, {vars["accent"], "#ffffff"}, {vars["accent"], "#eef3fb"},
+		{vars["bad"], "#ffffff"}, {vars["bad"], "#fdf0f0"}, {vars["good"], "#ffffff"}, {vars["good"], "#eefaf1"},
+		{vars["warn"], "#ffffff"}, {"#ffffff", "#0f2747"}, {"#ffffff", vars["accent"]}, {vars["fg"], "#fff6dd"},
+	} {
+		if tc.fg == "" {
+			t.Fatalf("a colour variable is missing from style.css: %v", vars)
+		}
+		if r := contrast(tc.fg, tc.bg); r < 4.5 {
+			t.Errorf("%s on %s: contrast %.2f, want at least 4.5", tc.fg, tc.bg, r)
+		}
+	}
+}
+
+func contrast(a, b string) float64 {
+	la, lb := luminance(a), luminance(b)
+	if la < lb {
+		la, lb = lb, la
+	}
+	return (la + 0.05) / (lb + 0.05)
+}
+
+// luminance is the WCAG relative luminance of #rrggbb.
+func luminance(hex string) float64 {
+	var rgb [3]float64
+	for i := range rgb {
+		var v int
+		_, _ = fmt.Sscanf(hex[1+2*i:3+2*i], "%02x", &v)
+		c := float64(v) / 255
+		if c <= 0.03928 {
+			rgb[i] = c / 12.92
+		} else {
+			rgb[i] = math.Pow((c+0.055)/1.055, 2.4)
+		}
+	}
+	return 0.2126*rgb[0] + 0.7152*rgb[1] + 0.0722*rgb[2]
 }

@@ -400,6 +400,11 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("catalogs page: %q", c)
 		}
 		shot(t, bctx, "catalogs")
+		// The keyboard's first stop is the skip link, and it shows when focused.
+		do(t, bctx, 10*time.Second, chromedp.KeyEvent("\t"))
+		if got := eval[string](t, bctx, `document.activeElement.textContent + " " + (document.activeElement.getBoundingClientRect().left >= 0)`); got != "Skip to content true" {
+			t.Errorf("after one Tab the focus is on %q, want the visible skip link", got)
+		}
 	})
 
 	t.Run("no response holds a secret", func(t *testing.T) {
