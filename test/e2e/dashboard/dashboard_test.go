@@ -116,10 +116,14 @@ func serve(t *testing.T, cfg *action.Config, rc *rest.Config, cl *config.Cluster
 	return hs.URL
 }
 
+// tab is the browser tab the test drives. Its context is chromedp's (the
+// browser lives as long as it), held apart from the tests' own contexts.
+type tab struct{ ctx context.Context }
+
 // browser starts headless Chromium for the test. Without it the test is
 // skipped, except under CI (CI=true), where a missing browser is a failure:
 // make browser installs it.
-func browser(t *testing.T) context.Context {
+func browser(t *testing.T) tab {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -141,13 +145,13 @@ func browser(t *testing.T) context.Context {
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("starting chromium: %v", err)
 	}
-	return ctx
+	return tab{ctx}
 }
 
 // do runs browser steps with a bound on how long they may take.
-func do(t *testing.T, ctx context.Context, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+func do(t *testing.T, b tab, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, d)
+	ctx, cancel := context.WithTimeout(b.ctx, d)
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatal(err)
@@ -155,9 +159,9 @@ func do(t *testing.T, ctx context.Context, d time.Duration, steps ...chromedp.Ac
 }
 
 // eval is the value of the JavaScript expression on the page.
-func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+func eval[T any](t *testing.T, b tab, expr string) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
 	if err != nil {
@@ -168,9 +172,9 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 
 // shot saves a screenshot of the page as NAME.png among the test's
 // artifacts (go test -artifacts keeps them) and returns its path.
-func shot(t *testing.T, ctx context.Context, name string) string {
+func shot(t *testing.T, b tab, name string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -210,9 +214,9 @@ func quickstart(t *testing.T, dir, name, greeting string) (string, *config.Clust
 }
 
 // text is the visible text of the element sel (a CSS selector) selects.
-func text(t *testing.T, ctx context.Context, sel string) string {
+func text(t *testing.T, b tab, sel string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
 	if err != nil {
@@ -222,9 +226,9 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 }
 
 // waitJS waits until the JavaScript expression is true on the page.
-func waitJS(t *testing.T, ctx context.Context, d time.Duration, expr string) {
+func waitJS(t *testing.T, b tab, d time.Duration, expr string) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(d))); err != nil {
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(d))); err != nil {
 		t.Fatalf("waiting for %s: %v", expr, err)
 	}
 }
