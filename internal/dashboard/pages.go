@@ -29,12 +29,22 @@ type page struct {
 	// HasFile says a cluster file was given (drift, values, plan, catalogs).
 	HasFile bool
 	Token   string
+	// Base is where the dashboard is served (the pages' <base>): "/", or the
+	// prefix it is mounted under. Self is the page's own address relative
+	// to it, for in-page links.
+	Base, Self string
+	// ReadOnly hides actions.
+	ReadOnly bool
 	// Problems are the diagnostics of reading what the page shows.
 	Problems []string
 }
 
-func (s *Server) page(title, nav string) page {
-	p := page{Title: title, Nav: nav, Token: s.token, HasFile: s.opts.Cluster != nil}
+func (s *Server) page(r *http.Request, title, nav string) page {
+	p := page{Title: title, Nav: nav, Token: s.token, HasFile: s.opts.Cluster != nil, Base: s.opts.Base, ReadOnly: s.opts.ReadOnly}
+	p.Self = strings.TrimPrefix(r.URL.Path, "/")
+	if r.URL.RawQuery != "" {
+		p.Self += "?" + r.URL.RawQuery
+	}
 	if s.opts.Cluster != nil {
 		p.Cluster = s.opts.Cluster.Spec.Metadata.Name
 	} else if c := s.opts.Target.ContextName(); c != "" {
@@ -162,7 +172,7 @@ func (s *Server) nodes(ctx context.Context) ([]nodeRow, error) {
 }
 
 func (s *Server) clusterPage(w http.ResponseWriter, r *http.Request) {
-	d := clusterData{page: s.page("Cluster", "cluster")}
+	d := clusterData{page: s.page(r, "Cluster", "cluster")}
 	rows, l := s.pluginRows(r.Context())
 	d.Plugins, d.Problems = rows, problems(l)
 	nodes, err := s.nodes(r.Context())
@@ -174,7 +184,7 @@ func (s *Server) clusterPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) pluginsFragment(w http.ResponseWriter, r *http.Request) {
-	d := clusterData{page: s.page("Cluster", "cluster")}
+	d := clusterData{page: s.page(r, "Cluster", "cluster")}
 	rows, l := s.pluginRows(r.Context())
 	d.Plugins, d.Problems = rows, problems(l)
 	s.render(w, http.StatusOK, "plugins", d)
@@ -205,7 +215,7 @@ type pluginData struct {
 }
 
 func (s *Server) pluginData(ctx context.Context, r *http.Request, name string) pluginData {
-	d := pluginData{page: s.page(name, "cluster"), Name: name}
+	d := pluginData{page: s.page(r, name, "cluster"), Name: name}
 	rows, l := s.pluginRows(ctx)
 	d.Problems = problems(l)
 	for _, row := range rows {
@@ -336,7 +346,7 @@ func (s *Server) plan(ctx context.Context) ([]byte, [][]string, diag.List) {
 }
 
 func (s *Server) planPage(w http.ResponseWriter, r *http.Request) {
-	d := planData{page: s.page("Plan", "plan")}
+	d := planData{page: s.page(r, "Plan", "plan")}
 	svg, waves, l := s.plan(r.Context())
 	d.Problems, d.Waves = problems(l), waves
 	// plangraph escapes every name it draws; the picture is inlined so that
@@ -361,7 +371,7 @@ type catalogData struct {
 }
 
 func (s *Server) catalogsPage(w http.ResponseWriter, r *http.Request) {
-	d := catalogData{page: s.page("Catalogs", "catalogs")}
+	d := catalogData{page: s.page(r, "Catalogs", "catalogs")}
 	a := action.NewList(s.opts.Config)
 	a.Cluster = s.opts.Cluster
 	list, l := a.Run(r.Context())

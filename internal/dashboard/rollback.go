@@ -26,7 +26,7 @@ type rollbackData struct {
 // revision and what restoring it means, and only its form posts the rollback.
 func (s *Server) rollbackConfirm(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	d := rollbackData{page: s.page("Roll back "+name, "cluster"), Name: name}
+	d := rollbackData{page: s.page(r, "Roll back "+name, "cluster"), Name: name}
 	rev, err := strconv.Atoi(r.URL.Query().Get("revision"))
 	if err != nil || rev <= 0 {
 		d.Problems = append(d.Problems, fmt.Sprintf("invalid revision %q: expected a revision number from the plugin's history", r.URL.Query().Get("revision")))
@@ -54,7 +54,7 @@ func (s *Server) rollbackConfirm(w http.ResponseWriter, r *http.Request) {
 // shows its answer.
 func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	d := rollbackData{page: s.page("Roll back "+name, "cluster"), Name: name}
+	d := rollbackData{page: s.page(r, "Roll back "+name, "cluster"), Name: name}
 	if err := s.checkForm(r); err != nil {
 		d.Refused = []string{err.Error()}
 		s.render(w, http.StatusForbidden, "rollback.html", d)

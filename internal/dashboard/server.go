@@ -51,6 +51,17 @@ type Options struct {
 	RollbackTimeout time.Duration
 	// Logger receives the server's own problems. Default: discard.
 	Logger *slog.Logger
+	// Base is the path the dashboard is served under, with a slash at both
+	// ends: "/dashboard/" when mounted beside other handlers (the
+	// controller's metrics server). Default "/".
+	Base string
+	// ReadOnly serves the pages without their actions: no rollback page or
+	// form. For a dashboard serving others with its own credentials.
+	ReadOnly bool
+	// Remote answers requests addressed to any host, not only loopback: for a
+	// dashboard behind a Service or a port-forward. Only a ReadOnly dashboard
+	// may be Remote, so that nobody acts with credentials not their own.
+	Remote bool
 }
 
 // Server is the dashboard: an http.Handler and the watch that feeds its live
@@ -85,6 +96,15 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Base == "" {
+		opts.Base = "/"
+	}
+	if !strings.HasPrefix(opts.Base, "/") || !strings.HasSuffix(opts.Base, "/") {
+		return nil, fmt.Errorf("dashboard: Options.Base %q must start and end with a slash", opts.Base)
+	}
+	if opts.Remote && !opts.ReadOnly {
+		return nil, errors.New("dashboard: a Remote dashboard must be ReadOnly: it would act for others with its own credentials")
+	}
 	rc, err := opts.Target.Config()
 	if err != nil {
 		return nil, err
@@ -116,12 +136,18 @@ func New(opts Options) (*Server, error) {
 
 func (s *Server) routes() {
 	s.mux.Handle("GET /static/", s.static)
+	if s.opts.ReadOnly {
+		s.mux.HandleFunc("/plugins/{name}/rollback", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "this dashboard is read-only: roll back with kubeplug rollback, or kubeplug dashboard with your own credentials", http.StatusForbidden)
+		})
+	} else {
+		s.mux.HandleFunc("GET /plugins/{name}/rollback", s.rollbackConfirm)
+		s.mux.HandleFunc("POST /plugins/{name}/rollback", s.rollback)
+	}
 	s.mux.HandleFunc("GET /{$}", s.clusterPage)
 	s.mux.HandleFunc("GET /fragments/plugins", s.pluginsFragment)
 	s.mux.HandleFunc("GET /plugins/{name}", s.pluginPage)
 	s.mux.HandleFunc("GET /fragments/plugins/{name}", s.pluginFragment)
-	s.mux.HandleFunc("GET /plugins/{name}/rollback", s.rollbackConfirm)
-	s.mux.HandleFunc("POST /plugins/{name}/rollback", s.rollback)
 	s.mux.HandleFunc("GET /plan", s.planPage)
 	s.mux.HandleFunc("GET /plan.svg", s.planSVG)
 	s.mux.HandleFunc("GET /catalogs", s.catalogsPage)
@@ -134,12 +160,16 @@ func (s *Server) routes() {
 // rebinding).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'self'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
-	if !loopbackHost(r.Host) {
+	if !s.opts.Remote && !loopbackHost(r.Host) {
 		http.Error(w, "the dashboard answers only on its loopback address", http.StatusMisdirectedRequest)
+		return
+	}
+	if s.opts.Base != "/" {
+		http.StripPrefix(strings.TrimSuffix(s.opts.Base, "/"), s.mux).ServeHTTP(w, r)
 		return
 	}
 	s.mux.ServeHTTP(w, r)

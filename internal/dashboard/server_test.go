@@ -172,3 +172,33 @@ func luminance(hex string) float64 {
 	}
 	return 0.2126*rgb[0] + 0.7152*rgb[1] + 0.0722*rgb[2]
 }
+
+// TestOptions: a dashboard that answers any host must be read-only, and a
+// read-only one has no rollback; its base path is kept in its pages.
+func TestOptions(t *testing.T) {
+	target := action.KubeconfigTarget{RESTConfig: &rest.Config{Host: "http://127.0.0.1:1"}}
+	if _, err := New(Options{Config: &action.Config{}, Target: target, Remote: true}); err == nil || !strings.Contains(err.Error(), "must be ReadOnly") {
+		t.Errorf("a Remote dashboard that may act: %v", err)
+	}
+	if _, err := New(Options{Config: &action.Config{}, Target: target, Base: "/dashboard"}); err == nil {
+		t.Error("a Base without its trailing slash was taken")
+	}
+	s, err := New(Options{Config: &action.Config{}, Target: target, Base: "/dashboard/", ReadOnly: true, Remote: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/dashboard/plugins/hello/rollback?revision=1", http.StatusForbidden},
+		{"POST", "/dashboard/plugins/hello/rollback", http.StatusForbidden},
+		{"GET", "/dashboard/static/style.css", http.StatusOK},
+	} {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(tc.method, "http://kubeplug-controller.kubeplug-system.svc:8080"+tc.path, nil))
+		if w.Code != tc.status {
+			t.Errorf("%s %s: %d, want %d\n%s", tc.method, tc.path, w.Code, tc.status, w.Body)
+		}
+	}
+}
