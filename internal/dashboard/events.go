@@ -89,7 +89,7 @@ func (s *Server) watch(ctx context.Context) error {
 	defer f.Shutdown()
 	objects := s.objectWatches(ctx, poke)
 	defer objects.Shutdown()
-	const quiet = 300 * time.Millisecond
+	const quiet, minInterval = 300 * time.Millisecond, time.Second
 	for {
 		select {
 		case <-ctx.Done():
@@ -112,6 +112,13 @@ func (s *Server) watch(ctx context.Context) error {
 		// A record changed, or an object did: the plugins may own kinds
 		// not watched yet.
 		s.watchResources(ctx, objects, poke)
+		// Each notice makes every open page read the cluster again: at most
+		// one a second, however busy the cluster is (a rollout).
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(minInterval):
+		}
 	}
 }
 
