@@ -1,10 +1,12 @@
 package dashboard
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
@@ -71,7 +73,11 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 	a.Target = s.opts.Target
 	a.Revision = rev
 	a.Timeout = s.opts.RollbackTimeout
-	rec, l := a.Run(r.Context(), name)
+	// A rollback half done is worse than one finished: closing the tab does
+	// not cancel it; its own timeout (and the wait for readiness) bounds it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.RollbackTimeout+time.Minute)
+	defer cancel()
+	rec, l := a.Run(ctx, name)
 	if l.HasFatal() {
 		d.Refused = problems(l)
 		status := http.StatusInternalServerError
