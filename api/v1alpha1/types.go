@@ -531,6 +531,30 @@ type ClusterSpec struct {
 	NodePools []NodePool `json:"nodePools,omitempty"`
 	// Plugins says where plugins come from and which are enabled.
 	Plugins *ClusterPlugins `json:"plugins,omitempty"`
+	// Expansions is the site's policy for the expansions a run merges
+	// (--expansion-dir; see docs/expansions.md).
+	Expansions *ClusterExpansions `json:"expansions,omitempty"`
+}
+
+// ClusterExpansions is the site's policy for the expansions a run merges.
+type ClusterExpansions struct {
+	// Allow, when set, says what an expansion may skip or delegate: a skip
+	// step, skipped check or delegated check it does not list is refused when
+	// the expansion is verified for the run, naming the expansion and the
+	// step. Unset, every skip and delegation is allowed (each still reported).
+	Allow *ExpansionAllow `json:"allow,omitempty"`
+}
+
+// ExpansionAllow lists what expansions may skip or delegate. Each entry is a
+// name or a pattern as Go's path.Match reads it ("plugin/*", "ingress-nginx/*").
+type ExpansionAllow struct {
+	// SkipSteps are the steps an expansion's skipSteps may name.
+	SkipSteps []string `json:"skipSteps,omitempty"`
+	// SkipConditions are the checks (PLUGIN/CHECK) its skipConditions may name.
+	SkipConditions []string `json:"skipConditions,omitempty"`
+	// DelegateConditions are the checks (PLUGIN/CHECK) its delegateConditions
+	// may hand to a site operator.
+	DelegateConditions []string `json:"delegateConditions,omitempty"`
 }
 
 // Provider selects the provider; exactly one field is set.
@@ -604,7 +628,9 @@ type LocalProvider struct {
 	// cloud-init file `render` writes for its pool, delivered through
 	// cloud-init's NoCloud seed as a cloud delivers user data, and joins with
 	// a bootstrap token and the kubelet's TLS bootstrap. The pool's node hooks
-	// run inside the machine. Needs root, overlayfs and runc. docs/machines.md.
+	// run inside the machine. Naming the control-plane pool runs the control
+	// plane on a machine too: the rendered static Pods under its kubelet. Needs
+	// root, overlayfs and runc. docs/machines.md.
 	MachinePools []string `json:"machinePools,omitempty"`
 }
 

@@ -106,19 +106,32 @@ func printExpansion(w io.Writer, i *action.ExpansionInfo) error {
 
 func newExpansionVerifyCmd(o *options) *cobra.Command {
 	a := action.NewExpansionVerify(o.cfg)
+	var clusterFile string
 	cmd := &cobra.Command{
-		Use:   "verify [--key KEY.pub]... PATH",
+		Use:   "verify [--key KEY.pub]... [-f cluster.yaml] PATH",
 		Short: "Check an expansion's files against its checksums, and its signature",
 		Long: `Read PATH, an expansion made by 'expansion create', in one pass: every file
 must have the SHA-256 that checksums.txt lists, none may be missing or added,
 and, with --key, checksums.txt.sig must be a signature of checksums.txt by one of
 the keys (the keys of 'plugin keygen'; cosign's verify-blob checks the same
-signature). A tampered, truncated or unsigned package is refused naming the file.`,
+signature). A tampered, truncated or unsigned package is refused naming the file.
+With -f, the cluster file's allowlist (spec.expansions.allow) is checked too: a
+step or check the expansion skips or delegates that it does not allow is
+refused, naming the expansion and the step.`,
 		Example: `  kubeplug expansion verify site.tar
-  kubeplug expansion verify --key site.pub site.tar`,
+  kubeplug expansion verify --key site.pub site.tar
+  kubeplug expansion verify -f cluster.yaml site.tar`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v, l := a.Run(cmd.Context(), args[0])
+			var v *expansion.Verification
+			var l diag.List
+			if clusterFile != "" {
+				v, l = withCluster(clusterFile, func(cl *config.Cluster) (*expansion.Verification, diag.List) {
+					return a.Run(cmd.Context(), args[0], cl)
+				})
+			} else {
+				v, l = a.Run(cmd.Context(), args[0], nil)
+			}
 			if o.report(l) {
 				return errFailed
 			}
@@ -129,6 +142,7 @@ signature). A tampered, truncated or unsigned package is refused naming the file
 		},
 	}
 	cmd.Flags().StringArrayVar(&a.Keys, "key", nil, "a trusted public key file; repeat for several (a signature is then required)")
+	cmd.Flags().StringVarP(&clusterFile, "file", "f", "", "a cluster file whose spec.expansions.allow the expansion must keep to")
 	return cmd
 }
 
@@ -166,6 +180,14 @@ without reaching the upstream registries — and packs them under their own
 names, so the site sees the references its render names. The longest FROM
 that matches an image wins; loopback and private-range mirrors are plain HTTP.
 
+--image-archive PATH packs the images of a 'docker save' tarball (the layout
+docker has always written, or docker 25's OCI one) or of an OCI image layout
+directory, by the names it gives them (RepoTags; the index's
+io.containerd.image.name or a full org.opencontainers.image.ref.name); an
+image it holds is not pulled. Every layer is read and checked against its
+digest first: a damaged or truncated archive is refused naming the archive
+and the layer, and nothing is written.
+
 The archive is deterministic (files in order, fixed times, owners and modes)
 and ends with checksums.txt, the SHA-256 of every file, and, with --key, its
 signature checksums.txt.sig (an encrypted key's password from $` + passwordEnv + `
@@ -173,7 +195,8 @@ or --password-stdin). The archive is written atomically.`,
 		Example: `  kubeplug expansion create -f site/expansion.yaml -o site.tar
   kubeplug expansion create -f cluster.yaml -o site.tar --key site.key
   kubeplug expansion create -f site/expansion.yaml -f cluster.yaml --image registry.example.com/tools/debug:1.0 -o site.tar
-  kubeplug expansion create -f site/expansion.yaml -f cluster.yaml --image-mirror registry.k8s.io=127.0.0.1:5000/k8s -o site.tar`,
+  kubeplug expansion create -f site/expansion.yaml -f cluster.yaml --image-mirror registry.k8s.io=127.0.0.1:5000/k8s -o site.tar
+  docker save team/app:v1 -o app.tar && kubeplug expansion create -f site/expansion.yaml --image-archive app.tar -o site.tar`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var manifest, clusterFile string
@@ -238,6 +261,7 @@ or --password-stdin). The archive is written atomically.`,
 	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "an expansion.yaml or a cluster file (at most one of each)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the archive to write, for example site.tar (required)")
 	cmd.Flags().StringArrayVar(&a.Images, "image", nil, "an image to pack besides those named (repeatable)")
+	cmd.Flags().StringArrayVar(&a.Archives, "image-archive", nil, "a docker save tarball or an OCI image layout directory whose images (by the names it gives them) are packed; each layer is checked against its digest (repeatable)")
 	cmd.Flags().StringArrayVar(&mirrors, "image-mirror", nil, "FROM=TO: pull the images of registry or repository prefix FROM from TO instead, packed under their own names (repeatable)")
 	cmd.Flags().StringVar(&a.Key, "key", "", "a private key file to sign the package with (from kubeplug plugin keygen)")
 	cmd.Flags().BoolVar(&fromStdin, "password-stdin", false, "read the key's password from the first line of standard input")

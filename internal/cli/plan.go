@@ -150,6 +150,7 @@ func runPlan(cmd *cobra.Command, o *options, file, graph string) error {
 			return err
 		}
 		chartNotes(&b, doc)
+		expansionNotes(&b, doc)
 		_, err := io.WriteString(w, b.String())
 		return err
 	})
@@ -275,4 +276,31 @@ func chartNotes(b *strings.Builder, doc *engine.PlanDoc) {
 	}
 	b.WriteString("\nCharts by reference:\n")
 	_ = table(b, []string{"  PLUGIN", "CHART", "VERSION", "DIGEST"}, rows)
+}
+
+// expansionNotes lists what the expansions in use do besides their plugins:
+// their installer hooks with the step each runs at, and what they skip or
+// delegate.
+func expansionNotes(b *strings.Builder, doc *engine.PlanDoc) {
+	x := doc.Expansions
+	if x == nil {
+		return
+	}
+	fmt.Fprintf(b, "\nExpansions: %s\n", strings.Join(x.Used, ", "))
+	if len(x.Hooks) > 0 {
+		b.WriteString("\nInstaller hooks:\n")
+		rows := make([][]string, 0, len(x.Hooks))
+		for _, h := range x.Hooks {
+			rows = append(rows, []string{"  " + h.Expansion, h.Name, h.At, h.Step, h.Run})
+		}
+		_ = table(b, []string{"  EXPANSION", "HOOK", "AT", "STEP", "RUNS"}, rows)
+	}
+	if len(x.Skipped) > 0 {
+		b.WriteString("\nSkipped and delegated:\n")
+		rows := make([][]string, 0, len(x.Skipped))
+		for _, s := range x.Skipped {
+			rows = append(rows, []string{"  " + s.Expansion, s.What, s.Name, dash(s.To)})
+		}
+		_ = table(b, []string{"  EXPANSION", "WHAT", "NAME", "DELEGATED TO"}, rows)
+	}
 }

@@ -52,10 +52,19 @@ const AdminUser = "kubeplug-admin"
 // servers; it is in --requestheader-allowed-names.
 const frontProxyClientName = "front-proxy-client"
 
+// EnsurePKI creates the control plane's CA, certificates and keys in dir, as
+// Start does for its own, unless dir already holds them: for a control plane
+// that runs elsewhere (a control-plane machine), whose API server's
+// certificate also names the machine's addresses.
+func EnsurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) error {
+	_, err := ensurePKI(dir, serviceIP, machineIPs...)
+	return err
+}
+
 // ensurePKI creates the CA, certificates and keys unless DataDir/pki already
 // holds them (a reused data directory keeps its identity, so clients and stored
 // service account tokens stay valid).
-func ensurePKI(dir string, serviceIP net.IP) (pki, error) {
+func ensurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) (pki, error) {
 	p := pki{dir: dir}
 	if _, err := os.Stat(p.path(saPub)); err == nil {
 		return p, nil
@@ -83,7 +92,7 @@ func ensurePKI(dir string, serviceIP net.IP) (pki, error) {
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 			DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 				"kubernetes.default.svc.cluster.local"},
-			IPAddresses: append(loopback, serviceIP),
+			IPAddresses: append(append(loopback, serviceIP), machineIPs...),
 		}},
 		{servingCert, servingKey, ca, caSigner, x509.Certificate{
 			Subject:     pkix.Name{CommonName: "localhost"},

@@ -730,8 +730,22 @@ func (c *ControlPlane) loopbackTLSClient() (*http.Client, error) {
 // writeKubeconfig writes a self-contained cluster-admin kubeconfig (certificates
 // embedded) and builds the REST config and client from it.
 func (c *ControlPlane) writeKubeconfig() error {
+	server := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports[APIServer]))
+	c.kubeconfig = filepath.Join(c.dataDir, "kubeconfig")
+	cfg, err := WriteAdminKubeconfig(c.pki.dir, server, c.opts.ContextName, c.kubeconfig, c.opts.ComponentKubeconfig)
+	if err != nil {
+		return err
+	}
+	return c.connect(cfg)
+}
+
+// WriteAdminKubeconfig writes a self-contained cluster-admin kubeconfig for
+// the API server at server (the CA and the admin certificate of pkiDir
+// embedded, its context named context) to each of paths, and returns it.
+func WriteAdminKubeconfig(pkiDir, server, context string, paths ...string) (*clientcmdapi.Config, error) {
+	p := pki{dir: pkiDir}
 	read := func(name string) ([]byte, error) {
-		b, err := os.ReadFile(c.pki.path(name))
+		b, err := os.ReadFile(p.path(name))
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
@@ -739,37 +753,53 @@ func (c *ControlPlane) writeKubeconfig() error {
 	}
 	ca, err := read(caCert)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cert, err := read(adminCert)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	key, err := read(adminKey)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	name := c.opts.ContextName
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[name] = &clientcmdapi.Cluster{
-		Server:                   "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports[APIServer])),
-		CertificateAuthorityData: ca,
-	}
-	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
-	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
-	cfg.CurrentContext = name
-	c.kubeconfig = filepath.Join(c.dataDir, "kubeconfig")
-	for _, path := range []string{c.kubeconfig, c.opts.ComponentKubeconfig} {
+	cfg.Clusters[context] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos[context] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.Contexts[context] = &clientcmdapi.Context{Cluster: context, AuthInfo: context}
+	cfg.CurrentContext = context
+	for _, path := range paths {
 		if path == "" {
 			continue
 		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("write kubeconfig %s: %w", path, err)
+			return nil, fmt.Errorf("write kubeconfig %s: %w", path, err)
 		}
 		if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-			return fmt.Errorf("write kubeconfig %s: %w", path, err)
+			return nil, fmt.Errorf("write kubeconfig %s: %w", path, err)
 		}
 	}
+	return cfg, nil
+}
+
+// Connect is a ControlPlane for an API server this process neither started
+// nor attached to (one that runs as a static Pod on a control-plane machine),
+// reached with the cluster-admin kubeconfig at path: its node and REST-config
+// methods work; it has no processes to wait for, stop or reconfigure.
+func Connect(path string) (*ControlPlane, error) {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
+	}
+	c := &ControlPlane{kubeconfig: path, log: slog.New(slog.DiscardHandler), procs: map[Component]*process{}}
+	if err := c.connect(cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// connect builds the REST config and client from cfg.
+func (c *ControlPlane) connect(cfg *clientcmdapi.Config) error {
 	rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
 	if err != nil {
 		return fmt.Errorf("build rest config from %s: %w", c.kubeconfig, err)

@@ -153,10 +153,14 @@ func (n Network) EnsureBridge(ctx context.Context) error {
 	if _, err := run(ctx, "iptables", "-w", "-t", "nat", "-F", chain); err != nil {
 		return fmt.Errorf("node network: flush nat chain %s: %w", chain, err)
 	}
-	dnat := []string{"-w", "-t", "nat", "-A", chain, "-d", n.Gateway().String(), "-p", "tcp", "--dport", strconv.Itoa(GatewayAPIPort),
-		"-j", "DNAT", "--to-destination", "127.0.0.1:" + strconv.Itoa(n.APIServerPort)}
-	if _, err := run(ctx, "iptables", dnat...); err != nil {
-		return fmt.Errorf("node network: nat rule for the API server: %w", err)
+	// A cluster whose API server runs on a control-plane machine has none on
+	// this host (APIServerPort 0): its nodes reach that machine directly.
+	if n.APIServerPort != 0 {
+		dnat := []string{"-w", "-t", "nat", "-A", chain, "-d", n.Gateway().String(), "-p", "tcp", "--dport", strconv.Itoa(GatewayAPIPort),
+			"-j", "DNAT", "--to-destination", "127.0.0.1:" + strconv.Itoa(n.APIServerPort)}
+		if _, err := run(ctx, "iptables", dnat...); err != nil {
+			return fmt.Errorf("node network: nat rule for the API server: %w", err)
+		}
 	}
 	jump := []string{"-w", "-t", "nat", "-C", "PREROUTING", "-i", br, "-j", chain}
 	if _, err := run(ctx, "iptables", jump...); err != nil {

@@ -177,21 +177,7 @@ func (r *Registry) PushBinary(ctx context.Context, repo, tag, bin string) (strin
 	if err != nil {
 		return "", err
 	}
-	ref, err := name.ParseReference(r.Addr()+"/"+repo+":"+tag, name.Insecure)
-	if err != nil {
-		return "", err
-	}
-	want, err := img.Digest()
-	if err != nil {
-		return "", err
-	}
-	if desc, err := remote.Head(ref, remote.WithContext(ctx)); err == nil && desc.Digest == want {
-		return ref.String(), nil
-	}
-	if err := write(ctx, ref, r.Progress, func(o ...remote.Option) error { return remote.Write(ref, img, o...) }); err != nil {
-		return "", fmt.Errorf("push %s: %w", ref, err)
-	}
-	return ref.String(), nil
+	return r.PushImage(ctx, repo, tag, img)
 }
 
 // BinaryImage is the image of one static binary at /<base name>, its entrypoint.

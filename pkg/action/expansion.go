@@ -161,8 +161,9 @@ type ExpansionVerify struct {
 func NewExpansionVerify(cfg *Config) *ExpansionVerify { return &ExpansionVerify{cfg: cfg} }
 
 // Run reads the package at path, checks every file against checksums.txt and,
-// with Keys, the signature over it.
-func (a *ExpansionVerify) Run(ctx context.Context, path string) (*expansion.Verification, diag.List) {
+// with Keys, the signature over it; with cl, also that it skips and delegates
+// only what the cluster file's allowlist (spec.expansions.allow) allows.
+func (a *ExpansionVerify) Run(ctx context.Context, path string, cl *config.Cluster) (*expansion.Verification, diag.List) {
 	keys, l := loadKeys(a.Keys)
 	if l.HasFatal() {
 		return nil, l
@@ -174,6 +175,9 @@ func (a *ExpansionVerify) Run(ctx context.Context, path string) (*expansion.Veri
 	}
 	v, vl := pkg.Verify(keys)
 	l = append(l, vl...)
+	if cl != nil && cl.Spec.Spec.Expansions != nil {
+		l = append(l, pkg.CheckAllowed(cl.Spec.Spec.Expansions.Allow, cl.File)...)
+	}
 	l.Sort()
 	return v, l
 }
@@ -213,7 +217,10 @@ type ExpansionCreate struct {
 	// Mirrors say where images are pulled from instead of their own registry
 	// (expansion create --image-mirror).
 	Mirrors []expansion.Mirror
-	Limits  expansion.Limits
+	// Archives are docker save tarballs and OCI image layout directories whose
+	// images are packed besides the pulled ones (expansion create --image-archive).
+	Archives []string
+	Limits   expansion.Limits
 }
 
 // NewExpansionCreate returns an ExpansionCreate action.
@@ -239,7 +246,7 @@ type ExpansionCreated struct {
 // images and every plugin package it resolves to that is not built in.
 func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.Cluster, out string) (*ExpansionCreated, diag.List) {
 	var l diag.List
-	opts := expansion.CreateOptions{Images: a.Images, Plugins: a.Registry, Mirrors: a.Mirrors, Limits: a.Limits, Logger: a.cfg.logger()}
+	opts := expansion.CreateOptions{Images: a.Images, Archives: a.Archives, Plugins: a.Registry, Mirrors: a.Mirrors, Limits: a.Limits, Logger: a.cfg.logger()}
 	if a.Key != "" {
 		b, err := bounded.ReadFile(a.Key, bounded.MaxKeySize)
 		if err != nil {

@@ -202,3 +202,75 @@ spec:
 		t.Fatalf("without the expansion the live image is %s, want %s", got, srcRef)
 	}
 }
+
+// TestApplyRewritesChartImages: a plugin's Helm chart, installed as a release
+// through the Helm SDK, runs the images the expansion carries from the site
+// registry: the rewrite reaches what Helm renders on the cluster (the
+// post-renderer), not only render's files.
+func TestApplyRewritesChartImages(t *testing.T) {
+	ctx := t.Context()
+	src, stopSource := expansionRegistry(t)
+	site, _ := expansionRegistry(t)
+	img, err := random.Image(1024, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcRef := src + "/team/chart-app:v1"
+	if err := remote.Write(mustRef(t, srcRef), img); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"site/expansion.yaml": "apiVersion: kubeplug.dev/v1alpha1\nkind: Expansion\nmetadata: {name: site, version: 1.0.0}\nspec: {skipSteps: [validate]}\n",
+		"cluster/app/plugin.yaml": `apiVersion: kubeplug.dev/v1alpha1
+kind: Plugin
+metadata: {name: app, version: 0.1.0}
+spec:
+  contributes:
+    kubernetes:
+      manifests: [manifests/]
+      helmReleases: [{name: app, chart: charts/app, namespace: exp-chart, values: {image: "` + srcRef + `"}}]
+`,
+		"cluster/app/manifests/ns.yaml":           "apiVersion: v1\nkind: Namespace\nmetadata: {name: exp-chart}\n",
+		"cluster/app/charts/app/Chart.yaml":       "apiVersion: v2\nname: app\nversion: 0.1.0\n",
+		"cluster/app/charts/app/values.yaml":      "image: none\n",
+		"cluster/app/charts/app/templates/d.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: app}\nspec:\n  selector: {matchLabels: {app: app}}\n  template:\n    metadata: {labels: {app: app}}\n    spec:\n      containers: [{name: app, image: '{{ .Values.image }}'}]\n",
+		"cluster/cluster.yaml": `apiVersion: kubeplug.dev/v1alpha1
+kind: Cluster
+metadata: {name: exp}
+spec:
+  kubernetesVersion: 1.37.1
+  plugins:
+    sources: [{dir: app}]
+    enabled: [{name: app}]
+`,
+	})
+	cfg := &action.Config{Env: func(string) (string, bool) { return "", false }, NoBuiltin: true}
+	if _, l := action.NewExpansionCreate(cfg).Run(ctx, filepath.Join(dir, "site/expansion.yaml"), load(t, filepath.Join(dir, "cluster/cluster.yaml")), filepath.Join(dir, "exp/site.tar")); l.HasFatal() {
+		t.Fatal(l)
+	}
+	stopSource()
+
+	cs := kubernetes.NewForConfigOrDie(testcluster.RESTConfig(t))
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Namespaces().Delete(context.Background(), "exp-chart", metav1.DeleteOptions{})
+	})
+	c := *cfg
+	c.Expansions = action.ExpansionUse{Dirs: []string{filepath.Join(dir, "exp")}, SiteRegistry: site, SiteRegistryPlainHTTP: true}
+	a := action.NewApply(&c)
+	a.Target.RESTConfig = testcluster.RESTConfig(t)
+	a.Timeout = 2 * time.Minute
+	if _, l := a.Run(ctx, load(t, filepath.Join(dir, "cluster/cluster.yaml"))); l.HasFatal() {
+		t.Fatal(l)
+	}
+	d, err := cs.AppsV1().Deployments("exp-chart").Get(ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.Spec.Template.Spec.Containers[0].Image, site+"/team/chart-app:v1"; got != want {
+		t.Fatalf("the chart's live Deployment runs %s, want %s", got, want)
+	}
+	if _, err := remote.Head(mustRef(t, site+"/team/chart-app:v1")); err != nil {
+		t.Fatalf("the chart's image is not in the site registry: %v", err)
+	}
+}

@@ -6,15 +6,21 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/expansion"
 	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
 // ExpansionUse says which expansion packages every run merges (up, apply, plan,
@@ -122,9 +128,9 @@ func (r *run) around(ctx context.Context, stepName string, before bool) (bool, d
 		}
 	case before && (stepName == "provision" || stepName == "connect") && !x.ranBeforeCluster:
 		x.ranBeforeCluster = true
-		l = append(l, r.runHooks(ctx, v1alpha1.HookBeforeCluster)...)
+		l = append(l, r.runHooks(ctx, v1alpha1.HookBeforeCluster, stepName, false)...)
 	case !before && stepName == "connect":
-		l = append(l, r.runHooks(ctx, v1alpha1.HookControlPlaneReady)...)
+		l = append(l, r.runHooks(ctx, v1alpha1.HookControlPlaneReady, stepName, true)...)
 	case before && stepName == "deploy" && !x.pushed:
 		x.pushed = true
 		l = append(l, r.pushExpansionImages(ctx)...)
@@ -133,16 +139,22 @@ func (r *run) around(ctx context.Context, stepName string, before bool) (bool, d
 		if use.SiteRegistry != "" {
 			site = r.siteHas
 		}
-		l = append(l, x.set.CheckImages(ctx, r.model, site, r.cluster.File)...)
+		charts, cl := r.chartObjects(ctx)
+		if l = append(l, cl...); cl.HasFatal() {
+			return false, l
+		}
+		l = append(l, x.set.CheckImages(ctx, r.model, charts, site, r.cluster.File)...)
 		if use.SiteRegistry != "" && !l.HasFatal() {
-			for _, rw := range expansion.RewriteImages(r.model, use.SiteRegistry) {
+			rws := expansion.RewriteImages(r.model, use.SiteRegistry)
+			rws = append(rws, expansion.RewriteChartImages(r.model, charts, use.SiteRegistry)...)
+			for _, rw := range rws {
 				r.log().Info("image rewritten to the site registry", "object", rw.Object, "from", rw.From, "to", rw.To)
 			}
 		}
 	case !before && stepName == "resolve":
 		l = append(l, r.expansionChecks()...)
 	case !before && stepName == "record":
-		l = append(l, r.runHooks(ctx, v1alpha1.HookAfterInstall)...)
+		l = append(l, r.runHooks(ctx, v1alpha1.HookAfterInstall, stepName, true)...)
 	}
 	return false, l
 }
@@ -163,7 +175,7 @@ func (r *run) scanExpansions(ctx context.Context, dirs []string, pending bool) d
 	set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: dirs, Keys: keys, WorkDir: work})
 	r.exp = &expansions{set: set, work: work, pending: pending}
 	l = append(l, sl...)
-	if l.HasFatal() {
+	if l = append(l, set.CheckAllowed(r.allowlist())...); l.HasFatal() {
 		return l
 	}
 	// The spec is the caller's: merge into a copy.
@@ -186,6 +198,15 @@ func (r *run) scanExpansions(ctx context.Context, dirs []string, pending bool) d
 	r.cluster = &cl
 	r.logExpansions()
 	return l
+}
+
+// allowlist is the cluster file's allowlist of what expansions may skip or
+// delegate, and the file it is in; nil allows everything.
+func (r *run) allowlist() (*v1alpha1.ExpansionAllow, string) {
+	if x := r.cluster.Spec.Spec.Expansions; x != nil {
+		return x.Allow, r.cluster.File
+	}
+	return nil, r.cluster.File
 }
 
 func (r *run) logExpansions() {
@@ -223,6 +244,7 @@ func (r *run) stateDirExpansions(ctx context.Context) diag.List {
 		}
 		set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: dirs, Keys: keys, WorkDir: r.exp.work})
 		l = append(l, sl...)
+		l = append(l, set.CheckAllowed(r.allowlist())...)
 		r.exp.set = set
 		r.logExpansions()
 	}
@@ -235,6 +257,29 @@ func (r *run) stateDirExpansions(ctx context.Context) diag.List {
 		}
 	}
 	return l
+}
+
+// chartObjects renders the model's Helm charts with the cluster's values (as
+// render will) and returns their objects, for the expansions' image check and
+// rewrite; none when the model has no Helm release.
+func (r *run) chartObjects(ctx context.Context) ([]expansion.ChartObject, diag.List) {
+	if len(r.model.Kubernetes.HelmReleases) == 0 {
+		return nil, nil
+	}
+	objs, l := render.ChartObjects(ctx, r.renderInput())
+	if l.HasFatal() {
+		return nil, r.plan.LocatePatches(r.model, l)
+	}
+	out := make([]expansion.ChartObject, 0, len(objs))
+	for _, o := range objs {
+		chart := o.Release.Chart
+		if o.Release.IsRef() {
+			chart = o.Release.ChartRef()
+		}
+		out = append(out, expansion.ChartObject{Plugin: o.Release.By, Chart: chart, Release: o.Release.Namespace + "/" + o.Release.Name, Template: o.Template, Object: o.Object})
+	}
+	// Warnings are render's to report, once, when it renders.
+	return out, l.Fatal()
 }
 
 // siteHas reports whether the site registry holds img (under its rewritten name).
@@ -304,21 +349,105 @@ func (r *run) pushExpansionImages(ctx context.Context) diag.List {
 	return l
 }
 
-// runHooks runs the expansions' installer hooks at one entry point.
-func (r *run) runHooks(ctx context.Context, at string) diag.List {
+// runHooks runs the expansions' installer hooks at one entry point, which the
+// pipeline reaches around step (before it, or after it when after is set).
+// Each hook's KUBECONFIG is a file of the run's own holding only the cluster
+// being built (with no cluster before it exists), never the user's: a hook's
+// kubectl reaches that cluster or none, whatever the user's current context.
+func (r *run) runHooks(ctx context.Context, at, step string, after bool) diag.List {
 	var l diag.List
-	env := []string{"KUBEPLUG_CLUSTER=" + r.cluster.Spec.Metadata.Name, "KUBEPLUG_HOOK=" + at}
+	hooks := r.exp.set.Hooks(at)
+	if len(hooks) == 0 {
+		return l
+	}
+	kubeconfig := filepath.Join(r.exp.work, "hooks", at+".kubeconfig")
+	if err := writeHookKubeconfig(kubeconfig, r.cluster.Spec.Metadata.Name, r.live.rest); err != nil {
+		l.Errorf("", 0, 0, "", "writing the kubeconfig for the expansions' %s hooks: %v", at, err)
+		return l
+	}
+	when := "before step " + step
+	if after {
+		when = "after step " + step
+	}
+	env := []string{"KUBEPLUG_CLUSTER=" + r.cluster.Spec.Metadata.Name, "KUBEPLUG_HOOK=" + at, "KUBECONFIG=" + kubeconfig}
 	if r.cfg.Expansions.SiteRegistry != "" {
 		env = append(env, "KUBEPLUG_SITE_REGISTRY="+r.cfg.Expansions.SiteRegistry)
 	}
-	for _, h := range r.exp.set.Hooks(at) {
-		r.log().Info("running expansion hook", "expansion", h.Expansion.Name(), "hook", h.Name, "at", at)
+	for _, h := range hooks {
+		h.Step = when
+		r.log().Info("running expansion hook", "expansion", h.Expansion.Name(), "hook", h.Name, "at", at, "step", when)
 		if err := h.Run(ctx, append(env, "KUBEPLUG_EXPANSION_DIR="+h.Expansion.Root)); err != nil {
 			l.Errorf(h.Expansion.Location, 0, 0, "", "%v", err)
 			return l
 		}
 	}
 	return l
+}
+
+// writeHookKubeconfig writes to path a kubeconfig holding only the cluster rc
+// reaches, as its current context kubeplug-CLUSTER; with rc nil (no cluster
+// yet), one with no cluster at all. Mode 0600: it holds the credentials.
+func writeHookKubeconfig(path, cluster string, rc *rest.Config) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	c := clientcmdapi.NewConfig()
+	if rc != nil {
+		name := ContextName(cluster)
+		cl := clientcmdapi.NewCluster()
+		cl.Server = rc.Host
+		if rc.APIPath != "" && rc.APIPath != "/api" {
+			cl.Server = strings.TrimSuffix(rc.Host, "/") + rc.APIPath
+		}
+		cl.CertificateAuthority, cl.CertificateAuthorityData = rc.CAFile, rc.CAData
+		cl.InsecureSkipTLSVerify, cl.TLSServerName = rc.Insecure, rc.ServerName
+		u := clientcmdapi.NewAuthInfo()
+		u.ClientCertificate, u.ClientCertificateData = rc.CertFile, rc.CertData
+		u.ClientKey, u.ClientKeyData = rc.KeyFile, rc.KeyData
+		u.Token, u.TokenFile = rc.BearerToken, rc.BearerTokenFile
+		u.Username, u.Password = rc.Username, rc.Password
+		u.Exec, u.AuthProvider = rc.ExecProvider, rc.AuthProvider
+		u.Impersonate, u.ImpersonateGroups = rc.Impersonate.UserName, rc.Impersonate.Groups
+		kc := clientcmdapi.NewContext()
+		kc.Cluster, kc.AuthInfo = name, name
+		c.Clusters[name], c.AuthInfos[name], c.Contexts[name] = cl, u, kc
+		c.CurrentContext = name
+	}
+	return clientcmd.WriteToFile(*c, path)
+}
+
+// expansionsDoc adds to a plan what the run's expansions do besides their
+// plugins: each installer hook with the step it runs at, and each step and
+// check skipped or delegated, with the expansion that does it.
+func expansionsDoc(r *run, doc *engine.PlanDoc) {
+	if r.exp == nil || len(r.exp.set.Expansions) == 0 {
+		return
+	}
+	pe := &engine.PlanExpansions{}
+	for _, e := range r.exp.set.Expansions {
+		pe.Used = append(pe.Used, e.Name()+" ("+e.Location+")")
+		s := e.Manifest.Spec
+		for _, st := range s.SkipSteps {
+			pe.Skipped = append(pe.Skipped, engine.PlanSkip{Expansion: e.Manifest.Metadata.Name, What: "step", Name: st})
+		}
+		for _, c := range s.SkipConditions {
+			pe.Skipped = append(pe.Skipped, engine.PlanSkip{Expansion: e.Manifest.Metadata.Name, What: "check", Name: c})
+		}
+		for _, d := range s.DelegateConditions {
+			pe.Skipped = append(pe.Skipped, engine.PlanSkip{Expansion: e.Manifest.Metadata.Name, What: "delegated", Name: d.Check,
+				To: "operator " + d.Operator + " (condition " + d.Condition + " on SiteCondition " + d.Operator + ")"})
+		}
+	}
+	for _, at := range []string{v1alpha1.HookBeforeCluster, v1alpha1.HookControlPlaneReady, v1alpha1.HookAfterInstall} {
+		for _, h := range r.exp.set.Hooks(at) {
+			run := h.Script
+			if run == "" {
+				run = strings.Join(h.Command, " ")
+			}
+			pe.Hooks = append(pe.Hooks, engine.PlanHook{Expansion: h.Expansion.Manifest.Metadata.Name, Name: h.Name, At: at, Step: h.Step, Run: run})
+		}
+	}
+	doc.Expansions = pe
 }
 
 // closeExpansions removes what the run unpacked.

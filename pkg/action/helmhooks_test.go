@@ -170,7 +170,9 @@ spec:
 // test hooks of a release with test: true in its throwaway cluster's validate,
 // and reports them among the plugin's checks.
 func TestPluginTestClusterRunsHelmTests(t *testing.T) {
-	dir := writePlugin(t, t.TempDir(), "hooked", "1.0.0", `
+	base := t.TempDir()
+	t.Setenv("TMPDIR", base) // the throwaway cluster's directory, for noClusterLeft
+	dir := writePlugin(t, base, "hooked", "1.0.0", `
   contributes:
     kubernetes:
       helmReleases:
@@ -197,5 +199,5 @@ func TestPluginTestClusterRunsHelmTests(t *testing.T) {
 	if want := "helm test hooked/hooked: true ConfigMap hooked-test succeeded"; !slices.Contains(got, want) {
 		t.Errorf("checks %q, want %q among them", got, want)
 	}
-	noClusterLeft(t, dir)
+	noClusterLeft(t, base)
 }

@@ -46,6 +46,7 @@ func (a *Plan) Run(ctx context.Context, cl *config.Cluster) (*engine.PlanDoc, di
 	doc := r.plan.Doc(r.model)
 	chartsDoc(r, doc)
 	lockDoc(r, doc)
+	expansionsDoc(r, doc)
 	return doc, l
 }
 

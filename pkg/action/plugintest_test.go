@@ -39,6 +39,10 @@ func widgetPlugin(t *testing.T, dir, v, extra string) string {
 // why, and its cluster is deleted too. Neither leaves a process behind.
 func TestPluginTestCluster(t *testing.T) {
 	dir := t.TempDir()
+	// The throwaway clusters' directories under dir, so that the check for
+	// leftovers sees this test's clusters only, not those of another run on
+	// this machine.
+	t.Setenv("TMPDIR", dir)
 	prev := widgetPlugin(t, dir, "0.1.0", "")
 	next := widgetPlugin(t, dir, "0.2.0", "---\napiVersion: v1\nkind: Secret\nmetadata: {name: widget, namespace: widget}\nstringData: {a: b}\n")
 	a := action.NewPluginTest(&action.Config{})
@@ -63,10 +67,11 @@ func TestPluginTestCluster(t *testing.T) {
 	noClusterLeft(t, dir)
 }
 
-// noClusterLeft checks that no component of a throwaway cluster still runs.
-func noClusterLeft(t *testing.T, _ string) {
+// noClusterLeft checks that no component of a throwaway cluster made in dir
+// (TMPDIR) still runs.
+func noClusterLeft(t *testing.T, dir string) {
 	t.Helper()
-	out, _ := exec.Command("pgrep", "-af", "kubeplug-plugin-test-").CombinedOutput()
+	out, _ := exec.Command("pgrep", "-af", filepath.Join(dir, "kubeplug-plugin-test-")).CombinedOutput()
 	if s := strings.TrimSpace(string(out)); s != "" {
 		t.Fatalf("processes of a throwaway cluster are left:\n%s", s)
 	}

@@ -21,6 +21,43 @@ type PlanDoc struct {
 	// Lock is what the cluster file's lock file says of the plan, set by the
 	// caller that read it; nil without one.
 	Lock *PlanLock `json:"lock,omitempty"`
+	// Expansions is what the expansions the run merges do besides the
+	// plugins they contribute (set by the caller that merged them); nil
+	// without expansions.
+	Expansions *PlanExpansions `json:"expansions,omitempty"`
+}
+
+// PlanExpansions is what a run's expansions do: the installer hooks they run
+// and at which step, and the steps and checks they skip or delegate.
+type PlanExpansions struct {
+	// Used are the expansions merged, as NAME@VERSION (LOCATION).
+	Used []string `json:"used"`
+	// Hooks are their installer hooks in the order they run at each point.
+	Hooks []PlanHook `json:"hooks,omitempty"`
+	// Skipped are the steps and checks they skip or delegate.
+	Skipped []PlanSkip `json:"skipped,omitempty"`
+}
+
+// PlanHook is one installer hook of an expansion.
+type PlanHook struct {
+	Expansion string `json:"expansion"`
+	Name      string `json:"name"`
+	// At is the hook point (beforeCluster, controlPlaneReady, afterInstall)
+	// and Step when the run reaches it ("after step connect").
+	At   string `json:"at"`
+	Step string `json:"step"`
+	// Run is the script (a path in the expansion) or the command.
+	Run string `json:"run"`
+}
+
+// PlanSkip is a step or check an expansion skips, or a check it delegates.
+type PlanSkip struct {
+	Expansion string `json:"expansion"`
+	// What is "step", "check" (skipConditions) or "delegated" (delegateConditions).
+	What string `json:"what"`
+	Name string `json:"name"`
+	// To says, for a delegated check, who proves it instead.
+	To string `json:"to,omitempty"`
 }
 
 // PlanLock is what the lock file beside the cluster file says of a plan.

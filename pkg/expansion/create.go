@@ -53,6 +53,10 @@ type CreateOptions struct {
 	// Pulled is a directory where those archives were pulled already
 	// (OpenSourceSet's WorkDir): they are taken from there, not pulled again.
 	Pulled string
+	// Archives are `docker save` tarballs and OCI image layout directories
+	// whose images are packed (by the names they carry) besides the pulled
+	// ones; an image an archive holds is not pulled.
+	Archives []string
 	// Mirrors say where images are pulled from instead of their own registry
 	// (building offline, or through a proxy); they are packed under their
 	// own names all the same.
@@ -121,6 +125,14 @@ func Create(ctx context.Context, src, out string, opts CreateOptions) (*Written,
 	}
 	images := slices.Clone(m.Spec.Images)
 	images = append(images, opts.Images...)
+	platform := opts.Platform
+	if platform == nil {
+		platform = &v1.Platform{OS: "linux", Architecture: "amd64"}
+	}
+	if _, err := loadArchives(ctx, filepath.Join(stage, ImagesDir), opts.Archives, platform, log); err != nil {
+		l.Errorf("", 0, 0, "", "%v", err) // the error names the archive
+		return nil, l
+	}
 	if err := pullImages(ctx, filepath.Join(stage, ImagesDir), images, opts, log); err != nil {
 		l.Errorf(src, 0, 0, "", "%v", err)
 		return nil, l

@@ -29,22 +29,36 @@ import (
 // same (the site registry holds it). Nil means nothing else is available.
 type ImageSource func(ctx context.Context, image string) bool
 
-// CheckImages checks that every image the model's Kubernetes objects reference
-// is carried by an expansion or, failing that, available from site. Each image
-// missing is an error naming it and every object that references it, with the
-// plugin that contributed the object, and the command that packs it (into the
-// first expansion, from its source, with the cluster file clusterFile).
-func (s *Set) CheckImages(ctx context.Context, m *model.Model, site ImageSource, clusterFile string) diag.List {
+// CheckImages checks that every image the model's Kubernetes objects and the
+// objects its Helm charts render (charts) reference is carried by an
+// expansion or, failing that, available from site. Each image missing is an
+// error naming it and every object that references it, with the plugin that
+// contributed the object (and for a chart's object, the chart and its
+// release), and the command that packs it (into the first expansion, from its
+// source, with the cluster file clusterFile).
+func (s *Set) CheckImages(ctx context.Context, m *model.Model, charts []ChartObject, site ImageSource, clusterFile string) diag.List {
 	var l diag.List
 	have := s.Images()
 	missing := map[string][]string{}
 	var order []string
+	type use struct {
+		obj  map[string]any
+		what string
+	}
+	uses := make([]use, 0, len(m.Kubernetes.Objects)+len(charts))
 	for _, o := range m.Kubernetes.Objects {
 		what := objectName(o.Object)
 		if o.By != "" {
 			what += " (plugin " + o.By + ")"
 		}
-		walkImages(o.Object, func(img string) {
+		uses = append(uses, use{o.Object, what})
+	}
+	for _, c := range charts {
+		uses = append(uses, use{c.Object, objectName(c.Object) + " (" + c.origin() + ")"})
+	}
+	for _, u := range uses {
+		what := u.what
+		walkImages(u.obj, func(img string) {
 			if have[NormalizeImage(img)] != nil {
 				return
 			}

@@ -506,6 +506,17 @@ func (s *Set) Images() map[string]*Loaded {
 type Hook struct {
 	v1alpha1.InstallerHook
 	Expansion *Loaded
+	// Step says when in the run it runs ("after step connect"), for its
+	// messages; default HookSteps[At].
+	Step string
+}
+
+// HookSteps says when each installer hook point runs, by the steps of the
+// run's pipeline (see pkg/action/pipeline.go).
+var HookSteps = map[string]string{
+	v1alpha1.HookBeforeCluster:     "before step provision (up) or connect (apply)",
+	v1alpha1.HookControlPlaneReady: "after step connect",
+	v1alpha1.HookAfterInstall:      "after step record",
 }
 
 // Hooks lists the installer hooks at an entry point, in expansion then file order.
@@ -514,7 +525,7 @@ func (s *Set) Hooks(at string) []Hook {
 	for _, e := range s.Expansions {
 		for _, h := range e.Manifest.Spec.Hooks {
 			if h.At == at {
-				out = append(out, Hook{h, e})
+				out = append(out, Hook{h, e, HookSteps[at]})
 			}
 		}
 	}
@@ -525,8 +536,9 @@ func (s *Set) Hooks(at string) []Hook {
 const maxHookOutput = 4 << 10
 
 // Run runs the hook on this machine in its expansion's directory, with env
-// added to kubeplug's environment, and waits for it within its timeout
-// (default 5m). A failure quotes the end of its output.
+// added to kubeplug's environment (a variable env sets replaces kubeplug's),
+// and waits for it within its timeout (default 5m). A failure names the
+// expansion, the hook, its point and step, and quotes the end of its output.
 func (h Hook) Run(ctx context.Context, env []string) error {
 	timeout := 5 * time.Minute
 	if h.Timeout != "" {
@@ -547,11 +559,15 @@ func (h Hook) Run(ctx context.Context, env []string) error {
 	var out tailBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
+	step := h.Step
+	if step == "" {
+		step = HookSteps[h.At]
+	}
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("hook %s/%s (%s) did not finish within %s; output: %s", h.Expansion.Manifest.Metadata.Name, h.Name, h.At, timeout, out.String())
+		return fmt.Errorf("expansion %s: installer hook %s/%s (%s, %s) did not finish within %s; output: %s", h.Expansion.Manifest.Metadata.Name, h.Expansion.Manifest.Metadata.Name, h.Name, h.At, step, timeout, out.String())
 	}
 	if err != nil {
-		return fmt.Errorf("hook %s/%s (%s) failed: %w; output: %s", h.Expansion.Manifest.Metadata.Name, h.Name, h.At, err, out.String())
+		return fmt.Errorf("expansion %s: installer hook %s/%s (%s, %s) failed: %w; output: %s", h.Expansion.Manifest.Metadata.Name, h.Expansion.Manifest.Metadata.Name, h.Name, h.At, step, err, out.String())
 	}
 	return nil
 }
@@ -571,7 +587,9 @@ func (t *tailBuffer) String() string { return strings.TrimSpace(string(t.b)) }
 
 // Locate points the diagnostics about an expansion's generated plugin (its node
 // files and hooks: the generated plugin.yaml, or the plugin by name) at the
-// expansion's own expansion.yaml, with the field and line there.
+// expansion's own expansion.yaml, with the field and line there; those about a
+// file it carries (a source: file that failed to render as a template) at that
+// file in the expansion, with the line and column there, naming the expansion.
 func (s *Set) Locate(l diag.List) diag.List {
 	out := slices.Clone(l)
 	for i, d := range out {
@@ -586,6 +604,15 @@ func (s *Set) Locate(l diag.List) diag.List {
 			gen := filepath.Join(s.work, "plugins", plugin)
 			if d.File != gen && !strings.HasPrefix(d.File, gen+string(filepath.Separator)) {
 				continue
+			}
+			if rel, ok := strings.CutPrefix(d.File, gen+string(filepath.Separator)); ok && rel != "plugin.yaml" {
+				// One of the expansion's own files, copied into the plugin (a
+				// source: file rendered as a template): the line is the same.
+				d.File = e.where(filepath.ToSlash(rel))
+				d.Plugin = ""
+				d.Message = "expansion " + e.Manifest.Metadata.Name + ": " + d.Message
+				out[i] = d
+				break
 			}
 			d.File = e.where(ManifestFile)
 			d.Line, d.Column = 0, 0

@@ -18,10 +18,12 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -66,10 +68,11 @@ func TestCLI(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"push-image": pushImage,
-			"helm-repo":  helmRepo,
-			"helm-push":  helmPush,
-			"registry":   func(ts *testscript.TestScript, neg bool, args []string) { localRegistry(ts, neg, args, repo) },
+			"push-image":  pushImage,
+			"docker-save": dockerSave,
+			"helm-repo":   helmRepo,
+			"helm-push":   helmPush,
+			"registry":    func(ts *testscript.TestScript, neg bool, args []string) { localRegistry(ts, neg, args, repo) },
 		},
 	})
 }
@@ -91,6 +94,46 @@ func pushImage(ts *testscript.TestScript, neg bool, args []string) {
 	ref, err := name.ParseReference(args[0])
 	ts.Check(err)
 	ts.Check(remote.Write(ref, img))
+}
+
+// dockerSave writes what `docker save REF -o FILE` writes for a small image,
+// one layer holding the file /CONTENT: docker-save REF CONTENT FILE. With
+// "! docker-save" the archive is damaged: its layer's bytes changed.
+func dockerSave(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: [!] docker-save REF CONTENT FILE")
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	ts.Check(tw.WriteHeader(&tar.Header{Name: args[1], Mode: 0o644, Size: int64(len(args[1])), Typeflag: tar.TypeReg}))
+	_, err := tw.Write([]byte(args[1]))
+	ts.Check(err)
+	ts.Check(tw.Close())
+	img, err := mutate.AppendLayers(empty.Image, static.NewLayer(buf.Bytes(), types.DockerLayer))
+	ts.Check(err)
+	tag, err := name.NewTag(args[0])
+	ts.Check(err)
+	if neg {
+		// The layer's bytes are changed after its digest and diff ID are fixed.
+		bad := bytes.ReplaceAll(buf.Bytes(), []byte(args[1]), []byte(strings.ToUpper(args[1])))
+		img, err = mutate.AppendLayers(empty.Image, &swapped{static.NewLayer(buf.Bytes(), types.DockerLayer), bad})
+		ts.Check(err)
+	}
+	ts.Check(tarball.WriteToFile(ts.MkAbs(args[2]), tag, img))
+}
+
+// swapped is a layer whose content is not what its digests say.
+type swapped struct {
+	v1.Layer
+	content []byte
+}
+
+func (s *swapped) Compressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(s.content)), nil
+}
+
+func (s *swapped) Uncompressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(s.content)), nil
 }
 
 // registryBin is kubeplug-registry as make localnode and make registry build it.

@@ -56,6 +56,14 @@
 // A flag that changed restarts only its component, on the same port with the
 // same certificates.
 //
+// With the control-plane pool in Options.MachinePools the control plane runs
+// on a systemd machine instead (cpmachine.go): the facts are that machine's
+// (its node-network address, kubeadm's ports), the static Pods run under its
+// kubelet from images of the cluster's own programs pushed to the cluster's
+// registry, and the PKI, the components' kubeconfig and the kubelet's
+// kubeconfig reach it as vendor data. What follows about flags rewritten into
+// the root applies to the processes only.
+//
 // The control-plane pool's rendered files are written under
 // machines/control-plane-0/root, and so are the certificates, keys and the
 // components' kubeconfig (they never appear in rendered files, only their

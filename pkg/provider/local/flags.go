@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path"
@@ -35,7 +36,9 @@ const (
 // certificates and the components' kubeconfig are on the machine. The ports are
 // those of the running cluster, else the ones it had (the API server's from
 // Options.APIServerPort if set), else free ones; Up starts the control plane on
-// the ports of the last Facts. Facts starts nothing.
+// the ports of the last Facts. With the control plane on a machine (its pool in
+// MachinePools), the facts are that machine's: its address in the node network,
+// kubeadm's ports. Facts starts nothing.
 //
 // A state directory of another version is an error wrapping
 // provider.ErrIncompatibleState, a fixed API server port in use one wrapping
@@ -43,6 +46,16 @@ const (
 func (p *Provider) Facts() (map[string]any, error) {
 	if _, err := readState(p.opts.StateDir); err != nil {
 		return nil, err
+	}
+	if p.cpMachine() {
+		// The control-plane machine's address: the first of the node
+		// network its state records, or of the one Up will record.
+		network, err := p.machineNetwork(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		p.cpNet = &network
+		return machineFacts(network.NodeIP(cpMachineIndex).String()), nil
 	}
 	ports, err := controlplane.ChoosePorts(p.cpOptions())
 	if err != nil {

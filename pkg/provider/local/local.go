@@ -48,6 +48,9 @@ type Provider struct {
 	rollFailed string
 	// ports are the ones the last Facts chose; Up starts the control plane on them.
 	ports *controlplane.Ports
+	// cpNet is the node network the last Facts chose for a control plane on
+	// a machine (cpmachine.go); Up records it.
+	cpNet *localnode.Network
 	// binDir holds the binaries of the cluster's Kubernetes version, once
 	// CheckKubernetesVersion resolved it (versions.go).
 	binDir string
@@ -190,6 +193,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	nodes := p.desiredNodes(d)
 	cpNode := nodes[0]
 	p.rollFailed = ""
+	if err := p.checkControlPlaneMode(st); err != nil {
+		return nil, err
+	}
 	// The control-plane machine first: the flags may name its files.
 	if err := p.writeMachine(cpNode.name, cpNode.machine); err != nil {
 		return nil, err
@@ -198,38 +204,39 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err != nil {
 		return nil, err
 	}
-	if p.hasMachines(nodes) && flagValue(args[controlplane.APIServer], "enable-bootstrap-token-auth") == "" {
-		// Machines join with a bootstrap token, as kubeadm's nodes do.
-		args[controlplane.APIServer] = append(args[controlplane.APIServer], "--enable-bootstrap-token-auth=true")
-	}
-	if p.ports == nil {
-		if _, err := p.Facts(); err != nil {
+	if p.cpMachine() {
+		if upgrade {
+			return nil, fmt.Errorf("cluster %s runs its control plane on a machine: upgrading it from Kubernetes %s is not built", p.opts.ClusterName, p.upgradeFrom)
+		}
+		if p.cpNet == nil {
+			if _, err := p.Facts(); err != nil {
+				return nil, err
+			}
+		}
+		if err := checkMachineFacts(args, p.cpNet.NodeIP(cpMachineIndex).String()); err != nil {
 			return nil, err
 		}
-	}
-	if err := checkFacts(args, *p.ports); err != nil {
-		return nil, err
-	}
-	if err := keepEtcdData(filepath.Join(p.opts.StateDir, controlPlaneDir, "etcd"), flagValue(args[controlplane.Etcd], "data-dir")); err != nil {
-		return nil, err
+	} else {
+		if p.hasMachines(nodes) && flagValue(args[controlplane.APIServer], "enable-bootstrap-token-auth") == "" {
+			// Machines join with a bootstrap token, as kubeadm's nodes do.
+			args[controlplane.APIServer] = append(args[controlplane.APIServer], "--enable-bootstrap-token-auth=true")
+		}
+		if p.ports == nil {
+			if _, err := p.Facts(); err != nil {
+				return nil, err
+			}
+		}
+		if err := checkFacts(args, *p.ports); err != nil {
+			return nil, err
+		}
+		if err := keepEtcdData(filepath.Join(p.opts.StateDir, controlPlaneDir, "etcd"), flagValue(args[controlplane.Etcd], "data-dir")); err != nil {
+			return nil, err
+		}
 	}
 	statuses := map[string]*provider.NodeStatus{}
 	for _, n := range nodes {
 		statuses[n.name] = &provider.NodeStatus{Name: n.name, Pool: n.pool, Role: n.role, Hooks: map[string]provider.HookSummary{}}
 	}
-	sum, err := p.runPhase(ctx, cpNode, hookspec.PhaseBeforeNodeup)
-	statuses[cpNode.name].Hooks[hookspec.PhaseBeforeNodeup] = sum
-	if err != nil {
-		return nil, err
-	}
-	cl := &provider.Running{Kubeconfig: Kubeconfig(p.opts.StateDir)}
-	if err := p.controlPlane(ctx, args, cl); err != nil {
-		return nil, err
-	}
-	cl.RESTConfig = p.cp.RESTConfig()
-
-	// Record the nodes before touching them, so that an interrupted Up leaves
-	// a state dir that names every machine directory it may have created.
 	var realNames []string
 	for _, n := range nodes {
 		if p.realPool(n.pool) {
@@ -237,11 +244,50 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		}
 	}
 	indexes := realIndexes(prev, realNames)
-	st.Nodes = nil
-	for _, n := range nodes {
-		idx, real := indexes[n.name]
-		st.Nodes = append(st.Nodes, nodeState{Name: n.name, Pool: n.pool, Role: n.role, Real: real, RealIndex: idx, Machine: real && p.machinePool(n.pool)})
+	if i, ok := indexes[cpNode.name]; ok && i != cpMachineIndex {
+		return nil, fmt.Errorf("machine %s: has node address %d in the state, the control-plane machine's must be %d: run `kubeplug down` first", cpNode.name, i, cpMachineIndex)
 	}
+	desiredState := func() []nodeState {
+		var out []nodeState
+		for _, n := range nodes {
+			idx, real := indexes[n.name]
+			out = append(out, nodeState{Name: n.name, Pool: n.pool, Role: n.role, Real: real, RealIndex: idx, Machine: real && p.machinePool(n.pool)})
+		}
+		return out
+	}
+	cl := &provider.Running{Kubeconfig: Kubeconfig(p.opts.StateDir)}
+	var rc *realCluster
+	if p.cpMachine() {
+		// Its hooks run inside it, as every machine's. A new cluster's
+		// worker machines boot while it does (their token made valid once
+		// its API server answers).
+		var early []*desiredNode
+		if len(prev) == 0 {
+			st.Nodes = desiredState()
+			for _, n := range nodes[1:] {
+				if _, ok := indexes[n.name]; ok && p.machinePool(n.pool) {
+					early = append(early, n)
+				}
+			}
+		}
+		if rc, err = p.upControlPlaneMachine(ctx, d, st, cpNode, args, cl, early, indexes); err != nil {
+			return nil, err
+		}
+	} else {
+		sum, err := p.runPhase(ctx, cpNode, hookspec.PhaseBeforeNodeup)
+		statuses[cpNode.name].Hooks[hookspec.PhaseBeforeNodeup] = sum
+		if err != nil {
+			return nil, err
+		}
+		if err := p.controlPlane(ctx, args, cl); err != nil {
+			return nil, err
+		}
+	}
+	cl.RESTConfig = p.cp.RESTConfig()
+
+	// Record the nodes before touching them, so that an interrupted Up leaves
+	// a state dir that names every machine directory it may have created.
+	st.Nodes = desiredState()
 	// Real nodes no longer wanted (or now simulated) stop first; their Nodes go.
 	keep := map[string]bool{}
 	for _, name := range realNames {
@@ -263,19 +309,17 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := p.removeStale(ctx, nodes); err != nil {
 		return cl, err
 	}
-	var (
-		rc    *realCluster
-		token string
-	)
+	var token string
 	if len(realNames) > 0 {
-		rc, err = p.ensureRealCluster(ctx, st, args)
-		if err != nil {
-			return cl, err
+		if rc == nil {
+			if rc, err = p.ensureRealCluster(ctx, st, args); err != nil {
+				return cl, err
+			}
 		}
 		booting := false
 		for _, n := range nodes {
 			idx, ok := indexes[n.name]
-			if !ok {
+			if !ok || n.sys != nil { // booted with the control-plane machine
 				continue
 			}
 			if !p.machinePool(n.pool) {
@@ -606,11 +650,24 @@ func (p *Provider) upMachineReady(ctx context.Context, n *desiredNode, rc *realC
 	if err != nil {
 		return err
 	}
-	if _, err := p.cp.EnsureNode(ctx, n.name, controlplane.NodeOptions{Labels: n.labels, Taints: nodeTaints(n.spec)}); err != nil {
+	taints := nodeTaints(n.spec)
+	if n.role == model.RoleControlPlane {
+		taints = append(taints, corev1.Taint{Key: ControlPlaneRoleLabel, Effect: corev1.TaintEffectNoSchedule})
+	}
+	if _, err := p.cp.EnsureNode(ctx, n.name, controlplane.NodeOptions{Labels: n.labels, Taints: taints}); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
 	}
 	if err := p.cp.WaitNodeReady(ctx, n.name); err != nil {
 		return fmt.Errorf("node %s: wait for Ready: %w (kubelet's journal:\n%s)", n.name, err, n.sys.Journal(ctx, "kubelet.service", 15))
+	}
+	if n.role == model.RoleControlPlane && n.machine != nil {
+		client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+		if err != nil {
+			return err
+		}
+		if err := waitStaticPods(ctx, client, n.name, n.machine, 3*time.Minute); err != nil {
+			return err
+		}
 	}
 	status.Ready = true
 	if created {
@@ -722,6 +779,7 @@ func (p *Provider) Down(ctx context.Context, purge bool) error {
 		defer unlock()
 	}
 	st, stateErr := readState(dir)
+	machineCP := stateErr == nil && st.controlPlaneMachine()
 	// Real nodes first (while the API server still runs their kubelets do not
 	// matter; what matters is that nothing of theirs outlives the cluster).
 	if stateErr == nil {
@@ -759,7 +817,7 @@ func (p *Provider) Down(ctx context.Context, purge bool) error {
 	case stateErr != nil || runErr != nil:
 		p.event("state", "", "removed state directory "+dir+" written by an incompatible kubeplug; processes it may have started are not known to this version")
 		return nil
-	case !running:
+	case !running && !machineCP:
 		return fmt.Errorf("cluster %s (state directory %s): %w", p.opts.ClusterName, dir, provider.ErrNotRunning)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,9 +84,37 @@ const bootstrapGroup = "system:bootstrappers:kubeplug:machines"
 // renewals use the node's own certificate) and the RBAC that lets it and
 // the nodes' certificates get client certificates approved, as kubeadm does.
 func (p *Provider) ensureBootstrap(ctx context.Context) (string, error) {
-	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+	token, err := newBootstrapToken()
 	if err != nil {
 		return "", err
+	}
+	return token, p.storeBootstrap(ctx, token)
+}
+
+// newBootstrapToken is a new bootstrap token, "<id>.<secret>"; storeBootstrap
+// makes it valid.
+func newBootstrapToken() (string, error) {
+	id, err := randomToken(6)
+	if err != nil {
+		return "", err
+	}
+	secret, err := randomToken(16)
+	if err != nil {
+		return "", err
+	}
+	return id + "." + secret, nil
+}
+
+// storeBootstrap stores token as a bootstrap token Secret, with the RBAC that
+// lets its kubelets and the nodes' certificates get client certificates.
+func (p *Provider) storeBootstrap(ctx context.Context, token string) error {
+	id, secret, ok := strings.Cut(token, ".")
+	if !ok {
+		return errors.New("machines' bootstrap token: not <id>.<secret>")
+	}
+	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
+	if err != nil {
+		return err
 	}
 	bindings := []rbacv1.ClusterRoleBinding{
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:machines:bootstrapper"},
@@ -100,16 +129,8 @@ func (p *Provider) ensureBootstrap(ctx context.Context) (string, error) {
 	}
 	for _, b := range bindings {
 		if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("machines' bootstrap: ClusterRoleBinding %s: %w", b.Name, err)
+			return fmt.Errorf("machines' bootstrap: ClusterRoleBinding %s: %w", b.Name, err)
 		}
-	}
-	id, err := randomToken(6)
-	if err != nil {
-		return "", err
-	}
-	secret, err := randomToken(16)
-	if err != nil {
-		return "", err
 	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: metav1.NamespaceSystem},
@@ -122,10 +143,10 @@ func (p *Provider) ensureBootstrap(ctx context.Context) (string, error) {
 			"description":                    "kubeplug: the local provider's machines join with it",
 		},
 	}
-	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("machines' bootstrap token: %w", err)
+	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("machines' bootstrap token: %w", err)
 	}
-	return id + "." + secret, nil
+	return nil
 }
 
 // randomToken is n characters of [a-z0-9], a bootstrap token's alphabet.
@@ -178,7 +199,7 @@ func (p *Provider) instanceIDFile(node string) string {
 // machine besides its user data. It holds the cluster's CA, a bootstrap token
 // and kube-proxy's identity, so it lives only in the machine's seed, in the
 // state directory (0600), never in rendered output.
-func (p *Provider) vendorData(m *localnode.Machine, rc *realCluster, token string) ([]byte, error) {
+func (p *Provider) vendorData(m *localnode.Machine, rc *realCluster, token string, extra ...vendorFile) ([]byte, error) {
 	n := m.Node
 	ca, err := bounded.ReadFile(controlplane.CACertPath(n.PKIDir), 1<<20)
 	if err != nil {
@@ -197,12 +218,13 @@ func (p *Provider) vendorData(m *localnode.Machine, rc *realCluster, token strin
 	if err != nil {
 		return nil, err
 	}
-	server := "https://" + rc.network.Gateway().String() + ":" + fmt.Sprint(localnode.GatewayAPIPort)
+	server := p.apiServerURL(rc)
 	kubeconfig := func(user map[string]string) string {
 		b, _ := yaml.Marshal(map[string]any{
 			"apiVersion": "v1", "kind": "Config",
 			// The API server's certificate names localhost, not the gateway,
-			// which forwards to it.
+			// which forwards to it (a control-plane machine's names its address
+			// too).
 			"clusters":        []any{map[string]any{"name": "local", "cluster": map[string]string{"server": server, "certificate-authority": "/etc/kubernetes/pki/ca.crt", "tls-server-name": "localhost"}}},
 			"users":           []any{map[string]any{"name": "node", "user": user}},
 			"contexts":        []any{map[string]any{"name": "local", "context": map[string]string{"cluster": "local", "user": "node"}}},
@@ -226,13 +248,14 @@ clusterDNS: [%q]
 clusterDomain: cluster.local
 podCIDR: %q
 rotateCertificates: true
+staticPodPath: %s
 failSwapOn: false
 # The host's disk is shared with everything else on it: don't evict for it.
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
-`, rc.clusterDNS, podCIDR)
+`, rc.clusterDNS, podCIDR, render.StaticPodDir)
 	cni := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "kubeplug",
@@ -253,11 +276,9 @@ clientConnection: {kubeconfig: /var/lib/kube-proxy/kubeconfig}
 conntrack: {maxPerCore: 0}
 `, rc.clusterCIDR)
 	reg := rc.registry.Addr()
-	type file struct{ path, mode, content string }
 	b64 := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
-	files := []file{
+	files := []vendorFile{
 		{"/etc/kubernetes/pki/ca.crt", "0644", string(ca)},
-		{render.KubeletBootstrapKubeconfigPath, "0600", kubeconfig(map[string]string{"token": token})},
 		{render.KubeletConfigPath, "0644", kubelet},
 		{render.KubeletProviderEnvPath, "0644", "KUBELET_PROVIDER_ARGS=--node-ip=" + rc.network.NodeIP(n.Index).String() + " --hostname-override=" + n.Name + "\n"},
 		{"/etc/cni/net.d/10-kubeplug.conflist", "0644", cni},
@@ -266,6 +287,10 @@ conntrack: {maxPerCore: 0}
 		{"/var/lib/kube-proxy/kubeconfig", "0600", kubeconfig(map[string]string{"client-certificate-data": b64(cert), "client-key-data": b64(key)})},
 		{"/var/lib/kube-proxy/config.yaml", "0644", proxy},
 	}
+	if token != "" {
+		files = append(files, vendorFile{render.KubeletBootstrapKubeconfigPath, "0600", kubeconfig(map[string]string{"token": token})})
+	}
+	files = append(files, extra...)
 	// A script, not a cloud-config: cloud-init lets the user data's keys
 	// replace the vendor data's (its write_files would drop these). Vendor
 	// scripts run once per instance in the final stage, before the user
@@ -278,6 +303,18 @@ conntrack: {maxPerCore: 0}
 	}
 	b.WriteString("systemctl --no-block restart kube-proxy.service\n")
 	return []byte(b.String()), nil
+}
+
+// vendorFile is a file a machine's vendor data writes.
+type vendorFile struct{ path, mode, content string }
+
+// apiServerURL is where the machines reach the API server: the control-plane
+// machine, else the gateway, which forwards to this host's API server.
+func (p *Provider) apiServerURL(rc *realCluster) string {
+	if p.cpMachine() {
+		return "https://" + rc.network.NodeIP(cpMachineIndex).String() + ":" + strconv.Itoa(machineAPIServerPort)
+	}
+	return "https://" + rc.network.Gateway().String() + ":" + strconv.Itoa(localnode.GatewayAPIPort)
 }
 
 // upMachine boots a machine-pool node from its pool's rendered files and waits

@@ -60,8 +60,10 @@ func (p *Provider) checkRealPools(m *model.Model) error {
 			switch {
 			case pool == nil:
 				return fmt.Errorf("spec.provider.local.%s: no node pool %q (pools: %s)", field, name, strings.Join(workerPools(m), ", "))
-			case pool.Role == model.RoleControlPlane:
-				return fmt.Errorf("spec.provider.local.%s: %q is the control plane's pool; only worker pools can be real", field, name)
+			case pool.Role == model.RoleControlPlane && field == "realPools":
+				return fmt.Errorf("spec.provider.local.%s: %q is the control plane's pool; only worker pools can be real (the control plane can run on a machine: name it in machinePools)", field, name)
+			case pool.Role == model.RoleControlPlane && pool.Count != 1:
+				return fmt.Errorf("spec.provider.local.machinePools: the control plane's pool %q asks for %d machines; a control plane on machines is one machine (several, with stacked etcd, are not built)", name, pool.Count)
 			case field == "machinePools" && slices.Contains(p.opts.RealPools, name):
 				return fmt.Errorf("spec.provider.local: pool %q is in both realPools and machinePools; name it in one", name)
 			}
@@ -220,7 +222,10 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 		}
 		st.Network = &localnode.Network{ID: id, Subnet: subnet}
 	}
-	st.Network.APIServerPort = portOf(p.cp.Host())
+	st.Network.APIServerPort = 0 // a control-plane machine's API server is not on this host
+	if !p.cpMachine() {
+		st.Network.APIServerPort = portOf(p.cp.Host())
+	}
 	// Recorded before anything exists, so that Down finds it after a crash.
 	if err := writeState(p.opts.StateDir, st); err != nil {
 		return nil, err
@@ -274,8 +279,10 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 	if len(missing) > 0 {
 		p.event("registry", "", fmt.Sprintf("built-in images not built (make images), so not in the registry: %s", strings.Join(missing, ", ")))
 	}
-	if err := p.ensureAPIEndpoint(ctx, network); err != nil {
-		return nil, err
+	if !p.cpMachine() { // on a machine, its API server keeps its own endpoint
+		if err := p.ensureAPIEndpoint(ctx, network); err != nil {
+			return nil, err
+		}
 	}
 	dns, err := nthIP(serviceCIDR, 10)
 	if err != nil {

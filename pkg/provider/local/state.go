@@ -3,12 +3,14 @@ package local
 import (
 	"github.com/kubeplug/kubeplug/internal/localnode"
 
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/provider"
@@ -71,14 +73,26 @@ func Kubeconfig(stateDir string) string {
 // plane's processes is alive). The error wraps provider.ErrIncompatibleState for
 // a state dir this version cannot read.
 func Running(stateDir string) (bool, error) {
-	if _, err := readState(stateDir); err != nil {
+	st, err := readState(stateDir)
+	if err != nil {
 		return false, err
 	}
 	ok, err := controlplane.Running(filepath.Join(stateDir, controlPlaneDir))
 	if err != nil {
 		return false, incompatible(stateDir, err)
 	}
+	if !ok && st != nil && st.controlPlaneMachine() && st.Network != nil {
+		m := &localnode.Machine{Node: &localnode.Node{Name: ControlPlaneNode, Index: cpMachineIndex,
+			Dir: filepath.Join(stateDir, machinesDir, ControlPlaneNode, machineNodeDir), Network: *st.Network}}
+		return m.Running(context.Background()), nil
+	}
 	return ok, nil
+}
+
+// controlPlaneMachine says whether the state records a control plane on a
+// machine.
+func (st *state) controlPlaneMachine() bool {
+	return st != nil && slices.ContainsFunc(st.Nodes, func(ns nodeState) bool { return ns.Name == ControlPlaneNode && ns.Machine })
 }
 
 func incompatible(stateDir string, err error) error {
