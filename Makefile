@@ -31,7 +31,7 @@ tools: $(GOLANGCI_LINT)
 lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
-unit: localcluster localcluster-1.36 localnode images controller-image node-deps validators node-exporter moto machine-image fuzz
+unit: localcluster localcluster-1.36 localnode images controller-image node-deps validators browser node-exporter moto machine-image fuzz
 	$(GO) test -timeout 30m ./...
 
 # Every parser of user input, fuzzed for a few seconds from its seed corpus (the
@@ -240,6 +240,29 @@ validators:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); export DEBIAN_FRONTEND=noninteractive; \
 	  $$SUDO apt-get install -y --no-install-recommends $(VALIDATOR_PKGS) || \
 	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $(VALIDATOR_PKGS); }; }
+
+# Headless Chromium for the dashboard's browser tests (test/e2e/dashboard, driven
+# by chromedp), from Debian. Installed only when missing; under CI a missing
+# browser fails those tests rather than skipping them.
+BROWSER_PKGS := chromium
+.PHONY: browser
+browser:
+	@command -v chromium >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y --no-install-recommends $(BROWSER_PKGS) || \
+	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $(BROWSER_PKGS); }; }
+
+# htmx and its server-sent-events extension, vendored from npm into the
+# dashboard's embedded static files (committed: the build needs no network).
+# `make vendor-htmx` fetches the pinned versions again and replaces them.
+HTMX_VERSION := 2.0.11
+HTMX_SSE_VERSION := 2.2.4
+.PHONY: vendor-htmx
+vendor-htmx:
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; cd "$$tmp" && \
+	  npm pack --silent htmx.org@$(HTMX_VERSION) htmx-ext-sse@$(HTMX_SSE_VERSION) >/dev/null && \
+	  tar xzf htmx.org-$(HTMX_VERSION).tgz package/dist/htmx.min.js && cp package/dist/htmx.min.js $(ROOT)/internal/dashboard/static/htmx.min.js && \
+	  tar xzf htmx-ext-sse-$(HTMX_SSE_VERSION).tgz package/dist/sse.min.js && cp package/dist/sse.min.js $(ROOT)/internal/dashboard/static/htmx-ext-sse.min.js
 
 # node_exporter for the node-monitoring plugin on simulated nodes (examples/baseline
 # sets the plugin's `source` to it through NODE_EXPORTER_SOURCE): built from its Go

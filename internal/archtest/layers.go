@@ -41,7 +41,7 @@ var Layers = []Layer{
 	},
 	{
 		Name:     "stages",
-		Prefixes: []string{"pkg/runtime", "pkg/engine", "pkg/render", "pkg/serving", "sdk"},
+		Prefixes: []string{"pkg/runtime", "pkg/engine", "pkg/render", "pkg/serving", "sdk", "internal/plangraph"},
 		Why:      "running plugins' stages (runtimes, the engine, the plugin SDK) and rendering the result to files; nothing here talks to a cluster",
 	},
 	{
@@ -56,6 +56,11 @@ var Layers = []Layer{
 		Name:     "actions",
 		Prefixes: []string{"pkg/action"},
 		Why:      "one action per verb, composing the layers below into the lifecycle",
+	},
+	{
+		Name:     "views",
+		Prefixes: []string{"internal/dashboard"},
+		Why:      "the actions' results as web pages (the dashboard), for the CLI to serve and, below the controller, for it too",
 	},
 	{
 		Name:     "controllers",

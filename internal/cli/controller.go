@@ -2,18 +2,21 @@ package cli
 
 import (
 	"fmt"
+	"net/http"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeplug/kubeplug/internal/dashboard"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/controller"
 )
 
 func newControllerCmd(o *options) *cobra.Command {
 	var target action.KubeconfigTarget
+	var withDashboard bool
 	opts := controller.Options{}
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -42,7 +45,14 @@ controller holds a cluster's operation lease while it works there; a CLI run
 waits for it or fails naming the controller.
 
 The controller runs until interrupted (SIGINT, SIGTERM), then finishes what it
-is doing (up to 30 s) and releases its leases.`,
+is doing (up to 30 s) and releases its leases.
+
+With --dashboard, the pages of 'kubeplug dashboard' are served read-only under
+/dashboard/ on the metrics address, live as there: the management cluster's
+plugins, nodes, revisions and catalogs, read with the controller's own
+credentials. They offer no action (the controller would act with its power, not
+the viewer's: roll back with kubeplug rollback or kubeplug dashboard, as
+yourself) and show no values. Whoever reaches the metrics port sees them.`,
 		Example: `  # Run it in the cluster: its CRDs, RBAC and Deployment
   kubeplug controller manifests | kubectl apply -f -
 
@@ -60,12 +70,23 @@ is doing (up to 30 s) and releases its leases.`,
 			}
 			opts.Logger = o.cfg.Logger
 			opts.Action = o.cfg
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if withDashboard {
+				if opts.MetricsAddr == "0" {
+					return fmt.Errorf("--dashboard is served on the metrics address: give --metrics-bind-address other than %q", opts.MetricsAddr)
+				}
+				srv, err := dashboard.New(dashboard.Options{Config: o.cfg, Target: target, Logger: o.cfg.Logger, Base: "/dashboard/", ReadOnly: true, Remote: true})
+				if err != nil {
+					return err
+				}
+				opts.MetricsHandlers = map[string]http.Handler{"/dashboard/": srv}
+				go func() { _ = srv.Run(ctx) }()
+			}
 			c, err := controller.New(rc, opts)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
 			_, _ = fmt.Fprintln(o.streams.Err, "kubeplug controller running; Ctrl-C stops it")
 			return c.Run(ctx)
 		},
@@ -78,6 +99,7 @@ is doing (up to 30 s) and releases its leases.`,
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", `where Prometheus metrics are served ("0": nowhere)`)
 	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", `where /healthz and /readyz are served ("0": nowhere)`)
 	f.DurationVar(&opts.DefaultInterval, "interval", 10*time.Minute, "how often an installation without spec.interval is checked for drift")
+	f.BoolVar(&withDashboard, "dashboard", false, "serve the dashboard's pages, read-only, under /dashboard/ on the metrics address")
 	targetFlags(cmd, &target)
 	cmd.AddCommand(newControllerManifestsCmd(o))
 	return cmd

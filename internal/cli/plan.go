@@ -8,6 +8,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/kubeplug/kubeplug/internal/plangraph"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -16,7 +17,7 @@ import (
 )
 
 func newPlanCmd(o *options) *cobra.Command {
-	var file, kube, stateDir string
+	var file, kube, stateDir, graph string
 	var cloud bool
 	cmd := &cobra.Command{
 		Use:   "plan -f cluster.yaml [--kubernetes-version V | --cloud]",
@@ -52,9 +53,16 @@ With --cloud, on a provider that deploys to a cloud (spec.provider.aws), render
 the cluster and show per stack what 'kubeplug up' would change: for a stack that
 exists, the changes of a CloudFormation change set created for the plan and
 deleted right after; for one that does not exist yet, every resource of its
-template as an Add. Nothing is deployed or uploaded (docs/aws.md).`,
+template as an Add. Nothing is deployed or uploaded (docs/aws.md).
+
+With --graph FILE.svg or --graph FILE.dot, plan also writes the plan's
+dependency graph to FILE: one column per wave, a box per plugin (dashed when
+only another plugin requires it) and an arrow from each plugin to every plugin
+that waits for it. .svg is a picture drawn by kubeplug itself (no Graphviz
+needed); .dot is the same graph for Graphviz (docs/dashboard.md).`,
 		Example: `  kubeplug plan -f examples/quickstart/cluster.yaml
   kubeplug plan -f examples/quickstart/cluster.yaml -o json | jq '.waves'
+  kubeplug plan -f examples/quickstart/cluster.yaml --graph plan.svg
   kubeplug plan -f cluster.yaml --kubernetes-version 1.38.0
   kubeplug plan -f cluster.yaml --kubernetes-version 1.38.0 -o json | jq '.plugins[] | select(.move=="must")'`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -64,7 +72,7 @@ template as an Add. Nothing is deployed or uploaded (docs/aws.md).`,
 			if cloud {
 				return planCloud(cmd, o, file, stateDir)
 			}
-			return runPlan(cmd, o, file)
+			return runPlan(cmd, o, file, graph)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the cluster file (required)")
@@ -73,21 +81,33 @@ template as an Add. Nothing is deployed or uploaded (docs/aws.md).`,
 	expansionFlags(cmd, o)
 	cmd.Flags().StringVar(&kube, "kubernetes-version", "", "plan moving the cluster to this Kubernetes version: which plugins must move")
 	cmd.Flags().BoolVar(&cloud, "cloud", false, "show what up would change in the cloud's stacks (the aws provider's change sets)")
+	cmd.Flags().StringVar(&graph, "graph", "", "also write the plan's dependency graph to this file: FILE.svg (a picture) or FILE.dot (Graphviz)")
 	stateDirFlag(cmd, &stateDir)
-	cmd.MarkFlagsMutuallyExclusive("kubernetes-version", "cloud")
+	cmd.MarkFlagsMutuallyExclusive("kubernetes-version", "cloud", "graph")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd
 }
 
 // runPlan prints the plan of the cluster file: its waves and what each plugin
-// contributes (plan, and up --dry-run).
-func runPlan(cmd *cobra.Command, o *options, file string) error {
+// contributes (plan, and up --dry-run). With graph, it also writes the plan's
+// graph there (plangraph.Write).
+func runPlan(cmd *cobra.Command, o *options, file, graph string) error {
+	if graph != "" {
+		if err := plangraph.CheckPath(graph); err != nil {
+			return fmt.Errorf("invalid --graph: %w", err)
+		}
+	}
 	doc, l := withCluster(file, func(cl *config.Cluster) (*engine.PlanDoc, diag.List) {
 		return action.NewPlan(o.cfg).Run(cmd.Context(), cl)
 	})
 	if o.report(l) {
 		return errFailed
+	}
+	if graph != "" {
+		if err := plangraph.Write(graph, doc); err != nil {
+			return err
+		}
 	}
 	return o.print(doc, func(w io.Writer) error {
 		var b strings.Builder

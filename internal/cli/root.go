@@ -194,7 +194,7 @@ spec.plugins.sources.`,
 		}
 		return checkOutput(o.output, cmd.Name())
 	}
-	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newCatalogCmd(o), newLockCmd(o), newImageCmd(o), newControllerCmd(o))
+	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newDashboardCmd(o), newCatalogCmd(o), newLockCmd(o), newImageCmd(o), newControllerCmd(o))
 	root.AddCommand(newExpansionCmd(o))
 	root.AddCommand(newImportCmd(o))
 	rejectUnknownSubcommands(root)

@@ -85,7 +85,7 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
 			switch dryRun {
 			case "", "none":
 			case "client":
-				if err := runPlan(cmd, o, file); err != nil {
+				if err := runPlan(cmd, o, file, ""); err != nil {
 					return err
 				}
 				_, _ = fmt.Fprintf(o.streams.Err, "dry run: nothing was started; kubeplug up %s brings this up\n", file)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -74,6 +75,9 @@ type Options struct {
 	// (/healthz, /readyz) are served; "0" serves none. Defaults ":8080" and
 	// ":8081".
 	MetricsAddr, ProbeAddr string
+	// MetricsHandlers are served beside /metrics on MetricsAddr, by path
+	// (kubeplug controller --dashboard mounts the read-only dashboard there).
+	MetricsHandlers map[string]http.Handler
 	// WorkDir holds the catalogs the controller unpacks. Default a directory
 	// under os.TempDir().
 	WorkDir string
@@ -155,7 +159,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		LeaseDuration:                 &opts.LeaderLease,
 		RenewDeadline:                 ptr(opts.LeaderLease * 2 / 3),
 		RetryPeriod:                   ptr(max(opts.LeaderLease/5, 200*time.Millisecond)),
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr, ExtraHandlers: opts.MetricsHandlers},
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		GracefulShutdownTimeout:       ptr(30 * time.Second),
 		// The resources are read as unstructured objects: through the cache too,

@@ -25,6 +25,8 @@ type PluginStatus struct {
 	Objects int    `json:"objects"`
 	Ready   int    `json:"ready"`
 	Missing int    `json:"missing"`
+	// MissingObjects names the objects Missing counts, sorted.
+	MissingObjects []string `json:"missingObjects,omitempty"`
 	// NotReady names the objects that exist but are not ready, and why: not
 	// Current by kstatus, or an APIService that is not Available.
 	NotReady []string `json:"notReady,omitempty"`
@@ -58,6 +60,7 @@ func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
 				if err != nil {
 					mu.Lock()
 					ps.Missing++
+					ps.MissingObjects = append(ps.MissingObjects, r.String())
 					mu.Unlock()
 					return
 				}
@@ -67,6 +70,7 @@ func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
 				switch {
 				case apierrors.IsNotFound(err):
 					ps.Missing++
+					ps.MissingObjects = append(ps.MissingObjects, r.String())
 				case err != nil:
 					ps.NotReady = append(ps.NotReady, r.String()+": "+err.Error())
 				default:
@@ -80,6 +84,7 @@ func (d *Deployer) Status(ctx context.Context) ([]PluginStatus, error) {
 		}
 		wg.Wait()
 		slices.Sort(ps.NotReady)
+		slices.Sort(ps.MissingObjects)
 		ps.Degraded = inv.Phase == PhaseReady && (ps.Missing > 0 || len(ps.NotReady) > 0)
 		for _, r := range inv.Releases {
 			ps.Releases = append(ps.Releases, r.String()+": "+d.helm.Status(r))

@@ -78,6 +78,10 @@ type PlanPlugin struct {
 	Origin  string `json:"origin"`
 	Digest  string `json:"digest"`
 	Wave    int    `json:"wave"`
+	// After names the plugins this one waits for (its dependencies and
+	// ordering hints), sorted; all are in earlier waves. They are the edges of
+	// the plan's graph (kubeplug plan --graph).
+	After []string `json:"after,omitempty"`
 	// Enabled is false for plugins only pulled in by another plugin's requires.
 	Enabled bool `json:"enabled"`
 	// LessTested marks a plugin of the contrib directory: contributed plugins
@@ -128,7 +132,7 @@ func (p *Plan) Doc(m *model.Model) *PlanDoc {
 			rank[pl.Package.Name] = len(d.Plugins)
 			d.Plugins = append(d.Plugins, PlanPlugin{
 				Name: pl.Package.Name, Version: pl.Package.Version.String(), Origin: pl.Package.Origin.Name,
-				Digest: pl.Package.Digest, Wave: pl.Wave, Enabled: enabled[pl.Package.Name],
+				Digest: pl.Package.Digest, Wave: pl.Wave, After: pl.After, Enabled: enabled[pl.Package.Name],
 				Newer: p.Newer[pl.Package.Name], LessTested: pl.Package.Origin == plugin.OriginContrib,
 			})
 			names = append(names, pl.Package.Name)
