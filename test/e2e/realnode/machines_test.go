@@ -29,6 +29,9 @@ kind: Plugin
 metadata: {name: fleet, version: 0.1.0, description: what the machines get}
 spec:
   contributes:
+    controlPlane:
+      apiServer:
+        flags: {event-ttl: 2h7m0s}
     nodes:
       - roles: [worker]
         files:
@@ -106,7 +109,7 @@ spec:
   kubernetesVersion: 1.37.1
   provider:
     local:
-      machinePools: [m]
+      machinePools: [control-plane, m]
   nodePools:
     - {name: m, role: worker, count: 2}
   plugins:
@@ -143,11 +146,11 @@ func inMachine(t *testing.T, id, node string, argv ...string) string {
 	return ""
 }
 
-// TestMachines brings up, through the CLI, a cluster whose worker pool is two
-// systemd machines booted from the pool's rendered cloud-init; checks what
-// the plugins put on them from inside the machines, a workload with logs and
-// exec, a rolling replacement when the pool's files change, and that `down`
-// leaves nothing.
+// TestMachines brings up, through the CLI, a cluster whose every node is a
+// systemd machine booted from its pool's rendered cloud-init (one control-plane
+// machine running the static Pods, two workers); checks what the plugins put
+// on them from inside the machines, a workload with logs and exec, a rolling
+// replacement when the pool's files change, and that `down` leaves nothing.
 func TestMachines(t *testing.T) {
 	bin, _ := nodeBins(t)
 	machineImage := os.Getenv("KUBEPLUG_MACHINE_IMAGE")
@@ -219,6 +222,11 @@ func TestMachines(t *testing.T) {
 		if got := inMachine(t, id, node, "sh", "-c", "systemctl is-active kubelet containerd kube-proxy"); got != "active\nactive\nactive\n" {
 			t.Errorf("machine %s: kubelet, containerd, kube-proxy = %q", node, got)
 		}
+	}
+	// The control plane runs in its machine, with the plugin's flag: as the
+	// machine's own processes show it.
+	if got := inMachine(t, id, "control-plane-0", "sh", "-c", "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '"); !strings.Contains(got, "kube-apiserver ") || !strings.Contains(got, "--event-ttl=2h7m0s") {
+		t.Errorf("no kube-apiserver with the plugin's --event-ttl among the control-plane machine's processes:\n%.2000s", got)
 	}
 	// The hook ran in the machines, not here.
 	if _, err := os.Stat("/var/lib/fleet-hook-ran"); err == nil {
@@ -343,7 +351,7 @@ spec:
             at: beforeNodeup
             run: {command: [/bin/sh, -c, 'echo disk full >&2; exit 3']}
 `)
-	write(t, file, strings.Replace(strings.Replace(machinesCluster("web", "broken"), "machinePools: [m]", "machinePools: [m, bad]", 1),
+	write(t, file, strings.Replace(strings.Replace(machinesCluster("web", "broken"), "machinePools: [control-plane, m]", "machinePools: [control-plane, m, bad]", 1),
 		"    - {name: m, role: worker, count: 2}\n", "    - {name: m, role: worker, count: 2}\n    - {name: bad, role: worker, count: 1}\n", 1))
 	code, out := kpCode("up")
 	if code == 0 {
@@ -381,7 +389,7 @@ spec:
 			machines++
 		}
 	}
-	if machines != 3 {
-		t.Errorf("state records %d machines, want 3 (%s)", machines, b)
+	if machines != 4 {
+		t.Errorf("state records %d machines, want 4: the control plane's, m-0, m-1, bad-0 (%s)", machines, b)
 	}
 }
