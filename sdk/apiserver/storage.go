@@ -221,7 +221,20 @@ func (s *store) delete(ctx context.Context, r Resource, ns, name string) (*unstr
 // watch follows the ConfigMaps of a resource and turns their events into the
 // objects' events. Bookmarks (asked for, or the end of sendInitialEvents) keep
 // their resourceVersion and annotations.
+//
+// A field selector the server checks itself turns events as the API server's
+// watch cache does: an object that stops matching is DELETED, one that starts
+// matching ADDED. Which objects matched when the watch starts is read at its
+// resourceVersion (an exact list); without one, the storage's initial ADDED
+// events say it.
 func (s *store) watch(ctx context.Context, r Resource, q *listQuery) (watch.Interface, error) {
+	var matched map[string]bool // ConfigMap name -> the object matched when last seen
+	if q.filtered {
+		var err error
+		if matched, err = s.matchedAt(ctx, r, q); err != nil {
+			return nil, err
+		}
+	}
 	w, err := s.client.CoreV1().ConfigMaps(s.namespace).Watch(ctx, q.storage)
 	if err != nil {
 		return nil, s.translate(err, r, "")
@@ -240,11 +253,56 @@ func (s *store) watch(ctx context.Context, r Resource, q *listQuery) (watch.Inte
 			return watch.Event{Type: e.Type, Object: b}, true
 		}
 		u, err := s.decode(cm)
-		if err != nil || !q.matches(u) {
+		if err != nil {
 			return e, false
 		}
-		return watch.Event{Type: e.Type, Object: u}, true
+		if matched == nil {
+			return watch.Event{Type: e.Type, Object: u}, true
+		}
+		was, now := matched[cm.Name], q.matches(u)
+		if e.Type == watch.Deleted {
+			delete(matched, cm.Name)
+			return watch.Event{Type: e.Type, Object: u}, was || now
+		}
+		matched[cm.Name] = now
+		switch {
+		case was && now:
+			return watch.Event{Type: e.Type, Object: u}, true
+		case was: // no longer matches: gone from this watch's view
+			return watch.Event{Type: watch.Deleted, Object: u}, true
+		case now: // matches now: new in this watch's view
+			return watch.Event{Type: watch.Added, Object: u}, true
+		}
+		return e, false
 	}), nil
+}
+
+// matchedAt lists, at the watch's resourceVersion, which objects its field
+// selector matched then. Without a resourceVersion (or "0") the watch starts
+// with ADDED events for every object, so nothing is listed.
+func (s *store) matchedAt(ctx context.Context, r Resource, q *listQuery) (map[string]bool, error) {
+	matched := map[string]bool{}
+	rv := q.storage.ResourceVersion
+	if rv == "" || rv == "0" {
+		return matched, nil
+	}
+	opts := metav1.ListOptions{LabelSelector: q.storage.LabelSelector, FieldSelector: q.storage.FieldSelector,
+		ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Limit: 500}
+	for {
+		cms, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, opts)
+		if err != nil {
+			return nil, s.translate(err, r, "")
+		}
+		for i := range cms.Items {
+			if u, err := s.decode(&cms.Items[i]); err == nil && q.matches(u) {
+				matched[cms.Items[i].Name] = true
+			}
+		}
+		if cms.Continue == "" {
+			return matched, nil
+		}
+		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = cms.Continue, "", ""
+	}
 }
 
 // migrateNames moves objects stored under an earlier ConfigMap naming (a

@@ -330,22 +330,19 @@ func (p *Provider) pushComponentImages(ctx context.Context, rc *realCluster, m *
 	type want struct{ image, command string }
 	byProgram := map[string][]want{}
 	var programs []string
-	for _, f := range m.Files {
-		if path.Dir(f.Path) != render.StaticPodDir || !strings.HasSuffix(f.Path, ".yaml") {
-			continue
-		}
-		var pod corev1.Pod
-		if err := yaml.Unmarshal(f.Content, &pod); err != nil {
-			return fmt.Errorf("static Pod %s: %w", f.Path, err)
-		}
-		for _, c := range pod.Spec.Containers {
+	pods, err := staticPods(m)
+	if err != nil {
+		return err
+	}
+	for _, sp := range pods {
+		for _, c := range sp.pod.Spec.Containers {
 			if len(c.Command) == 0 {
-				return fmt.Errorf("static Pod %s: container %s names no command", f.Path, c.Name)
+				return fmt.Errorf("static Pod %s: container %s names no command", sp.file, c.Name)
 			}
 			cmd := c.Command[0]
 			prog, err := filepath.EvalSymlinks(filepath.Join(binDir, filepath.Base(cmd)))
 			if err != nil {
-				return fmt.Errorf("static Pod %s runs %s, which this cluster's Kubernetes programs (%s) do not have: %w", f.Path, cmd, binDir, err)
+				return fmt.Errorf("static Pod %s runs %s, which this cluster's Kubernetes programs (%s) do not have: %w", sp.file, cmd, binDir, err)
 			}
 			if _, ok := byProgram[prog]; !ok {
 				programs = append(programs, prog)
@@ -479,15 +476,13 @@ func (p *Provider) waitAPIServer(ctx context.Context, m *localnode.Machine, kube
 // (render.StaticPodDir in m) runs with its containers ready: the control plane
 // runs as rendered, or up fails naming the component and why it is not ready.
 func waitStaticPods(ctx context.Context, client kubernetes.Interface, node string, m *render.Machine, timeout time.Duration) error {
+	pods, err := staticPods(m)
+	if err != nil {
+		return err
+	}
 	var names []string
-	for _, f := range m.Files {
-		if path.Dir(f.Path) == render.StaticPodDir && strings.HasSuffix(f.Path, ".yaml") {
-			var pod corev1.Pod
-			if err := yaml.Unmarshal(f.Content, &pod); err != nil {
-				return fmt.Errorf("static Pod %s: %w", f.Path, err)
-			}
-			names = append(names, pod.Name+"-"+node)
-		}
+	for _, sp := range pods {
+		names = append(names, sp.pod.Name+"-"+node) // the kubelet's mirror Pod
 	}
 	deadline := time.Now().Add(timeout)
 	for {
@@ -534,4 +529,27 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// staticPod is a static Pod among a machine's files.
+type staticPod struct {
+	file string
+	pod  corev1.Pod
+}
+
+// staticPods decodes the static Pods among m's files (render.StaticPodDir),
+// in file order.
+func staticPods(m *render.Machine) ([]staticPod, error) {
+	var out []staticPod
+	for _, f := range m.Files {
+		if path.Dir(f.Path) != render.StaticPodDir || !strings.HasSuffix(f.Path, ".yaml") {
+			continue
+		}
+		sp := staticPod{file: f.Path}
+		if err := yaml.Unmarshal(f.Content, &sp.pod); err != nil {
+			return nil, fmt.Errorf("static Pod %s: %w", f.Path, err)
+		}
+		out = append(out, sp)
+	}
+	return out, nil
 }

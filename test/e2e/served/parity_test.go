@@ -318,6 +318,25 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: mallory}]
 		if !slices.Equal(seen, []string{"w2", "w4"}) {
 			t.Errorf("watch -l team=a --field-selector spec.color=red saw %v, want [w2 w4]", seen)
 		}
+		// Leaving the field selector's view is DELETED, coming back ADDED,
+		// as the API server's own watch says it.
+		for _, p := range []string{`{"spec":{"color":"blue"}}`, `{"spec":{"color":"red"}}`} {
+			if out, err := e.kubectl("patch", widgets, "w2", "-n", e.ns, "--type=merge", "-p", p); err != nil {
+				t.Fatalf("patch w2: %v\n%s", err, out)
+			}
+		}
+		var events []string
+		for ev := range w.ResultChan() {
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+				events = append(events, string(ev.Type)+" "+u.GetName())
+			}
+			if len(events) == 2 {
+				break
+			}
+		}
+		if !slices.Equal(events, []string{"DELETED w2", "ADDED w2"}) {
+			t.Errorf("w2 leaving and re-entering the field selector: %v, want [DELETED w2 ADDED w2]", events)
+		}
 	})
 }
 
