@@ -282,6 +282,9 @@ func (lv *live) runChecks(ctx context.Context, cluster string, wave []*engine.Pl
 		// The checks as rendered for this cluster (a wait for an object in the
 		// namespace a value names), not as plugin.yaml writes them.
 		cp := check.Plugin{Name: pl.Package.Name, Checks: pl.Checks, FS: pl.Package.FS, Dir: proc.PackageDir(pl.Package.Location)}
+		if pl.Values != nil {
+			cp.Values = pl.Values.Cluster
+		}
 		cp.Pins = map[string]string{}
 		if rt := spec.Runtime; rt != nil {
 			cp.Pins[path.Clean(rt.Command[0])] = rt.SHA256

@@ -41,6 +41,10 @@ type Plugin struct {
 	// pins them to (spec.runtime.sha256 for its command): an exec check of a pinned
 	// executable runs only when the digest matches.
 	Pins map[string]string
+	// Values are the plugin's values for this cluster (sensitive ones in
+	// clear, as the plugin's own code gets them): exec checks read them as
+	// JSON from the file $KUBEPLUG_VALUES names. Nil writes {}.
+	Values map[string]any
 }
 
 // Options configure a Runner.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,8 +35,29 @@ func TestMain(m *testing.M) {
 	os.Exit(testcluster.Run(m))
 }
 
+// wantValues checks the values the exec test gives its check, read from
+// $KUBEPLUG_VALUES.
+func wantValues() error {
+	b, err := os.ReadFile(os.Getenv("KUBEPLUG_VALUES"))
+	if err != nil {
+		return err
+	}
+	var values struct {
+		Replicas float64 `json:"replicas"`
+		Token    string  `json:"token"`
+	}
+	if err := json.Unmarshal(b, &values); err != nil {
+		return err
+	}
+	if values.Replicas != 3 || values.Token != "s3cret" {
+		return fmt.Errorf("KUBEPLUG_VALUES %s holds %s", os.Getenv("KUBEPLUG_VALUES"), b)
+	}
+	return nil
+}
+
 // helper is an exec check: "env" reads the namespace named by its argument
-// through $KUBECONFIG and checks the KUBEPLUG_ variables; "fail" writes to both
+// through $KUBECONFIG and checks the KUBEPLUG_ variables (with "values" after
+// it, the values file too); "fail" writes to both
 // streams and exits 3.
 func helper(args []string) int {
 	switch args[0] {
@@ -53,6 +75,12 @@ func helper(args []string) int {
 		if _, err := cs.CoreV1().Namespaces().Get(context.Background(), args[1], metav1.GetOptions{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
+		}
+		if len(args) > 2 && args[2] == "values" {
+			if err := wantValues(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
 		}
 		if os.Getenv("KUBEPLUG_PLUGIN") != "demo" || os.Getenv("KUBEPLUG_CLUSTER") != "test" {
 			fmt.Fprintf(os.Stderr, "KUBEPLUG_PLUGIN=%q KUBEPLUG_CLUSTER=%q\n", os.Getenv("KUBEPLUG_PLUGIN"), os.Getenv("KUBEPLUG_CLUSTER"))
@@ -245,15 +273,16 @@ func TestExec(t *testing.T) {
 		return v1alpha1.Check{Exec: &v1alpha1.ExecCheck{Command: argv, Timeout: timeout}}
 	}
 	checks := []v1alpha1.Check{
-		exec("30s", "bin/check", helperArg, "env", ns),
+		exec("30s", "bin/check", helperArg, "env", ns, "values"),
 		exec("1s", "bin/check", helperArg, "fail"),
 		exec("2s", "bin/hang", pidFile),
 		exec("1s", "bin/none"),
 	}
-	res := runner(t).Run(t.Context(), check.Plugin{Name: "demo", Checks: checks, FS: os.DirFS(dir), Dir: dir})
+	values := map[string]any{"replicas": 3, "token": "s3cret"}
+	res := runner(t).Run(t.Context(), check.Plugin{Name: "demo", Checks: checks, FS: os.DirFS(dir), Dir: dir, Values: values})
 
 	if !res[0].OK {
-		t.Errorf("exec reading the cluster through KUBECONFIG failed: %s", res[0].Message)
+		t.Errorf("exec reading the cluster through KUBECONFIG and its values through KUBEPLUG_VALUES failed: %s", res[0].Message)
 	}
 
 	fail := res[1]

@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -59,11 +60,26 @@ func (r *Runner) exec(p Plugin, c *v1alpha1.ExecCheck) (try attempt, cleanup fun
 		cleanup()
 		return nil, nil, fmt.Errorf("write a kubeconfig: %w", err)
 	}
+	// The values beside the kubeconfig, readable by this user only: they may
+	// hold sensitive ones, as the plugin's own code gets them.
+	values := filepath.Join(dir, "values.json")
+	vals := p.Values
+	if vals == nil {
+		vals = map[string]any{}
+	}
+	b, err := json.Marshal(vals)
+	if err == nil {
+		err = os.WriteFile(values, b, 0o600)
+	}
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("write the plugin's values: %w", err)
+	}
 	wd := p.Dir
 	if wd == "" {
 		wd = dir
 	}
-	env := proc.Env("KUBECONFIG="+kubeconfig, "KUBEPLUG_PLUGIN="+p.Name, "KUBEPLUG_CLUSTER="+r.opts.Cluster)
+	env := proc.Env("KUBECONFIG="+kubeconfig, "KUBEPLUG_VALUES="+values, "KUBEPLUG_PLUGIN="+p.Name, "KUBEPLUG_CLUSTER="+r.opts.Cluster)
 	try = func(ctx context.Context) (string, error) {
 		// A check's output may echo a secret; it is masked before it is logged or kept.
 		secrets := redact.FromContext(ctx)
