@@ -78,6 +78,8 @@ func (s *Server) watch(ctx context.Context) error {
 	defer shutdown()
 	objects := s.objectWatches(ctx, poke)
 	defer objects.Shutdown()
+	fleet := s.fleetWatches(ctx, poke)
+	defer fleet.Shutdown()
 	const quiet, minInterval = 300 * time.Millisecond, time.Second
 	for {
 		select {
