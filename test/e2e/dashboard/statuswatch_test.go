@@ -27,16 +27,16 @@ import (
 // changes (here one written directly, as an apply in another process would),
 // a "--- TIME" line and the table again with the change; Ctrl-C stops it
 // cleanly.
+//
+// With -o json, each change is one more JSON document (no "---" line).
 func TestStatusWatch(t *testing.T) {
-	ctx := t.Context()
 	admin := testcluster.RESTConfig(t)
-	kubeconfig := testcluster.ControlPlane(t).KubeconfigPath()
 	cs, err := kubernetes.NewForConfig(admin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const ns = "kubeplug-system"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err == nil {
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err == nil {
 		t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	} else if !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -46,10 +46,21 @@ func TestStatusWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := state.NewSecrets(kc, ns, 10)
+	t.Run("text", func(t *testing.T) { statusWatch(t, store, false) })
+	t.Run("json", func(t *testing.T) { statusWatch(t, store, true) })
+}
+
+func statusWatch(t *testing.T, store *state.Secrets, asJSON bool) {
+	ctx := t.Context()
+	kubeconfig := testcluster.ControlPlane(t).KubeconfigPath()
 	plugin := fmt.Sprintf("watched-%d", time.Now().UnixNano()%100000)
 	t.Cleanup(func() { _ = store.Delete(context.Background(), plugin) })
 
-	cmd := exec.Command(os.Args[0], "status", "--watch", "--kubeconfig", kubeconfig) //nolint:gosec // this test binary as kubeplug
+	args := []string{"status", "--watch", "--kubeconfig", kubeconfig}
+	if asJSON {
+		args = append(args, "-o", "json")
+	}
+	cmd := exec.Command(os.Args[0], args...) //nolint:gosec // this test binary as kubeplug
 	cmd.Env = append(os.Environ(), runCLI+"=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -93,7 +104,7 @@ func TestStatusWatch(t *testing.T) {
 		if !ok || time.Now().After(deadline) {
 			t.Fatalf("no table from kubeplug status --watch; output:\n%s", strings.Join(seen, "\n"))
 		}
-		if strings.HasPrefix(l, "PLUGIN") {
+		if !asJSON && strings.HasPrefix(l, "PLUGIN") || asJSON && (l == "]" || l == "[]") {
 			break
 		}
 	}
@@ -117,10 +128,19 @@ func TestStatusWatch(t *testing.T) {
 		if !ok {
 			t.Fatalf("kubeplug status --watch ended; output:\n%s", strings.Join(seen, "\n"))
 		}
-		if strings.HasPrefix(l, "--- ") {
+		if strings.HasPrefix(l, "--- ") || asJSON && strings.HasPrefix(l, "[") {
 			redrawn = true
 		}
-		if strings.HasPrefix(l, plugin+" ") {
+		if asJSON && strings.Contains(l, `"plugin": "`+plugin+`"`) {
+			if !redrawn {
+				t.Errorf("the change is not in a new JSON document:\n%s", strings.Join(seen, "\n"))
+			}
+			if strings.Contains(strings.Join(seen, "\n"), "--- ") {
+				t.Errorf("a --- line in JSON output:\n%s", strings.Join(seen, "\n"))
+			}
+			break
+		}
+		if !asJSON && strings.HasPrefix(l, plugin+" ") {
 			if !redrawn {
 				t.Errorf("the change was not announced by a --- line:\n%s", strings.Join(seen, "\n"))
 			}
