@@ -33,10 +33,15 @@ runs until Ctrl-C. Pages:
             and a rollback to a revision, behind a confirmation
   Plan      the plan's dependency waves as a picture (kubeplug plan --graph)
   Catalogs  every plugin version the sources offer (kubeplug plugin list)
+  Fleet     on a management cluster with the controller's CRDs: its
+            TargetClusters, PluginInstallations (phase, conditions) and
+            PluginRollouts (canary, batches, failed clusters named), with
+            suspend/resume of an installation and retry of a failed
+            rollout, each behind a confirmation
 
 The pages update live: the dashboard watches kubeplug's release records
 through the API server and pushes each change to open pages (server-sent
-events). Everything, the rollback included, is done with your own
+events). Everything, the rollback and fleet actions included, is done with your own
 credentials (the kubeconfig and kubectl-style flags below): the dashboard has
 no power of its own, and an action you may not take is refused by the API
 server and the page says so.

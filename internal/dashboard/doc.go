@@ -1,8 +1,10 @@
 // Package dashboard serves kubeplug's web dashboard: server-rendered pages of
 // the cluster a kubeconfig points at — its plugins (version, phase, readiness,
 // drift, last apply) and nodes, one plugin's revisions, objects and values,
-// the plan's graph, and the catalogs' plugins — with a rollback behind a
-// confirmation.
+// the plan's graph, the catalogs' plugins, and the fleet of a management
+// cluster (the controller's TargetClusters, PluginInstallations and
+// PluginRollouts) — with a rollback, and suspend, resume and retry on the
+// fleet, behind a confirmation.
 //
 // The pages are Go html/template, made live by htmx (vendored from npm into
 // static/, embedded with the templates: no CDN, nothing fetched at run time).

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
@@ -63,9 +64,6 @@ func (h *hub) notify() {
 // quiet period: an apply writes a record more than once, and a rollout changes
 // a Deployment's status many times. It returns when ctx is cancelled.
 func (s *Server) watch(ctx context.Context) error {
-	f := informers.NewSharedInformerFactoryWithOptions(s.core, 0, informers.WithNamespace(s.opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = recordSelector }))
-	inf := f.Core().V1().Secrets().Informer()
 	changed := make(chan struct{}, 1)
 	poke := func(any) {
 		select {
@@ -73,22 +71,15 @@ func (s *Server) watch(ctx context.Context) error {
 		default:
 		}
 	}
-	// The handler never sees a Secret's data: it only says that one changed.
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			if !initial {
-				poke(obj)
-			}
-		},
-		UpdateFunc: func(_, obj any) { poke(obj) },
-		DeleteFunc: poke,
-	}); err != nil {
-		return fmt.Errorf("watching the release records: %w", err)
+	shutdown, err := WatchRecords(ctx, s.core, s.opts.Namespace, func() { poke(nil) })
+	if err != nil {
+		return err
 	}
-	f.Start(ctx.Done())
-	defer f.Shutdown()
+	defer shutdown()
 	objects := s.objectWatches(ctx, poke)
 	defer objects.Shutdown()
+	fleet := s.fleetWatches(ctx, poke)
+	defer fleet.Shutdown()
 	const quiet, minInterval = 300 * time.Millisecond, time.Second
 	for {
 		select {
@@ -120,6 +111,32 @@ func (s *Server) watch(ctx context.Context) error {
 		case <-time.After(minInterval):
 		}
 	}
+}
+
+// WatchRecords follows kubeplug's release records in namespace through an
+// informer (the API server's watch, re-listed only when the watch breaks) and
+// calls changed on every change after the initial list; the handler never sees
+// a record's data, only that one changed. It returns at once; shutdown stops
+// the watch. The dashboard's live pages and kubeplug status --watch both
+// follow the records this way.
+func WatchRecords(ctx context.Context, core kubernetes.Interface, namespace string, changed func()) (shutdown func(), err error) {
+	f := informers.NewSharedInformerFactoryWithOptions(core, 0, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = recordSelector }))
+	inf := f.Core().V1().Secrets().Informer()
+	poke := func(any) { changed() }
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if !initial {
+				poke(obj)
+			}
+		},
+		UpdateFunc: func(_, obj any) { poke(obj) },
+		DeleteFunc: poke,
+	}); err != nil {
+		return nil, fmt.Errorf("watching the release records: %w", err)
+	}
+	f.Start(ctx.Done())
+	return f.Shutdown, nil
 }
 
 // objectWatches starts watching the objects of the installed plugins: only

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
@@ -75,6 +76,7 @@ type Server struct {
 	token string
 	core  kubernetes.Interface
 	meta  metadata.Interface
+	dyn   dynamic.Interface
 	hub   *hub
 	// watched are the resources whose objects the live view watches.
 	watchedMu sync.Mutex
@@ -117,6 +119,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: a client for the cluster: %w", err)
 	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: a client for the cluster: %w", err)
+	}
 	tmpl, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: templates: %w", err)
@@ -129,7 +135,7 @@ func New(opts Options) (*Server, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, tmpl: tmpl, static: http.StripPrefix("/static/", http.FileServerFS(static)), token: hex.EncodeToString(b), core: core, meta: meta, hub: newHub(), mux: http.NewServeMux(), watched: watchedSet{}}
+	s := &Server{opts: opts, tmpl: tmpl, static: http.StripPrefix("/static/", http.FileServerFS(static)), token: hex.EncodeToString(b), core: core, meta: meta, dyn: dyn, hub: newHub(), mux: http.NewServeMux(), watched: watchedSet{}}
 	s.routes()
 	return s, nil
 }
@@ -140,9 +146,14 @@ func (s *Server) routes() {
 		s.mux.HandleFunc("/plugins/{name}/rollback", func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "this dashboard is read-only: roll back with kubeplug rollback, or kubeplug dashboard with your own credentials", http.StatusForbidden)
 		})
+		s.mux.HandleFunc("/fleet/{namespace}/{name}/{action}", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "this dashboard is read-only: use kubeplug dashboard with your own credentials", http.StatusForbidden)
+		})
 	} else {
 		s.mux.HandleFunc("GET /plugins/{name}/rollback", s.rollbackConfirm)
 		s.mux.HandleFunc("POST /plugins/{name}/rollback", s.rollback)
+		s.mux.HandleFunc("GET /fleet/{namespace}/{name}/{action}", s.fleetConfirm)
+		s.mux.HandleFunc("POST /fleet/{namespace}/{name}/{action}", s.fleetDo)
 	}
 	s.mux.HandleFunc("GET /{$}", s.clusterPage)
 	s.mux.HandleFunc("GET /fragments/plugins", s.pluginsFragment)
@@ -151,6 +162,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /plan", s.planPage)
 	s.mux.HandleFunc("GET /plan.svg", s.planSVG)
 	s.mux.HandleFunc("GET /catalogs", s.catalogsPage)
+	s.mux.HandleFunc("GET /fleet", s.fleetPage)
+	s.mux.HandleFunc("GET /fragments/fleet", s.fleetFragment)
 	s.mux.HandleFunc("GET /events", s.events)
 }
 

@@ -25,7 +25,8 @@ import (
 
 // TestControllerServesDashboard runs kubeplug controller --dashboard: the
 // dashboard's pages are served under /dashboard/ on the metrics address,
-// beside /metrics, read-only — no rollback link, the rollback page refused —
+// beside /metrics, read-only — no rollback link, the rollback page refused,
+// the fleet shown without its actions —
 // and answer whatever host they are addressed to (a Service's name).
 func TestControllerServesDashboard(t *testing.T) {
 	installCRDs(t)
@@ -78,6 +79,13 @@ func TestControllerServesDashboard(t *testing.T) {
 	}
 	if code, body := get("/dashboard/plugins/hello/rollback?revision=1", ""); code != http.StatusForbidden || !strings.Contains(body, "read-only") {
 		t.Errorf("the rollback page of the read-only dashboard: %d %s", code, body)
+	}
+	// The fleet, read-only too: shown, no action offered, the actions refused.
+	if code, body := get("/dashboard/fleet", ""); code != http.StatusOK || !strings.Contains(body, `id="installations-h"`) || strings.Contains(body, "Suspend…") || strings.Contains(body, "Retry…") {
+		t.Errorf("GET /dashboard/fleet on the read-only dashboard: %d\n%s", code, body)
+	}
+	if code, body := get("/dashboard/fleet/default/web/suspend", ""); code != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Errorf("a fleet action on the read-only dashboard: %d %s", code, body)
 	}
 	if code, body := get("/dashboard/static/htmx.min.js", ""); code != http.StatusOK || !strings.Contains(body, "htmx") {
 		t.Errorf("static files under /dashboard/: %d", code)
