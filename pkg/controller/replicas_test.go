@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,8 +45,14 @@ func runChild() int {
 		MetricsAddr: "0", ProbeAddr: "0", WorkDir: os.Getenv(childEnv), LeaseIdle: 200 * time.Millisecond,
 	}
 	if os.Getenv(benchChild) != "" {
-		opts.LeaderElection, opts.Concurrency = false, 24
+		opts.LeaderElection = false // at the default concurrency
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		if v, err := strconv.Atoi(os.Getenv("KUBEPLUG_BENCH_CONCURRENCY")); err == nil {
+			opts.Concurrency = v
+		}
+		if dir := os.Getenv(benchProfile); dir != "" {
+			defer profile(dir)()
+		}
 	}
 	c, err := controller.New(cfg, opts)
 	if err != nil {
