@@ -339,7 +339,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 		}
 		*written = cloneStatus(*st)
 	}
-	lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client)
+	lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client, tg.heads)
 	if err != nil {
 		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, "cannot take the cluster's operation lease: "+err.Error())
 		return reconcile.Result{}, err
@@ -365,6 +365,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	}
 	a.Lease = action.Lease{External: true}
 	a.Client = tg.client
+	a.Heads = tg.heads
 	res, l := a.Run(lctx, b.cluster)
 	st.KubernetesVersion = version
 	if l.HasFatal() {
@@ -422,7 +423,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 // readPlugins fills the status's plugins from the release records the
 // installation owns, and returns those records.
 func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, obj *unstructured.Unstructured, st *v1alpha1.PluginInstallationStatus) ([]*deploy.Record, error) {
-	d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client})
+	d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client, Heads: tg.heads})
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +445,7 @@ func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, ob
 // cliPlugins names the plugins of spec that the CLI installed: the ones an
 // adopting apply takes over.
 func (r *installationReconciler) cliPlugins(ctx context.Context, tg *target, spec *v1alpha1.PluginInstallationSpec) ([]string, error) {
-	d, err := deploy.New(tg.config, deploy.Options{Client: tg.client})
+	d, err := deploy.New(tg.config, deploy.Options{Client: tg.client, Heads: tg.heads})
 	if err != nil {
 		return nil, err
 	}
@@ -516,11 +517,11 @@ func (r *installationReconciler) remove(ctx context.Context, obj *unstructured.U
 	case err != nil:
 		return reconcile.Result{}, err
 	default:
-		lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client)
+		lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client, tg.heads)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client, Timeout: parseDuration(spec.Timeout, 5*time.Minute)})
+		d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client, Heads: tg.heads, Timeout: parseDuration(spec.Timeout, 5*time.Minute)})
 		if err != nil {
 			release()
 			return reconcile.Result{}, err

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
 
 // ErrTargetMissing is returned for an installation whose TargetCluster, or its
@@ -38,6 +39,10 @@ type target struct {
 	key    string
 	config *rest.Config
 	client *kube.Client
+	// heads is the cluster's release record heads, shared by every apply
+	// there; invalidated whenever the controller takes the cluster's operation
+	// lease anew (leases).
+	heads *state.Heads
 	// object is the TargetCluster (nil for the own cluster), for targetField.
 	object *unstructured.Unstructured
 }
@@ -56,6 +61,7 @@ type cachedTarget struct {
 	secretVersion string
 	config        *rest.Config
 	client        *kube.Client
+	heads         *state.Heads
 }
 
 func newTargets(c client.Client, self *rest.Config) *targets {
@@ -118,12 +124,12 @@ func (t *targets) cached(_ context.Context, key, version string, load func() (*r
 		if err != nil {
 			return nil, err
 		}
-		c = cachedTarget{secretVersion: version, config: cfg, client: kc}
+		c = cachedTarget{secretVersion: version, config: cfg, client: kc, heads: state.NewHeads()}
 		t.mu.Lock()
 		t.cache[key] = c
 		t.mu.Unlock()
 	}
-	return &target{key: key, config: rest.CopyConfig(c.config), client: c.client, object: obj}, nil
+	return &target{key: key, config: rest.CopyConfig(c.config), client: c.client, heads: c.heads, object: obj}, nil
 }
 
 // targetReconciler keeps each TargetCluster's status: Ready when its API server
