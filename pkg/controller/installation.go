@@ -301,7 +301,8 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	version, err := tg.client.ServerVersion(vctx)
 	cancel()
 	if err != nil {
-		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, "cannot reach the cluster: "+err.Error())
+		_, msg := unreachable(err)
+		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, msg)
 		return reconcile.Result{}, fmt.Errorf("installation %s: cannot reach its cluster: %w", ownerOf(obj), err)
 	}
 	version = strings.TrimPrefix(version, "v")

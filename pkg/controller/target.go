@@ -32,6 +32,16 @@ import (
 // kubeconfig Secret, does not exist.
 var ErrTargetMissing = errors.New("target cluster not found")
 
+// The reasons of a TargetCluster's Ready condition.
+const (
+	ReasonReachable   = "Reachable"
+	ReasonUnreachable = "Unreachable"
+	// ReasonUnauthorized: the API server answers but refuses the kubeconfig's
+	// credentials (revoked, expired). Its installations are retried with
+	// backoff; a new kubeconfig in the Secret is used at once.
+	ReasonUnauthorized = "Unauthorized"
+)
+
 // target is a cluster installations apply to.
 type target struct {
 	// key names it: "" for the controller's own cluster, else namespace/name of
@@ -170,10 +180,11 @@ func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		cancel()
 	}
 	if err != nil {
-		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "False", "Unreachable", err.Error())
+		reason, msg := unreachable(err)
+		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "False", reason, msg)
 	} else {
 		st.KubernetesVersion = strings.TrimPrefix(version, "v")
-		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "True", "Reachable", "the API server answers, Kubernetes "+st.KubernetesVersion)
+		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "True", ReasonReachable, "the API server answers, Kubernetes "+st.KubernetesVersion)
 	}
 	if !sameStatus(before, st) {
 		if err := writeStatus(ctx, r.client, obj, st); err != nil {
@@ -181,6 +192,15 @@ func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		}
 	}
 	return reconcile.Result{RequeueAfter: r.c.opts.TargetResync}, nil
+}
+
+// unreachable says why a cluster's API server could not be used: a reason of
+// its TargetCluster's Ready condition and a message.
+func unreachable(err error) (reason, msg string) {
+	if apierrors.IsUnauthorized(err) {
+		return ReasonUnauthorized, "Unauthorized: the API server refuses the kubeconfig's credentials (revoked or expired?); put a new kubeconfig in the Secret: " + err.Error()
+	}
+	return ReasonUnreachable, "cannot reach the cluster: " + err.Error()
 }
 
 // now is the time conditions are stamped with.
