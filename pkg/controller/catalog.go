@@ -33,6 +33,7 @@ func (r *catalogReconciler) setup(mgr manager.Manager) error {
 		For(newObject(CatalogGVK)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.holders)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.holders)).
+		WatchesRawSource(r.c.shardGained(CatalogGVK, r.client)).
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
@@ -45,6 +46,9 @@ func (r *catalogReconciler) holders(ctx context.Context, o client.Object) []reco
 const catalogResync = 10 * time.Minute
 
 func (r *catalogReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !r.c.owns(req.String()) {
+		return reconcile.Result{}, nil // another replica's shard
+	}
 	obj := newObject(CatalogGVK)
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)

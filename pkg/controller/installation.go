@@ -82,6 +82,7 @@ func (r *installationReconciler) setup(mgr manager.Manager, opts controller.Opti
 		Watches(newObject(CatalogGVK), handler.EnqueueRequestsFromMapFunc(r.referencing)).
 		Watches(newObject(TargetGVK), handler.EnqueueRequestsFromMapFunc(r.referencing)).
 		Watches(newObject(InstallationGVK), handler.EnqueueRequestsFromMapFunc(r.dependents)).
+		WatchesRawSource(r.c.shardGained(InstallationGVK, r.client)).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -233,6 +234,9 @@ func (r *installationReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	obj := newObject(InstallationGVK)
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if tgt, _, _ := unstructured.NestedString(obj.Object, "spec", "target"); !r.c.owns(targetKey(req.Namespace, tgt)) {
+		return reconcile.Result{}, nil // another replica's shard
 	}
 	var spec v1alpha1.PluginInstallationSpec
 	var st v1alpha1.PluginInstallationStatus
@@ -416,6 +420,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	st.Conditions = ready(st.Conditions, gen, ReasonSucceeded, msg)
 	st.LastAppliedGeneration, st.LastAppliedDigest, st.LastAppliedTime = gen, b.digest, now()
 	if changed {
+		r.c.opts.Logger.Info("installation applied", "installation", ownerOf(obj), "cluster", tg.key, "replica", r.c.opts.ReplicaID)
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonSucceeded, "Apply", "%s; %d object(s) applied, %d pruned, removed %v", msg, res.Applied, res.Pruned, res.Removed)
 	}
 	return reconcile.Result{}, nil

@@ -78,6 +78,17 @@ func newTargets(c client.Client, self *rest.Config) *targets {
 	return &targets{c: c, self: rest.CopyConfig(self), cache: map[string]cachedTarget{}}
 }
 
+// targetKey names the cluster of an installation in namespace with
+// spec.target name: "" for the controller's own cluster, else
+// "namespace/name" of the TargetCluster. It is the cluster's key in leases and
+// shards.
+func targetKey(namespace, name string) string {
+	if name == "" {
+		return ""
+	}
+	return namespace + "/" + name
+}
+
 // get returns the cluster of an installation in namespace with spec.target name.
 func (t *targets) get(ctx context.Context, namespace, name string) (*target, error) {
 	if name == "" {
@@ -153,6 +164,7 @@ func (r *targetReconciler) setup(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("targetcluster").
 		For(newObject(TargetGVK)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret)).
+		WatchesRawSource(r.c.shardGained(TargetGVK, r.client)).
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
@@ -163,6 +175,9 @@ func (r *targetReconciler) forSecret(ctx context.Context, o client.Object) []rec
 }
 
 func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !r.c.owns(targetKey(req.Namespace, req.Name)) {
+		return reconcile.Result{}, nil // another replica's shard
+	}
 	obj := newObject(TargetGVK)
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
