@@ -176,7 +176,7 @@ func gunzip(b []byte) ([]byte, error) {
 func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
 	if plugin == "" && s.shared != nil {
 		if out, ok := s.shared.all(); ok {
-			s.rememberAll(out)
+			s.knowAll(out)
 			return out, nil
 		}
 		s.shared.begin()
@@ -245,6 +245,20 @@ func (s *Secrets) listHeads(ctx context.Context, plugin string) ([]*Record, erro
 		s.known[r.Plugin] = append(s.known[r.Plugin], r.Clone())
 	}
 	return out, nil
+}
+
+// knowAll makes recs, every head of the namespace as the shared view holds
+// them, what the store knows: shallow copies of its own, which the store's
+// cleanup only reads.
+func (s *Secrets) knowAll(recs []*Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.known, s.allKnown = map[string][]*Record{}, true
+	copies := make([]Record, len(recs))
+	for i, r := range recs {
+		copies[i] = *r
+		s.known[r.Plugin] = append(s.known[r.Plugin], &copies[i])
+	}
 }
 
 // rememberAll makes recs, every head of the namespace, what the store knows.

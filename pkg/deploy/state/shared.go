@@ -7,6 +7,11 @@ import "sync"
 // read of every head lists and decodes them, later reads and every store's
 // writes and deletes keep it current, so a run reads them without a LIST.
 //
+// Its records are never changed in place (a write stores a clone): a read gets
+// shallow copies of them, whose slices and maps it must clone before it
+// changes them, as every writer of a record does (Record.Clone). So a read of
+// thousands of heads copies a few hundred bytes per head, no more.
+//
 // It holds the records only (no objects: those are read when a rollback or
 // prune needs them), so its memory is one decoded record per revision,
 // whatever the number of runs.
@@ -18,8 +23,10 @@ import "sync"
 type Heads struct {
 	mu    sync.Mutex
 	valid bool
-	// recs holds each head by name.
-	recs map[string]*Record
+	// recs holds each head by name; sorted is them by plugin and revision,
+	// nil when it must be sorted again.
+	recs   map[string]*Record
+	sorted []*Record
 	// listing counts the LISTs in flight; pending holds what was written (a
 	// record) or deleted (nil) meanwhile, by head name, which a LIST that
 	// began before may not show.
@@ -57,11 +64,20 @@ func (h *Heads) all() (out []*Record, ok bool) {
 	if !h.valid {
 		return nil, false
 	}
-	out = make([]*Record, 0, len(h.recs))
-	for _, r := range h.recs {
-		out = append(out, r.Clone())
+	if h.sorted == nil {
+		h.sorted = make([]*Record, 0, len(h.recs))
+		for _, r := range h.recs {
+			h.sorted = append(h.sorted, r)
+		}
+		sortRecords(h.sorted)
 	}
-	sortRecords(out)
+	// One allocation for every copy.
+	copies := make([]Record, len(h.sorted))
+	out = make([]*Record, len(h.sorted))
+	for i, r := range h.sorted {
+		copies[i] = *r
+		out[i] = &copies[i]
+	}
 	return out, true
 }
 
@@ -93,7 +109,7 @@ func (h *Heads) end(recs []*Record) {
 				h.recs[name] = r
 			}
 		}
-		h.valid = true
+		h.valid, h.sorted = true, nil
 		h.lists++
 	}
 	if h.listing--; h.listing == 0 {
@@ -109,7 +125,7 @@ func (h *Heads) put(r *Record) {
 	name := recordName(r.Plugin, r.Revision)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.recs[name] = r.Clone()
+	h.recs[name], h.sorted = r.Clone(), nil
 	if h.pending != nil {
 		h.pending[name] = h.recs[name]
 	}
@@ -122,7 +138,10 @@ func (h *Heads) drop(name string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.recs, name)
+	if _, ok := h.recs[name]; ok {
+		delete(h.recs, name)
+		h.sorted = nil
+	}
 	if h.pending != nil {
 		h.pending[name] = nil
 	}
