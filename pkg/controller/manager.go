@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +33,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
 
 // The kinds the controller reconciles.
@@ -184,6 +187,14 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		// The resources are read as unstructured objects: through the cache too,
 		// with its indexes, not from the API server on every read.
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+	}
+	// Release records (kubeplug's and Helm's) are read from the target by
+	// state, never from this cache: not caching them keeps the controller's
+	// memory from growing with what it installed in its own cluster.
+	mopts.Cache.ByObject = map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Field: fields.AndSelectors(
+			fields.OneTermNotEqualSelector("type", string(state.RecordType)),
+			fields.OneTermNotEqualSelector("type", "helm.sh/release.v1"))},
 	}
 	if opts.Namespace != "" {
 		mopts.Cache.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
