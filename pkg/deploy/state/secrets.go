@@ -176,8 +176,7 @@ func gunzip(b []byte) ([]byte, error) {
 func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
 	if plugin == "" && s.shared != nil {
 		if out, ok := s.shared.all(); ok {
-			s.knowAll(out)
-			return out, nil
+			return out, nil // what the store knows is the shared view: knownHeads
 		}
 		s.shared.begin()
 		out, err := s.listHeads(ctx, plugin)
@@ -245,20 +244,6 @@ func (s *Secrets) listHeads(ctx context.Context, plugin string) ([]*Record, erro
 		s.known[r.Plugin] = append(s.known[r.Plugin], r.Clone())
 	}
 	return out, nil
-}
-
-// knowAll makes recs, every head of the namespace as the shared view holds
-// them, what the store knows: shallow copies of its own, which the store's
-// cleanup only reads.
-func (s *Secrets) knowAll(recs []*Record) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.known, s.allKnown = map[string][]*Record{}, true
-	copies := make([]Record, len(recs))
-	for i, r := range recs {
-		copies[i] = *r
-		s.known[r.Plugin] = append(s.known[r.Plugin], &copies[i])
-	}
 }
 
 // rememberAll makes recs, every head of the namespace, what the store knows.
@@ -629,6 +614,11 @@ func (s *Secrets) collect(ctx context.Context, plugin string) error {
 // knownHeads is a plugin's heads, oldest first: as the store knows them, else
 // listed.
 func (s *Secrets) knownHeads(ctx context.Context, plugin string) ([]*Record, error) {
+	if s.shared != nil {
+		if recs, ok := s.shared.of(plugin); ok {
+			return recs, nil // kept current by every store's writes and deletes
+		}
+	}
 	s.mu.Lock()
 	recs, ok := s.known[plugin]
 	ok = ok || s.allKnown

@@ -27,6 +27,8 @@ type Heads struct {
 	// nil when it must be sorted again.
 	recs   map[string]*Record
 	sorted []*Record
+	// byPlugin holds each plugin's part of sorted, made with it.
+	byPlugin map[string][]*Record
 	// listing counts the LISTs in flight; pending holds what was written (a
 	// record) or deleted (nil) meanwhile, by head name, which a LIST that
 	// began before may not show.
@@ -64,21 +66,52 @@ func (h *Heads) all() (out []*Record, ok bool) {
 	if !h.valid {
 		return nil, false
 	}
-	if h.sorted == nil {
-		h.sorted = make([]*Record, 0, len(h.recs))
-		for _, r := range h.recs {
-			h.sorted = append(h.sorted, r)
-		}
-		sortRecords(h.sorted)
+	h.sort()
+	return shallow(h.sorted), true
+}
+
+// of returns shallow copies of one plugin's heads, oldest first; ok is false
+// when they must be listed first.
+func (h *Heads) of(plugin string) (out []*Record, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.valid {
+		return nil, false
 	}
-	// One allocation for every copy.
-	copies := make([]Record, len(h.sorted))
-	out = make([]*Record, len(h.sorted))
-	for i, r := range h.sorted {
+	h.sort()
+	return shallow(h.byPlugin[plugin]), true
+}
+
+// sort makes sorted and byPlugin, when a change dropped them.
+func (h *Heads) sort() {
+	if h.sorted != nil {
+		return
+	}
+	h.sorted = make([]*Record, 0, len(h.recs))
+	for _, r := range h.recs {
+		h.sorted = append(h.sorted, r)
+	}
+	sortRecords(h.sorted)
+	h.byPlugin = map[string][]*Record{}
+	for i := 0; i < len(h.sorted); {
+		j := i + 1
+		for j < len(h.sorted) && h.sorted[j].Plugin == h.sorted[i].Plugin {
+			j++
+		}
+		h.byPlugin[h.sorted[i].Plugin] = h.sorted[i:j:j]
+		i = j
+	}
+}
+
+// shallow copies recs' records, in one allocation.
+func shallow(recs []*Record) []*Record {
+	copies := make([]Record, len(recs))
+	out := make([]*Record, len(recs))
+	for i, r := range recs {
 		copies[i] = *r
 		out[i] = &copies[i]
 	}
-	return out, true
+	return out
 }
 
 // begin is called before a LIST whose records fill (or, when it fails, end)
