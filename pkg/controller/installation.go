@@ -334,6 +334,14 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 			}
 		}
 	}
+	if err := b.load(); errors.As(err, &se) {
+		st.Conditions = stalled(st.Conditions, gen, ReasonInvalidSpec, se.msg)
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%s", se.msg)
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, err.Error())
+		return reconcile.Result{}, err
+	}
 	rec, stall := condition(st.Conditions, "Reconciling"), condition(st.Conditions, "Stalled")
 	if st.LastAppliedGeneration != gen && (rec == nil || rec.Status != "True") && (stall == nil || stall.ObservedGeneration != gen) {
 		// A change (not a drift check, nor a retry of a generation that
