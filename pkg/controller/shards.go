@@ -101,7 +101,7 @@ func (s *shards) Start(ctx context.Context) error {
 		s.round(ctx)
 		select {
 		case <-ctx.Done():
-			s.giveUp()
+			s.giveUp() //nolint:contextcheck // ctx is done: the Leases are given up with a fresh, short timeout
 			return nil
 		case <-tick.C:
 		}
