@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,7 +29,8 @@ const (
 // replica holding the first cluster's shard is killed with SIGKILL, the two
 // left take its shards over once its Leases expire (three each), and an edit
 // of every installation converges, those of the killed replica's clusters
-// applied by the replica that took their shard.
+// applied by the replica that took their shard; a replica stopped with SIGTERM
+// gives its shards up at once.
 func TestShardsKillNine(t *testing.T) {
 	rc := testcluster.RESTConfig(t)
 	cs := testcluster.Client(t)
@@ -136,6 +138,15 @@ func TestShardsKillNine(t *testing.T) {
 		t.Errorf("inst-0 was applied by %v, want by %s and then the replica that took its shard", got, victim)
 	}
 	t.Logf("shards before the kill %v, after %v (killed %s)", h, after, victim)
+
+	// A replica stopped with SIGTERM gives its shards up at once: the last one
+	// holds all six sooner than the Leases (6 s) could expire.
+	stopped, last := replicas[survivors[0]], survivors[1]
+	if err := stopped.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-stopped.done
+	waitFor(t, 4*time.Second, "the stopped replica's shards taken at once", balanced(last))
 }
 
 func expired(l *coordinationv1.Lease) bool {
