@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,7 +44,7 @@ func shardOf(key string, n int) int {
 func shardLeaseName(i int) string      { return fmt.Sprintf("kubeplug-controller-shard-%d", i) }
 func memberLeaseName(id string) string { return "kubeplug-controller-member-" + id }
 func isMemberLease(l *coordinationv1.Lease) bool {
-	return len(l.Name) > len(memberLeaseName("")) && l.Name[:len(memberLeaseName(""))] == memberLeaseName("")
+	return strings.HasPrefix(l.Name, memberLeaseName(""))
 }
 
 // shards is this replica's part of the fleet; nil when not sharded (it owns
@@ -80,7 +81,7 @@ func (s *shards) owns(key string) bool {
 	return ok && s.now().Sub(renewed) < s.duration*2/3
 }
 
-// Held lists the shards held, sorted.
+// heldShards lists the shards held, sorted.
 func (s *shards) heldShards() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -146,8 +147,8 @@ func (s *shards) round(ctx context.Context) {
 		mine := l != nil && holder(l) == s.id
 		switch {
 		case mine && held > fair:
-			// Beyond the fair share (a replica came back): give it up, the
-			// highest first, so that the newcomer takes it.
+			// Beyond the fair share (a replica joined): give it up, the
+			// lowest first, so that the newcomer takes it.
 			s.drop(i)
 			if err := s.release(ctx, l); err != nil {
 				s.log.Warn("cannot give up a shard", "shard", i, "error", err)
