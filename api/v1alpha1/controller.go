@@ -45,6 +45,11 @@ type PluginCatalogStatus struct {
 	Conditions []Condition `json:"conditions,omitempty" jsonschema:"maxItems=8"`
 	// Plugins are the plugin versions the catalog offers ("name@version").
 	Plugins []string `json:"plugins,omitempty" jsonschema:"maxItems=10000"`
+	// ListedFrom identifies what Plugins was listed from: the catalog's
+	// sources and the versions of the ConfigMaps and Secrets that hold them.
+	// A catalog whose sources are all in the cluster is not listed again while
+	// it stays the same (a controller restart reads no package).
+	ListedFrom string `json:"listedFrom,omitempty" jsonschema:"maxLength=80"`
 }
 
 // PluginInstallationSpec is a cluster file's plugins section, kept installed in

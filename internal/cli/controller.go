@@ -44,6 +44,12 @@ it, and neither the CLI nor another installation changes or removes it. The
 controller holds a cluster's operation lease while it works there; a CLI run
 waits for it or fails naming the controller.
 
+With --shards N, every replica works: each target cluster belongs to one of N
+shards by a stable hash of its namespace/name, and only the replica holding that
+shard's Lease reconciles its installations; replicas share the shards fairly
+and take over those of a replica that died once its Leases expire
+(--leader-elect is then not used).
+
 The controller runs until interrupted (SIGINT, SIGTERM), then finishes what it
 is doing (up to 30 s) and releases its leases.
 
@@ -61,7 +67,10 @@ yourself) and show no values. Whoever reaches the metrics port sees them.`,
   kubeplug controller
 
   # Two replicas in a cluster elect a leader
-  kubeplug controller manifests --replicas 2 --image registry.example/kubeplug:v1 | kubectl apply -f -`,
+  kubeplug controller manifests --replicas 2 --image registry.example/kubeplug:v1 | kubectl apply -f -
+
+  # Three replicas split the target clusters: six shards, two each (run each so)
+  kubeplug controller --shards 6 --replica-id a`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rc, err := target.Config()
@@ -95,7 +104,10 @@ yourself) and show no values. Whoever reaches the metrics port sees them.`,
 	f.StringVar(&opts.Namespace, "watch-namespace", "", "reconcile only this namespace's resources (default: all namespaces)")
 	f.IntVar(&opts.Concurrency, "concurrency", 8, "how many installations reconcile at once")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one leader among replicas (a Lease in --leader-elect-namespace)")
-	f.StringVar(&opts.LeaderElectionNamespace, "leader-elect-namespace", "kubeplug-system", "the namespace of the leader election Lease")
+	f.StringVar(&opts.LeaderElectionNamespace, "leader-elect-namespace", "kubeplug-system", "the namespace of the leader election Lease (and of the shard Leases)")
+	f.IntVar(&opts.Shards, "shards", 1, "split the target clusters among replicas in this many shards (a Lease each); every replica gets the same value")
+	f.StringVar(&opts.ReplicaID, "replica-id", "", "this replica's name in the shard Leases (default: host name and process id)")
+	cmd.MarkFlagsMutuallyExclusive("shards", "leader-elect")
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", `where Prometheus metrics are served ("0": nowhere)`)
 	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", `where /healthz and /readyz are served ("0": nowhere)`)
 	f.DurationVar(&opts.DefaultInterval, "interval", 10*time.Minute, "how often an installation without spec.interval is checked for drift")

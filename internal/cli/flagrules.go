@@ -27,6 +27,7 @@ var (
 	countFlags = map[string]bool{
 		"replicas":    true,
 		"concurrency": true,
+		"shards":      true,
 		"history-max": true,
 		"to-revision": true,
 	}

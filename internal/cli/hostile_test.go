@@ -87,6 +87,8 @@ func TestFlagsTakenOnTrust(t *testing.T) {
 		{[]string{"controller", "--watch-namespace", "a/b"}, `--watch-namespace "a/b": a namespace must be a DNS label`},
 		{[]string{"controller", "--leader-elect-namespace", "UP"}, `--leader-elect-namespace "UP": a namespace must be a DNS label`},
 		{[]string{"controller", "--interval", "-1s"}, "--interval -1s: a duration must not be negative"},
+		{[]string{"controller", "--shards", "0"}, "--shards 0: a count must be a whole number of at least 1"},
+		{[]string{"controller", "--shards", "3", "--leader-elect"}, "[leader-elect shards] were all set"},
 		{[]string{"apply", "-f", "none.yaml", "--history-max", "-3"}, "--history-max -3: a count must be"},
 		{[]string{"rollback", "-f", "none.yaml", "demo", "--to-revision", "-2"}, "--to-revision -2: a count must be"},
 	} {

@@ -8,6 +8,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
@@ -46,6 +47,9 @@ type DeployOptions struct {
 	// Client, when set, is the client of the target cluster to use (a
 	// controller's, shared across its applies); one is made otherwise.
 	Client *kube.Client
+	// Heads, when set, is the target's release record heads shared across
+	// runs (deploy.Options.Heads).
+	Heads *state.Heads
 }
 
 // Apply runs every stage of a cluster spec against a running cluster: it deploys

@@ -84,7 +84,7 @@ var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
 	d, err := deploy.New(rest.CopyConfig(lv.rest), deploy.Options{
 		Logger: r.log(), Events: o.Events, Timeout: o.Timeout, DryRun: lv.dryRun, ForceConflicts: o.ForceConflicts, ForceCRDChanges: o.ForceCRDChanges,
 		RollbackOnFailure: o.RollbackOnFailure, AllowDowngrade: o.AllowDowngrade, HistoryMax: o.HistoryMax,
-		Sensitive: r.plan.Secrets(), Owner: o.Owner, Adopt: o.Adopt, Remedies: o.Remedies, Client: o.Client,
+		Sensitive: r.plan.Secrets(), Owner: o.Owner, Adopt: o.Adopt, Remedies: o.Remedies, Client: o.Client, Heads: o.Heads,
 	})
 	if err == nil {
 		if err = d.Ping(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,35 @@ import (
 
 // benchChild runs the controller replica without leader election (see runChild).
 const benchChild = "KUBEPLUG_CONTROLLER_TEST_BENCH"
+
+// benchProfile names a directory where each benchmarked controller process
+// writes its CPU profile (cpu-PID.pprof, the whole run) and, when it stops,
+// its heap profiles (heap-PID.pprof: in use; allocs-PID.pprof: allocated).
+const benchProfile = "KUBEPLUG_BENCH_PROFILE"
+
+// profile starts the CPU profile into dir; the function it returns stops it
+// and writes the heap profiles.
+func profile(dir string) func() {
+	pid := os.Getpid()
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d.pprof", pid)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		for _, name := range []string{"heap", "allocs"} {
+			if h, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", name, pid))); err == nil {
+				_ = pprof.Lookup(name).WriteTo(h, 0)
+				h.Close()
+			}
+		}
+	}
+}
 
 // BenchmarkInstallations creates $KUBEPLUG_BENCH_INSTALLATIONS (default 1000)
 // installations of 1–3 small plugins each (one ConfigMap per plugin, each

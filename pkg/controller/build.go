@@ -39,6 +39,8 @@ func specErrorf(format string, args ...any) error {
 
 // built is an installation turned into what `kubeplug apply` takes.
 type built struct {
+	// raw is the cluster file; cluster is it parsed (load).
+	raw     []byte
 	cluster *config.Cluster
 	// file is the in-memory cluster file's path (never written): diagnostics
 	// located in it are reported at the installation's fields.
@@ -46,6 +48,36 @@ type built struct {
 	// digest identifies the cluster file (values, sources and their versions,
 	// the Kubernetes version) and the target.
 	digest string
+	// unpack writes the packages and keys its sources name, held in
+	// ConfigMaps and Secrets, under the work directory: only an apply needs
+	// them, not a reconcile that finds nothing changed (digest).
+	unpack unpacks
+}
+
+// unpacks write what sources name; see Controller.unpack.
+type unpacks []func() error
+
+// load unpacks what the cluster file's sources name and parses it (which
+// checks that they exist): only an apply needs it.
+func (b *built) load() error {
+	if err := b.unpack.do(); err != nil {
+		return fmt.Errorf("unpack the catalogs' packages: %w", err)
+	}
+	parsed, l := config.Parse(b.file, b.raw)
+	if l.HasFatal() {
+		return &specError{msg: describe(l, b.file)}
+	}
+	b.cluster = parsed
+	return nil
+}
+
+func (u unpacks) do() error {
+	for _, f := range u {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // build turns an installation into a cluster file for the target's version: its
@@ -53,12 +85,13 @@ type built struct {
 // work directory), its plugins with their valuesFrom resolved.
 func (c *Controller) build(ctx context.Context, cl client.Client, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, tg *target, version string) (*built, error) {
 	var sources []v1alpha1.Source
+	var pending unpacks
 	for _, name := range spec.Catalogs {
-		srcs, err := c.catalogSources(ctx, cl, obj.GetNamespace(), name)
+		srcs, u, err := c.catalogSources(ctx, cl, obj.GetNamespace(), name)
 		if err != nil {
 			return nil, err
 		}
-		sources = append(sources, srcs...)
+		sources, pending = append(sources, srcs...), append(pending, u...)
 	}
 	enabled := make([]v1alpha1.PluginRef, 0, len(spec.Plugins))
 	for i, p := range spec.Plugins {
@@ -87,20 +120,14 @@ func (c *Controller) build(ctx context.Context, cl client.Client, obj *unstructu
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(c.opts.WorkDir, "installations", obj.GetNamespace(), obj.GetName())
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	file := filepath.Join(dir, "cluster.yaml")
-	parsed, l := config.Parse(file, raw)
-	if l.HasFatal() {
-		return nil, &specError{msg: describe(l, file)}
-	}
+	// The file is never written, nor its directory made: its sources are
+	// absolute paths, and nothing of an apply writes beside its cluster file.
+	file := filepath.Join(c.opts.WorkDir, "installations", obj.GetNamespace(), obj.GetName(), "cluster.yaml")
 	// Not the work directory's path, which differs per process: a restarted
 	// controller sees the same digest for the same inputs.
 	stable := bytes.ReplaceAll(raw, []byte(c.opts.WorkDir), []byte("$WORKDIR"))
 	sum := sha256.Sum256(append(stable, "\x00target="+tg.key...))
-	return &built{cluster: parsed, file: file, digest: "sha256:" + hex.EncodeToString(sum[:])}, nil
+	return &built{raw: raw, file: file, digest: "sha256:" + hex.EncodeToString(sum[:]), unpack: pending}, nil
 }
 
 // valueFrom merges one valuesFrom entry into vals.
@@ -173,20 +200,22 @@ func (c *Controller) valueFrom(ctx context.Context, cl client.Client, ns string,
 	return nil
 }
 
-// catalogSources turns a PluginCatalog into cluster-file sources.
-func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, name string) ([]v1alpha1.Source, error) {
+// catalogSources turns a PluginCatalog into cluster-file sources; the files
+// they name exist once the unpacks returned ran.
+func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, name string) ([]v1alpha1.Source, unpacks, error) {
 	obj := newObject(CatalogGVK)
 	if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, specErrorf("spec.catalogs: PluginCatalog %s/%s does not exist", ns, name)
+			return nil, nil, specErrorf("spec.catalogs: PluginCatalog %s/%s does not exist", ns, name)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	var spec v1alpha1.PluginCatalogSpec
 	if err := fromField(obj, "spec", &spec); err != nil {
-		return nil, specErrorf("PluginCatalog %s/%s: %v", ns, name, err)
+		return nil, nil, specErrorf("PluginCatalog %s/%s: %v", ns, name, err)
 	}
 	var out []v1alpha1.Source
+	var pending unpacks
 	for i, s := range spec.Sources {
 		where := fmt.Sprintf("PluginCatalog %s/%s spec.sources[%d]", ns, name, i)
 		var keys []string
@@ -194,16 +223,14 @@ func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, n
 			cm := &corev1.ConfigMap{}
 			if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.VerifyKeys}, cm); err != nil {
 				if apierrors.IsNotFound(err) {
-					return nil, specErrorf("%s.verifyKeys: ConfigMap %s does not exist", where, s.VerifyKeys)
+					return nil, nil, specErrorf("%s.verifyKeys: ConfigMap %s does not exist", where, s.VerifyKeys)
 				}
-				return nil, err
+				return nil, nil, err
 			}
-			files, err := c.unpack(filepath.Join("keys", ns, cm.Name+"@"+cm.ResourceVersion), textData(cm.Data), cm.BinaryData)
-			if err != nil {
-				return nil, err
-			}
+			files, u := c.unpack(filepath.Join("keys", ns, cm.Name+"@"+cm.ResourceVersion), textData(cm.Data), cm.BinaryData)
+			pending = append(pending, u)
 			if len(files) == 0 {
-				return nil, specErrorf("%s.verifyKeys: ConfigMap %s holds no keys", where, s.VerifyKeys)
+				return nil, nil, specErrorf("%s.verifyKeys: ConfigMap %s holds no keys", where, s.VerifyKeys)
 			}
 			keys = files
 		}
@@ -215,9 +242,9 @@ func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, n
 		}
 		switch {
 		case s.Type != "" && s.URL == "":
-			return nil, specErrorf("%s.type: %q applies to a url; this source has none", where, s.Type)
+			return nil, nil, specErrorf("%s.type: %q applies to a url; this source has none", where, s.Type)
 		case s.Type == source.SourceTypeHelm && s.VerifyKeys != "":
-			return nil, specErrorf("%s.verifyKeys: a Helm repository's charts are not signed with kubeplug keys; leave verifyKeys out for type: helm", where)
+			return nil, nil, specErrorf("%s.verifyKeys: a Helm repository's charts are not signed with kubeplug keys; leave verifyKeys out for type: helm", where)
 		case s.URL != "":
 			out = append(out, v1alpha1.Source{Catalog: s.URL, Type: s.Type, Verify: verify()})
 		case s.ConfigMap != "" || s.Secret != "":
@@ -227,25 +254,23 @@ func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, n
 				cm := &corev1.ConfigMap{}
 				if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.ConfigMap}, cm); err != nil {
 					if apierrors.IsNotFound(err) {
-						return nil, specErrorf("%s.configMap: ConfigMap %s does not exist", where, s.ConfigMap)
+						return nil, nil, specErrorf("%s.configMap: ConfigMap %s does not exist", where, s.ConfigMap)
 					}
-					return nil, err
+					return nil, nil, err
 				}
 				data, version, kind, holder = mergeData(textData(cm.Data), cm.BinaryData), cm.ResourceVersion, "cm", cm.Name
 			} else {
 				sec := &corev1.Secret{}
 				if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.Secret}, sec); err != nil {
 					if apierrors.IsNotFound(err) {
-						return nil, specErrorf("%s.secret: Secret %s does not exist", where, s.Secret)
+						return nil, nil, specErrorf("%s.secret: Secret %s does not exist", where, s.Secret)
 					}
-					return nil, err
+					return nil, nil, err
 				}
 				data, version, kind, holder = sec.Data, sec.ResourceVersion, "secret", sec.Name
 			}
-			files, err := c.unpack(filepath.Join("catalogs", ns, kind+"-"+holder+"@"+version), nil, data)
-			if err != nil {
-				return nil, err
-			}
+			files, u := c.unpack(filepath.Join("catalogs", ns, kind+"-"+holder+"@"+version), nil, data)
+			pending = append(pending, u)
 			n := 0
 			for _, f := range files {
 				if strings.HasSuffix(f, ".tgz") || strings.HasSuffix(f, ".tar.gz") {
@@ -254,18 +279,19 @@ func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, n
 				}
 			}
 			if n == 0 {
-				return nil, specErrorf("%s: %s %s holds no package archive (a key ending in .tgz)", where, map[string]string{"cm": "ConfigMap", "secret": "Secret"}[kind], holder)
+				return nil, nil, specErrorf("%s: %s %s holds no package archive (a key ending in .tgz)", where, map[string]string{"cm": "ConfigMap", "secret": "Secret"}[kind], holder)
 			}
 		}
 	}
-	return out, nil
+	return out, pending, nil
 }
 
 var keyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 
-// unpack writes data under the work directory at rel, once per version (rel
-// names it), and returns the files' paths, sorted.
-func (c *Controller) unpack(rel string, text map[string][]byte, bin map[string][]byte) ([]string, error) {
+// unpack returns the paths, sorted, of data's files under the work directory
+// at rel, and the function that writes them there, once per version (rel names
+// it).
+func (c *Controller) unpack(rel string, text map[string][]byte, bin map[string][]byte) ([]string, func() error) {
 	dir := filepath.Join(c.opts.WorkDir, rel)
 	all := mergeData(text, bin)
 	names := make([]string, 0, len(all))
@@ -280,33 +306,39 @@ func (c *Controller) unpack(rel string, text map[string][]byte, bin map[string][
 	for _, k := range names {
 		out = append(out, filepath.Join(dir, k))
 	}
+	return out, func() error { return writeOnce(dir, names, all) }
+}
+
+// writeOnce writes the files names of all into dir, unless a complete dir is
+// there already; readers never see it half-written.
+func writeOnce(dir string, names []string, all map[string][]byte) error {
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
-		return out, nil
+		return nil
 	}
-	tmp := dir + ".tmp-" + fmt.Sprint(os.Getpid())
-	_ = os.RemoveAll(tmp)
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
-		return nil, err
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	// Its own: reconciles of one process may unpack the same version at once.
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return err
 	}
 	for _, k := range names {
 		if err := os.WriteFile(filepath.Join(tmp, k), all[k], 0o600); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		_ = os.RemoveAll(tmp)
 		if _, serr := os.Stat(filepath.Join(dir, ".complete")); serr == nil {
-			return out, nil // another reconcile unpacked the same version
+			return nil // another reconcile unpacked the same version
 		}
-		return nil, err
+		return err
 	}
-	return out, nil
+	return nil
 }
 
 func textData(m map[string]string) map[string][]byte {

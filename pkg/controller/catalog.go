@@ -1,7 +1,11 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -33,6 +37,7 @@ func (r *catalogReconciler) setup(mgr manager.Manager) error {
 		For(newObject(CatalogGVK)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.holders)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.holders)).
+		WatchesRawSource(r.c.shardGained(CatalogGVK, r.client)).
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
@@ -45,6 +50,9 @@ func (r *catalogReconciler) holders(ctx context.Context, o client.Object) []reco
 const catalogResync = 10 * time.Minute
 
 func (r *catalogReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !r.c.owns(req.String()) {
+		return reconcile.Result{}, nil // another replica's shard
+	}
 	obj := newObject(CatalogGVK)
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -55,7 +63,19 @@ func (r *catalogReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	st.Conditions = slices.Clone(st.Conditions)
 	gen := obj.GetGeneration()
 	st.ObservedGeneration = gen
-	versions, err := r.list(ctx, req.Namespace, req.Name)
+	srcs, unpack, err := r.c.catalogSources(ctx, r.client, req.Namespace, req.Name)
+	from, local := r.c.listedFrom(srcs)
+	if ready := condition(st.Conditions, "Ready"); err == nil && local && ready != nil && ready.Status == "True" &&
+		before.ObservedGeneration == gen && st.ListedFrom == from {
+		return reconcile.Result{RequeueAfter: catalogResync}, nil // listed from the same packages already
+	}
+	var versions []string
+	if err == nil {
+		err = unpack.do()
+	}
+	if err == nil {
+		versions, err = r.list(ctx, req.Namespace, req.Name, srcs)
+	}
 	var se *specError
 	switch {
 	case errors.As(err, &se):
@@ -63,7 +83,7 @@ func (r *catalogReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	case err != nil:
 		st.Conditions = setCondition(st.Conditions, gen, "Ready", "False", "Unavailable", err.Error())
 	default:
-		st.Plugins = versions
+		st.Plugins, st.ListedFrom = versions, from
 		st.Conditions = setCondition(st.Conditions, gen, "Ready", "True", "Listed", fmt.Sprintf("%d plugin version(s)", len(versions)))
 	}
 	if !sameStatus(before, st) {
@@ -77,13 +97,24 @@ func (r *catalogReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	return reconcile.Result{RequeueAfter: catalogResync}, nil
 }
 
+// listedFrom identifies a catalog's sources (their paths under the work
+// directory name the resourceVersions of what holds them), whatever the work
+// directory; local is false when one is a URL, which may change at any time.
+func (c *Controller) listedFrom(srcs []v1alpha1.Source) (from string, local bool) {
+	local = true
+	h := sha256.New()
+	for _, s := range srcs {
+		local = local && s.Catalog == ""
+		raw, _ := json.Marshal(s)
+		h.Write(bytes.ReplaceAll(raw, []byte(c.opts.WorkDir), []byte("$WORKDIR")))
+		h.Write([]byte{0})
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), local
+}
+
 // list lists a catalog's plugin versions through the same sources an
 // installation uses.
-func (r *catalogReconciler) list(ctx context.Context, ns, name string) ([]string, error) {
-	srcs, err := r.c.catalogSources(ctx, r.client, ns, name)
-	if err != nil {
-		return nil, err
-	}
+func (r *catalogReconciler) list(ctx context.Context, ns, name string, srcs []v1alpha1.Source) ([]string, error) {
 	doc := map[string]any{
 		"apiVersion": "kubeplug.dev/v1alpha1", "kind": "Cluster", "metadata": map[string]any{"name": name},
 		"spec": map[string]any{"kubernetesVersion": "1.37.1", "plugins": map[string]any{"sources": srcs}},

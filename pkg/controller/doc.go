@@ -20,5 +20,12 @@
 //
 // The controller holds a cluster's operation lease (internal/lease) while it
 // has work for that cluster, and applies several installations under it; the
-// CLI meanwhile waits for the lease or fails naming the controller.
+// CLI meanwhile waits for the lease or fails naming the controller. Its applies
+// to one cluster share one client and one decoded view of the cluster's
+// release records (state.Heads), kept current by their own writes and read
+// again whenever the lease is taken anew.
+//
+// Replicas either elect one leader (Options.LeaderElection) or split the
+// target clusters among them in shards, a Lease each (Options.Shards, see
+// shards.go).
 package controller

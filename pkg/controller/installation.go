@@ -82,6 +82,7 @@ func (r *installationReconciler) setup(mgr manager.Manager, opts controller.Opti
 		Watches(newObject(CatalogGVK), handler.EnqueueRequestsFromMapFunc(r.referencing)).
 		Watches(newObject(TargetGVK), handler.EnqueueRequestsFromMapFunc(r.referencing)).
 		Watches(newObject(InstallationGVK), handler.EnqueueRequestsFromMapFunc(r.dependents)).
+		WatchesRawSource(r.c.shardGained(InstallationGVK, r.client)).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -234,6 +235,9 @@ func (r *installationReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if tgt, _, _ := unstructured.NestedString(obj.Object, "spec", "target"); !r.c.owns(targetKey(req.Namespace, tgt)) {
+		return reconcile.Result{}, nil // another replica's shard
+	}
 	var spec v1alpha1.PluginInstallationSpec
 	var st v1alpha1.PluginInstallationStatus
 	_ = fromField(obj, "status", &st)
@@ -301,7 +305,8 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	version, err := tg.client.ServerVersion(vctx)
 	cancel()
 	if err != nil {
-		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, "cannot reach the cluster: "+err.Error())
+		_, msg := unreachable(err)
+		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, msg)
 		return reconcile.Result{}, fmt.Errorf("installation %s: cannot reach its cluster: %w", ownerOf(obj), err)
 	}
 	version = strings.TrimPrefix(version, "v")
@@ -329,6 +334,14 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 			}
 		}
 	}
+	if err := b.load(); errors.As(err, &se) {
+		st.Conditions = stalled(st.Conditions, gen, ReasonInvalidSpec, se.msg)
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%s", se.msg)
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, err.Error())
+		return reconcile.Result{}, err
+	}
 	rec, stall := condition(st.Conditions, "Reconciling"), condition(st.Conditions, "Stalled")
 	if st.LastAppliedGeneration != gen && (rec == nil || rec.Status != "True") && (stall == nil || stall.ObservedGeneration != gen) {
 		// A change (not a drift check, nor a retry of a generation that
@@ -339,7 +352,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 		}
 		*written = cloneStatus(*st)
 	}
-	lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client)
+	lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client, tg.heads)
 	if err != nil {
 		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, "cannot take the cluster's operation lease: "+err.Error())
 		return reconcile.Result{}, err
@@ -365,6 +378,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	}
 	a.Lease = action.Lease{External: true}
 	a.Client = tg.client
+	a.Heads = tg.heads
 	res, l := a.Run(lctx, b.cluster)
 	st.KubernetesVersion = version
 	if l.HasFatal() {
@@ -414,6 +428,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	st.Conditions = ready(st.Conditions, gen, ReasonSucceeded, msg)
 	st.LastAppliedGeneration, st.LastAppliedDigest, st.LastAppliedTime = gen, b.digest, now()
 	if changed {
+		r.c.opts.Logger.Info("installation applied", "installation", ownerOf(obj), "cluster", tg.key, "replica", r.c.opts.ReplicaID)
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonSucceeded, "Apply", "%s; %d object(s) applied, %d pruned, removed %v", msg, res.Applied, res.Pruned, res.Removed)
 	}
 	return reconcile.Result{}, nil
@@ -422,7 +437,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 // readPlugins fills the status's plugins from the release records the
 // installation owns, and returns those records.
 func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, obj *unstructured.Unstructured, st *v1alpha1.PluginInstallationStatus) ([]*deploy.Record, error) {
-	d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client})
+	d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client, Heads: tg.heads})
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +459,7 @@ func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, ob
 // cliPlugins names the plugins of spec that the CLI installed: the ones an
 // adopting apply takes over.
 func (r *installationReconciler) cliPlugins(ctx context.Context, tg *target, spec *v1alpha1.PluginInstallationSpec) ([]string, error) {
-	d, err := deploy.New(tg.config, deploy.Options{Client: tg.client})
+	d, err := deploy.New(tg.config, deploy.Options{Client: tg.client, Heads: tg.heads})
 	if err != nil {
 		return nil, err
 	}
@@ -516,11 +531,11 @@ func (r *installationReconciler) remove(ctx context.Context, obj *unstructured.U
 	case err != nil:
 		return reconcile.Result{}, err
 	default:
-		lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client)
+		lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client, tg.heads)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client, Timeout: parseDuration(spec.Timeout, 5*time.Minute)})
+		d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client, Heads: tg.heads, Timeout: parseDuration(spec.Timeout, 5*time.Minute)})
 		if err != nil {
 			release()
 			return reconcile.Result{}, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
 
 // leases keeps the operation lease of each cluster the controller works on:
@@ -39,13 +40,18 @@ func newLeases(idle time.Duration, log *slog.Logger) *leases {
 
 // acquire holds the lease of the cluster key for the caller until done is
 // called. The returned context is done when ctx is, or when the lease is lost.
-func (ls *leases) acquire(ctx context.Context, key string, c *kube.Client) (context.Context, func(), error) {
+//
+// Taking the lease anew invalidates heads, the cluster's shared release
+// records: another writer (the CLI) may have written while the controller did
+// not hold it. While it holds the lease, no one else writes, and its own
+// writes keep heads current.
+func (ls *leases) acquire(ctx context.Context, key string, c *kube.Client, heads *state.Heads) (context.Context, func(), error) {
 	ls.mu.Lock()
 	h := ls.held[key]
 	if h == nil {
 		h = &held{ready: make(chan struct{})}
 		ls.held[key] = h
-		go ls.take(key, h, c)
+		go ls.take(key, h, c, heads)
 	}
 	h.users++
 	if h.timer != nil {
@@ -70,7 +76,7 @@ func (ls *leases) acquire(ctx context.Context, key string, c *kube.Client) (cont
 		}
 		ls.mu.Unlock()
 		ls.done(key, h)
-		return ls.acquire(ctx, key, c)
+		return ls.acquire(ctx, key, c, heads)
 	}
 	opCtx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(h.ctx, func() { cancel(context.Cause(h.ctx)) })
@@ -83,7 +89,8 @@ func (ls *leases) acquire(ctx context.Context, key string, c *kube.Client) (cont
 
 // take takes the lease for h, waiting for another holder (the CLI) as long as it
 // holds it.
-func (ls *leases) take(key string, h *held, c *kube.Client) {
+func (ls *leases) take(key string, h *held, c *kube.Client, heads *state.Heads) {
+	heads.Invalidate() // before the lease is taken: a read after it lists again
 	opCtx, release, err := lease.Lock(context.Background(), c, lease.Options{
 		Operation: "controller", Wait: 10 * time.Minute, Namespace: "kubeplug-system", Duration: 10 * time.Second,
 		Waiting: func(e *lease.LockedError) {

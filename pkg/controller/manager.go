@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,21 +12,29 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
 
 // The kinds the controller reconciles.
@@ -90,6 +99,14 @@ type Options struct {
 	// LeaseIdle is how long the controller keeps a cluster's operation lease
 	// after its last apply there, for the next one. Default 2s.
 	LeaseIdle time.Duration
+	// Shards, above 1, splits the fleet among replicas (see shards.go): each
+	// target cluster is reconciled by the one replica holding its shard's
+	// Lease in LeaderElectionNamespace, which lasts LeaderLease. Every
+	// replica must be given the same Shards; it excludes LeaderElection.
+	Shards int
+	// ReplicaID names this replica in the shard Leases. Default the host name
+	// and process id.
+	ReplicaID string
 }
 
 func (o *Options) defaults() error {
@@ -123,6 +140,13 @@ func (o *Options) defaults() error {
 	if o.LeaseIdle <= 0 {
 		o.LeaseIdle = 2 * time.Second
 	}
+	if o.Shards > 1 && o.LeaderElection {
+		return errors.New("sharding (Shards above 1) and leader election exclude each other: every replica works, each on its shards")
+	}
+	if o.ReplicaID == "" {
+		host, _ := os.Hostname()
+		o.ReplicaID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
 	if o.WorkDir == "" {
 		o.WorkDir = filepath.Join(os.TempDir(), fmt.Sprintf("kubeplug-controller-%d", os.Getpid()))
 	}
@@ -136,6 +160,8 @@ type Controller struct {
 	mgr     manager.Manager
 	targets *targets
 	leases  *leases
+	// shards is this replica's part of the fleet; nil when not sharded.
+	shards *shards
 }
 
 // New returns a controller for the management cluster cfg talks to; Run starts it.
@@ -166,6 +192,14 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		// with its indexes, not from the API server on every read.
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	}
+	// Release records (kubeplug's and Helm's) are read from the target by
+	// state, never from this cache: not caching them keeps the controller's
+	// memory from growing with what it installed in its own cluster.
+	mopts.Cache.ByObject = map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Field: fields.AndSelectors(
+			fields.OneTermNotEqualSelector("type", string(state.RecordType)),
+			fields.OneTermNotEqualSelector("type", "helm.sh/release.v1"))},
+	}
 	if opts.Namespace != "" {
 		mopts.Cache.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
 	}
@@ -182,6 +216,17 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	c := &Controller{opts: opts, mgr: mgr}
 	c.targets = newTargets(mgr.GetClient(), cfg)
 	c.leases = newLeases(opts.LeaseIdle, opts.Logger)
+	if opts.Shards > 1 {
+		cs, err := kubernetes.NewForConfig(mcfg)
+		if err != nil {
+			return nil, err
+		}
+		c.shards = &shards{n: opts.Shards, id: opts.ReplicaID, namespace: opts.LeaderElectionNamespace, cs: cs,
+			duration: opts.LeaderLease, log: opts.Logger, now: time.Now, held: map[int]time.Time{}}
+		if err := mgr.Add(c.shards); err != nil {
+			return nil, err
+		}
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -233,3 +278,22 @@ var setLoggerOnce sync.Once
 
 // ownerOf is the owner recorded on the plugins an installation manages.
 func ownerOf(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }
+
+// owns says whether this replica reconciles what belongs to key
+// ("namespace/name" of a target cluster, rollout or catalog; "" for the
+// controller's own cluster): always, unless sharded.
+func (c *Controller) owns(key string) bool { return c.shards.owns(key) }
+
+// shardGained is a source of one event whenever this replica takes a shard
+// (none when not sharded): the reconciler enqueues everything of its kind,
+// which then reconciles what it owns, so that nothing waits for its next
+// event after a handover.
+func (c *Controller) shardGained(k schema.GroupVersionKind, cl client.Client) source.Source {
+	ch := make(chan event.GenericEvent, 1)
+	if c.shards != nil {
+		c.shards.gained = append(c.shards.gained, ch)
+	}
+	return source.Channel(ch, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		return listRequests(ctx, cl, k)
+	}))
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,9 +44,18 @@ func runChild() int {
 		LeaderElection: true, LeaderLease: 6 * time.Second,
 		MetricsAddr: "0", ProbeAddr: "0", WorkDir: os.Getenv(childEnv), LeaseIdle: 200 * time.Millisecond,
 	}
+	if n, err := strconv.Atoi(os.Getenv(shardsEnv)); err == nil {
+		opts.LeaderElection, opts.Shards, opts.ReplicaID = false, n, os.Getenv(replicaEnv)
+	}
 	if os.Getenv(benchChild) != "" {
-		opts.LeaderElection, opts.Concurrency = false, 24
+		opts.LeaderElection = false // at the default concurrency
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		if v, err := strconv.Atoi(os.Getenv("KUBEPLUG_BENCH_CONCURRENCY")); err == nil {
+			opts.Concurrency = v
+		}
+		if dir := os.Getenv(benchProfile); dir != "" {
+			defer profile(dir)()
+		}
 	}
 	c, err := controller.New(cfg, opts)
 	if err != nil {
@@ -74,7 +84,7 @@ type replica struct {
 
 // startReplica runs a controller replica process; faultPoint, when set, kills
 // it there (internal/faultpoint).
-func startReplica(t *testing.T, name, faultPoint string) *replica {
+func startReplica(t *testing.T, name, faultPoint string, env ...string) *replica {
 	t.Helper()
 	dir := t.TempDir()
 	log := filepath.Join(dir, name+".log")
@@ -87,6 +97,7 @@ func startReplica(t *testing.T, name, faultPoint string) *replica {
 	if faultPoint != "" {
 		cmd.Env = append(cmd.Env, faultpoint.EnvVar+"="+faultPoint)
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -55,6 +55,7 @@ func (r *rolloutReconciler) setup(mgr manager.Manager) error {
 		For(newObject(RolloutGVK)).
 		Owns(newObject(InstallationGVK)).
 		Watches(newObject(TargetGVK), handler.EnqueueRequestsFromMapFunc(r.all)).
+		WatchesRawSource(r.c.shardGained(RolloutGVK, r.client)).
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
@@ -73,6 +74,9 @@ func templateHash(t v1alpha1.PluginInstallationSpec) string {
 }
 
 func (r *rolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !r.c.owns(req.String()) {
+		return reconcile.Result{}, nil // another replica's shard
+	}
 	obj := newObject(RolloutGVK)
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)

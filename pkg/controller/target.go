@@ -25,11 +25,22 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
 
 // ErrTargetMissing is returned for an installation whose TargetCluster, or its
 // kubeconfig Secret, does not exist.
 var ErrTargetMissing = errors.New("target cluster not found")
+
+// The reasons of a TargetCluster's Ready condition.
+const (
+	ReasonReachable   = "Reachable"
+	ReasonUnreachable = "Unreachable"
+	// ReasonUnauthorized: the API server answers but refuses the kubeconfig's
+	// credentials (revoked, expired). Its installations are retried with
+	// backoff; a new kubeconfig in the Secret is used at once.
+	ReasonUnauthorized = "Unauthorized"
+)
 
 // target is a cluster installations apply to.
 type target struct {
@@ -38,6 +49,10 @@ type target struct {
 	key    string
 	config *rest.Config
 	client *kube.Client
+	// heads is the cluster's release record heads, shared by every apply
+	// there; invalidated whenever the controller takes the cluster's operation
+	// lease anew (leases).
+	heads *state.Heads
 	// object is the TargetCluster (nil for the own cluster), for targetField.
 	object *unstructured.Unstructured
 }
@@ -56,10 +71,22 @@ type cachedTarget struct {
 	secretVersion string
 	config        *rest.Config
 	client        *kube.Client
+	heads         *state.Heads
 }
 
 func newTargets(c client.Client, self *rest.Config) *targets {
 	return &targets{c: c, self: rest.CopyConfig(self), cache: map[string]cachedTarget{}}
+}
+
+// targetKey names the cluster of an installation in namespace with
+// spec.target name: "" for the controller's own cluster, else
+// "namespace/name" of the TargetCluster. It is the cluster's key in leases and
+// shards.
+func targetKey(namespace, name string) string {
+	if name == "" {
+		return ""
+	}
+	return namespace + "/" + name
 }
 
 // get returns the cluster of an installation in namespace with spec.target name.
@@ -118,12 +145,12 @@ func (t *targets) cached(_ context.Context, key, version string, load func() (*r
 		if err != nil {
 			return nil, err
 		}
-		c = cachedTarget{secretVersion: version, config: cfg, client: kc}
+		c = cachedTarget{secretVersion: version, config: cfg, client: kc, heads: state.NewHeads()}
 		t.mu.Lock()
 		t.cache[key] = c
 		t.mu.Unlock()
 	}
-	return &target{key: key, config: rest.CopyConfig(c.config), client: c.client, object: obj}, nil
+	return &target{key: key, config: rest.CopyConfig(c.config), client: c.client, heads: c.heads, object: obj}, nil
 }
 
 // targetReconciler keeps each TargetCluster's status: Ready when its API server
@@ -137,6 +164,7 @@ func (r *targetReconciler) setup(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("targetcluster").
 		For(newObject(TargetGVK)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret)).
+		WatchesRawSource(r.c.shardGained(TargetGVK, r.client)).
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
@@ -147,6 +175,9 @@ func (r *targetReconciler) forSecret(ctx context.Context, o client.Object) []rec
 }
 
 func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !r.c.owns(targetKey(req.Namespace, req.Name)) {
+		return reconcile.Result{}, nil // another replica's shard
+	}
 	obj := newObject(TargetGVK)
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -164,10 +195,11 @@ func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		cancel()
 	}
 	if err != nil {
-		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "False", "Unreachable", err.Error())
+		reason, msg := unreachable(err)
+		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "False", reason, msg)
 	} else {
 		st.KubernetesVersion = strings.TrimPrefix(version, "v")
-		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "True", "Reachable", "the API server answers, Kubernetes "+st.KubernetesVersion)
+		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "True", ReasonReachable, "the API server answers, Kubernetes "+st.KubernetesVersion)
 	}
 	if !sameStatus(before, st) {
 		if err := writeStatus(ctx, r.client, obj, st); err != nil {
@@ -175,6 +207,15 @@ func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		}
 	}
 	return reconcile.Result{RequeueAfter: r.c.opts.TargetResync}, nil
+}
+
+// unreachable says why a cluster's API server could not be used: a reason of
+// its TargetCluster's Ready condition and a message.
+func unreachable(err error) (reason, msg string) {
+	if apierrors.IsUnauthorized(err) {
+		return ReasonUnauthorized, "Unauthorized: the API server refuses the kubeconfig's credentials (revoked or expired?); put a new kubeconfig in the Secret: " + err.Error()
+	}
+	return ReasonUnreachable, "cannot reach the cluster: " + err.Error()
 }
 
 // now is the time conditions are stamped with.

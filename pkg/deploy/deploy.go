@@ -163,6 +163,11 @@ type Options struct {
 	// from cfg: a controller that applies to one cluster many times shares its
 	// connections and discovery cache.
 	Client *kube.Client
+	// Heads, when set, is the record heads shared by the Deployers of runs
+	// against the same cluster (state.Heads): a controller's applies read them
+	// without listing them each. Its holder invalidates it whenever another
+	// writer may have written. Ignored with a Store.
+	Heads *state.Heads
 	// ServingCerts says how long the serving CAs and certificates of plugins'
 	// APIs and webhooks live (serving.Inject); zero fields take its defaults.
 	ServingCerts serving.Policy
@@ -285,6 +290,7 @@ func New(cfg *rest.Config, opts Options) (*Deployer, error) {
 	if d.store == nil {
 		st := state.NewSecrets(kc, opts.Namespace, opts.HistoryMax)
 		st.SetSealer(sealer)
+		st.ShareHeads(opts.Heads)
 		d.store = st
 	}
 	d.ssa = ssa.New(kc, ssa.Options{Concurrency: opts.Concurrency, Timeout: opts.Timeout, DryRun: opts.DryRun, ForceConflicts: opts.ForceConflicts})

@@ -279,8 +279,13 @@ func (c *Client) shouldTell() bool {
 }
 
 // Transient reports whether err is worth retrying: the server was unreachable,
-// overloaded or timed out.
+// overloaded or timed out. A refusal of the credentials (401, 403) is an answer,
+// never transient, even when its body is no Status (as from /version, which
+// client-go then reports as an unexpected server response).
 func Transient(err error) bool {
+	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+		return false
+	}
 	if apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) {
 		return true

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
@@ -87,5 +90,29 @@ func TestRetryKeepsItsTriesAtTheCap(t *testing.T) {
 	time.AfterFunc(100*time.Millisecond, cancel)
 	if err := c.Ping(ctx); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("Ping cancelled while retrying: %v", err)
+	}
+}
+
+// TestRefusedCredentialsAreNotRetried: an API server that refuses the
+// credentials (401 on /version, whose body client-go does not read as a
+// Status) answered; the request fails at once, saying so, instead of being
+// retried as if the server did not answer.
+func TestRefusedCredentialsAreNotRetried(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte("Unauthorized"))
+	}))
+	defer srv.Close()
+	c, err := kube.New(&rest.Config{Host: srv.URL}, kube.Options{Retry: wait.Backoff{Duration: time.Second, Factor: 1, Steps: 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_, err = c.ServerVersion(t.Context())
+	if err == nil || strings.Contains(err.Error(), "did not answer") || !apierrors.IsUnauthorized(err) {
+		t.Fatalf("ServerVersion with refused credentials: %v; want an Unauthorized error, not a retry", err)
+	}
+	if d := time.Since(began); d > 500*time.Millisecond {
+		t.Errorf("took %s: retried", d)
 	}
 }

@@ -90,7 +90,14 @@ type Secrets struct {
 	inline map[string]inlineObjects
 	// chunks holds every chunk's name by plugin, once listed (nil before).
 	chunks map[string]map[string]bool
+	// shared, when set, answers reads of every head (ShareHeads).
+	shared *Heads
 }
+
+// ShareHeads makes the store read every plugin's heads from h, listing them
+// only when h must be filled, and keep h current with what it writes and
+// deletes. Stores of runs against the same cluster and namespace share one h.
+func (s *Secrets) ShareHeads(h *Heads) { s.shared = h }
 
 // inlineObjects is an inline head's stored objects and their digest.
 type inlineObjects struct {
@@ -167,6 +174,24 @@ func gunzip(b []byte) ([]byte, error) {
 // heads lists the record heads in the namespace, of one plugin or (plugin "") all,
 // and remembers them.
 func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
+	if plugin == "" && s.shared != nil {
+		if out, ok := s.shared.all(); ok {
+			return out, nil // what the store knows is the shared view: knownHeads
+		}
+		s.shared.begin()
+		out, err := s.listHeads(ctx, plugin)
+		if err != nil {
+			s.shared.end(nil)
+			return nil, err
+		}
+		s.shared.end(out)
+		return out, nil
+	}
+	return s.listHeads(ctx, plugin)
+}
+
+// listHeads is heads from a LIST.
+func (s *Secrets) listHeads(ctx context.Context, plugin string) ([]*Record, error) {
 	sel := LabelOwner + "=kubeplug," + LabelPart + "=head"
 	if plugin != "" {
 		sel += "," + kube.LabelPlugin + "=" + plugin
@@ -204,19 +229,31 @@ func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
 	}
 	sortRecords(out)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if plugin == "" {
-		s.known, s.allKnown = map[string][]*Record{}, true
-	} else {
-		s.known[plugin] = []*Record{}
-	}
-	for _, r := range out {
-		s.known[r.Plugin] = append(s.known[r.Plugin], r.Clone())
-	}
 	for name, in := range inline {
 		s.inline[name] = in
 	}
+	s.mu.Unlock()
+	if plugin == "" {
+		s.rememberAll(out)
+		return out, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.known[plugin] = []*Record{}
+	for _, r := range out {
+		s.known[r.Plugin] = append(s.known[r.Plugin], r.Clone())
+	}
 	return out, nil
+}
+
+// rememberAll makes recs, every head of the namespace, what the store knows.
+func (s *Secrets) rememberAll(recs []*Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.known, s.allKnown = map[string][]*Record{}, true
+	for _, r := range recs {
+		s.known[r.Plugin] = append(s.known[r.Plugin], r.Clone())
+	}
 }
 
 // decodeHead reads the Record a head Secret holds.
@@ -506,6 +543,7 @@ func (s *Secrets) writeHead(ctx context.Context, r *Record, inline []byte) error
 		return err
 	}
 	s.remember(r, inline)
+	s.shared.put(r)
 	return nil
 }
 
@@ -576,6 +614,11 @@ func (s *Secrets) collect(ctx context.Context, plugin string) error {
 // knownHeads is a plugin's heads, oldest first: as the store knows them, else
 // listed.
 func (s *Secrets) knownHeads(ctx context.Context, plugin string) ([]*Record, error) {
+	if s.shared != nil {
+		if recs, ok := s.shared.of(plugin); ok {
+			return recs, nil // kept current by every store's writes and deletes
+		}
+	}
 	s.mu.Lock()
 	recs, ok := s.known[plugin]
 	ok = ok || s.allKnown
@@ -657,13 +700,17 @@ func (s *Secrets) chunkNames(ctx context.Context, plugin string) ([]string, erro
 }
 
 func (s *Secrets) deleteSecret(ctx context.Context, name string) error {
-	return s.c.Retry(ctx, func(ctx context.Context) error {
+	err := s.c.Retry(ctx, func(ctx context.Context) error {
 		err := s.c.Core.CoreV1().Secrets(s.namespace).Delete(ctx, name, metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return err
 	})
+	if err == nil {
+		s.shared.drop(name)
+	}
+	return err
 }
 
 // Objects reads the objects a revision applied: from its head when it is

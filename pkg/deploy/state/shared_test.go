@@ -1,0 +1,85 @@
+package state_test
+
+import (
+	"fmt"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
+	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+)
+
+// TestSharedHeads: stores that share Heads list the heads once between them,
+// see each other's writes and deletes without listing again (within a history
+// bounded as the store bounds it), and see another writer's only after
+// Invalidate.
+func TestSharedHeads(t *testing.T) {
+	c, err := kube.New(testcluster.RESTConfig(t), kube.Options{Logger: testcluster.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := testcluster.Namespace(t)
+	ctx := t.Context()
+	h := state.NewHeads()
+	shared := func() *state.Secrets {
+		s := state.NewSecrets(c, ns, 2)
+		s.ShareHeads(h)
+		return s
+	}
+	versions := func(s *state.Secrets) string {
+		hs, err := s.Histories(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ""
+		for _, p := range []string{"a", "b", "cli"} {
+			for _, r := range hs[p] {
+				out += fmt.Sprintf("%s@%s ", p, r.Version)
+			}
+		}
+		return out
+	}
+	write := func(s *state.Secrets, plugin string, rev int) {
+		t.Helper()
+		r := &state.Record{Plugin: plugin, Revision: rev, Version: fmt.Sprint("1.0.", rev), Phase: state.PhaseReady}
+		if err := s.Write(ctx, r, []*unstructured.Unstructured{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := shared(), shared()
+	write(a, "a", 1)
+	if got := versions(b); got != "a@1.0.1 " {
+		t.Fatalf("b reads %q", got)
+	}
+	write(b, "b", 1)
+	for rev := 2; rev <= 3; rev++ { // the oldest beyond 2 collected
+		write(a, "a", rev)
+	}
+	if got, want := versions(shared()), "a@1.0.2 a@1.0.3 b@1.0.1 "; got != want {
+		t.Fatalf("a new store reads %q, want %q", got, want)
+	}
+	if err := b.Delete(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := versions(a), "a@1.0.2 a@1.0.3 "; got != want {
+		t.Fatalf("after b's delete, a reads %q, want %q", got, want)
+	}
+	if n := h.Lists(); n != 1 {
+		t.Errorf("the shared heads were listed %d times, want 1", n)
+	}
+	// Another writer (the CLI's own store) is seen once the holder of the lease
+	// invalidates.
+	write(state.NewSecrets(c, ns, 2), "cli", 1)
+	if got := versions(a); got != "a@1.0.2 a@1.0.3 " {
+		t.Fatalf("before Invalidate, a reads %q", got)
+	}
+	h.Invalidate()
+	if got, want := versions(a), "a@1.0.2 a@1.0.3 cli@1.0.1 "; got != want {
+		t.Errorf("after Invalidate, a reads %q, want %q", got, want)
+	}
+	if n := h.Lists(); n != 2 {
+		t.Errorf("listed %d times, want 2", n)
+	}
+}
