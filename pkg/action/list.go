@@ -11,11 +11,15 @@ import (
 
 // PluginInfo describes one available plugin version.
 type PluginInfo struct {
-	Name        string `json:"name"`
-	Version     string `json:"version"`
-	Origin      string `json:"origin"`
-	Location    string `json:"location"`
-	Digest      string `json:"digest"`
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Origin   string `json:"origin"`
+	Location string `json:"location"`
+	Digest   string `json:"digest"`
+	// SignedBy names the trusted key whose signature the source verified
+	// when it fetched the package ("NAME (ID)"); empty when none did (a
+	// source without a trust policy, or an unsigned package it allows).
+	SignedBy    string `json:"signedBy,omitempty"`
 	Description string `json:"description,omitempty"`
 	// Enabled is set when listing for a cluster file: this version is the one the
 	// cluster's constraint selects.

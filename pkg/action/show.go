@@ -87,7 +87,7 @@ func (a *Show) Run(ctx context.Context, ref string) (*PluginDetail, diag.List) {
 func info(p *plugin.Package) PluginInfo {
 	return PluginInfo{
 		Name: p.Name, Version: p.Version.String(), Origin: p.Origin.Name, Location: p.Location,
-		Digest: p.Digest, Description: p.Manifest.Metadata.Description,
+		Digest: p.Digest, Description: p.Manifest.Metadata.Description, SignedBy: p.SignedBy,
 	}
 }
 

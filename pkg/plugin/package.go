@@ -67,6 +67,10 @@ type Package struct {
 	Schema *jsonschema.Schema
 	// KubernetesVersion is the parsed spec.kubernetesVersion, nil when unset.
 	KubernetesVersion *semver.Constraints
+	// SignedBy names the trusted key, "NAME (ID)", whose signature over the
+	// package's bytes a source with a trust policy verified when it fetched
+	// it; empty when nothing verified a signature.
+	SignedBy string
 
 	doc *yamldoc.Doc
 }

@@ -54,23 +54,29 @@ func (s *verified) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 	if pkg == nil || l.HasFatal() {
 		return pkg, l
 	}
-	if err := s.check(ctx, v, pkg); err != nil {
+	signer, err := s.check(ctx, v, pkg)
+	if err != nil {
 		l.Errorf(v.Location, 0, 0, "", "plugin %s from source %s: %v", v.ID(), s.name, err)
 		return nil, l
+	}
+	if signer != nil {
+		pkg.SignedBy = signer.Name + " (" + signer.ID + ")"
 	}
 	return pkg, l
 }
 
-func (s *verified) check(ctx context.Context, v *Version, pkg *plugin.Package) error {
+// check verifies pkg's signature and returns the key it verified with; nil
+// and no error when the package is unsigned and the policy allows that.
+func (s *verified) check(ctx context.Context, v *Version, pkg *plugin.Package) (*sign.PublicKey, error) {
 	keys := make([]*sign.PublicKey, 0, len(s.policy.Keys))
 	for _, k := range s.policy.Keys {
 		b, err := bounded.ReadFileAs("trusted key", k, bounded.MaxKeySize)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pk, err := sign.LoadPublicKey(k, b)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		keys = append(keys, pk)
 	}
@@ -83,29 +89,30 @@ func (s *verified) check(ctx context.Context, v *Version, pkg *plugin.Package) e
 	}
 	if !IsArchive(v.Location) {
 		if s.policy.Required {
-			return fmt.Errorf("the source requires signatures by %s, but %s is an unpacked directory, which cannot be signed: package it (kubeplug plugin package), sign the archive and list the archive as the source",
+			return nil, fmt.Errorf("the source requires signatures by %s, but %s is an unpacked directory, which cannot be signed: package it (kubeplug plugin package), sign the archive and list the archive as the source",
 				strings.Join(names, ", "), v.Location)
 		}
-		return nil
+		return nil, nil
 	}
 	sigFile := v.Location + sign.SigExt
 	sig, err := bounded.ReadFile(sigFile, bounded.MaxSignatureSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		if s.policy.Required {
-			return fmt.Errorf("not signed: the source requires a signature by %s, expected %s", strings.Join(names, ", "), sigFile)
+			return nil, fmt.Errorf("not signed: the source requires a signature by %s, expected %s", strings.Join(names, ", "), sigFile)
 		}
-		return nil
+		return nil, nil
 	} else if err != nil {
-		return fmt.Errorf("cannot read the signature %s: %w", sigFile, err)
+		return nil, fmt.Errorf("cannot read the signature %s: %w", sigFile, err)
 	}
 	data, err := bounded.ReadFileAs("plugin archive", v.Location, plugin.MaxPackageSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := sign.Verify(data, sig, keys...); err != nil {
-		return fmt.Errorf("signature %s: %w", sigFile, err)
+	signer, err := sign.Verify(data, sig, keys...)
+	if err != nil {
+		return nil, fmt.Errorf("signature %s: %w", sigFile, err)
 	}
-	return sameDigest(data, pkg)
+	return signer, sameDigest(data, pkg)
 }
 
 // sameDigest checks that the package returned is the one whose bytes verified, not
@@ -125,28 +132,28 @@ func sameDigest(data []byte, pkg *plugin.Package) error {
 // artifact (ref, by manifest digest) as a referrer of [sign.ArtifactType] must
 // verify over the artifact's archive with one of keys. The registry must be
 // reachable: a package from the cache alone cannot be verified.
-func (s *verified) checkOCI(ctx context.Context, pkg *plugin.Package, ref string, keys []*sign.PublicKey, names []string) error {
+func (s *verified) checkOCI(ctx context.Context, pkg *plugin.Package, ref string, keys []*sign.PublicKey, names []string) (*sign.PublicKey, error) {
 	opts := HTTPOptions{Timeout: DefaultHTTPTimeout}
 	if oc, ok := s.src.(*ociCatalog); ok {
 		opts = oc.opts // its CA files and credentials
 	}
 	c, err := ociClientFor(ref, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	descs, err := c.Referrers(ctx, ref, sign.ArtifactType)
 	if err != nil {
-		return fmt.Errorf("listing the signatures of %s: %w", ref, err)
+		return nil, fmt.Errorf("listing the signatures of %s: %w", ref, err)
 	}
 	if len(descs) == 0 {
 		if s.policy.Required {
-			return fmt.Errorf("not signed: the source requires a signature by %s, and no %s artifact refers to %s", strings.Join(names, ", "), sign.ArtifactType, ref)
+			return nil, fmt.Errorf("not signed: the source requires a signature by %s, and no %s artifact refers to %s", strings.Join(names, ", "), sign.ArtifactType, ref)
 		}
-		return nil
+		return nil, nil
 	}
 	p, err := c.Pull(ctx, ref)
 	if err != nil {
-		return fmt.Errorf("pulling %s to verify it: %w", ref, err)
+		return nil, fmt.Errorf("pulling %s to verify it: %w", ref, err)
 	}
 	ids := make([]string, len(keys))
 	for i, k := range keys {
@@ -157,8 +164,9 @@ func (s *verified) checkOCI(ctx context.Context, pkg *plugin.Package, ref string
 	for _, d := range try {
 		blob, err := c.ReferrerBlob(ctx, ref, d)
 		if err == nil {
-			if _, err = sign.Verify(p.Archive, blob, keys...); err == nil {
-				return sameDigest(p.Archive, pkg)
+			var signer *sign.PublicKey
+			if signer, err = sign.Verify(p.Archive, blob, keys...); err == nil {
+				return signer, sameDigest(p.Archive, pkg)
 			}
 		}
 		errs = append(errs, fmt.Errorf("signature %s: %w", d.Digest, err))
@@ -166,5 +174,5 @@ func (s *verified) checkOCI(ctx context.Context, pkg *plugin.Package, ref string
 	if skipped > 0 {
 		errs = append(errs, fmt.Errorf("%d more signatures were not tried: at most %d are (those by a trusted key's ID first), of the %d attached", skipped, oci.MaxSignatures, len(descs)))
 	}
-	return errors.Join(errs...)
+	return nil, errors.Join(errs...)
 }

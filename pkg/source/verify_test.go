@@ -65,8 +65,12 @@ func TestVerifiedArchive(t *testing.T) {
 	if l.HasFatal() || len(vs) != 1 {
 		t.Fatalf("List: %v %v", vs, l)
 	}
-	if pkg, l := src.Fetch(ctx, vs[0]); pkg == nil || l.HasFatal() {
+	pkg0, l := src.Fetch(ctx, vs[0])
+	if pkg0 == nil || l.HasFatal() {
 		t.Fatalf("Fetch of a signed package: %v", l)
+	}
+	if !strings.HasPrefix(pkg0.SignedBy, pub+" (sha256:") {
+		t.Errorf("a package whose signature verified says SignedBy %q, want the key", pkg0.SignedBy)
 	}
 
 	// Another package, validly signed, replaces the file after listing.
@@ -88,5 +92,7 @@ func TestVerifiedArchive(t *testing.T) {
 	vs, _ = opt.List(ctx)
 	if pkg, l := opt.Fetch(ctx, vs[0]); pkg == nil || l.HasFatal() {
 		t.Fatalf("Fetch of an unsigned package, signatures optional: %v", l)
+	} else if pkg.SignedBy != "" {
+		t.Errorf("an unsigned package says SignedBy %q", pkg.SignedBy)
 	}
 }
