@@ -179,26 +179,8 @@ func (o *options) watchStatus(ctx context.Context, a *action.Status, cl *config.
 		return err
 	}
 	defer shutdown()
-	const quiet = 300 * time.Millisecond
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-changed:
-		}
-		// An apply writes a record more than once: draw after it settles.
-		t := time.NewTimer(quiet)
-		for wait := true; wait; {
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-changed:
-				t.Reset(quiet)
-			case <-t.C:
-				wait = false
-			}
-		}
+	// An apply writes a record more than once: draw after it settles.
+	for dashboard.Settled(ctx, changed, 300*time.Millisecond) {
 		if !live && text {
 			_, _ = fmt.Fprintf(o.streams.Out, "\n--- %s\n", time.Now().Format(time.TimeOnly))
 		}
@@ -206,6 +188,7 @@ func (o *options) watchStatus(ctx context.Context, a *action.Status, cl *config.
 			return err
 		}
 	}
+	return nil
 }
 
 // recordsNamespace holds the CLI's release records (deploy.Options.Namespace's

@@ -81,24 +81,7 @@ func (s *Server) watch(ctx context.Context) error {
 	fleet := s.fleetWatches(ctx, poke)
 	defer fleet.Shutdown()
 	const quiet, minInterval = 300 * time.Millisecond, time.Second
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-changed:
-		}
-		t := time.NewTimer(quiet)
-		for wait := true; wait; {
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-changed:
-				t.Reset(quiet)
-			case <-t.C:
-				wait = false
-			}
-		}
+	for Settled(ctx, changed, quiet) {
 		s.hub.notify()
 		// A record changed, or an object did: the plugins may own kinds
 		// not watched yet.
@@ -111,6 +94,7 @@ func (s *Server) watch(ctx context.Context) error {
 		case <-time.After(minInterval):
 		}
 	}
+	return nil
 }
 
 // WatchRecords follows kubeplug's release records in namespace through an
@@ -218,5 +202,28 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			_, _ = fmt.Fprintf(w, "event: plugins\ndata: %d\n\n", n)
 		}
 		fl.Flush()
+	}
+}
+
+// Settled waits for a signal on changed, then until none has come for quiet,
+// so that a burst of changes (an apply writes a record more than once) is
+// one. It reports false when ctx ends first.
+func Settled(ctx context.Context, changed <-chan struct{}, quiet time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-changed:
+	}
+	t := time.NewTimer(quiet)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+			t.Reset(quiet)
+		case <-t.C:
+			return true
+		}
 	}
 }
