@@ -106,10 +106,17 @@ func ComponentImage(bin string, names ...string) (v1.Image, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	// Uncompressed, as BinaryImage's: the registry is on this host.
-	layer := static.NewLayer(buf.Bytes(), types.OCIUncompressedLayer)
+	return oneLayerImage(buf.Bytes(), goarch(bin), func(c *v1.Config) {
+		c.Env = []string{"PATH=/" + componentBin + ":/usr/bin:/bin"}
+	})
+}
+
+// oneLayerImage is the image of one uncompressed layer (the tar in layer):
+// the registry is on this host, and gzip of a large program would cost more
+// than sending it. configure sets its run configuration.
+func oneLayerImage(layer []byte, arch string, configure func(*v1.Config)) (v1.Image, error) {
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err := mutate.AppendLayers(base, layer)
+	img, err := mutate.AppendLayers(base, static.NewLayer(layer, types.OCIUncompressedLayer))
 	if err != nil {
 		return nil, err
 	}
@@ -118,8 +125,8 @@ func ComponentImage(bin string, names ...string) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", goarch(bin)
-	cf.Config.Env = []string{"PATH=/" + componentBin + ":/usr/bin:/bin"}
+	cf.OS, cf.Architecture = "linux", arch
+	configure(&cf.Config)
 	return mutate.ConfigFile(img, cf)
 }
 

@@ -19,13 +19,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // RegistryPort is the port of the cluster's registry on the gateway.
@@ -198,22 +194,7 @@ func BinaryImage(bin string) (v1.Image, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	// Uncompressed: the registry is on loopback, and gzip of a large binary
-	// would cost more than sending it.
-	layer := static.NewLayer(buf.Bytes(), types.OCIUncompressedLayer)
-	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err := mutate.AppendLayers(base, layer)
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Entrypoint = []string{"/" + entry}
-	img, err = mutate.ConfigFile(img, cf)
+	img, err := oneLayerImage(buf.Bytes(), "amd64", func(c *v1.Config) { c.Entrypoint = []string{"/" + entry} })
 	if err != nil {
 		return nil, err
 	}
