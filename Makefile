@@ -35,7 +35,7 @@ unit: localcluster localcluster-1.36 localnode images controller-image node-deps
 	$(GO) test -timeout 30m ./...
 
 # Every parser of user input, fuzzed for a few seconds from its seed corpus (the
-# repository's examples plus internal/fuzzseed's hostile classes): enough to
+# repository's examples plus test/harness/fuzzseed's hostile classes): enough to
 # catch a regression on the known edges while keeping CI time small.
 FUZZTIME ?= 3s
 FUZZ_TARGETS := ./internal/yamldoc:FuzzParse ./pkg/config:FuzzParseCluster \
@@ -196,7 +196,7 @@ registry:
 # (their Kubernetes libraries differ from each other's), agnhost (the quickstart's
 # workload) from k8s.io/kubernetes in ./localcluster. `up` makes each an image of
 # one layer and pushes it into a cluster with real nodes under the upstream name
-# the plugins use (internal/localnode.BuiltinImages).
+# the plugins use (pkg/provider/local/realnode.BuiltinImages).
 IMAGES_BIN := $(ROOT)/_output/images/bin
 IMAGES := $(IMAGES_BIN)/.built
 IMAGES_SRCS := $(shell find images -type f \( -name go.mod -o -name go.sum \)) localcluster/go.mod
@@ -261,8 +261,8 @@ HTMX_SSE_VERSION := 2.2.4
 vendor-htmx:
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; cd "$$tmp" && \
 	  npm pack --silent htmx.org@$(HTMX_VERSION) htmx-ext-sse@$(HTMX_SSE_VERSION) >/dev/null && \
-	  tar xzf htmx.org-$(HTMX_VERSION).tgz package/dist/htmx.min.js && cp package/dist/htmx.min.js $(ROOT)/internal/dashboard/static/htmx.min.js && \
-	  tar xzf htmx-ext-sse-$(HTMX_SSE_VERSION).tgz package/dist/sse.min.js && cp package/dist/sse.min.js $(ROOT)/internal/dashboard/static/htmx-ext-sse.min.js
+	  tar xzf htmx.org-$(HTMX_VERSION).tgz package/dist/htmx.min.js && cp package/dist/htmx.min.js $(ROOT)/pkg/dashboard/static/htmx.min.js && \
+	  tar xzf htmx-ext-sse-$(HTMX_SSE_VERSION).tgz package/dist/sse.min.js && cp package/dist/sse.min.js $(ROOT)/pkg/dashboard/static/htmx-ext-sse.min.js
 
 # node_exporter for the node-monitoring plugin on simulated nodes (examples/baseline
 # sets the plugin's `source` to it through NODE_EXPORTER_SOURCE): built from its Go
@@ -285,7 +285,7 @@ $(NODE_EXPORTER): tools/node-exporter/go.mod
 	cd tools/node-exporter && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(NODE_EXPORTER_LDFLAGS)' -o $@.tmp github.com/prometheus/node_exporter
 	mv -f $@.tmp $@
 
-# The AWS emulator the aws provider's tests run on loopback (internal/testaws):
+# The AWS emulator the aws provider's tests run on loopback (test/harness/testaws):
 # moto's server mode from PyPI with every package pinned by
 # tools/moto/requirements.txt, in a virtualenv of its own. python3 and its venv
 # module come from Debian when missing. A file target, rebuilt when the pins change.

@@ -16,11 +16,11 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeplug/kubeplug/internal/testmachine"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
+	"github.com/kubeplug/kubeplug/test/harness/testmachine"
 )
 
 // These tests run node-monitoring's install hook the way the local provider runs it

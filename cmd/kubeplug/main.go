@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
 	_ "github.com/kubeplug/kubeplug/pkg/provider/all" // every provider, registered at the binary's edge
 )
 
@@ -28,7 +28,7 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	var got atomic.Value // the first signal, once one came
 	go watchSignals(sigs, func() { cancel() }, &got, os.Stderr, cleanupGrace, os.Exit)
-	code := cli.Main(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	code := cmd.Main(ctx, os.Args[1:], cmd.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	signal.Stop(sigs)
 	cancel()
 	os.Exit(exitAfter(code, &got))

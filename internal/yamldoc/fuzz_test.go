@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/fuzzseed"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
+	"github.com/kubeplug/kubeplug/test/harness/fuzzseed"
 )
 
 // FuzzParse checks that Parse never panics, answers quickly whatever the input

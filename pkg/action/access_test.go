@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/sdk/sdktest"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // codePlugin writes a cluster file enabling "coder", an exec plugin in sh whose

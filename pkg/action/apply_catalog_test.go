@@ -16,10 +16,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestApplySignedLockedFromCatalogs applies, to the test control plane, a cluster

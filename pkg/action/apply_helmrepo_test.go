@@ -16,8 +16,8 @@ import (
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestApplyChartFromHelmRepository applies, to the test control plane, a cluster

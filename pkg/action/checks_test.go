@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // checksPlugin writes a cluster file enabling a plugin "probe" whose ConfigMap

@@ -17,12 +17,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
-	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/check"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
+	"github.com/kubeplug/kubeplug/pkg/lease"
 	"github.com/kubeplug/kubeplug/pkg/lock"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/render"

@@ -9,9 +9,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/sdk/siteoperator"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestDelegatedConditions: a check an expansion delegates is not run by

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/lease"
 )
 
 // Lease says how an action that changes a cluster's plugins (apply, uninstall,

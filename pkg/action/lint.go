@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
-	"github.com/kubeplug/kubeplug/internal/kubeschema"
 	"github.com/kubeplug/kubeplug/internal/proc"
+	"github.com/kubeplug/kubeplug/pkg/action/internal/kubeschema"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"

@@ -11,9 +11,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubeplug/kubeplug/internal/kubeschema"
 	"github.com/kubeplug/kubeplug/internal/suggest"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
+	"github.com/kubeplug/kubeplug/pkg/action/internal/kubeschema"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 	"github.com/kubeplug/kubeplug/pkg/runtime/declarative"

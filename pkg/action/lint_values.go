@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kubeplug/kubeplug/internal/valuerefs"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
+	"github.com/kubeplug/kubeplug/pkg/action/internal/valuerefs"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
 )

@@ -9,8 +9,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestUninstallAndRollbackSayWhatStays: a plugin that contributes a node label

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestOwnersNeverFight: plugins a PluginInstallation manages (Owner set) are

@@ -12,9 +12,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy/seal"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestNoSensitiveValueInAnyRecord installs a plugin whose sensitive value goes

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/lease"
 )
 
 // Status reports the plugins installed in a cluster, from their inventories.

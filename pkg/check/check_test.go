@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/check"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // helperArg, as the first argument, makes the test binary act as an exec check

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kubeplug/kubeplug/internal/fuzzseed"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/test/harness/fuzzseed"
 )
 
 // FuzzValuesFile checks that a valuesFrom file, whatever its bytes, never

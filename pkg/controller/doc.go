@@ -18,7 +18,7 @@
 //     moved to a new template one stage at a time (a canary, then batches),
 //     halted by a cluster that fails.
 //
-// The controller holds a cluster's operation lease (internal/lease) while it
+// The controller holds a cluster's operation lease (pkg/lease) while it
 // has work for that cluster, and applies several installations under it; the
 // CLI meanwhile waits for the lease or fails naming the controller. Its applies
 // to one cluster share one client and one decoded view of the cluster's

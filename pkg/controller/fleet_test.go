@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeplug/kubeplug/internal/controlplane"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/controller"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestFleetRollout manages three clusters from a fourth with one

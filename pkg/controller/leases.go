@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/lease"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+	"github.com/kubeplug/kubeplug/pkg/lease"
 )
 
 // leases keeps the operation lease of each cluster the controller works on:

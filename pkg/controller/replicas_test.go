@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/controller"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // childEnv makes the test binary run a controller replica (runChild) instead

@@ -11,9 +11,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/controller"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // runController runs a controller with its work directory at dir until the

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // shardsEnv and replicaEnv make a child replica sharded (runChild): the number

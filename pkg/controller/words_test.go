@@ -15,11 +15,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/controller"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // wordsPlugin is a plugin.yaml of prefix+name 1.0.0 with a ConfigMap in ns,
@@ -139,7 +139,7 @@ func cliStatus(t *testing.T) string {
 	t.Helper()
 	var out, errb bytes.Buffer
 	args := []string{"status", "--kubeconfig", testcluster.ControlPlane(t).KubeconfigPath()}
-	if code := cli.Main(context.WithoutCancel(t.Context()), args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb}); code != 0 {
+	if code := cmd.Main(context.WithoutCancel(t.Context()), args, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &errb}); code != 0 {
 		t.Fatalf("kubeplug status: exit %d: %s", code, errb.String())
 	}
 	return out.String()

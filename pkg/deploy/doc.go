@@ -55,5 +55,5 @@
 // state.Store interface; Options.Store replaces the Secrets the CLI keeps), all on
 // the clients of kube. One wave's work is the wave type, whose phases ApplyWave
 // runs in order. Taking the cluster's operation lease is not the deployer's
-// concern but its callers' (internal/lease).
+// concern but its callers' (pkg/lease).
 package deploy

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // operatorPlugin is a plugin that installs an operator (its CRD and

@@ -13,8 +13,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // keptLog collects the ObjectKept events of a deployer.

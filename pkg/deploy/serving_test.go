@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/serving"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 var (

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeplug/kubeplug/internal/fuzzseed"
 	"github.com/kubeplug/kubeplug/pkg/expansion"
+	"github.com/kubeplug/kubeplug/test/harness/fuzzseed"
 )
 
 // FuzzDecode checks that Decode never panics on any expansion.yaml, and that a

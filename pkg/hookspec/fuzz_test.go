@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/kubeplug/kubeplug/internal/fuzzseed"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
+	"github.com/kubeplug/kubeplug/test/harness/fuzzseed"
 )
 
 // FuzzParseManifest checks that the node agent's hooks manifest, whatever its

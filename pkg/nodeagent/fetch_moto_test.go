@@ -8,9 +8,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/kubeplug/kubeplug/internal/testaws"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
+	"github.com/kubeplug/kubeplug/test/harness/testaws"
 )
 
 // TestURLHookS3Emulator runs kops-style s3:// hooks against the AWS emulator the

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeplug/kubeplug/internal/fuzzseed"
 	"github.com/kubeplug/kubeplug/pkg/source"
+	"github.com/kubeplug/kubeplug/test/harness/fuzzseed"
 )
 
 // FuzzDecodeIndex decodes any catalog index, YAML or JSON: it never panics; a

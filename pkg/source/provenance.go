@@ -72,7 +72,7 @@ func verifyProvenance(what string, archive, prov []byte, filename string, opts H
 }
 
 // checkProvenance verifies a provenance file as `helm verify` does (Helm's
-// pkg/provenance, which this package may not link: see internal/archtest): a
+// pkg/provenance, which this package may not link: see test/archtest): a
 // PGP clear-signed message, signed by a key of ring, whose second YAML document
 // (after "...") gives files: {FILENAME: sha256:HEX} with the archive's sha256.
 func checkProvenance(ring openpgp.EntityList, archive, prov []byte, filename string) error {

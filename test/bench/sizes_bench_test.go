@@ -22,11 +22,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // defaultSizes are the object counts BenchmarkApplySizes compares at, unless

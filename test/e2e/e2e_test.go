@@ -27,13 +27,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"kubeplug": func() {
-			os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+			os.Exit(cmd.Main(context.Background(), os.Args[1:], cmd.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 		},
 	})
 }

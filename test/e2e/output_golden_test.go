@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
 )
 
 // outputCommands are the commands whose -o json and -o yaml output is under
@@ -42,7 +42,7 @@ func TestOutputGolden(t *testing.T) {
 	tmp := t.TempDir()
 	// A previous render that differs from today's in one changed and one removed file.
 	render := filepath.Join(tmp, "render")
-	if code := cli.Main(context.Background(), []string{"render", "-f", filepath.Join(repo, "examples/quickstart/cluster.yaml"), "--output-dir", render}, cli.Streams{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}); code != 0 {
+	if code := cmd.Main(context.Background(), []string{"render", "-f", filepath.Join(repo, "examples/quickstart/cluster.yaml"), "--output-dir", render}, cmd.Streams{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}); code != 0 {
 		t.Fatalf("render: exit %d", code)
 	}
 	if err := os.WriteFile(filepath.Join(render, "plan.json"), []byte("{}\n"), 0o644); err != nil {
@@ -62,7 +62,7 @@ func TestOutputGolden(t *testing.T) {
 				}
 				args = append(args, "-o", format)
 				var out, errb bytes.Buffer
-				code := cli.Main(context.Background(), args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+				code := cmd.Main(context.Background(), args, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
 				if differs := c.name == "diff-against" && code == 2; code != 0 && !differs {
 					t.Fatalf("kubeplug %s: exit %d\n%s", strings.Join(c.args, " "), code, errb.String())
 				}

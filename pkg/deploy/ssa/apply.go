@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
-	"github.com/kubeplug/kubeplug/internal/jsonenc"
+	"github.com/kubeplug/kubeplug/pkg/deploy/internal/jsonenc"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
 

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubeplug/kubeplug/internal/jsonenc"
+	"github.com/kubeplug/kubeplug/pkg/deploy/internal/jsonenc"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 )
 

@@ -9,9 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

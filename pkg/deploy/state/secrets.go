@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
-	"github.com/kubeplug/kubeplug/internal/jsonenc"
+	"github.com/kubeplug/kubeplug/pkg/deploy/internal/jsonenc"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/seal"
 )

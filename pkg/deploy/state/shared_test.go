@@ -6,9 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestSharedHeads: stores that share Heads list the heads once between them,

@@ -21,8 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/kubeplug/kubeplug/internal/testaws"
 	"github.com/kubeplug/kubeplug/pkg/provider/aws"
+	"github.com/kubeplug/kubeplug/test/harness/testaws"
 )
 
 // coreTemplate is a small stand-in for cloud/template.json: a VPC and a queue,

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 
-	"github.com/kubeplug/kubeplug/internal/testaws"
+	"github.com/kubeplug/kubeplug/test/harness/testaws"
 )
 
 // TestSettled checks what a settled stack's status becomes: the states moto

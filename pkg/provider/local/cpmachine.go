@@ -24,10 +24,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/internal/bounded"
-	"github.com/kubeplug/kubeplug/internal/controlplane"
-	"github.com/kubeplug/kubeplug/internal/localnode"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -82,20 +82,20 @@ func machineFacts(ip string) map[string]any {
 
 // machineNetwork is the node network of a cluster whose control plane runs on
 // a machine: the one its state records, else a free /24 (recorded by Up).
-func (p *Provider) machineNetwork(ctx context.Context) (localnode.Network, error) {
+func (p *Provider) machineNetwork(ctx context.Context) (realnode.Network, error) {
 	st, err := readState(p.opts.StateDir)
 	if err != nil {
-		return localnode.Network{}, err
+		return realnode.Network{}, err
 	}
 	if st != nil && st.Network != nil {
 		return *st.Network, nil
 	}
-	id := localnode.ClusterID(p.opts.StateDir)
-	subnet, err := localnode.ChooseSubnet(ctx, id)
+	id := realnode.ClusterID(p.opts.StateDir)
+	subnet, err := realnode.ChooseSubnet(ctx, id)
 	if err != nil {
-		return localnode.Network{}, err
+		return realnode.Network{}, err
 	}
-	return localnode.Network{ID: id, Subnet: subnet}, nil
+	return realnode.Network{ID: id, Subnet: subnet}, nil
 }
 
 // checkMachineFacts says whether the static Pods were rendered with the
@@ -356,7 +356,7 @@ func (p *Provider) pushComponentImages(ctx context.Context, rc *realCluster, m *
 			names = append(names, w.command)
 		}
 		slices.Sort(names)
-		img, err := localnode.ComponentImage(prog, slices.Compact(names)...)
+		img, err := realnode.ComponentImage(prog, slices.Compact(names)...)
 		if err != nil {
 			return err
 		}
@@ -435,7 +435,7 @@ func (p *Provider) controlPlaneFiles(pkiDir, server, node string) ([]vendorFile,
 
 // waitAPIServer waits until the API server on the control-plane machine is
 // ready; on timeout the error carries the machine's kubelet journal.
-func (p *Provider) waitAPIServer(ctx context.Context, m *localnode.Machine, kubeconfig string, timeout time.Duration) error {
+func (p *Provider) waitAPIServer(ctx context.Context, m *realnode.Machine, kubeconfig string, timeout time.Duration) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err

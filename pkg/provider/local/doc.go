@@ -1,5 +1,5 @@
 // Package local is kubeplug's default provider: a cluster on this machine, made
-// of a real Kubernetes control plane on loopback (internal/controlplane) and
+// of a real Kubernetes control plane on loopback (pkg/provider/local/controlplane) and
 // simulated kubelets (kwok), with one directory per node standing for the
 // machine where the node agent runs the plugins' hooks.
 //
@@ -99,7 +99,7 @@
 // # Real nodes
 //
 // The nodes of the pools named in Options.RealPools are real (package
-// internal/localnode): the node's programs start in its own network namespace,
+// pkg/provider/local/realnode): the node's programs start in its own network namespace,
 // the kubelet registers the Node, and Up then sets the pool's labels and taints
 // on it as it does for simulated ones. The first real node creates what they
 // share: the node network (a /24 in 10.250.0.0/16 clashing with no route of the

@@ -1,7 +1,7 @@
 package local
 
 import (
-	"github.com/kubeplug/kubeplug/internal/localnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 
 	"context"
 	"errors"
@@ -20,10 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 )
 
 // Labels and taints the provider puts on Nodes.
@@ -50,7 +50,7 @@ type Provider struct {
 	ports *controlplane.Ports
 	// cpNet is the node network the last Facts chose for a control plane on
 	// a machine (cpmachine.go); Up records it.
-	cpNet *localnode.Network
+	cpNet *realnode.Network
 	// binDir holds the binaries of the cluster's Kubernetes version, once
 	// CheckKubernetesVersion resolved it (versions.go).
 	binDir string
@@ -386,7 +386,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		})
 	}
 	wg.Wait()
-	var reals []*localnode.Node
+	var reals []*realnode.Node
 	for _, n := range nodes {
 		// A machine's network is its own (systemd-networkd); its Pods are
 		// reached through the host, which routes their subnet to it.

@@ -1,7 +1,7 @@
 package local
 
 import (
-	"github.com/kubeplug/kubeplug/internal/localnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 
 	"bytes"
 	"context"
@@ -188,10 +188,10 @@ type desiredNode struct {
 	labels           map[string]string // the Node's labels (pool labels + kubeplug.dev/pool)
 	machine          *render.Machine
 	spec             *model.Pool
-	real             *localnode.Node // nil: simulated
+	real             *realnode.Node // nil: simulated
 	// sys is the node's systemd machine when its pool is a machine pool
 	// (then real is its Node); nil otherwise.
-	sys *localnode.Machine
+	sys *realnode.Machine
 }
 
 // hookFailed is an enforced hook failure: its message names node, hook, plugin

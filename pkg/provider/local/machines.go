@@ -27,11 +27,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplug/kubeplug/internal/bounded"
-	"github.com/kubeplug/kubeplug/internal/controlplane"
-	"github.com/kubeplug/kubeplug/internal/localnode"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -162,18 +162,18 @@ func randomToken(n int) (string, error) {
 	return string(b), nil
 }
 
-// machineFor is the localnode.Machine of a desired node of a machine pool.
-func (p *Provider) machineFor(rc *realCluster, n *desiredNode, index int, ud []byte) (*localnode.Machine, error) {
+// machineFor is the realnode.Machine of a desired node of a machine pool.
+func (p *Provider) machineFor(rc *realCluster, n *desiredNode, index int, ud []byte) (*realnode.Machine, error) {
 	dir, err := p.machineImageDir()
 	if err != nil {
 		return nil, err
 	}
-	img, err := localnode.LoadImage(dir)
+	img, err := realnode.LoadImage(dir)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(ud)
-	return &localnode.Machine{Node: p.clusterNode(rc, n, index, machineNodeDir), Image: img, UserData: ud,
+	return &realnode.Machine{Node: p.clusterNode(rc, n, index, machineNodeDir), Image: img, UserData: ud,
 		InstanceID: n.name + "-" + hex.EncodeToString(sum[:6]), Runc: rc.bins.Runc}, nil
 }
 
@@ -183,8 +183,8 @@ const realNodeDir, machineNodeDir = "node", "machine"
 
 // recordedMachine is the machine of a node the state records, for what needs
 // only its names (stop, a phase run in it).
-func (p *Provider) recordedMachine(ns nodeState, network localnode.Network) *localnode.Machine {
-	return &localnode.Machine{Node: &localnode.Node{Name: ns.Name, Index: ns.RealIndex,
+func (p *Provider) recordedMachine(ns nodeState, network realnode.Network) *realnode.Machine {
+	return &realnode.Machine{Node: &realnode.Node{Name: ns.Name, Index: ns.RealIndex,
 		Dir: filepath.Join(p.machineDir(ns.Name), machineNodeDir), Network: network}}
 }
 
@@ -199,7 +199,7 @@ func (p *Provider) instanceIDFile(node string) string {
 // machine besides its user data. It holds the cluster's CA, a bootstrap token
 // and kube-proxy's identity, so it lives only in the machine's seed, in the
 // state directory (0600), never in rendered output.
-func (p *Provider) vendorData(m *localnode.Machine, rc *realCluster, token string, extra ...vendorFile) ([]byte, error) {
+func (p *Provider) vendorData(m *realnode.Machine, rc *realCluster, token string, extra ...vendorFile) ([]byte, error) {
 	n := m.Node
 	ca, err := bounded.ReadFile(controlplane.CACertPath(n.PKIDir), 1<<20)
 	if err != nil {
@@ -232,7 +232,7 @@ func (p *Provider) vendorData(m *localnode.Machine, rc *realCluster, token strin
 		})
 		return string(b)
 	}
-	podCIDR := localnode.PodCIDR(rc.clusterCIDR, n.Index)
+	podCIDR := realnode.PodCIDR(rc.clusterCIDR, n.Index)
 	kubelet := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # This kernel mounts cgroup v1; Kubernetes 1.35+ refuses it unless told.
@@ -314,7 +314,7 @@ func (p *Provider) apiServerURL(rc *realCluster) string {
 	if p.cpMachine() {
 		return "https://" + rc.network.NodeIP(cpMachineIndex).String() + ":" + strconv.Itoa(machineAPIServerPort)
 	}
-	return "https://" + rc.network.Gateway().String() + ":" + strconv.Itoa(localnode.GatewayAPIPort)
+	return "https://" + rc.network.Gateway().String() + ":" + strconv.Itoa(realnode.GatewayAPIPort)
 }
 
 // upMachine boots a machine-pool node from its pool's rendered files and waits
@@ -367,7 +367,7 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 	if err := m.WaitBooted(ctx, 3*time.Minute); err != nil {
 		// A boot that failed on an enforced hook names it, from the
 		// machine's own report.
-		var be *localnode.BootError
+		var be *realnode.BootError
 		if errors.As(err, &be) {
 			if rep, rerr := readReport(ctx, m, hookspec.PhaseBeforeNodeup); rerr == nil && rep.Failed {
 				sum, herr := p.summarize(ctx, &desiredNode{name: n.name}, hookspec.PhaseBeforeNodeup, rep, nil)
@@ -397,7 +397,7 @@ var errBadReport = errors.New("unreadable report")
 
 // readReport reads the report of a phase from inside the machine; an error
 // wrapping errBadReport is a report that is there but not JSON.
-func readReport(ctx context.Context, m *localnode.Machine, phase string) (*nodeagent.Report, error) {
+func readReport(ctx context.Context, m *realnode.Machine, phase string) (*nodeagent.Report, error) {
 	file := path.Join(nodeagent.ReportsDir, phase+".json")
 	out, err := m.Exec(ctx, "cat", file)
 	if err != nil {

@@ -44,7 +44,7 @@ type Options struct {
 	Parallel int
 	// RealPools names the pools whose nodes are real (spec.provider.local.realPools):
 	// a kubelet, containerd and kube-proxy on this machine (package
-	// internal/localnode). The other pools' nodes are simulated (kwok).
+	// pkg/provider/local/realnode). The other pools' nodes are simulated (kwok).
 	RealPools []string
 	// MachinePools names the pools whose nodes are systemd machines
 	// (spec.provider.local.machinePools): each boots the machine image from

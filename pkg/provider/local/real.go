@@ -20,10 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeplug/kubeplug/internal/controlplane"
-	"github.com/kubeplug/kubeplug/internal/localnode"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 )
 
 // NodeBinDirEnv overrides where the real nodes' programs are (make localnode).
@@ -83,7 +83,7 @@ func workerPools(m *model.Model) []string {
 }
 
 // nodeBins finds the real nodes' programs.
-func (p *Provider) nodeBins() (localnode.Bins, string, error) {
+func (p *Provider) nodeBins() (realnode.Bins, string, error) {
 	dir := p.opts.NodeBinDir
 	if dir == "" {
 		dir = os.Getenv(NodeBinDirEnv)
@@ -92,7 +92,7 @@ func (p *Provider) nodeBins() (localnode.Bins, string, error) {
 	if binDir == "" {
 		var err error
 		if binDir, err = controlplane.FindBinDir(""); err != nil {
-			return localnode.Bins{}, "", err
+			return realnode.Bins{}, "", err
 		}
 	}
 	if dir == "" {
@@ -111,7 +111,7 @@ func (p *Provider) nodeBins() (localnode.Bins, string, error) {
 		}
 		dir = filepath.Join(filepath.Dir(filepath.Dir(src)), "localnode", "bin")
 	}
-	return localnode.Bins{
+	return realnode.Bins{
 		Kubelet:    filepath.Join(binDir, "kubelet"),
 		KubeProxy:  filepath.Join(binDir, "kube-proxy"),
 		Containerd: filepath.Join(dir, "containerd"),
@@ -140,7 +140,7 @@ func (p *Provider) preflightReal(m *model.Model) error {
 	if err != nil {
 		return err
 	}
-	if err := localnode.Preflight(bins, filepath.Join(dir, "kubeplug-registry")); err != nil {
+	if err := realnode.Preflight(bins, filepath.Join(dir, "kubeplug-registry")); err != nil {
 		return err
 	}
 	if machines {
@@ -148,7 +148,7 @@ func (p *Provider) preflightReal(m *model.Model) error {
 		if err != nil {
 			return err
 		}
-		if err := localnode.MachinePreflight(imgDir); err != nil {
+		if err := realnode.MachinePreflight(imgDir); err != nil {
 			return fmt.Errorf("spec.provider.local.machinePools: %w", err)
 		}
 	}
@@ -172,7 +172,7 @@ func (p *Provider) imagesDir() (string, error) {
 func (p *Provider) preflightOnDemand(m *model.Model) error {
 	p.onDemand = nil
 	needed := false
-	for _, b := range localnode.BuiltinImages {
+	for _, b := range realnode.BuiltinImages {
 		needed = needed || b.OnDemand && runBy(m, b.Image) != ""
 	}
 	if !needed {
@@ -193,9 +193,9 @@ func (p *Provider) preflightOnDemand(m *model.Model) error {
 // realCluster is what a real node needs of the cluster: its network, registry
 // and CIDRs.
 type realCluster struct {
-	network     localnode.Network
-	registry    *localnode.Registry
-	bins        localnode.Bins
+	network     realnode.Network
+	registry    *realnode.Registry
+	bins        realnode.Bins
 	clusterCIDR string
 	clusterDNS  string
 	sandbox     string
@@ -215,12 +215,12 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 		return nil, errors.New("real nodes need the controller manager's --cluster-cidr and the API server's --service-cluster-ip-range (the control-plane plugin sets both)")
 	}
 	if st.Network == nil {
-		id := localnode.ClusterID(p.opts.StateDir)
-		subnet, err := localnode.ChooseSubnet(ctx, id, clusterCIDR, serviceCIDR)
+		id := realnode.ClusterID(p.opts.StateDir)
+		subnet, err := realnode.ChooseSubnet(ctx, id, clusterCIDR, serviceCIDR)
 		if err != nil {
 			return nil, err
 		}
-		st.Network = &localnode.Network{ID: id, Subnet: subnet}
+		st.Network = &realnode.Network{ID: id, Subnet: subnet}
 	}
 	st.Network.APIServerPort = 0 // a control-plane machine's API server is not on this host
 	if !p.cpMachine() {
@@ -235,7 +235,7 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 	if err := network.EnsureBridge(ctx); err != nil {
 		return nil, err
 	}
-	reg := &localnode.Registry{Bin: filepath.Join(dir, "kubeplug-registry"), Dir: filepath.Join(p.opts.StateDir, registryDir), Network: network, Progress: p.pushEvent}
+	reg := &realnode.Registry{Bin: filepath.Join(dir, "kubeplug-registry"), Dir: filepath.Join(p.opts.StateDir, registryDir), Network: network, Progress: p.pushEvent}
 	if err := reg.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -294,12 +294,12 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 // ensureAPIEndpoint points the kubernetes Service at the gateway, where Pods on
 // real nodes reach the API server (the control plane runs without an endpoint
 // reconciler: its address, 127.0.0.1, means nothing inside a Pod).
-func (p *Provider) ensureAPIEndpoint(ctx context.Context, network localnode.Network) error {
+func (p *Provider) ensureAPIEndpoint(ctx context.Context, network realnode.Network) error {
 	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
 	if err != nil {
 		return err
 	}
-	port := int32(localnode.GatewayAPIPort)
+	port := int32(realnode.GatewayAPIPort)
 	name, proto := "https", corev1.ProtocolTCP
 	ready := true
 	slice := &discoveryv1.EndpointSlice{
@@ -326,11 +326,11 @@ func (p *Provider) ensureAPIEndpoint(ctx context.Context, network localnode.Netw
 	return nil
 }
 
-// clusterNode is the localnode.Node of a desired real node or machine with
+// clusterNode is the realnode.Node of a desired real node or machine with
 // ordinal index in the cluster's node network, its files in dir (below its
 // machine directory).
-func (p *Provider) clusterNode(rc *realCluster, n *desiredNode, index int, dir string) *localnode.Node {
-	return &localnode.Node{
+func (p *Provider) clusterNode(rc *realCluster, n *desiredNode, index int, dir string) *realnode.Node {
+	return &realnode.Node{
 		Name:         n.name,
 		Index:        index,
 		Dir:          filepath.Join(p.machineDir(n.name), dir),
@@ -344,9 +344,9 @@ func (p *Provider) clusterNode(rc *realCluster, n *desiredNode, index int, dir s
 	}
 }
 
-// realNode is the localnode.Node of a desired real node: its kubelet gets the
+// realNode is the realnode.Node of a desired real node: its kubelet gets the
 // model's flags (a machine's come from its rendered files instead).
-func (p *Provider) realNode(rc *realCluster, n *desiredNode, index int) *localnode.Node {
+func (p *Provider) realNode(rc *realCluster, n *desiredNode, index int) *realnode.Node {
 	node := p.clusterNode(rc, n, index, realNodeDir)
 	if n.spec != nil {
 		for _, k := range slices.Sorted(maps.Keys(n.spec.Kubelet.Flags)) {
@@ -370,7 +370,7 @@ func (p *Provider) realNode(rc *realCluster, n *desiredNode, index int) *localno
 // joinReal starts a real node's programs, waits for its kubelet to register the
 // Node, then sets the pool's labels and taints on it (the kubelet may not set
 // most of them itself, under NodeRestriction).
-func (p *Provider) joinReal(ctx context.Context, node *localnode.Node, opts controlplane.NodeOptions) (created bool, err error) {
+func (p *Provider) joinReal(ctx context.Context, node *realnode.Node, opts controlplane.NodeOptions) (created bool, err error) {
 	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
 	if err != nil {
 		return false, err
@@ -460,7 +460,7 @@ func (p *Provider) stopReal(ctx context.Context, st *state, keep map[string]bool
 			}
 			continue
 		}
-		node := &localnode.Node{Name: ns.Name, Index: ns.RealIndex, Dir: filepath.Join(p.machineDir(ns.Name), realNodeDir), Network: *st.Network}
+		node := &realnode.Node{Name: ns.Name, Index: ns.RealIndex, Dir: filepath.Join(p.machineDir(ns.Name), realNodeDir), Network: *st.Network}
 		p.event("node", ns.Name, "stopping real node "+ns.Name)
 		if err := node.Stop(ctx); err != nil {
 			errs = append(errs, err)
@@ -475,7 +475,7 @@ func (p *Provider) teardownReal(ctx context.Context, st *state) error {
 		return nil
 	}
 	err := p.stopReal(ctx, st, nil)
-	reg := &localnode.Registry{Dir: filepath.Join(p.opts.StateDir, registryDir), Network: *st.Network}
+	reg := &realnode.Registry{Dir: filepath.Join(p.opts.StateDir, registryDir), Network: *st.Network}
 	if _, dir, berr := p.nodeBins(); berr == nil {
 		reg.Bin = filepath.Join(dir, "kubeplug-registry")
 	}
@@ -509,12 +509,12 @@ func (p *Provider) LoadImage(ctx context.Context, path string) ([]string, error)
 	if st == nil || st.Network == nil {
 		return nil, fmt.Errorf("cluster %s (state dir %s) has no real nodes, and simulated nodes pull no images: name a pool in spec.provider.local.realPools and run kubeplug up", p.opts.ClusterName, p.opts.StateDir)
 	}
-	reg := &localnode.Registry{Dir: filepath.Join(p.opts.StateDir, registryDir), Network: *st.Network, Progress: p.pushEvent}
+	reg := &realnode.Registry{Dir: filepath.Join(p.opts.StateDir, registryDir), Network: *st.Network, Progress: p.pushEvent}
 	return reg.Load(ctx, path)
 }
 
 // pushEvent tells the user how an image push into the cluster's registry goes.
-func (p *Provider) pushEvent(e localnode.PushProgress) {
+func (p *Provider) pushEvent(e realnode.PushProgress) {
 	ev := provider.Event{Time: time.Now(), Step: "image", Item: e.Image, Done: e.Done, Complete: e.Complete, Total: e.Total}
 	switch {
 	case e.Done && e.Err != nil:

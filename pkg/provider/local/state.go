@@ -1,7 +1,7 @@
 package local
 
 import (
-	"github.com/kubeplug/kubeplug/internal/localnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 
 	"context"
 	"encoding/json"
@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 )
 
 // StateVersion is the version of the state dir's layout and of StateFile. A
@@ -42,7 +42,7 @@ type state struct {
 	Nodes       []nodeState `json:"nodes,omitempty"`
 	// Network is the real nodes' network, once a real node was started; Down
 	// removes it.
-	Network *localnode.Network `json:"network,omitempty"`
+	Network *realnode.Network `json:"network,omitempty"`
 	// KubernetesVersion is the version the cluster was created with (absent in
 	// state dirs of earlier kubeplug versions); Up refuses another one.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
@@ -82,7 +82,7 @@ func Running(ctx context.Context, stateDir string) (bool, error) {
 		return false, incompatible(stateDir, err)
 	}
 	if !ok && st != nil && st.controlPlaneMachine() && st.Network != nil {
-		m := &localnode.Machine{Node: &localnode.Node{Name: ControlPlaneNode, Index: cpMachineIndex,
+		m := &realnode.Machine{Node: &realnode.Node{Name: ControlPlaneNode, Index: cpMachineIndex,
 			Dir: filepath.Join(stateDir, machinesDir, ControlPlaneNode, machineNodeDir), Network: *st.Network}}
 		return m.Running(ctx), nil
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
-	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/internal/k8sversions"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 )
 
 // BuildFromSourceEnv names the environment variable that, set to anything, makes the provider run only

@@ -22,9 +22,9 @@ import (
 
 	"k8s.io/client-go/discovery"
 
-	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/internal/k8sversions"
 	"github.com/kubeplug/kubeplug/pkg/provider/local"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 )
 
 // TestUpFromDownloadedBinaries is the connected case: the binary cache is

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
 )
 
 // TestMain lets the test binary play the machine's programs: linked as
@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	switch filepath.Base(os.Args[0]) {
 	case "kubeplug":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Main(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+		code := cmd.Main(ctx, os.Args[1:], cmd.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 		stop()
 		os.Exit(code)
 	case "systemctl":

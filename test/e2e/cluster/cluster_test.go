@@ -7,8 +7,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // withCluster starts the shared control plane around the tests, and only then: the
@@ -20,7 +20,7 @@ func (w withCluster) Run() int { return testcluster.Run(w.m) }
 func TestMain(m *testing.M) {
 	testscript.Main(withCluster{m}, map[string]func(){
 		"kubeplug": func() {
-			os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+			os.Exit(cmd.Main(context.Background(), os.Args[1:], cmd.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 		},
 	})
 }

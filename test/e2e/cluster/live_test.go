@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/controlplane"
-	"github.com/kubeplug/kubeplug/internal/lease"
-	"github.com/kubeplug/kubeplug/internal/live/livetest"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/lease"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/test/harness/pty"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 var liveFiles = map[string]string{
@@ -87,8 +87,8 @@ func TestLiveApply(t *testing.T) {
 	term := livetest.NewTerminal(t, 200, 30)
 	code := make(chan int, 1)
 	go func() {
-		code <- cli.Main(context.Background(), []string{"apply", "-f", filepath.Join(dir, "cluster.yaml"), "--no-builtin", "--timeout", "6s", "--lock-timeout", "1m"},
-			cli.Streams{In: strings.NewReader(""), Out: term.TTY, Err: term.TTY})
+		code <- cmd.Main(context.Background(), []string{"apply", "-f", filepath.Join(dir, "cluster.yaml"), "--no-builtin", "--timeout", "6s", "--lock-timeout", "1m"},
+			cmd.Streams{In: strings.NewReader(""), Out: term.TTY, Err: term.TTY})
 	}()
 	seen := func(want string) {
 		t.Helper()

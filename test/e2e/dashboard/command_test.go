@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestDashboardCommand runs `kubeplug dashboard` as a user does: it prints

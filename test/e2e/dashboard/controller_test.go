@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestControllerServesDashboard runs kubeplug controller --dashboard: the

@@ -24,10 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubeplug/kubeplug/internal/dashboard"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/dashboard"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "copy the cluster page's screenshot to docs/images/dashboard.png")

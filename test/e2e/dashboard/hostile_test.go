@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/dashboard"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/dashboard"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // corpus is the repository's bad-input corpus (testdata/bad, the one
-// internal/cli's lint golden test runs): a case is a directory; DIR/secret
+// pkg/cmd's lint golden test runs): a case is a directory; DIR/secret
 // holds strings, one a line, that must never be shown.
 const corpus = "../../../testdata/bad"
 

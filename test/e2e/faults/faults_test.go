@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeplug/kubeplug/internal/faultpoint"
-	"github.com/kubeplug/kubeplug/internal/lease"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/lease"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // kubeplugBin is the kubeplug CLI, built once for every test of the package: the

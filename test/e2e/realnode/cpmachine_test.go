@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/localnode"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 )
 
 // The control plane's plugin for TestControlPlaneMachine: an API server flag
@@ -103,7 +103,7 @@ func TestControlPlaneMachine(t *testing.T) {
 	if machineImage == "" {
 		machineImage = filepath.Join(filepath.Dir(filepath.Dir(bin)), "machine")
 	}
-	if _, err := localnode.LoadImage(machineImage); err != nil {
+	if _, err := realnode.LoadImage(machineImage); err != nil {
 		t.Fatalf("the machine image is not built (make machine-image): %v", err)
 	}
 	t.Setenv("KUBEPLUG_MACHINE_IMAGE", machineImage)
@@ -115,12 +115,12 @@ func TestControlPlaneMachine(t *testing.T) {
 	write(t, filepath.Join(dir, "plugins", "web", "plugin.yaml"), cpWorkload)
 	write(t, filepath.Join(dir, "plugins", "web", "manifests", "web.yaml"), cpWorkloadManifests)
 	_, kp := cliFor(t, file, state, 10*time.Minute)
-	id := localnode.ClusterID(state)
+	id := realnode.ClusterID(state)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		var out bytes.Buffer
-		if code := cli.Main(ctx, []string{"down", "-f", file, "--state-dir", state}, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}); code != 0 {
+		if code := cmd.Main(ctx, []string{"down", "-f", file, "--state-dir", state}, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &out}); code != 0 {
 			t.Errorf("down exited %d:\n%s", code, out.String())
 		}
 		checkNothingLeft(t, state, id)
@@ -183,7 +183,7 @@ func TestControlPlaneMachine(t *testing.T) {
 	}
 
 	// A workload on the worker, which joined the machine's API server.
-	img, err := localnode.BinaryImage(buildApp(t, dir))
+	img, err := realnode.BinaryImage(buildApp(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/localnode"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 )
 
 // TestExpansionAirGap is an expansion's two phases on a real node. Connected: a
@@ -47,17 +47,17 @@ func TestExpansionAirGap(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var out bytes.Buffer
-		if code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}); code != 0 {
+		if code := cmd.Main(ctx, args, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &out}); code != 0 {
 			t.Fatalf("kubeplug %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
 		}
 		return out.String()
 	}
-	id := localnode.ClusterID(state)
+	id := realnode.ClusterID(state)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		var out bytes.Buffer
-		_ = cli.Main(ctx, []string{"down", "-f", file, "--state-dir", state}, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+		_ = cmd.Main(ctx, []string{"down", "-f", file, "--state-dir", state}, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
 		checkNothingLeft(t, state, id)
 	})
 
@@ -65,7 +65,7 @@ func TestExpansionAirGap(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	src := strings.TrimPrefix(srv.URL, "http://")
-	img, err := localnode.BinaryImage(buildApp(t, dir))
+	img, err := realnode.BinaryImage(buildApp(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestExpansionAirGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The site's operator, its image from Go too, packed as a plugin.
-	opImg, err := localnode.BinaryImage(buildGo(t, dir, "site-operator", "github.com/kubeplug/kubeplug/examples/plugins/site-operator/operator"))
+	opImg, err := realnode.BinaryImage(buildGo(t, dir, "site-operator", "github.com/kubeplug/kubeplug/examples/plugins/site-operator/operator"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/controlplane"
-	"github.com/kubeplug/kubeplug/internal/localnode"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 )
 
 // nodeBins finds the local control plane's binaries and the real nodes'
@@ -27,9 +27,9 @@ func nodeBins(t *testing.T) (bin, nodeBin string) {
 	if nodeBin == "" {
 		nodeBin = filepath.Join(filepath.Dir(filepath.Dir(bin)), "localnode", "bin")
 	}
-	bins := localnode.Bins{Kubelet: filepath.Join(bin, "kubelet"), KubeProxy: filepath.Join(bin, "kube-proxy"),
+	bins := realnode.Bins{Kubelet: filepath.Join(bin, "kubelet"), KubeProxy: filepath.Join(bin, "kube-proxy"),
 		Containerd: filepath.Join(nodeBin, "containerd"), Runc: "/usr/sbin/runc", CNI: "/usr/lib/cni"}
-	if err := localnode.Preflight(bins, filepath.Join(nodeBin, "kubeplug-registry")); err != nil {
+	if err := realnode.Preflight(bins, filepath.Join(nodeBin, "kubeplug-registry")); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("CI must run real nodes (make localnode node-deps): %v", err)
 		}
@@ -53,7 +53,7 @@ func cliFor(t *testing.T, file, state string, timeout time.Duration) (kpCode fun
 		if args[0] == "up" {
 			args = append(args, "--no-kubeconfig-update")
 		}
-		code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+		code := cmd.Main(ctx, args, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
 		return code, out.String()
 	}
 	kp = func(args ...string) string {

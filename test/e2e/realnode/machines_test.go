@@ -17,8 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/localnode"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 )
 
 // The machines' plugin: a kubelet flag, a label and a taint, a node file, a
@@ -157,7 +157,7 @@ func TestMachines(t *testing.T) {
 	if machineImage == "" {
 		machineImage = filepath.Join(filepath.Dir(filepath.Dir(bin)), "machine")
 	}
-	if _, err := localnode.LoadImage(machineImage); err != nil {
+	if _, err := realnode.LoadImage(machineImage); err != nil {
 		t.Fatalf("the machine image is not built (make machine-image): %v", err)
 	}
 	t.Setenv("KUBEPLUG_MACHINE_IMAGE", machineImage)
@@ -169,12 +169,12 @@ func TestMachines(t *testing.T) {
 	write(t, filepath.Join(dir, "plugins", "web", "plugin.yaml"), machinesWorkload)
 	write(t, filepath.Join(dir, "plugins", "web", "manifests", "web.yaml"), machinesManifests)
 	kpCode, kp := cliFor(t, file, state, 8*time.Minute)
-	id := localnode.ClusterID(state)
+	id := realnode.ClusterID(state)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		var out bytes.Buffer
-		_ = cli.Main(ctx, []string{"down", "-f", file, "--state-dir", state}, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+		_ = cmd.Main(ctx, []string{"down", "-f", file, "--state-dir", state}, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
 		checkNothingLeft(t, state, id)
 		if out, _ := exec.Command("sh", "-c", "grep -c '"+state+"' /proc/mounts").Output(); strings.TrimSpace(string(out)) != "0" {
 			t.Errorf("mounts of the machines left: %s", out)
@@ -184,7 +184,7 @@ func TestMachines(t *testing.T) {
 	// Phase 1: the machines boot and join; then the workload's image.
 	write(t, file, machinesCluster())
 	kp("up")
-	img, err := localnode.BinaryImage(buildApp(t, dir))
+	img, err := realnode.BinaryImage(buildApp(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

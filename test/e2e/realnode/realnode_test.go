@@ -20,8 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/localnode"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 )
 
 const plugin = `apiVersion: kubeplug.dev/v1alpha1
@@ -110,7 +110,7 @@ func TestRealNode(t *testing.T) {
 	if images == "" {
 		images = filepath.Join(filepath.Dir(filepath.Dir(bin)), "images", "bin")
 	}
-	for _, b := range localnode.BuiltinImages {
+	for _, b := range realnode.BuiltinImages {
 		if _, err := os.Stat(filepath.Join(images, b.Binary)); err != nil && !b.OnDemand {
 			t.Fatalf("the built-in images are not built (make images): %v", err)
 		}
@@ -123,13 +123,13 @@ func TestRealNode(t *testing.T) {
 	write(t, filepath.Join(dir, "plugins", "demo", "manifests", "demo.yaml"), manifests)
 	file := filepath.Join(dir, "cluster.yaml")
 	kpCode, kp := cliFor(t, file, state, 5*time.Minute)
-	id := localnode.ClusterID(state)
+	id := realnode.ClusterID(state)
 	t.Cleanup(func() {
 		// Whatever happened above, nothing of the cluster may stay.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		var out bytes.Buffer
-		_ = cli.Main(ctx, []string{"down", "-f", file, "--state-dir", state}, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+		_ = cmd.Main(ctx, []string{"down", "-f", file, "--state-dir", state}, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
 		checkNothingLeft(t, state, id)
 	})
 
@@ -138,7 +138,7 @@ func TestRealNode(t *testing.T) {
 	kp("up")
 	// The workload's image, built from Go without a daemon, loaded as a
 	// docker-archive tarball through the CLI.
-	img, err := localnode.BinaryImage(buildApp(t, dir))
+	img, err := realnode.BinaryImage(buildApp(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestRealNode(t *testing.T) {
 		{"backup-operator", "backup-operator", "operator"},
 	} {
 		copyDir(t, filepath.Join("..", "..", "..", "examples", "plugins", ex.plugin), filepath.Join(dir, "plugins", ex.plugin))
-		img, err := localnode.BinaryImage(buildGo(t, dir, ex.binary, "github.com/kubeplug/kubeplug/examples/plugins/"+ex.plugin+"/"+ex.pkg))
+		img, err := realnode.BinaryImage(buildGo(t, dir, ex.binary, "github.com/kubeplug/kubeplug/examples/plugins/"+ex.plugin+"/"+ex.pkg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func TestRealNode(t *testing.T) {
 	write(t, filepath.Join(dir, "catalog", "hello", "plugin.yaml"), "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: hello-ctrl, version: 1.0.0}\nspec:\n  contributes:\n    kubernetes: {manifests: [cm.yaml]}\n")
 	write(t, filepath.Join(dir, "catalog", "hello", "cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hello-ctrl, namespace: default}\ndata: {message: '{{ .Values.message }}'}\n")
 	var pkgOut bytes.Buffer
-	if code := cli.Main(ctx, []string{"plugin", "package", filepath.Join(dir, "catalog", "hello"), "-o", filepath.Join(dir, "hello.tgz")}, cli.Streams{In: strings.NewReader(""), Out: &pkgOut, Err: &pkgOut}); code != 0 {
+	if code := cmd.Main(ctx, []string{"plugin", "package", filepath.Join(dir, "catalog", "hello"), "-o", filepath.Join(dir, "hello.tgz")}, cmd.Streams{In: strings.NewReader(""), Out: &pkgOut, Err: &pkgOut}); code != 0 {
 		t.Fatalf("kubeplug plugin package: %s", pkgOut.String())
 	}
 	kubectl("create", "namespace", "team-a")
@@ -523,7 +523,7 @@ func checkNothingLeft(t *testing.T, state, id string) {
 		t.Errorf("nat rules left:\n%s", out)
 	}
 	for _, d := range []string{state, "/run/kubeplug/" + id} {
-		if m, _ := localnode.MountsBelow(d); len(m) > 0 {
+		if m, _ := realnode.MountsBelow(d); len(m) > 0 {
 			t.Errorf("mounts left below %s: %v", d, m)
 		}
 	}

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/sdk/apiserver"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // The benchmarks compare a served API (the example's Widget, through the

@@ -22,10 +22,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
 	"github.com/kubeplug/kubeplug/internal/portblock"
-	"github.com/kubeplug/kubeplug/internal/testcluster"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/sdk/apiserver"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // env is a served API of the test's own: a group named after the test's
@@ -140,7 +140,7 @@ func (e *env) cluster(plugins ...string) string {
 func (e *env) kubeplug(ctx context.Context, args ...string) (string, int) {
 	var out bytes.Buffer
 	args = append(args, "--kubeconfig", e.kubeconfig, "--no-progress")
-	code := cli.Main(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+	code := cmd.Main(ctx, args, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
 	return out.String(), code
 }
 

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/sdk/apiserver"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 // TestServedAPIClientParity checks, through the kube-apiserver and with its

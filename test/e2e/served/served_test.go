@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kubeplug/kubeplug/internal/testcluster"
 	"github.com/kubeplug/kubeplug/sdk/apiserver"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Run(m)) }

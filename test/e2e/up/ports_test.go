@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/internal/controlplane"
 	"github.com/kubeplug/kubeplug/internal/portblock"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 )
 
 // stressCluster is a local cluster of simulated nodes: the control plane and

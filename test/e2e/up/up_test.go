@@ -12,8 +12,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/kubeplug/kubeplug/internal/cli"
-	"github.com/kubeplug/kubeplug/internal/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/cmd"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 )
 
 func TestMain(m *testing.M) {
@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 		"kubeplug": func() {
 			// As cmd/kubeplug: Ctrl-C (SIGINT) cancels the run.
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			code := cli.Main(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+			code := cmd.Main(ctx, os.Args[1:], cmd.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 			if ctx.Err() != nil && code != 0 {
 				code = 130 // as cmd/kubeplug after a SIGINT
 			}
