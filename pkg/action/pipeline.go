@@ -185,22 +185,17 @@ func (r *run) seed() {
 }
 
 // renderInput is what render needs of the run with the model: the cluster (and
-// its AWS settings, for the cloud template), the resolved order and every
+// its provider block, for the registered cloud template), the resolved order and every
 // plugin's package files (its charts).
 func (r *run) renderInput() render.Input {
 	pkgs := map[string]fs.FS{}
 	for _, pl := range r.plan.Plugins {
 		pkgs[pl.Package.Name] = pl.Package.FS
 	}
-	var aws render.AWSValues
-	if pr := r.cluster.Spec.Spec.Provider; pr != nil && pr.AWS != nil {
-		a := pr.AWS
-		aws = render.AWSValues{ImageID: a.ImageID, InstanceType: a.InstanceType, ControlPlaneInstanceType: a.ControlPlaneInstanceType,
-			VPCID: a.VPCID, SubnetIDs: a.SubnetIDs, VPCCIDR: a.VPCCIDR, APIServerCIDR: a.APIServerCIDR}
-	}
 	version := r.cluster.KubernetesVersion.String()
 	return render.Input{
-		AWS:       aws,
+		Cloud:     provider.CloudTemplateOf(),
+		Provider:  r.cluster.Spec.Spec.Provider,
 		ServedAPI: servedAPI(version),
 		Flag: func(component, name, value string) (string, bool) {
 			return k8sversions.CheckFlag(version, component, name, value)

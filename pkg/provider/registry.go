@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
 // DefaultName is the provider of a cluster whose spec names none.
@@ -99,4 +100,26 @@ func New(cfg Config) (Provider, error) {
 		return nil, fmt.Errorf("%s provider: %w", name, err)
 	}
 	return p, nil
+}
+
+var cloudTemplate render.CloudTemplate
+
+// RegisterCloudTemplate makes t the cloud template render builds
+// (cloud/template.json). The aws provider registers its CloudFormation template in
+// an init function; registering a second panics, as it is a programming error.
+func RegisterCloudTemplate(t render.CloudTemplate) {
+	mu.Lock()
+	defer mu.Unlock()
+	if cloudTemplate != nil {
+		panic("provider: a cloud template is registered twice")
+	}
+	cloudTemplate = t
+}
+
+// CloudTemplateOf is the registered cloud template, nil when the program links
+// none (render then renders no cloud/template.json).
+func CloudTemplateOf() render.CloudTemplate {
+	mu.RLock()
+	defer mu.RUnlock()
+	return cloudTemplate
 }

@@ -5,279 +5,57 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"reflect"
-	"strconv"
 	"strings"
 	"unicode"
 
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/model"
 )
 
-// roleIDs are the logical-name prefixes of the resources generated per machine role.
-var roleIDs = map[string]string{model.RoleControlPlane: "ControlPlane", model.RoleWorker: "Worker"}
+// CloudTemplate builds the cloud template (cloud/template.json) of a cluster: the
+// provider's core resources with the plugins' cloud resources and outputs. The aws
+// provider's is the one kubeplug has (a CloudFormation template, rendered for
+// every cluster so it can be reviewed, and deployed by kubeplug up on aws); it
+// registers itself with pkg/provider, and the action layer hands it to Render in
+// Input.Cloud. Render then applies the plugins' cloud patches, refusing one that
+// changes a path Template says is protected.
+type CloudTemplate interface {
+	// Template returns the template's JSON document and the JSON pointers no
+	// plugin patch may change, each with why. It reports problems through
+	// in.Fatalf and returns a nil document when it cannot build one.
+	Template(in CloudInput) (doc []byte, protected map[string]string)
+}
 
-// Ports and names of the core's cloud resources that plugins may rely on.
-const (
-	apiServerPort = 6443
-	// protectedUserData and protectedTrust say why a patch may not change these paths.
-	protectedUserData = "a pool's user data is its rendered node configuration (nodes/<pool>/cloud-init.yaml); change the machines through node contributions, which the render checks"
-	protectedTrust    = "the core's IAM trust policy decides who may act as the cluster's machines; add permissions through cloud.iam statements instead"
-)
+// CloudInput is what a CloudTemplate builds from.
+type CloudInput struct {
+	ClusterName string
+	// Model is the rendered model: its pools (each a launch template and group
+	// on aws) and its Cloud contributions.
+	Model *model.Model
+	// Provider is the cluster's spec.provider (nil when it names none): a
+	// template reads its own field, as a provider's factory does.
+	Provider *v1alpha1.Provider
+	// Fatalf reports a fatal problem, naming the plugin (empty for the cluster
+	// file) and the field.
+	Fatalf func(plugin, field, format string, args ...any)
+}
 
-// cloud renders cloud/template.json, a CloudFormation template that deploys the
-// cluster's machines: the network (a VPC with two public subnets, or an existing
-// one given as values), security groups, a network load balancer for the API
-// server, an IAM role and instance profile per machine role, and per pool a launch
-// template (image, instance type, user data) and an Auto Scaling group in the
-// subnets; then the plugins' resources and outputs, then the plugins' patches in
-// plugin order. Values (r.in.AWS) become parameter defaults, so a deploy can
-// override them. A patch that changes a protected path (a pool's UserData, a role's
-// AssumeRolePolicyDocument) is fatal, naming the plugin and the path.
+// cloud renders cloud/template.json through Input.Cloud, then applies the
+// plugins' patches in plugin order: a patch that changes a protected path (a
+// pool's UserData, a role's AssumeRolePolicyDocument) is fatal, naming the plugin
+// and the path. Without Input.Cloud there is no template; plugins that contribute
+// to it are then refused, naming each, rather than dropped.
 func (r *renderer) cloud(context.Context) {
 	m := r.in.Model
-	v := r.in.AWS
-	if v.InstanceType == "" {
-		v.InstanceType = DefaultInstanceType
-	}
-	if v.ControlPlaneInstanceType == "" {
-		v.ControlPlaneInstanceType = DefaultInstanceType
-	}
-	if v.VPCCIDR == "" {
-		v.VPCCIDR = DefaultVPCCIDR
-	}
-	if v.APIServerCIDR == "" {
-		v.APIServerCIDR = "0.0.0.0/0"
-	}
-	resources := map[string]any{}
-	parameters := map[string]any{}
-	outputs := map[string]any{}
-	core := map[string]bool{}
-	protected := map[string]string{} // JSON pointer -> why
-	put := func(id string, v any) {
-		resources[id] = v
-		core[id] = true
-	}
-	tags := func(extra ...string) []any {
-		out := []any{map[string]any{"Key": "kubeplug.dev/cluster", "Value": r.in.ClusterName}}
-		for i := 0; i+1 < len(extra); i += 2 {
-			out = append(out, map[string]any{"Key": extra[i], "Value": extra[i+1]})
+	if r.in.Cloud == nil {
+		for _, by := range cloudContributors(m.Cloud) {
+			r.fatalf(by, "cloud", "the plugin contributes to the cloud template, but no cloud template is registered: a program that renders one links pkg/provider/aws (cmd/kubeplug does, through pkg/provider/all)")
 		}
-		return out
-	}
-
-	image := map[string]any{
-		"Type":        "AWS::EC2::Image::Id",
-		"Description": "the machine image of every machine, with the kubelet, containerd and " + AgentPath,
-	}
-	if v.ImageID != "" {
-		image["Default"] = v.ImageID
-	}
-	parameters["ImageId"] = image
-	parameters["ControlPlaneInstanceType"] = map[string]any{"Type": "String", "Default": v.ControlPlaneInstanceType, "Description": "the control-plane machines' instance type"}
-	parameters["WorkerInstanceType"] = map[string]any{"Type": "String", "Default": v.InstanceType, "Description": "the worker machines' instance type"}
-	parameters["APIServerCidr"] = map[string]any{"Type": "String", "Default": v.APIServerCIDR, "Description": "the addresses that may reach the API server"}
-
-	vpc, subnets, ok := r.network(v, parameters, put, tags)
-	if !ok {
 		return
 	}
-
-	// Security groups: the API server's port from APIServerCidr, everything between
-	// the cluster's machines. Ingress between the groups is a resource of its own so
-	// that the groups do not reference each other.
-	put("ControlPlaneSecurityGroup", map[string]any{
-		"Type": "AWS::EC2::SecurityGroup",
-		"Properties": map[string]any{
-			"GroupDescription": "kubeplug " + r.in.ClusterName + " control plane",
-			"VpcId":            vpc,
-			"SecurityGroupIngress": []any{map[string]any{
-				"IpProtocol": "tcp", "FromPort": apiServerPort, "ToPort": apiServerPort, "CidrIp": ref("APIServerCidr"),
-				"Description": "the API server, through its load balancer",
-			}},
-			"Tags": tags(),
-		},
-	})
-	put("WorkerSecurityGroup", map[string]any{
-		"Type": "AWS::EC2::SecurityGroup",
-		"Properties": map[string]any{
-			"GroupDescription": "kubeplug " + r.in.ClusterName + " workers",
-			"VpcId":            vpc,
-			"Tags":             tags(),
-		},
-	})
-	for _, to := range []string{"ControlPlane", "Worker"} {
-		for _, from := range []string{"ControlPlane", "Worker"} {
-			put(to+"IngressFrom"+from, map[string]any{
-				"Type": "AWS::EC2::SecurityGroupIngress",
-				"Properties": map[string]any{
-					"GroupId":               getAtt(to+"SecurityGroup", "GroupId"),
-					"SourceSecurityGroupId": getAtt(from+"SecurityGroup", "GroupId"),
-					"IpProtocol":            "-1",
-					"Description":           "all traffic between the cluster's machines",
-				},
-			})
-		}
-	}
-
-	// The API server's load balancer: TCP passthrough to the control-plane machines.
-	put("APIServerLoadBalancer", map[string]any{
-		"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
-		"Properties": map[string]any{
-			"Type":    "network",
-			"Scheme":  "internet-facing",
-			"Subnets": subnets,
-			"Tags":    tags(),
-		},
-	})
-	put("APIServerTargetGroup", map[string]any{
-		"Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
-		"Properties": map[string]any{
-			"Port":                apiServerPort,
-			"Protocol":            "TCP",
-			"TargetType":          "instance",
-			"VpcId":               vpc,
-			"HealthCheckProtocol": "TCP",
-			"Tags":                tags(),
-		},
-	})
-	put("APIServerListener", map[string]any{
-		"Type": "AWS::ElasticLoadBalancingV2::Listener",
-		"Properties": map[string]any{
-			"LoadBalancerArn": ref("APIServerLoadBalancer"),
-			"Port":            apiServerPort,
-			"Protocol":        "TCP",
-			"DefaultActions":  []any{map[string]any{"Type": "forward", "TargetGroupArn": ref("APIServerTargetGroup")}},
-		},
-	})
-	outputs["APIServerEndpoint"] = map[string]any{
-		"Description": "the API server's address",
-		"Value":       map[string]any{"Fn::Join": []any{"", []any{"https://", getAtt("APIServerLoadBalancer", "DNSName"), ":" + strconv.Itoa(apiServerPort)}}},
-	}
-	outputs["VpcId"] = map[string]any{"Description": "the cluster's VPC", "Value": vpc}
-
-	for _, role := range []string{model.RoleControlPlane, model.RoleWorker} {
-		id := roleIDs[role]
-		// One policy document per role, always present even when no plugin contributed
-		// a statement, so that plugins can patch it at a path that does not move.
-		statements := []any{}
-		for _, s := range m.Cloud.IAM[role] {
-			statements = append(statements, s.Statement)
-		}
-		put(id+"Role", map[string]any{
-			"Type": "AWS::IAM::Role",
-			"Properties": map[string]any{
-				"AssumeRolePolicyDocument": map[string]any{
-					"Version": "2012-10-17",
-					"Statement": []any{map[string]any{
-						"Effect":    "Allow",
-						"Principal": map[string]any{"Service": []any{"ec2.amazonaws.com"}},
-						"Action":    []any{"sts:AssumeRole"},
-					}},
-				},
-				"Policies": []any{map[string]any{
-					"PolicyName": "kubeplug-" + role,
-					"PolicyDocument": map[string]any{
-						"Version":   "2012-10-17",
-						"Statement": statements,
-					},
-				}},
-			},
-		})
-		protected["/Resources/"+id+"Role/Properties/AssumeRolePolicyDocument"] = protectedTrust
-		put(id+"InstanceProfile", map[string]any{
-			"Type":       "AWS::IAM::InstanceProfile",
-			"Properties": map[string]any{"Roles": []any{ref(id + "Role")}},
-		})
-	}
-	for _, role := range sortedKeys(m.Cloud.IAM) {
-		if _, ok := roleIDs[role]; !ok {
-			for _, s := range m.Cloud.IAM[role] {
-				r.fatalf(s.By, "cloud.iam."+role, "expected role %s or %s, found %q", model.RoleControlPlane, model.RoleWorker, role)
-			}
-		}
-	}
-	pools := map[string]string{} // logical-name prefix -> pool
-	for _, name := range m.PoolNames() {
-		p := m.Pools[name]
-		id := camel(name)
-		if prev, ok := pools[id]; ok {
-			r.fatalf("", "nodes."+name, "pools %s and %s both map to cloud resource names %s...", prev, name, id)
-			continue
-		}
-		pools[id] = name
-		roleID, ok := roleIDs[p.Role]
-		if !ok {
-			r.fatalf("", "nodes."+name+".role", "expected role %s or %s, found %q", model.RoleControlPlane, model.RoleWorker, p.Role)
-			continue
-		}
-		// The user data is the pool's rendered node configuration; the deployer passes
-		// it as a parameter because it is too large to inline and is reviewed on its own.
-		parameters[id+"UserData"] = map[string]any{
-			"Type":        "String",
-			"Description": "base64 of nodes/" + name + "/cloud-init.yaml",
-		}
-		put(id+"LaunchTemplate", map[string]any{
-			"Type": "AWS::EC2::LaunchTemplate",
-			"Properties": map[string]any{
-				"LaunchTemplateName": r.in.ClusterName + "-" + name,
-				"LaunchTemplateData": map[string]any{
-					"ImageId":            ref("ImageId"),
-					"InstanceType":       ref(roleID + "InstanceType"),
-					"IamInstanceProfile": map[string]any{"Arn": getAtt(roleID+"InstanceProfile", "Arn")},
-					"SecurityGroupIds":   []any{getAtt(roleID+"SecurityGroup", "GroupId")},
-					"UserData":           ref(id + "UserData"),
-					// IMDSv2 only; a hop limit of 2 lets containers on the machine reach it.
-					"MetadataOptions": map[string]any{"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
-				},
-			},
-		})
-		protected["/Resources/"+id+"LaunchTemplate/Properties/LaunchTemplateData/UserData"] = protectedUserData
-		count := strconv.Itoa(p.Count)
-		group := map[string]any{
-			"LaunchTemplate": map[string]any{
-				"LaunchTemplateId": ref(id + "LaunchTemplate"),
-				"Version":          getAtt(id+"LaunchTemplate", "LatestVersionNumber"),
-			},
-			"MinSize":           count,
-			"MaxSize":           count,
-			"DesiredCapacity":   count,
-			"VPCZoneIdentifier": subnets,
-			"Tags": []any{
-				map[string]any{"Key": "kubeplug.dev/cluster", "Value": r.in.ClusterName, "PropagateAtLaunch": true},
-				map[string]any{"Key": "kubeplug.dev/pool", "Value": name, "PropagateAtLaunch": true},
-			},
-		}
-		if p.Role == model.RoleControlPlane {
-			group["TargetGroupARNs"] = []any{ref("APIServerTargetGroup")}
-		}
-		put(id+"NodeGroup", map[string]any{"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": group})
-	}
-	for _, id := range sortedKeys(m.Cloud.Resources) {
-		s := m.Cloud.Resources[id]
-		if core[id] {
-			r.fatalf(s.By, "cloud.resources."+id, "resource %s is generated by kubeplug; change it with a patch instead", id)
-			continue
-		}
-		resources[id] = s.Value
-	}
-	for _, id := range sortedKeys(m.Cloud.Outputs) {
-		if _, ok := outputs[id]; ok {
-			r.fatalf(m.Cloud.Outputs[id].By, "cloud.outputs."+id, "output %s is generated by kubeplug", id)
-			continue
-		}
-		outputs[id] = m.Cloud.Outputs[id].Value
-	}
-	tmpl := map[string]any{
-		"AWSTemplateFormatVersion": "2010-09-09",
-		"Description":              "kubeplug cluster " + r.in.ClusterName,
-		"Parameters":               parameters,
-		"Resources":                resources,
-		"Outputs":                  outputs,
-	}
-	doc, err := json.Marshal(tmpl)
-	if err != nil {
-		r.fatalf("", "cloud", "encoding the cloud template: %v", err)
+	doc, protected := r.in.Cloud.Template(CloudInput{ClusterName: r.in.ClusterName, Model: m, Provider: r.in.Provider, Fatalf: r.fatalf})
+	if doc == nil {
 		return
 	}
 	for i, p := range m.Cloud.Patches {
@@ -293,74 +71,25 @@ func (r *renderer) cloud(context.Context) {
 	r.out["cloud/template.json"] = b
 }
 
-// network adds the cluster's network: parameters naming an existing VPC and its
-// subnets, or a VPC with an internet gateway and a public subnet in each of the
-// region's first two availability zones, each half of VpcCidr. It returns what
-// resources reference for the VPC and the subnets.
-func (r *renderer) network(v AWSValues, parameters map[string]any, put func(string, any), tags func(...string) []any) (vpc, subnets any, ok bool) {
-	if v.VPCID != "" {
-		parameters["VpcId"] = map[string]any{"Type": "AWS::EC2::VPC::Id", "Default": v.VPCID, "Description": "the existing VPC of the cluster"}
-		parameters["SubnetIds"] = map[string]any{"Type": "List<AWS::EC2::Subnet::Id>", "Default": strings.Join(v.SubnetIDs, ","), "Description": "the subnets of the machines and the API server's load balancer"}
-		return ref("VpcId"), ref("SubnetIds"), true
+// cloudContributors are the plugins that contribute to the cloud template, sorted.
+func cloudContributors(c model.Cloud) []string {
+	by := map[string]bool{}
+	for _, s := range c.Resources {
+		by[s.By] = true
 	}
-	prefix, err := netip.ParsePrefix(v.VPCCIDR)
-	if err != nil || !prefix.Addr().Is4() || prefix.Bits() < 16 || prefix.Bits() > 27 {
-		r.fatalf("", "spec.provider.aws.vpcCIDR", "expected an IPv4 range from /16 to /27 such as %s, found %q", DefaultVPCCIDR, v.VPCCIDR)
-		return nil, nil, false
+	for _, s := range c.Outputs {
+		by[s.By] = true
 	}
-	parameters["VpcCidr"] = map[string]any{"Type": "String", "Default": v.VPCCIDR, "Description": "the address range of the cluster's VPC"}
-	put("VPC", map[string]any{
-		"Type": "AWS::EC2::VPC",
-		"Properties": map[string]any{
-			"CidrBlock":          ref("VpcCidr"),
-			"EnableDnsSupport":   true,
-			"EnableDnsHostnames": true,
-			"Tags":               tags("Name", r.in.ClusterName),
-		},
-	})
-	put("InternetGateway", map[string]any{"Type": "AWS::EC2::InternetGateway", "Properties": map[string]any{"Tags": tags()}})
-	put("InternetGatewayAttachment", map[string]any{
-		"Type":       "AWS::EC2::VPCGatewayAttachment",
-		"Properties": map[string]any{"VpcId": ref("VPC"), "InternetGatewayId": ref("InternetGateway")},
-	})
-	put("PublicRouteTable", map[string]any{
-		"Type":       "AWS::EC2::RouteTable",
-		"Properties": map[string]any{"VpcId": ref("VPC"), "Tags": tags()},
-	})
-	put("PublicRoute", map[string]any{
-		"Type":      "AWS::EC2::Route",
-		"DependsOn": "InternetGatewayAttachment",
-		"Properties": map[string]any{
-			"RouteTableId":         ref("PublicRouteTable"),
-			"DestinationCidrBlock": "0.0.0.0/0",
-			"GatewayId":            ref("InternetGateway"),
-		},
-	})
-	var list []any
-	for i := range 2 {
-		id := "Subnet" + strconv.Itoa(i)
-		put(id, map[string]any{
-			"Type": "AWS::EC2::Subnet",
-			"Properties": map[string]any{
-				"VpcId":               ref("VPC"),
-				"AvailabilityZone":    map[string]any{"Fn::Select": []any{i, map[string]any{"Fn::GetAZs": ""}}},
-				"CidrBlock":           map[string]any{"Fn::Select": []any{i, map[string]any{"Fn::Cidr": []any{ref("VpcCidr"), 2, strconv.Itoa(32 - prefix.Bits() - 1)}}}},
-				"MapPublicIpOnLaunch": true,
-				"Tags":                tags(),
-			},
-		})
-		put(id+"RouteTableAssociation", map[string]any{
-			"Type":       "AWS::EC2::SubnetRouteTableAssociation",
-			"Properties": map[string]any{"SubnetId": ref(id), "RouteTableId": ref("PublicRouteTable")},
-		})
-		list = append(list, ref(id))
+	for _, ss := range c.IAM {
+		for _, s := range ss {
+			by[s.By] = true
+		}
 	}
-	return ref("VPC"), list, true
+	for _, p := range c.Patches {
+		by[p.By] = true
+	}
+	return sortedKeys(by)
 }
-
-func ref(id string) map[string]any { return map[string]any{"Ref": id} }
-
-func getAtt(id, attr string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, attr}} }
 
 // cloudPatch applies one plugin's patch operation by operation; ok is false, with a
 // fatal diagnostic naming the plugin, the operation and the path, when an operation
@@ -437,9 +166,10 @@ func (r *renderer) patchFailed(by, field, target string, err error) {
 	r.fatalf(by, field, "patch %s %s failed on %s: %v", oe.Op.Op, oe.Op.Path, target, oe.Err)
 }
 
-// camel turns a pool name into a CloudFormation logical-name prefix: "gpu-nodes" and
-// "gpu_nodes" become "GpuNodes"; logical names allow only letters and digits.
-func camel(s string) string {
+// CloudName turns a pool or stack name into a CloudFormation logical-name
+// prefix: "gpu-nodes" and "gpu_nodes" become "GpuNodes"; logical names allow only
+// letters and digits.
+func CloudName(s string) string {
 	var b strings.Builder
 	up := true
 	for _, c := range s {

@@ -9,7 +9,9 @@ import (
 	"github.com/awslabs/goformation/v7/cloudformation"
 	"github.com/awslabs/goformation/v7/intrinsics"
 
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/provider/aws"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -72,14 +74,14 @@ func parseTemplate(t *testing.T, b []byte) *cloudformation.Template {
 func TestCloudTemplateDeployable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		aws  render.AWSValues
+		aws  v1alpha1.AWSProvider
 	}{
-		{"new network", render.AWSValues{ImageID: "ami-0123456789abcdef0", InstanceType: "m7i.xlarge"}},
-		{"existing network", render.AWSValues{VPCID: "vpc-0123456789abcdef0", SubnetIDs: []string{"subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"}}},
+		{"new network", v1alpha1.AWSProvider{ImageID: "ami-0123456789abcdef0", InstanceType: "m7i.xlarge"}},
+		{"existing network", v1alpha1.AWSProvider{VPCID: "vpc-0123456789abcdef0", SubnetIDs: []string{"subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := fullInput(t)
-			in.AWS = tc.aws
+			in.Provider = &v1alpha1.Provider{AWS: &tc.aws}
 			b := mustRender(t, in)["cloud/template.json"]
 			tmpl := parseTemplate(t, b)
 
@@ -95,7 +97,7 @@ func TestCloudTemplateDeployable(t *testing.T) {
 				wantDefault["VpcId"] = tc.aws.VPCID
 				wantDefault["SubnetIds"] = strings.Join(tc.aws.SubnetIDs, ",")
 			} else {
-				wantDefault["VpcCidr"] = render.DefaultVPCCIDR
+				wantDefault["VpcCidr"] = aws.DefaultVPCCIDR
 			}
 			for name, want := range wantDefault {
 				if p, ok := tmpl.Parameters[name]; !ok || p.Default != want {
@@ -194,7 +196,7 @@ func TestCloudTemplateProtectedPathsAllowOthers(t *testing.T) {
 	if d := m.Add("tuning", c); len(d) > 0 {
 		t.Fatal(d)
 	}
-	files := mustRender(t, render.Input{ClusterName: "c", KubernetesVersion: "1.37.2", Model: m})
+	files := mustRender(t, render.Input{ClusterName: "c", KubernetesVersion: "1.37.2", Model: m, Cloud: aws.Template{}})
 	tmpl := parseTemplate(t, files["cloud/template.json"])
 	lt, err := tmpl.GetEC2LaunchTemplateWithName("WorkersLaunchTemplate")
 	if err != nil {
@@ -202,5 +204,27 @@ func TestCloudTemplateProtectedPathsAllowOthers(t *testing.T) {
 	}
 	if got := lt.LaunchTemplateData.InstanceType; got == nil || *got != "t3.small" {
 		t.Errorf("instance type %v, want the patch's t3.small", got)
+	}
+}
+
+// TestCloudContributionsWithoutATemplateAreRefused: a program that links no cloud
+// template (a library user without pkg/provider/aws) renders no
+// cloud/template.json, and a plugin that contributes to it is refused by name
+// rather than dropped.
+func TestCloudContributionsWithoutATemplateAreRefused(t *testing.T) {
+	m := model.New(model.PoolSpec{Name: "workers", Role: model.RoleWorker, Count: 1})
+	files, diags := render.Files(t.Context(), render.Input{ClusterName: "c", KubernetesVersion: "1.37.2", Model: m})
+	if diags.HasFatal() {
+		t.Fatal(diags)
+	}
+	if _, ok := files["cloud/template.json"]; ok {
+		t.Error("cloud/template.json rendered without a cloud template")
+	}
+	if d := m.Add("tuning", &model.Contribution{Cloud: &model.Cloud{Outputs: map[string]model.Setting[any]{"Extra": {Value: "x"}}}}); len(d) > 0 {
+		t.Fatal(d)
+	}
+	_, diags = render.Files(t.Context(), render.Input{ClusterName: "c", KubernetesVersion: "1.37.2", Model: m})
+	if !diags.HasFatal() || !strings.Contains(diags.String(), "plugin tuning") || !strings.Contains(diags.String(), "no cloud template is registered") {
+		t.Fatalf("want a fatal diagnostic naming plugin tuning, got %v", diags)
 	}
 }

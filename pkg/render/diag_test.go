@@ -10,6 +10,7 @@ import (
 	"testing/fstest"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/provider/aws"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -201,6 +202,7 @@ func TestDiagnostics(t *testing.T) {
 			in := render.Input{
 				ClusterName: "t", KubernetesVersion: "1.37.2", Model: m,
 				Charts: func(string) fs.FS { return brokenChart },
+				Cloud:  aws.Template{},
 			}
 			if tt.version != "" {
 				in.KubernetesVersion = tt.version

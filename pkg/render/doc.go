@@ -8,7 +8,7 @@
 //	control-plane/<component>.yaml    static Pods of kube-apiserver, kube-controller-manager, kube-scheduler
 //	nodes/<pool>/cloud-init.yaml      per node pool, including the control-plane pseudo pool
 //	nodes/<pool>/ignition.json        the same machine configuration as Ignition spec 3.4.0
-//	cloud/template.json               the CloudFormation-style cloud template, patches applied
+//	cloud/template.json               the cloud template Input.Cloud builds (the aws provider's), patches applied
 //	kubernetes/<NN>-<plugin>.yaml     each plugin's objects, then its Helm releases, in deploy order
 //	plan.json                         Input.Plan as-is
 //

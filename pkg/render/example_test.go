@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/provider/aws"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -21,6 +22,7 @@ func ExampleFiles() {
 	})
 	files, diags := render.Files(context.Background(), render.Input{
 		ClusterName: "demo", KubernetesVersion: "1.37.2", Model: m,
+		Cloud: aws.Template{}, // the cloud template kubeplug renders, registered by the aws provider
 	})
 	if diags.HasFatal() {
 		fmt.Println(diags)

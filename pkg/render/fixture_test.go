@@ -6,6 +6,7 @@ import (
 	"testing/fstest"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/provider/aws"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -168,6 +169,7 @@ func fullInput(t testing.TB) render.Input {
 		ClusterName:       "demo",
 		KubernetesVersion: "1.37.2",
 		Model:             m,
+		Cloud:             aws.Template{},
 		Charts: func(plugin string) fs.FS {
 			if plugin == "dex" {
 				return dexPackage

@@ -13,6 +13,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/model"
@@ -75,8 +76,12 @@ type Input struct {
 	ChartDependency func(h model.HelmRelease, dep *chartv2.Dependency) ([]byte, error)
 	// Plan is written as plan.json as-is; nil writes no plan.json.
 	Plan any
-	// AWS are the cloud template's values (the cluster's spec.provider.aws).
-	AWS AWSValues
+	// Cloud builds the cloud template (cloud/template.json); nil renders none
+	// and refuses plugins' cloud contributions. pkg/provider.CloudTemplate is
+	// the registered one.
+	Cloud CloudTemplate
+	// Provider is the cluster's spec.provider, for Cloud; nil when it names none.
+	Provider *v1alpha1.Provider
 	// ServedAPI says whether KubernetesVersion serves kind at apiVersion: ""
 	// when it does; else what is wrong and what to use instead, fatal when the
 	// version does not serve it at all, a warning when it is deprecated. Render
@@ -91,31 +96,6 @@ type Input struct {
 	// (The action layer gives it internal/k8sversions' flag tables.)
 	Flag func(component, name, value string) (msg string, fatal bool)
 }
-
-// AWSValues are the values of the cloud template; each is the default of a template
-// parameter, so that a deploy can override it. The zero value renders a template
-// that creates its own network and needs only the ImageId parameter at deploy.
-type AWSValues struct {
-	// ImageID is the machine image of every machine; empty leaves the ImageId
-	// parameter without a default.
-	ImageID string
-	// InstanceType of worker pools, ControlPlaneInstanceType of the control plane.
-	// Default DefaultInstanceType.
-	InstanceType, ControlPlaneInstanceType string
-	// VPCID and SubnetIDs name an existing network; empty creates a VPC of VPCCIDR
-	// (default DefaultVPCCIDR) with a public subnet in each of two availability zones.
-	VPCID     string
-	SubnetIDs []string
-	VPCCIDR   string
-	// APIServerCIDR may reach the API server's load balancer. Default 0.0.0.0/0.
-	APIServerCIDR string
-}
-
-// Defaults of AWSValues.
-const (
-	DefaultInstanceType = "m6i.large"
-	DefaultVPCCIDR      = "10.0.0.0/16"
-)
 
 // Files renders everything into memory: relative slash path -> content. It returns no
 // files when a diagnostic is fatal, so a caller cannot write half a render by mistake.

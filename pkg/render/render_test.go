@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/provider/aws"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -173,6 +174,7 @@ func TestOrderFromModel(t *testing.T) {
 	files := mustRender(t, render.Input{
 		ClusterName: "t", KubernetesVersion: "1.37.2", Model: m,
 		Charts: func(string) fs.FS { return dexPackage },
+		Cloud:  aws.Template{},
 	})
 	var got []string
 	for name := range files {

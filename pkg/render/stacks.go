@@ -47,7 +47,7 @@ type StackEntry struct {
 func UserDataParameters(m *model.Model) map[string]string {
 	out := map[string]string{}
 	for _, name := range m.PoolNames() {
-		out[camel(name)+"UserData"] = "nodes/" + name + "/cloud-init.yaml"
+		out[CloudName(name)+"UserData"] = "nodes/" + name + "/cloud-init.yaml"
 	}
 	return out
 }

@@ -1,7 +1,8 @@
 // Package aws deploys a rendered cluster to AWS: it uploads the rendered files to
 // an S3 bucket by content digest and deploys the cloud template
 // (cloud/template.json, the "core" stack) and the stacks plugins add
-// (cloud/stacks.json) through CloudFormation change sets.
+// (cloud/stacks.json) through CloudFormation change sets. It also builds that
+// cloud template (Template, template.go), which render writes for every cluster.
 //
 // The one idea: every change goes through a change set that is printed before it
 // runs. A Deployer creates (or finds, after an interrupted run) one change set per

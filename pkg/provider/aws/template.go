@@ -1,0 +1,395 @@
+package aws
+
+import (
+	"encoding/json"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/render"
+)
+
+func init() { provider.RegisterCloudTemplate(Template{}) }
+
+// Template is the cloud template kubeplug renders for every cluster (render's
+// cloud/template.json) and kubeplug up deploys on aws as the core stack.
+type Template struct{}
+
+// Values are the values of the cloud template (spec.provider.aws); each is the
+// default of a template parameter, so that a deploy can override it. The zero
+// value renders a template that creates its own network and needs only the
+// ImageId parameter at deploy.
+type Values struct {
+	// ImageID is the machine image of every machine; empty leaves the ImageId
+	// parameter without a default.
+	ImageID string
+	// InstanceType of worker pools, ControlPlaneInstanceType of the control plane.
+	// Default DefaultInstanceType.
+	InstanceType, ControlPlaneInstanceType string
+	// VPCID and SubnetIDs name an existing network; empty creates a VPC of VPCCIDR
+	// (default DefaultVPCCIDR) with a public subnet in each of two availability zones.
+	VPCID     string
+	SubnetIDs []string
+	VPCCIDR   string
+	// APIServerCIDR may reach the API server's load balancer. Default 0.0.0.0/0.
+	APIServerCIDR string
+}
+
+// Defaults of Values.
+const (
+	DefaultInstanceType = "m6i.large"
+	DefaultVPCCIDR      = "10.0.0.0/16"
+)
+
+// values are the template's values in a cluster's spec.provider; the zero
+// Values when it names no aws block (a local cluster's template, for review).
+func values(p *v1alpha1.Provider) Values {
+	if p == nil || p.AWS == nil {
+		return Values{}
+	}
+	a := p.AWS
+	return Values{ImageID: a.ImageID, InstanceType: a.InstanceType, ControlPlaneInstanceType: a.ControlPlaneInstanceType,
+		VPCID: a.VPCID, SubnetIDs: a.SubnetIDs, VPCCIDR: a.VPCCIDR, APIServerCIDR: a.APIServerCIDR}
+}
+
+// roleIDs are the logical-name prefixes of the resources generated per machine role.
+var roleIDs = map[string]string{model.RoleControlPlane: "ControlPlane", model.RoleWorker: "Worker"}
+
+// Ports and names of the core's cloud resources that plugins may rely on.
+const (
+	apiServerPort = 6443
+	// protectedUserData and protectedTrust say why a patch may not change these paths.
+	protectedUserData = "a pool's user data is its rendered node configuration (nodes/<pool>/cloud-init.yaml); change the machines through node contributions, which the render checks"
+	protectedTrust    = "the core's IAM trust policy decides who may act as the cluster's machines; add permissions through cloud.iam statements instead"
+)
+
+// Template builds cloud/template.json, a CloudFormation template that deploys the
+// cluster's machines: the network (a VPC with two public subnets, or an existing
+// one given as values), security groups, a network load balancer for the API
+// server, an IAM role and instance profile per machine role, and per pool a launch
+// template (image, instance type, user data) and an Auto Scaling group in the
+// subnets; then the plugins' resources and outputs, then the plugins' patches in
+// plugin order (render applies them). The values of
+// spec.provider.aws become parameter defaults, so a deploy can
+// override them. A patch that changes a protected path (a pool's UserData, a role's
+// AssumeRolePolicyDocument) is fatal, naming the plugin and the path.
+func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
+	m := in.Model
+	v := values(in.Provider)
+	if v.InstanceType == "" {
+		v.InstanceType = DefaultInstanceType
+	}
+	if v.ControlPlaneInstanceType == "" {
+		v.ControlPlaneInstanceType = DefaultInstanceType
+	}
+	if v.VPCCIDR == "" {
+		v.VPCCIDR = DefaultVPCCIDR
+	}
+	if v.APIServerCIDR == "" {
+		v.APIServerCIDR = "0.0.0.0/0"
+	}
+	resources := map[string]any{}
+	parameters := map[string]any{}
+	outputs := map[string]any{}
+	core := map[string]bool{}
+	protected := map[string]string{} // JSON pointer -> why
+	put := func(id string, v any) {
+		resources[id] = v
+		core[id] = true
+	}
+	tags := func(extra ...string) []any {
+		out := []any{map[string]any{"Key": "kubeplug.dev/cluster", "Value": in.ClusterName}}
+		for i := 0; i+1 < len(extra); i += 2 {
+			out = append(out, map[string]any{"Key": extra[i], "Value": extra[i+1]})
+		}
+		return out
+	}
+
+	image := map[string]any{
+		"Type":        "AWS::EC2::Image::Id",
+		"Description": "the machine image of every machine, with the kubelet, containerd and " + render.AgentPath,
+	}
+	if v.ImageID != "" {
+		image["Default"] = v.ImageID
+	}
+	parameters["ImageId"] = image
+	parameters["ControlPlaneInstanceType"] = map[string]any{"Type": "String", "Default": v.ControlPlaneInstanceType, "Description": "the control-plane machines' instance type"}
+	parameters["WorkerInstanceType"] = map[string]any{"Type": "String", "Default": v.InstanceType, "Description": "the worker machines' instance type"}
+	parameters["APIServerCidr"] = map[string]any{"Type": "String", "Default": v.APIServerCIDR, "Description": "the addresses that may reach the API server"}
+
+	vpc, subnets, ok := network(in, v, parameters, put, tags)
+	if !ok {
+		return nil, nil
+	}
+
+	// Security groups: the API server's port from APIServerCidr, everything between
+	// the cluster's machines. Ingress between the groups is a resource of its own so
+	// that the groups do not reference each other.
+	put("ControlPlaneSecurityGroup", map[string]any{
+		"Type": "AWS::EC2::SecurityGroup",
+		"Properties": map[string]any{
+			"GroupDescription": "kubeplug " + in.ClusterName + " control plane",
+			"VpcId":            vpc,
+			"SecurityGroupIngress": []any{map[string]any{
+				"IpProtocol": "tcp", "FromPort": apiServerPort, "ToPort": apiServerPort, "CidrIp": ref("APIServerCidr"),
+				"Description": "the API server, through its load balancer",
+			}},
+			"Tags": tags(),
+		},
+	})
+	put("WorkerSecurityGroup", map[string]any{
+		"Type": "AWS::EC2::SecurityGroup",
+		"Properties": map[string]any{
+			"GroupDescription": "kubeplug " + in.ClusterName + " workers",
+			"VpcId":            vpc,
+			"Tags":             tags(),
+		},
+	})
+	for _, to := range []string{"ControlPlane", "Worker"} {
+		for _, from := range []string{"ControlPlane", "Worker"} {
+			put(to+"IngressFrom"+from, map[string]any{
+				"Type": "AWS::EC2::SecurityGroupIngress",
+				"Properties": map[string]any{
+					"GroupId":               getAtt(to+"SecurityGroup", "GroupId"),
+					"SourceSecurityGroupId": getAtt(from+"SecurityGroup", "GroupId"),
+					"IpProtocol":            "-1",
+					"Description":           "all traffic between the cluster's machines",
+				},
+			})
+		}
+	}
+
+	// The API server's load balancer: TCP passthrough to the control-plane machines.
+	put("APIServerLoadBalancer", map[string]any{
+		"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
+		"Properties": map[string]any{
+			"Type":    "network",
+			"Scheme":  "internet-facing",
+			"Subnets": subnets,
+			"Tags":    tags(),
+		},
+	})
+	put("APIServerTargetGroup", map[string]any{
+		"Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+		"Properties": map[string]any{
+			"Port":                apiServerPort,
+			"Protocol":            "TCP",
+			"TargetType":          "instance",
+			"VpcId":               vpc,
+			"HealthCheckProtocol": "TCP",
+			"Tags":                tags(),
+		},
+	})
+	put("APIServerListener", map[string]any{
+		"Type": "AWS::ElasticLoadBalancingV2::Listener",
+		"Properties": map[string]any{
+			"LoadBalancerArn": ref("APIServerLoadBalancer"),
+			"Port":            apiServerPort,
+			"Protocol":        "TCP",
+			"DefaultActions":  []any{map[string]any{"Type": "forward", "TargetGroupArn": ref("APIServerTargetGroup")}},
+		},
+	})
+	outputs["APIServerEndpoint"] = map[string]any{
+		"Description": "the API server's address",
+		"Value":       map[string]any{"Fn::Join": []any{"", []any{"https://", getAtt("APIServerLoadBalancer", "DNSName"), ":" + strconv.Itoa(apiServerPort)}}},
+	}
+	outputs["VpcId"] = map[string]any{"Description": "the cluster's VPC", "Value": vpc}
+
+	for _, role := range []string{model.RoleControlPlane, model.RoleWorker} {
+		id := roleIDs[role]
+		// One policy document per role, always present even when no plugin contributed
+		// a statement, so that plugins can patch it at a path that does not move.
+		statements := []any{}
+		for _, s := range m.Cloud.IAM[role] {
+			statements = append(statements, s.Statement)
+		}
+		put(id+"Role", map[string]any{
+			"Type": "AWS::IAM::Role",
+			"Properties": map[string]any{
+				"AssumeRolePolicyDocument": map[string]any{
+					"Version": "2012-10-17",
+					"Statement": []any{map[string]any{
+						"Effect":    "Allow",
+						"Principal": map[string]any{"Service": []any{"ec2.amazonaws.com"}},
+						"Action":    []any{"sts:AssumeRole"},
+					}},
+				},
+				"Policies": []any{map[string]any{
+					"PolicyName": "kubeplug-" + role,
+					"PolicyDocument": map[string]any{
+						"Version":   "2012-10-17",
+						"Statement": statements,
+					},
+				}},
+			},
+		})
+		protected["/Resources/"+id+"Role/Properties/AssumeRolePolicyDocument"] = protectedTrust
+		put(id+"InstanceProfile", map[string]any{
+			"Type":       "AWS::IAM::InstanceProfile",
+			"Properties": map[string]any{"Roles": []any{ref(id + "Role")}},
+		})
+	}
+	for _, role := range sortedKeys(m.Cloud.IAM) {
+		if _, ok := roleIDs[role]; !ok {
+			for _, s := range m.Cloud.IAM[role] {
+				in.Fatalf(s.By, "cloud.iam."+role, "expected role %s or %s, found %q", model.RoleControlPlane, model.RoleWorker, role)
+			}
+		}
+	}
+	pools := map[string]string{} // logical-name prefix -> pool
+	for _, name := range m.PoolNames() {
+		p := m.Pools[name]
+		id := render.CloudName(name)
+		if prev, ok := pools[id]; ok {
+			in.Fatalf("", "nodes."+name, "pools %s and %s both map to cloud resource names %s...", prev, name, id)
+			continue
+		}
+		pools[id] = name
+		roleID, ok := roleIDs[p.Role]
+		if !ok {
+			in.Fatalf("", "nodes."+name+".role", "expected role %s or %s, found %q", model.RoleControlPlane, model.RoleWorker, p.Role)
+			continue
+		}
+		// The user data is the pool's rendered node configuration; the deployer passes
+		// it as a parameter because it is too large to inline and is reviewed on its own.
+		parameters[id+"UserData"] = map[string]any{
+			"Type":        "String",
+			"Description": "base64 of nodes/" + name + "/cloud-init.yaml",
+		}
+		put(id+"LaunchTemplate", map[string]any{
+			"Type": "AWS::EC2::LaunchTemplate",
+			"Properties": map[string]any{
+				"LaunchTemplateName": in.ClusterName + "-" + name,
+				"LaunchTemplateData": map[string]any{
+					"ImageId":            ref("ImageId"),
+					"InstanceType":       ref(roleID + "InstanceType"),
+					"IamInstanceProfile": map[string]any{"Arn": getAtt(roleID+"InstanceProfile", "Arn")},
+					"SecurityGroupIds":   []any{getAtt(roleID+"SecurityGroup", "GroupId")},
+					"UserData":           ref(id + "UserData"),
+					// IMDSv2 only; a hop limit of 2 lets containers on the machine reach it.
+					"MetadataOptions": map[string]any{"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
+				},
+			},
+		})
+		protected["/Resources/"+id+"LaunchTemplate/Properties/LaunchTemplateData/UserData"] = protectedUserData
+		count := strconv.Itoa(p.Count)
+		group := map[string]any{
+			"LaunchTemplate": map[string]any{
+				"LaunchTemplateId": ref(id + "LaunchTemplate"),
+				"Version":          getAtt(id+"LaunchTemplate", "LatestVersionNumber"),
+			},
+			"MinSize":           count,
+			"MaxSize":           count,
+			"DesiredCapacity":   count,
+			"VPCZoneIdentifier": subnets,
+			"Tags": []any{
+				map[string]any{"Key": "kubeplug.dev/cluster", "Value": in.ClusterName, "PropagateAtLaunch": true},
+				map[string]any{"Key": "kubeplug.dev/pool", "Value": name, "PropagateAtLaunch": true},
+			},
+		}
+		if p.Role == model.RoleControlPlane {
+			group["TargetGroupARNs"] = []any{ref("APIServerTargetGroup")}
+		}
+		put(id+"NodeGroup", map[string]any{"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": group})
+	}
+	for _, id := range sortedKeys(m.Cloud.Resources) {
+		s := m.Cloud.Resources[id]
+		if core[id] {
+			in.Fatalf(s.By, "cloud.resources."+id, "resource %s is generated by kubeplug; change it with a patch instead", id)
+			continue
+		}
+		resources[id] = s.Value
+	}
+	for _, id := range sortedKeys(m.Cloud.Outputs) {
+		if _, ok := outputs[id]; ok {
+			in.Fatalf(m.Cloud.Outputs[id].By, "cloud.outputs."+id, "output %s is generated by kubeplug", id)
+			continue
+		}
+		outputs[id] = m.Cloud.Outputs[id].Value
+	}
+	tmpl := map[string]any{
+		"AWSTemplateFormatVersion": "2010-09-09",
+		"Description":              "kubeplug cluster " + in.ClusterName,
+		"Parameters":               parameters,
+		"Resources":                resources,
+		"Outputs":                  outputs,
+	}
+	doc, err := json.Marshal(tmpl)
+	if err != nil {
+		in.Fatalf("", "cloud", "encoding the cloud template: %v", err)
+		return nil, nil
+	}
+	return doc, protected
+}
+
+// network adds the cluster's network: parameters naming an existing VPC and its
+// subnets, or a VPC with an internet gateway and a public subnet in each of the
+// region's first two availability zones, each half of VpcCidr. It returns what
+// resources reference for the VPC and the subnets.
+func network(in render.CloudInput, v Values, parameters map[string]any, put func(string, any), tags func(...string) []any) (vpc, subnets any, ok bool) {
+	if v.VPCID != "" {
+		parameters["VpcId"] = map[string]any{"Type": "AWS::EC2::VPC::Id", "Default": v.VPCID, "Description": "the existing VPC of the cluster"}
+		parameters["SubnetIds"] = map[string]any{"Type": "List<AWS::EC2::Subnet::Id>", "Default": strings.Join(v.SubnetIDs, ","), "Description": "the subnets of the machines and the API server's load balancer"}
+		return ref("VpcId"), ref("SubnetIds"), true
+	}
+	prefix, err := netip.ParsePrefix(v.VPCCIDR)
+	if err != nil || !prefix.Addr().Is4() || prefix.Bits() < 16 || prefix.Bits() > 27 {
+		in.Fatalf("", "spec.provider.aws.vpcCIDR", "expected an IPv4 range from /16 to /27 such as %s, found %q", DefaultVPCCIDR, v.VPCCIDR)
+		return nil, nil, false
+	}
+	parameters["VpcCidr"] = map[string]any{"Type": "String", "Default": v.VPCCIDR, "Description": "the address range of the cluster's VPC"}
+	put("VPC", map[string]any{
+		"Type": "AWS::EC2::VPC",
+		"Properties": map[string]any{
+			"CidrBlock":          ref("VpcCidr"),
+			"EnableDnsSupport":   true,
+			"EnableDnsHostnames": true,
+			"Tags":               tags("Name", in.ClusterName),
+		},
+	})
+	put("InternetGateway", map[string]any{"Type": "AWS::EC2::InternetGateway", "Properties": map[string]any{"Tags": tags()}})
+	put("InternetGatewayAttachment", map[string]any{
+		"Type":       "AWS::EC2::VPCGatewayAttachment",
+		"Properties": map[string]any{"VpcId": ref("VPC"), "InternetGatewayId": ref("InternetGateway")},
+	})
+	put("PublicRouteTable", map[string]any{
+		"Type":       "AWS::EC2::RouteTable",
+		"Properties": map[string]any{"VpcId": ref("VPC"), "Tags": tags()},
+	})
+	put("PublicRoute", map[string]any{
+		"Type":      "AWS::EC2::Route",
+		"DependsOn": "InternetGatewayAttachment",
+		"Properties": map[string]any{
+			"RouteTableId":         ref("PublicRouteTable"),
+			"DestinationCidrBlock": "0.0.0.0/0",
+			"GatewayId":            ref("InternetGateway"),
+		},
+	})
+	var list []any
+	for i := range 2 {
+		id := "Subnet" + strconv.Itoa(i)
+		put(id, map[string]any{
+			"Type": "AWS::EC2::Subnet",
+			"Properties": map[string]any{
+				"VpcId":               ref("VPC"),
+				"AvailabilityZone":    map[string]any{"Fn::Select": []any{i, map[string]any{"Fn::GetAZs": ""}}},
+				"CidrBlock":           map[string]any{"Fn::Select": []any{i, map[string]any{"Fn::Cidr": []any{ref("VpcCidr"), 2, strconv.Itoa(32 - prefix.Bits() - 1)}}}},
+				"MapPublicIpOnLaunch": true,
+				"Tags":                tags(),
+			},
+		})
+		put(id+"RouteTableAssociation", map[string]any{
+			"Type":       "AWS::EC2::SubnetRouteTableAssociation",
+			"Properties": map[string]any{"SubnetId": ref(id), "RouteTableId": ref("PublicRouteTable")},
+		})
+		list = append(list, ref(id))
+	}
+	return ref("VPC"), list, true
+}
+
+func ref(id string) map[string]any { return map[string]any{"Ref": id} }
+
+func getAtt(id, attr string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, attr}} }
