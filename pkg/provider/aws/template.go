@@ -67,18 +67,73 @@ const (
 )
 
 // Template builds cloud/template.json, a CloudFormation template that deploys the
-// cluster's machines: the network (a VPC with two public subnets, or an existing
-// one given as values), security groups, a network load balancer for the API
-// server, an IAM role and instance profile per machine role, and per pool a launch
-// template (image, instance type, user data) and an Auto Scaling group in the
-// subnets; then the plugins' resources and outputs, then the plugins' patches in
-// plugin order (render applies them). The values of
-// spec.provider.aws become parameter defaults, so a deploy can
-// override them. A patch that changes a protected path (a pool's UserData, a role's
-// AssumeRolePolicyDocument) is fatal, naming the plugin and the path.
+// cluster's machines, in named steps (templateSteps): the parameters, the
+// network (a VPC with two public subnets, or an existing one given as values),
+// security groups, a network load balancer for the API server, an IAM role and
+// instance profile per machine role, per pool a launch template (image, instance
+// type, user data) and an Auto Scaling group in the subnets, then the plugins'
+// resources and outputs. The values of spec.provider.aws become parameter
+// defaults, so a deploy can override them. Render then applies the plugins'
+// patches; the paths returned as protected (a pool's UserData, a role's
+// AssumeRolePolicyDocument) no patch may change.
 func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
-	m := in.Model
-	v := values(in.Provider)
+	t := &template{
+		in: in, v: values(in.Provider).withDefaults(),
+		resources: map[string]any{}, parameters: map[string]any{}, outputs: map[string]any{},
+		core: map[string]bool{}, protected: map[string]string{},
+	}
+	t.params()
+	if !t.network() {
+		return nil, nil
+	}
+	for _, step := range []func(){t.securityGroups, t.loadBalancer, t.roles, t.pools, t.plugins} {
+		step()
+	}
+	doc, err := json.Marshal(map[string]any{
+		"AWSTemplateFormatVersion": "2010-09-09",
+		"Description":              "kubeplug cluster " + in.ClusterName,
+		"Parameters":               t.parameters,
+		"Resources":                t.resources,
+		"Outputs":                  t.outputs,
+	})
+	if err != nil {
+		in.Fatalf("", "cloud", "encoding the cloud template: %v", err)
+		return nil, nil
+	}
+	return doc, t.protected
+}
+
+// template is the cloud template while its steps build it.
+type template struct {
+	in render.CloudInput
+	v  Values
+	// resources, parameters and outputs are the template's sections; core marks
+	// the resources the steps made (a plugin may not replace one); protected
+	// maps a JSON pointer to why no patch may change it.
+	resources, parameters, outputs map[string]any
+	core                           map[string]bool
+	protected                      map[string]string
+	// vpc and subnets are what resources reference for the network.
+	vpc, subnets any
+}
+
+// put adds one of the core's resources.
+func (t *template) put(id string, v any) {
+	t.resources[id] = v
+	t.core[id] = true
+}
+
+// tags are the cluster's tag and the extra key-value pairs given.
+func (t *template) tags(extra ...string) []any {
+	out := []any{map[string]any{"Key": "kubeplug.dev/cluster", "Value": t.in.ClusterName}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		out = append(out, map[string]any{"Key": extra[i], "Value": extra[i+1]})
+	}
+	return out
+}
+
+// withDefaults fills what the cluster file left out.
+func (v Values) withDefaults() Values {
 	if v.InstanceType == "" {
 		v.InstanceType = DefaultInstanceType
 	}
@@ -91,66 +146,51 @@ func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
 	if v.APIServerCIDR == "" {
 		v.APIServerCIDR = "0.0.0.0/0"
 	}
-	resources := map[string]any{}
-	parameters := map[string]any{}
-	outputs := map[string]any{}
-	core := map[string]bool{}
-	protected := map[string]string{} // JSON pointer -> why
-	put := func(id string, v any) {
-		resources[id] = v
-		core[id] = true
-	}
-	tags := func(extra ...string) []any {
-		out := []any{map[string]any{"Key": "kubeplug.dev/cluster", "Value": in.ClusterName}}
-		for i := 0; i+1 < len(extra); i += 2 {
-			out = append(out, map[string]any{"Key": extra[i], "Value": extra[i+1]})
-		}
-		return out
-	}
+	return v
+}
 
+// params are the parameters every template has: the image and instance types.
+func (t *template) params() {
 	image := map[string]any{
 		"Type":        "AWS::EC2::Image::Id",
 		"Description": "the machine image of every machine, with the kubelet, containerd and " + render.AgentPath,
 	}
-	if v.ImageID != "" {
-		image["Default"] = v.ImageID
+	if t.v.ImageID != "" {
+		image["Default"] = t.v.ImageID
 	}
-	parameters["ImageId"] = image
-	parameters["ControlPlaneInstanceType"] = map[string]any{"Type": "String", "Default": v.ControlPlaneInstanceType, "Description": "the control-plane machines' instance type"}
-	parameters["WorkerInstanceType"] = map[string]any{"Type": "String", "Default": v.InstanceType, "Description": "the worker machines' instance type"}
-	parameters["APIServerCidr"] = map[string]any{"Type": "String", "Default": v.APIServerCIDR, "Description": "the addresses that may reach the API server"}
+	t.parameters["ImageId"] = image
+	t.parameters["ControlPlaneInstanceType"] = map[string]any{"Type": "String", "Default": t.v.ControlPlaneInstanceType, "Description": "the control-plane machines' instance type"}
+	t.parameters["WorkerInstanceType"] = map[string]any{"Type": "String", "Default": t.v.InstanceType, "Description": "the worker machines' instance type"}
+	t.parameters["APIServerCidr"] = map[string]any{"Type": "String", "Default": t.v.APIServerCIDR, "Description": "the addresses that may reach the API server"}
+}
 
-	vpc, subnets, ok := network(in, v, parameters, put, tags)
-	if !ok {
-		return nil, nil
-	}
-
-	// Security groups: the API server's port from APIServerCidr, everything between
-	// the cluster's machines. Ingress between the groups is a resource of its own so
-	// that the groups do not reference each other.
-	put("ControlPlaneSecurityGroup", map[string]any{
+// securityGroups: the API server's port from APIServerCidr, everything between
+// the cluster's machines. Ingress between the groups is a resource of its own so
+// that the groups do not reference each other.
+func (t *template) securityGroups() {
+	t.put("ControlPlaneSecurityGroup", map[string]any{
 		"Type": "AWS::EC2::SecurityGroup",
 		"Properties": map[string]any{
-			"GroupDescription": "kubeplug " + in.ClusterName + " control plane",
-			"VpcId":            vpc,
+			"GroupDescription": "kubeplug " + t.in.ClusterName + " control plane",
+			"VpcId":            t.vpc,
 			"SecurityGroupIngress": []any{map[string]any{
 				"IpProtocol": "tcp", "FromPort": apiServerPort, "ToPort": apiServerPort, "CidrIp": ref("APIServerCidr"),
 				"Description": "the API server, through its load balancer",
 			}},
-			"Tags": tags(),
+			"Tags": t.tags(),
 		},
 	})
-	put("WorkerSecurityGroup", map[string]any{
+	t.put("WorkerSecurityGroup", map[string]any{
 		"Type": "AWS::EC2::SecurityGroup",
 		"Properties": map[string]any{
-			"GroupDescription": "kubeplug " + in.ClusterName + " workers",
-			"VpcId":            vpc,
-			"Tags":             tags(),
+			"GroupDescription": "kubeplug " + t.in.ClusterName + " workers",
+			"VpcId":            t.vpc,
+			"Tags":             t.tags(),
 		},
 	})
 	for _, to := range []string{"ControlPlane", "Worker"} {
 		for _, from := range []string{"ControlPlane", "Worker"} {
-			put(to+"IngressFrom"+from, map[string]any{
+			t.put(to+"IngressFrom"+from, map[string]any{
 				"Type": "AWS::EC2::SecurityGroupIngress",
 				"Properties": map[string]any{
 					"GroupId":               getAtt(to+"SecurityGroup", "GroupId"),
@@ -161,29 +201,32 @@ func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
 			})
 		}
 	}
+}
 
-	// The API server's load balancer: TCP passthrough to the control-plane machines.
-	put("APIServerLoadBalancer", map[string]any{
+// loadBalancer is the API server's network load balancer (TCP passthrough to the
+// control-plane machines), and the outputs that name it and the VPC.
+func (t *template) loadBalancer() {
+	t.put("APIServerLoadBalancer", map[string]any{
 		"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
 		"Properties": map[string]any{
 			"Type":    "network",
 			"Scheme":  "internet-facing",
-			"Subnets": subnets,
-			"Tags":    tags(),
+			"Subnets": t.subnets,
+			"Tags":    t.tags(),
 		},
 	})
-	put("APIServerTargetGroup", map[string]any{
+	t.put("APIServerTargetGroup", map[string]any{
 		"Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
 		"Properties": map[string]any{
 			"Port":                apiServerPort,
 			"Protocol":            "TCP",
 			"TargetType":          "instance",
-			"VpcId":               vpc,
+			"VpcId":               t.vpc,
 			"HealthCheckProtocol": "TCP",
-			"Tags":                tags(),
+			"Tags":                t.tags(),
 		},
 	})
-	put("APIServerListener", map[string]any{
+	t.put("APIServerListener", map[string]any{
 		"Type": "AWS::ElasticLoadBalancingV2::Listener",
 		"Properties": map[string]any{
 			"LoadBalancerArn": ref("APIServerLoadBalancer"),
@@ -192,21 +235,25 @@ func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
 			"DefaultActions":  []any{map[string]any{"Type": "forward", "TargetGroupArn": ref("APIServerTargetGroup")}},
 		},
 	})
-	outputs["APIServerEndpoint"] = map[string]any{
+	t.outputs["APIServerEndpoint"] = map[string]any{
 		"Description": "the API server's address",
 		"Value":       map[string]any{"Fn::Join": []any{"", []any{"https://", getAtt("APIServerLoadBalancer", "DNSName"), ":" + strconv.Itoa(apiServerPort)}}},
 	}
-	outputs["VpcId"] = map[string]any{"Description": "the cluster's VPC", "Value": vpc}
+	t.outputs["VpcId"] = map[string]any{"Description": "the cluster's VPC", "Value": t.vpc}
+}
 
+// roles are an IAM role and instance profile per machine role, with the plugins'
+// statements; a statement for another role is fatal.
+func (t *template) roles() {
 	for _, role := range []string{model.RoleControlPlane, model.RoleWorker} {
 		id := roleIDs[role]
 		// One policy document per role, always present even when no plugin contributed
 		// a statement, so that plugins can patch it at a path that does not move.
 		statements := []any{}
-		for _, s := range m.Cloud.IAM[role] {
+		for _, s := range t.in.Model.Cloud.IAM[role] {
 			statements = append(statements, s.Statement)
 		}
-		put(id+"Role", map[string]any{
+		t.put(id+"Role", map[string]any{
 			"Type": "AWS::IAM::Role",
 			"Properties": map[string]any{
 				"AssumeRolePolicyDocument": map[string]any{
@@ -226,43 +273,48 @@ func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
 				}},
 			},
 		})
-		protected["/Resources/"+id+"Role/Properties/AssumeRolePolicyDocument"] = protectedTrust
-		put(id+"InstanceProfile", map[string]any{
+		t.protected["/Resources/"+id+"Role/Properties/AssumeRolePolicyDocument"] = protectedTrust
+		t.put(id+"InstanceProfile", map[string]any{
 			"Type":       "AWS::IAM::InstanceProfile",
 			"Properties": map[string]any{"Roles": []any{ref(id + "Role")}},
 		})
 	}
-	for _, role := range sortedKeys(m.Cloud.IAM) {
+	for _, role := range sortedKeys(t.in.Model.Cloud.IAM) {
 		if _, ok := roleIDs[role]; !ok {
-			for _, s := range m.Cloud.IAM[role] {
-				in.Fatalf(s.By, "cloud.iam."+role, "expected role %s or %s, found %q", model.RoleControlPlane, model.RoleWorker, role)
+			for _, s := range t.in.Model.Cloud.IAM[role] {
+				t.in.Fatalf(s.By, "cloud.iam."+role, "expected role %s or %s, found %q", model.RoleControlPlane, model.RoleWorker, role)
 			}
 		}
 	}
+}
+
+// pools are a launch template and an Auto Scaling group per pool; the user data
+// is a parameter (the pool's rendered cloud-init.yaml) no patch may change.
+func (t *template) pools() {
 	pools := map[string]string{} // logical-name prefix -> pool
-	for _, name := range m.PoolNames() {
-		p := m.Pools[name]
+	for _, name := range t.in.Model.PoolNames() {
+		p := t.in.Model.Pools[name]
 		id := render.CloudName(name)
 		if prev, ok := pools[id]; ok {
-			in.Fatalf("", "nodes."+name, "pools %s and %s both map to cloud resource names %s...", prev, name, id)
+			t.in.Fatalf("", "nodes."+name, "pools %s and %s both map to cloud resource names %s...", prev, name, id)
 			continue
 		}
 		pools[id] = name
 		roleID, ok := roleIDs[p.Role]
 		if !ok {
-			in.Fatalf("", "nodes."+name+".role", "expected role %s or %s, found %q", model.RoleControlPlane, model.RoleWorker, p.Role)
+			t.in.Fatalf("", "nodes."+name+".role", "expected role %s or %s, found %q", model.RoleControlPlane, model.RoleWorker, p.Role)
 			continue
 		}
 		// The user data is the pool's rendered node configuration; the deployer passes
 		// it as a parameter because it is too large to inline and is reviewed on its own.
-		parameters[id+"UserData"] = map[string]any{
+		t.parameters[id+"UserData"] = map[string]any{
 			"Type":        "String",
 			"Description": "base64 of nodes/" + name + "/cloud-init.yaml",
 		}
-		put(id+"LaunchTemplate", map[string]any{
+		t.put(id+"LaunchTemplate", map[string]any{
 			"Type": "AWS::EC2::LaunchTemplate",
 			"Properties": map[string]any{
-				"LaunchTemplateName": in.ClusterName + "-" + name,
+				"LaunchTemplateName": t.in.ClusterName + "-" + name,
 				"LaunchTemplateData": map[string]any{
 					"ImageId":            ref("ImageId"),
 					"InstanceType":       ref(roleID + "InstanceType"),
@@ -274,7 +326,7 @@ func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
 				},
 			},
 		})
-		protected["/Resources/"+id+"LaunchTemplate/Properties/LaunchTemplateData/UserData"] = protectedUserData
+		t.protected["/Resources/"+id+"LaunchTemplate/Properties/LaunchTemplateData/UserData"] = protectedUserData
 		count := strconv.Itoa(p.Count)
 		group := map[string]any{
 			"LaunchTemplate": map[string]any{
@@ -284,82 +336,75 @@ func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
 			"MinSize":           count,
 			"MaxSize":           count,
 			"DesiredCapacity":   count,
-			"VPCZoneIdentifier": subnets,
+			"VPCZoneIdentifier": t.subnets,
 			"Tags": []any{
-				map[string]any{"Key": "kubeplug.dev/cluster", "Value": in.ClusterName, "PropagateAtLaunch": true},
+				map[string]any{"Key": "kubeplug.dev/cluster", "Value": t.in.ClusterName, "PropagateAtLaunch": true},
 				map[string]any{"Key": "kubeplug.dev/pool", "Value": name, "PropagateAtLaunch": true},
 			},
 		}
 		if p.Role == model.RoleControlPlane {
 			group["TargetGroupARNs"] = []any{ref("APIServerTargetGroup")}
 		}
-		put(id+"NodeGroup", map[string]any{"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": group})
+		t.put(id+"NodeGroup", map[string]any{"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": group})
 	}
-	for _, id := range sortedKeys(m.Cloud.Resources) {
-		s := m.Cloud.Resources[id]
-		if core[id] {
-			in.Fatalf(s.By, "cloud.resources."+id, "resource %s is generated by kubeplug; change it with a patch instead", id)
+}
+
+// plugins adds the plugins' resources and outputs; replacing one of the core's
+// is fatal.
+func (t *template) plugins() {
+	for _, id := range sortedKeys(t.in.Model.Cloud.Resources) {
+		s := t.in.Model.Cloud.Resources[id]
+		if t.core[id] {
+			t.in.Fatalf(s.By, "cloud.resources."+id, "resource %s is generated by kubeplug; change it with a patch instead", id)
 			continue
 		}
-		resources[id] = s.Value
+		t.resources[id] = s.Value
 	}
-	for _, id := range sortedKeys(m.Cloud.Outputs) {
-		if _, ok := outputs[id]; ok {
-			in.Fatalf(m.Cloud.Outputs[id].By, "cloud.outputs."+id, "output %s is generated by kubeplug", id)
+	for _, id := range sortedKeys(t.in.Model.Cloud.Outputs) {
+		if _, ok := t.outputs[id]; ok {
+			t.in.Fatalf(t.in.Model.Cloud.Outputs[id].By, "cloud.outputs."+id, "output %s is generated by kubeplug", id)
 			continue
 		}
-		outputs[id] = m.Cloud.Outputs[id].Value
+		t.outputs[id] = t.in.Model.Cloud.Outputs[id].Value
 	}
-	tmpl := map[string]any{
-		"AWSTemplateFormatVersion": "2010-09-09",
-		"Description":              "kubeplug cluster " + in.ClusterName,
-		"Parameters":               parameters,
-		"Resources":                resources,
-		"Outputs":                  outputs,
-	}
-	doc, err := json.Marshal(tmpl)
-	if err != nil {
-		in.Fatalf("", "cloud", "encoding the cloud template: %v", err)
-		return nil, nil
-	}
-	return doc, protected
 }
 
 // network adds the cluster's network: parameters naming an existing VPC and its
 // subnets, or a VPC with an internet gateway and a public subnet in each of the
 // region's first two availability zones, each half of VpcCidr. It returns what
 // resources reference for the VPC and the subnets.
-func network(in render.CloudInput, v Values, parameters map[string]any, put func(string, any), tags func(...string) []any) (vpc, subnets any, ok bool) {
-	if v.VPCID != "" {
-		parameters["VpcId"] = map[string]any{"Type": "AWS::EC2::VPC::Id", "Default": v.VPCID, "Description": "the existing VPC of the cluster"}
-		parameters["SubnetIds"] = map[string]any{"Type": "List<AWS::EC2::Subnet::Id>", "Default": strings.Join(v.SubnetIDs, ","), "Description": "the subnets of the machines and the API server's load balancer"}
-		return ref("VpcId"), ref("SubnetIds"), true
+func (t *template) network() bool {
+	if t.v.VPCID != "" {
+		t.parameters["VpcId"] = map[string]any{"Type": "AWS::EC2::VPC::Id", "Default": t.v.VPCID, "Description": "the existing VPC of the cluster"}
+		t.parameters["SubnetIds"] = map[string]any{"Type": "List<AWS::EC2::Subnet::Id>", "Default": strings.Join(t.v.SubnetIDs, ","), "Description": "the t.subnets of the machines and the API server's load balancer"}
+		t.vpc, t.subnets = ref("VpcId"), ref("SubnetIds")
+		return true
 	}
-	prefix, err := netip.ParsePrefix(v.VPCCIDR)
+	prefix, err := netip.ParsePrefix(t.v.VPCCIDR)
 	if err != nil || !prefix.Addr().Is4() || prefix.Bits() < 16 || prefix.Bits() > 27 {
-		in.Fatalf("", "spec.provider.aws.vpcCIDR", "expected an IPv4 range from /16 to /27 such as %s, found %q", DefaultVPCCIDR, v.VPCCIDR)
-		return nil, nil, false
+		t.in.Fatalf("", "spec.provider.aws.vpcCIDR", "expected an IPv4 range from /16 to /27 such as %s, found %q", DefaultVPCCIDR, t.v.VPCCIDR)
+		return false
 	}
-	parameters["VpcCidr"] = map[string]any{"Type": "String", "Default": v.VPCCIDR, "Description": "the address range of the cluster's VPC"}
-	put("VPC", map[string]any{
+	t.parameters["VpcCidr"] = map[string]any{"Type": "String", "Default": t.v.VPCCIDR, "Description": "the address range of the cluster's VPC"}
+	t.put("VPC", map[string]any{
 		"Type": "AWS::EC2::VPC",
 		"Properties": map[string]any{
 			"CidrBlock":          ref("VpcCidr"),
 			"EnableDnsSupport":   true,
 			"EnableDnsHostnames": true,
-			"Tags":               tags("Name", in.ClusterName),
+			"Tags":               t.tags("Name", t.in.ClusterName),
 		},
 	})
-	put("InternetGateway", map[string]any{"Type": "AWS::EC2::InternetGateway", "Properties": map[string]any{"Tags": tags()}})
-	put("InternetGatewayAttachment", map[string]any{
+	t.put("InternetGateway", map[string]any{"Type": "AWS::EC2::InternetGateway", "Properties": map[string]any{"Tags": t.tags()}})
+	t.put("InternetGatewayAttachment", map[string]any{
 		"Type":       "AWS::EC2::VPCGatewayAttachment",
 		"Properties": map[string]any{"VpcId": ref("VPC"), "InternetGatewayId": ref("InternetGateway")},
 	})
-	put("PublicRouteTable", map[string]any{
+	t.put("PublicRouteTable", map[string]any{
 		"Type":       "AWS::EC2::RouteTable",
-		"Properties": map[string]any{"VpcId": ref("VPC"), "Tags": tags()},
+		"Properties": map[string]any{"VpcId": ref("VPC"), "Tags": t.tags()},
 	})
-	put("PublicRoute", map[string]any{
+	t.put("PublicRoute", map[string]any{
 		"Type":      "AWS::EC2::Route",
 		"DependsOn": "InternetGatewayAttachment",
 		"Properties": map[string]any{
@@ -371,23 +416,24 @@ func network(in render.CloudInput, v Values, parameters map[string]any, put func
 	var list []any
 	for i := range 2 {
 		id := "Subnet" + strconv.Itoa(i)
-		put(id, map[string]any{
+		t.put(id, map[string]any{
 			"Type": "AWS::EC2::Subnet",
 			"Properties": map[string]any{
 				"VpcId":               ref("VPC"),
 				"AvailabilityZone":    map[string]any{"Fn::Select": []any{i, map[string]any{"Fn::GetAZs": ""}}},
 				"CidrBlock":           map[string]any{"Fn::Select": []any{i, map[string]any{"Fn::Cidr": []any{ref("VpcCidr"), 2, strconv.Itoa(32 - prefix.Bits() - 1)}}}},
 				"MapPublicIpOnLaunch": true,
-				"Tags":                tags(),
+				"Tags":                t.tags(),
 			},
 		})
-		put(id+"RouteTableAssociation", map[string]any{
+		t.put(id+"RouteTableAssociation", map[string]any{
 			"Type":       "AWS::EC2::SubnetRouteTableAssociation",
 			"Properties": map[string]any{"SubnetId": ref(id), "RouteTableId": ref("PublicRouteTable")},
 		})
 		list = append(list, ref(id))
 	}
-	return ref("VPC"), list, true
+	t.vpc, t.subnets = ref("VPC"), list
+	return true
 }
 
 func ref(id string) map[string]any { return map[string]any{"Ref": id} }
