@@ -122,81 +122,144 @@ func Parse(file string, data []byte) (*Cluster, diag.List) {
 	return c, l
 }
 
+// check runs the cluster file's rules, each a named function below, in order;
+// every rule reports all it finds, so one run names every problem.
 func (c *Cluster) check(l *diag.List) {
-	d, s := c.doc, c.Spec.Spec
-	v, err := semver.StrictNewVersion(s.KubernetesVersion)
+	for _, rule := range []func(*diag.List){c.checkVersion, c.checkProvider, c.checkPools, c.checkSources, c.checkEnabled, c.checkOrder} {
+		rule(l)
+	}
+}
+
+// checkVersion: spec.kubernetesVersion is a strict version.
+func (c *Cluster) checkVersion(l *diag.List) {
+	v, err := semver.StrictNewVersion(c.Spec.Spec.KubernetesVersion)
 	if err != nil {
-		d.Errorf(l, "/spec/kubernetesVersion", "expected a Kubernetes version such as 1.36.3, found %q", s.KubernetesVersion)
+		c.doc.Errorf(l, "/spec/kubernetesVersion", "expected a Kubernetes version such as 1.36.3, found %q", c.Spec.Spec.KubernetesVersion)
 	}
 	c.KubernetesVersion = v
-	if pr := s.Provider; pr != nil {
-		switch {
-		case (pr.Local == nil) == (pr.AWS == nil):
-			d.Errorf(l, "/spec/provider", "expected one provider, such as local: {}")
-		case pr.AWS != nil && (pr.AWS.VPCID == "") != (len(pr.AWS.SubnetIDs) == 0):
-			d.Errorf(l, "/spec/provider/aws", "expected vpcID and subnetIDs together (an existing VPC) or neither (a new one)")
-		case pr.AWS != nil && pr.AWS.VPCID != "" && len(pr.AWS.SubnetIDs) < 2:
-			d.Errorf(l, "/spec/provider/aws/subnetIDs", "expected at least two subnets, in different availability zones, for the API server's load balancer")
-		}
+}
+
+// checkProvider: spec.provider names one provider, and that provider's own
+// rules (RegisterProviderCheck) hold.
+func (c *Cluster) checkProvider(l *diag.List) {
+	pr := c.Spec.Spec.Provider
+	if pr == nil {
+		return
 	}
+	name, err := v1alpha1.ProviderName(pr)
+	if err != nil || name == v1alpha1.DefaultProvider && pr.Local == nil {
+		c.doc.Errorf(l, "/spec/provider", "expected one provider, such as local: {}")
+		return
+	}
+	providerChecks.RLock()
+	check := providerChecks.m[name]
+	providerChecks.RUnlock()
+	if check == nil {
+		return
+	}
+	for _, p := range check(pr) {
+		c.doc.Errorf(l, "/spec/provider/"+name+p.Pointer, "%s", p.Message)
+	}
+}
+
+// checkPools: node pool names are unique and not the control plane's.
+func (c *Cluster) checkPools(l *diag.List) {
 	pools := map[string]bool{}
-	for i, p := range s.NodePools {
+	for i, p := range c.Spec.Spec.NodePools {
 		if pools[p.Name] {
-			d.Errorf(l, "/spec/nodePools/"+strconv.Itoa(i)+"/name", "duplicate node pool %q", p.Name)
+			c.doc.Errorf(l, "/spec/nodePools/"+strconv.Itoa(i)+"/name", "duplicate node pool %q", p.Name)
 		}
 		if p.Name == model.ControlPlanePool {
-			d.Errorf(l, "/spec/nodePools/"+strconv.Itoa(i)+"/name", "the pool name %q is reserved for the control-plane machines (see spec.controlPlane)", p.Name)
+			c.doc.Errorf(l, "/spec/nodePools/"+strconv.Itoa(i)+"/name", "the pool name %q is reserved for the control-plane machines (see spec.controlPlane)", p.Name)
 		}
 		pools[p.Name] = true
 	}
+}
+
+// checkSources: each of spec.plugins.sources is a directory or a catalog, with
+// only the fields its kind reads, and its files exist.
+func (c *Cluster) checkSources(l *diag.List) {
+	if c.Spec.Spec.Plugins == nil {
+		return
+	}
+	for i, src := range c.Spec.Spec.Plugins.Sources {
+		ptr := "/spec/plugins/sources/" + strconv.Itoa(i)
+		c.checkSourceWhere(l, ptr, src)
+		c.checkSourceType(l, ptr, src)
+		c.checkSourceFiles(l, ptr, src)
+	}
+}
+
+// checkSourceWhere: exactly one of dir and catalog, and it can be read.
+func (c *Cluster) checkSourceWhere(l *diag.List, ptr string, src v1alpha1.Source) {
+	d := c.doc
+	switch {
+	case (src.Dir == "") == (src.Catalog == ""):
+		d.Errorf(l, ptr, "expected exactly one of dir and catalog")
+	case src.Catalog != "":
+		if err := source.CheckCatalogURL(src.Catalog); err != nil {
+			d.Errorf(l, ptr+"/catalog", "%v", err)
+		} else if src.Type == source.SourceTypeHelm && strings.HasPrefix(src.Catalog, oci.Scheme) {
+			d.Errorf(l, ptr+"/catalog", "a type: helm source is a Helm chart repository's https:// URL; charts in OCI registries are not listed yet")
+		}
+	default:
+		dir := c.path(src.Dir)
+		switch fi, err := os.Stat(dir); {
+		case err != nil:
+			d.Errorf(l, ptr+"/dir", "plugin directory %s does not exist", dir)
+		case !fi.IsDir() && !fi.Mode().IsRegular():
+			d.Errorf(l, ptr+"/dir", "plugin source %s is a %s: expected a directory of plugins or a package archive (a regular file)", dir, bounded.Kind(fi.Mode()))
+		}
+	}
+}
+
+// checkSourceType: type is helm or none, on a catalog, and verify fits it.
+func (c *Cluster) checkSourceType(l *diag.List, ptr string, src v1alpha1.Source) {
+	d := c.doc
+	switch {
+	case src.Type != "" && src.Type != source.SourceTypeHelm:
+		d.Errorf(l, ptr+"/type", "expected type helm (a Helm chart repository) or none (a kubeplug catalog), found %q", src.Type)
+	case src.Type != "" && src.Catalog == "":
+		d.Errorf(l, ptr+"/type", "type is for catalog sources; a dir source holds plugin packages")
+	case src.Type == source.SourceTypeHelm && src.Verify != nil:
+		c.checkKeyring(l, ptr, src)
+	case src.Verify != nil && src.Verify.Keyring != "":
+		d.Errorf(l, ptr+"/verify/keyring", "keyring (a PGP keyring for Helm provenance files) is for type: helm sources")
+	case src.Verify != nil:
+		c.checkVerify(l, ptr, src)
+	}
+}
+
+// checkSourceFiles: caFile and registryConfig are for the catalogs that read
+// them, and are files.
+func (c *Cluster) checkSourceFiles(l *diag.List, ptr string, src v1alpha1.Source) {
+	d := c.doc
+	for field, f := range map[string]string{"caFile": src.CAFile, "registryConfig": src.RegistryConfig} {
+		switch {
+		case f == "":
+		case src.Catalog == "":
+			d.Errorf(l, ptr+"/"+field, "%s is for catalog sources; a dir source reads files", field)
+		case field == "registryConfig" && !strings.HasPrefix(src.Catalog, oci.Scheme):
+			d.Errorf(l, ptr+"/"+field, "registryConfig holds registry credentials: it is for oci:// catalogs")
+		default:
+			if fi, err := os.Stat(c.path(f)); err != nil || !fi.Mode().IsRegular() {
+				d.Errorf(l, ptr+"/"+field, "%s %s does not exist or is not a file", field, c.path(f))
+			}
+		}
+	}
+}
+
+// checkEnabled: each plugin is enabled once, with a valid version constraint,
+// valuesFrom entries of one kind each, and node pools the spec has.
+func (c *Cluster) checkEnabled(l *diag.List) {
+	s := c.Spec.Spec
 	if s.Plugins == nil {
 		return
 	}
-	for i, src := range s.Plugins.Sources {
-		ptr := "/spec/plugins/sources/" + strconv.Itoa(i)
-		switch {
-		case (src.Dir == "") == (src.Catalog == ""):
-			d.Errorf(l, ptr, "expected exactly one of dir and catalog")
-		case src.Catalog != "":
-			if err := source.CheckCatalogURL(src.Catalog); err != nil {
-				d.Errorf(l, ptr+"/catalog", "%v", err)
-			} else if src.Type == source.SourceTypeHelm && strings.HasPrefix(src.Catalog, oci.Scheme) {
-				d.Errorf(l, ptr+"/catalog", "a type: helm source is a Helm chart repository's https:// URL; charts in OCI registries are not listed yet")
-			}
-		default:
-			dir := c.path(src.Dir)
-			switch fi, err := os.Stat(dir); {
-			case err != nil:
-				d.Errorf(l, ptr+"/dir", "plugin directory %s does not exist", dir)
-			case !fi.IsDir() && !fi.Mode().IsRegular():
-				d.Errorf(l, ptr+"/dir", "plugin source %s is a %s: expected a directory of plugins or a package archive (a regular file)", dir, bounded.Kind(fi.Mode()))
-			}
-		}
-		switch {
-		case src.Type != "" && src.Type != source.SourceTypeHelm:
-			d.Errorf(l, ptr+"/type", "expected type helm (a Helm chart repository) or none (a kubeplug catalog), found %q", src.Type)
-		case src.Type != "" && src.Catalog == "":
-			d.Errorf(l, ptr+"/type", "type is for catalog sources; a dir source holds plugin packages")
-		case src.Type == source.SourceTypeHelm && src.Verify != nil:
-			c.checkKeyring(l, ptr, src)
-		case src.Verify != nil && src.Verify.Keyring != "":
-			d.Errorf(l, ptr+"/verify/keyring", "keyring (a PGP keyring for Helm provenance files) is for type: helm sources")
-		case src.Verify != nil:
-			c.checkVerify(l, ptr, src)
-		}
-		for field, f := range map[string]string{"caFile": src.CAFile, "registryConfig": src.RegistryConfig} {
-			switch {
-			case f == "":
-			case src.Catalog == "":
-				d.Errorf(l, ptr+"/"+field, "%s is for catalog sources; a dir source reads files", field)
-			case field == "registryConfig" && !strings.HasPrefix(src.Catalog, oci.Scheme):
-				d.Errorf(l, ptr+"/"+field, "registryConfig holds registry credentials: it is for oci:// catalogs")
-			default:
-				if fi, err := os.Stat(c.path(f)); err != nil || !fi.Mode().IsRegular() {
-					d.Errorf(l, ptr+"/"+field, "%s %s does not exist or is not a file", field, c.path(f))
-				}
-			}
-		}
+	d := c.doc
+	pools := map[string]bool{}
+	for _, p := range s.NodePools {
+		pools[p.Name] = true
 	}
 	enabled := map[string]bool{}
 	for i, e := range s.Plugins.Enabled {
@@ -210,18 +273,7 @@ func (c *Cluster) check(l *diag.List) {
 				d.Errorf(l, ptr+"/version", "expected a version constraint such as \"^1.4\" or \">=2.0\", found %q", e.Version)
 			}
 		}
-		for j, vf := range e.ValuesFrom {
-			vp := ptr + "/valuesFrom/" + strconv.Itoa(j)
-			switch {
-			case (vf.File == "") == (vf.Env == ""):
-				d.Errorf(l, vp, "expected exactly one of file and env")
-			case vf.Env != "" && vf.Path == "":
-				d.Errorf(l, vp, "env needs path, the JSON pointer where the variable's value goes (such as /clientSecret)")
-			}
-			if vf.Path != "" && (!strings.HasPrefix(vf.Path, "/") || vf.Path == "/") {
-				d.Errorf(l, vp+"/path", "expected a JSON pointer such as /clientSecret, found %q", vf.Path)
-			}
-		}
+		c.checkValuesFrom(l, ptr, e.ValuesFrom)
 		seenPool := map[string]bool{}
 		for j, p := range e.NodePools {
 			pp := ptr + "/nodePools/" + strconv.Itoa(j) + "/name"
@@ -234,18 +286,48 @@ func (c *Cluster) check(l *diag.List) {
 			seenPool[p.Name] = true
 		}
 	}
+}
+
+// checkValuesFrom: each entry reads a file or an environment variable, and a
+// variable goes to a JSON pointer.
+func (c *Cluster) checkValuesFrom(l *diag.List, ptr string, from []v1alpha1.ValuesSource) {
+	d := c.doc
+	for j, vf := range from {
+		vp := ptr + "/valuesFrom/" + strconv.Itoa(j)
+		switch {
+		case (vf.File == "") == (vf.Env == ""):
+			d.Errorf(l, vp, "expected exactly one of file and env")
+		case vf.Env != "" && vf.Path == "":
+			d.Errorf(l, vp, "env needs path, the JSON pointer where the variable's value goes (such as /clientSecret)")
+		}
+		if vf.Path != "" && (!strings.HasPrefix(vf.Path, "/") || vf.Path == "/") {
+			d.Errorf(l, vp+"/path", "expected a JSON pointer such as /clientSecret, found %q", vf.Path)
+		}
+	}
+}
+
+// checkOrder: spec.plugins.order lists enabled plugins, each once.
+func (c *Cluster) checkOrder(l *diag.List) {
+	s := c.Spec.Spec
+	if s.Plugins == nil {
+		return
+	}
+	enabled := map[string]bool{}
+	for _, e := range s.Plugins.Enabled {
+		enabled[e.Name] = true
+	}
 	seen := map[string]bool{}
 	for i, n := range s.Plugins.Order {
 		ptr := "/spec/plugins/order/" + strconv.Itoa(i)
 		if !plugin.NameRE.MatchString(n) || len(n) > 63 {
-			d.Errorf(l, ptr, "expected a plugin name (a DNS label: at most 63 lower-case letters, digits and '-'), found %q", n)
+			c.doc.Errorf(l, ptr, "expected a plugin name (a DNS label: at most 63 lower-case letters, digits and '-'), found %q", n)
 		}
 		if seen[n] {
-			d.Errorf(l, ptr, "plugin %q is listed twice", n)
+			c.doc.Errorf(l, ptr, "plugin %q is listed twice", n)
 		}
 		seen[n] = true
 		if !enabled[n] {
-			d.Errorf(l, ptr, "plugin %q is not in spec.plugins.enabled", n)
+			c.doc.Errorf(l, ptr, "plugin %q is not in spec.plugins.enabled", n)
 		}
 	}
 }

@@ -50,6 +50,9 @@ var (
 
 // newProvider checks spec.provider.aws and starts nothing.
 func newProvider(cfg provider.Config) (provider.Provider, error) {
+	if err := specError(cfg.Spec); err != nil {
+		return nil, err
+	}
 	spec := &v1alpha1.AWSProvider{}
 	if cfg.Spec != nil && cfg.Spec.AWS != nil {
 		spec = cfg.Spec.AWS
