@@ -77,7 +77,7 @@ func (lv *live) unlockLease() {
 // connectStep reaches the cluster, takes its operation lease (not in a dry run)
 // and refuses a downgrade before any wave changes anything. Input: r.live.rest,
 // the plan. Output: r.live.deployer and the held lease.
-var connectStep = step{"connect", func(ctx context.Context, r *run) diag.List {
+var connectStep = step{stepConnect, func(ctx context.Context, r *run) diag.List {
 	var l diag.List
 	lv := &r.live
 	o := lv.opts
@@ -187,7 +187,7 @@ func (lv *live) otherCluster(r *run, l *diag.List) func(string) error {
 // failure stops every plugin that has not started. Input: r.plan, r.model,
 // r.live.deployer. Output: applied and pruned counts in r.live.res; the deploy
 // stage appended to r.stages.
-var deployStep = step{"deploy", func(ctx context.Context, r *run) diag.List {
+var deployStep = step{stepDeploy, func(ctx context.Context, r *run) diag.List {
 	lv := &r.live
 	if len(r.plan.Waves) == 0 {
 		r.stages = append(r.stages, stage.Deploy)
@@ -236,7 +236,7 @@ func machineContributions(m *model.Model) map[string][]string {
 // the next wave. A dry run deployed nothing, so it checks nothing. Input: r.plan,
 // r.model, r.live.rest. Output: the checks' results in r.live.res, in wave order;
 // r.live.res.Validated.
-var validateStep = step{"validate", func(ctx context.Context, r *run) diag.List {
+var validateStep = step{stepValidate, func(ctx context.Context, r *run) diag.List {
 	var all diag.List
 	lv := &r.live
 	for w, wave := range r.plan.Waves {
@@ -308,7 +308,7 @@ func (lv *live) runChecks(ctx context.Context, cluster string, wave []*engine.Pl
 // installed plugins the plan no longer has are uninstalled. Nothing in the plan
 // requires them (the resolver would have kept them), so they go without cascade.
 // Not in a dry run. Input: r.live.deployer, r.plan. Output: r.live.res.Removed.
-var recordStep = step{"record", func(ctx context.Context, r *run) diag.List {
+var recordStep = step{stepRecord, func(ctx context.Context, r *run) diag.List {
 	var l diag.List
 	lv := &r.live
 	for _, name := range slices.Sorted(maps.Keys(r.plan.Newer)) {

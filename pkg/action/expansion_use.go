@@ -62,14 +62,14 @@ func (r *run) doStep(ctx context.Context, s step) diag.List {
 	if len(r.cfg.Expansions.Dirs) == 0 && r.live.op != "up" {
 		return s.do(ctx, r)
 	}
-	skip, l := r.around(ctx, s.name, true)
+	skip, l := r.around(ctx, s.name, before)
 	if l.HasFatal() || skip {
 		return l
 	}
 	sl := s.do(ctx, r)
 	l = append(l, sl...)
 	if !sl.HasFatal() {
-		_, al := r.around(ctx, s.name, false)
+		_, al := r.around(ctx, s.name, after)
 		l = append(l, al...)
 	}
 	if r.exp != nil {
@@ -78,83 +78,150 @@ func (r *run) doStep(ctx context.Context, s step) diag.List {
 	return l
 }
 
-// around is called by doStep for expansions, called before and
-// after every step: it reports whether to skip the step (a skipStep of an
+// when is before or after a step.
+type when bool
+
+const (
+	before when = true
+	after  when = false
+)
+
+// expansionHook is what the expansions do at one point of the pipeline.
+type expansionHook struct {
+	step stepName
+	when when
+	// changes says the hook changes something outside the run (pushes images,
+	// runs an installer's hooks): a dry run leaves it out.
+	changes bool
+	// do runs it; skip (before a step only) skips the step.
+	do func(ctx context.Context, r *run, x *expansions) (skip bool, l diag.List)
+}
+
+// expansionHooks are every point where expansions act, in the order they run
+// at the same point. A step name is a stepName constant, so a misspelt one does
+// not compile.
+var expansionHooks = []expansionHook{
+	{step: stepResolve, when: before, do: mergePendingExpansions},
+	{step: stepResolve, when: after, do: func(_ context.Context, r *run, _ *expansions) (bool, diag.List) {
+		return false, r.expansionChecks()
+	}},
+	{step: stepRender, when: after, do: checkExpansionImages},
+	{step: stepProvision, when: before, changes: true, do: beforeClusterHooks(stepProvision)},
+	{step: stepConnect, when: before, changes: true, do: beforeClusterHooks(stepConnect)},
+	{step: stepConnect, when: after, changes: true, do: func(ctx context.Context, r *run, _ *expansions) (bool, diag.List) {
+		return false, r.runHooks(ctx, v1alpha1.HookControlPlaneReady, string(stepConnect), true)
+	}},
+	{step: stepDeploy, when: before, changes: true, do: pushExpansionImagesOnce},
+	{step: stepAfterDeploy, when: before, do: skipWhatTheSiteProvides(stepAfterDeploy)},
+	{step: stepValidate, when: before, do: skipWhatTheSiteProvides(stepValidate)},
+	{step: stepRecord, when: after, changes: true, do: func(ctx context.Context, r *run, _ *expansions) (bool, diag.List) {
+		return false, r.runHooks(ctx, v1alpha1.HookAfterInstall, string(stepRecord), true)
+	}},
+}
+
+// around is called by doStep for expansions, before and after every step: it
+// finds the run's expansions (at the first step, and in up's state directory
+// after the provider step), then runs the hooks of that point
+// (expansionHooks). It reports whether to skip the step (a skipStep of an
 // expansion) and its own diagnostics. Without expansions it does nothing.
-func (r *run) around(ctx context.Context, stepName string, before bool) (bool, diag.List) {
-	use := r.cfg.Expansions
-	up := r.live.op == "up"
-	if len(use.Dirs) == 0 && !up {
-		return false, nil
-	}
-	var l diag.List
-	switch {
-	case r.exp == nil && before && len(use.Dirs) > 0:
-		// The first step. Before up's provider step only the provider
-		// overrides are merged: the provider is chosen from them, and the
-		// state directory it names may hold more expansions.
-		if l = r.scanExpansions(ctx, use.Dirs, stepName == "provider"); l.HasFatal() {
-			return false, l
-		}
-	case up && !before && stepName == "provider":
-		if l = r.stateDirExpansions(ctx); l.HasFatal() {
-			return false, l
-		}
-	}
+func (r *run) around(ctx context.Context, s stepName, w when) (bool, diag.List) {
+	l := r.findExpansions(ctx, s, w)
 	x := r.exp
-	if x == nil {
+	if x == nil || l.HasFatal() {
 		return false, l
 	}
-	if before && stepName == "resolve" && x.pending {
-		x.pending = false
-		l = append(l, x.set.MergePlugins(r.cluster.Spec)...)
-		if l.HasFatal() {
-			return false, l
+	for _, h := range expansionHooks {
+		if h.step != s || h.when != w || h.changes && r.live.dryRun {
+			continue
+		}
+		skip, hl := h.do(ctx, r, x)
+		if l = append(l, hl...); skip || hl.HasFatal() {
+			return skip, l
 		}
 	}
-	if r.live.dryRun {
-		// A dry run changes nothing: no image is pushed and no hook runs (the
-		// merge, the checks and the rewrite still show what a run would do).
-		switch {
-		case before && stepName == "deploy", stepName == "connect", !before && stepName == "record":
-			return false, l
-		}
+	return false, l
+}
+
+// findExpansions scans --expansion-dir at the run's first step (before up's
+// provider step only the provider overrides are merged: the provider is chosen
+// from them, and the state directory it names may hold more expansions), and
+// the provider's state directory after up's provider step.
+func (r *run) findExpansions(ctx context.Context, s stepName, w when) diag.List {
+	dirs := r.cfg.Expansions.Dirs
+	switch up := r.live.op == "up"; {
+	case r.exp == nil && w == before && len(dirs) > 0:
+		return r.scanExpansions(ctx, dirs, s == stepProvider)
+	case up && w == after && s == stepProvider:
+		return r.stateDirExpansions(ctx)
 	}
-	switch {
-	case before && (stepName == "after-deploy" || stepName == "validate"):
-		if by, ok := x.set.Skips(stepName); ok {
-			l.Warnf("", 0, 0, "", "step %s skipped: expansion %s says the site provides it (skipSteps)", stepName, by)
-			return true, l
+	return nil
+}
+
+// mergePendingExpansions merges what waited for resolve (up: everything but the
+// provider overrides).
+func mergePendingExpansions(_ context.Context, r *run, x *expansions) (bool, diag.List) {
+	if !x.pending {
+		return false, nil
+	}
+	x.pending = false
+	return false, x.set.MergePlugins(r.cluster.Spec)
+}
+
+// skipWhatTheSiteProvides skips step when an expansion says the site provides
+// it (skipSteps).
+func skipWhatTheSiteProvides(step stepName) func(context.Context, *run, *expansions) (bool, diag.List) {
+	return func(_ context.Context, _ *run, x *expansions) (bool, diag.List) {
+		by, ok := x.set.Skips(string(step))
+		if !ok {
+			return false, nil
 		}
-	case before && (stepName == "provision" || stepName == "connect") && !x.ranBeforeCluster:
+		var l diag.List
+		l.Warnf("", 0, 0, "", "step %s skipped: expansion %s says the site provides it (skipSteps)", step, by)
+		return true, l
+	}
+}
+
+// beforeClusterHooks runs the installers' beforeCluster hooks once, before the
+// first step that reaches the cluster (provision for up, connect for apply).
+func beforeClusterHooks(step stepName) func(context.Context, *run, *expansions) (bool, diag.List) {
+	return func(ctx context.Context, r *run, x *expansions) (bool, diag.List) {
+		if x.ranBeforeCluster {
+			return false, nil
+		}
 		x.ranBeforeCluster = true
-		l = append(l, r.runHooks(ctx, v1alpha1.HookBeforeCluster, stepName, false)...)
-	case !before && stepName == "connect":
-		l = append(l, r.runHooks(ctx, v1alpha1.HookControlPlaneReady, stepName, true)...)
-	case before && stepName == "deploy" && !x.pushed:
-		x.pushed = true
-		l = append(l, r.pushExpansionImages(ctx)...)
-	case !before && stepName == "render":
-		var site expansion.ImageSource
-		if use.SiteRegistry != "" {
-			site = r.siteHas
+		return false, r.runHooks(ctx, v1alpha1.HookBeforeCluster, string(step), false)
+	}
+}
+
+// pushExpansionImagesOnce pushes the expansions' images before the first deploy.
+func pushExpansionImagesOnce(ctx context.Context, r *run, x *expansions) (bool, diag.List) {
+	if x.pushed {
+		return false, nil
+	}
+	x.pushed = true
+	return false, r.pushExpansionImages(ctx)
+}
+
+// checkExpansionImages checks after render that every image the rendered
+// objects and charts name is carried by an expansion (or in the site
+// registry), and with a site registry rewrites each to it.
+func checkExpansionImages(ctx context.Context, r *run, x *expansions) (bool, diag.List) {
+	use := r.cfg.Expansions
+	var site expansion.ImageSource
+	if use.SiteRegistry != "" {
+		site = r.siteHas
+	}
+	charts, l := r.chartObjects(ctx)
+	if l.HasFatal() {
+		return false, l
+	}
+	l = append(l, x.set.CheckImages(ctx, r.model, charts, site, r.cluster.File)...)
+	if use.SiteRegistry != "" && !l.HasFatal() {
+		rws := expansion.RewriteImages(r.model, use.SiteRegistry)
+		rws = append(rws, expansion.RewriteChartImages(r.model, charts, use.SiteRegistry)...)
+		for _, rw := range rws {
+			r.log().Info("image rewritten to the site registry", "object", rw.Object, "from", rw.From, "to", rw.To)
 		}
-		charts, cl := r.chartObjects(ctx)
-		if l = append(l, cl...); cl.HasFatal() {
-			return false, l
-		}
-		l = append(l, x.set.CheckImages(ctx, r.model, charts, site, r.cluster.File)...)
-		if use.SiteRegistry != "" && !l.HasFatal() {
-			rws := expansion.RewriteImages(r.model, use.SiteRegistry)
-			rws = append(rws, expansion.RewriteChartImages(r.model, charts, use.SiteRegistry)...)
-			for _, rw := range rws {
-				r.log().Info("image rewritten to the site registry", "object", rw.Object, "from", rw.From, "to", rw.To)
-			}
-		}
-	case !before && stepName == "resolve":
-		l = append(l, r.expansionChecks()...)
-	case !before && stepName == "record":
-		l = append(l, r.runHooks(ctx, v1alpha1.HookAfterInstall, stepName, true)...)
 	}
 	return false, l
 }

@@ -77,9 +77,29 @@ type run struct {
 	depsDone map[string]bool
 }
 
+// stepName names a step of the pipeline. Expansions' hooks (expansionHooks) and
+// skipSteps key on it; the stage steps are named by their stage
+// (stepName(stage.Render)).
+type stepName string
+
+// The steps' names, as the table of docs/architecture.md lists them.
+const (
+	stepProvider    stepName = "provider"
+	stepLock        stepName = "lock"
+	stepFacts       stepName = "facts"
+	stepResolve     stepName = "resolve"
+	stepRender               = stepName(stage.Render)
+	stepProvision   stepName = "provision"
+	stepConnect     stepName = "connect"
+	stepDeploy      stepName = "deploy"
+	stepAfterDeploy stepName = "after-deploy"
+	stepValidate    stepName = "validate"
+	stepRecord      stepName = "record"
+)
+
 // step is one named step of the lifecycle.
 type step struct {
-	name string
+	name stepName
 	do   func(ctx context.Context, r *run) diag.List
 }
 
@@ -128,7 +148,7 @@ func (r *run) close() {
 // resolveStep loads the configured sources and the cluster's own, and resolves
 // the plan: which plugin versions run, in which waves, with which values.
 // Input: the cluster spec. Output: r.engine, r.plan, r.runtimes.
-var resolveStep = step{"resolve", func(ctx context.Context, r *run) diag.List {
+var resolveStep = step{stepResolve, func(ctx context.Context, r *run) diag.List {
 	c := r.cfg
 	lf, err := readLock(r.cluster)
 	if err != nil {
@@ -161,7 +181,7 @@ var resolveStep = step{"resolve", func(ctx context.Context, r *run) diag.List {
 // the waves. Input: r.plan, r.model (seeded on first use). Output: r.model
 // extended with the plugins' contributions; st appended to r.stages.
 func stageStep(st stage.Stage) step {
-	return step{string(st), func(ctx context.Context, r *run) diag.List {
+	return step{stepName(st), func(ctx context.Context, r *run) diag.List {
 		r.seed()
 		l := r.engine.RunStage(ctx, r.plan, st, r.model)
 		if !l.HasFatal() {

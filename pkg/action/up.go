@@ -120,7 +120,7 @@ func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List)
 // instead of failing at once. Input: r.prov. Output: *unlock frees the lock.
 // A run that could not take it is blocked: it has no readiness verdict.
 func (u *Up) lockStep(unlock *func()) step {
-	return step{"lock", func(ctx context.Context, r *run) diag.List {
+	return step{stepLock, func(ctx context.Context, r *run) diag.List {
 		var l diag.List
 		lk, ok := r.prov.(provider.Locker)
 		if !ok || u.Lease.External {
@@ -156,7 +156,7 @@ func (u *Up) lockStep(unlock *func()) step {
 // Kubernetes version (provider.VersionChecker). Input: the cluster spec.
 // Output: r.prov; the cluster and its state directory in res.
 func (u *Up) providerStep(res *UpResult) step {
-	return step{"provider", func(_ context.Context, r *run) diag.List {
+	return step{stepProvider, func(_ context.Context, r *run) diag.List {
 		var l diag.List
 		cl := r.cluster
 		res.Cluster = cl.Spec.Metadata.Name
@@ -185,7 +185,7 @@ func (u *Up) providerStep(res *UpResult) step {
 // cluster's lock (lockStep): facts asked for while another up starts the
 // cluster would name ports of their own, not the ones it then runs on.
 // Input: r.prov. Output: the spec's control-plane plugin values completed.
-var factsStep = step{"facts", func(_ context.Context, r *run) diag.List {
+var factsStep = step{stepFacts, func(_ context.Context, r *run) diag.List {
 	return machineFacts(r.cluster, r.prov, true)
 }}
 
@@ -254,7 +254,7 @@ func providerName(cl *config.Cluster) string {
 // Output: r.running and r.live.rest; the nodes and what the plugins contributed
 // in res.
 func (u *Up) provisionStep(res *UpResult) step {
-	return step{"provision", func(ctx context.Context, r *run) diag.List {
+	return step{stepProvision, func(ctx context.Context, r *run) diag.List {
 		var l diag.List
 		doc := r.plan.Doc(r.model)
 		res.LessTested = nil
@@ -310,7 +310,7 @@ func (u *Up) provisionStep(res *UpResult) step {
 
 // afterDeployStep has the provider run the machines' afterDeploy hooks, once every
 // wave is deployed and ready. Input: r.prov. Output: none.
-var afterDeployStep = step{"after-deploy", func(ctx context.Context, r *run) diag.List {
+var afterDeployStep = step{stepAfterDeploy, func(ctx context.Context, r *run) diag.List {
 	var l diag.List
 	if err := r.prov.AfterDeploy(ctx); err != nil {
 		l.Errorf("", 0, 0, "", "after deploy: %v", err)
