@@ -648,6 +648,12 @@ type NodePool struct {
 	Role string `json:"role,omitempty" jsonschema:"enum=worker,enum=control-plane"`
 	// Count of machines.
 	Count int `json:"count" jsonschema:"minimum=0"`
+	// MinSize and MaxSize bound the pool for an autoscaler: the aws provider's
+	// Auto Scaling group keeps between MinSize and MaxSize machines, starting
+	// at Count. Default: Count. Providers whose pools do not scale (local,
+	// hosts) refuse a bound other than Count.
+	MinSize *int `json:"minSize,omitempty" jsonschema:"minimum=0"`
+	MaxSize *int `json:"maxSize,omitempty" jsonschema:"minimum=0"`
 	// Labels put on the pool's Nodes.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Taints put on the pool's Nodes.

@@ -139,15 +139,12 @@ func (c *Cluster) checkVersion(l *diag.List) {
 	c.KubernetesVersion = v
 }
 
-// checkProvider: spec.provider names one provider, and that provider's own
-// rules (RegisterProviderCheck) hold.
+// checkProvider: spec.provider names one provider (none is the default), and
+// that provider's own rules (RegisterProviderCheck) hold.
 func (c *Cluster) checkProvider(l *diag.List) {
 	pr := c.Spec.Spec.Provider
-	if pr == nil {
-		return
-	}
 	name, err := v1alpha1.ProviderName(pr)
-	if err != nil || name == v1alpha1.DefaultProvider && pr.Local == nil {
+	if err != nil || pr != nil && name == v1alpha1.DefaultProvider && pr.Local == nil {
 		c.doc.Errorf(l, "/spec/provider", "expected one provider, such as local: {}")
 		return
 	}
@@ -157,8 +154,8 @@ func (c *Cluster) checkProvider(l *diag.List) {
 	if check == nil {
 		return
 	}
-	for _, p := range check(pr) {
-		c.doc.Errorf(l, "/spec/provider/"+name+p.Pointer, "%s", p.Message)
+	for _, p := range check(&c.Spec.Spec) {
+		c.doc.Errorf(l, "/spec"+p.Pointer, "%s", p.Message)
 	}
 }
 
@@ -171,6 +168,12 @@ func (c *Cluster) checkPools(l *diag.List) {
 		}
 		if p.Name == model.ControlPlanePool {
 			c.doc.Errorf(l, "/spec/nodePools/"+strconv.Itoa(i)+"/name", "the pool name %q is reserved for the control-plane machines (see spec.controlPlane)", p.Name)
+		}
+		if p.MinSize != nil && *p.MinSize > p.Count {
+			c.doc.Errorf(l, "/spec/nodePools/"+strconv.Itoa(i)+"/minSize", "expected at most count (%d), the pool's starting size, found %d", p.Count, *p.MinSize)
+		}
+		if p.MaxSize != nil && *p.MaxSize < p.Count {
+			c.doc.Errorf(l, "/spec/nodePools/"+strconv.Itoa(i)+"/maxSize", "expected at least count (%d), the pool's starting size, found %d", p.Count, *p.MaxSize)
 		}
 		pools[p.Name] = true
 	}

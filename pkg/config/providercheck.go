@@ -6,20 +6,21 @@ import (
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 )
 
-// ProviderProblem is one problem a provider finds in its own block of
-// spec.provider.
+// ProviderProblem is one problem a provider finds in a cluster's spec.
 type ProviderProblem struct {
-	// Pointer is the JSON pointer below spec.provider.<name> ("/subnetIDs"), "" for
-	// the block itself.
+	// Pointer is the JSON pointer below spec ("/provider/aws/subnetIDs",
+	// "/nodePools/0/minSize").
 	Pointer string
 	Message string
 }
 
-// ProviderCheck checks a provider's own block of spec.provider beyond its
-// schema (fields that go together, counts). A provider registers one with
-// RegisterProviderCheck, so that the cluster file's rules name its problems at
-// their line while config knows nothing of any provider.
-type ProviderCheck func(p *v1alpha1.Provider) []ProviderProblem
+// ProviderCheck checks what a provider asks of a cluster's spec beyond the
+// schema: its own block of spec.provider (fields that go together, counts), and
+// what it cannot honour elsewhere (a pool bound it does not scale to). A
+// provider registers one with RegisterProviderCheck, so that the cluster file's
+// rules name its problems at their line while config knows nothing of any
+// provider; it is called only for the provider the spec names.
+type ProviderCheck func(spec *v1alpha1.ClusterSpec) []ProviderProblem
 
 var providerChecks = struct {
 	sync.RWMutex

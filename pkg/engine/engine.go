@@ -462,7 +462,7 @@ func (e *Engine) Seed(plan *Plan) *model.Model {
 		pools[0].Count = cp.Count
 	}
 	for _, np := range spec.Spec.NodePools {
-		pools = append(pools, model.PoolSpec{Name: np.Name, Role: cmp.Or(np.Role, model.RoleWorker), Count: np.Count})
+		pools = append(pools, model.PoolSpec{Name: np.Name, Role: cmp.Or(np.Role, model.RoleWorker), Count: np.Count, MinSize: np.MinSize, MaxSize: np.MaxSize})
 	}
 	m := model.New(pools...)
 	for _, np := range spec.Spec.NodePools {

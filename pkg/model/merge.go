@@ -15,6 +15,8 @@ type PoolSpec struct {
 	Name  string
 	Role  string
 	Count int
+	// MinSize and MaxSize bound an autoscaled pool; nil is Count.
+	MinSize, MaxSize *int
 }
 
 // New returns an empty model with the control-plane components and the given pools
@@ -31,7 +33,7 @@ func New(pools ...PoolSpec) *Model {
 		pools = append([]PoolSpec{{Name: ControlPlanePool, Role: RoleControlPlane, Count: 1}}, pools...)
 	}
 	for _, p := range pools {
-		m.Pools[p.Name] = &Pool{Name: p.Name, Role: p.Role, Count: p.Count}
+		m.Pools[p.Name] = &Pool{Name: p.Name, Role: p.Role, Count: p.Count, MinSize: p.MinSize, MaxSize: p.MaxSize}
 	}
 	return m
 }

@@ -78,6 +78,9 @@ type Pool struct {
 	Name  string `json:"name"`
 	Role  string `json:"role"`
 	Count int    `json:"count"`
+	// MinSize and MaxSize bound an autoscaled pool (cluster.yaml's); nil is Count.
+	MinSize *int `json:"minSize,omitempty"`
+	MaxSize *int `json:"maxSize,omitempty"`
 	// Files by absolute path.
 	Files map[string]File `json:"files,omitempty"`
 	// Units by unit name.

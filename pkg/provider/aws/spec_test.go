@@ -18,7 +18,7 @@ func TestSpecRulesHoldWithoutAClusterFile(t *testing.T) {
 		want string
 	}{
 		{"vpc without subnets", v1alpha1.AWSProvider{VPCID: "vpc-0123"}, "spec.provider.aws: expected vpcID and subnetIDs together"},
-		{"one subnet", v1alpha1.AWSProvider{VPCID: "vpc-0123", SubnetIDs: []string{"subnet-0a"}}, "spec.provider.aws/subnetIDs: expected at least two subnets"},
+		{"one subnet", v1alpha1.AWSProvider{VPCID: "vpc-0123", SubnetIDs: []string{"subnet-0a"}}, "spec.provider.aws.subnetIDs: expected at least two subnets"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := newProvider(provider.Config{ClusterName: "c", StateDir: t.TempDir(), Spec: &v1alpha1.Provider{AWS: &tc.spec}})

@@ -333,8 +333,8 @@ func (t *template) pools() {
 				"LaunchTemplateId": ref(id + "LaunchTemplate"),
 				"Version":          getAtt(id+"LaunchTemplate", "LatestVersionNumber"),
 			},
-			"MinSize":           count,
-			"MaxSize":           count,
+			"MinSize":           bound(p.MinSize, p.Count),
+			"MaxSize":           bound(p.MaxSize, p.Count),
 			"DesiredCapacity":   count,
 			"VPCZoneIdentifier": t.subnets,
 			"Tags": []any{
@@ -367,6 +367,15 @@ func (t *template) plugins() {
 		}
 		t.outputs[id] = t.in.Model.Cloud.Outputs[id].Value
 	}
+}
+
+// bound is a pool's autoscaling bound (cluster.yaml's minSize or maxSize), else
+// its count: a pool without bounds does not scale.
+func bound(v *int, count int) string {
+	if v != nil {
+		return strconv.Itoa(*v)
+	}
+	return strconv.Itoa(count)
 }
 
 // network adds the cluster's network: parameters naming an existing VPC and its
