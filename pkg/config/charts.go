@@ -55,6 +55,13 @@ func (c *Cluster) ChartOptions(ref source.ChartRef) (opts source.HTTPOptions, re
 		if s.Verify != nil && s.Verify.Keyring != "" {
 			opts.Keyring, opts.ProvenanceRequired = c.path(s.Verify.Keyring), s.Verify.Required
 		}
+		if s.Verify != nil && ref.Repo == "" && len(s.Verify.Keys) > 0 {
+			// An oci:// source's keys check its charts' cosign signatures.
+			for _, k := range s.Verify.Keys {
+				opts.SignatureKeys = append(opts.SignatureKeys, c.path(k))
+			}
+			opts.SignatureRequired = s.Verify.Required
+		}
 		if ref.Repo != "" {
 			// Read it as the catalog is read: with the source's credentials.
 			repoURL = strings.TrimSuffix(strings.TrimSuffix(s.Catalog, "/"+source.IndexFile), "/")

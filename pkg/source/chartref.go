@@ -103,8 +103,9 @@ func (f *ChartFetcher) Fetch(ctx context.Context, ref ChartRef, pin *ChartPin) (
 		}
 	}
 	opts.Cache = f.Cache
-	// With a keyring the provenance file is checked on every use: no shortcut.
-	if pinned != nil && pin.Digest != "" && opts.Keyring == "" {
+	// With a keyring or signature keys the provenance file or signature is
+	// checked on every use: no shortcut.
+	if pinned != nil && pin.Digest != "" && opts.Keyring == "" && len(opts.SignatureKeys) == 0 {
 		if data, err := f.Cache.Get(pin.Digest); err == nil && "sha256:"+sha256Hex(data) == pin.Digest {
 			if err := checkChartArchive(data, ref.Name(), pinned); err == nil {
 				return &Chart{Ref: ref, Name: ref.Name(), Version: pinned.String(), Digest: pin.Digest, Archive: data, Cached: true}, nil
@@ -215,6 +216,9 @@ func (f *ChartFetcher) fromOCI(ctx context.Context, ref ChartRef, c *semver.Cons
 	}
 	what := fmt.Sprintf("chart %s %s from %s", ref.Name(), v, ref.Chart)
 	if err := verifyProvenance(what, pulled.Archive, pulled.Provenance, ref.Name()+"-"+v.String()+".tgz", opts); err != nil {
+		return nil, err
+	}
+	if err := verifyCosign(ctx, client, what, ref.Chart, pulled.Manifest, opts); err != nil {
 		return nil, err
 	}
 	// A cache that cannot be written only costs a download next time.
