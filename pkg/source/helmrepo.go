@@ -52,6 +52,10 @@ type helmIndexVersion struct {
 type helmRef struct {
 	url    *url.URL
 	digest string
+	// cached is the package digest the archive is cached under when the version
+	// was listed from the cache alone (the repository could not be read); url
+	// is nil then.
+	cached string
 }
 
 var hexDigestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -100,7 +104,11 @@ func (s *helmRepo) List(ctx context.Context) ([]*Version, diag.List) {
 	}
 	data, err := s.get(ctx, s.index, MaxIndexSize)
 	if err != nil {
-		l.Errorf(s.shown, 0, 0, "", "cannot read the Helm repository index: %v", err)
+		if vs := s.pinnedCharts(); len(vs) > 0 && ctx.Err() == nil {
+			l.Warnf(s.shown, 0, 0, "", "cannot read the Helm repository index (%v); listing the %d locked chart version(s) found in the cache", err, len(vs))
+			return vs, l
+		}
+		l.Errorf(s.shown, 0, 0, "", "cannot read the Helm repository index: %v (with a kubeplug.lock pinning a chart version fetched before, it is listed from the cache)", err)
 		return nil, l
 	}
 	var x helmIndex
@@ -213,7 +221,19 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 		l.Errorf(v.Location, 0, 0, "", "chart %s was not listed by the Helm repository %s", v.ID(), s.shown)
 		return nil, l
 	}
-	data, err := s.archive(ctx, v.Name, v.Version.String(), ref)
+	var data []byte
+	var err error
+	if ref.cached != "" {
+		data, err = s.opts.Cache.Get(ref.cached)
+		if err == nil && sha256Hex(data) != ref.digest {
+			err = fmt.Errorf("the cached archive changed since it was listed")
+		}
+		if err != nil {
+			err = fmt.Errorf("chart %s %s from %s, listed from the cache: %w", v.Name, v.Version, s.shown, err)
+		}
+	} else {
+		data, err = s.archive(ctx, v.Name, v.Version.String(), ref)
+	}
 	if err != nil {
 		l.Errorf(v.Location, 0, 0, "", "%v", err)
 		return nil, l
@@ -224,7 +244,81 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 		return nil, l
 	}
 	pkg, pl := plugin.Load(fsys, s.origin, v.Location)
+	if pkg != nil && ref.cached == "" && digestRE.MatchString(pkg.Digest) {
+		// Kept under the package digest too (a lock file pins that), so that the
+		// version can be listed from the cache when the repository is down.
+		_ = s.opts.Cache.Put(pkg.Digest, data)
+	}
 	return pkg, append(l, pl...)
+}
+
+// pinnedCharts lists the chart versions a lock file pins (opts.Pinned, package
+// digests) whose archives are in the cache under that digest and still make a
+// package of it: name, version, description and kubeVersion are the archive's
+// Chart.yaml's, as the index gives them. None with a keyring: a provenance file
+// is checked on every use.
+func (s *helmRepo) pinnedCharts() []*Version {
+	if s.opts.Keyring != "" {
+		return nil
+	}
+	var out []*Version
+	for _, d := range s.opts.Pinned {
+		data, err := s.opts.Cache.Get(d)
+		if err != nil {
+			continue
+		}
+		v, err := cachedChartVersion(data, s.origin)
+		if err != nil {
+			continue
+		}
+		fsys, err := chartPackage(v, data)
+		if err != nil {
+			continue
+		}
+		if got, err := plugin.Digest(fsys); err != nil || got != d {
+			continue
+		}
+		v.Location, v.Digest = "cache/"+d, d
+		v.Ref = &helmRef{digest: sha256Hex(data), cached: d}
+		out = append(out, v)
+	}
+	return out
+}
+
+// cachedChartVersion is the version a chart archive's Chart.yaml describes.
+func cachedChartVersion(data []byte, origin plugin.Origin) (*Version, error) {
+	files, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	charts, err := fs.Glob(files, "*/Chart.yaml")
+	if err != nil || len(charts) != 1 {
+		return nil, fmt.Errorf("not one chart")
+	}
+	b, err := fs.ReadFile(files, charts[0])
+	if err != nil {
+		return nil, err
+	}
+	var meta struct {
+		Name        string `json:"name"`
+		Version     string `json:"version"`
+		Description string `json:"description"`
+		KubeVersion string `json:"kubeVersion"`
+	}
+	if err := yaml.Unmarshal(b, &meta); err != nil {
+		return nil, err
+	}
+	ver, err := semver.StrictNewVersion(meta.Version)
+	if err != nil {
+		return nil, err
+	}
+	v := &Version{Name: meta.Name, Version: ver, Description: meta.Description, Origin: origin}
+	if meta.KubeVersion != "" {
+		if v.KubernetesVersion, err = semver.NewConstraint(meta.KubeVersion); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
 }
 
 // archive returns the archive of chart name at version, listed at ref: from the
