@@ -160,8 +160,6 @@ func (c *Cluster) check(l *diag.List) {
 		case src.Catalog != "":
 			if err := source.CheckCatalogURL(src.Catalog); err != nil {
 				d.Errorf(l, ptr+"/catalog", "%v", err)
-			} else if src.Type == source.SourceTypeHelm && strings.HasPrefix(src.Catalog, oci.Scheme) {
-				d.Errorf(l, ptr+"/catalog", "a type: helm source is a Helm chart repository's https:// URL; charts in OCI registries are not listed yet")
 			}
 		default:
 			dir := c.path(src.Dir)
@@ -177,6 +175,13 @@ func (c *Cluster) check(l *diag.List) {
 			d.Errorf(l, ptr+"/type", "expected type helm (a Helm chart repository) or none (a kubeplug catalog), found %q", src.Type)
 		case src.Type != "" && src.Catalog == "":
 			d.Errorf(l, ptr+"/type", "type is for catalog sources; a dir source holds plugin packages")
+		case src.Type == source.SourceTypeHelm && src.Verify != nil && strings.HasPrefix(src.Catalog, oci.Scheme):
+			// OCI charts are signed as cosign signs images: the keys check them.
+			if src.Verify.Keyring != "" {
+				d.Errorf(l, ptr+"/verify/keyring", "charts in an OCI registry are checked by their cosign signatures: give cosign public keys in keys, not a PGP keyring")
+			} else {
+				c.checkVerify(l, ptr, src)
+			}
 		case src.Type == source.SourceTypeHelm && src.Verify != nil:
 			c.checkKeyring(l, ptr, src)
 		case src.Verify != nil && src.Verify.Keyring != "":
@@ -284,6 +289,16 @@ func (c *Cluster) Sources() []source.Source {
 			}
 			if s.RegistryConfig != "" {
 				opts.RegistryConfig = c.path(s.RegistryConfig)
+			}
+			if s.Type == source.SourceTypeHelm && strings.HasPrefix(s.Catalog, oci.Scheme) {
+				if s.Verify != nil {
+					for _, k := range s.Verify.Keys {
+						opts.SignatureKeys = append(opts.SignatureKeys, c.path(k))
+					}
+					opts.SignatureRequired = s.Verify.Required
+				}
+				out = append(out, source.HelmOCIRepository(source.OriginCatalog, s.Catalog, opts))
+				continue
 			}
 			if s.Type == source.SourceTypeHelm {
 				if s.Verify != nil && s.Verify.Keyring != "" {

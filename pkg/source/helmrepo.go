@@ -221,19 +221,10 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 		l.Errorf(v.Location, 0, 0, "", "chart %s was not listed by the Helm repository %s", v.ID(), s.shown)
 		return nil, l
 	}
-	var data []byte
-	var err error
 	if ref.cached != "" {
-		data, err = s.opts.Cache.Get(ref.cached)
-		if err == nil && sha256Hex(data) != ref.digest {
-			err = fmt.Errorf("the cached archive changed since it was listed")
-		}
-		if err != nil {
-			err = fmt.Errorf("chart %s %s from %s, listed from the cache: %w", v.Name, v.Version, s.shown, err)
-		}
-	} else {
-		data, err = s.archive(ctx, v.Name, v.Version.String(), ref)
+		return fetchCachedChart(v, ref, s.opts, s.origin, s.shown)
 	}
+	data, err := s.archive(ctx, v.Name, v.Version.String(), ref)
 	if err != nil {
 		l.Errorf(v.Location, 0, 0, "", "%v", err)
 		return nil, l
@@ -244,7 +235,7 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 		return nil, l
 	}
 	pkg, pl := plugin.Load(fsys, s.origin, v.Location)
-	if pkg != nil && ref.cached == "" && digestRE.MatchString(pkg.Digest) {
+	if pkg != nil && digestRE.MatchString(pkg.Digest) {
 		// Kept under the package digest too (a lock file pins that), so that the
 		// version can be listed from the cache when the repository is down.
 		_ = s.opts.Cache.Put(pkg.Digest, data)
@@ -252,24 +243,32 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 	return pkg, append(l, pl...)
 }
 
-// pinnedCharts lists the chart versions a lock file pins (opts.Pinned, package
-// digests) whose archives are in the cache under that digest and still make a
-// package of it: name, version, description and kubeVersion are the archive's
-// Chart.yaml's, as the index gives them. None with a keyring: a provenance file
-// is checked on every use.
-func (s *helmRepo) pinnedCharts() []*Version {
-	if s.opts.Keyring != "" {
+// pinnedCharts lists the locked chart versions in the cache (pinnedChartVersions).
+func (s *helmRepo) pinnedCharts() []*Version { return pinnedChartVersions(s.opts, s.origin, false) }
+
+// pinnedChartVersions lists the chart versions a lock file pins (opts.Pinned,
+// package digests) whose archives are in the cache under that digest and still
+// make a package of it: name, version, description and kubeVersion are the
+// archive's Chart.yaml's, as the index gives them. None with a keyring or
+// signature keys: a provenance file or signature is checked on every use.
+// tagsOnly lists them as a source listing tags does: without a description or
+// kubernetesVersion.
+func pinnedChartVersions(opts HTTPOptions, origin plugin.Origin, tagsOnly bool) []*Version {
+	if opts.Keyring != "" || len(opts.SignatureKeys) > 0 {
 		return nil
 	}
 	var out []*Version
-	for _, d := range s.opts.Pinned {
-		data, err := s.opts.Cache.Get(d)
+	for _, d := range opts.Pinned {
+		data, err := opts.Cache.Get(d)
 		if err != nil {
 			continue
 		}
-		v, err := cachedChartVersion(data, s.origin)
+		v, err := cachedChartVersion(data, origin)
 		if err != nil {
 			continue
+		}
+		if tagsOnly {
+			v.Description, v.KubernetesVersion = "", nil
 		}
 		fsys, err := chartPackage(v, data)
 		if err != nil {
@@ -283,6 +282,27 @@ func (s *helmRepo) pinnedCharts() []*Version {
 		out = append(out, v)
 	}
 	return out
+}
+
+// fetchCachedChart makes the package of a chart version listed from the cache
+// alone (pinnedChartVersions); shown names the source in errors.
+func fetchCachedChart(v *Version, ref *helmRef, opts HTTPOptions, origin plugin.Origin, shown string) (*plugin.Package, diag.List) {
+	var l diag.List
+	data, err := opts.Cache.Get(ref.cached)
+	if err == nil && sha256Hex(data) != ref.digest {
+		err = fmt.Errorf("the cached archive changed since it was listed")
+	}
+	if err != nil {
+		l.Errorf(v.Location, 0, 0, "", "chart %s %s from %s, listed from the cache: %v", v.Name, v.Version, shown, err)
+		return nil, l
+	}
+	fsys, err := chartPackage(v, data)
+	if err != nil {
+		l.Errorf(v.Location, 0, 0, "", "chart %s %s from %s: %v", v.Name, v.Version, shown, err)
+		return nil, l
+	}
+	pkg, pl := plugin.Load(fsys, origin, v.Location)
+	return pkg, append(l, pl...)
 }
 
 // cachedChartVersion is the version a chart archive's Chart.yaml describes.
