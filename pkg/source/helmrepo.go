@@ -138,12 +138,25 @@ func (x *helmIndex) versions(origin plugin.Origin, base *url.URL, location strin
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	// Most versions of a chart share its kubeVersion: parse each one once (a
+	// constraint's regexps were a quarter of listing a 10,000-version index).
+	constraints := map[string]*semver.Constraints{}
+	constraint := func(s string) (*semver.Constraints, error) {
+		if c, ok := constraints[s]; ok {
+			return c, nil
+		}
+		c, err := semver.NewConstraint(s)
+		if err == nil {
+			constraints[s] = c
+		}
+		return c, err
+	}
 	var out []*Version
 	for _, name := range names {
 		seen := map[string]bool{}
 		for i, e := range x.Entries[name] {
 			field := fmt.Sprintf("entries.%s[%d]", name, i)
-			if msg := helmEntryProblem(name, e); msg != "" {
+			if msg := helmEntryProblem(name, e, constraint); msg != "" {
 				errorf(field, "%s", msg)
 				continue
 			}
@@ -175,7 +188,7 @@ func (x *helmIndex) versions(origin plugin.Origin, base *url.URL, location strin
 			}
 			v := &Version{Name: name, Version: ver, Description: e.Description, Origin: origin, Location: locationOf(ref)}
 			if e.KubeVersion != "" {
-				v.KubernetesVersion, _ = semver.NewConstraint(e.KubeVersion)
+				v.KubernetesVersion, _ = constraint(e.KubeVersion)
 			}
 			v.Ref = &helmRef{url: ref, digest: e.Digest}
 			out = append(out, v)
@@ -188,8 +201,8 @@ func (x *helmIndex) versions(origin plugin.Origin, base *url.URL, location strin
 }
 
 // helmEntryProblem says what is wrong with a chart version of the index; "" when
-// nothing.
-func helmEntryProblem(name string, e helmIndexVersion) string {
+// nothing. constraint parses a version constraint.
+func helmEntryProblem(name string, e helmIndexVersion, constraint func(string) (*semver.Constraints, error)) string {
 	if !plugin.NameRE.MatchString(name) || len(name) > 63 {
 		return fmt.Sprintf("chart name %q is not a plugin name (a DNS label)", name)
 	}
@@ -200,7 +213,7 @@ func helmEntryProblem(name string, e helmIndexVersion) string {
 		return fmt.Sprintf("chart %s: version %q is not a semantic version", name, e.Version)
 	}
 	if e.KubeVersion != "" {
-		if _, err := semver.NewConstraint(e.KubeVersion); err != nil {
+		if _, err := constraint(e.KubeVersion); err != nil {
 			return fmt.Sprintf("chart %s %s: kubeVersion %q is not a version constraint", name, e.Version, e.KubeVersion)
 		}
 	}

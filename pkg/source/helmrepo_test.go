@@ -17,7 +17,7 @@ import (
 )
 
 // chartTgz packs files (path -> content) as a gzipped tar, as helm package does.
-func chartTgz(t *testing.T, files map[string]string) []byte {
+func chartTgz(t testing.TB, files map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
