@@ -157,7 +157,7 @@ func (s *helmOCIRepo) versions(name, repo string, tags []string, l *diag.List) [
 
 // pinned lists the locked chart versions in the cache, as a Helm repository does.
 func (s *helmOCIRepo) pinned() []*Version {
-	return pinnedChartVersions(s.opts, s.origin, true)
+	return pinnedChartVersions(s.opts, s.origin)
 }
 
 // Fetch implements [Source].
@@ -193,9 +193,6 @@ func (s *helmOCIRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, d
 		return nil, l
 	}
 	pkg, pl := plugin.Load(fsys, s.origin, v.Location)
-	if pkg != nil && digestRE.MatchString(pkg.Digest) && len(s.opts.SignatureKeys) == 0 {
-		// Kept under the package digest too, for listing from the cache.
-		_ = s.opts.Cache.Put(pkg.Digest, pulled.Archive)
-	}
+	cacheChartPackage(s.opts, pkg, fsys)
 	return pkg, append(l, pl...)
 }

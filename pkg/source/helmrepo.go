@@ -52,9 +52,9 @@ type helmIndexVersion struct {
 type helmRef struct {
 	url    *url.URL
 	digest string
-	// cached is the package digest the archive is cached under when the version
-	// was listed from the cache alone (the repository could not be read); url
-	// is nil then.
+	// cached is the package digest the package is cached under when the
+	// version was listed from the cache alone (the repository could not be
+	// read); url is nil then.
 	cached string
 }
 
@@ -248,110 +248,85 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 		return nil, l
 	}
 	pkg, pl := plugin.Load(fsys, s.origin, v.Location)
-	if pkg != nil && digestRE.MatchString(pkg.Digest) {
-		// Kept under the package digest too (a lock file pins that), so that the
-		// version can be listed from the cache when the repository is down.
-		_ = s.opts.Cache.Put(pkg.Digest, data)
-	}
+	cacheChartPackage(s.opts, pkg, fsys)
 	return pkg, append(l, pl...)
 }
 
 // pinnedCharts lists the locked chart versions in the cache (pinnedChartVersions).
-func (s *helmRepo) pinnedCharts() []*Version { return pinnedChartVersions(s.opts, s.origin, false) }
+func (s *helmRepo) pinnedCharts() []*Version { return pinnedChartVersions(s.opts, s.origin) }
+
+// cacheChartPackage keeps the package made of a chart version in the cache
+// under its package digest (the digest a lock file pins), as a package archive,
+// so that it can be listed from the cache when its source is down. A cache that
+// cannot be written only costs that.
+func cacheChartPackage(opts HTTPOptions, pkg *plugin.Package, fsys fs.FS) {
+	if pkg == nil || !digestRE.MatchString(pkg.Digest) || opts.Cache == nil {
+		return
+	}
+	var buf bytes.Buffer
+	if err := archive.Write(&buf, fsys); err == nil {
+		_ = opts.Cache.Put(pkg.Digest, buf.Bytes())
+	}
+}
 
 // pinnedChartVersions lists the chart versions a lock file pins (opts.Pinned,
-// package digests) whose archives are in the cache under that digest and still
-// make a package of it: name, version, description and kubeVersion are the
-// archive's Chart.yaml's, as the index gives them. None with a keyring or
-// signature keys: a provenance file or signature is checked on every use.
-// tagsOnly lists them as a source listing tags does: without a description or
-// kubernetesVersion.
-func pinnedChartVersions(opts HTTPOptions, origin plugin.Origin, tagsOnly bool) []*Version {
+// package digests) whose packages are in the cache (cacheChartPackage) and
+// still have that digest, as their plugin.yaml describes them. None with a
+// keyring or signature keys: a provenance file or signature is checked on
+// every use.
+func pinnedChartVersions(opts HTTPOptions, origin plugin.Origin) []*Version {
 	if opts.Keyring != "" || len(opts.SignatureKeys) > 0 {
 		return nil
 	}
 	var out []*Version
 	for _, d := range opts.Pinned {
-		data, err := opts.Cache.Get(d)
+		fsys, err := cachedPackage(opts, d)
 		if err != nil {
 			continue
 		}
-		v, err := cachedChartVersion(data, origin)
-		if err != nil {
+		loc := "cache/" + d
+		m, ml := plugin.ReadManifest(fsys, loc)
+		if m == nil || ml.HasFatal() {
 			continue
 		}
-		if tagsOnly {
-			v.Description, v.KubernetesVersion = "", nil
+		if k := m.Plugin.Spec.Contributes.Kubernetes; k == nil || len(k.HelmReleases) != 1 || k.HelmReleases[0].Chart != HelmChartFile {
+			continue // not a chart's package: another source's plugin
 		}
-		fsys, err := chartPackage(v, data)
-		if err != nil {
-			continue
-		}
-		if got, err := plugin.Digest(fsys); err != nil || got != d {
-			continue
-		}
-		v.Location, v.Digest = "cache/"+d, d
-		v.Ref = &helmRef{digest: sha256Hex(data), cached: d}
+		v := versionOf(m.Plugin, origin, loc)
+		v.Digest, v.Ref = d, &helmRef{cached: d}
 		out = append(out, v)
 	}
 	return out
 }
 
-// fetchCachedChart makes the package of a chart version listed from the cache
+// cachedPackage is the package archive cached under the package digest d,
+// unpacked and checked to have that digest.
+func cachedPackage(opts HTTPOptions, d string) (fs.FS, error) {
+	data, err := opts.Cache.Get(d)
+	if err != nil {
+		return nil, err
+	}
+	fsys, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	if got, err := plugin.Digest(fsys); err != nil || got != d {
+		return nil, fmt.Errorf("the cached package has digest %s, not %s", got, d)
+	}
+	return fsys, nil
+}
+
+// fetchCachedChart loads the package of a chart version listed from the cache
 // alone (pinnedChartVersions); shown names the source in errors.
 func fetchCachedChart(v *Version, ref *helmRef, opts HTTPOptions, origin plugin.Origin, shown string) (*plugin.Package, diag.List) {
 	var l diag.List
-	data, err := opts.Cache.Get(ref.cached)
-	if err == nil && sha256Hex(data) != ref.digest {
-		err = fmt.Errorf("the cached archive changed since it was listed")
-	}
+	fsys, err := cachedPackage(opts, ref.cached)
 	if err != nil {
 		l.Errorf(v.Location, 0, 0, "", "chart %s %s from %s, listed from the cache: %v", v.Name, v.Version, shown, err)
 		return nil, l
 	}
-	fsys, err := chartPackage(v, data)
-	if err != nil {
-		l.Errorf(v.Location, 0, 0, "", "chart %s %s from %s: %v", v.Name, v.Version, shown, err)
-		return nil, l
-	}
 	pkg, pl := plugin.Load(fsys, origin, v.Location)
 	return pkg, append(l, pl...)
-}
-
-// cachedChartVersion is the version a chart archive's Chart.yaml describes.
-func cachedChartVersion(data []byte, origin plugin.Origin) (*Version, error) {
-	files, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
-	if err != nil {
-		return nil, err
-	}
-	charts, err := fs.Glob(files, "*/Chart.yaml")
-	if err != nil || len(charts) != 1 {
-		return nil, fmt.Errorf("not one chart")
-	}
-	b, err := fs.ReadFile(files, charts[0])
-	if err != nil {
-		return nil, err
-	}
-	var meta struct {
-		Name        string `json:"name"`
-		Version     string `json:"version"`
-		Description string `json:"description"`
-		KubeVersion string `json:"kubeVersion"`
-	}
-	if err := yaml.Unmarshal(b, &meta); err != nil {
-		return nil, err
-	}
-	ver, err := semver.StrictNewVersion(meta.Version)
-	if err != nil {
-		return nil, err
-	}
-	v := &Version{Name: meta.Name, Version: ver, Description: meta.Description, Origin: origin}
-	if meta.KubeVersion != "" {
-		if v.KubernetesVersion, err = semver.NewConstraint(meta.KubeVersion); err != nil {
-			return nil, err
-		}
-	}
-	return v, nil
 }
 
 // archive returns the archive of chart name at version, listed at ref: from the

@@ -181,7 +181,7 @@ entries:
 // names the repository's URL.
 func TestHelmRepositoryDownListsLockedFromCache(t *testing.T) {
 	tgz := chartTgz(t, map[string]string{
-		"web/Chart.yaml":        "apiVersion: v2\nname: web\nversion: 1.2.0\ndescription: a web\nkubeVersion: '>=1.30.0-0'\n",
+		"web/Chart.yaml":        "apiVersion: v2\nname: web\nversion: 1.2.0\nkubeVersion: '>=1.30.0-0'\n", // the index says more
 		"web/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n",
 	})
 	index := fmt.Sprintf("apiVersion: v1\nentries:\n  web:\n    - {name: web, version: 1.2.0, description: a web, kubeVersion: \">=1.30.0-0\", digest: %s, urls: [web-1.2.0.tgz]}\n", sum(tgz))
