@@ -165,6 +165,27 @@ func TestGeneratedKeysStayAcrossUpgrades(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets(ns).Get(ctx, helm.GeneratedSecretPrefix+"tls", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the generated record outlived its release: %v", err)
 	}
+
+	// With the seal key gone the record cannot be opened: the upgrade fails
+	// saying so, and the generated Secret is left as it was.
+	before := install(map[string]any{"message": "one"})
+	if err := cs.CoreV1().Secrets(ns).Delete(ctx, seal.KeySecret, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = manager(t, ns)
+	_, err = m.Install(ctx, "tls", helm.Release{Name: "tls", Namespace: ns, Chart: chart, Values: map[string]any{"message": "two"}})
+	if err == nil || !strings.Contains(err.Error(), "Secret "+ns+"/"+seal.KeySecret+" is missing") {
+		t.Fatalf("upgrade without the seal key: %v", err)
+	}
+	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "tls-certs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for field := range before {
+		if !bytes.Equal(before[field], sec.Data[field]) {
+			t.Errorf("a failed upgrade changed the generated Secret's %s", field)
+		}
+	}
 }
 
 // helmRecord decodes a Helm release Secret's data: base64 of gzipped JSON.
