@@ -184,6 +184,8 @@ func (c *Cluster) check(l *diag.List) {
 			}
 		case src.Type == source.SourceTypeHelm && src.Verify != nil:
 			c.checkKeyring(l, ptr, src)
+		case src.Dir != "" && src.Verify != nil && source.IsKKPFile(src.Dir):
+			d.Errorf(l, ptr+"/verify", "%s is a file of KKP ApplicationDefinitions, which is not signed: its charts are fetched by reference and checked under the policy of the catalog source for their repository or registry", src.Dir)
 		case src.Verify != nil && src.Verify.Keyring != "":
 			d.Errorf(l, ptr+"/verify/keyring", "keyring (a PGP keyring for Helm provenance files) is for type: helm sources")
 		case src.Verify != nil:
