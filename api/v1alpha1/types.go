@@ -672,13 +672,17 @@ type ClusterPlugins struct {
 
 // Source is a plugin location. Exactly one field is set.
 type Source struct {
-	// Dir is a directory of plugin packages, relative to cluster.yaml.
+	// Dir is a directory of plugin packages, relative to cluster.yaml; or a
+	// package archive; or a .yaml file of KKP ApplicationDefinitions, each
+	// version a plugin version (see docs/helm.md).
 	Dir string `json:"dir,omitempty"`
 	// Catalog is a remote catalog URL (https:// index or oci:// repository).
 	Catalog string `json:"catalog,omitempty"`
 	// Type is the catalog's kind: empty for a kubeplug catalog, helm for a Helm
-	// chart repository (Catalog is its https:// URL or index.yaml), whose every
-	// chart version is a plugin version that installs the chart. See docs/helm.md.
+	// chart repository (Catalog is its https:// URL or index.yaml) or the Helm
+	// charts in an OCI registry (Catalog is oci://HOST/PREFIX or a chart's
+	// repository), whose every chart version is a plugin version that installs
+	// the chart. See docs/helm.md.
 	Type string `json:"type,omitempty" jsonschema:"enum=,enum=helm"`
 	// Verify is the source's trust policy: which keys sign its packages, and whether
 	// a signature is required. For dir and oci:// catalog sources.
@@ -698,7 +702,8 @@ type Source struct {
 type SourceVerify struct {
 	// Keys are public key files (from `kubeplug plugin keygen` or cosign), relative to
 	// cluster.yaml; a signature must verify with one of them.
-	// For dir and oci:// catalog sources.
+	// For dir and oci:// catalog sources; an oci:// source's keys also check the
+	// cosign signatures of the Helm charts in its registry.
 	Keys []string `json:"keys,omitempty"`
 	// Keyring is, for a type: helm source, a PGP keyring (as `helm verify
 	// --keyring` takes it, binary or armored) relative to cluster.yaml: a chart's

@@ -46,15 +46,7 @@ func (c *Cluster) ChartOptions(ref source.ChartRef) (opts source.HTTPOptions, re
 		if !same {
 			continue
 		}
-		if s.CAFile != "" {
-			opts.CAFiles = []string{c.path(s.CAFile)}
-		}
-		if s.RegistryConfig != "" {
-			opts.RegistryConfig = c.path(s.RegistryConfig)
-		}
-		if s.Verify != nil && s.Verify.Keyring != "" {
-			opts.Keyring, opts.ProvenanceRequired = c.path(s.Verify.Keyring), s.Verify.Required
-		}
+		opts = c.catalogOptions(s)
 		if ref.Repo != "" {
 			// Read it as the catalog is read: with the source's credentials.
 			repoURL = strings.TrimSuffix(strings.TrimSuffix(s.Catalog, "/"+source.IndexFile), "/")

@@ -202,8 +202,6 @@ func (c *Cluster) checkSourceWhere(l *diag.List, ptr string, src v1alpha1.Source
 	case src.Catalog != "":
 		if err := source.CheckCatalogURL(src.Catalog); err != nil {
 			d.Errorf(l, ptr+"/catalog", "%v", err)
-		} else if src.Type == source.SourceTypeHelm && strings.HasPrefix(src.Catalog, oci.Scheme) {
-			d.Errorf(l, ptr+"/catalog", "a type: helm source is a Helm chart repository's https:// URL; charts in OCI registries are not listed yet")
 		}
 	default:
 		dir := c.path(src.Dir)
@@ -216,19 +214,38 @@ func (c *Cluster) checkSourceWhere(l *diag.List, ptr string, src v1alpha1.Source
 	}
 }
 
-// checkSourceType: type is helm or none, on a catalog, and verify fits it.
+// checkSourceType: type is helm or none, on a catalog; then verify fits the
+// source's kind (checkSourceVerify).
 func (c *Cluster) checkSourceType(l *diag.List, ptr string, src v1alpha1.Source) {
-	d := c.doc
 	switch {
 	case src.Type != "" && src.Type != source.SourceTypeHelm:
-		d.Errorf(l, ptr+"/type", "expected type helm (a Helm chart repository) or none (a kubeplug catalog), found %q", src.Type)
+		c.doc.Errorf(l, ptr+"/type", "expected type helm (a Helm chart repository) or none (a kubeplug catalog), found %q", src.Type)
 	case src.Type != "" && src.Catalog == "":
-		d.Errorf(l, ptr+"/type", "type is for catalog sources; a dir source holds plugin packages")
-	case src.Type == source.SourceTypeHelm && src.Verify != nil:
-		c.checkKeyring(l, ptr, src)
-	case src.Verify != nil && src.Verify.Keyring != "":
-		d.Errorf(l, ptr+"/verify/keyring", "keyring (a PGP keyring for Helm provenance files) is for type: helm sources")
+		c.doc.Errorf(l, ptr+"/type", "type is for catalog sources; a dir source holds plugin packages")
 	case src.Verify != nil:
+		c.checkSourceVerify(l, ptr, src)
+	}
+}
+
+// checkSourceVerify: a trust policy of the kind the source's packages carry —
+// cosign keys for an OCI registry of charts, a PGP keyring for a Helm
+// repository's provenance files, signing keys for kubeplug packages — and none
+// on a file of KKP ApplicationDefinitions, which is not signed.
+func (c *Cluster) checkSourceVerify(l *diag.List, ptr string, src v1alpha1.Source) {
+	d := c.doc
+	helm, ociCharts := src.Type == source.SourceTypeHelm, strings.HasPrefix(src.Catalog, oci.Scheme)
+	switch {
+	case helm && ociCharts && src.Verify.Keyring != "":
+		d.Errorf(l, ptr+"/verify/keyring", "charts in an OCI registry are checked by their cosign signatures: give cosign public keys in keys, not a PGP keyring")
+	case helm && ociCharts:
+		c.checkVerify(l, ptr, src)
+	case helm:
+		c.checkKeyring(l, ptr, src)
+	case src.Dir != "" && source.IsKKPFile(src.Dir):
+		d.Errorf(l, ptr+"/verify", "%s is a file of KKP ApplicationDefinitions, which is not signed: its charts are fetched by reference and checked under the policy of the catalog source for their repository or registry", src.Dir)
+	case src.Verify.Keyring != "":
+		d.Errorf(l, ptr+"/verify/keyring", "keyring (a PGP keyring for Helm provenance files) is for type: helm sources")
+	default:
 		c.checkVerify(l, ptr, src)
 	}
 }
@@ -354,40 +371,62 @@ func (c *Cluster) Sources() []source.Source {
 	for _, s := range c.Spec.Spec.Plugins.Sources {
 		switch {
 		case s.Dir != "" && s.Verify != nil:
-			keys := make([]string, len(s.Verify.Keys))
-			for i, k := range s.Verify.Keys {
-				keys[i] = c.path(k)
-			}
 			dir := c.path(s.Dir)
-			out = append(out, source.Verified(source.Path(plugin.OriginUser, dir), dir, source.TrustPolicy{Keys: keys, Required: s.Verify.Required}))
+			out = append(out, source.Verified(source.Path(plugin.OriginUser, dir), dir, source.TrustPolicy{Keys: c.paths(s.Verify.Keys), Required: s.Verify.Required}))
 		case s.Dir != "":
 			out = append(out, source.Path(plugin.OriginUser, c.path(s.Dir)))
 		case s.Catalog != "":
-			opts := source.HTTPOptions{Cache: source.DefaultCache(), Pinned: c.pinned()}
-			if s.CAFile != "" {
-				opts.CAFiles = []string{c.path(s.CAFile)}
-			}
-			if s.RegistryConfig != "" {
-				opts.RegistryConfig = c.path(s.RegistryConfig)
-			}
-			if s.Type == source.SourceTypeHelm {
-				if s.Verify != nil && s.Verify.Keyring != "" {
-					opts.Keyring, opts.ProvenanceRequired = c.path(s.Verify.Keyring), s.Verify.Required
-				}
-				out = append(out, source.HelmRepository(source.OriginCatalog, s.Catalog, opts))
-				continue
-			}
-			cat := source.OpenCatalog(source.OriginCatalog, s.Catalog, opts)
-			if s.Verify == nil {
-				out = append(out, cat)
-				continue
-			}
-			keys := make([]string, len(s.Verify.Keys))
-			for i, k := range s.Verify.Keys {
-				keys[i] = c.path(k)
-			}
-			out = append(out, source.Verified(cat, s.Catalog, source.TrustPolicy{Keys: keys, Required: s.Verify.Required}))
+			out = append(out, c.catalog(s))
 		}
+	}
+	return out
+}
+
+// catalog is the source of a catalog entry: a kubeplug catalog (https:// or
+// oci://), a Helm repository or an OCI registry of charts (type: helm), each
+// reached and trusted as catalogOptions says.
+func (c *Cluster) catalog(s v1alpha1.Source) source.Source {
+	opts := c.catalogOptions(s)
+	opts.Cache, opts.Pinned = source.DefaultCache(), c.pinned()
+	switch {
+	case s.Type == source.SourceTypeHelm && strings.HasPrefix(s.Catalog, oci.Scheme):
+		return source.HelmOCIRepository(source.OriginCatalog, s.Catalog, opts)
+	case s.Type == source.SourceTypeHelm:
+		return source.HelmRepository(source.OriginCatalog, s.Catalog, opts)
+	case s.Verify == nil:
+		return source.OpenCatalog(source.OriginCatalog, s.Catalog, opts)
+	}
+	cat := source.OpenCatalog(source.OriginCatalog, s.Catalog, opts)
+	return source.Verified(cat, s.Catalog, source.TrustPolicy{Keys: c.paths(s.Verify.Keys), Required: s.Verify.Required})
+}
+
+// catalogOptions is how to reach and trust the charts and packages of catalog
+// source s: its CA file and registry credentials; for a Helm repository its
+// provenance keyring; for an OCI registry of charts the cosign keys its charts
+// are signed with (verify.keys of an oci:// source).
+func (c *Cluster) catalogOptions(s v1alpha1.Source) source.HTTPOptions {
+	var opts source.HTTPOptions
+	if s.CAFile != "" {
+		opts.CAFiles = []string{c.path(s.CAFile)}
+	}
+	if s.RegistryConfig != "" {
+		opts.RegistryConfig = c.path(s.RegistryConfig)
+	}
+	switch v := s.Verify; {
+	case v == nil:
+	case v.Keyring != "":
+		opts.Keyring, opts.ProvenanceRequired = c.path(v.Keyring), v.Required
+	case strings.HasPrefix(s.Catalog, oci.Scheme) && len(v.Keys) > 0:
+		opts.SignatureKeys, opts.SignatureRequired = c.paths(v.Keys), v.Required
+	}
+	return opts
+}
+
+// paths resolves paths from the file against its directory.
+func (c *Cluster) paths(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = c.path(p)
 	}
 	return out
 }

@@ -243,8 +243,8 @@ func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, n
 		switch {
 		case s.Type != "" && s.URL == "":
 			return nil, nil, specErrorf("%s.type: %q applies to a url; this source has none", where, s.Type)
-		case s.Type == source.SourceTypeHelm && s.VerifyKeys != "":
-			return nil, nil, specErrorf("%s.verifyKeys: a Helm repository's charts are not signed with kubeplug keys; leave verifyKeys out for type: helm", where)
+		case s.Type == source.SourceTypeHelm && s.VerifyKeys != "" && !strings.HasPrefix(s.URL, "oci://"):
+			return nil, nil, specErrorf("%s.verifyKeys: a Helm repository's charts are not signed with kubeplug keys; leave verifyKeys out for an https:// type: helm source (an oci:// one takes the cosign keys of its charts)", where)
 		case s.URL != "":
 			out = append(out, v1alpha1.Source{Catalog: s.URL, Type: s.Type, Verify: verify()})
 		case s.ConfigMap != "" || s.Secret != "":

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
 )
 
 // Media types and tag of a catalog's index artifact.
@@ -121,4 +123,46 @@ func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) 
 		return nil, describe(r, err)
 	}
 	return out, nil
+}
+
+// Repositories lists the repositories directly under the prefix
+// oci://HOST/PREFIX (PREFIX/NAME, not deeper) through the registry's catalog
+// API (/v2/_catalog, which not every registry serves), as names NAME: at most
+// MaxListEntries repositories of the whole registry over MaxListPages pages,
+// else an error wrapping ErrListTooLong.
+func (c *Client) Repositories(ctx context.Context, prefix string) ([]string, error) {
+	r, err := ParseRef(prefix)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := remote.NewRegistry(r.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("invalid registry %s: %w", r.Registry, err)
+	}
+	reg.Client = c.http
+	reg.PlainHTTP = c.plainHTTP(r.Registry)
+	under := strings.TrimSuffix(r.Repository, "/") + "/"
+	var out []string
+	bound := listBound{what: "the repositories of registry " + r.Registry}
+	// The catalog API lists in lexical order, so the listing starts right after
+	// the prefix itself; the names are filtered all the same, as not every
+	// registry honours the start (nor the order, to stop early).
+	err = reg.Repositories(ctx, under, func(rs []string) error {
+		if err := bound.page(len(rs)); err != nil {
+			return err
+		}
+		for _, name := range rs {
+			if rest, ok := strings.CutPrefix(name, under); ok && rest != "" && !strings.Contains(rest, "/") {
+				out = append(out, rest)
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.Is(err, ErrListTooLong):
+		return nil, err
+	}
+	return nil, describe(r, err)
 }

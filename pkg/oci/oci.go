@@ -14,6 +14,10 @@
 // [PushReferrer] and [Referrers] attach artifacts (signatures, attestations) to a
 // manifest and list them, through the OCI 1.1 referrers API or, for registries
 // without it, the tag schema fallback (an index tagged sha256-HEX).
+//
+// Helm charts are pulled as `helm push` stores them ([Client.PullChart]), and their
+// cosign signatures read where `cosign sign` stores them ([Client.CosignSignatures]:
+// the image tagged sha256-HEX.sig beside the chart).
 package oci
 
 import (

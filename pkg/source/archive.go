@@ -29,9 +29,13 @@ func Archive(origin plugin.Origin, file string) Source {
 	return &archiveFile{origin: origin, file: filepath.Clean(file)}
 }
 
-// Path returns the source for a path given by a user: an archive when it is a file,
-// a directory of packages ([Dir]) otherwise.
+// Path returns the source for a path given by a user: a file of KKP
+// ApplicationDefinitions ([KKPDefinitions]) when it is a .yaml or .yml file, an
+// archive when it is another file, a directory of packages ([Dir]) otherwise.
 func Path(origin plugin.Origin, p string) Source {
+	if IsArchive(p) && IsKKPFile(p) {
+		return KKPDefinitions(origin, p)
+	}
 	if IsArchive(p) {
 		return Archive(origin, p)
 	}

@@ -288,6 +288,11 @@ type HTTPOptions struct {
 	// ProvenanceRequired refuses a chart without a provenance file.
 	Keyring            string
 	ProvenanceRequired bool
+	// SignatureKeys are cosign public key files that OCI charts must be signed
+	// with, as `cosign sign` stores signatures (an oci:// source's verify.keys);
+	// empty checks none. SignatureRequired refuses an OCI chart without one.
+	SignatureKeys     []string
+	SignatureRequired bool
 }
 
 // httpCatalog is a catalog served over HTTP(S): an index.yaml and archives.

@@ -103,13 +103,8 @@ func (f *ChartFetcher) Fetch(ctx context.Context, ref ChartRef, pin *ChartPin) (
 		}
 	}
 	opts.Cache = f.Cache
-	// With a keyring the provenance file is checked on every use: no shortcut.
-	if pinned != nil && pin.Digest != "" && opts.Keyring == "" {
-		if data, err := f.Cache.Get(pin.Digest); err == nil && "sha256:"+sha256Hex(data) == pin.Digest {
-			if err := checkChartArchive(data, ref.Name(), pinned); err == nil {
-				return &Chart{Ref: ref, Name: ref.Name(), Version: pinned.String(), Digest: pin.Digest, Archive: data, Cached: true}, nil
-			}
-		}
+	if ch := f.cached(ref, pin, pinned, opts); ch != nil {
+		return ch, nil
 	}
 	var ch *Chart
 	if ref.Repo != "" {
@@ -125,6 +120,21 @@ func (f *ChartFetcher) Fetch(ctx context.Context, ref ChartRef, pin *ChartPin) (
 		return nil, fmt.Errorf("chart %s %s from %s: %w", ch.Name, ch.Version, ref.Source(), err)
 	}
 	return ch, nil
+}
+
+// cached is the pinned version of ref from the cache, checked against the pin's
+// digest and as a chart archive; nil when it is not there intact. With a
+// keyring or signature keys the provenance file or signature is checked on
+// every use: no shortcut.
+func (f *ChartFetcher) cached(ref ChartRef, pin *ChartPin, pinned *semver.Version, opts HTTPOptions) *Chart {
+	if pinned == nil || pin.Digest == "" || opts.Keyring != "" || len(opts.SignatureKeys) > 0 {
+		return nil
+	}
+	data, err := f.Cache.Get(pin.Digest)
+	if err != nil || "sha256:"+sha256Hex(data) != pin.Digest || checkChartArchive(data, ref.Name(), pinned) != nil {
+		return nil
+	}
+	return &Chart{Ref: ref, Name: ref.Name(), Version: pinned.String(), Digest: pin.Digest, Archive: data, Cached: true}
 }
 
 // pick returns the version to take of those listed: the pinned one when it is
@@ -215,6 +225,9 @@ func (f *ChartFetcher) fromOCI(ctx context.Context, ref ChartRef, c *semver.Cons
 	}
 	what := fmt.Sprintf("chart %s %s from %s", ref.Name(), v, ref.Chart)
 	if err := verifyProvenance(what, pulled.Archive, pulled.Provenance, ref.Name()+"-"+v.String()+".tgz", opts); err != nil {
+		return nil, err
+	}
+	if err := verifyCosign(ctx, client, what, ref.Chart, pulled.Manifest, opts); err != nil {
 		return nil, err
 	}
 	// A cache that cannot be written only costs a download next time.

@@ -7,7 +7,11 @@
 // whole, only once the resolver picked it. The built-in plugins ([Builtin]), the
 // contrib directory and user directories ([Dir]) are sources; so are trees of any
 // [fs.FS] ([FS]) and packages a program loaded itself ([Loaded]). A remote catalog is
-// one more implementation.
+// one more implementation. So are places that hold no plugin packages but Helm
+// charts, each chart version made a package that installs it: a Helm repository
+// ([HelmRepository]), the charts in an OCI registry ([HelmOCIRepository]), and a
+// file of KKP ApplicationDefinitions ([KKPDefinitions]), whose versions name their
+// charts by reference ([ChartFetcher] fetches those).
 //
 // An [Index] combines sources by precedence. Every source declares the
 // [plugin.Origin] of what it lists: a name and a rank. A plugin name present at a

@@ -52,6 +52,10 @@ type helmIndexVersion struct {
 type helmRef struct {
 	url    *url.URL
 	digest string
+	// cached is the package digest the package is cached under when the
+	// version was listed from the cache alone (the repository could not be
+	// read); url is nil then.
+	cached string
 }
 
 var hexDigestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -100,7 +104,11 @@ func (s *helmRepo) List(ctx context.Context) ([]*Version, diag.List) {
 	}
 	data, err := s.get(ctx, s.index, MaxIndexSize)
 	if err != nil {
-		l.Errorf(s.shown, 0, 0, "", "cannot read the Helm repository index: %v", err)
+		if vs := s.pinnedCharts(); len(vs) > 0 && ctx.Err() == nil {
+			l.Warnf(s.shown, 0, 0, "", "cannot read the Helm repository index (%v); listing the %d locked chart version(s) found in the cache", err, len(vs))
+			return vs, l
+		}
+		l.Errorf(s.shown, 0, 0, "", "cannot read the Helm repository index: %v (with a kubeplug.lock pinning a chart version fetched before, it is listed from the cache)", err)
 		return nil, l
 	}
 	var x helmIndex
@@ -130,12 +138,25 @@ func (x *helmIndex) versions(origin plugin.Origin, base *url.URL, location strin
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	// Most versions of a chart share its kubeVersion: parse each one once (a
+	// constraint's regexps were a quarter of listing a 10,000-version index).
+	constraints := map[string]*semver.Constraints{}
+	constraint := func(s string) (*semver.Constraints, error) {
+		if c, ok := constraints[s]; ok {
+			return c, nil
+		}
+		c, err := semver.NewConstraint(s)
+		if err == nil {
+			constraints[s] = c
+		}
+		return c, err
+	}
 	var out []*Version
 	for _, name := range names {
 		seen := map[string]bool{}
 		for i, e := range x.Entries[name] {
 			field := fmt.Sprintf("entries.%s[%d]", name, i)
-			if msg := helmEntryProblem(name, e); msg != "" {
+			if msg := helmEntryProblem(name, e, constraint); msg != "" {
 				errorf(field, "%s", msg)
 				continue
 			}
@@ -167,7 +188,7 @@ func (x *helmIndex) versions(origin plugin.Origin, base *url.URL, location strin
 			}
 			v := &Version{Name: name, Version: ver, Description: e.Description, Origin: origin, Location: locationOf(ref)}
 			if e.KubeVersion != "" {
-				v.KubernetesVersion, _ = semver.NewConstraint(e.KubeVersion)
+				v.KubernetesVersion, _ = constraint(e.KubeVersion)
 			}
 			v.Ref = &helmRef{url: ref, digest: e.Digest}
 			out = append(out, v)
@@ -180,8 +201,8 @@ func (x *helmIndex) versions(origin plugin.Origin, base *url.URL, location strin
 }
 
 // helmEntryProblem says what is wrong with a chart version of the index; "" when
-// nothing.
-func helmEntryProblem(name string, e helmIndexVersion) string {
+// nothing. constraint parses a version constraint.
+func helmEntryProblem(name string, e helmIndexVersion, constraint func(string) (*semver.Constraints, error)) string {
 	if !plugin.NameRE.MatchString(name) || len(name) > 63 {
 		return fmt.Sprintf("chart name %q is not a plugin name (a DNS label)", name)
 	}
@@ -192,7 +213,7 @@ func helmEntryProblem(name string, e helmIndexVersion) string {
 		return fmt.Sprintf("chart %s: version %q is not a semantic version", name, e.Version)
 	}
 	if e.KubeVersion != "" {
-		if _, err := semver.NewConstraint(e.KubeVersion); err != nil {
+		if _, err := constraint(e.KubeVersion); err != nil {
 			return fmt.Sprintf("chart %s %s: kubeVersion %q is not a version constraint", name, e.Version, e.KubeVersion)
 		}
 	}
@@ -213,6 +234,9 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 		l.Errorf(v.Location, 0, 0, "", "chart %s was not listed by the Helm repository %s", v.ID(), s.shown)
 		return nil, l
 	}
+	if ref.cached != "" {
+		return fetchCachedChart(v, ref, s.opts, s.origin, s.shown)
+	}
 	data, err := s.archive(ctx, v.Name, v.Version.String(), ref)
 	if err != nil {
 		l.Errorf(v.Location, 0, 0, "", "%v", err)
@@ -224,6 +248,84 @@ func (s *helmRepo) Fetch(ctx context.Context, v *Version) (*plugin.Package, diag
 		return nil, l
 	}
 	pkg, pl := plugin.Load(fsys, s.origin, v.Location)
+	cacheChartPackage(s.opts, pkg, fsys)
+	return pkg, append(l, pl...)
+}
+
+// pinnedCharts lists the locked chart versions in the cache (pinnedChartVersions).
+func (s *helmRepo) pinnedCharts() []*Version { return pinnedChartVersions(s.opts, s.origin) }
+
+// cacheChartPackage keeps the package made of a chart version in the cache
+// under its package digest (the digest a lock file pins), as a package archive,
+// so that it can be listed from the cache when its source is down. A cache that
+// cannot be written only costs that.
+func cacheChartPackage(opts HTTPOptions, pkg *plugin.Package, fsys fs.FS) {
+	if pkg == nil || !digestRE.MatchString(pkg.Digest) || opts.Cache == nil {
+		return
+	}
+	var buf bytes.Buffer
+	if err := archive.Write(&buf, fsys); err == nil {
+		_ = opts.Cache.Put(pkg.Digest, buf.Bytes())
+	}
+}
+
+// pinnedChartVersions lists the chart versions a lock file pins (opts.Pinned,
+// package digests) whose packages are in the cache (cacheChartPackage) and
+// still have that digest, as their plugin.yaml describes them. None with a
+// keyring or signature keys: a provenance file or signature is checked on
+// every use.
+func pinnedChartVersions(opts HTTPOptions, origin plugin.Origin) []*Version {
+	if opts.Keyring != "" || len(opts.SignatureKeys) > 0 {
+		return nil
+	}
+	var out []*Version
+	for _, d := range opts.Pinned {
+		fsys, err := cachedPackage(opts, d)
+		if err != nil {
+			continue
+		}
+		loc := "cache/" + d
+		m, ml := plugin.ReadManifest(fsys, loc)
+		if m == nil || ml.HasFatal() {
+			continue
+		}
+		if k := m.Plugin.Spec.Contributes.Kubernetes; k == nil || len(k.HelmReleases) != 1 || k.HelmReleases[0].Chart != HelmChartFile {
+			continue // not a chart's package: another source's plugin
+		}
+		v := versionOf(m.Plugin, origin, loc)
+		v.Digest, v.Ref = d, &helmRef{cached: d}
+		out = append(out, v)
+	}
+	return out
+}
+
+// cachedPackage is the package archive cached under the package digest d,
+// unpacked and checked to have that digest.
+func cachedPackage(opts HTTPOptions, d string) (fs.FS, error) {
+	data, err := opts.Cache.Get(d)
+	if err != nil {
+		return nil, err
+	}
+	fsys, err := archive.Extract(bytes.NewReader(data), archive.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	if got, err := plugin.Digest(fsys); err != nil || got != d {
+		return nil, fmt.Errorf("the cached package has digest %s, not %s", got, d)
+	}
+	return fsys, nil
+}
+
+// fetchCachedChart loads the package of a chart version listed from the cache
+// alone (pinnedChartVersions); shown names the source in errors.
+func fetchCachedChart(v *Version, ref *helmRef, opts HTTPOptions, origin plugin.Origin, shown string) (*plugin.Package, diag.List) {
+	var l diag.List
+	fsys, err := cachedPackage(opts, ref.cached)
+	if err != nil {
+		l.Errorf(v.Location, 0, 0, "", "chart %s %s from %s, listed from the cache: %v", v.Name, v.Version, shown, err)
+		return nil, l
+	}
+	pkg, pl := plugin.Load(fsys, origin, v.Location)
 	return pkg, append(l, pl...)
 }
 

@@ -17,7 +17,7 @@ import (
 )
 
 // chartTgz packs files (path -> content) as a gzipped tar, as helm package does.
-func chartTgz(t *testing.T, files map[string]string) []byte {
+func chartTgz(t testing.TB, files map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -172,5 +172,59 @@ entries:
 	other := helmServer(t, "apiVersion: kubeplug.dev/v1alpha1\nkind: PluginIndex\n", nil)
 	if _, l := source.HelmRepository(plugin.Origin{Name: "x", Rank: 1}, other.URL, source.HTTPOptions{}).List(t.Context()); !strings.Contains(l.String(), "not a Helm repository index") {
 		t.Errorf("a kubeplug index: %v", l)
+	}
+}
+
+// TestHelmRepositoryDownListsLockedFromCache: with the repository down, a
+// chart version a lock pins (its package digest) and fetched before is listed
+// and fetched from the cache alone, with a warning; without a pin the error
+// names the repository's URL.
+func TestHelmRepositoryDownListsLockedFromCache(t *testing.T) {
+	tgz := chartTgz(t, map[string]string{
+		"web/Chart.yaml":        "apiVersion: v2\nname: web\nversion: 1.2.0\nkubeVersion: '>=1.30.0-0'\n", // the index says more
+		"web/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n",
+	})
+	index := fmt.Sprintf("apiVersion: v1\nentries:\n  web:\n    - {name: web, version: 1.2.0, description: a web, kubeVersion: \">=1.30.0-0\", digest: %s, urls: [web-1.2.0.tgz]}\n", sum(tgz))
+	srv := helmServer(t, index, map[string][]byte{"web-1.2.0.tgz": tgz})
+	cache := &source.Cache{Dir: t.TempDir()}
+	online := source.HelmRepository(source.OriginCatalog, srv.URL, source.HTTPOptions{Cache: cache})
+	vs, l := online.List(t.Context())
+	if len(vs) != 1 || l.HasFatal() {
+		t.Fatalf("listed %v: %v", vs, l)
+	}
+	pkg, l := online.Fetch(t.Context(), vs[0])
+	if pkg == nil || l.HasFatal() {
+		t.Fatalf("fetch: %v", l)
+	}
+	url := srv.URL
+	srv.Close() // the repository is down from here on
+
+	unpinned := source.HelmRepository(source.OriginCatalog, url, source.HTTPOptions{Cache: cache})
+	if vs, l := unpinned.List(t.Context()); len(vs) != 0 || !l.HasFatal() || !strings.Contains(l.String(), url+"/index.yaml") ||
+		!strings.Contains(l.String(), "cannot read the Helm repository index") {
+		t.Fatalf("without a lock: listed %v, %q", vs, l)
+	}
+
+	locked := source.HelmRepository(source.OriginCatalog, url, source.HTTPOptions{Cache: cache, Pinned: []string{pkg.Digest, "sha256:" + strings.Repeat("0", 64)}})
+	vs, l = locked.List(t.Context())
+	if len(vs) != 1 || l.HasFatal() || !strings.Contains(l.String(), "listing the 1 locked chart version(s) found in the cache") {
+		t.Fatalf("with a lock: listed %v, %q", vs, l)
+	}
+	v := vs[0]
+	if v.Name != "web" || v.Version.String() != "1.2.0" || v.KubernetesVersion.String() != ">=1.30.0-0" || v.Digest != pkg.Digest {
+		t.Fatalf("listed %s %s %v %s", v.Name, v.Version, v.KubernetesVersion, v.Digest)
+	}
+	got, l := locked.Fetch(t.Context(), v)
+	if got == nil || l.HasFatal() {
+		t.Fatalf("offline fetch: %v", l)
+	}
+	if got.Digest != pkg.Digest {
+		t.Fatalf("offline package %s, online %s", got.Digest, pkg.Digest)
+	}
+
+	// With a keyring the provenance is checked on every use: no offline listing.
+	keyring := source.HelmRepository(source.OriginCatalog, url, source.HTTPOptions{Cache: cache, Pinned: []string{pkg.Digest}, Keyring: "keys.gpg"})
+	if vs, l := keyring.List(t.Context()); len(vs) != 0 || !l.HasFatal() {
+		t.Fatalf("with a keyring: listed %v, %q", vs, l)
 	}
 }

@@ -72,6 +72,7 @@ func TestCLI(t *testing.T) {
 			"docker-save": dockerSave,
 			"helm-repo":   helmRepo,
 			"helm-push":   helmPush,
+			"cosign-sign": cosignSign,
 			"registry":    func(ts *testscript.TestScript, neg bool, args []string) { localRegistry(ts, neg, args, repo) },
 		},
 	})

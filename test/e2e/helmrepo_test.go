@@ -1,17 +1,28 @@
 package e2e
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/rogpeppe/go-internal/testscript"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	helmregistry "helm.sh/helm/v4/pkg/registry"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
+
+	"github.com/kubeplug/kubeplug/pkg/oci"
+	"github.com/kubeplug/kubeplug/pkg/sign"
 )
 
 // helmRepo serves chart directories as a Helm repository on loopback, packaged
@@ -80,4 +91,35 @@ func helmPush(ts *testscript.TestScript, neg bool, args []string) {
 		_, err = c.Push(data, ts.Getenv("REGISTRY")+"/charts/"+ch.Name()+":"+ch.Metadata.Version)
 		ts.Check(err)
 	}
+}
+
+// cosignSign signs a chart in the script's registry as `cosign sign --key
+// KEY --tlog-upload=false` does: "cosign-sign KEY REPO:TAG" stores a
+// simple-signing payload naming the manifest's digest, signed with the PEM
+// private key KEY (from kubeplug plugin keygen --no-password, cosign's key
+// format), as a layer of the image tagged sha256-HEX.sig in REPO.
+func cosignSign(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: cosign-sign KEY REPO:TAG")
+	}
+	key, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	s, err := sign.LoadSigner(key, nil)
+	ts.Check(err)
+	ref, err := name.ParseReference(args[1], name.Insecure)
+	ts.Check(err)
+	desc, err := remote.Head(ref)
+	ts.Check(err)
+	repo := ref.Context().Name()
+	payload := oci.NewCosignPayload(repo, desc.Digest.String())
+	sig, err := s.Sign(bytes.NewReader(payload))
+	ts.Check(err)
+	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
+		Layer:       static.NewLayer(payload, oci.CosignPayloadMediaType),
+		Annotations: map[string]string{oci.CosignSignatureAnnotation: strings.TrimSpace(string(sig))},
+	})
+	ts.Check(err)
+	tag, err := name.ParseReference(repo+":"+oci.CosignTag(desc.Digest.String()), name.Insecure)
+	ts.Check(err)
+	ts.Check(remote.Write(tag, img))
 }

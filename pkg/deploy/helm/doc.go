@@ -10,4 +10,10 @@
 // or uninstalled when it has none, before it is touched again. Failed reverts the
 // releases a failed plugin changed (RollbackOnFailure) or marks them failed so the
 // next apply upgrades them even with nothing changed.
+//
+// What a chart's templates generate at random (genCA, randAlphaNum, …: see
+// [Generators]) is kept per release, sealed, in the Secret
+// GeneratedSecretPrefix+NAME of its namespace, and given to the same template
+// call again on upgrade, so that an upgrade for an unrelated change leaves a
+// generated CA or password as it is (helm upgrade would make new ones).
 package helm

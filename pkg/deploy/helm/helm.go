@@ -222,6 +222,18 @@ func (m *Manager) Install(ctx context.Context, plugin string, h Release) (*Done,
 		}
 		last = nil
 	}
+	// Keys and random strings the chart generates are those of the installed
+	// revisions, else generated now and kept (sealed) before Helm stores the revision.
+	gen, err := m.loadGenerated(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if gen != nil {
+		cfg.CustomTemplateFuncs = gen.funcs()
+		if !m.opts.DryRun {
+			cfg.Releases.Driver = generatedDriver{Driver: cfg.Releases.Driver, save: func() error { return m.saveGenerated(ctx, gen) }}
+		}
+	}
 	dryRun := action.DryRunNone
 	if m.opts.DryRun {
 		dryRun = action.DryRunServer
@@ -351,6 +363,11 @@ func (m *Manager) remove(ctx context.Context, ref kube.ReleaseRef) (int, string,
 	faultpoint.Hit("helm:after-uninstall")
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return 0, "", fmt.Errorf("uninstall Helm release %s: %w", ref, err)
+	}
+	if !m.opts.DryRun {
+		if err := m.deleteGenerated(ctx, ref); err != nil {
+			return 0, "", err
+		}
 	}
 	if resp == nil || resp.Release == nil {
 		return 0, "", nil
