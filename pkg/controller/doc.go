@@ -1,7 +1,7 @@
 // Package controller is kubeplug's controller: the action layer behind
 // CustomResourceDefinitions, for one cluster and for a fleet managed from one.
 //
-// Four resources (api/v1alpha1/controller.go, CRDs in api/v1alpha1/crds):
+// Four resources (api/controller/v1alpha1, CRDs in its crds/):
 //
 //   - PluginCatalog: where packages come from (https:// and oci:// catalogs, or
 //     package archives held in a ConfigMap or Secret, optionally signed).
