@@ -18,6 +18,14 @@
 //     moved to a new template one stage at a time (a canary, then batches),
 //     halted by a cluster that fails.
 //
+// Each reconciler reads its resource typed (api/controller/v1alpha1, from
+// controller-runtime's cache) and writes its status only through a
+// statusPatcher (status.go), taken right after the read and deferred: one
+// merge patch of what changed of the status, none when nothing did.
+// Conditions are metav1.Conditions, set with meta.SetStatusCondition; an
+// installation's and a rollout's keep kstatus' rules through progressing,
+// ready, stalled and failing.
+//
 // The controller holds a cluster's operation lease (pkg/lease) while it
 // has work for that cluster, and applies several installations under it; the
 // CLI meanwhile waits for the lease or fails naming the controller. Its applies
