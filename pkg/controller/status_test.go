@@ -75,7 +75,7 @@ func TestStatusPatcher(t *testing.T) {
 		t.Fatalf("gone: err %v, patches %q", err, patches)
 	}
 	want := errors.New("apply failed")
-	if err := p.finish(ctx, got, want); err != want || len(patches) != 2 || read().Status.KubernetesVersion != "1.36.0" {
+	if err := p.finish(ctx, got, want); !errors.Is(err, want) || len(patches) != 2 || read().Status.KubernetesVersion != "1.36.0" {
 		t.Fatalf("a failed reconcile's status: err %v, patches %q", err, patches)
 	}
 }
