@@ -22,7 +22,7 @@ func newControllerCmd(o *options) *cobra.Command {
 		Use:   "controller",
 		Short: "Run kubeplug's controller: installations, catalogs and fleets as Kubernetes resources",
 		Long: `Run the controller: the same engine as apply, behind four resources of the
-kubeplug.dev/v1alpha1 API (their CRDs are in api/v1alpha1/crds of the kubeplug
+kubeplug.dev/v1alpha1 API (their CRDs are in api/controller/v1alpha1/crds of the kubeplug
 repository; 'kubeplug controller manifests' prints them with a Deployment that
 runs the controller in the cluster — run it there or here, not both):
 
@@ -63,7 +63,7 @@ yourself) and show no values. Whoever reaches the metrics port sees them.`,
   kubeplug controller manifests | kubectl apply -f -
 
   # Or run it here, on the current context: the CRDs only, then the controller
-  kubectl apply -f api/v1alpha1/crds/
+  kubectl apply -f api/controller/v1alpha1/crds/
   kubeplug controller
 
   # Two replicas in a cluster elect a leader

@@ -14,11 +14,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -83,7 +84,7 @@ func (u unpacks) do() error {
 // build turns an installation into a cluster file for the target's version: its
 // catalogs as sources (ConfigMap- and Secret-held packages unpacked under the
 // work directory), its plugins with their valuesFrom resolved.
-func (c *Controller) build(ctx context.Context, cl client.Client, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, tg *target, version string) (*built, error) {
+func (c *Controller) build(ctx context.Context, cl client.Client, obj client.Object, spec *ctrlv1.PluginInstallationSpec, tg *target, version string) (*built, error) {
 	var sources []v1alpha1.Source
 	var pending unpacks
 	for _, name := range spec.Catalogs {
@@ -131,7 +132,7 @@ func (c *Controller) build(ctx context.Context, cl client.Client, obj *unstructu
 }
 
 // valueFrom merges one valuesFrom entry into vals.
-func (c *Controller) valueFrom(ctx context.Context, cl client.Client, ns string, tg *target, vf v1alpha1.InstallationValuesSource, vals map[string]any, field string) error {
+func (c *Controller) valueFrom(ctx context.Context, cl client.Client, ns string, tg *target, vf ctrlv1.InstallationValuesSource, vals map[string]any, field string) error {
 	var text string
 	var found bool
 	switch {
@@ -165,7 +166,7 @@ func (c *Controller) valueFrom(ctx context.Context, cl client.Client, ns string,
 		if tg.object == nil {
 			return specErrorf("%s.targetField: the installation has no target cluster to read %s from", field, vf.TargetField)
 		}
-		v, ok := values.Get(tg.object.Object, vf.TargetField)
+		v, ok := values.Get(targetFields(tg.object), vf.TargetField)
 		if !ok {
 			if vf.Optional {
 				return nil
@@ -203,20 +204,16 @@ func (c *Controller) valueFrom(ctx context.Context, cl client.Client, ns string,
 // catalogSources turns a PluginCatalog into cluster-file sources; the files
 // they name exist once the unpacks returned ran.
 func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, name string) ([]v1alpha1.Source, unpacks, error) {
-	obj := newObject(CatalogGVK)
+	obj := &ctrlv1.PluginCatalog{}
 	if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil, specErrorf("spec.catalogs: PluginCatalog %s/%s does not exist", ns, name)
 		}
 		return nil, nil, err
 	}
-	var spec v1alpha1.PluginCatalogSpec
-	if err := fromField(obj, "spec", &spec); err != nil {
-		return nil, nil, specErrorf("PluginCatalog %s/%s: %v", ns, name, err)
-	}
 	var out []v1alpha1.Source
 	var pending unpacks
-	for i, s := range spec.Sources {
+	for i, s := range obj.Spec.Sources {
 		where := fmt.Sprintf("PluginCatalog %s/%s spec.sources[%d]", ns, name, i)
 		var keys []string
 		if s.VerifyKeys != "" {
@@ -284,6 +281,18 @@ func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, n
 		}
 	}
 	return out, pending, nil
+}
+
+// targetFields is a TargetCluster as the JSON object that targetField
+// pointers read (apiVersion, kind, metadata, spec, status); empty when it
+// cannot be converted.
+func targetFields(tc *ctrlv1.TargetCluster) map[string]any {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tc)
+	if err != nil {
+		return nil
+	}
+	u["apiVersion"], u["kind"] = ctrlv1.GroupVersion.String(), "TargetCluster" // empty in what the cache holds
+	return u
 }
 
 var keyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -20,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
+	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
 )
@@ -34,39 +37,38 @@ type catalogReconciler struct {
 
 func (r *catalogReconciler) setup(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("plugincatalog").
-		For(newObject(CatalogGVK)).
+		For(&ctrlv1.PluginCatalog{}).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.holders)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.holders)).
-		WatchesRawSource(r.c.shardGained(CatalogGVK, r.client)).
+		WatchesRawSource(r.c.shardGained(func() client.ObjectList { return &ctrlv1.PluginCatalogList{} }, r.client)).
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
 
 func (r *catalogReconciler) holders(ctx context.Context, o client.Object) []reconcile.Request {
-	return listRequests(ctx, r.client, CatalogGVK, client.InNamespace(o.GetNamespace()), client.MatchingFields{refsIndex: ref(kindOf(o), o.GetName())})
+	return listRequests(ctx, r.client, &ctrlv1.PluginCatalogList{}, client.InNamespace(o.GetNamespace()), client.MatchingFields{refsIndex: ref(kindOf(o), o.GetName())})
 }
 
 // catalogResync is how often a catalog with remote sources is listed again.
 const catalogResync = 10 * time.Minute
 
-func (r *catalogReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *catalogReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	if !r.c.owns(req.String()) {
 		return reconcile.Result{}, nil // another replica's shard
 	}
-	obj := newObject(CatalogGVK)
+	obj := &ctrlv1.PluginCatalog{}
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	var st v1alpha1.PluginCatalogStatus
-	_ = fromField(obj, "status", &st)
-	before := st
-	st.Conditions = slices.Clone(st.Conditions)
-	gen := obj.GetGeneration()
+	status := newStatusPatcher(r.client, obj)
+	defer func() { retErr = status.finish(ctx, obj, retErr) }()
+	st := &obj.Status
+	gen := obj.Generation
+	observed := st.ObservedGeneration
 	st.ObservedGeneration = gen
 	srcs, unpack, err := r.c.catalogSources(ctx, r.client, req.Namespace, req.Name)
 	from, local := r.c.listedFrom(srcs)
-	if ready := condition(st.Conditions, "Ready"); err == nil && local && ready != nil && ready.Status == "True" &&
-		before.ObservedGeneration == gen && st.ListedFrom == from {
+	if err == nil && local && meta.IsStatusConditionTrue(st.Conditions, "Ready") && observed == gen && st.ListedFrom == from {
 		return reconcile.Result{RequeueAfter: catalogResync}, nil // listed from the same packages already
 	}
 	var versions []string
@@ -79,17 +81,12 @@ func (r *catalogReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	var se *specError
 	switch {
 	case errors.As(err, &se):
-		st.Conditions = setCondition(st.Conditions, gen, "Ready", "False", ReasonInvalidSpec, se.msg)
+		meta.SetStatusCondition(&st.Conditions, newCondition("Ready", metav1.ConditionFalse, gen, ReasonInvalidSpec, se.msg))
 	case err != nil:
-		st.Conditions = setCondition(st.Conditions, gen, "Ready", "False", "Unavailable", err.Error())
+		meta.SetStatusCondition(&st.Conditions, newCondition("Ready", metav1.ConditionFalse, gen, "Unavailable", err.Error()))
 	default:
 		st.Plugins, st.ListedFrom = versions, from
-		st.Conditions = setCondition(st.Conditions, gen, "Ready", "True", "Listed", fmt.Sprintf("%d plugin version(s)", len(versions)))
-	}
-	if !sameStatus(before, st) {
-		if werr := writeStatus(ctx, r.client, obj, st); werr != nil {
-			return reconcile.Result{}, werr
-		}
+		meta.SetStatusCondition(&st.Conditions, newCondition("Ready", metav1.ConditionTrue, gen, "Listed", fmt.Sprintf("%d plugin version(s)", len(versions))))
 	}
 	if err != nil && se == nil {
 		return reconcile.Result{}, err // a catalog that is down: retried with backoff

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/controller"

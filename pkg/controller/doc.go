@@ -1,7 +1,7 @@
 // Package controller is kubeplug's controller: the action layer behind
 // CustomResourceDefinitions, for one cluster and for a fleet managed from one.
 //
-// Four resources (api/v1alpha1/controller.go, CRDs in api/v1alpha1/crds):
+// Four resources (api/controller/v1alpha1, CRDs in its crds/):
 //
 //   - PluginCatalog: where packages come from (https:// and oci:// catalogs, or
 //     package archives held in a ConfigMap or Secret, optionally signed).
@@ -17,6 +17,14 @@
 //   - PluginRollout: one installation per TargetCluster its selector matches,
 //     moved to a new template one stage at a time (a canary, then batches),
 //     halted by a cluster that fails.
+//
+// Each reconciler reads its resource typed (api/controller/v1alpha1, from
+// controller-runtime's cache) and writes its status only through a
+// statusPatcher (status.go), taken right after the read and deferred: one
+// merge patch of what changed of the status, none when nothing did.
+// Conditions are metav1.Conditions, set with meta.SetStatusCondition; an
+// installation's and a rollout's keep kstatus' rules through progressing,
+// ready, stalled and failing.
 //
 // The controller holds a cluster's operation lease (pkg/lease) while it
 // has work for that cluster, and applies several installations under it; the

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 )
@@ -76,13 +77,13 @@ type installationReconciler struct {
 
 func (r *installationReconciler) setup(mgr manager.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("plugininstallation").
-		For(newObject(InstallationGVK), builderPredicates()).
+		For(&ctrlv1.PluginInstallation{}, builderPredicates()).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.referencing)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.referencing)).
-		Watches(newObject(CatalogGVK), handler.EnqueueRequestsFromMapFunc(r.referencing)).
-		Watches(newObject(TargetGVK), handler.EnqueueRequestsFromMapFunc(r.referencing)).
-		Watches(newObject(InstallationGVK), handler.EnqueueRequestsFromMapFunc(r.dependents)).
-		WatchesRawSource(r.c.shardGained(InstallationGVK, r.client)).
+		Watches(&ctrlv1.PluginCatalog{}, handler.EnqueueRequestsFromMapFunc(r.referencing)).
+		Watches(&ctrlv1.TargetCluster{}, handler.EnqueueRequestsFromMapFunc(r.referencing)).
+		Watches(&ctrlv1.PluginInstallation{}, handler.EnqueueRequestsFromMapFunc(r.dependents)).
+		WatchesRawSource(r.c.shardGained(func() client.ObjectList { return &ctrlv1.PluginInstallationList{} }, r.client)).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -104,14 +105,11 @@ func ref(kind, name string) string { return kind + "/" + name }
 
 // installationRefs is an installation's index entry.
 func installationRefs(o client.Object) []string {
-	u, ok := o.(*unstructured.Unstructured)
+	inst, ok := o.(*ctrlv1.PluginInstallation)
 	if !ok {
 		return nil
 	}
-	var spec v1alpha1.PluginInstallationSpec
-	if fromField(u, "spec", &spec) != nil {
-		return nil
-	}
+	spec := &inst.Spec
 	var out []string
 	for _, c := range spec.Catalogs {
 		out = append(out, ref("PluginCatalog", c))
@@ -138,16 +136,12 @@ func installationRefs(o client.Object) []string {
 
 // catalogRefs is a catalog's index entry: the ConfigMaps and Secrets it reads.
 func catalogRefs(o client.Object) []string {
-	u, ok := o.(*unstructured.Unstructured)
+	cat, ok := o.(*ctrlv1.PluginCatalog)
 	if !ok {
 		return nil
 	}
-	var spec v1alpha1.PluginCatalogSpec
-	if fromField(u, "spec", &spec) != nil {
-		return nil
-	}
 	var out []string
-	for _, s := range spec.Sources {
+	for _, s := range cat.Spec.Sources {
 		if s.ConfigMap != "" {
 			out = append(out, ref("ConfigMap", s.ConfigMap))
 		}
@@ -162,13 +156,22 @@ func catalogRefs(o client.Object) []string {
 	return slices.Compact(out)
 }
 
-// kindOf names o's kind, also for typed objects whose TypeMeta is empty.
+// kindOf names o's kind: typed objects read from the cache have an empty
+// TypeMeta.
 func kindOf(o client.Object) string {
 	switch o.(type) {
 	case *corev1.Secret:
 		return "Secret"
 	case *corev1.ConfigMap:
 		return "ConfigMap"
+	case *ctrlv1.PluginCatalog:
+		return "PluginCatalog"
+	case *ctrlv1.PluginInstallation:
+		return "PluginInstallation"
+	case *ctrlv1.TargetCluster:
+		return "TargetCluster"
+	case *ctrlv1.PluginRollout:
+		return "PluginRollout"
 	}
 	return o.GetObjectKind().GroupVersionKind().Kind
 }
@@ -180,10 +183,10 @@ func (r *installationReconciler) referencing(ctx context.Context, o client.Objec
 	key := ref(kindOf(o), o.GetName())
 	out := r.byRef(ctx, o.GetNamespace(), key)
 	if k := kindOf(o); k == "Secret" || k == "ConfigMap" {
-		cats := newList(CatalogGVK)
+		cats := &ctrlv1.PluginCatalogList{}
 		if err := r.client.List(ctx, cats, client.InNamespace(o.GetNamespace()), client.MatchingFields{refsIndex: key}); err == nil {
 			for i := range cats.Items {
-				out = append(out, r.byRef(ctx, o.GetNamespace(), ref("PluginCatalog", cats.Items[i].GetName()))...)
+				out = append(out, r.byRef(ctx, o.GetNamespace(), ref("PluginCatalog", cats.Items[i].Name))...)
 			}
 		}
 	}
@@ -191,7 +194,7 @@ func (r *installationReconciler) referencing(ctx context.Context, o client.Objec
 }
 
 func (r *installationReconciler) byRef(ctx context.Context, ns, key string) []reconcile.Request {
-	return listRequests(ctx, r.client, InstallationGVK, client.InNamespace(ns), client.MatchingFields{refsIndex: key})
+	return listRequests(ctx, r.client, &ctrlv1.PluginInstallationList{}, client.InNamespace(ns), client.MatchingFields{refsIndex: key})
 }
 
 // dependents enqueues the installations that depend on o.
@@ -203,100 +206,86 @@ func request(o client.Object) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
 }
 
-// listRequests lists objects of kind k (from the cache) and returns a request
+// listRequests lists objects into list (from the cache) and returns a request
 // for each; none when the list fails.
-func listRequests(ctx context.Context, c client.Client, k schema.GroupVersionKind, opts ...client.ListOption) []reconcile.Request {
-	list := newList(k)
+func listRequests(ctx context.Context, c client.Client, list client.ObjectList, opts ...client.ListOption) []reconcile.Request {
 	if err := c.List(ctx, list, opts...); err != nil {
 		return nil
 	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, request(&list.Items[i]))
-	}
+	var out []reconcile.Request
+	_ = meta.EachListItem(list, func(o runtime.Object) error { // our lists' items are client.Objects: cannot fail
+		if co, ok := o.(client.Object); ok {
+			out = append(out, request(co))
+		}
+		return nil
+	})
 	return out
 }
 
 // targetRefs is a TargetCluster's index entry: its kubeconfig Secret.
 func targetRefs(o client.Object) []string {
-	u, ok := o.(*unstructured.Unstructured)
-	if !ok {
+	tc, ok := o.(*ctrlv1.TargetCluster)
+	if !ok || tc.Spec.KubeconfigSecret.Name == "" {
 		return nil
 	}
-	if name, _, _ := unstructured.NestedString(u.Object, "spec", "kubeconfigSecret", "name"); name != "" {
-		return []string{ref("Secret", name)}
-	}
-	return nil
+	return []string{ref("Secret", tc.Spec.KubeconfigSecret.Name)}
 }
 
 // Reconcile brings one installation's plugins to its spec.
-func (r *installationReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	obj := newObject(InstallationGVK)
+func (r *installationReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+	obj := &ctrlv1.PluginInstallation{}
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if tgt, _, _ := unstructured.NestedString(obj.Object, "spec", "target"); !r.c.owns(targetKey(req.Namespace, tgt)) {
+	if !r.c.owns(targetKey(req.Namespace, obj.Spec.Target)) {
 		return reconcile.Result{}, nil // another replica's shard
 	}
-	var spec v1alpha1.PluginInstallationSpec
-	var st v1alpha1.PluginInstallationStatus
-	_ = fromField(obj, "status", &st)
-	before := cloneStatus(st)
-	gen := obj.GetGeneration()
-	st.ObservedGeneration = gen
-	finish := func(res reconcile.Result, err error) (reconcile.Result, error) {
-		if !sameStatus(before, st) {
-			if werr := writeStatus(ctx, r.client, obj, st); werr != nil && err == nil {
-				return res, werr
-			}
-		}
-		return res, err
-	}
-	if err := fromField(obj, "spec", &spec); err != nil {
-		st.Conditions = stalled(st.Conditions, gen, ReasonInvalidSpec, err.Error())
-		return finish(reconcile.Result{}, nil)
-	}
-	if !obj.GetDeletionTimestamp().IsZero() {
-		res, err := r.remove(ctx, obj, &spec, &st)
-		if errors.Is(err, errGone) {
-			return reconcile.Result{}, nil
-		}
-		return finish(res, err)
-	}
-	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+	if obj.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		// Before the status is touched: Update reads the object back.
 		controllerutil.AddFinalizer(obj, Finalizer)
 		if err := r.client.Update(ctx, obj); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
+	status := newStatusPatcher(r.client, obj)
+	defer func() { retErr = status.finish(ctx, obj, retErr) }()
+	// The spec as read: status writes on the way leave obj as it is, but the
+	// reconcile never reads a spec changed under it.
+	spec := obj.Spec.DeepCopy()
+	st := &obj.Status
+	gen := obj.Generation
+	st.ObservedGeneration = gen
+	if !obj.DeletionTimestamp.IsZero() {
+		return r.remove(ctx, obj, spec)
+	}
 	if spec.Suspend {
-		st.Conditions = setCondition(st.Conditions, gen, "Reconciling", "False", ReasonSuspended, "suspended: nothing is applied or corrected until spec.suspend is false")
-		return finish(reconcile.Result{}, nil)
+		meta.SetStatusCondition(&st.Conditions, newCondition("Reconciling", metav1.ConditionFalse, gen, ReasonSuspended, "suspended: nothing is applied or corrected until spec.suspend is false"))
+		return reconcile.Result{}, nil
 	}
 	interval := parseDuration(spec.Interval, r.c.opts.DefaultInterval)
 	for _, dep := range spec.DependsOn {
-		if msg := r.dependencyNotReady(ctx, obj.GetNamespace(), dep); msg != "" {
-			st.Conditions = progressing(st.Conditions, gen, ReasonDependency, msg)
-			return finish(reconcile.Result{RequeueAfter: 5 * time.Second}, nil)
+		if msg := r.dependencyNotReady(ctx, obj.Namespace, dep); msg != "" {
+			progressing(&st.Conditions, gen, ReasonDependency, msg)
+			return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 		}
 	}
-	res, err := r.apply(ctx, obj, &spec, &st, &before)
+	res, err := r.apply(ctx, obj, spec, status)
 	if err == nil && res.RequeueAfter == 0 {
 		res.RequeueAfter = interval
 	}
-	return finish(res, err)
+	return res, err
 }
 
-// apply runs `kubeplug apply` of the installation against its target.
-// A status it writes while it applies is recorded in written, so that the
-// reconcile's end writes the final status whenever it differs from what the
-// object holds by then.
-func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, st, written *v1alpha1.PluginInstallationStatus) (reconcile.Result, error) {
-	gen := obj.GetGeneration()
+// apply runs `kubeplug apply` of the installation against its target, and
+// records the outcome in obj's status; status writes it on the way when the
+// apply brings a change, so that it shows while the apply runs.
+func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginInstallation, spec *ctrlv1.PluginInstallationSpec, status *statusPatcher) (reconcile.Result, error) {
+	st := &obj.Status
+	gen := obj.Generation
 	tg, err := r.c.targets.get(ctx, obj.GetNamespace(), spec.Target)
 	if err != nil {
 		if errors.Is(err, ErrTargetMissing) {
-			st.Conditions = stalled(st.Conditions, gen, ReasonTargetMissing, err.Error())
+			stalled(&st.Conditions, gen, ReasonTargetMissing, err.Error())
 			return reconcile.Result{RequeueAfter: time.Minute}, nil
 		}
 		return reconcile.Result{}, err
@@ -306,7 +295,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	cancel()
 	if err != nil {
 		_, msg := unreachable(err)
-		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, msg)
+		failing(&st.Conditions, gen, ReasonApplyFailed, msg)
 		return reconcile.Result{}, fmt.Errorf("installation %s: cannot reach its cluster: %w", ownerOf(obj), err)
 	}
 	version = strings.TrimPrefix(version, "v")
@@ -316,18 +305,17 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 	b, err := r.c.build(ctx, r.client, obj, spec, tg, version)
 	var se *specError
 	if errors.As(err, &se) {
-		st.Conditions = stalled(st.Conditions, gen, ReasonInvalidSpec, se.msg)
+		stalled(&st.Conditions, gen, ReasonInvalidSpec, se.msg)
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%s", se.msg)
 		return reconcile.Result{}, nil
 	}
 	if err != nil {
-		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, err.Error())
+		failing(&st.Conditions, gen, ReasonApplyFailed, err.Error())
 		return reconcile.Result{}, err
 	}
 	// Nothing changed since the last apply and the interval is not up: nothing
 	// to do (a controller restart, an unrelated watch event).
-	if ready := condition(st.Conditions, "Ready"); ready != nil && ready.Status == "True" &&
-		st.LastAppliedGeneration == gen && st.LastAppliedDigest == b.digest {
+	if meta.IsStatusConditionTrue(st.Conditions, "Ready") && st.LastAppliedGeneration == gen && st.LastAppliedDigest == b.digest {
 		if last, err := time.Parse(time.RFC3339, st.LastAppliedTime); err == nil {
 			if left := parseDuration(spec.Interval, r.c.opts.DefaultInterval) - time.Since(last); left > 0 {
 				return reconcile.Result{RequeueAfter: left}, nil
@@ -335,26 +323,25 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 		}
 	}
 	if err := b.load(); errors.As(err, &se) {
-		st.Conditions = stalled(st.Conditions, gen, ReasonInvalidSpec, se.msg)
+		stalled(&st.Conditions, gen, ReasonInvalidSpec, se.msg)
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%s", se.msg)
 		return reconcile.Result{}, nil
 	} else if err != nil {
-		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, err.Error())
+		failing(&st.Conditions, gen, ReasonApplyFailed, err.Error())
 		return reconcile.Result{}, err
 	}
-	rec, stall := condition(st.Conditions, "Reconciling"), condition(st.Conditions, "Stalled")
-	if st.LastAppliedGeneration != gen && (rec == nil || rec.Status != "True") && (stall == nil || stall.ObservedGeneration != gen) {
+	stall := meta.FindStatusCondition(st.Conditions, "Stalled")
+	if st.LastAppliedGeneration != gen && !meta.IsStatusConditionTrue(st.Conditions, "Reconciling") && (stall == nil || stall.ObservedGeneration != gen) {
 		// A change (not a drift check, nor a retry of a generation that
 		// stalled): say so while it is applied.
-		st.Conditions = progressing(st.Conditions, gen, ReasonProgressing, "applying generation "+fmt.Sprint(gen))
-		if err := writeStatus(ctx, r.client, obj, *st); err != nil {
+		progressing(&st.Conditions, gen, ReasonProgressing, "applying generation "+fmt.Sprint(gen))
+		if err := status.patch(ctx, obj); err != nil {
 			return reconcile.Result{}, err
 		}
-		*written = cloneStatus(*st)
 	}
 	lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client, tg.heads)
 	if err != nil {
-		st.Conditions = failing(st.Conditions, gen, ReasonApplyFailed, "cannot take the cluster's operation lease: "+err.Error())
+		failing(&st.Conditions, gen, ReasonApplyFailed, "cannot take the cluster's operation lease: "+err.Error())
 		return reconcile.Result{}, err
 	}
 	defer release()
@@ -392,9 +379,9 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 			}
 		}
 		if stall {
-			st.Conditions = stalled(st.Conditions, gen, reason, msg)
+			stalled(&st.Conditions, gen, reason, msg)
 		} else {
-			st.Conditions = failing(st.Conditions, gen, reason, msg)
+			failing(&st.Conditions, gen, reason, msg)
 		}
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Apply", "%s", truncate(msg, 1000))
 		r.c.opts.Logger.Warn("installation not applied", "installation", ownerOf(obj), "reason", reason, "error", msg)
@@ -415,7 +402,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 			r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonAdopted, "Apply", "adopted plugin %s, which the CLI installed (spec.adopt): the installation manages it now, and deleting the installation uninstalls it", p)
 		}
 	}
-	r.machineCondition(obj, st, recs)
+	r.machineCondition(obj, recs)
 	var names []string
 	for _, p := range st.Plugins {
 		names = append(names, fmt.Sprintf("%s %s (revision %d)", p.Name, p.Version, p.Revision))
@@ -425,7 +412,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 		msg = "nothing to install"
 	}
 	changed := st.LastAppliedGeneration != gen || res.Applied > 0 || res.Pruned > 0 || len(res.Removed) > 0
-	st.Conditions = ready(st.Conditions, gen, ReasonSucceeded, msg)
+	ready(&st.Conditions, gen, ReasonSucceeded, msg)
 	st.LastAppliedGeneration, st.LastAppliedDigest, st.LastAppliedTime = gen, b.digest, now()
 	if changed {
 		r.c.opts.Logger.Info("installation applied", "installation", ownerOf(obj), "cluster", tg.key, "replica", r.c.opts.ReplicaID)
@@ -436,7 +423,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *unstructured.Un
 
 // readPlugins fills the status's plugins from the release records the
 // installation owns, and returns those records.
-func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, obj *unstructured.Unstructured, st *v1alpha1.PluginInstallationStatus) ([]*deploy.Record, error) {
+func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, obj client.Object, st *ctrlv1.PluginInstallationStatus) ([]*deploy.Record, error) {
 	d, err := deploy.New(tg.config, deploy.Options{Owner: ownerOf(obj), Client: tg.client, Heads: tg.heads})
 	if err != nil {
 		return nil, err
@@ -447,9 +434,9 @@ func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, ob
 	}
 	st.Plugins = st.Plugins[:0]
 	for _, rec := range recs {
-		st.Plugins = append(st.Plugins, v1alpha1.PluginState{Name: rec.Plugin, Version: rec.Version, Revision: rec.Revision, Ready: rec.Phase == deploy.PhaseReady})
+		st.Plugins = append(st.Plugins, ctrlv1.PluginState{Name: rec.Plugin, Version: rec.Version, Revision: rec.Revision, Ready: rec.Phase == deploy.PhaseReady})
 	}
-	slices.SortFunc(st.Plugins, func(a, b v1alpha1.PluginState) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(st.Plugins, func(a, b ctrlv1.PluginState) int { return strings.Compare(a.Name, b.Name) })
 	if len(st.Plugins) == 0 {
 		st.Plugins = nil
 	}
@@ -458,7 +445,7 @@ func (r *installationReconciler) readPlugins(ctx context.Context, tg *target, ob
 
 // cliPlugins names the plugins of spec that the CLI installed: the ones an
 // adopting apply takes over.
-func (r *installationReconciler) cliPlugins(ctx context.Context, tg *target, spec *v1alpha1.PluginInstallationSpec) ([]string, error) {
+func (r *installationReconciler) cliPlugins(ctx context.Context, tg *target, spec *ctrlv1.PluginInstallationSpec) ([]string, error) {
 	d, err := deploy.New(tg.config, deploy.Options{Client: tg.client, Heads: tg.heads})
 	if err != nil {
 		return nil, err
@@ -469,7 +456,7 @@ func (r *installationReconciler) cliPlugins(ctx context.Context, tg *target, spe
 	}
 	var out []string
 	for _, rec := range recs {
-		if slices.ContainsFunc(spec.Plugins, func(p v1alpha1.InstalledPlugin) bool { return p.Name == rec.Plugin }) {
+		if slices.ContainsFunc(spec.Plugins, func(p ctrlv1.InstalledPlugin) bool { return p.Name == rec.Plugin }) {
 			out = append(out, rec.Plugin)
 		}
 	}
@@ -479,16 +466,17 @@ func (r *installationReconciler) cliPlugins(ctx context.Context, tg *target, spe
 // machineCondition says, as a condition and (when it changes) an event, which
 // installed plugins contribute to the machines: the controller applies their
 // Kubernetes objects, never those contributions.
-func (r *installationReconciler) machineCondition(obj *unstructured.Unstructured, st *v1alpha1.PluginInstallationStatus, recs []*deploy.Record) {
+func (r *installationReconciler) machineCondition(obj *ctrlv1.PluginInstallation, recs []*deploy.Record) {
+	st := &obj.Status
 	msg := machineMessage(recs)
 	if msg == "" {
-		st.Conditions = removeCondition(st.Conditions, ConditionMachineNotApplied)
+		meta.RemoveStatusCondition(&st.Conditions, ConditionMachineNotApplied)
 		return
 	}
-	if prev := condition(st.Conditions, ConditionMachineNotApplied); prev == nil || prev.Message != msg {
+	if prev := meta.FindStatusCondition(st.Conditions, ConditionMachineNotApplied); prev == nil || prev.Message != msg {
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonMachineContributions, "Apply", "%s", truncate(msg, 1000))
 	}
-	st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), ConditionMachineNotApplied, "True", ReasonMachineContributions, msg)
+	meta.SetStatusCondition(&st.Conditions, newCondition(ConditionMachineNotApplied, metav1.ConditionTrue, obj.Generation, ReasonMachineContributions, msg))
 }
 
 // machineMessage says what of recs' plugins the controller does not apply:
@@ -512,14 +500,15 @@ func machineMessage(recs []*deploy.Record) string {
 // order, and then lets it go; while another installation depends on it, or
 // another owner's plugin requires one of its plugins, it stays with a
 // condition saying why.
-func (r *installationReconciler) remove(ctx context.Context, obj *unstructured.Unstructured, spec *v1alpha1.PluginInstallationSpec, st *v1alpha1.PluginInstallationStatus) (reconcile.Result, error) {
+func (r *installationReconciler) remove(ctx context.Context, obj *ctrlv1.PluginInstallation, spec *ctrlv1.PluginInstallationSpec) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		return reconcile.Result{}, nil
 	}
-	gen := obj.GetGeneration()
+	st := &obj.Status
+	gen := obj.Generation
 	if users := r.dependentNames(ctx, obj); len(users) > 0 {
 		msg := fmt.Sprintf("cannot uninstall: installation(s) %s depend on it; delete them first", strings.Join(users, ", "))
-		st.Conditions = stalled(st.Conditions, gen, ReasonStillNeeded, msg)
+		stalled(&st.Conditions, gen, ReasonStillNeeded, msg)
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStillNeeded, "Uninstall", "%s", msg)
 		return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
 	}
@@ -551,13 +540,13 @@ func (r *installationReconciler) remove(ctx context.Context, obj *unstructured.U
 		}
 		var removed []string
 		if len(names) > 0 {
-			st.Conditions = progressing(st.Conditions, gen, ReasonUninstalling, "uninstalling "+strings.Join(names, ", "))
+			progressing(&st.Conditions, gen, ReasonUninstalling, "uninstalling "+strings.Join(names, ", "))
 			removed, err = d.Uninstall(lctx, names, false)
 		}
 		release()
 		if err != nil {
 			msg := "cannot uninstall: " + err.Error()
-			st.Conditions = stalled(st.Conditions, gen, ReasonUninstallError, msg)
+			stalled(&st.Conditions, gen, ReasonUninstallError, msg)
 			r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonUninstallError, "Uninstall", "%s", truncate(msg, 1000))
 			return reconcile.Result{RequeueAfter: 15 * time.Second}, nil
 		}
@@ -574,15 +563,12 @@ func (r *installationReconciler) remove(ctx context.Context, obj *unstructured.U
 	return reconcile.Result{}, errGone // the object is gone: no status to write
 }
 
-// errGone ends a reconcile whose object was deleted: finish writes no status.
-var errGone = errors.New("gone")
-
 // dependentNames lists the installations (not being deleted) that depend on obj.
-func (r *installationReconciler) dependentNames(ctx context.Context, obj *unstructured.Unstructured) []string {
+func (r *installationReconciler) dependentNames(ctx context.Context, obj client.Object) []string {
 	var out []string
 	for _, req := range r.dependents(ctx, obj) {
-		dep := newObject(InstallationGVK)
-		if r.client.Get(ctx, req.NamespacedName, dep) == nil && dep.GetDeletionTimestamp().IsZero() {
+		dep := &ctrlv1.PluginInstallation{}
+		if r.client.Get(ctx, req.NamespacedName, dep) == nil && dep.DeletionTimestamp.IsZero() {
 			out = append(out, req.Name)
 		}
 	}
@@ -593,14 +579,11 @@ func (r *installationReconciler) dependentNames(ctx context.Context, obj *unstru
 // dependencyNotReady says why installation name is not ready for its
 // dependents; "" when it is.
 func (r *installationReconciler) dependencyNotReady(ctx context.Context, ns, name string) string {
-	dep := newObject(InstallationGVK)
+	dep := &ctrlv1.PluginInstallation{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, dep); err != nil {
 		return fmt.Sprintf("waiting for installation %s: %v", name, client.IgnoreNotFound(err))
 	}
-	var st v1alpha1.PluginInstallationStatus
-	_ = fromField(dep, "status", &st)
-	ready := condition(st.Conditions, "Ready")
-	if ready == nil || ready.Status != "True" || st.LastAppliedGeneration != dep.GetGeneration() {
+	if !meta.IsStatusConditionTrue(dep.Status.Conditions, "Ready") || dep.Status.LastAppliedGeneration != dep.Generation {
 		return "waiting for installation " + name + " to be Ready"
 	}
 	return ""
@@ -630,31 +613,31 @@ func classify(msg string) (reason string, stall bool) {
 
 // progressing marks an installation whose change is being applied (or that
 // waits for what it depends on).
-func progressing(conds []v1alpha1.Condition, gen int64, reason, msg string) []v1alpha1.Condition {
-	conds = setCondition(conds, gen, "Ready", "False", reason, msg)
-	conds = setCondition(conds, gen, "Reconciling", "True", reason, msg)
-	return removeCondition(conds, "Stalled")
+func progressing(conds *[]metav1.Condition, gen int64, reason, msg string) {
+	meta.SetStatusCondition(conds, newCondition("Ready", metav1.ConditionFalse, gen, reason, msg))
+	meta.SetStatusCondition(conds, newCondition("Reconciling", metav1.ConditionTrue, gen, reason, msg))
+	meta.RemoveStatusCondition(conds, "Stalled")
 }
 
 // ready marks an installation whose spec is applied.
-func ready(conds []v1alpha1.Condition, gen int64, reason, msg string) []v1alpha1.Condition {
-	conds = setCondition(conds, gen, "Ready", "True", reason, msg)
-	conds = removeCondition(conds, "Reconciling")
-	return removeCondition(conds, "Stalled")
+func ready(conds *[]metav1.Condition, gen int64, reason, msg string) {
+	meta.SetStatusCondition(conds, newCondition("Ready", metav1.ConditionTrue, gen, reason, msg))
+	meta.RemoveStatusCondition(conds, "Reconciling")
+	meta.RemoveStatusCondition(conds, "Stalled")
 }
 
 // stalled marks an installation that cannot progress until edited.
-func stalled(conds []v1alpha1.Condition, gen int64, reason, msg string) []v1alpha1.Condition {
-	conds = setCondition(conds, gen, "Ready", "False", reason, msg)
-	conds = setCondition(conds, gen, "Stalled", "True", reason, msg)
-	return removeCondition(conds, "Reconciling")
+func stalled(conds *[]metav1.Condition, gen int64, reason, msg string) {
+	meta.SetStatusCondition(conds, newCondition("Ready", metav1.ConditionFalse, gen, reason, msg))
+	meta.SetStatusCondition(conds, newCondition("Stalled", metav1.ConditionTrue, gen, reason, msg))
+	meta.RemoveStatusCondition(conds, "Reconciling")
 }
 
 // failing marks an installation whose apply failed and is retried.
-func failing(conds []v1alpha1.Condition, gen int64, reason, msg string) []v1alpha1.Condition {
-	conds = setCondition(conds, gen, "Ready", "False", reason, msg)
-	conds = setCondition(conds, gen, "Reconciling", "True", reason, "retrying: "+truncate(msg, 1000))
-	return removeCondition(conds, "Stalled")
+func failing(conds *[]metav1.Condition, gen int64, reason, msg string) {
+	meta.SetStatusCondition(conds, newCondition("Ready", metav1.ConditionFalse, gen, reason, msg))
+	meta.SetStatusCondition(conds, newCondition("Reconciling", metav1.ConditionTrue, gen, reason, "retrying: "+truncate(msg, 1000)))
+	meta.RemoveStatusCondition(conds, "Stalled")
 }
 
 func parseDuration(s string, def time.Duration) time.Duration {
@@ -669,11 +652,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-func cloneStatus(st v1alpha1.PluginInstallationStatus) v1alpha1.PluginInstallationStatus {
-	c := st
-	c.Conditions = slices.Clone(st.Conditions)
-	c.Plugins = slices.Clone(st.Plugins)
-	return c
 }

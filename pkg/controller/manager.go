@@ -13,10 +13,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -32,34 +30,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
-
-// The kinds the controller reconciles.
-var (
-	CatalogGVK      = gvk("PluginCatalog")
-	InstallationGVK = gvk("PluginInstallation")
-	TargetGVK       = gvk("TargetCluster")
-	RolloutGVK      = gvk("PluginRollout")
-)
-
-func gvk(kind string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: v1alpha1.Group, Version: v1alpha1.Version, Kind: kind}
-}
-
-func newObject(k schema.GroupVersionKind) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(k)
-	return u
-}
-
-func newList(k schema.GroupVersionKind) *unstructured.UnstructuredList {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(k.GroupVersion().WithKind(k.Kind + "List"))
-	return l
-}
 
 // Options configure the controller. The zero value of each field means its
 // default.
@@ -173,6 +147,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	if err := ctrlv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
 	log := logr.FromSlogHandler(opts.Logger.Handler())
 	setLoggerOnce.Do(func() { ctrl.SetLogger(log) }) // controller-runtime's caches log through its global logger
 	mopts := ctrl.Options{
@@ -188,9 +165,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr, ExtraHandlers: opts.MetricsHandlers},
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		GracefulShutdownTimeout:       ptr(30 * time.Second),
-		// The resources are read as unstructured objects: through the cache too,
-		// with its indexes, not from the API server on every read.
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	}
 	// Release records (kubeplug's and Helm's) are read from the target by
 	// state, never from this cache: not caching them keeps the controller's
@@ -234,13 +208,13 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(context.Background(), newObject(InstallationGVK), refsIndex, installationRefs); err != nil {
+	if err := idx.IndexField(context.Background(), &ctrlv1.PluginInstallation{}, refsIndex, installationRefs); err != nil {
 		return nil, err
 	}
-	if err := idx.IndexField(context.Background(), newObject(CatalogGVK), refsIndex, catalogRefs); err != nil {
+	if err := idx.IndexField(context.Background(), &ctrlv1.PluginCatalog{}, refsIndex, catalogRefs); err != nil {
 		return nil, err
 	}
-	if err := idx.IndexField(context.Background(), newObject(TargetGVK), refsIndex, targetRefs); err != nil {
+	if err := idx.IndexField(context.Background(), &ctrlv1.TargetCluster{}, refsIndex, targetRefs); err != nil {
 		return nil, err
 	}
 	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency, SkipNameValidation: ptr(true)}
@@ -277,7 +251,7 @@ func ptr[T any](v T) *T { return &v }
 var setLoggerOnce sync.Once
 
 // ownerOf is the owner recorded on the plugins an installation manages.
-func ownerOf(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }
+func ownerOf(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }
 
 // owns says whether this replica reconciles what belongs to key
 // ("namespace/name" of a target cluster, rollout or catalog; "" for the
@@ -288,12 +262,12 @@ func (c *Controller) owns(key string) bool { return c.shards.owns(key) }
 // (none when not sharded): the reconciler enqueues everything of its kind,
 // which then reconciles what it owns, so that nothing waits for its next
 // event after a handover.
-func (c *Controller) shardGained(k schema.GroupVersionKind, cl client.Client) source.Source {
+func (c *Controller) shardGained(newList func() client.ObjectList, cl client.Client) source.Source {
 	ch := make(chan event.GenericEvent, 1)
 	if c.shards != nil {
 		c.shards.gained = append(c.shards.gained, ch)
 	}
 	return source.Channel(ch, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		return listRequests(ctx, cl, k)
+		return listRequests(ctx, cl, newList())
 	}))
 }

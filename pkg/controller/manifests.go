@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 )
 
 // DefaultImage is the controller's image unless Manifests is told another: the

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 )
 
 // Labels and annotations of the installations a rollout makes.
@@ -52,10 +52,10 @@ type rolloutReconciler struct {
 
 func (r *rolloutReconciler) setup(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("pluginrollout").
-		For(newObject(RolloutGVK)).
-		Owns(newObject(InstallationGVK)).
-		Watches(newObject(TargetGVK), handler.EnqueueRequestsFromMapFunc(r.all)).
-		WatchesRawSource(r.c.shardGained(RolloutGVK, r.client)).
+		For(&ctrlv1.PluginRollout{}).
+		Owns(&ctrlv1.PluginInstallation{}).
+		Watches(&ctrlv1.TargetCluster{}, handler.EnqueueRequestsFromMapFunc(r.all)).
+		WatchesRawSource(r.c.shardGained(func() client.ObjectList { return &ctrlv1.PluginRolloutList{} }, r.client)).
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
@@ -63,58 +63,44 @@ func (r *rolloutReconciler) setup(mgr manager.Manager) error {
 // all enqueues every rollout of o's namespace (a TargetCluster came, went or
 // changed its labels).
 func (r *rolloutReconciler) all(ctx context.Context, o client.Object) []reconcile.Request {
-	return listRequests(ctx, r.client, RolloutGVK, client.InNamespace(o.GetNamespace()))
+	return listRequests(ctx, r.client, &ctrlv1.PluginRolloutList{}, client.InNamespace(o.GetNamespace()))
 }
 
 // templateHash identifies a template: a child with another hash is out of date.
-func templateHash(t v1alpha1.PluginInstallationSpec) string {
+func templateHash(t ctrlv1.PluginInstallationSpec) string {
 	raw, _ := json.Marshal(t) // plain JSON types: cannot fail
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])[:16]
 }
 
-func (r *rolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *rolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	if !r.c.owns(req.String()) {
 		return reconcile.Result{}, nil // another replica's shard
 	}
-	obj := newObject(RolloutGVK)
+	obj := &ctrlv1.PluginRollout{}
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !obj.GetDeletionTimestamp().IsZero() {
+	if !obj.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil // the children go with it (owner references)
 	}
-	var spec v1alpha1.PluginRolloutSpec
-	var st v1alpha1.PluginRolloutStatus
-	_ = fromField(obj, "status", &st)
-	before := st
-	st.Conditions = slices.Clone(st.Conditions)
-	gen := obj.GetGeneration()
+	status := newStatusPatcher(r.client, obj)
+	defer func() { retErr = status.finish(ctx, obj, retErr) }()
+	spec, st := &obj.Spec, &obj.Status
+	gen := obj.Generation
 	st.ObservedGeneration = gen
-	finish := func(res reconcile.Result, err error) (reconcile.Result, error) {
-		if !sameStatus(before, st) {
-			if werr := writeStatus(ctx, r.client, obj, st); werr != nil && err == nil {
-				return res, werr
-			}
-		}
-		return res, err
-	}
-	if err := fromField(obj, "spec", &spec); err != nil {
-		st.Conditions = stalled(st.Conditions, gen, ReasonInvalidSpec, err.Error())
-		return finish(reconcile.Result{}, nil)
-	}
 	hash := templateHash(spec.Template)
 
-	targets := newList(TargetGVK)
+	targets := &ctrlv1.TargetClusterList{}
 	if err := r.client.List(ctx, targets, client.InNamespace(req.Namespace), client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(spec.ClusterSelector.MatchLabels)}); err != nil {
 		return reconcile.Result{}, err
 	}
-	slices.SortFunc(targets.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
-	children := newList(InstallationGVK)
+	slices.SortFunc(targets.Items, func(a, b ctrlv1.TargetCluster) int { return strings.Compare(a.Name, b.Name) })
+	children := &ctrlv1.PluginInstallationList{}
 	if err := r.client.List(ctx, children, client.InNamespace(req.Namespace), client.MatchingLabels{LabelRollout: req.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
-	byCluster := map[string]*unstructured.Unstructured{}
+	byCluster := map[string]*ctrlv1.PluginInstallation{}
 	for i := range children.Items {
 		byCluster[children.Items[i].GetLabels()[LabelCluster]] = &children.Items[i]
 	}
@@ -137,16 +123,14 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		phase    string
 		msg      string
 		current  bool
-		child    *unstructured.Unstructured
+		child    *ctrlv1.PluginInstallation
 		reachble bool
 	}
 	var states []*state
 	for i := range targets.Items {
 		t := &targets.Items[i]
 		s := &state{name: t.GetName(), child: byCluster[t.GetName()], reachble: true}
-		var tst v1alpha1.TargetClusterStatus
-		_ = fromField(t, "status", &tst)
-		if c := condition(tst.Conditions, "Ready"); c != nil && c.Status == "False" {
+		if c := meta.FindStatusCondition(t.Status.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionFalse {
 			s.reachble, s.phase, s.msg = false, PhaseUnreachable, c.Message
 		}
 		if s.child != nil {
@@ -198,7 +182,7 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		}
 	}
 	for _, s := range next {
-		if err := r.moveChild(ctx, obj, &spec, hash, s.name, s.child); err != nil {
+		if err := r.moveChild(ctx, obj, spec, hash, s.name, s.child); err != nil {
 			return reconcile.Result{}, err
 		}
 		s.current, s.phase, s.msg = true, PhaseProgressing, "given the current template"
@@ -207,7 +191,7 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	st.Clusters = st.Clusters[:0]
 	pending, unreachable := 0, 0
 	for _, s := range states {
-		st.Clusters = append(st.Clusters, v1alpha1.RolloutClusterState{Name: s.name, Phase: s.phase, Message: truncate(s.msg, 1000)})
+		st.Clusters = append(st.Clusters, ctrlv1.RolloutClusterState{Name: s.name, Phase: s.phase, Message: truncate(s.msg, 1000)})
 		switch {
 		case !s.reachble:
 			unreachable++
@@ -221,61 +205,55 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	switch {
 	case len(failed) > 0:
 		msg := "halted: " + strings.Join(failed, "; ")
-		st.Conditions = stalled(st.Conditions, gen, "ClusterFailed", msg)
-		return finish(reconcile.Result{RequeueAfter: 30 * time.Second}, nil)
+		stalled(&st.Conditions, gen, "ClusterFailed", msg)
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 	case pending > 0:
 		msg := fmt.Sprintf("%d of %d cluster(s) on the current template and Ready", len(states)-pending-unreachable, len(states))
-		st.Conditions = progressing(st.Conditions, gen, ReasonProgressing, msg)
-		return finish(reconcile.Result{RequeueAfter: 5 * time.Second}, nil)
+		progressing(&st.Conditions, gen, ReasonProgressing, msg)
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	msg := fmt.Sprintf("%d cluster(s) on the current template and Ready", len(states)-unreachable)
 	if unreachable > 0 {
 		msg += fmt.Sprintf("; %d unreachable, passed over", unreachable)
 	}
-	st.Conditions = ready(st.Conditions, gen, ReasonSucceeded, msg)
-	return finish(reconcile.Result{RequeueAfter: time.Minute}, nil)
+	ready(&st.Conditions, gen, ReasonSucceeded, msg)
+	return reconcile.Result{RequeueAfter: time.Minute}, nil
 }
 
 // childPhase reads an installation's conditions as a rollout phase.
-func childPhase(child *unstructured.Unstructured) (string, string) {
-	var st v1alpha1.PluginInstallationStatus
-	_ = fromField(child, "status", &st)
-	ready := condition(st.Conditions, "Ready")
+func childPhase(child *ctrlv1.PluginInstallation) (string, string) {
+	st := &child.Status
+	ready := meta.FindStatusCondition(st.Conditions, "Ready")
 	switch {
 	case ready == nil:
 		return PhaseProgressing, "not reconciled yet"
-	case ready.Status == "True" && st.LastAppliedGeneration == child.GetGeneration():
+	case ready.Status == metav1.ConditionTrue && st.LastAppliedGeneration == child.Generation:
 		return PhaseReady, ready.Message
-	case condition(st.Conditions, "Stalled") != nil,
-		ready.Status == "False" && ready.Reason == ReasonApplyFailed && st.ObservedGeneration == child.GetGeneration():
+	case meta.FindStatusCondition(st.Conditions, "Stalled") != nil,
+		ready.Status == metav1.ConditionFalse && ready.Reason == ReasonApplyFailed && st.ObservedGeneration == child.Generation:
 		return PhaseFailed, ready.Message
 	}
 	return PhaseProgressing, ready.Message
 }
 
 // moveChild creates or updates the installation of cluster with the template.
-func (r *rolloutReconciler) moveChild(ctx context.Context, ro *unstructured.Unstructured, spec *v1alpha1.PluginRolloutSpec, hash, cluster string, child *unstructured.Unstructured) error {
-	tmpl := spec.Template
+func (r *rolloutReconciler) moveChild(ctx context.Context, ro *ctrlv1.PluginRollout, spec *ctrlv1.PluginRolloutSpec, hash, cluster string, child *ctrlv1.PluginInstallation) error {
+	tmpl := spec.Template.DeepCopy()
 	tmpl.Target = cluster
-	raw, err := json.Marshal(tmpl)
-	if err != nil {
-		return err
-	}
-	var specMap map[string]any
-	if err := json.Unmarshal(raw, &specMap); err != nil {
-		return err
-	}
 	if child == nil {
-		child = newObject(InstallationGVK)
-		child.SetNamespace(ro.GetNamespace())
-		child.SetName(childName(ro.GetName(), cluster))
-		child.SetLabels(map[string]string{LabelRollout: ro.GetName(), LabelCluster: cluster})
-		child.SetOwnerReferences([]metav1.OwnerReference{{
-			APIVersion: ro.GetAPIVersion(), Kind: ro.GetKind(), Name: ro.GetName(), UID: ro.GetUID(),
-			Controller: ptr(true), BlockOwnerDeletion: ptr(true),
-		}})
-		child.SetAnnotations(map[string]string{AnnotationTemplate: hash})
-		child.Object["spec"] = specMap
+		child = &ctrlv1.PluginInstallation{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ro.Namespace,
+				Name:      childName(ro.Name, cluster),
+				Labels:    map[string]string{LabelRollout: ro.Name, LabelCluster: cluster},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: ctrlv1.GroupVersion.String(), Kind: "PluginRollout", Name: ro.Name, UID: ro.UID,
+					Controller: ptr(true), BlockOwnerDeletion: ptr(true),
+				}},
+				Annotations: map[string]string{AnnotationTemplate: hash},
+			},
+			Spec: *tmpl,
+		}
 		err := r.client.Create(ctx, child)
 		if apierrors.IsAlreadyExists(err) {
 			return nil // the cache was behind: the next reconcile sees it
@@ -288,7 +266,7 @@ func (r *rolloutReconciler) moveChild(ctx context.Context, ro *unstructured.Unst
 	}
 	ann[AnnotationTemplate] = hash
 	child.SetAnnotations(ann)
-	child.Object["spec"] = specMap
+	child.Spec = *tmpl
 	return r.client.Update(ctx, child)
 }
 

@@ -3,81 +3,103 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"reflect"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/kubeplug/kubeplug/api/v1alpha1"
 )
 
-// fromField decodes obj's top-level field (spec, status) into out.
-func fromField(obj *unstructured.Unstructured, field string, out any) error {
-	v, ok := obj.Object[field]
-	if !ok {
-		return nil
-	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("%s: %w", field, err)
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("%s: %w", field, err)
-	}
-	return nil
+// statusPatcher writes what a reconcile changed of an object's status, through
+// the status subresource, as fluxcd/pkg/runtime/patch's SerialPatcher does:
+// a reconciler takes one right after it reads the object and defers finish;
+// a reconcile that must show progress before it ends (an apply that takes
+// minutes) calls patch on the way.
+//
+// The patch is a JSON merge patch from the status as last read or written to
+// the status now: only what changed is sent (a field set back to empty is
+// removed), nothing when nothing changed, and never the spec or the metadata,
+// so a finalizer written meanwhile is no conflict. It carries no
+// resourceVersion: the controller is the status's only writer, and its last
+// word wins. A conflict the API server reports all the same is retried.
+type statusPatcher struct {
+	client client.Client
+	// before is the object as last read or written.
+	before client.Object
 }
 
-// setCondition sets a condition, keeping its lastTransitionTime unless its
-// status changes.
-func setCondition(conds []v1alpha1.Condition, gen int64, typ, status, reason, msg string) []v1alpha1.Condition {
-	if len(msg) > 32000 {
-		msg = msg[:32000] + "…"
-	}
-	for i, c := range conds {
-		if c.Type != typ {
-			continue
-		}
-		if c.Status != status {
-			c.LastTransitionTime = now()
-		}
-		c.Status, c.Reason, c.Message, c.ObservedGeneration = status, reason, msg, gen
-		conds[i] = c
-		return conds
-	}
-	return append(conds, v1alpha1.Condition{Type: typ, Status: status, ObservedGeneration: gen, LastTransitionTime: now(), Reason: reason, Message: msg})
+func newStatusPatcher(c client.Client, obj client.Object) *statusPatcher {
+	return &statusPatcher{client: c, before: obj.DeepCopyObject().(client.Object)}
 }
 
-// removeCondition drops a condition (kstatus reads an absent Reconciling or
-// Stalled as False).
-func removeCondition(conds []v1alpha1.Condition, typ string) []v1alpha1.Condition {
-	out := conds[:0]
-	for _, c := range conds {
-		if c.Type != typ {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// condition returns a condition, nil when absent.
-func condition(conds []v1alpha1.Condition, typ string) *v1alpha1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-func sameStatus(a, b any) bool { return reflect.DeepEqual(a, b) }
-
-// writeStatus replaces obj's status through the status subresource.
-func writeStatus(ctx context.Context, c client.Client, obj *unstructured.Unstructured, status any) error {
-	raw, err := json.Marshal(map[string]any{"status": status})
-	if err != nil {
+// patch writes obj's status if it changed since the last read or write. obj
+// itself is left as it is (the response is decoded into a copy), so the
+// reconcile goes on with the spec it started with.
+func (p *statusPatcher) patch(ctx context.Context, obj client.Object) error {
+	raw, err := statusPatch(p.before, obj)
+	if err != nil || raw == nil {
 		return err
 	}
-	return c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, raw))
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return p.client.Status().Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, raw))
+	})
+	if err != nil {
+		return fmt.Errorf("write the status of %s %s/%s: %w", kindOf(obj), obj.GetNamespace(), obj.GetName(), err)
+	}
+	p.before = obj.DeepCopyObject().(client.Object)
+	return nil
+}
+
+// finish ends a reconcile that returns err: it writes the status, unless the
+// object is gone (errGone), and returns err, or the write's error when err is
+// nil.
+func (p *statusPatcher) finish(ctx context.Context, obj client.Object, err error) error {
+	if errors.Is(err, errGone) {
+		return nil
+	}
+	if perr := p.patch(ctx, obj); perr != nil && err == nil {
+		return perr
+	}
+	return err
+}
+
+// errGone ends a reconcile whose object was deleted: finish writes no status.
+var errGone = errors.New("gone")
+
+// statusPatch is the merge patch from before's status to after's; nil when
+// they are the same.
+func statusPatch(before, after client.Object) ([]byte, error) {
+	from, err := statusJSON(before)
+	if err != nil {
+		return nil, err
+	}
+	to, err := statusJSON(after)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := jsonpatch.CreateMergePatch(from, to)
+	if err != nil || string(raw) == "{}" {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// statusJSON is {"status": …} of obj, whatever its kind.
+func statusJSON(obj client.Object) ([]byte, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{"status": u["status"]})
+}
+
+// newCondition is a condition of an object at generation gen; its message is
+// cut to what the CRDs' schema takes. meta.SetStatusCondition then keeps its
+// lastTransitionTime unless its status changes.
+func newCondition(typ string, status metav1.ConditionStatus, gen int64, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, ObservedGeneration: gen, Reason: reason, Message: truncate(msg, 32000)}
 }

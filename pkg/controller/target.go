@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
 )
@@ -54,7 +53,7 @@ type target struct {
 	// lease anew (leases).
 	heads *state.Heads
 	// object is the TargetCluster (nil for the own cluster), for targetField.
-	object *unstructured.Unstructured
+	object *ctrlv1.TargetCluster
 }
 
 // targets resolves TargetClusters to REST configs, reusing one per kubeconfig
@@ -94,17 +93,14 @@ func (t *targets) get(ctx context.Context, namespace, name string) (*target, err
 	if name == "" {
 		return t.cached(ctx, "", "", func() (*rest.Config, error) { return rest.CopyConfig(t.self), nil }, nil)
 	}
-	obj := newObject(TargetGVK)
+	obj := &ctrlv1.TargetCluster{}
 	if err := t.c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("%w: TargetCluster %s/%s", ErrTargetMissing, namespace, name)
 		}
 		return nil, err
 	}
-	var spec v1alpha1.TargetClusterSpec
-	if err := fromField(obj, "spec", &spec); err != nil {
-		return nil, fmt.Errorf("TargetCluster %s/%s: %w", namespace, name, err)
-	}
+	spec := &obj.Spec
 	key := spec.KubeconfigSecret.Key
 	if key == "" {
 		key = "kubeconfig"
@@ -130,7 +126,7 @@ func (t *targets) get(ctx context.Context, namespace, name string) (*target, err
 	return tg, err
 }
 
-func (t *targets) cached(_ context.Context, key, version string, load func() (*rest.Config, error), obj *unstructured.Unstructured) (*target, error) {
+func (t *targets) cached(_ context.Context, key, version string, load func() (*rest.Config, error), obj *ctrlv1.TargetCluster) (*target, error) {
 	t.mu.Lock()
 	c, ok := t.cache[key]
 	t.mu.Unlock()
@@ -162,31 +158,30 @@ type targetReconciler struct {
 
 func (r *targetReconciler) setup(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("targetcluster").
-		For(newObject(TargetGVK)).
+		For(&ctrlv1.TargetCluster{}).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret)).
-		WatchesRawSource(r.c.shardGained(TargetGVK, r.client)).
+		WatchesRawSource(r.c.shardGained(func() client.ObjectList { return &ctrlv1.TargetClusterList{} }, r.client)).
 		WithOptions(controller.Options{SkipNameValidation: ptr(true)}).
 		Complete(r)
 }
 
 // forSecret enqueues the TargetClusters whose kubeconfig is the Secret.
 func (r *targetReconciler) forSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	return listRequests(ctx, r.client, TargetGVK, client.InNamespace(o.GetNamespace()), client.MatchingFields{refsIndex: ref("Secret", o.GetName())})
+	return listRequests(ctx, r.client, &ctrlv1.TargetClusterList{}, client.InNamespace(o.GetNamespace()), client.MatchingFields{refsIndex: ref("Secret", o.GetName())})
 }
 
-func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	if !r.c.owns(targetKey(req.Namespace, req.Name)) {
 		return reconcile.Result{}, nil // another replica's shard
 	}
-	obj := newObject(TargetGVK)
+	obj := &ctrlv1.TargetCluster{}
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	var st v1alpha1.TargetClusterStatus
-	_ = fromField(obj, "status", &st)
-	before := st
-	st.Conditions = slices.Clone(st.Conditions)
-	st.ObservedGeneration = obj.GetGeneration()
+	status := newStatusPatcher(r.client, obj)
+	defer func() { retErr = status.finish(ctx, obj, retErr) }()
+	st := &obj.Status
+	st.ObservedGeneration = obj.Generation
 	tg, err := r.c.targets.get(ctx, req.Namespace, req.Name)
 	var version string
 	if err == nil {
@@ -196,15 +191,10 @@ func (r *targetReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	if err != nil {
 		reason, msg := unreachable(err)
-		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "False", reason, msg)
+		meta.SetStatusCondition(&st.Conditions, newCondition("Ready", metav1.ConditionFalse, obj.Generation, reason, msg))
 	} else {
 		st.KubernetesVersion = strings.TrimPrefix(version, "v")
-		st.Conditions = setCondition(st.Conditions, obj.GetGeneration(), "Ready", "True", ReasonReachable, "the API server answers, Kubernetes "+st.KubernetesVersion)
-	}
-	if !sameStatus(before, st) {
-		if err := writeStatus(ctx, r.client, obj, st); err != nil {
-			return reconcile.Result{}, err
-		}
+		meta.SetStatusCondition(&st.Conditions, newCondition("Ready", metav1.ConditionTrue, obj.Generation, ReasonReachable, "the API server answers, Kubernetes "+st.KubernetesVersion))
 	}
 	return reconcile.Result{RequeueAfter: r.c.opts.TargetResync}, nil
 }
@@ -218,5 +208,5 @@ func unreachable(err error) (reason, msg string) {
 	return ReasonUnreachable, "cannot reach the cluster: " + err.Error()
 }
 
-// now is the time conditions are stamped with.
+// now is the time an installation's lastAppliedTime is stamped with.
 func now() string { return metav1.Now().UTC().Format(time.RFC3339) }

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -12,19 +11,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 )
 
-// The controller's resources the fleet page shows (api/v1alpha1).
+// The controller's resources the fleet page shows (api/controller/v1alpha1).
 var (
-	targetsGVR       = schema.GroupVersionResource{Group: v1alpha1.Group, Version: v1alpha1.Version, Resource: "targetclusters"}
-	installationsGVR = schema.GroupVersionResource{Group: v1alpha1.Group, Version: v1alpha1.Version, Resource: "plugininstallations"}
-	rolloutsGVR      = schema.GroupVersionResource{Group: v1alpha1.Group, Version: v1alpha1.Version, Resource: "pluginrollouts"}
+	targetsGVR       = schema.GroupVersionResource{Group: ctrlv1.Group, Version: ctrlv1.Version, Resource: "targetclusters"}
+	installationsGVR = schema.GroupVersionResource{Group: ctrlv1.Group, Version: ctrlv1.Version, Resource: "plugininstallations"}
+	rolloutsGVR      = schema.GroupVersionResource{Group: ctrlv1.Group, Version: ctrlv1.Version, Resource: "pluginrollouts"}
 )
 
 // AnnotationRetry is what the dashboard's "retry" sets, to the time, on a
@@ -73,22 +73,20 @@ type fleetData struct {
 	Rollouts      []rolloutRow
 }
 
-func conditionRows(cs []v1alpha1.Condition) []conditionRow {
+func conditionRows(cs []metav1.Condition) []conditionRow {
 	out := make([]conditionRow, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, conditionRow{c.Type, c.Status, c.Reason, c.Message})
+		out = append(out, conditionRow{c.Type, string(c.Status), c.Reason, c.Message})
 	}
 	return out
 }
 
 // phaseOf is a kstatus phase from conditions: Stalled, Reconciling, Ready, or
 // NotReady when Ready is False, Unknown without any.
-func phaseOf(cs []v1alpha1.Condition) string {
+func phaseOf(cs []metav1.Condition) string {
 	get := func(t string) string {
-		for _, c := range cs {
-			if c.Type == t {
-				return c.Status
-			}
+		if c := meta.FindStatusCondition(cs, t); c != nil {
+			return string(c.Status)
 		}
 		return ""
 	}
@@ -105,16 +103,11 @@ func phaseOf(cs []v1alpha1.Condition) string {
 	return "Unknown"
 }
 
-func decodeInto(u *unstructured.Unstructured, field string, v any) {
-	m, ok := u.Object[field]
-	if !ok {
-		return
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return
-	}
-	_ = json.Unmarshal(b, v)
+// typed converts what the dynamic client read into the controller's type:
+// the one place the fleet page leaves unstructured objects. What does not fit
+// the type is left out (the page shows what it can).
+func typed(u *unstructured.Unstructured, into runtime.Object) {
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into)
 }
 
 // fleet reads the controller's resources, in every namespace the user may
@@ -138,12 +131,13 @@ func (s *Server) fleet(ctx context.Context, d *fleetData) {
 		return nil
 	}
 	for _, u := range list(targetsGVR) {
-		var st v1alpha1.TargetClusterStatus
-		decodeInto(&u, "status", &st)
+		var tc ctrlv1.TargetCluster
+		typed(&u, &tc)
+		st := &tc.Status
 		ready := "Unknown"
 		for _, c := range st.Conditions {
 			if c.Type == "Ready" {
-				ready = map[string]string{"True": "Ready", "False": "Unreachable"}[c.Status]
+				ready = map[metav1.ConditionStatus]string{metav1.ConditionTrue: "Ready", metav1.ConditionFalse: "Unreachable"}[c.Status]
 				if ready == "" {
 					ready = "Unknown"
 				}
@@ -152,10 +146,9 @@ func (s *Server) fleet(ctx context.Context, d *fleetData) {
 		d.Targets = append(d.Targets, targetRow{Namespace: u.GetNamespace(), Name: u.GetName(), Version: st.KubernetesVersion, Ready: ready, Conditions: conditionRows(st.Conditions)})
 	}
 	for _, u := range list(installationsGVR) {
-		var spec v1alpha1.PluginInstallationSpec
-		var st v1alpha1.PluginInstallationStatus
-		decodeInto(&u, "spec", &spec)
-		decodeInto(&u, "status", &st)
+		var inst ctrlv1.PluginInstallation
+		typed(&u, &inst)
+		spec, st := &inst.Spec, &inst.Status
 		row := installationRow{Namespace: u.GetNamespace(), Name: u.GetName(), Target: spec.Target, Suspended: spec.Suspend, Phase: phaseOf(st.Conditions), Conditions: conditionRows(st.Conditions)}
 		if row.Target == "" {
 			row.Target = "(the controller's cluster)"
@@ -173,10 +166,9 @@ func (s *Server) fleet(ctx context.Context, d *fleetData) {
 		d.Installations = append(d.Installations, row)
 	}
 	for _, u := range list(rolloutsGVR) {
-		var spec v1alpha1.PluginRolloutSpec
-		var st v1alpha1.PluginRolloutStatus
-		decodeInto(&u, "spec", &spec)
-		decodeInto(&u, "status", &st)
+		var ro ctrlv1.PluginRollout
+		typed(&u, &ro)
+		spec, st := &ro.Spec, &ro.Status
 		row := rolloutRow{Namespace: u.GetNamespace(), Name: u.GetName(), Phase: phaseOf(st.Conditions), Canary: spec.Strategy.Canary == nil || *spec.Strategy.Canary, BatchSize: max(spec.Strategy.BatchSize, 1), Conditions: conditionRows(st.Conditions)}
 		for _, c := range st.Clusters {
 			row.Clusters = append(row.Clusters, rolloutClusterRow(c))
@@ -328,9 +320,9 @@ func (s *Server) retryChildren(ctx context.Context, namespace, rollout string, p
 		return err
 	}
 	for _, u := range l.Items {
-		var st v1alpha1.PluginInstallationStatus
-		decodeInto(&u, "status", &st)
-		if phaseOf(st.Conditions) == "Ready" {
+		var inst ctrlv1.PluginInstallation
+		typed(&u, &inst)
+		if phaseOf(inst.Status.Conditions) == "Ready" {
 			continue
 		}
 		if _, err := s.dyn.Resource(installationsGVR).Namespace(namespace).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubeplug-dashboard"}); err != nil {

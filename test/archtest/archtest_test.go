@@ -242,6 +242,8 @@ func TestLoadingLinksNoClusterCode(t *testing.T) {
 		t.Run(p, func(t *testing.T) { check(t, p, archtest.NoCluster) })
 	}
 	t.Run("pkg/plugin links nothing heavy", func(t *testing.T) { check(t, "pkg/plugin", archtest.PluginHeavy) })
+	t.Run("api/v1alpha1 links nothing heavy", func(t *testing.T) { check(t, "api/v1alpha1", archtest.PluginHeavy) })
+	t.Run("api/controller links apimachinery only", func(t *testing.T) { check(t, "api/controller/v1alpha1", archtest.ControllerAPINoDeps) })
 	t.Run("pkg/action links no provider", func(t *testing.T) { check(t, "pkg/action", archtest.ActionNoDeps) })
 	t.Run("pkg/render", func(t *testing.T) {
 		check(t, "pkg/render", archtest.RenderNoDeps)

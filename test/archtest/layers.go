@@ -22,6 +22,17 @@ var Layers = []Layer{
 		Why:      "the API types, diagnostics, values, the built-in plugins as files, and utilities that know nothing of plugins",
 	},
 	{
+		// A layer of its own, though under api/: these are Kubernetes objects
+		// (apimachinery's ObjectMeta, Condition, runtime.Object), which the
+		// file formats of base must never link (pkg/plugin's budget,
+		// PluginHeavy). Above base, so that nothing there can import it; below
+		// everything else, so that the views (the dashboard's fleet page) read
+		// the same types as the controller that writes them.
+		Name:     "controller API",
+		Prefixes: []string{"api/controller"},
+		Why:      "the Kubernetes API types of kubeplug's controller (its CRDs' kinds): API types like base's, but they link apimachinery",
+	},
+	{
 		Name:     "contracts",
 		Prefixes: []string{"pkg/model", "pkg/stage", "pkg/expr", "pkg/hookspec"},
 		Why:      "what plugins contribute and how they are called: the model, the stage contract, CEL expressions, the node-hook manifest format",
@@ -100,6 +111,14 @@ var NoCluster = []string{"k8s.io/client-go", "helm.sh/", "github.com/aws/"}
 // tools, links beyond NoCluster today and must not: any Kubernetes library, the
 // runtimes' gRPC and go-plugin, readiness computation.
 var PluginHeavy = []string{"k8s.io/", "sigs.k8s.io/", "google.golang.org/grpc", "github.com/hashicorp/", "github.com/fluxcd/"}
+
+// ControllerAPINoDeps is what the controller's API package (api/controller/...)
+// must not link: it is types for apimachinery, which users of the API import
+// without the controller, its client or the engine.
+var ControllerAPINoDeps = []string{
+	"k8s.io/client-go", "k8s.io/api/", "sigs.k8s.io/controller-runtime", "helm.sh/", "github.com/aws/",
+	Module + "/pkg/", Module + "/internal/", Module + "/api/v1alpha1",
+}
 
 // ClusterLayer is the lowest layer allowed to talk to a cluster: no package of a
 // layer below it links NoCluster, but for those in LinksClientThroughHelm.

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 

@@ -3,14 +3,19 @@ package v1alpha1
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/invopop/jsonschema"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
+
+var update = flag.Bool("update", false, "rewrite the checked-in CRDs from the Go types")
 
 // column is an additionalPrinterColumn.
 type column struct{ name, typ, path string }
@@ -80,7 +85,7 @@ var crdDefs = []struct {
 }
 
 // TestCRDsCurrent keeps crds/ in step with the Go types.
-// Regenerate with: go test ./api/v1alpha1 -run TestCRDsCurrent -update
+// Regenerate with: go test ./api/controller/v1alpha1 -run TestCRDsCurrent -update
 func TestCRDsCurrent(t *testing.T) {
 	for _, d := range crdDefs {
 		name := d.plural + "." + Group + ".yaml"
@@ -95,7 +100,7 @@ func TestCRDsCurrent(t *testing.T) {
 			}
 			have, err := os.ReadFile(path)
 			if err != nil || !bytes.Equal(got, have) {
-				t.Fatalf("%s is stale; run: go test ./api/v1alpha1 -run TestCRDsCurrent -update", path)
+				t.Fatalf("%s is stale; run: go test ./api/controller/v1alpha1 -run TestCRDsCurrent -update", path)
 			}
 		})
 	}
@@ -141,7 +146,7 @@ func crdYAML(t *testing.T, kind, plural, short string, spec, status any, columns
 		"kind":       "CustomResourceDefinition",
 		"metadata": map[string]any{
 			"name":        plural + "." + Group,
-			"annotations": map[string]any{"kubeplug.dev/generated-from": "api/v1alpha1 (go test ./api/v1alpha1 -run TestCRDsCurrent -update)"},
+			"annotations": map[string]any{"kubeplug.dev/generated-from": "api/controller/v1alpha1 (go test ./api/controller/v1alpha1 -run TestCRDsCurrent -update)"},
 		},
 		"spec": map[string]any{
 			"group": Group,
@@ -172,7 +177,7 @@ func crdYAML(t *testing.T, kind, plural, short string, spec, status any, columns
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append([]byte("# Generated from api/v1alpha1: go test ./api/v1alpha1 -run TestCRDsCurrent -update\n"), b...)
+	return append([]byte("# Generated from api/controller/v1alpha1: go test ./api/controller/v1alpha1 -run TestCRDsCurrent -update\n"), b...)
 }
 
 // structural returns the OpenAPI v3 schema of v that a CRD takes: the JSON
@@ -180,8 +185,8 @@ func crdYAML(t *testing.T, kind, plural, short string, spec, status any, columns
 // free-form values keep their unknown fields.
 func structural(t *testing.T, v any) map[string]any {
 	t.Helper()
-	r := &jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}
-	if err := r.AddGoComments("github.com/kubeplug/kubeplug/api/v1alpha1", "."); err != nil {
+	r := &jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true, Mapper: conditionSchema}
+	if err := r.AddGoComments("github.com/kubeplug/kubeplug/api/controller/v1alpha1", "."); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := json.Marshal(r.Reflect(v))
@@ -193,6 +198,29 @@ func structural(t *testing.T, v any) map[string]any {
 		t.Fatal(err)
 	}
 	clean(s)
+	return s
+}
+
+// condition is the schema the CRDs give a metav1.Condition: its fields and
+// their JSON, with the limits of the Kubernetes API conventions (apimachinery's
+// Go type carries them as kubebuilder markers, which this generator does not
+// read).
+type condition struct {
+	Type               string `json:"type" jsonschema:"maxLength=316"`
+	Status             string `json:"status" jsonschema:"enum=True,enum=False,enum=Unknown"`
+	ObservedGeneration int64  `json:"observedGeneration,omitempty"`
+	LastTransitionTime string `json:"lastTransitionTime" jsonschema:"format=date-time"`
+	Reason             string `json:"reason" jsonschema:"maxLength=1024"`
+	Message            string `json:"message" jsonschema:"maxLength=32768"`
+}
+
+// conditionSchema maps metav1.Condition to condition's schema.
+func conditionSchema(t reflect.Type) *jsonschema.Schema {
+	if t != reflect.TypeFor[metav1.Condition]() {
+		return nil
+	}
+	s := (&jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}).Reflect(&condition{})
+	s.Description = "Condition is a metav1.Condition."
 	return s
 }
 
@@ -223,15 +251,15 @@ func clean(s map[string]any) {
 
 // TestControllerPluginCRDsCurrent keeps the built-in kubeplug-controller
 // plugin's copy of the CRDs in step with crds/.
-// Regenerate with: go test ./api/v1alpha1 -run TestControllerPluginCRDsCurrent -update
+// Regenerate with: go test ./api/controller/v1alpha1 -run TestControllerPluginCRDsCurrent -update
 func TestControllerPluginCRDsCurrent(t *testing.T) {
 	var want bytes.Buffer
-	want.WriteString("# The CRDs of api/v1alpha1/crds, copied by: go test ./api/v1alpha1 -run TestControllerPluginCRDsCurrent -update\n")
+	want.WriteString("# The CRDs of api/controller/v1alpha1/crds, copied by: go test ./api/controller/v1alpha1 -run TestControllerPluginCRDsCurrent -update\n")
 	for _, crd := range CRDs() {
 		want.WriteString("---\n")
 		want.Write(crd)
 	}
-	path := filepath.Join("..", "..", "plugins", "kubeplug-controller", "manifests", "crds.yaml")
+	path := filepath.Join("..", "..", "..", "plugins", "kubeplug-controller", "manifests", "crds.yaml")
 	if *update {
 		if err := os.WriteFile(path, want.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
@@ -240,6 +268,6 @@ func TestControllerPluginCRDsCurrent(t *testing.T) {
 	}
 	have, err := os.ReadFile(path)
 	if err != nil || !bytes.Equal(have, want.Bytes()) {
-		t.Fatalf("%s is stale; run: go test ./api/v1alpha1 -run TestControllerPluginCRDsCurrent -update", path)
+		t.Fatalf("%s is stale; run: go test ./api/controller/v1alpha1 -run TestControllerPluginCRDsCurrent -update", path)
 	}
 }
