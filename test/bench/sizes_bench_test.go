@@ -26,7 +26,6 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/deploy/kube"
-	"github.com/kubeplug/kubeplug/pkg/deploy/ssa"
 )
 
 // defaultSizes are the object counts BenchmarkApplySizes compares at, unless
@@ -37,8 +36,8 @@ var defaultSizes = []int{250, 1000, 4000}
 type sample struct {
 	kubeplug, bare, noop, kubectl, helm time.Duration
 	// stamped is the bare loop applying the objects as kubeplug sends them:
-	// with its labels and content-digest annotation, which the API server
-	// stores and manages the fields of.
+	// with its plugin label, which the API server stores and manages the
+	// field of.
 	stamped time.Duration
 	// fixed is what a fresh apply sent beyond one apply per object, noopReqs
 	// what a re-apply with nothing changed sent: counted by kubeplug's client.
@@ -182,8 +181,7 @@ func applySample(b *testing.B, size, n int) sample {
 		for i := range plugins {
 			for _, o := range content(ns, i, size) {
 				u := &unstructured.Unstructured{Object: o}
-				u.SetLabels(map[string]string{kube.LabelManagedBy: kube.FieldManager, kube.LabelPlugin: fmt.Sprintf("p%02d", i)})
-				ssa.StampDigest(u)
+				u.SetLabels(map[string]string{kube.LabelPlugin: fmt.Sprintf("p%02d", i)})
 				all = append(all, u.Object)
 			}
 		}
@@ -388,7 +386,7 @@ func printTable(w *os.File, sizes []int, samples map[int][]sample) {
 			m.kubectl.Seconds(), m.kubectl.Seconds()/m.kubeplug.Seconds(), helm)
 	}
 	b.WriteString("\nratio: kubeplug's time over the bare loop's, same-run pairs, rotating which went first; ")
-	b.WriteString("kubeplug's objects: the bare loop applying what kubeplug sends (its two labels and digest annotation, which the API server stores and tracks the fields of); ")
+	b.WriteString("kubeplug's objects: the bare loop applying what kubeplug sends (its plugin label, which the API server stores and tracks the field of); ")
 	b.WriteString("requests: what kubeplug's client sent beyond one apply per object (the API server's apiserver_request_total, which counts the rest of the control plane too); ")
 	b.WriteString("CPU: what this process used (rusage) per object, kubeplug's fresh apply, the bare loop, kubeplug's no-op; ")
 	b.WriteString("control plane CPU: what its processes (API server, etcd, controllers) used meanwhile; ")
