@@ -41,7 +41,9 @@ func TestDigestsAreRecordedNotSentAndOldObjectsMigrate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _, _ = newDeployer(t, deploy.Options{}).Uninstall(context.WithoutCancel(t.Context()), []string{plugin}, true) })
+	t.Cleanup(func() {
+		_, _ = newDeployer(t, deploy.Options{}).Uninstall(context.WithoutCancel(t.Context()), []string{plugin}, true)
+	})
 	cms := testcluster.Client(t).CoreV1().ConfigMaps(ns)
 	sent := func(when string) {
 		t.Helper()
