@@ -77,6 +77,10 @@ type ControlPlane struct {
 	procs   map[Component]*process
 	stopped bool
 	nodeSeq map[string]int
+
+	// nodes is the last LIST of the Nodes (readyNodes): concurrent waits for
+	// Nodes share one per poll.
+	nodes nodeList
 }
 
 // Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
@@ -634,11 +638,21 @@ func (c *ControlPlane) waitReady(ctx context.Context, comp Component) error {
 	return nil
 }
 
-// poll runs check every 100ms until it succeeds, ctx is done or comp exits. The
-// error names the last failure and, if comp exited, the tail of its log.
+// Polls start pollFirst apart and double up to pollMax: a component or Node
+// that is ready within a few tens of milliseconds is seen so, one that takes
+// seconds (the API server) costs a check every pollMax.
+const (
+	pollFirst = 10 * time.Millisecond
+	pollMax   = 100 * time.Millisecond
+)
+
+// poll runs check until it succeeds, ctx is done or comp exits: at once, then
+// pollFirst apart, doubling up to pollMax. The error names the last failure
+// and, if comp exited, the tail of its log.
 func (c *ControlPlane) poll(ctx context.Context, comp Component, what string, check func(context.Context) error) error {
-	ticker := time.NewTicker(100 * time.Millisecond)
-	defer ticker.Stop()
+	interval := pollFirst
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
 	var last error
 	for {
 		attemptCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -662,8 +676,10 @@ func (c *ControlPlane) poll(ctx context.Context, comp Component, what string, ch
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("wait for %s %s (last error: %w): %w", comp, what, last, ctx.Err())
-		case <-ticker.C:
+		case <-timer.C:
 		}
+		interval = min(2*interval, pollMax)
+		timer.Reset(interval)
 	}
 }
 
