@@ -391,7 +391,47 @@ func printTable(w *os.File, sizes []int, samples map[int][]sample) {
 	b.WriteString("CPU: what this process used (rusage) per object, kubeplug's fresh apply, the bare loop, kubeplug's no-op; ")
 	b.WriteString("control plane CPU: what its processes (API server, etcd, controllers) used meanwhile; ")
 	b.WriteString("kubectl and helm: their time, and how many times kubeplug's.\n")
+	b.WriteString(targetTable(sizes, samples))
 	_, _ = fmt.Fprint(w, b.String())
+}
+
+// noopTarget is issue 42's bound on a re-apply with nothing changed.
+const noopTarget = 50 * time.Millisecond
+
+// targetTable puts each [perf] target of the apply beside its anchor: a fresh
+// apply at most the bare loop's time (ratio ≤ 1.0), a no-op re-apply at most
+// noopTarget, with the CPU of kubeplug and of the control plane meanwhile.
+func targetTable(sizes []int, samples map[int][]sample) string {
+	var b strings.Builder
+	b.WriteString("\n[perf] targets beside their anchors (medians; CPU per object, µs):\n\n")
+	b.WriteString("| target | kubeplug | anchor | ratio | met | CPU kubeplug, control plane | anchor's CPU: its own, control plane |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	met := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "no"
+	}
+	for _, size := range sizes {
+		got := samples[size]
+		if len(got) == 0 {
+			continue
+		}
+		m, r := medians(got), ratios(got)
+		fmt.Fprintf(&b, "| fresh apply of %d ≤ 1.0× bare loop | %.2f s | bare loop %.2f s | %.2f | %s | %.0f, %.0f | %.0f, %.0f |\n",
+			size, m.kubeplug.Seconds(), m.bare.Seconds(), r, met(r <= 1.0),
+			cpuPerObject(m.kubeplugCPU, size), cpuPerObject(m.kubeplugServer, size), cpuPerObject(m.bareCPU, size), cpuPerObject(m.bareServer, size))
+		fmt.Fprintf(&b, "| no-op re-apply of %d ≤ %.2f s | %.2f s | %d requests | - | %s | %.0f, - | - |\n",
+			size, noopTarget.Seconds(), m.noop.Seconds(), m.noopReqs, met(m.noop <= noopTarget), cpuPerObject(m.noopCPU, size))
+		fmt.Fprintf(&b, "| fresh apply of %d against kubectl --server-side | %.2f s | kubectl %.2f s | %.2f | - | - | - |\n",
+			size, m.kubeplug.Seconds(), m.kubectl.Seconds(), m.kubeplug.Seconds()/m.kubectl.Seconds())
+		if m.helm > 0 {
+			fmt.Fprintf(&b, "| fresh apply of %d against helm install ×20 | %.2f s | helm %.2f s | %.2f | - | - | - |\n",
+				size, m.kubeplug.Seconds(), m.helm.Seconds(), m.kubeplug.Seconds()/m.helm.Seconds())
+		}
+	}
+	b.WriteString("\nanchor: the bare parallel server-side-apply loop (32 at a time, plain objects), kubectl and helm of the same objects; `up` has its own table (BenchmarkUp).\n")
+	return b.String()
 }
 
 func runsOf(sizes []int, samples map[int][]sample) string {
