@@ -61,7 +61,7 @@ type Begun struct {
 
 // BeginUnit does what can be done of applying u before the plugins it waits for
 // are ready, so that none of it is in the way once they are: it prepares the
-// unit (health checks, CRD safety, its objects stamped, its records read),
+// unit (health checks, CRD safety, its objects and their digests prepared, its records read),
 // refuses a downgrade and records the revision, Applying, with its inventory
 // widened — everything but changing the cluster's objects. n is the unit's wave
 // in the plan, for its events. When a kind of u's objects is not served yet (its
