@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -203,11 +205,19 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The service account controller creates "default" in every namespace;
-	// until it did, the ServiceAccount admission plugin rejects Pods.
+	// The ServiceAccount admission plugin rejects Pods in a namespace without
+	// its "default" service account. The controller manager's service account
+	// controller makes it, once its informers have synced (0.2–0.7 s after the
+	// controller manager is healthy, on a busy machine): made here, it need
+	// not be waited for. The controller finds it there and leaves it; the
+	// other namespaces' are still its.
 	return c.poll(ctx, ControllerManager, "default service account", func(ctx context.Context) error {
-		_, err := c.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
-		return err
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: metav1.NamespaceDefault}}
+		_, err := c.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Create(ctx, sa, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err // the namespace not made yet, say: tried again
 	})
 }
 
