@@ -36,13 +36,16 @@ const FieldManager = kube.FieldManager
 // HelmFieldManager is the field manager of what the Helm SDK applies for kubeplug.
 const HelmFieldManager = helm.HelmFieldManager
 
-// Labels put on every object kubeplug applies.
+// Labels of kubeplug's objects: LabelPlugin is on every object kubeplug
+// applies; LabelManagedBy on what it keeps for itself (its records).
 const (
 	LabelManagedBy = kube.LabelManagedBy
 	LabelPlugin    = kube.LabelPlugin
 )
 
-// AnnotationDigest holds the digest of the content kubeplug last applied to an object.
+// AnnotationDigest is where earlier kubeplugs kept the digest of the content
+// they last applied to an object; the release record keeps it now, and the
+// annotation is removed from an object at its next apply.
 const AnnotationDigest = ssa.AnnotationDigest
 
 // The vocabulary of a Deployer's inputs and results is defined by the packages

@@ -29,7 +29,15 @@
 // the head itself when small (state.InlineMax), else into chunk Secrets of at most
 // 512 KiB, so a release of any size fits. Chunks are named by their content and
 // written before the head that names them, and chunks no head names are collected
-// on the next write, so a reader never sees half a revision. A Ready revision
+// on the next write, so a reader never sees half a revision. The record, not the
+// object, keeps the digest of the content last applied to each object (what is
+// applied is the plugin's content and one label, kubeplug.dev/plugin, naming
+// the plugin): an object whose recorded digest is that of the content desired
+// now and whose live fields hold it is not applied again. A revision being
+// applied keeps no digest for an object it changes until it is Ready, so a run
+// killed at any point leaves no digest an object does not hold; objects of an
+// earlier kubeplug, which kept the digest in an annotation, are applied once
+// more, which removes it. A Ready revision
 // also keeps the resourceVersion at which each object was as applied and ready: a
 // re-apply lists the objects' metadata only and neither reads, applies nor waits
 // for those still at it with the desired digest. The newest revision's inventory is widened to old ∪ new before

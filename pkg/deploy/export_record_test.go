@@ -41,3 +41,14 @@ func (d *Deployer) ForgetResourceVersions(ctx context.Context, plugin string) er
 	cur.ResourceVersions = nil
 	return d.store.Write(ctx, cur, nil)
 }
+
+// ForgetDigests rewrites a plugin's newest revision without the digests of its
+// objects, as a kubeplug that kept them in an annotation on each object wrote it.
+func (d *Deployer) ForgetDigests(ctx context.Context, plugin string) error {
+	cur, _, err := state.Latest(ctx, d.store, plugin)
+	if err != nil || cur == nil {
+		return fmt.Errorf("plugin %s: %v %w", plugin, cur, err)
+	}
+	cur.Digests = nil
+	return d.store.Write(ctx, cur, nil)
+}

@@ -23,11 +23,11 @@ import (
 // is applied, finished (narrowed, Ready) after the prune, or failed.
 
 // contentDigest identifies what a unit would apply: its objects (by the digest
-// stamped on each) and its Helm releases' charts and values.
-func contentDigest(u Unit) string {
+// of each, digests) and its Helm releases' charts and values.
+func contentDigest(u Unit, digests []string) string {
 	lines := make([]string, 0, len(u.Objects)+len(u.Releases))
-	for _, o := range u.Objects {
-		lines = append(lines, kube.RefOf(o).Key()+" "+o.GetAnnotations()[AnnotationDigest])
+	for i, o := range u.Objects {
+		lines = append(lines, kube.RefOf(o).Key()+" "+digests[i])
 	}
 	for _, h := range u.Releases {
 		lines = append(lines, "helm "+h.Namespace+"/"+h.Name+" "+helm.ChartDigest(h.Chart)+" "+helm.ValuesDigest(h.Values))
@@ -59,7 +59,7 @@ func (w *wave) beginRecord(ctx context.Context, r *unitRun) error {
 			return err
 		}
 	}
-	digest := contentDigest(u)
+	digest := contentDigest(u, r.digests)
 	rels := unitReleases(u)
 	if u.rollback != nil {
 		digest = u.rollback.ContentDigest
@@ -77,6 +77,7 @@ func (w *wave) beginRecord(ctx context.Context, r *unitRun) error {
 		ContentDigest: digest, AllowDowngrade: u.AllowDowngrade, Requires: u.Requires, Owner: d.opts.Owner, Machine: u.Machine,
 		Objects: widened, Releases: widenedRels, Phase: PhaseApplying,
 		Description: u.description, Started: time.Now().UTC().Round(time.Second),
+		Digests: keptDigests(r, old),
 	}
 	if u.rollback != nil && old != nil {
 		rec.Owner = old.Owner // a rollback restores content, not who manages it
@@ -124,16 +125,54 @@ func describe(old *Record, u Unit) string {
 	return "apply " + u.Version + ": content changed"
 }
 
-// trustedVersions is what of old's ResourceVersions an apply of u may trust
-// (ssa.LiveObjects): those of u's objects that versionable admits.
-func trustedVersions(u Unit, old *Record) map[string]string {
+// keptDigests is what of old's Digests the revision r's run records keeps
+// while it applies: those of r's objects whose content it does not change. An
+// object it applies anew has none until the revision is Ready (finishRecord),
+// so that a run killed after applying it leaves no digest that claims content
+// the object may not hold, nor one it may hold no longer: the next run applies
+// it again.
+func keptDigests(r *unitRun, old *Record) map[string]string {
+	if old == nil || len(old.Digests) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for i, o := range r.unit.Objects {
+		key := kube.RefOf(o).Key()
+		if d := old.Digests[key]; d != "" && d == r.digests[i] {
+			out[key] = d
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// unitDigests are the digests to record for r's unit once its objects were all
+// applied (or found as desired): each object's, by ObjRef key.
+func unitDigests(r *unitRun) map[string]string {
+	if len(r.unit.Objects) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(r.unit.Objects))
+	for i, o := range r.unit.Objects {
+		out[kube.RefOf(o).Key()] = r.digests[i]
+	}
+	return out
+}
+
+// trustedVersions is what of old's ResourceVersions an apply of r's unit may
+// trust (ssa.LiveObjects): those of its objects that versionable admits and
+// whose recorded digest is that of the content desired now.
+func trustedVersions(r *unitRun, old *Record) map[string]string {
 	if old == nil || len(old.ResourceVersions) == 0 {
 		return nil // an older kubeplug's record: every object is read in full
 	}
+	u := r.unit
 	out := make(map[string]string, len(old.ResourceVersions))
-	for _, o := range u.Objects {
+	for i, o := range u.Objects {
 		key := kube.RefOf(o).Key()
-		if v := old.ResourceVersions[key]; v != "" && versionable(u, o) {
+		if v := old.ResourceVersions[key]; v != "" && old.Digests[key] == r.digests[i] && versionable(u, o) {
 			out[key] = v
 		}
 	}
@@ -185,6 +224,7 @@ func (w *wave) finishRecord(ctx context.Context, r *unitRun, all []ObjRef) error
 	next := rec.Clone()
 	next.Objects = kube.Union(nil, all)
 	next.ResourceVersions = readyVersions(r)
+	next.Digests = unitDigests(r)
 	next.Releases = unitReleases(u)
 	next.HelmRevisions = nil
 	for _, h := range done {
@@ -198,6 +238,7 @@ func (w *wave) finishRecord(ctx context.Context, r *unitRun, all []ObjRef) error
 	next.Phase, next.Message = PhaseReady, ""
 	if same && slices.Equal(next.Objects, rec.Objects) && slices.Equal(next.Releases, rec.Releases) &&
 		maps.Equal(next.HelmRevisions, rec.HelmRevisions) && maps.Equal(next.ResourceVersions, rec.ResourceVersions) &&
+		maps.Equal(next.Digests, rec.Digests) &&
 		rec.Phase == PhaseReady && rec.Message == "" {
 		return nil
 	}

@@ -61,7 +61,7 @@ type Begun struct {
 
 // BeginUnit does what can be done of applying u before the plugins it waits for
 // are ready, so that none of it is in the way once they are: it prepares the
-// unit (health checks, CRD safety, its objects stamped, its records read),
+// unit (health checks, CRD safety, its objects and their digests prepared, its records read),
 // refuses a downgrade and records the revision, Applying, with its inventory
 // widened — everything but changing the cluster's objects. n is the unit's wave
 // in the plan, for its events. When a kind of u's objects is not served yet (its
@@ -239,10 +239,13 @@ type wave struct {
 type unitRun struct {
 	unit   Unit
 	health ssa.Health
-	old    *Record   // the plugin's newest revision before this run
-	hist   []*Record // all its revisions, oldest first
-	rec    *Record   // the revision this run records
-	same   bool      // nothing changed: rec is old, written only if the result differs
+	// digests are the digests of the unit's objects' content (ssa.Digest), by
+	// index into unit.Objects: what the record keeps for each once applied.
+	digests []string
+	old     *Record   // the plugin's newest revision before this run
+	hist    []*Record // all its revisions, oldest first
+	rec     *Record   // the revision this run records
+	same    bool      // nothing changed: rec is old, written only if the result differs
 	// live is what the cluster already holds of the unit's objects, by ObjRef key:
 	// objects it holds as desired need no request (one LIST per kind replaces a
 	// thousand applies on a re-apply with nothing changed).
@@ -283,8 +286,9 @@ func (w *wave) each(fn func(r *unitRun)) {
 	wg.Wait()
 }
 
-// prepare compiles each unit's health checks, refuses unsafe CRD changes, stamps
-// its objects (labels, digest, namespace) and reads its records. Units are
+// prepare compiles each unit's health checks, refuses unsafe CRD changes,
+// prepares its objects (label, namespace) and their digests, and reads its
+// records. Units are
 // independent, so a wide wave does them concurrently.
 func (w *wave) prepare(ctx context.Context) {
 	w.each(func(r *unitRun) {
@@ -297,8 +301,9 @@ func (w *wave) prepare(ctx context.Context) {
 				return
 			}
 		}
-		for _, o := range u.Objects {
-			w.d.ssa.Prepare(o, u.Plugin)
+		r.digests = make([]string, len(u.Objects))
+		for i, o := range u.Objects {
+			r.digests[i] = w.d.ssa.Prepare(o, u.Plugin)
 		}
 		r.old, r.hist, r.err = w.d.history(ctx, u.Plugin)
 	})
@@ -329,7 +334,7 @@ func (w *wave) begin(ctx context.Context) {
 		faultpoint.Hit("apply:recorded")
 		if r.old != nil {
 			// A plugin installed for the first time has nothing live to compare.
-			live := w.d.ssa.LiveObjects(ctx, r.unit.Plugin, r.unit.Objects, trustedVersions(r.unit, r.old))
+			live := w.d.ssa.LiveObjects(ctx, r.unit.Plugin, r.unit.Objects, trustedVersions(r, r.old))
 			r.live, r.current = live.Objects, live.Current
 		}
 	})
@@ -390,7 +395,7 @@ func (w *wave) stageJobs(r *unitRun, stage ssa.Stage) []applyJob {
 			continue
 		}
 		live, ignore := r.live[key], ssa.IgnoredPaths(r.unit.DriftIgnore, o)
-		if ssa.Unchanged(o, live, ignore) {
+		if ssa.Unchanged(o, live, r.digests[i], r.old.Digest(key), ignore) {
 			r.applied = append(r.applied, live)
 			continue
 		}

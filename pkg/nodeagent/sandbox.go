@@ -17,10 +17,13 @@ root=$1; shift
 mount --bind "$root" "$root"
 failed=""
 # Field 5 of mountinfo is the mount point with space, tab, newline and
-# backslash octal-escaped.
+# backslash octal-escaped: unescaped (a process) only where it has one, as
+# most do not and a hook waits for this loop.
 mounts=$(awk '{print $5}' /proc/self/mountinfo | sort -u)
 while IFS= read -r m; do
-	m=$(printf '%s' "$m" | sed -e 's/\\040/ /g' -e 's/\\011/\t/g' -e 's/\\134/\\/g')
+	case "$m" in
+	*\\*) m=$(printf '%s' "$m" | sed -e 's/\\040/ /g' -e 's/\\011/\t/g' -e 's/\\134/\\/g') ;;
+	esac
 	case "$m" in
 	"$root" | "$root"/* | /proc | /proc/*) continue ;;
 	esac

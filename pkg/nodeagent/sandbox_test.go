@@ -65,3 +65,26 @@ func TestSandboxKeepsTheHostReadOnly(t *testing.T) {
 		t.Errorf("a write to the host's /tmp: err %v, output %q", err, out)
 	}
 }
+
+// TestSandboxMakesAMountWithASpaceReadOnly: a mount point whose name
+// mountinfo escapes (a space is \040) is made read-only too.
+func TestSandboxMakesAMountWithASpaceReadOnly(t *testing.T) {
+	if !SandboxAvailable() {
+		t.Fatal("the sandbox needs root, unshare, mount and awk (util-linux, as on every machine this project runs on)")
+	}
+	root := t.TempDir()
+	dir := filepath.Join("/var/tmp", "kubeplug sandbox "+filepath.Base(root))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// A tmpfs at dir in a mount namespace of the test's own (the host's
+	// mounts stay as they are), in which the sandbox runs a hook writing there.
+	argv := append([]string{"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+		`mount -t tmpfs tmpfs "$0" && exec "$@"`, dir}, SandboxArgv(root)...)
+	argv = append(argv, "/bin/sh", "-c", `echo x > "$0/f"`, dir)
+	out, err := exec.CommandContext(context.Background(), argv[0], argv[1:]...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Read-only file system") {
+		t.Errorf("a write to the mount %q: err %v, output %q; want Read-only file system", dir, err, out)
+	}
+}

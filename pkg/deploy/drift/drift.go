@@ -82,8 +82,9 @@ func New(c *kube.Client, a *ssa.Applier, concurrency int) *Detector {
 // nothing changes) and reports the fields where that differs from the live object —
 // someone changed a field kubeplug applies since kubeplug applied it — and the
 // objects that are missing. Metadata the server maintains (resourceVersion,
-// generation, managedFields, timestamps), status, kubeplug's digest annotation and
-// the unit's DriftIgnore paths are not drift. Helm releases' objects are not
+// generation, managedFields, timestamps), status, what earlier kubeplugs put on
+// every object (legacyMetadata, which the next apply removes) and the unit's
+// DriftIgnore paths are not drift. Helm releases' objects are not
 // compared. The result has one entry per unit, in the units' order; the error
 // joins one *UnitError per object that could not be compared.
 func (d *Detector) Detect(ctx context.Context, units []Plugin) ([]PluginDrift, error) {
@@ -162,9 +163,8 @@ func (d *Detector) objectDrift(ctx context.Context, o *unstructured.Unstructured
 	if err != nil {
 		return nil, fmt.Errorf("dry-run apply: %w", ssa.DescribeApplyError(err))
 	}
-	ignore = append(slices.Clone(ignore), "/metadata/annotations/"+ssa.EscapePointer(ssa.AnnotationDigest))
 	var fields []FieldDrift
-	diffValues("", comparable(live.Object), comparable(want.Object), ignore, &fields)
+	diffValues("", withoutLegacy(comparable(live.Object), want), comparable(want.Object), ignore, &fields)
 	if len(fields) == 0 {
 		return nil, nil
 	}
@@ -176,6 +176,41 @@ func (d *Detector) objectDrift(ctx context.Context, o *unstructured.Unstructured
 		}
 	}
 	return &ObjectDrift{Object: ref, Fields: fields}, nil
+}
+
+// withoutLegacy drops from obj, a live object's comparable copy, what earlier
+// kubeplugs put on every object they applied and kubeplug no longer sends,
+// where want (the apply's dry run, which drops it) does not have it: their
+// digest annotation (ssa.AnnotationDigest) and their app.kubernetes.io/managed-by
+// label. Not drift of the plugin's content: the object's next apply removes
+// them.
+func withoutLegacy(obj map[string]any, want *unstructured.Unstructured) map[string]any {
+	m, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return obj
+	}
+	drop := func(field, key string, only func(any) bool) {
+		kv, ok := m[field].(map[string]any)
+		if !ok {
+			return
+		}
+		if _, wanted := want.GetAnnotations()[key]; field == "annotations" && wanted {
+			return
+		}
+		if _, wanted := want.GetLabels()[key]; field == "labels" && wanted {
+			return
+		}
+		if v, ok := kv[key]; !ok || only != nil && !only(v) {
+			return
+		}
+		delete(kv, key)
+		if len(kv) == 0 {
+			delete(m, field)
+		}
+	}
+	drop("annotations", ssa.AnnotationDigest, nil)
+	drop("labels", kube.LabelManagedBy, func(v any) bool { return v == kube.FieldManager })
+	return obj
 }
 
 // comparable drops what the server maintains, so that only content is compared.

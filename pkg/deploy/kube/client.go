@@ -33,7 +33,9 @@ import (
 // FieldManager is the server-side apply field manager of everything kubeplug applies.
 const FieldManager = "kubeplug"
 
-// Labels put on every object kubeplug applies.
+// Labels of kubeplug's objects: LabelPlugin is the one label on every object
+// kubeplug applies for a plugin (its plugin's name); LabelManagedBy marks what
+// kubeplug keeps for itself (its records, its lease, its namespace).
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	LabelPlugin    = "kubeplug.dev/plugin"

@@ -71,8 +71,11 @@ func New(c *kube.Client, opts Options) *Applier {
 }
 
 // Prepare makes a plugin's object what is applied and compared for drift: its
-// namespace resolved, kubeplug's labels, and the digest of the content.
-func (a *Applier) Prepare(o *unstructured.Unstructured, plugin string) {
+// namespace resolved and the label naming its plugin — the one label the
+// plugin's objects are listed by (LiveObjects), nothing more, as whatever is
+// sent costs the API server at every apply — and returns the digest of its
+// content (Digest).
+func (a *Applier) Prepare(o *unstructured.Unstructured, plugin string) string {
 	// Resolve scope now, so that the record holds the namespace a namespaced object
 	// without one will land in, and the digest covers it. Kinds whose CRD comes in
 	// the same wave are resolved when they are applied.
@@ -81,10 +84,9 @@ func (a *Applier) Prepare(o *unstructured.Unstructured, plugin string) {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[kube.LabelManagedBy] = kube.FieldManager
 	labels[kube.LabelPlugin] = plugin
 	o.SetLabels(labels)
-	StampDigest(o)
+	return Digest(o)
 }
 
 // Result is the outcome of applying one object: what the server stored, or why not.

@@ -6,11 +6,13 @@
 // only when told to); Order is the table of rules that puts a wave's objects in
 // stages (CustomResourceDefinitions and Namespaces first, APIServices and webhook
 // configurations last) and DeleteAll deletes in the reverse of it. Objects the
-// cluster already holds as desired need no request at all: Prepare stamps the
-// digest of an object's content on it, and Unchanged compares it with the live
-// object LiveObjects read. An object still at the resourceVersion recorded when
-// it last held what was applied, ready, and carrying the digest desired now, is
-// not even read: LiveObjects lists only its metadata. WaitEstablished waits for CRDs before their custom
+// cluster already holds as desired need no request at all: Prepare returns the
+// digest of an object's content (Digest), which the caller keeps (the release
+// record does, not the object: what is applied is the plugin's content and its
+// plugin label only), and Unchanged compares the live object LiveObjects read
+// with what is desired once the digest last applied is the one desired now. An
+// object still at the resourceVersion recorded when it last held what is
+// desired, ready, is not even read: LiveObjects lists only its metadata. WaitEstablished waits for CRDs before their custom
 // resources are applied; WaitReady waits until objects are Current by kstatus and
 // pass the health expressions of their kind (Health).
 package ssa

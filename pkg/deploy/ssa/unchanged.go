@@ -27,9 +27,9 @@ type Live struct {
 	// Objects are the live objects read in full, by ObjRef key: compare them
 	// with what is desired (Unchanged).
 	Objects map[string]*unstructured.Unstructured
-	// Current are the objects still at the resourceVersion recorded for them
-	// and carrying the digest of the content desired now, by ObjRef key, with
-	// that resourceVersion: nothing to read, apply or wait for.
+	// Current are the objects still at the resourceVersion recorded for them,
+	// by ObjRef key, with that resourceVersion: nothing to read, apply or wait
+	// for.
 	Current map[string]string
 }
 
@@ -40,10 +40,11 @@ const fullReadShare = 4
 // LiveObjects finds what the cluster holds of a plugin's objects, with one LIST
 // per resource and namespace (label selector on the plugin) instead of one
 // request per object. recorded says, by ObjRef key, the resourceVersion at which
-// an object last held what is applied to it, ready (state.Record's
-// ResourceVersions): for a scope with recorded objects the LIST is of metadata
-// only (protobuf), and an object still at its recorded resourceVersion with the
-// desired digest is Current; the others that exist are then read in full (one
+// an object last held what is applied to it now, ready (state.Record's
+// ResourceVersions, of the objects whose recorded digest is the one desired
+// now: the caller's to choose): for a scope with recorded objects the LIST is
+// of metadata only (protobuf), and an object still at its recorded
+// resourceVersion is Current; the others that exist are then read in full (one
 // GET each, or one LIST when many changed). A scope without recorded objects is
 // listed in full. Kinds that cannot be listed yet (a CRD in this very wave) are
 // left out, and so are objects a request failed for: they are simply applied,
@@ -105,8 +106,7 @@ func (a *Applier) liveIn(ctx context.Context, plugin string, gvr schema.GroupVer
 		switch {
 		case m == nil:
 			// Not there: applied.
-		case recorded[key] != "" && m.ResourceVersion == recorded[key] &&
-			m.Annotations[AnnotationDigest] == o.GetAnnotations()[AnnotationDigest]:
+		case recorded[key] != "" && m.ResourceVersion == recorded[key]:
 			current[key] = m.ResourceVersion
 		default:
 			changed = append(changed, o)
@@ -249,38 +249,45 @@ func (a *Applier) listFull(ctx context.Context, gvr schema.GroupVersionResource,
 	return out
 }
 
-// AnnotationDigest holds the digest of the content kubeplug last applied to an object.
+// AnnotationDigest is the annotation in which earlier kubeplugs kept the
+// digest of the content they last applied to an object. It is no longer sent —
+// the release record keeps the digests (state.Record's Digests) — so server-side
+// apply removes it from an object at the object's next apply: Digest drops it
+// from what is applied, and drift does not report it.
 const AnnotationDigest = "kubeplug.dev/applied-digest"
 
-// StampDigest records the digest of the object's desired content on it, so that a
-// later apply can tell that the content is unchanged without sending it.
-func StampDigest(o *unstructured.Unstructured) {
-	ann := o.GetAnnotations()
-	delete(ann, AnnotationDigest)
-	o.SetAnnotations(ann)
+// Digest is the digest of the object's content as it is applied: what the
+// release record keeps for it, so that a later apply can tell that the content
+// is unchanged without sending it. An older kubeplug's digest annotation is
+// removed from the object first: it is not applied again.
+func Digest(o *unstructured.Unstructured) string {
+	if ann := o.GetAnnotations(); ann != nil {
+		if _, ok := ann[AnnotationDigest]; ok {
+			delete(ann, AnnotationDigest)
+			o.SetAnnotations(ann)
+		}
+	}
 	raw, ok := jsonenc.Append(make([]byte, 0, 1024), o.Object)
 	if !ok {
 		raw, _ = json.Marshal(o.Object) // plain JSON values: cannot fail
 	}
 	sum := sha256.Sum256(raw)
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[AnnotationDigest] = hex.EncodeToString(sum[:16])
-	o.SetAnnotations(ann)
+	return hex.EncodeToString(sum[:16])
 }
 
-// Unchanged reports whether an apply of desired would change nothing: live carries
-// the digest of the same desired content (so no field was added or dropped since the
-// last apply), and every field desired sets is in live with the same value (so no
-// one changed it out of band; fields the server defaults or other managers set are
-// ignored). Drift is therefore corrected on every apply — except at the ignored
-// JSON pointers (and below them), which others own by the plugin's declaration: an
-// autoscaler's /spec/replicas is not fought on every apply. A change of the
-// plugin's own content is applied without the ignored fields that another field
-// manager owns (YieldIgnored).
-func Unchanged(desired, live *unstructured.Unstructured, ignore []string) bool {
-	if live == nil || live.GetAnnotations()[AnnotationDigest] != desired.GetAnnotations()[AnnotationDigest] {
+// Unchanged reports whether an apply of desired, whose content has digest
+// (Digest), would change nothing: lastApplied, the digest the release record
+// keeps for the object, is the same (so no field was added or dropped since the
+// last apply; an object with none recorded is applied), and every field desired
+// sets is in live with the same value (so no one changed it out of band; fields
+// the server defaults or other managers set are ignored). Drift is therefore
+// corrected on every apply — except at the ignored JSON pointers (and below
+// them), which others own by the plugin's declaration: an autoscaler's
+// /spec/replicas is not fought on every apply. A change of the plugin's own
+// content is applied without the ignored fields that another field manager owns
+// (YieldIgnored).
+func Unchanged(desired, live *unstructured.Unstructured, digest, lastApplied string, ignore []string) bool {
+	if live == nil || lastApplied == "" || lastApplied != digest {
 		return false
 	}
 	d := desired.DeepCopy().Object

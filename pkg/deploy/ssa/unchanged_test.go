@@ -10,21 +10,24 @@ import (
 )
 
 // TestUnchangedDetectsChangedCRDAndHonoursIgnoredPaths: a CRD whose content changed
-// is never skipped, and a field another manager owns by the plugin's declaration
-// does not make an object look changed.
+// is never skipped, nor an object whose last applied digest the record does not
+// keep, and a field another manager owns by the plugin's declaration does not
+// make an object look changed.
 func TestUnchangedDetectsChangedCRDAndHonoursIgnoredPaths(t *testing.T) {
 	desired := &unstructured.Unstructured{Object: deploytest.CRD(t, deploytest.WidgetsV1, func(m map[string]any) { delete(m, "status") })}
-	ssa.StampDigest(desired)
+	applied := ssa.Digest(desired) // what the record keeps
 	live := desired.DeepCopy()
-	if !ssa.Unchanged(desired, live, nil) {
+	if !ssa.Unchanged(desired, live, applied, applied, nil) {
 		t.Fatal("identical CRD reported changed")
+	}
+	if ssa.Unchanged(desired, live, applied, "", nil) {
+		t.Error("an object whose record keeps no digest was skipped as unchanged")
 	}
 	next := &unstructured.Unstructured{Object: deploytest.CRD(t, deploytest.WidgetsV1, func(m map[string]any) {
 		delete(m, "status")
 		delete(deploytest.V1Spec(m, 0)["properties"].(map[string]any), "mode")
 	})}
-	ssa.StampDigest(next)
-	if ssa.Unchanged(next, live, nil) {
+	if ssa.Unchanged(next, live, ssa.Digest(next), applied, nil) {
 		t.Error("a CRD with a field removed was skipped as unchanged")
 	}
 
@@ -32,21 +35,21 @@ func TestUnchangedDetectsChangedCRDAndHonoursIgnoredPaths(t *testing.T) {
 		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "web"},
 		"spec": map[string]any{"replicas": int64(2), "template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "nginx:1"}}}}},
 	}}
-	ssa.StampDigest(dep)
+	d := ssa.Digest(dep)
 	scaled := dep.DeepCopy()
 	_ = unstructured.SetNestedField(scaled.Object, int64(7), "spec", "replicas")
 	rules := []ssa.Ignore{{Kind: "Deployment", Paths: []string{"/spec/replicas"}}}
-	if ssa.Unchanged(dep, scaled, nil) {
+	if ssa.Unchanged(dep, scaled, d, d, nil) {
 		t.Error("scaled Deployment reported unchanged without an ignore rule")
 	}
-	if !ssa.Unchanged(dep, scaled, ssa.IgnoredPaths(rules, dep)) {
+	if !ssa.Unchanged(dep, scaled, d, d, ssa.IgnoredPaths(rules, dep)) {
 		t.Error("scaled Deployment reported changed although /spec/replicas is ignored")
 	}
 	edited := scaled.DeepCopy()
 	containers, _, _ := unstructured.NestedSlice(edited.Object, "spec", "template", "spec", "containers")
 	containers[0].(map[string]any)["image"] = "nginx:2"
 	_ = unstructured.SetNestedSlice(edited.Object, containers, "spec", "template", "spec", "containers")
-	if ssa.Unchanged(dep, edited, ssa.IgnoredPaths(rules, dep)) {
+	if ssa.Unchanged(dep, edited, d, d, ssa.IgnoredPaths(rules, dep)) {
 		t.Error("an edited image was ignored along with /spec/replicas")
 	}
 	if got := ssa.IgnoredPaths([]ssa.Ignore{{Kind: "Deployment", Name: "other", Paths: []string{"/spec/replicas"}}}, dep); got != nil {

@@ -125,11 +125,23 @@ type Record struct {
 	Inline bool `json:"inline,omitempty"`
 	// ResourceVersions are, by object (ObjRef.Key), the resourceVersion at
 	// which the object last held what kubeplug applies to it and was ready: an
-	// object still at that resourceVersion, carrying the digest (ssa's
-	// AnnotationDigest) of the content desired now, needs no read, apply or
-	// wait. Objects whose readiness is more than their own state (health checks,
-	// served certificates) have none. Absent in records of older kubeplugs.
+	// object still at that resourceVersion, whose digest in Digests is that of
+	// the content desired now, needs no read, apply or wait. Objects whose
+	// readiness is more than their own state (health checks, served
+	// certificates) have none. Absent in records of older kubeplugs.
 	ResourceVersions map[string]string `json:"resourceVersions,omitempty"`
+	// Digests are, by object (ObjRef.Key), the digest of the content kubeplug
+	// last applied to the object (ssa.Digest), kept here rather than on the
+	// object so that what is applied is no more than the plugin's content: an
+	// object whose digest is that of the content desired now, and whose live
+	// fields still hold it, is not applied again. A revision being applied
+	// keeps only the digests its apply does not change (an object it applies
+	// anew has none until the revision is Ready), so that a run killed at any
+	// point leaves no digest an object does not hold. Absent in records of
+	// older kubeplugs, which kept the digest in an annotation on the object
+	// (ssa.AnnotationDigest): their objects are applied once more, which
+	// removes the annotation.
+	Digests map[string]string `json:"digests,omitempty"`
 
 	// Legacy is set on a record read from an older kubeplug's inventory (never
 	// stored): the next Write migrates it.
@@ -147,6 +159,15 @@ func (r *Record) Inventory() []kube.ObjRef {
 // HasObjects says whether the revision stored the objects it applied (in
 // chunks or inline), so that it can be restored.
 func (r *Record) HasObjects() bool { return r != nil && (r.Inline || len(r.Chunks) > 0) }
+
+// Digest is the digest the revision keeps of the content last applied to the
+// object key (ObjRef.Key); empty when it keeps none, or for a nil record.
+func (r *Record) Digest(key string) string {
+	if r == nil {
+		return ""
+	}
+	return r.Digests[key]
+}
 
 // HelmReleases is the Helm releases the revision lists; none for a nil record.
 func (r *Record) HelmReleases() []kube.ReleaseRef {
@@ -166,6 +187,7 @@ func (r *Record) Clone() *Record {
 	c.HelmRevisions = maps.Clone(r.HelmRevisions)
 	c.Chunks = slices.Clone(r.Chunks)
 	c.ResourceVersions = maps.Clone(r.ResourceVersions)
+	c.Digests = maps.Clone(r.Digests)
 	return &c
 }
 

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -77,6 +79,10 @@ type ControlPlane struct {
 	procs   map[Component]*process
 	stopped bool
 	nodeSeq map[string]int
+
+	// nodes is the last LIST of the Nodes (readyNodes): concurrent waits for
+	// Nodes share one per poll.
+	nodes nodeList
 }
 
 // Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
@@ -199,11 +205,19 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The service account controller creates "default" in every namespace;
-	// until it did, the ServiceAccount admission plugin rejects Pods.
+	// The ServiceAccount admission plugin rejects Pods in a namespace without
+	// its "default" service account. The controller manager's service account
+	// controller makes it, once its informers have synced (0.2–0.7 s after the
+	// controller manager is healthy, on a busy machine): made here, it need
+	// not be waited for. The controller finds it there and leaves it; the
+	// other namespaces' are still its.
 	return c.poll(ctx, ControllerManager, "default service account", func(ctx context.Context) error {
-		_, err := c.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
-		return err
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: metav1.NamespaceDefault}}
+		_, err := c.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Create(ctx, sa, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err // the namespace not made yet, say: tried again
 	})
 }
 
@@ -634,11 +648,21 @@ func (c *ControlPlane) waitReady(ctx context.Context, comp Component) error {
 	return nil
 }
 
-// poll runs check every 100ms until it succeeds, ctx is done or comp exits. The
-// error names the last failure and, if comp exited, the tail of its log.
+// Polls start pollFirst apart and double up to pollMax: a component or Node
+// that is ready within a few tens of milliseconds is seen so, one that takes
+// seconds (the API server) costs a check every pollMax.
+const (
+	pollFirst = 10 * time.Millisecond
+	pollMax   = 100 * time.Millisecond
+)
+
+// poll runs check until it succeeds, ctx is done or comp exits: at once, then
+// pollFirst apart, doubling up to pollMax. The error names the last failure
+// and, if comp exited, the tail of its log.
 func (c *ControlPlane) poll(ctx context.Context, comp Component, what string, check func(context.Context) error) error {
-	ticker := time.NewTicker(100 * time.Millisecond)
-	defer ticker.Stop()
+	interval := pollFirst
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
 	var last error
 	for {
 		attemptCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -662,8 +686,10 @@ func (c *ControlPlane) poll(ctx context.Context, comp Component, what string, ch
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("wait for %s %s (last error: %w): %w", comp, what, last, ctx.Err())
-		case <-ticker.C:
+		case <-timer.C:
 		}
+		interval = min(2*interval, pollMax)
+		timer.Reset(interval)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -72,7 +74,7 @@ func (c *ControlPlane) AddNodes(ctx context.Context, n int, opts NodeOptions) ([
 		}
 		names = append(names, name)
 	}
-	for _, name := range names {
+	for _, name := range names { // one LIST per poll answers for every Node (readyNodes)
 		if err := c.waitNodeReady(ctx, name); err != nil {
 			return names, err
 		}
@@ -83,17 +85,51 @@ func (c *ControlPlane) AddNodes(ctx context.Context, n int, opts NodeOptions) ([
 
 func (c *ControlPlane) waitNodeReady(ctx context.Context, name string) error {
 	return c.poll(ctx, Kwok, "node "+name+" ready", func(ctx context.Context) error {
-		node, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		ready, err := c.readyNodes(ctx)
 		if err != nil {
-			return fmt.Errorf("get node %s: %w", name, err)
+			return fmt.Errorf("list nodes: %w", err)
 		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return nil
-			}
+		switch r, ok := ready[name]; {
+		case !ok:
+			return fmt.Errorf("node %s not found", name)
+		case !r:
+			return fmt.Errorf("node %s not ready yet", name)
 		}
-		return fmt.Errorf("node %s not ready yet", name)
+		return nil
 	})
+}
+
+// nodeList is the last LIST of the Nodes, with when it was asked for.
+type nodeList struct {
+	mu    sync.Mutex
+	asked time.Time
+	ready map[string]bool
+}
+
+// readyNodes says, by Node name, whether each Node is Ready, as a LIST asked
+// for after this call began says: waits for many Nodes at once (a pool of
+// hundreds being added) share one LIST per poll, not one GET per Node each.
+func (c *ControlPlane) readyNodes(ctx context.Context) (map[string]bool, error) {
+	began := time.Now()
+	c.nodes.mu.Lock()
+	defer c.nodes.mu.Unlock()
+	if c.nodes.ready != nil && !c.nodes.asked.Before(began) {
+		return c.nodes.ready, nil // a LIST as new as the one this call would make
+	}
+	asked := time.Now()
+	list, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ready := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		n := &list.Items[i]
+		ready[n.Name] = slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		})
+	}
+	c.nodes.asked, c.nodes.ready = asked, ready
+	return ready, nil
 }
 
 // ManagedLabelsAnnotation lists, comma-separated, the label keys EnsureNode set
