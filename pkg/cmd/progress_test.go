@@ -12,7 +12,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/stage"
-	"github.com/kubeplug/kubeplug/test/harness/pty"
+	"github.com/kubeplug/kubeplug/test/harness/livetest"
 )
 
 // TestQuietProgress: -q keeps failures and interrupts, and drops every other

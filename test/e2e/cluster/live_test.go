@@ -12,7 +12,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/deploy"
 	"github.com/kubeplug/kubeplug/pkg/lease"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
-	"github.com/kubeplug/kubeplug/test/harness/pty"
+	"github.com/kubeplug/kubeplug/test/harness/livetest"
 	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
 

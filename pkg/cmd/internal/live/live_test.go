@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kubeplug/kubeplug/pkg/cmd/internal/live"
-	"github.com/kubeplug/kubeplug/test/harness/pty"
+	"github.com/kubeplug/kubeplug/test/harness/livetest"
 )
 
 // TestDisplay drives a display on a real pseudo-terminal and checks what the
