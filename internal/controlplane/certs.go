@@ -61,22 +61,33 @@ func EnsurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) error {
 	return err
 }
 
+// IdentityFiles are the files of a PKI directory that make a cluster's
+// identity: the CA, the front proxy's CA and the service-account key pair.
+// Given these (a restore from an etcd snapshot brings them back), EnsurePKI
+// makes the rest anew for this machine's addresses, so that clients,
+// kube-root-ca.crt and stored service-account tokens of the restored cluster
+// stay valid.
+var IdentityFiles = []string{caCert, caKey, frontProxyCACert, frontProxyCAKey, saKey, saPub}
+
 // ensurePKI creates the CA, certificates and keys unless DataDir/pki already
 // holds them (a reused data directory keeps its identity, so clients and stored
-// service account tokens stay valid).
+// service account tokens stay valid). A directory that holds only
+// IdentityFiles keeps those and gets the leaf certificates.
 func ensurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) (pki, error) {
 	p := pki{dir: dir}
 	if _, err := os.Stat(p.path(saPub)); err == nil {
-		return p, nil
+		if _, err := os.Stat(p.path(apiServerCert)); err == nil {
+			return p, nil
+		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return p, fmt.Errorf("create pki directory %s: %w", dir, err)
 	}
-	ca, caSigner, err := newCA("kubeplug-local-ca")
+	ca, caSigner, caNew, err := loadOrNewCA(p.path(caCert), p.path(caKey), "kubeplug-local-ca")
 	if err != nil {
 		return p, err
 	}
-	fpCA, fpSigner, err := newCA("kubeplug-local-front-proxy-ca")
+	fpCA, fpSigner, fpNew, err := loadOrNewCA(p.path(frontProxyCACert), p.path(frontProxyCAKey), "kubeplug-local-front-proxy-ca")
 	if err != nil {
 		return p, err
 	}
@@ -123,11 +134,20 @@ func ensurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) (pki, error) 
 			return p, err
 		}
 	}
-	if err := writeCertAndKey(p.path(caCert), p.path(caKey), ca.Raw, caSigner); err != nil {
-		return p, err
+	if caNew {
+		if err := writeCertAndKey(p.path(caCert), p.path(caKey), ca.Raw, caSigner); err != nil {
+			return p, err
+		}
 	}
-	if err := writeCertAndKey(p.path(frontProxyCACert), p.path(frontProxyCAKey), fpCA.Raw, fpSigner); err != nil {
-		return p, err
+	if fpNew {
+		if err := writeCertAndKey(p.path(frontProxyCACert), p.path(frontProxyCAKey), fpCA.Raw, fpSigner); err != nil {
+			return p, err
+		}
+	}
+	if _, err := os.Stat(p.path(saPub)); err == nil {
+		if _, err := os.Stat(p.path(saKey)); err == nil {
+			return p, nil // a restored identity: its key pair stays
+		}
 	}
 	// The service account key pair is written last: its presence marks a
 	// complete pki directory (see the check at the top).
@@ -146,6 +166,52 @@ func ensurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) (pki, error) 
 		return p, err
 	}
 	return p, nil
+}
+
+// loadOrNewCA reads the CA at certPath and keyPath, or makes a new one (new
+// is then true) when neither exists; one without the other is an error.
+func loadOrNewCA(certPath, keyPath, cn string) (cert *x509.Certificate, key crypto.Signer, isNew bool, err error) {
+	_, certErr := os.Stat(certPath)
+	_, keyErr := os.Stat(keyPath)
+	switch {
+	case errors.Is(certErr, os.ErrNotExist) && errors.Is(keyErr, os.ErrNotExist):
+		cert, key, err = newCA(cn)
+		return cert, key, true, err
+	case certErr != nil || keyErr != nil:
+		return nil, nil, false, fmt.Errorf("CA %s: certificate and key must both exist or both be absent: %w", certPath, errors.Join(certErr, keyErr))
+	}
+	cert, key, err = readCA(certPath, keyPath)
+	return cert, key, false, err
+}
+
+// readCA reads a CA certificate and its PKCS#8 key.
+func readCA(certPath, keyPath string) (*x509.Certificate, crypto.Signer, error) {
+	caPEM, err := os.ReadFile(certPath) //nolint:gosec // the caller's pki directory
+	if err != nil {
+		return nil, nil, fmt.Errorf("read CA: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyPath) //nolint:gosec // the caller's pki directory
+	if err != nil {
+		return nil, nil, fmt.Errorf("read CA key: %w", err)
+	}
+	cb, _ := pem.Decode(caPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, nil, fmt.Errorf("CA %s: not PEM", certPath)
+	}
+	ca, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse CA %s: %w", certPath, err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse CA key %s: %w", keyPath, err)
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, nil, fmt.Errorf("CA key %s cannot sign", keyPath)
+	}
+	return ca, signer, nil
 }
 
 func newCA(cn string) (*x509.Certificate, crypto.Signer, error) {
@@ -222,30 +288,9 @@ func IssueClientCert(pkiDir, certPath, keyPath, cn string, orgs ...string) error
 			return nil
 		}
 	}
-	caPEM, err := os.ReadFile(filepath.Join(pkiDir, caCert))
+	ca, signer, err := readCA(filepath.Join(pkiDir, caCert), filepath.Join(pkiDir, caKey))
 	if err != nil {
-		return fmt.Errorf("read cluster CA: %w", err)
-	}
-	keyPEM, err := os.ReadFile(filepath.Join(pkiDir, caKey))
-	if err != nil {
-		return fmt.Errorf("read cluster CA key: %w", err)
-	}
-	cb, _ := pem.Decode(caPEM)
-	kb, _ := pem.Decode(keyPEM)
-	if cb == nil || kb == nil {
-		return errors.New("cluster CA: not PEM")
-	}
-	ca, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return fmt.Errorf("parse cluster CA: %w", err)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
-	if err != nil {
-		return fmt.Errorf("parse cluster CA key: %w", err)
-	}
-	signer, ok := k.(crypto.Signer)
-	if !ok {
-		return errors.New("cluster CA key cannot sign")
+		return fmt.Errorf("cluster CA: %w", err)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
