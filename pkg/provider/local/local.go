@@ -168,6 +168,16 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := os.MkdirAll(filepath.Join(p.opts.StateDir, machinesDir), 0o755); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
+	var restore *SnapshotHeader
+	restoreDB := filepath.Join(p.opts.StateDir, "etcd-restore.db")
+	if p.opts.RestoreFrom != "" {
+		// Refused before anything is written: a snapshot that is not whole,
+		// of another cluster, or onto a cluster that exists.
+		defer func() { _ = os.Remove(restoreDB) }()
+		if restore, err = p.restoreCheck(ctx, st, d.KubernetesVersion, restoreDB); err != nil {
+			return nil, err
+		}
+	}
 	if st == nil {
 		st = &state{}
 	}
@@ -230,6 +240,23 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 			return nil, err
 		}
 		if err := keepEtcdData(filepath.Join(p.opts.StateDir, controlPlaneDir, "etcd"), flagValue(args[controlplane.Etcd], "data-dir")); err != nil {
+			return nil, err
+		}
+	}
+	if restore != nil {
+		dataDir := flagValue(args[controlplane.Etcd], "data-dir")
+		if p.cpMachine() {
+			// etcd's data is in the machine's writable layer.
+			rel, err := filepath.Rel(p.machineRoot(cpNode.name), dataDir)
+			if err != nil || strings.HasPrefix(rel, "..") {
+				return nil, fmt.Errorf("restore etcd: the rendered etcd's --data-dir %s is not on the control-plane machine", dataDir)
+			}
+			dataDir = filepath.Join(p.machineDir(cpNode.name), machineNodeDir, "upper", rel)
+		}
+		if dataDir == "" {
+			return nil, errors.New("restore etcd: the rendered etcd static Pod has no --data-dir")
+		}
+		if err := p.restoreEtcd(ctx, restore, restoreDB, args[controlplane.Etcd], dataDir); err != nil {
 			return nil, err
 		}
 	}
