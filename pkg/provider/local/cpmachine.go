@@ -553,3 +553,23 @@ func staticPods(m *render.Machine) ([]staticPod, error) {
 	}
 	return out, nil
 }
+
+// checkControlPlaneCount refuses, before anything starts, a control plane
+// the provider cannot run (spec.controlPlane.count): an even count (an even
+// number of etcd members tolerates no more failures than one fewer), more
+// than one control-plane node as processes on this host, and — not built
+// yet — more than one control-plane machine (docs/ha.md).
+func (p *Provider) checkControlPlaneCount(m *model.Model) error {
+	pool := m.Pools[model.ControlPlanePool]
+	if pool == nil || pool.Count <= 1 {
+		return nil
+	}
+	switch {
+	case pool.Count%2 == 0:
+		return fmt.Errorf("spec.controlPlane.count is %d: the control plane's etcd needs an odd number of members (%d tolerate no more failures than %d); use 1 or 3", pool.Count, pool.Count, pool.Count-1)
+	case !p.cpMachine():
+		return fmt.Errorf("spec.controlPlane.count is %d: the local provider runs a control plane as processes on this host only once; several control-plane nodes need machines (spec.provider.local.machinePools: [%s])", pool.Count, model.ControlPlanePool)
+	default:
+		return fmt.Errorf("spec.controlPlane.count is %d: several control-plane machines (stacked etcd behind a load balancer) are not built yet in the local provider; use 1 (docs/ha.md says what is built)", pool.Count)
+	}
+}

@@ -466,7 +466,7 @@ func (p *Provider) stopForRestore(ctx context.Context) error {
 		for _, ns := range st.Nodes {
 			if ns.Name == ControlPlaneNode {
 				m := p.recordedMachine(ns, *st.Network)
-				if err := m.Stop(ctx, p.opts.StopGracePeriod); err != nil {
+				if err := m.Stop(ctx, 10*time.Second); err != nil {
 					return fmt.Errorf("stop machine %s to restore etcd: %w", ns.Name, err)
 				}
 			}

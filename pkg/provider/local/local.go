@@ -141,6 +141,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := p.checkKubernetesVersion(ctx, d.KubernetesVersion); err != nil {
 		return nil, err
 	}
+	if err := p.checkControlPlaneCount(d.Model); err != nil {
+		return nil, err
+	}
 	// A machine that cannot host the real pools is refused before anything starts.
 	if err := p.preflightReal(d.Model); err != nil {
 		return nil, err
@@ -583,9 +586,6 @@ func (p *Provider) desiredNodes(d *provider.Desired) []*desiredNode {
 	cpPool := d.Model.Pools[model.ControlPlanePool]
 	if cpPool == nil {
 		cpPool = &model.Pool{Name: model.ControlPlanePool, Role: model.RoleControlPlane, Count: 1}
-	}
-	if cpPool.Count > 1 {
-		p.event("control-plane", "", fmt.Sprintf("the local provider runs one control-plane machine; pool %s asks for %d", cpPool.Name, cpPool.Count))
 	}
 	out := []*desiredNode{node(ControlPlaneNode, cpPool)}
 	for _, name := range d.Model.PoolNames() {
