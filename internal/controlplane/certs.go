@@ -311,3 +311,71 @@ func IssueClientCert(pkiDir, certPath, keyPath, cn string, orgs ...string) error
 
 // CACertPath is the cluster CA's certificate in pkiDir.
 func CACertPath(pkiDir string) string { return filepath.Join(pkiDir, caCert) }
+
+// The etcd peer PKI of a stacked control plane, in the etcd/ directory of a
+// PKI directory, as kubeadm lays it out.
+const (
+	EtcdCACert   = "etcd/ca.crt"
+	EtcdCAKey    = "etcd/ca.key"
+	EtcdPeerCert = "etcd/peer.crt"
+	EtcdPeerKey  = "etcd/peer.key"
+)
+
+// EnsureEtcdPeerPKI creates, unless dir holds them, an etcd CA of its own
+// (the cluster CA signs kubelets' certificates: none of them must be able to
+// join etcd) and one peer certificate naming every member's address in ips,
+// for both ends of the members' TLS (server and client auth). A peer
+// certificate that does not name every address of ips is made anew with the
+// same CA.
+func EnsureEtcdPeerPKI(dir string, ips ...net.IP) error {
+	if err := os.MkdirAll(filepath.Join(dir, "etcd"), 0o700); err != nil {
+		return fmt.Errorf("create etcd pki directory: %w", err)
+	}
+	ca, signer, isNew, err := loadOrNewCA(filepath.Join(dir, EtcdCACert), filepath.Join(dir, EtcdCAKey), "kubeplug-etcd-ca")
+	if err != nil {
+		return err
+	}
+	if isNew {
+		if err := writeCertAndKey(filepath.Join(dir, EtcdCACert), filepath.Join(dir, EtcdCAKey), ca.Raw, signer); err != nil {
+			return err
+		}
+	} else if peerNames(filepath.Join(dir, EtcdPeerCert), ips) {
+		return nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generate etcd peer key: %w", err)
+	}
+	der, err := sign(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kubeplug-etcd-peer"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...),
+	}, ca, key.Public(), signer)
+	if err != nil {
+		return fmt.Errorf("sign etcd peer certificate: %w", err)
+	}
+	return writeCertAndKey(filepath.Join(dir, EtcdPeerCert), filepath.Join(dir, EtcdPeerKey), der, key)
+}
+
+// peerNames says whether the certificate at path names every address of ips.
+func peerNames(path string, ips []net.IP) bool {
+	b, err := os.ReadFile(path) //nolint:gosec // the caller's pki directory
+	if err != nil {
+		return false
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return false
+	}
+	for _, ip := range ips {
+		if c.VerifyHostname(ip.String()) != nil {
+			return false
+		}
+	}
+	return true
+}

@@ -76,3 +76,53 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 	}
 	return c
 }
+
+// The etcd peer certificate is signed by an etcd CA of its own, names every
+// member, serves and authenticates; a new member's address gets a new
+// certificate from the same CA.
+func TestEnsureEtcdPeerPKI(t *testing.T) {
+	dir := t.TempDir()
+	a, b, c := net.ParseIP("10.250.3.2"), net.ParseIP("10.250.3.3"), net.ParseIP("10.250.3.4")
+	if err := controlplane.EnsureEtcdPeerPKI(dir, a, b); err != nil {
+		t.Fatal(err)
+	}
+	ca := readCert(t, filepath.Join(dir, controlplane.EtcdCACert))
+	peer := readCert(t, filepath.Join(dir, controlplane.EtcdPeerCert))
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := peer.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			t.Errorf("peer certificate for %v: %v", usage, err)
+		}
+	}
+	for _, ip := range []net.IP{a, b} {
+		if err := peer.VerifyHostname(ip.String()); err != nil {
+			t.Error(err)
+		}
+	}
+	// Again with the same members: nothing changes.
+	before, _ := os.ReadFile(filepath.Join(dir, controlplane.EtcdPeerCert))
+	if err := controlplane.EnsureEtcdPeerPKI(dir, a, b); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, controlplane.EtcdPeerCert)); !bytes.Equal(before, after) {
+		t.Error("the peer certificate was made anew for the same members")
+	}
+	if err := controlplane.EnsureEtcdPeerPKI(dir, a, b, c); err != nil {
+		t.Fatal(err)
+	}
+	peer = readCert(t, filepath.Join(dir, controlplane.EtcdPeerCert))
+	if err := peer.VerifyHostname(c.String()); err != nil {
+		t.Error(err)
+	}
+	if ca2 := readCert(t, filepath.Join(dir, controlplane.EtcdCACert)); !ca2.Equal(ca) {
+		t.Error("the etcd CA changed")
+	}
+	// Not the cluster CA.
+	if err := controlplane.EnsurePKI(dir, net.ParseIP("10.96.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	if cluster := readCert(t, filepath.Join(dir, "ca.crt")); cluster.Equal(ca) {
+		t.Error("etcd's CA is the cluster CA")
+	}
+}
