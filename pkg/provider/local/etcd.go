@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kubeplug/kubeplug/internal/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
@@ -103,7 +104,26 @@ func (p *Provider) etcdEndpoint(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("cluster %s (state directory %s): %w; `kubeplug up` starts it", p.opts.ClusterName, p.opts.StateDir, provider.ErrNotRunning)
 	}
 	if st.controlPlaneMachine() && st.Network != nil {
-		return "http://" + net.JoinHostPort(st.Network.NodeIP(cpMachineIndex).String(), strconv.Itoa(machineEtcdClientPort)), nil
+		var endpoints []string
+		for _, ns := range st.Nodes {
+			if ns.Role == model.RoleControlPlane && ns.Machine {
+				endpoints = append(endpoints, "http://"+net.JoinHostPort(st.Network.NodeIP(ns.RealIndex).String(), strconv.Itoa(machineEtcdClientPort)))
+			}
+		}
+		if len(endpoints) == 1 {
+			return endpoints[0], nil
+		}
+		// Several members: a snapshot comes from one that answers, with
+		// quorum (a lost member's copy could be old).
+		members, err := etcdMembers(ctx, endpoints)
+		if err != nil {
+			return "", fmt.Errorf("cluster %s: %w", p.opts.ClusterName, err)
+		}
+		for _, m := range members {
+			if m.Healthy {
+				return m.ClientURL, nil
+			}
+		}
 	}
 	u, err := controlplane.EtcdURL(filepath.Join(p.opts.StateDir, controlPlaneDir))
 	if err != nil {

@@ -65,6 +65,9 @@ type Provider struct {
 	// held says the run holds the state dir's lock (Lock): the methods do not
 	// take it again.
 	held bool
+	// haCount is the number of control-plane machines of the current Up
+	// when more than one (ha.go).
+	haCount int
 }
 
 var (
@@ -274,8 +277,15 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		}
 	}
 	indexes := realIndexes(prev, realNames)
-	if i, ok := indexes[cpNode.name]; ok && i != cpMachineIndex {
-		return nil, fmt.Errorf("machine %s: has node address %d in the state, the control-plane machine's must be %d: run `kubeplug down` first", cpNode.name, i, cpMachineIndex)
+	var cps []*desiredNode
+	for _, n := range nodes {
+		if n.role != model.RoleControlPlane {
+			continue
+		}
+		if i, ok := indexes[n.name]; ok && i != len(cps) {
+			return nil, fmt.Errorf("machine %s: has node address %d in the state, the control-plane machine's must be %d: run `kubeplug down` first", n.name, i, len(cps))
+		}
+		cps = append(cps, n)
 	}
 	desiredState := func() []nodeState {
 		var out []nodeState
@@ -294,13 +304,13 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		var early []*desiredNode
 		if len(prev) == 0 {
 			st.Nodes = desiredState()
-			for _, n := range nodes[1:] {
+			for _, n := range nodes[len(cps):] {
 				if _, ok := indexes[n.name]; ok && p.machinePool(n.pool) {
 					early = append(early, n)
 				}
 			}
 		}
-		if rc, err = p.upControlPlaneMachine(ctx, d, st, cpNode, args, cl, early, indexes); err != nil {
+		if rc, err = p.upControlPlaneMachine(ctx, d, st, cps, args, cl, early, indexes); err != nil {
 			return nil, err
 		}
 	} else {
@@ -587,7 +597,11 @@ func (p *Provider) desiredNodes(d *provider.Desired) []*desiredNode {
 	if cpPool == nil {
 		cpPool = &model.Pool{Name: model.ControlPlanePool, Role: model.RoleControlPlane, Count: 1}
 	}
-	out := []*desiredNode{node(ControlPlaneNode, cpPool)}
+	// More than one only on machines (checkControlPlaneCount).
+	var out []*desiredNode
+	for i := range max(cpPool.Count, 1) {
+		out = append(out, node(cpName(i), cpPool))
+	}
 	for _, name := range d.Model.PoolNames() {
 		pool := d.Model.Pools[name]
 		if name == model.ControlPlanePool {
@@ -743,6 +757,9 @@ func (p *Provider) removeStale(ctx context.Context, nodes []*desiredNode) error 
 			return err
 		}
 		p.event("node", n.Name, "node "+n.Name+" removed (pool "+n.Labels[PoolLabel]+")")
+	}
+	if p.haCount > 1 {
+		want[haLBName] = true
 	}
 	entries, err := os.ReadDir(filepath.Join(p.opts.StateDir, machinesDir))
 	if err != nil {

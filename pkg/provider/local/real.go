@@ -475,6 +475,10 @@ func (p *Provider) teardownReal(ctx context.Context, st *state) error {
 		return nil
 	}
 	err := p.stopReal(ctx, st, nil)
+	if lb := st.LoadBalancer; lb != nil {
+		p.event("node", lb.Name, "stopping machine "+lb.Name)
+		err = errors.Join(err, p.recordedMachine(*lb, *st.Network).Stop(ctx, 20*time.Second))
+	}
 	reg := &localnode.Registry{Dir: filepath.Join(p.opts.StateDir, registryDir), Network: *st.Network}
 	if _, dir, berr := p.nodeBins(); berr == nil {
 		reg.Bin = filepath.Join(dir, "kubeplug-registry")
