@@ -37,8 +37,9 @@ import (
 // own manifests when it joins.
 
 // haLBIndex is the load balancer machine's ordinal in the node network (its
-// address .254): out of the way of the nodes', which count up from .2.
-const haLBIndex = 252
+// address .129): out of the way of the nodes', which count up from .2, and
+// the last whose Pod subnet (localnode.PodCIDR) is still an address.
+const haLBIndex = 127
 
 // haLBName is the load balancer machine's name.
 const haLBName = model.ControlPlanePool + "-lb"
@@ -107,6 +108,9 @@ func haEtcdFlags(m haMember, clusterID, initial, state string) [][2]string {
 		{"peer-key-file", path.Join(factPKIDir, controlplane.EtcdPeerKey)},
 		{"peer-trusted-ca-file", path.Join(factPKIDir, controlplane.EtcdCACert)},
 		{"peer-client-cert-auth", "true"},
+		// The machines boot one after another: a member waits for the
+		// others' quorum instead of exiting into the kubelet's back-off.
+		{"start-timeout", "10m"},
 	}
 }
 
