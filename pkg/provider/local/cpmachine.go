@@ -320,7 +320,17 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 		m.VendorData = vd
 		p.event("control-plane", "", "booting the control-plane machine "+n.name+" at "+ips[i].String())
 		if err := m.Start(ctx); err != nil {
-			return nil, err
+			if state != "existing" {
+				return nil, err
+			}
+			// A machine booted right after its predecessor was removed:
+			// runc has been seen to fail to start it once, without a word
+			// on the console; the second start works.
+			p.event("control-plane", n.name, fmt.Sprintf("machine %s: %v; starting it again", n.name, err))
+			time.Sleep(2 * time.Second)
+			if err := m.Start(ctx); err != nil {
+				return nil, err
+			}
 		}
 		if err := os.WriteFile(p.instanceIDFile(n.name), []byte(m.InstanceID), 0o644); err != nil {
 			return nil, err
@@ -329,8 +339,10 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 	if err := p.bootEarly(ctx, d, rc, early, indexes, token); err != nil {
 		return nil, err
 	}
+	// Several machines boot at once on this host's cores: give them longer.
+	bootTimeout := 3 * time.Minute * time.Duration(min(len(stopped), 2))
 	for _, i := range stopped {
-		if err := cps[i].sys.WaitBooted(ctx, 3*time.Minute); err != nil {
+		if err := cps[i].sys.WaitBooted(ctx, bootTimeout); err != nil {
 			return nil, err
 		}
 	}
