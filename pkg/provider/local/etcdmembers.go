@@ -62,7 +62,7 @@ func etcdMembers(ctx context.Context, endpoints []string) ([]etcdMember, error) 
 		listErr = errors.Join(listErr, fmt.Errorf("%s: %w", ep, err))
 	}
 	if list == nil {
-		return nil, fmt.Errorf("%w: no etcd member answers (%v)", ErrQuorumLost, listErr)
+		return nil, fmt.Errorf("%w: no etcd member answers (%w)", ErrQuorumLost, listErr)
 	}
 	var out []etcdMember
 	for _, m := range list.Members {
