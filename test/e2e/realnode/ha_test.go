@@ -69,7 +69,9 @@ func TestHAControlPlane(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var out bytes.Buffer
-		if code := cli.Main(ctx, []string{"down", "-f", file, "--state-dir", state, "--purge"}, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}); code != 0 {
+		// --keep-plugins: the test ends with etcd's quorum lost, so no API
+		// server answers the plugins' uninstall.
+		if code := cli.Main(ctx, []string{"down", "-f", file, "--state-dir", state, "--purge", "--keep-plugins"}, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}); code != 0 {
 			t.Errorf("down exited %d:\n%s", code, out.String())
 		}
 		checkNothingLeft(t, state, id)
@@ -169,6 +171,9 @@ func TestHAControlPlane(t *testing.T) {
 	t.Logf("up replacing control-plane-1: %s", time.Since(began).Round(time.Second))
 	if !strings.Contains(out, "machine control-plane-1 is gone: replacing it and its etcd member") {
 		t.Errorf("up did not say it replaced control-plane-1:\n%s", out)
+	}
+	if strings.Contains(out, "starting it again") {
+		t.Logf("the replacement needed a second start:\n%s", out)
 	}
 	after := members(t, endpoints)
 	if len(after) != 3 || after["control-plane-1"] == before["control-plane-1"] || after["control-plane-0"] != before["control-plane-0"] {
