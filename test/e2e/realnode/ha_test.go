@@ -46,8 +46,9 @@ spec:
 // balancer while control-plane-1's init is killed (kill -9): it logs the
 // longest time without a successful write, and every write that succeeded is
 // there afterwards. The next up replaces the machine: its old etcd member
-// removed, a new one added, three healthy members again. With two of three
-// machines lost, up fails saying quorum is lost and what to do.
+// removed, a new one added, three healthy members again. The same for
+// control-plane-0. With two of three machines lost, up fails saying quorum
+// is lost and what to do.
 func TestHAControlPlane(t *testing.T) {
 	bin, _ := nodeBins(t)
 	machineImage := os.Getenv("KUBEPLUG_MACHINE_IMAGE")
@@ -117,53 +118,20 @@ func TestHAControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu       sync.Mutex
-		written  []string
-		failures int
-		lastOK   = time.Now()
-		worstGap time.Duration
-	)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			name := fmt.Sprintf("w-%04d", i)
-			_, err := wclient.CoreV1().ConfigMaps("default").Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-			mu.Lock()
-			now := time.Now()
-			if err == nil {
-				written = append(written, name)
-				worstGap = max(worstGap, now.Sub(lastOK))
-				lastOK = now
-			} else {
-				failures++
-			}
-			mu.Unlock()
+	killWhileWriting := func(node string) {
+		t.Helper()
+		written, failures, worstGap := writeWhile(t, wclient, node, func() { kill(t, id, node) })
+		t.Logf("writer while %s is killed: %d ConfigMaps written, %d writes failed, longest time between two successful writes %s (one every 200ms)", node, len(written), failures, worstGap.Round(time.Millisecond))
+		if worstGap > 15*time.Second {
+			t.Errorf("the API was unavailable through the load balancer for %s", worstGap)
 		}
-	}()
-	time.Sleep(3 * time.Second)
-	kill(t, id, "control-plane-1")
-	time.Sleep(20 * time.Second)
-	close(stop)
-	<-done
-	t.Logf("writer: %d ConfigMaps written, %d writes failed, longest time between two successful writes %s (one every 200ms)", len(written), failures, worstGap.Round(time.Millisecond))
-	if worstGap > 15*time.Second {
-		t.Errorf("the API was unavailable through the load balancer for %s", worstGap)
-	}
-	for _, name := range written {
-		if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{}); err != nil {
-			t.Errorf("ConfigMap %s, written through the load balancer, is lost: %v", name, err)
+		for _, name := range written {
+			if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{}); err != nil {
+				t.Errorf("ConfigMap %s, written through the load balancer, is lost: %v", name, err)
+			}
 		}
 	}
+	killWhileWriting("control-plane-1")
 
 	// The next up replaces the machine and its member.
 	began = time.Now()
@@ -182,6 +150,19 @@ func TestHAControlPlane(t *testing.T) {
 	n, err := client.CoreV1().Nodes().Get(ctx, "control-plane-1", metav1.GetOptions{})
 	if err != nil || !ready(n) {
 		t.Errorf("node control-plane-1 after its replacement: %v", err)
+	}
+
+	// control-plane-0 too: the machine whose root holds the PKI.
+	killWhileWriting("control-plane-0")
+	began = time.Now()
+	out = kp("up")
+	t.Logf("up replacing control-plane-0: %s", time.Since(began).Round(time.Second))
+	if !strings.Contains(out, "machine control-plane-0 is gone: replacing it and its etcd member") {
+		t.Errorf("up did not say it replaced control-plane-0:\n%s", out)
+	}
+	again := members(t, endpoints)
+	if len(again) != 3 || again["control-plane-0"] == after["control-plane-0"] || again["control-plane-1"] != after["control-plane-1"] {
+		t.Errorf("etcd members after control-plane-0's replacement: %v, before: %v", again, after)
 	}
 
 	// Two of three lost: quorum lost, said, with what to do.
@@ -204,6 +185,49 @@ func kill(t *testing.T, id, node string) {
 		out, _ := exec.Command("runc", "--root", root, "state", "kp"+id+"-"+node).CombinedOutput()
 		return !strings.Contains(string(out), `"running"`)
 	})
+}
+
+// writeWhile writes a ConfigMap every 200 ms through client for 3 s, runs
+// act, and goes on for 20 s: it returns the names written, the failed
+// writes, and the longest time between two successful writes.
+func writeWhile(t *testing.T, client kubernetes.Interface, tag string, act func()) (written []string, failures int, worstGap time.Duration) {
+	t.Helper()
+	var mu sync.Mutex
+	lastOK := time.Now()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			name := fmt.Sprintf("w-%s-%04d", tag, i)
+			_, err := client.CoreV1().ConfigMaps("default").Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			mu.Lock()
+			now := time.Now()
+			if err == nil {
+				written = append(written, name)
+				worstGap = max(worstGap, now.Sub(lastOK))
+				lastOK = now
+			} else {
+				failures++
+			}
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(3 * time.Second)
+	act()
+	time.Sleep(20 * time.Second)
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	return written, failures, worstGap
 }
 
 // members are the etcd members' IDs by name, all of which must answer.
