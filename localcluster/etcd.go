@@ -51,6 +51,12 @@ func runEtcd(args []string) int {
 	fs.StringVar(&cfg.ClientTLSInfo.KeyFile, "key-file", "", "client server TLS key file")
 	fs.StringVar(&cfg.ClientTLSInfo.TrustedCAFile, "trusted-ca-file", "", "client server TLS trusted CA file")
 	fs.BoolVar(&cfg.ClientTLSInfo.ClientCertAuth, "client-cert-auth", false, "enable client cert authentication")
+	// Peer TLS: the members of a stacked control plane talk over the node
+	// network.
+	fs.StringVar(&cfg.PeerTLSInfo.CertFile, "peer-cert-file", "", "peer server TLS cert file")
+	fs.StringVar(&cfg.PeerTLSInfo.KeyFile, "peer-key-file", "", "peer server TLS key file")
+	fs.StringVar(&cfg.PeerTLSInfo.TrustedCAFile, "peer-trusted-ca-file", "", "peer server TLS trusted CA file")
+	fs.BoolVar(&cfg.PeerTLSInfo.ClientCertAuth, "peer-client-cert-auth", false, "enable peer client cert authentication")
 	fs.DurationVar(&waitStart, "start-timeout", time.Minute, "how long to wait for the member to become ready")
 	printVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {

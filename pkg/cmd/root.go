@@ -197,6 +197,7 @@ spec.plugins.sources.`,
 	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newDashboardCmd(o), newCatalogCmd(o), newLockCmd(o), newImageCmd(o), newControllerCmd(o))
 	root.AddCommand(newExpansionCmd(o))
 	root.AddCommand(newImportCmd(o))
+	root.AddCommand(newEtcdCmd(o))
 	rejectUnknownSubcommands(root)
 	registerCompletions(root)
 	return root

@@ -2,9 +2,11 @@ package cmd
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -26,8 +28,8 @@ func newUpCmd(o *options) *cobra.Command { return upCmd(o, action.NewUp(o.cfg)) 
 
 // upCmd binds the up command's flags into u.
 func upCmd(o *options, u *action.Up) *cobra.Command {
-	var file, dryRun string
-	var noKubeconfig bool
+	var file, dryRun, restoreFrom string
+	var noKubeconfig, force bool
 	cmd := &cobra.Command{
 		Use:   "up -f cluster.yaml",
 		Short: "Bring a whole cluster up: control plane, nodes, plugins, checks",
@@ -68,6 +70,13 @@ cache, the binaries built from Go modules (make localcluster), or a verified
 download of the release binaries, in that order (docs/versions.md);
 --build-from-source uses only binaries built from Go modules.
 
+--restore-from FILE brings the cluster back from an etcd snapshot that
+"kubeplug etcd snapshot" wrote (its objects, the plugins' release records, its
+CA and service-account keys) before its control plane starts: after "kubeplug
+down --purge", or onto new machines. A snapshot that is truncated, corrupt or of
+another cluster is refused naming the file; so is a restore onto a cluster that
+exists in the state directory, unless --force (docs/ha.md).
+
 --dry-run starts nothing: it prints what up would bring up, the plugins in
 their waves and what each contributes, as 'kubeplug plan' does ('kubeplug
 render' writes the files). On a running cluster, 'kubeplug apply FILE
@@ -82,6 +91,18 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
   kubeplug up -f examples/quickstart/cluster.yaml
   kubeplug down -f examples/quickstart/cluster.yaml --purge`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case force && restoreFrom == "":
+				return errors.New("--force goes with --restore-from: it lets a restore replace the etcd data of a cluster that exists")
+			case restoreFrom != "" && dryRun != "" && dryRun != "none":
+				return errors.New("--restore-from with --dry-run: a dry run restores nothing; drop one of them")
+			case restoreFrom != "":
+				abs, err := filepath.Abs(restoreFrom)
+				if err != nil {
+					return fmt.Errorf("--restore-from %s: %w", restoreFrom, err)
+				}
+				u.ProviderOptions = append(u.ProviderOptions, local.RestoreFrom{File: abs, Force: force})
+			}
 			switch dryRun {
 			case "", "none":
 			case "client":
@@ -140,6 +161,8 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{"none", "client"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().BoolVar(&noKubeconfig, "no-kubeconfig-update", false, "do not merge the cluster's context into your kubeconfig")
 	optionFlagVar(cmd.Flags(), &u.ProviderOptions, local.BuildFromSource{}, "build-from-source", "local provider: run only Kubernetes binaries built from Go modules, never the cache or a download (also $"+local.BuildFromSourceEnv+")")
+	cmd.Flags().StringVar(&restoreFrom, "restore-from", "", "local provider: bring the cluster back from this etcd snapshot (kubeplug etcd snapshot) before its control plane starts; refused onto a cluster that exists unless --force")
+	cmd.Flags().BoolVar(&force, "force", false, "with --restore-from: replace the etcd data of a cluster that exists (running or stopped); its old data is kept aside")
 	stateDirFlag(cmd, &u.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")

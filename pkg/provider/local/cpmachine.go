@@ -138,13 +138,18 @@ func (p *Provider) checkControlPlaneMode(st *state) error {
 
 // upControlPlaneMachine brings the cluster's node network and registry up,
 // pushes the components' images, makes the PKI and boots the control-plane
-// machine from its pool's rendered files (unless it runs), then waits until its
-// API server answers and connects to it.
+// machines cps from their pool's rendered files (unless they run), then waits
+// until the API server answers and connects to it. With several machines
+// (ha.go), the load balancer's machine boots too, and a control-plane
+// machine that is gone while the others keep etcd's quorum is replaced: its
+// etcd member removed, a new machine booted as a new member.
 //
 // The machines of early (a new cluster's workers, recorded in st) boot while
-// the control-plane machine does, with a bootstrap token stored once its API
+// the control-plane machines do, with a bootstrap token stored once the API
 // server answers: their kubelets retry until it does.
-func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desired, st *state, cp *desiredNode, args map[controlplane.Component][]string, cl *provider.Running, early []*desiredNode, indexes map[string]int) (*realCluster, error) {
+func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desired, st *state, cps []*desiredNode, args map[controlplane.Component][]string, cl *provider.Running, early []*desiredNode, indexes map[string]int) (*realCluster, error) {
+	cp := cps[0]
+	ha := len(cps) > 1
 	network := *p.cpNet
 	clusterCIDR := flagValue(args[controlplane.ControllerManager], "cluster-cidr")
 	serviceCIDR := flagValue(args[controlplane.APIServer], "service-cluster-ip-range")
@@ -153,16 +158,30 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 			return nil, fmt.Errorf("the node network %s overlaps %s of the control-plane plugin's values: choose another clusterCIDR or serviceClusterIPRange", network.Subnet, c)
 		}
 	}
-	// The machine is recorded before anything of it exists, so that Down
-	// finds it after a crash.
+	recorded := 0
+	for _, ns := range st.Nodes {
+		if ns.Role == model.RoleControlPlane && ns.Machine {
+			recorded++
+		}
+	}
+	if recorded > 0 && recorded != len(cps) {
+		return nil, fmt.Errorf("spec.controlPlane.count is %d, cluster %s runs %d control-plane machines: changing the count of a running cluster's control plane is not built; run `kubeplug down --purge` first (take a snapshot with `kubeplug etcd snapshot` to keep its objects)", len(cps), p.opts.ClusterName, recorded)
+	}
+	// The machines are recorded before anything of them exists, so that
+	// Down finds them after a crash.
 	st.Network = &network
-	i := slices.IndexFunc(st.Nodes, func(ns nodeState) bool { return ns.Name == cp.name })
-	entry := nodeState{Name: cp.name, Pool: cp.pool, Role: cp.role, Real: true, RealIndex: cpMachineIndex, Machine: true}
-	if i < 0 {
-		st.Nodes = append([]nodeState{entry}, st.Nodes...)
-	} else {
-		entry.Joined = st.Nodes[i].Joined
-		st.Nodes[i] = entry
+	for i, n := range cps {
+		j := slices.IndexFunc(st.Nodes, func(ns nodeState) bool { return ns.Name == n.name })
+		entry := nodeState{Name: n.name, Pool: n.pool, Role: n.role, Real: true, RealIndex: i, Machine: true}
+		if j < 0 {
+			st.Nodes = slices.Insert(st.Nodes, min(i, len(st.Nodes)), entry)
+		} else {
+			entry.Joined = st.Nodes[j].Joined
+			st.Nodes[j] = entry
+		}
+	}
+	if ha {
+		st.LoadBalancer = &nodeState{Name: haLBName, Pool: model.ControlPlanePool, Role: "load-balancer", Real: true, RealIndex: haLBIndex, Machine: true}
 	}
 	if err := writeState(p.opts.StateDir, st); err != nil {
 		return nil, err
@@ -174,16 +193,30 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 	if err := p.pushComponentImages(ctx, rc, cp.machine); err != nil {
 		return nil, err
 	}
-	ip := network.NodeIP(cpMachineIndex)
+	members := haMembers(network, len(cps))
+	var ips []net.IP
+	for _, m := range members {
+		ips = append(ips, m.IP)
+	}
 	svcIP, err := nthIP(serviceCIDR, 1)
 	if err != nil {
 		return nil, err
 	}
 	pkiDir := filepath.Join(p.machineRoot(cp.name), "etc", "kubernetes", "pki")
-	if err := controlplane.EnsurePKI(pkiDir, net.ParseIP(svcIP), ip); err != nil {
+	lbIP := network.NodeIP(haLBIndex)
+	server := "https://" + net.JoinHostPort(ips[0].String(), strconv.Itoa(machineAPIServerPort))
+	if ha {
+		// The API server's certificate names the load balancer too.
+		if err := controlplane.EnsurePKI(pkiDir, net.ParseIP(svcIP), append(slices.Clone(ips), lbIP)...); err != nil {
+			return nil, err
+		}
+		if err := controlplane.EnsureEtcdPeerPKI(pkiDir, ips...); err != nil {
+			return nil, err
+		}
+		server = "https://" + net.JoinHostPort(lbIP.String(), strconv.Itoa(machineAPIServerPort))
+	} else if err := controlplane.EnsurePKI(pkiDir, net.ParseIP(svcIP), ips[0]); err != nil {
 		return nil, err
 	}
-	server := "https://" + net.JoinHostPort(ip.String(), strconv.Itoa(machineAPIServerPort))
 	kubeconfig := Kubeconfig(p.opts.StateDir)
 	if _, err := controlplane.WriteAdminKubeconfig(pkiDir, server, p.cpOptions().ContextName, kubeconfig); err != nil {
 		return nil, err
@@ -192,73 +225,168 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 	if err != nil {
 		return nil, err
 	}
-	m, err := p.machineFor(rc, cp, cpMachineIndex, ud)
-	if err != nil {
-		return nil, err
+	for i, n := range cps {
+		m, err := p.machineFor(rc, n, i, ud)
+		if err != nil {
+			return nil, err
+		}
+		n.sys, n.real = m, m.Node
+		if p.replacing(n) {
+			return nil, fmt.Errorf("machine %s: the control-plane pool's boot files changed, and replacing control-plane machines for new boot files is not built: run `kubeplug down` and `kubeplug up` to make the cluster anew (`kubeplug etcd snapshot` and `up --restore-from` keep its objects)", n.name)
+		}
 	}
-	cp.sys, cp.real = m, m.Node
-	if p.replacing(cp) {
-		return nil, fmt.Errorf("machine %s: the control-plane pool's boot files changed, and replacing the control-plane machine (a single etcd member) is not built: run `kubeplug down` and `kubeplug up` to make the cluster anew", cp.name)
+	if ha {
+		if err := p.upLoadBalancer(ctx, rc, members); err != nil {
+			return nil, err
+		}
 	}
-	if !m.Running(ctx) {
-		var token string
-		if len(early) > 0 {
-			if token, err = newBootstrapToken(); err != nil {
-				return nil, err
-			}
-			// Kept until it is stored in the cluster: an up interrupted
-			// before that stores it the next time, or the machines that
-			// boot with it could never join.
-			if err := os.WriteFile(p.pendingTokenFile(), []byte(token), 0o600); err != nil {
-				return nil, err
+	var stopped []int
+	for i, n := range cps {
+		if !n.sys.Running(ctx) {
+			stopped = append(stopped, i)
+		}
+	}
+	if len(stopped) == 0 {
+		return rc, p.connectControlPlane(ctx, cp.sys, kubeconfig)
+	}
+	// Which machines boot, and how their etcd members start: all of them
+	// (a new cluster, or one whose machines all stopped: their data is
+	// there), or, with several, the lost ones as new members of the others.
+	initial, state := initialCluster(members), "new"
+	if ha && len(stopped) < len(cps) {
+		var endpoints []string
+		for i, m := range members {
+			if !slices.Contains(stopped, i) {
+				endpoints = append(endpoints, m.clientURL())
 			}
 		}
-		extra, err := p.controlPlaneFiles(pkiDir, server, cp.name)
-		if err != nil {
+		if _, err := etcdMembers(ctx, endpoints); err != nil {
+			return nil, fmt.Errorf("cluster %s: %d of %d control-plane machines are gone: %w", p.opts.ClusterName, len(stopped), len(cps), err)
+		}
+		state = "existing"
+	}
+	var token string
+	if len(early) > 0 {
+		if token, err = newBootstrapToken(); err != nil {
+			return nil, err
+		}
+		// Kept until it is stored in the cluster: an up interrupted
+		// before that stores it the next time, or the machines that
+		// boot with it could never join.
+		if err := os.WriteFile(p.pendingTokenFile(), []byte(token), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	began := time.Now()
+	for _, i := range stopped {
+		n, m := cps[i], cps[i].sys
+		var extra []vendorFile
+		if ha {
+			memberInitial := initial
+			if state == "existing" {
+				// A machine lost with its etcd member: a new machine, a new
+				// member in its place (kops' etcd-manager and kubeadm's
+				// documented replacement).
+				p.event("control-plane", n.name, fmt.Sprintf("machine %s is gone: replacing it and its etcd member", n.name))
+				if err := m.Remove(ctx); err != nil {
+					return nil, err
+				}
+				var endpoints []string
+				for j, o := range members {
+					if !slices.Contains(stopped, j) {
+						endpoints = append(endpoints, o.clientURL())
+					}
+				}
+				if memberInitial, err = replaceEtcdMember(ctx, endpoints, n.name, members[i].peerURL()); err != nil {
+					return nil, fmt.Errorf("machine %s: %w", n.name, err)
+				}
+			}
+			own := "https://" + net.JoinHostPort(ips[i].String(), strconv.Itoa(machineAPIServerPort))
+			if extra, err = p.controlPlaneFiles(pkiDir, own, server, n.name); err != nil {
+				return nil, err
+			}
+			pods, err := haStaticPods(cp.machine, ips[0].String(), members[i], network.ID, memberInitial, state)
+			if err != nil {
+				return nil, err
+			}
+			extra = append(extra, pods...)
+		} else if extra, err = p.controlPlaneFiles(pkiDir, server, server, n.name); err != nil {
 			return nil, err
 		}
 		vd, err := p.vendorData(m, rc, "", extra...)
 		if err != nil {
-			return nil, fmt.Errorf("machine %s: %w", cp.name, err)
+			return nil, fmt.Errorf("machine %s: %w", n.name, err)
 		}
 		m.VendorData = vd
-		p.event("control-plane", "", "booting the control-plane machine "+cp.name+" at "+ip.String())
-		began := time.Now()
+		p.event("control-plane", "", "booting the control-plane machine "+n.name+" at "+ips[i].String())
 		if err := m.Start(ctx); err != nil {
+			if state != "existing" {
+				return nil, err
+			}
+			// A machine booted right after its predecessor was removed:
+			// runc has been seen to fail to start it once, without a word
+			// on the console; the second start works.
+			p.event("control-plane", n.name, fmt.Sprintf("machine %s: %v; starting it again", n.name, err))
+			time.Sleep(2 * time.Second)
+			if err := m.Start(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := os.WriteFile(p.instanceIDFile(n.name), []byte(m.InstanceID), 0o644); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(p.instanceIDFile(cp.name), []byte(m.InstanceID), 0o644); err != nil {
-			return nil, err
-		}
-		if err := p.bootEarly(ctx, d, rc, early, indexes, token); err != nil {
-			return nil, err
-		}
-		if err := m.WaitBooted(ctx, 3*time.Minute); err != nil {
-			return nil, err
-		}
-		cl.Started = true
-		if err := p.waitAPIServer(ctx, m, kubeconfig, 4*time.Minute); err != nil {
-			return nil, err
-		}
-		if p.cp, err = controlplane.Connect(kubeconfig); err != nil {
-			return nil, err
-		}
-		if err := p.storePendingToken(ctx); err != nil {
-			return nil, err
-		}
-		p.event("control-plane", "", fmt.Sprintf("control plane ready at %s in %s (static Pods on machine %s)", server, time.Since(began).Round(time.Millisecond), cp.name))
-		return rc, nil
 	}
-	if err := p.waitAPIServer(ctx, m, kubeconfig, 4*time.Minute); err != nil {
+	if err := p.bootEarly(ctx, d, rc, early, indexes, token); err != nil {
 		return nil, err
 	}
-	if p.cp, err = controlplane.Connect(kubeconfig); err != nil {
+	// Several machines boot at once on this host's cores: give them longer.
+	bootTimeout := 3 * time.Minute * time.Duration(min(len(stopped), 2))
+	for _, i := range stopped {
+		if err := cps[i].sys.WaitBooted(ctx, bootTimeout); err != nil {
+			return nil, err
+		}
+	}
+	cl.Started = true
+	if err := p.connectControlPlane(ctx, cp.sys, kubeconfig); err != nil {
 		return nil, err
 	}
-	if err := p.storePendingToken(ctx); err != nil {
-		return nil, err
+	where := "static Pods on machine " + cp.name
+	if ha {
+		where = fmt.Sprintf("static Pods on %d machines behind the load balancer %s", len(cps), lbIP)
 	}
+	p.event("control-plane", "", fmt.Sprintf("control plane ready at %s in %s (%s)", server, time.Since(began).Round(time.Millisecond), where))
 	return rc, nil
+}
+
+// connectControlPlane waits for the API server and connects to it, and
+// stores a pending bootstrap token.
+func (p *Provider) connectControlPlane(ctx context.Context, m *realnode.Machine, kubeconfig string) error {
+	if err := p.waitAPIServer(ctx, m, kubeconfig, 4*time.Minute); err != nil {
+		return err
+	}
+	var err error
+	if p.cp, err = controlplane.Connect(kubeconfig); err != nil {
+		return err
+	}
+	return p.storePendingToken(ctx)
+}
+
+// upLoadBalancer boots the load balancer's machine unless it runs: it keeps
+// nothing, so a lost one simply boots again.
+func (p *Provider) upLoadBalancer(ctx context.Context, rc *realCluster, members []haMember) error {
+	n := &desiredNode{name: haLBName, pool: model.ControlPlanePool, role: "load-balancer"}
+	m, err := p.machineFor(rc, n, haLBIndex, lbUserData(members))
+	if err != nil {
+		return err
+	}
+	if m.Running(ctx) {
+		return nil
+	}
+	p.event("control-plane", haLBName, "booting the load balancer machine "+haLBName+" at "+rc.network.NodeIP(haLBIndex).String()+" (HAProxy)")
+	if err := m.Start(ctx); err != nil {
+		return err
+	}
+	return m.WaitBooted(ctx, 3*time.Minute)
 }
 
 // pendingTokenFile holds the bootstrap token of machines booted before the
@@ -374,29 +502,16 @@ func (p *Provider) pushComponentImages(ctx context.Context, rc *realCluster, m *
 }
 
 // controlPlaneFiles are the control-plane machine's part of its vendor data:
-// the PKI (read from pkiDir), the components' kubeconfig for the API server at
-// server, and the kubelet's kubeconfig with a client certificate of its own
-// (a kubeadm control-plane node's kubelet.conf: its kubelet runs the static
-// Pods before any API server could answer a bootstrap).
-func (p *Provider) controlPlaneFiles(pkiDir, server, node string) ([]vendorFile, error) {
-	entries, err := os.ReadDir(pkiDir)
+// the PKI (read from pkiDir; its etcd/ directory too, a stacked etcd's peer
+// PKI), the components' kubeconfig for the API server at server, and the
+// kubelet's kubeconfig for the API server at kubeletServer, with a client
+// certificate of its own (a kubeadm control-plane node's kubelet.conf: its
+// kubelet runs the static Pods before any API server could answer a
+// bootstrap).
+func (p *Provider) controlPlaneFiles(pkiDir, server, kubeletServer, node string) ([]vendorFile, error) {
+	out, err := pkiFiles(pkiDir)
 	if err != nil {
 		return nil, err
-	}
-	var out []vendorFile
-	for _, e := range entries {
-		if e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
-			continue
-		}
-		b, err := bounded.ReadFile(filepath.Join(pkiDir, e.Name()), 1<<20)
-		if err != nil {
-			return nil, err
-		}
-		mode := "0644"
-		if strings.HasSuffix(e.Name(), ".key") {
-			mode = "0600"
-		}
-		out = append(out, vendorFile{path.Join(factPKIDir, e.Name()), mode, string(b)})
 	}
 	admin, err := controlplane.WriteAdminKubeconfig(pkiDir, server, "kubernetes-admin")
 	if err != nil {
@@ -424,12 +539,48 @@ func (p *Provider) controlPlaneFiles(pkiDir, server, node string) ([]vendorFile,
 		return nil, err
 	}
 	kubelet := *admin
+	kubelet.Clusters = map[string]*clientcmdapi.Cluster{}
+	for name, c := range admin.Clusters {
+		kc := *c
+		kc.Server = kubeletServer
+		kubelet.Clusters[name] = &kc
+	}
 	kubelet.AuthInfos = map[string]*clientcmdapi.AuthInfo{"kubernetes-admin": {ClientCertificateData: certPEM, ClientKeyData: keyPEM}}
 	b, err = clientcmd.Write(kubelet)
 	if err != nil {
 		return nil, err
 	}
 	out = append(out, vendorFile{render.KubeletKubeconfigPath, "0600", string(b)})
+	return out, nil
+}
+
+// pkiFiles are the files of the PKI directory (and its etcd/ directory, a
+// stacked etcd's peer PKI) as vendor files under factPKIDir, keys 0600.
+func pkiFiles(pkiDir string) ([]vendorFile, error) {
+	var out []vendorFile
+	for _, sub := range []string{"", "etcd"} {
+		entries, err := os.ReadDir(filepath.Join(pkiDir, sub))
+		if errors.Is(err, os.ErrNotExist) && sub != "" {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
+				continue
+			}
+			b, err := bounded.ReadFile(filepath.Join(pkiDir, sub, e.Name()), 1<<20)
+			if err != nil {
+				return nil, err
+			}
+			mode := "0644"
+			if strings.HasSuffix(e.Name(), ".key") {
+				mode = "0600"
+			}
+			out = append(out, vendorFile{path.Join(factPKIDir, sub, e.Name()), mode, string(b)})
+		}
+	}
 	return out, nil
 }
 
@@ -552,4 +703,27 @@ func staticPods(m *render.Machine) ([]staticPod, error) {
 		out = append(out, sp)
 	}
 	return out, nil
+}
+
+// checkControlPlaneCount refuses, before anything starts, a control plane
+// the provider cannot run (spec.controlPlane.count): an even count (an even
+// number of etcd members tolerates no more failures than one fewer), more
+// than one control-plane node as processes on this host, more than one
+// control-plane machine with a restore (not built yet). An odd count above
+// one on machines is a stacked control plane behind a load balancer (ha.go).
+func (p *Provider) checkControlPlaneCount(m *model.Model) error {
+	n := cpCount(m)
+	p.haCount = 0
+	switch {
+	case n == 1:
+		return nil
+	case n%2 == 0:
+		return fmt.Errorf("spec.controlPlane.count is %d: the control plane's etcd needs an odd number of members (%d tolerate no more failures than %d); use 1 or 3", n, n, n-1)
+	case !p.cpMachine():
+		return fmt.Errorf("spec.controlPlane.count is %d: the local provider runs a control plane as processes on this host only once; several control-plane nodes need machines (spec.provider.local.machinePools: [%s])", n, model.ControlPlanePool)
+	case p.opts.RestoreFrom != "":
+		return fmt.Errorf("spec.controlPlane.count is %d: restoring a snapshot onto several control-plane machines is not built yet; restore onto one (count 1)", n)
+	}
+	p.haCount = n
+	return nil
 }

@@ -65,6 +65,9 @@ type Provider struct {
 	// held says the run holds the state dir's lock (Lock): the methods do not
 	// take it again.
 	held bool
+	// haCount is the number of control-plane machines of the current Up
+	// when more than one (ha.go).
+	haCount int
 }
 
 var (
@@ -141,6 +144,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := p.checkKubernetesVersion(ctx, d.KubernetesVersion); err != nil {
 		return nil, err
 	}
+	if err := p.checkControlPlaneCount(d.Model); err != nil {
+		return nil, err
+	}
 	// A machine that cannot host the real pools is refused before anything starts.
 	if err := p.preflightReal(d.Model); err != nil {
 		return nil, err
@@ -167,6 +173,16 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	}
 	if err := os.MkdirAll(filepath.Join(p.opts.StateDir, machinesDir), 0o755); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	var restore *SnapshotHeader
+	restoreDB := filepath.Join(p.opts.StateDir, "etcd-restore.db")
+	if p.opts.RestoreFrom != "" {
+		// Refused before anything is written: a snapshot that is not whole,
+		// of another cluster, or onto a cluster that exists.
+		defer func() { _ = os.Remove(restoreDB) }()
+		if restore, err = p.restoreCheck(ctx, st, d.KubernetesVersion, restoreDB); err != nil {
+			return nil, err
+		}
 	}
 	if st == nil {
 		st = &state{}
@@ -233,6 +249,23 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 			return nil, err
 		}
 	}
+	if restore != nil {
+		dataDir := flagValue(args[controlplane.Etcd], "data-dir")
+		if p.cpMachine() {
+			// etcd's data is in the machine's writable layer.
+			rel, err := filepath.Rel(p.machineRoot(cpNode.name), dataDir)
+			if err != nil || strings.HasPrefix(rel, "..") {
+				return nil, fmt.Errorf("restore etcd: the rendered etcd's --data-dir %s is not on the control-plane machine", dataDir)
+			}
+			dataDir = filepath.Join(p.machineDir(cpNode.name), machineNodeDir, "upper", rel)
+		}
+		if dataDir == "" {
+			return nil, errors.New("restore etcd: the rendered etcd static Pod has no --data-dir")
+		}
+		if err := p.restoreEtcd(ctx, restore, restoreDB, args[controlplane.Etcd], dataDir); err != nil {
+			return nil, err
+		}
+	}
 	statuses := map[string]*provider.NodeStatus{}
 	for _, n := range nodes {
 		statuses[n.name] = &provider.NodeStatus{Name: n.name, Pool: n.pool, Role: n.role, Hooks: map[string]provider.HookSummary{}}
@@ -244,8 +277,15 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		}
 	}
 	indexes := realIndexes(prev, realNames)
-	if i, ok := indexes[cpNode.name]; ok && i != cpMachineIndex {
-		return nil, fmt.Errorf("machine %s: has node address %d in the state, the control-plane machine's must be %d: run `kubeplug down` first", cpNode.name, i, cpMachineIndex)
+	var cps []*desiredNode
+	for _, n := range nodes {
+		if n.role != model.RoleControlPlane {
+			continue
+		}
+		if i, ok := indexes[n.name]; ok && i != len(cps) {
+			return nil, fmt.Errorf("machine %s: has node address %d in the state, the control-plane machine's must be %d: run `kubeplug down` first", n.name, i, len(cps))
+		}
+		cps = append(cps, n)
 	}
 	desiredState := func() []nodeState {
 		var out []nodeState
@@ -264,13 +304,13 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		var early []*desiredNode
 		if len(prev) == 0 {
 			st.Nodes = desiredState()
-			for _, n := range nodes[1:] {
+			for _, n := range nodes[len(cps):] {
 				if _, ok := indexes[n.name]; ok && p.machinePool(n.pool) {
 					early = append(early, n)
 				}
 			}
 		}
-		if rc, err = p.upControlPlaneMachine(ctx, d, st, cpNode, args, cl, early, indexes); err != nil {
+		if rc, err = p.upControlPlaneMachine(ctx, d, st, cps, args, cl, early, indexes); err != nil {
 			return nil, err
 		}
 	} else {
@@ -557,10 +597,11 @@ func (p *Provider) desiredNodes(d *provider.Desired) []*desiredNode {
 	if cpPool == nil {
 		cpPool = &model.Pool{Name: model.ControlPlanePool, Role: model.RoleControlPlane, Count: 1}
 	}
-	if cpPool.Count > 1 {
-		p.event("control-plane", "", fmt.Sprintf("the local provider runs one control-plane machine; pool %s asks for %d", cpPool.Name, cpPool.Count))
+	// More than one only on machines (checkControlPlaneCount).
+	var out []*desiredNode
+	for i := range max(cpPool.Count, 1) {
+		out = append(out, node(cpName(i), cpPool))
 	}
-	out := []*desiredNode{node(ControlPlaneNode, cpPool)}
 	for _, name := range d.Model.PoolNames() {
 		pool := d.Model.Pools[name]
 		if name == model.ControlPlanePool {
@@ -716,6 +757,9 @@ func (p *Provider) removeStale(ctx context.Context, nodes []*desiredNode) error 
 			return err
 		}
 		p.event("node", n.Name, "node "+n.Name+" removed (pool "+n.Labels[PoolLabel]+")")
+	}
+	if p.haCount > 1 {
+		want[haLBName] = true
 	}
 	entries, err := os.ReadDir(filepath.Join(p.opts.StateDir, machinesDir))
 	if err != nil {

@@ -312,6 +312,9 @@ type vendorFile struct{ path, mode, content string }
 // machine, else the gateway, which forwards to this host's API server.
 func (p *Provider) apiServerURL(rc *realCluster) string {
 	if p.cpMachine() {
+		if p.haCount > 1 {
+			return "https://" + rc.network.NodeIP(haLBIndex).String() + ":" + strconv.Itoa(machineAPIServerPort)
+		}
 		return "https://" + rc.network.NodeIP(cpMachineIndex).String() + ":" + strconv.Itoa(machineAPIServerPort)
 	}
 	return "https://" + rc.network.Gateway().String() + ":" + strconv.Itoa(realnode.GatewayAPIPort)

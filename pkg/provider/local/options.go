@@ -60,6 +60,14 @@ type Options struct {
 	// StopGracePeriod is how long each component gets to exit after SIGTERM.
 	// Default: the control plane's default.
 	StopGracePeriod time.Duration
+	// RestoreFrom is an etcd snapshot file (Snapshot) Up brings the cluster
+	// back from (up's --restore-from): etcd's data is made from it before the
+	// control plane starts. Empty: none.
+	RestoreFrom string
+	// RestoreForce lets RestoreFrom replace the etcd data of a cluster that
+	// exists in the state directory, running or stopped (up's --force); its
+	// old data is kept aside.
+	RestoreForce bool
 }
 
 // DefaultStateDir is $XDG_STATE_HOME/kubeplug/clusters/<name>, else

@@ -62,8 +62,6 @@ func (p *Provider) checkRealPools(m *model.Model) error {
 				return fmt.Errorf("spec.provider.local.%s: no node pool %q (pools: %s)", field, name, strings.Join(workerPools(m), ", "))
 			case pool.Role == model.RoleControlPlane && field == "realPools":
 				return fmt.Errorf("spec.provider.local.%s: %q is the control plane's pool; only worker pools can be real (the control plane can run on a machine: name it in machinePools)", field, name)
-			case pool.Role == model.RoleControlPlane && pool.Count != 1:
-				return fmt.Errorf("spec.provider.local.machinePools: the control plane's pool %q asks for %d machines; a control plane on machines is one machine (several, with stacked etcd, are not built)", name, pool.Count)
 			case field == "machinePools" && slices.Contains(p.opts.RealPools, name):
 				return fmt.Errorf("spec.provider.local: pool %q is in both realPools and machinePools; name it in one", name)
 			}
@@ -475,6 +473,10 @@ func (p *Provider) teardownReal(ctx context.Context, st *state) error {
 		return nil
 	}
 	err := p.stopReal(ctx, st, nil)
+	if lb := st.LoadBalancer; lb != nil {
+		p.event("node", lb.Name, "stopping machine "+lb.Name)
+		err = errors.Join(err, p.recordedMachine(*lb, *st.Network).Stop(ctx, 20*time.Second))
+	}
 	reg := &realnode.Registry{Dir: filepath.Join(p.opts.StateDir, registryDir), Network: *st.Network}
 	if _, dir, berr := p.nodeBins(); berr == nil {
 		reg.Bin = filepath.Join(dir, "kubeplug-registry")

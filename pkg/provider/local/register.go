@@ -19,8 +19,11 @@ func init() {
 			opts.MachinePools = cfg.Spec.Local.MachinePools
 		}
 		for _, o := range cfg.Options {
-			if _, ok := o.(BuildFromSource); ok {
+			switch o := o.(type) {
+			case BuildFromSource:
 				opts.BuildFromSource = true
+			case RestoreFrom:
+				opts.RestoreFrom, opts.RestoreForce = o.File, o.Force
 			}
 		}
 		return New(opts)
@@ -35,6 +38,18 @@ type BuildFromSource struct{}
 func (BuildFromSource) Provider() string { return Name }
 
 func (BuildFromSource) String() string { return "--build-from-source" }
+
+// RestoreFrom is the provider.Option of Options.RestoreFrom and
+// Options.RestoreForce (up's --restore-from and --force).
+type RestoreFrom struct {
+	File  string
+	Force bool
+}
+
+// Provider implements provider.Option.
+func (RestoreFrom) Provider() string { return Name }
+
+func (r RestoreFrom) String() string { return "--restore-from" }
 
 var (
 	_ provider.Locator  = (*Provider)(nil)

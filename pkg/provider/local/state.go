@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 )
@@ -46,6 +47,9 @@ type state struct {
 	// KubernetesVersion is the version the cluster was created with (absent in
 	// state dirs of earlier kubeplug versions); Up refuses another one.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// LoadBalancer is the machine in front of the API servers of a control
+	// plane of several machines (ha.go); Down removes it.
+	LoadBalancer *nodeState `json:"loadBalancer,omitempty"`
 }
 
 type nodeState struct {
@@ -82,9 +86,19 @@ func Running(ctx context.Context, stateDir string) (bool, error) {
 		return false, incompatible(stateDir, err)
 	}
 	if !ok && st != nil && st.controlPlaneMachine() && st.Network != nil {
-		m := &realnode.Machine{Node: &realnode.Node{Name: ControlPlaneNode, Index: cpMachineIndex,
-			Dir: filepath.Join(stateDir, machinesDir, ControlPlaneNode, machineNodeDir), Network: *st.Network}}
-		return m.Running(ctx), nil
+		// Any control-plane machine that runs: with several, the others
+		// may be lost.
+		for _, ns := range st.Nodes {
+			if ns.Role != model.RoleControlPlane || !ns.Machine {
+				continue
+			}
+			m := &realnode.Machine{Node: &realnode.Node{Name: ns.Name, Index: ns.RealIndex,
+				Dir: filepath.Join(stateDir, machinesDir, ns.Name, machineNodeDir), Network: *st.Network}}
+			if m.Running(ctx) {
+				return true, nil
+			}
+		}
+		return false, nil
 	}
 	return ok, nil
 }

@@ -61,32 +61,66 @@ func EnsurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) error {
 	return err
 }
 
+// IdentityFiles are the files of a PKI directory that make a cluster's
+// identity: the CA, the front proxy's CA and the service-account key pair.
+// Given these (a restore from an etcd snapshot brings them back), EnsurePKI
+// makes the rest anew for this machine's addresses, so that clients,
+// kube-root-ca.crt and stored service-account tokens of the restored cluster
+// stay valid.
+var IdentityFiles = []string{caCert, caKey, frontProxyCACert, frontProxyCAKey, saKey, saPub}
+
+// leaf is a certificate and key the PKI issues: its files, its issuer and
+// what it says.
+type leaf struct {
+	cert, key string
+	issuer    *x509.Certificate
+	signer    crypto.Signer
+	tmpl      x509.Certificate
+}
+
+// issue makes a new key and certificate for each leaf and writes them.
+func (p pki) issue(leaves []leaf) error {
+	for _, l := range leaves {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return fmt.Errorf("generate key for %s: %w", l.cert, err)
+		}
+		tmpl := l.tmpl
+		der, err := sign(&tmpl, l.issuer, key.Public(), l.signer)
+		if err != nil {
+			return fmt.Errorf("sign %s: %w", l.cert, err)
+		}
+		if err := writeCertAndKey(p.path(l.cert), p.path(l.key), der, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ensurePKI creates the CA, certificates and keys unless DataDir/pki already
 // holds them (a reused data directory keeps its identity, so clients and stored
-// service account tokens stay valid).
+// service account tokens stay valid). A directory that holds only
+// IdentityFiles keeps those and gets the leaf certificates.
 func ensurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) (pki, error) {
 	p := pki{dir: dir}
 	if _, err := os.Stat(p.path(saPub)); err == nil {
-		return p, nil
+		if _, err := os.Stat(p.path(apiServerCert)); err == nil {
+			return p, nil
+		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return p, fmt.Errorf("create pki directory %s: %w", dir, err)
 	}
-	ca, caSigner, err := newCA("kubeplug-local-ca")
+	ca, caSigner, caNew, err := loadOrNewCA(p.path(caCert), p.path(caKey), "kubeplug-local-ca")
 	if err != nil {
 		return p, err
 	}
-	fpCA, fpSigner, err := newCA("kubeplug-local-front-proxy-ca")
+	fpCA, fpSigner, fpNew, err := loadOrNewCA(p.path(frontProxyCACert), p.path(frontProxyCAKey), "kubeplug-local-front-proxy-ca")
 	if err != nil {
 		return p, err
 	}
 	loopback := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	leaves := []struct {
-		cert, key string
-		issuer    *x509.Certificate
-		signer    crypto.Signer
-		tmpl      x509.Certificate
-	}{
+	leaves := []leaf{
 		{apiServerCert, apiServerKey, ca, caSigner, x509.Certificate{
 			Subject:     pkix.Name{CommonName: "kube-apiserver"},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -109,43 +143,90 @@ func ensurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) (pki, error) 
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}},
 	}
-	for _, l := range leaves {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return p, fmt.Errorf("generate key for %s: %w", l.cert, err)
-		}
-		tmpl := l.tmpl
-		der, err := sign(&tmpl, l.issuer, key.Public(), l.signer)
-		if err != nil {
-			return p, fmt.Errorf("sign %s: %w", l.cert, err)
-		}
-		if err := writeCertAndKey(p.path(l.cert), p.path(l.key), der, key); err != nil {
+	if err := p.issue(leaves); err != nil {
+		return p, err
+	}
+	if caNew {
+		if err := writeCertAndKey(p.path(caCert), p.path(caKey), ca.Raw, caSigner); err != nil {
 			return p, err
 		}
 	}
-	if err := writeCertAndKey(p.path(caCert), p.path(caKey), ca.Raw, caSigner); err != nil {
-		return p, err
-	}
-	if err := writeCertAndKey(p.path(frontProxyCACert), p.path(frontProxyCAKey), fpCA.Raw, fpSigner); err != nil {
-		return p, err
+	if fpNew {
+		if err := writeCertAndKey(p.path(frontProxyCACert), p.path(frontProxyCAKey), fpCA.Raw, fpSigner); err != nil {
+			return p, err
+		}
 	}
 	// The service account key pair is written last: its presence marks a
 	// complete pki directory (see the check at the top).
+	return p, p.ensureServiceAccountKey()
+}
+
+// ensureServiceAccountKey writes a new service-account key pair unless both
+// halves are there (a restored identity keeps its pair).
+func (p pki) ensureServiceAccountKey() error {
+	if _, err := os.Stat(p.path(saPub)); err == nil {
+		if _, err := os.Stat(p.path(saKey)); err == nil {
+			return nil
+		}
+	}
 	sa, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return p, fmt.Errorf("generate service account key: %w", err)
+		return fmt.Errorf("generate service account key: %w", err)
 	}
 	if err := writeKey(p.path(saKey), sa); err != nil {
-		return p, err
+		return err
 	}
 	pub, err := x509.MarshalPKIXPublicKey(sa.Public())
 	if err != nil {
-		return p, fmt.Errorf("marshal service account public key: %w", err)
+		return fmt.Errorf("marshal service account public key: %w", err)
 	}
-	if err := writePEM(p.path(saPub), "PUBLIC KEY", pub, 0o644); err != nil {
-		return p, err
+	return writePEM(p.path(saPub), "PUBLIC KEY", pub, 0o644)
+}
+
+// loadOrNewCA reads the CA at certPath and keyPath, or makes a new one (new
+// is then true) when neither exists; one without the other is an error.
+func loadOrNewCA(certPath, keyPath, cn string) (cert *x509.Certificate, key crypto.Signer, isNew bool, err error) {
+	_, certErr := os.Stat(certPath)
+	_, keyErr := os.Stat(keyPath)
+	switch {
+	case errors.Is(certErr, os.ErrNotExist) && errors.Is(keyErr, os.ErrNotExist):
+		cert, key, err = newCA(cn)
+		return cert, key, true, err
+	case certErr != nil || keyErr != nil:
+		return nil, nil, false, fmt.Errorf("CA %s: certificate and key must both exist or both be absent: %w", certPath, errors.Join(certErr, keyErr))
 	}
-	return p, nil
+	cert, key, err = readCA(certPath, keyPath)
+	return cert, key, false, err
+}
+
+// readCA reads a CA certificate and its PKCS#8 key.
+func readCA(certPath, keyPath string) (*x509.Certificate, crypto.Signer, error) {
+	caPEM, err := os.ReadFile(certPath) //nolint:gosec // the caller's pki directory
+	if err != nil {
+		return nil, nil, fmt.Errorf("read CA: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyPath) //nolint:gosec // the caller's pki directory
+	if err != nil {
+		return nil, nil, fmt.Errorf("read CA key: %w", err)
+	}
+	cb, _ := pem.Decode(caPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, nil, fmt.Errorf("CA %s: not PEM", certPath)
+	}
+	ca, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse CA %s: %w", certPath, err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse CA key %s: %w", keyPath, err)
+	}
+	signer, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, nil, fmt.Errorf("CA key %s cannot sign", keyPath)
+	}
+	return ca, signer, nil
 }
 
 func newCA(cn string) (*x509.Certificate, crypto.Signer, error) {
@@ -222,30 +303,9 @@ func IssueClientCert(pkiDir, certPath, keyPath, cn string, orgs ...string) error
 			return nil
 		}
 	}
-	caPEM, err := os.ReadFile(filepath.Join(pkiDir, caCert))
+	ca, signer, err := readCA(filepath.Join(pkiDir, caCert), filepath.Join(pkiDir, caKey))
 	if err != nil {
-		return fmt.Errorf("read cluster CA: %w", err)
-	}
-	keyPEM, err := os.ReadFile(filepath.Join(pkiDir, caKey))
-	if err != nil {
-		return fmt.Errorf("read cluster CA key: %w", err)
-	}
-	cb, _ := pem.Decode(caPEM)
-	kb, _ := pem.Decode(keyPEM)
-	if cb == nil || kb == nil {
-		return errors.New("cluster CA: not PEM")
-	}
-	ca, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return fmt.Errorf("parse cluster CA: %w", err)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
-	if err != nil {
-		return fmt.Errorf("parse cluster CA key: %w", err)
-	}
-	signer, ok := k.(crypto.Signer)
-	if !ok {
-		return errors.New("cluster CA key cannot sign")
+		return fmt.Errorf("cluster CA: %w", err)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -266,3 +326,71 @@ func IssueClientCert(pkiDir, certPath, keyPath, cn string, orgs ...string) error
 
 // CACertPath is the cluster CA's certificate in pkiDir.
 func CACertPath(pkiDir string) string { return filepath.Join(pkiDir, caCert) }
+
+// The etcd peer PKI of a stacked control plane, in the etcd/ directory of a
+// PKI directory, as kubeadm lays it out.
+const (
+	EtcdCACert   = "etcd/ca.crt"
+	EtcdCAKey    = "etcd/ca.key"
+	EtcdPeerCert = "etcd/peer.crt"
+	EtcdPeerKey  = "etcd/peer.key"
+)
+
+// EnsureEtcdPeerPKI creates, unless dir holds them, an etcd CA of its own
+// (the cluster CA signs kubelets' certificates: none of them must be able to
+// join etcd) and one peer certificate naming every member's address in ips,
+// for both ends of the members' TLS (server and client auth). A peer
+// certificate that does not name every address of ips is made anew with the
+// same CA.
+func EnsureEtcdPeerPKI(dir string, ips ...net.IP) error {
+	if err := os.MkdirAll(filepath.Join(dir, "etcd"), 0o700); err != nil {
+		return fmt.Errorf("create etcd pki directory: %w", err)
+	}
+	ca, signer, isNew, err := loadOrNewCA(filepath.Join(dir, EtcdCACert), filepath.Join(dir, EtcdCAKey), "kubeplug-etcd-ca")
+	if err != nil {
+		return err
+	}
+	if isNew {
+		if err := writeCertAndKey(filepath.Join(dir, EtcdCACert), filepath.Join(dir, EtcdCAKey), ca.Raw, signer); err != nil {
+			return err
+		}
+	} else if peerNames(filepath.Join(dir, EtcdPeerCert), ips) {
+		return nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generate etcd peer key: %w", err)
+	}
+	der, err := sign(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kubeplug-etcd-peer"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...),
+	}, ca, key.Public(), signer)
+	if err != nil {
+		return fmt.Errorf("sign etcd peer certificate: %w", err)
+	}
+	return writeCertAndKey(filepath.Join(dir, EtcdPeerCert), filepath.Join(dir, EtcdPeerKey), der, key)
+}
+
+// peerNames says whether the certificate at path names every address of ips.
+func peerNames(path string, ips []net.IP) bool {
+	b, err := os.ReadFile(path) //nolint:gosec // the caller's pki directory
+	if err != nil {
+		return false
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return false
+	}
+	for _, ip := range ips {
+		if c.VerifyHostname(ip.String()) != nil {
+			return false
+		}
+	}
+	return true
+}

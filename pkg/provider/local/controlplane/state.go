@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -241,4 +243,18 @@ func StopDetached(ctx context.Context, opts Options) error {
 	}
 	opts.Logger.Info("control plane stopped", "datadir", opts.DataDir)
 	return nil
+}
+
+// EtcdURL is the client URL of the etcd of the detached control plane
+// recorded in dataDir, while it runs. The error wraps ErrNotRunning when
+// nothing of it runs.
+func EtcdURL(dataDir string) (string, error) {
+	st, err := readState(dataDir)
+	if err != nil {
+		return "", err
+	}
+	if st == nil || st.alive()[Etcd] == nil || st.Ports[string(Etcd)] == 0 {
+		return "", fmt.Errorf("etcd of the control plane in %s: %w", dataDir, ErrNotRunning)
+	}
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(st.Ports[string(Etcd)])), nil
 }
