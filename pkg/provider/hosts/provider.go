@@ -1,0 +1,188 @@
+package hosts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+)
+
+// Name is the provider's name in the registry and in spec.provider.
+const Name = "hosts"
+
+// AcceptNewHostKeys is the provider.Option of `up --accept-new-host-keys`:
+// a host whose key is not in the known_hosts file has it added (never a
+// changed one).
+type AcceptNewHostKeys struct{}
+
+// Provider implements provider.Option.
+func (AcceptNewHostKeys) Provider() string { return Name }
+
+func (AcceptNewHostKeys) String() string { return "--accept-new-host-keys" }
+
+func init() {
+	provider.Register(Name, func(cfg provider.Config) (provider.Provider, error) {
+		opts := Options{ClusterName: cfg.ClusterName, Events: cfg.Events, Logger: cfg.Logger}
+		if cfg.Spec != nil {
+			opts.Spec = cfg.Spec.Hosts
+		}
+		for _, o := range cfg.Options {
+			if _, ok := o.(AcceptNewHostKeys); ok {
+				opts.AcceptNewHostKeys = true
+			}
+		}
+		return New(opts)
+	})
+}
+
+// Options configure the hosts provider.
+type Options struct {
+	ClusterName string
+	// Spec is cluster.yaml's spec.provider.hosts.
+	Spec *v1alpha1.HostsProvider
+	// AcceptNewHostKeys adds unknown host keys to the known_hosts file.
+	AcceptNewHostKeys bool
+	// Parallel bounds how many hosts are worked on at once. Default 8.
+	Parallel int
+	// Events receives progress; default none.
+	Events func(provider.Event)
+	// Logger receives diagnostics; default discards.
+	Logger *slog.Logger
+}
+
+// Provider builds a cluster on existing hosts over SSH.
+type Provider struct {
+	opts  Options
+	hosts []*Host
+	keys  *hostKeys
+}
+
+// New checks opts (every error names its field of cluster.yaml) and connects
+// to nothing.
+func New(opts Options) (*Provider, error) {
+	hosts, err := hostsOf(opts.Spec)
+	if err != nil {
+		return nil, err
+	}
+	file, err := knownHostsFile(opts.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 8
+	}
+	if opts.Events == nil {
+		opts.Events = func(provider.Event) {}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{opts: opts, hosts: hosts, keys: &hostKeys{file: file, acceptNew: opts.AcceptNewHostKeys}}, nil
+}
+
+func (p *Provider) event(node, item, msg string, done bool) {
+	p.opts.Events(provider.Event{Time: time.Now(), Step: "node", Node: node, Item: item, Message: msg, Done: done})
+	p.opts.Logger.Info("progress", "node", node, "message", msg)
+}
+
+// HostError is what failed on some hosts while the others went on.
+type HostError struct {
+	// Failed maps a host's address to its error.
+	Failed map[string]error
+}
+
+func (e *HostError) Error() string {
+	addrs := slices.Sorted(func(yield func(string) bool) {
+		for a := range e.Failed {
+			if !yield(a) {
+				return
+			}
+		}
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d host(s) failed: %s", len(addrs), strings.Join(addrs, ", "))
+	for _, a := range addrs {
+		b.WriteString("\n  " + e.Failed[a].Error())
+	}
+	return b.String()
+}
+
+// Unwrap gives errors.Is/As each host's error.
+func (e *HostError) Unwrap() []error {
+	var out []error
+	for _, err := range e.Failed {
+		out = append(out, err)
+	}
+	return out
+}
+
+// eachHost runs fn on every host of hosts, at most Parallel at once, each
+// with its own connection. A host that fails does not stop the others; the
+// error is a *HostError naming every failed host.
+func (p *Provider) eachHost(ctx context.Context, hosts []*Host, fn func(ctx context.Context, c *client) error) error {
+	sem := make(chan struct{}, p.opts.Parallel)
+	var mu sync.Mutex
+	failed := map[string]error{}
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				mu.Lock()
+				failed[h.Address] = fmt.Errorf("%s: %w", label(h), context.Cause(ctx))
+				mu.Unlock()
+				return
+			}
+			defer func() { <-sem }()
+			err := func() error {
+				p.event(h.Node, h.Node, "connecting to "+h.Addr(), false)
+				c, err := dial(ctx, h, p.keys)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				return fn(ctx, c)
+			}()
+			if err != nil {
+				p.event(h.Node, h.Node, "failed: "+err.Error(), true)
+				mu.Lock()
+				failed[h.Address] = err
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		return &HostError{Failed: failed}
+	}
+	return nil
+}
+
+// errNotBuilt is what of the provider is not built yet.
+var errNotBuilt = errors.New("not built yet")
+
+// Up implements provider.Provider.
+func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Running, error) {
+	if err := p.eachHost(ctx, p.hosts, func(context.Context, *client) error { return nil }); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("hosts provider: building the cluster on the hosts is %w", errNotBuilt)
+}
+
+// AfterDeploy implements provider.Provider.
+func (p *Provider) AfterDeploy(context.Context) error { return nil }
+
+// Down implements provider.Provider.
+func (p *Provider) Down(ctx context.Context, purge bool) error {
+	return fmt.Errorf("hosts provider: down is %w", errNotBuilt)
+}
