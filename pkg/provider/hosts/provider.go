@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
@@ -51,6 +52,8 @@ type Options struct {
 	AcceptNewHostKeys bool
 	// Parallel bounds how many hosts are worked on at once. Default 8.
 	Parallel int
+	// Programs are the node programs the hosts get.
+	Programs Programs
 	// Events receives progress; default none.
 	Events func(provider.Event)
 	// Logger receives diagnostics; default discards.
@@ -171,18 +174,113 @@ func (p *Provider) eachHost(ctx context.Context, hosts []*Host, fn func(ctx cont
 // errNotBuilt is what of the provider is not built yet.
 var errNotBuilt = errors.New("not built yet")
 
-// Up implements provider.Provider.
-func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Running, error) {
-	if err := p.eachHost(ctx, p.hosts, func(context.Context, *client) error { return nil }); err != nil {
-		return nil, err
+var _ provider.FileDeployer = (*Provider)(nil)
+
+// DeploysFiles implements provider.FileDeployer: the hosts get their pools'
+// rendered boot files.
+func (p *Provider) DeploysFiles() bool { return true }
+
+// plan is, per pool, what its hosts get.
+func (p *Provider) plan(d *provider.Desired) (map[string]*bootScript, []*bootFile, error) {
+	var errs []error
+	listed := map[string]int{}
+	for _, h := range p.hosts {
+		listed[h.Pool]++
 	}
-	return nil, fmt.Errorf("hosts provider: building the cluster on the hosts is %w", errNotBuilt)
+	if d.Model != nil {
+		for _, name := range slices.Sorted(mapKeys(d.Model.Pools)) {
+			pool := d.Model.Pools[name]
+			switch n := listed[name]; {
+			case n == 0:
+				errs = append(errs, fmt.Errorf("%s.pools: node pool %s (%d nodes) has no hosts: list them", field, name, pool.Count))
+			case n != pool.Count:
+				errs = append(errs, fmt.Errorf("%s.pools: node pool %s has count %d and %d hosts: they must be equal", field, name, pool.Count, n))
+			}
+		}
+		for name := range listed {
+			if d.Model.Pools[name] == nil {
+				errs = append(errs, fmt.Errorf("%s.pools: %s is not a node pool of spec.nodePools", field, name))
+			}
+		}
+	}
+	scripts := map[string]*bootScript{}
+	for name := range listed {
+		file := "nodes/" + name + "/cloud-init.yaml"
+		b, ok := d.Files[file]
+		if !ok {
+			errs = append(errs, fmt.Errorf("pool %s: no rendered %s to deliver to its hosts", name, file))
+			continue
+		}
+		s, err := parseCloudConfig(file, b)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		scripts[name] = s
+	}
+	progs, err := programFiles(p.opts.Programs)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	return scripts, progs, nil
 }
 
-// AfterDeploy implements provider.Provider.
+// Up implements provider.Provider. It checks the pools against the model
+// and reads every pool's rendered file before it connects to any host; then
+// on every host (in parallel, bounded) it runs the preflight and delivers the
+// pool's files and the node programs, each verified by its digest on the
+// host, uploading only what differs.
+//
+// Starting the control plane and joining the nodes (the provider's part of
+// the boot: the PKI, the bootstrap token, the images) is not built: after the
+// delivery Up fails saying so, and runs nothing of the rendered runcmd, so no
+// kubelet starts without its credentials.
+func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Running, error) {
+	scripts, progs, err := p.plan(d)
+	if err != nil {
+		return nil, err
+	}
+	err = p.eachHost(ctx, p.hosts, func(ctx context.Context, c *client) error {
+		h := c.host
+		p.event(h.Node, h.Node, "preflight", false)
+		if err := c.preflight(ctx, h.Pool == model.ControlPlanePool); err != nil {
+			return err
+		}
+		files := append(slices.Clone(scripts[h.Pool].Files), progs...)
+		began := time.Now()
+		n, err := c.deliver(ctx, files, func(msg string) { p.event(h.Node, h.Node, msg, false) })
+		if err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("%d files at the rendered state, nothing uploaded", len(files))
+		if n > 0 {
+			msg = fmt.Sprintf("%d of %d files uploaded and verified in %s", n, len(files), time.Since(began).Round(time.Millisecond))
+		}
+		p.event(h.Node, h.Node, msg, true)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("hosts provider: every host has its pool's boot files; starting the control plane and joining the nodes is %w", errNotBuilt)
+}
+
+// AfterDeploy implements provider.Provider: no node runs yet.
 func (p *Provider) AfterDeploy(context.Context) error { return nil }
 
-// Down implements provider.Provider.
-func (p *Provider) Down(ctx context.Context, purge bool) error {
-	return fmt.Errorf("hosts provider: down is %w", errNotBuilt)
+// Down implements provider.Provider: on every host it stops kubeplug's units
+// and removes every file it delivered (the list on the host), its links and
+// its state. The OS is left as it was; the provider installs no package.
+func (p *Provider) Down(ctx context.Context, _ bool) error {
+	return p.eachHost(ctx, p.hosts, func(ctx context.Context, c *client) error {
+		p.event(c.host.Node, c.host.Node, "removing kubeplug's files and units", false)
+		if err := c.clean(ctx); err != nil {
+			return err
+		}
+		p.event(c.host.Node, c.host.Node, "clean", true)
+		return nil
+	})
 }

@@ -1,0 +1,35 @@
+package hosts
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// units are the systemd units the provider or the rendered files may have
+// started on a host, stopped by clean before the files go.
+var units = []string{"kubeplug-after-deploy.service", "kubeplug-boot.service", "kube-proxy.service", "kubelet.service", "containerd.service"}
+
+// cleanScript stops kubeplug's units, kills what they left (the containers'
+// shims), unmounts what the kubelet and containerd mounted, and removes every
+// file the delivered list names, the links, and the node's state directories.
+const cleanScript = `
+list=` + manifestPath + `
+for u in %[1]s; do systemctl disable --now "$u" >/dev/null 2>&1 || true; done
+pkill -9 -f /usr/local/bin/containerd-shim-runc-v2 2>/dev/null || true
+grep -o ' /var/lib/kubelet[^ ]*\| /run/containerd[^ ]*\| /var/lib/containerd[^ ]*' /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+if [ -f "$list" ]; then
+  grep -o '"path":"[^"]*"' "$list" | cut -d'"' -f4 | while read -r f; do rm -f "$f" "$f.kubeplug-tmp"; done
+fi
+for l in %[2]s; do [ "$(readlink "$l")" = ` + localclusterPath + ` ] && rm -f "$l"; done
+rm -rf /usr/local/lib/kubeplug /var/lib/kubeplug /etc/kubernetes /var/lib/kubelet /var/lib/kube-proxy /etc/cni/net.d/10-kubeplug.conflist /etc/containerd /var/lib/containerd /run/containerd
+systemctl daemon-reload
+systemctl reset-failed >/dev/null 2>&1 || true
+`
+
+// clean removes what the provider delivered to the host and what the node
+// made of it.
+func (c *client) clean(ctx context.Context) error {
+	_, err := c.run(ctx, "remove kubeplug's files", fmt.Sprintf(cleanScript, strings.Join(units, " "), "/usr/bin/kubelet /usr/bin/kube-proxy"), nil)
+	return err
+}
