@@ -22,7 +22,10 @@ if [ -f "$list" ]; then
   grep -o '"path":"[^"]*"' "$list" | cut -d'"' -f4 | while read -r f; do rm -f "$f" "$f.kubeplug-tmp"; done
 fi
 for l in %[2]s; do [ "$(readlink "$l")" = ` + localclusterPath + ` ] && rm -f "$l"; done
-rm -rf /usr/local/lib/kubeplug /var/lib/kubeplug /etc/kubernetes /var/lib/kubelet /var/lib/kube-proxy /etc/cni/net.d/10-kubeplug.conflist /etc/containerd /var/lib/containerd /run/containerd
+rm -f /var/tmp/kubeplug-upload.*
+rm -rf /usr/local/lib/kubeplug /var/lib/kubeplug /etc/kubernetes /var/lib/kubelet /var/lib/kube-proxy /etc/cni/net.d/10-kubeplug.conflist /etc/containerd /run/containerd /var/lib/etcd
+# containerd's root may be a mount point (emptied, not removed).
+rm -rf /var/lib/containerd 2>/dev/null || find /var/lib/containerd -mindepth 1 -delete
 systemctl daemon-reload
 systemctl reset-failed >/dev/null 2>&1 || true
 `

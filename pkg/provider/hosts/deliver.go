@@ -147,10 +147,15 @@ const (
 // kube-proxy are the one localcluster program.
 var links = map[string]string{"/usr/bin/kubelet": localclusterPath, "/usr/bin/kube-proxy": localclusterPath}
 
+// NodeAgentEnv names the kubeplug binary the hosts get as their node agent
+// (Programs.NodeAgent).
+const NodeAgentEnv = "KUBEPLUG_NODE_AGENT"
+
 // Programs are the local files of the node programs a host gets.
 type Programs struct {
 	// NodeAgent is kubeplug itself (a static Linux binary): the node agent
-	// kubeplug-boot.service runs. Default: this program.
+	// kubeplug-boot.service runs. Default: $KUBEPLUG_NODE_AGENT, else this
+	// program.
 	NodeAgent string
 	// LocalnodeBin holds containerd and containerd-shim-runc-v2 (make
 	// localnode). Default $KUBEPLUG_LOCALNODE_BIN.
@@ -161,6 +166,9 @@ type Programs struct {
 }
 
 func (p Programs) withDefaults() (Programs, error) {
+	if p.NodeAgent == "" {
+		p.NodeAgent = os.Getenv(NodeAgentEnv)
+	}
 	if p.NodeAgent == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -256,9 +264,23 @@ func (c *client) upload(ctx context.Context, f *bootFile) error {
 			return err
 		}
 		tmp := f.Path + ".kubeplug-tmp"
-		script := fmt.Sprintf("set -e; umask 077; mkdir -p %s; cat > %s; sha256sum %s",
-			shellQuote(path.Dir(f.Path)), shellQuote(tmp), shellQuote(tmp))
-		out, err := c.run(ctx, "upload "+f.Path, script, r)
+		var out string
+		if c.host.User == "root" {
+			script := fmt.Sprintf("set -e; umask 077; mkdir -p %s; cat > %s; sha256sum %s",
+				shellQuote(path.Dir(f.Path)), shellQuote(tmp), shellQuote(tmp))
+			out, err = c.run(ctx, "upload "+f.Path, script, r)
+		} else {
+			// As the user to a file of its own, then copied into place as
+			// root (sudo is never given stdin).
+			var up string
+			up, err = c.exec(ctx, "upload "+f.Path, "set -e; umask 077; t=$(mktemp /var/tmp/kubeplug-upload.XXXXXX); cat > \"$t\"; echo \"$t\"", r, false)
+			up = strings.TrimSpace(up)
+			if err == nil {
+				script := fmt.Sprintf("set -e; umask 077; mkdir -p %s; cat %s > %s; rm -f %s; sha256sum %s",
+					shellQuote(path.Dir(f.Path)), shellQuote(up), shellQuote(tmp), shellQuote(up), shellQuote(tmp))
+				out, err = c.run(ctx, "install "+f.Path, script, nil)
+			}
+		}
 		_ = r.Close()
 		if err != nil {
 			last = err
@@ -275,7 +297,7 @@ func (c *client) upload(ctx context.Context, f *bootFile) error {
 		if owner == "" {
 			owner = "root:root"
 		}
-		script = fmt.Sprintf("set -e; chown %s %s; chmod %04o %s; mv -f %s %s",
+		script := fmt.Sprintf("set -e; chown %s %s; chmod %04o %s; mv -f %s %s",
 			shellQuote(owner), shellQuote(tmp), f.Mode, shellQuote(tmp), shellQuote(tmp), shellQuote(f.Path))
 		if _, err := c.run(ctx, "install "+f.Path, script, nil); err != nil {
 			return err

@@ -23,7 +23,7 @@ echo "runc=$(command -v runc)"
 for d in /usr/lib/cni /opt/cni/bin; do [ -x "$d/bridge" ] && echo "cni=$d"; done
 echo "time=$(date +%s)"
 echo "delivered=$([ -f ` + manifestPath + ` ] && echo yes)"
-for l in /usr/bin/kubelet /usr/bin/kube-proxy /usr/local/bin/containerd /etc/containerd /var/lib/containerd /etc/kubernetes /var/lib/kubelet; do [ -e "$l" ] && echo "exists=$l"; done
+for l in /usr/bin/kubelet /usr/bin/kube-proxy /usr/local/bin/containerd /etc/containerd /var/lib/containerd /etc/kubernetes /var/lib/kubelet; do [ -L "$l" ] || [ -f "$l" ] || [ -n "$(ls -A "$l" 2>/dev/null)" ] && echo "exists=$l"; done
 awk 'NR>1 && $4=="0A" {split($2,a,":"); print "listen=" a[2]}' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 `
 

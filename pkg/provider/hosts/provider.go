@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
-	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
@@ -30,7 +31,7 @@ func (AcceptNewHostKeys) String() string { return "--accept-new-host-keys" }
 
 func init() {
 	provider.Register(Name, func(cfg provider.Config) (provider.Provider, error) {
-		opts := Options{ClusterName: cfg.ClusterName, Events: cfg.Events, Logger: cfg.Logger}
+		opts := Options{ClusterName: cfg.ClusterName, StateDir: cfg.StateDir, Events: cfg.Events, Logger: cfg.Logger}
 		if cfg.Spec != nil {
 			opts.Spec = cfg.Spec.Hosts
 		}
@@ -46,6 +47,10 @@ func init() {
 // Options configure the hosts provider.
 type Options struct {
 	ClusterName string
+	// StateDir keeps the cluster's PKI, the nodes' identities and the
+	// cluster-admin kubeconfig. Default $XDG_STATE_HOME/kubeplug/clusters/<name>
+	// (~/.local/state/... without it), as the local provider's.
+	StateDir string
 	// Spec is cluster.yaml's spec.provider.hosts.
 	Spec *v1alpha1.HostsProvider
 	// AcceptNewHostKeys adds unknown host keys to the known_hosts file.
@@ -77,6 +82,17 @@ func New(opts Options) (*Provider, error) {
 	file, err := knownHostsFile(opts.Spec)
 	if err != nil {
 		return nil, err
+	}
+	if opts.StateDir == "" {
+		base := os.Getenv("XDG_STATE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return nil, fmt.Errorf("default state directory: %w", err)
+			}
+			base = filepath.Join(home, ".local", "state")
+		}
+		opts.StateDir = filepath.Join(base, "kubeplug", "clusters", opts.ClusterName)
 	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 8
@@ -171,9 +187,6 @@ func (p *Provider) eachHost(ctx context.Context, hosts []*Host, fn func(ctx cont
 	return nil
 }
 
-// errNotBuilt is what of the provider is not built yet.
-var errNotBuilt = errors.New("not built yet")
-
 var _ provider.FileDeployer = (*Provider)(nil)
 
 // DeploysFiles implements provider.FileDeployer: the hosts get their pools'
@@ -228,49 +241,6 @@ func (p *Provider) plan(d *provider.Desired) (map[string]*bootScript, []*bootFil
 	return scripts, progs, nil
 }
 
-// Up implements provider.Provider. It checks the pools against the model
-// and reads every pool's rendered file before it connects to any host; then
-// on every host (in parallel, bounded) it runs the preflight and delivers the
-// pool's files and the node programs, each verified by its digest on the
-// host, uploading only what differs.
-//
-// Starting the control plane and joining the nodes (the provider's part of
-// the boot: the PKI, the bootstrap token, the images) is not built: after the
-// delivery Up fails saying so, and runs nothing of the rendered runcmd, so no
-// kubelet starts without its credentials.
-func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Running, error) {
-	scripts, progs, err := p.plan(d)
-	if err != nil {
-		return nil, err
-	}
-	err = p.eachHost(ctx, p.hosts, func(ctx context.Context, c *client) error {
-		h := c.host
-		p.event(h.Node, h.Node, "preflight", false)
-		if err := c.preflight(ctx, h.Pool == model.ControlPlanePool); err != nil {
-			return err
-		}
-		files := append(slices.Clone(scripts[h.Pool].Files), progs...)
-		began := time.Now()
-		n, err := c.deliver(ctx, files, func(msg string) { p.event(h.Node, h.Node, msg, false) })
-		if err != nil {
-			return err
-		}
-		msg := fmt.Sprintf("%d files at the rendered state, nothing uploaded", len(files))
-		if n > 0 {
-			msg = fmt.Sprintf("%d of %d files uploaded and verified in %s", n, len(files), time.Since(began).Round(time.Millisecond))
-		}
-		p.event(h.Node, h.Node, msg, true)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("hosts provider: every host has its pool's boot files; starting the control plane and joining the nodes is %w", errNotBuilt)
-}
-
-// AfterDeploy implements provider.Provider: no node runs yet.
-func (p *Provider) AfterDeploy(context.Context) error { return nil }
-
 // Down implements provider.Provider: on every host it stops kubeplug's units
 // and removes every file it delivered (the list on the host), its links and
 // its state. The OS is left as it was; the provider installs no package.
@@ -284,3 +254,7 @@ func (p *Provider) Down(ctx context.Context, _ bool) error {
 		return nil
 	})
 }
+
+// SetProgramsForTest sets the node programs the hosts get (Options.Programs)
+// of a provider made by the registry.
+func (p *Provider) SetProgramsForTest(progs Programs) { p.opts.Programs = progs }

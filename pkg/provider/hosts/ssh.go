@@ -243,6 +243,13 @@ func (c *client) Close() {
 // error naming the host, what, and the end of stderr. The command ends with
 // ctx (the session is closed).
 func (c *client) run(ctx context.Context, what, script string, stdin io.Reader) (string, error) {
+	return c.exec(ctx, what, script, stdin, true)
+}
+
+// exec is run, as root (through sudo unless the user is root) or as the
+// user. sudo is never given stdin: Debian's sudo (use_pty) does not end when
+// a piped stdin does.
+func (c *client) exec(ctx context.Context, what, script string, stdin io.Reader, root bool) (string, error) {
 	s, err := c.ssh.NewSession()
 	if err != nil {
 		return "", fmt.Errorf("%s: %s: %w", label(c.host), what, err)
@@ -251,7 +258,7 @@ func (c *client) run(ctx context.Context, what, script string, stdin io.Reader) 
 	var stdout, stderr bytes.Buffer
 	s.Stdout, s.Stderr, s.Stdin = &stdout, &stderr, stdin
 	cmd := "sh -c " + shellQuote(script)
-	if c.host.User != "root" {
+	if root && c.host.User != "root" {
 		cmd = "sudo -n " + cmd
 	}
 	done := make(chan error, 1)
