@@ -130,8 +130,14 @@ func (c *Cluster) check(l *diag.List) {
 	}
 	c.KubernetesVersion = v
 	if pr := s.Provider; pr != nil {
+		set := 0
+		for _, p := range []bool{pr.Local != nil, pr.AWS != nil, pr.Hosts != nil} {
+			if p {
+				set++
+			}
+		}
 		switch {
-		case (pr.Local == nil) == (pr.AWS == nil):
+		case set != 1:
 			d.Errorf(l, "/spec/provider", "expected one provider, such as local: {}")
 		case pr.AWS != nil && (pr.AWS.VPCID == "") != (len(pr.AWS.SubnetIDs) == 0):
 			d.Errorf(l, "/spec/provider/aws", "expected vpcID and subnetIDs together (an existing VPC) or neither (a new one)")
