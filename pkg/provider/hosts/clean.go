@@ -17,6 +17,14 @@ const cleanScript = `
 list=` + manifestPath + `
 for u in %[1]s; do systemctl disable --now "$u" >/dev/null 2>&1 || true; done
 pkill -9 -f /usr/local/bin/containerd-shim-runc-v2 2>/dev/null || true
+# The containers' processes, by the kubelet's cgroups (cgroupfs driver).
+for i in 1 2 3; do
+  find /sys/fs/cgroup -path '*kubepods*' -name cgroup.procs 2>/dev/null | while read -r f; do xargs -r kill -9 <"$f" 2>/dev/null; done
+  sleep 0.5
+done
+find /sys/fs/cgroup -depth -type d -path '*kubepods*' -exec rmdir {} + 2>/dev/null || true
+[ -x /usr/bin/kube-proxy ] && /usr/bin/kube-proxy --cleanup >/dev/null 2>&1 || true
+ip link del cbr0 2>/dev/null || true
 grep -o ' /var/lib/kubelet[^ ]*\| /run/containerd[^ ]*\| /var/lib/containerd[^ ]*' /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
 if [ -f "$list" ]; then
   grep -o '"path":"[^"]*"' "$list" | cut -d'"' -f4 | while read -r f; do rm -f "$f" "$f.kubeplug-tmp"; done

@@ -141,6 +141,10 @@ func auth(h *Host) ([]ssh.AuthMethod, func(), error) {
 	return methods, closeFn, nil
 }
 
+// stepTimeout bounds each command on a host (an upload of the largest node
+// program included).
+var stepTimeout = 5 * time.Minute
+
 // dialTimeout bounds a TCP connect and an SSH handshake.
 const dialTimeout = 15 * time.Second
 
@@ -247,8 +251,8 @@ func (c *client) run(ctx context.Context, what, script string, stdin io.Reader) 
 }
 
 // exec is run, as root (through sudo unless the user is root) or as the
-// user. sudo is never given stdin: Debian's sudo (use_pty) does not end when
-// a piped stdin does.
+// user. sudo is never given stdin that ends: Debian 12's sudo (use_pty) does
+// not exit once its stdin reached EOF.
 func (c *client) exec(ctx context.Context, what, script string, stdin io.Reader, root bool) (string, error) {
 	s, err := c.ssh.NewSession()
 	if err != nil {
@@ -256,15 +260,32 @@ func (c *client) exec(ctx context.Context, what, script string, stdin io.Reader,
 	}
 	defer func() { _ = s.Close() }()
 	var stdout, stderr bytes.Buffer
-	s.Stdout, s.Stderr, s.Stdin = &stdout, &stderr, stdin
+	s.Stdout, s.Stderr = &stdout, &stderr
+	if stdin != nil {
+		s.Stdin = stdin
+	} else {
+		// A stdin kept open until the command ended: Debian 12's sudo (1.9.13,
+		// use_pty) never exits once its stdin reached EOF.
+		w, err := s.StdinPipe()
+		if err != nil {
+			return "", fmt.Errorf("%s: %s: %w", label(c.host), what, err)
+		}
+		defer func() { _ = w.Close() }()
+	}
 	cmd := "sh -c " + shellQuote(script)
 	if root && c.host.User != "root" {
 		cmd = "sudo -n " + cmd
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Run(cmd) }()
+	step := time.NewTimer(stepTimeout)
+	defer step.Stop()
 	select {
 	case err = <-done:
+	case <-step.C:
+		_ = s.Signal(ssh.SIGKILL)
+		_ = s.Close()
+		return "", fmt.Errorf("%s: %s: no answer within %s (a slow or hung host)", label(c.host), what, stepTimeout)
 	case <-ctx.Done():
 		_ = s.Signal(ssh.SIGKILL)
 		_ = s.Close()

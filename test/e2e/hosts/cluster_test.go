@@ -28,7 +28,7 @@ import (
 // workers, a label on their Nodes, an API server flag.
 const fleetPlugin = `apiVersion: kubeplug.dev/v1alpha1
 kind: Plugin
-metadata: {name: fleet, version: 0.1.0, description: node files, a unit, a label and an API server flag}
+metadata: {name: fleet, version: 0.1.0, description: "node files, a unit, a label and an API server flag"}
 spec:
   contributes:
     controlPlane:
