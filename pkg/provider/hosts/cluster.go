@@ -316,6 +316,16 @@ func (c *client) pushImages(ctx context.Context, imgs []image, progress func(str
 	if _, err := c.run(ctx, "start the registry", "systemctl daemon-reload && systemctl enable --now kubeplug-registry.service containerd.service", nil); err != nil {
 		return err
 	}
+	// containerd runs on without its CRI plugin when that fails to load
+	// (the kernel's inotify instances used up, for one); the kubelet could
+	// then never start: name it.
+	out, err := c.run(ctx, "containerd's CRI plugin", `sleep 1; journalctl -u containerd.service --no-pager -o cat --since "$(systemctl show -p ActiveEnterTimestamp --value containerd.service)" | grep 'failed to load plugin.*io.containerd.grpc.v1.cri' | tail -n 1`, nil)
+	if err != nil {
+		return err
+	}
+	if msg := strings.TrimSpace(out); msg != "" {
+		return fmt.Errorf("%s: containerd runs without its CRI plugin, so no kubelet can start: %s", label(c.host), msg)
+	}
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return c.ssh.DialContext(ctx, "tcp", registryAddr)
 	}}
@@ -437,9 +447,10 @@ failSwapOn: true
 kind: KubeProxyConfiguration
 mode: iptables
 clusterCIDR: %q
+hostnameOverride: %q
 clientConnection: {kubeconfig: /var/lib/kube-proxy/kubeconfig}
 conntrack: {maxPerCore: 0}
-`, cl.clusterCIDR)
+`, cl.clusterCIDR, h.Node)
 	files := []*bootFile{
 		memFile(factPKIDir+"/ca.crt", 0o644, "", ca),
 		memFile(render.KubeletConfigPath, 0o644, "", []byte(kubelet)),

@@ -33,11 +33,22 @@ var (
 // StateDir implements provider.Stateful.
 func (p *Provider) StateDir() string { return p.opts.StateDir }
 
-// Locate implements provider.Locator: the cluster-admin kubeconfig, once Up
-// wrote it.
-func (p *Provider) Locate(context.Context) (string, error) {
-	if _, err := os.Stat(p.Kubeconfig()); err != nil {
-		return "", fmt.Errorf("cluster %s on hosts (state dir %s): %w", p.opts.ClusterName, p.opts.StateDir, provider.ErrNotRunning)
+// Locate implements provider.Locator: the cluster-admin kubeconfig, while
+// the API server on the control-plane host answers (down then uninstalls the
+// plugins first; else it only cleans the hosts).
+func (p *Provider) Locate(ctx context.Context) (string, error) {
+	notRunning := fmt.Errorf("cluster %s on hosts (state dir %s): %w", p.opts.ClusterName, p.opts.StateDir, provider.ErrNotRunning)
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
+	if err != nil {
+		return "", notRunning
+	}
+	cfg.Timeout = 5 * time.Second
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	if _, err := kc.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		return "", fmt.Errorf("%w (its API server: %w)", notRunning, err)
 	}
 	return p.Kubeconfig(), nil
 }
@@ -173,7 +184,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	fail(p.eachHost(ctx, ready, func(ctx context.Context, c *client) error {
 		h := c.host
 		if err := waitReady(ctx, kc, h.Node, 3*time.Minute); err != nil {
-			journal, _ := c.run(context.WithoutCancel(ctx), "kubelet's journal", "journalctl -u kubelet.service -u kubeplug-boot.service --no-pager -n 25", nil)
+			journal, _ := c.run(context.WithoutCancel(ctx), "kubelet's journal", journalErrors("kubelet.service", "kubeplug-boot.service"), nil)
 			return fmt.Errorf("%s: %w; kubelet's journal:\n%s", label(h), err, journal)
 		}
 		if h.Pool == model.ControlPlanePool {
@@ -222,7 +233,7 @@ func (p *Provider) waitAPIServer(ctx context.Context, cfg *rest.Config, cp *Host
 		if time.Now().After(deadline) {
 			journal := "(unavailable)"
 			_ = p.eachHost(context.WithoutCancel(ctx), []*Host{cp}, func(ctx context.Context, c *client) error {
-				journal, _ = c.run(ctx, "kubelet's journal", "journalctl -u kubelet.service --no-pager -n 30", nil)
+				journal, _ = c.run(ctx, "kubelet's journal", journalErrors("kubelet.service"), nil)
 				return nil
 			})
 			return fmt.Errorf("%s: the API server of its static Pod is not ready after %s (last: %w); kubelet's journal:\n%s", label(cp), timeout, last, journal)
@@ -424,4 +435,15 @@ func (c *client) boot(ctx context.Context, runcmd [][]string) error {
 	}
 	_, err := c.run(ctx, "start kube-proxy", "systemctl enable --now kube-proxy.service", nil)
 	return err
+}
+
+// journalErrors is a command printing the last errors of units' journals
+// (the kubelet's, klog's E lines, systemd's failures), not their whole
+// start-up.
+func journalErrors(units ...string) string {
+	cmd := "journalctl --no-pager -n 400 -o short"
+	for _, u := range units {
+		cmd += " -u " + u
+	}
+	return cmd + ` | grep -E ' E[0-9]{4} |[Ff]ailed|[Ee]rror' | tail -n 12`
 }

@@ -64,6 +64,8 @@ users:
     sudo: "ALL=(ALL) NOPASSWD:ALL"
     ssh_authorized_keys: [%q]
 ssh_pwauth: false
+# sudo looks its host name up; there is no DNS server on the test network.
+manage_etc_hosts: true
 `, sshUser, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))))
 	var ms []*localnode.Machine
 	t.Cleanup(func() {
