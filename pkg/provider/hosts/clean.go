@@ -16,7 +16,7 @@ var units = []string{"kubeplug-after-deploy.service", "kubeplug-boot.service", "
 const cleanScript = `
 list=` + manifestPath + `
 for u in %[1]s; do systemctl disable --now "$u" >/dev/null 2>&1 || true; done
-pkill -9 -f /usr/local/bin/containerd-shim-runc-v2 2>/dev/null || true
+pkill -9 -f '[/]usr/local/bin/containerd-shim-runc-v2' 2>/dev/null || true
 # The containers' processes, by the kubelet's cgroups (cgroupfs driver).
 for i in 1 2 3; do
   find /sys/fs/cgroup -path '*kubepods*' -name cgroup.procs 2>/dev/null | while read -r f; do xargs -r kill -9 <"$f" 2>/dev/null; done

@@ -266,7 +266,7 @@ func (c *client) upload(ctx context.Context, f *bootFile) error {
 		tmp := f.Path + ".kubeplug-tmp"
 		var out string
 		if c.host.User == "root" {
-			script := fmt.Sprintf("set -e; umask 077; mkdir -p %s; cat > %s; sha256sum %s",
+			script := fmt.Sprintf("set -e; umask 022; mkdir -p %s; umask 077; cat > %s; sha256sum %s",
 				shellQuote(path.Dir(f.Path)), shellQuote(tmp), shellQuote(tmp))
 			out, err = c.run(ctx, "upload "+f.Path, script, r)
 		} else {
@@ -276,7 +276,7 @@ func (c *client) upload(ctx context.Context, f *bootFile) error {
 			up, err = c.exec(ctx, "upload "+f.Path, "set -e; umask 077; t=$(mktemp /var/tmp/kubeplug-upload.XXXXXX); cat > \"$t\"; echo \"$t\"", r, false)
 			up = strings.TrimSpace(up)
 			if err == nil {
-				script := fmt.Sprintf("set -e; umask 077; mkdir -p %s; cat %s > %s; rm -f %s; sha256sum %s",
+				script := fmt.Sprintf("set -e; umask 022; mkdir -p %s; umask 077; cat %s > %s; rm -f %s; sha256sum %s",
 					shellQuote(path.Dir(f.Path)), shellQuote(up), shellQuote(tmp), shellQuote(up), shellQuote(tmp))
 				out, err = c.run(ctx, "install "+f.Path, script, nil)
 			}

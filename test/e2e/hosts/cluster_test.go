@@ -52,6 +52,8 @@ spec:
               WantedBy=multi-user.target
         kubelet:
           labels: {fleet.kubeplug.dev/host: "yes"}
+          # The test hosts' disk is this machine's, shared and nearly full.
+          flags: {eviction-hard: "memory.available<100Mi,nodefs.available<1%,imagefs.available<1%", image-gc-high-threshold: "100", image-gc-low-threshold: "99"}
 `
 
 const webPlugin = `apiVersion: kubeplug.dev/v1alpha1
@@ -296,7 +298,7 @@ func TestCluster(t *testing.T) {
 	}
 	cl = sshClients(t, addrs, key, known)
 	for i := range addrs {
-		got := cl.run(t, i, "for f in /usr/local/bin/kubeplug /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/bin/kubeplug-registry /usr/local/lib/kubeplug /usr/bin/kubelet /usr/bin/kube-proxy /var/lib/kubeplug /var/lib/kubelet /etc/kubernetes /etc/fleet/greeting /etc/systemd/system/fleet-marker.service /etc/systemd/system/kubelet.service /etc/systemd/system/containerd.service /etc/containerd /etc/cni/net.d/10-kubeplug.conflist; do if [ -e $f ] || [ -L $f ]; then echo left: $f; fi; done; pgrep -a -f 'containerd|kubelet|kube-|etcd|kubeplug|agnhost' || true; systemctl list-units --all --no-legend 'kube*' 'fleet*' 'containerd*'")
+		got := cl.run(t, i, "for f in /usr/local/bin/kubeplug /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/bin/kubeplug-registry /usr/local/lib/kubeplug /usr/bin/kubelet /usr/bin/kube-proxy /var/lib/kubeplug /var/lib/kubelet /etc/kubernetes /etc/fleet/greeting /etc/systemd/system/fleet-marker.service /etc/systemd/system/kubelet.service /etc/systemd/system/containerd.service /etc/containerd /etc/cni/net.d/10-kubeplug.conflist; do if [ -e $f ] || [ -L $f ]; then echo left: $f; fi; done; pgrep -a -f '[c]ontainerd|[k]ubelet|[k]ube-|[e]tcd|[k]ubeplug|[a]gnhost' || true; systemctl list-units --all --no-legend 'kube*' 'fleet*' 'containerd*'")
 		if strings.TrimSpace(got) != "" {
 			t.Errorf("host %s after down:\n%s", addrs[i], got)
 		}
