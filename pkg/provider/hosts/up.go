@@ -188,6 +188,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 			return fmt.Errorf("%s: %w; kubelet's journal:\n%s", label(h), err, journal)
 		}
 		if h.Pool == model.ControlPlanePool {
+			if err := waitStaticPods(ctx, kc, h.Node, cl.cpPods, 3*time.Minute); err != nil {
+				return fmt.Errorf("%s: %w", label(h), err)
+			}
 			patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}},"spec":{"taints":[{"key":"node-role.kubernetes.io/control-plane","effect":"NoSchedule"}]}}`)
 			if _, err := kc.CoreV1().Nodes().Patch(ctx, h.Node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				return fmt.Errorf("%s: label the control-plane Node: %w", label(h), err)
@@ -446,4 +449,46 @@ func journalErrors(units ...string) string {
 		cmd += " -u " + u
 	}
 	return cmd + ` | grep -E ' E[0-9]{4} |[Ff]ailed|[Ee]rror' | tail -n 12`
+}
+
+// waitStaticPods waits until the mirror Pod of each of the control plane's
+// static Pods runs with its containers ready, or names those that do not.
+func waitStaticPods(ctx context.Context, kc kubernetes.Interface, node string, pods []staticPod, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var waiting []string
+		for _, sp := range pods {
+			name := sp.pod.Name + "-" + node
+			pod, err := kc.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case err != nil:
+				waiting = append(waiting, name+": "+err.Error())
+			case !podReady(pod):
+				waiting = append(waiting, name+": "+string(pod.Status.Phase))
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("static Pods not ready after %s: %s", timeout, strings.Join(waiting, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func podReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
