@@ -8,14 +8,17 @@ import (
 
 // units are the systemd units the provider or the rendered files may have
 // started on a host, stopped by clean before the files go.
-var units = []string{"kubeplug-after-deploy.service", "kubeplug-boot.service", "kube-proxy.service", "kubelet.service", "containerd.service"}
+var units = []string{"kubeplug-after-deploy.path", "kubeplug-after-deploy.service", "kubeplug-boot.service", "kube-proxy.service", "kubelet.service", "containerd.service", "kubeplug-registry.service"}
 
 // cleanScript stops kubeplug's units, kills what they left (the containers'
 // shims), unmounts what the kubelet and containerd mounted, and removes every
 // file the delivered list names, the links, and the node's state directories.
 const cleanScript = `
 list=` + manifestPath + `
-for u in %[1]s; do systemctl disable --now "$u" >/dev/null 2>&1 || true; done
+# The units the delivered files define (the plugins' among them), then kubeplug's own.
+delivered_units=
+[ -f "$list" ] && delivered_units=$(grep -o '"path":"/etc/systemd/system/[^"/]*\.\(service\|path\|timer\|socket\)"' "$list" | cut -d'"' -f4 | xargs -r -n1 basename)
+for u in $delivered_units %[1]s; do systemctl disable --now "$u" >/dev/null 2>&1 || true; done
 pkill -9 -f '[/]usr/local/bin/containerd-shim-runc-v2' 2>/dev/null || true
 # The containers' processes, by the kubelet's cgroups (cgroupfs driver).
 for i in 1 2 3; do

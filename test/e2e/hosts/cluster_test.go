@@ -304,7 +304,8 @@ func TestCluster(t *testing.T) {
 	}
 	cl = sshClients(t, addrs, key, known)
 	for i := range addrs {
-		got := cl.run(t, i, "for f in /usr/local/bin/kubeplug /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/bin/kubeplug-registry /usr/local/lib/kubeplug /usr/bin/kubelet /usr/bin/kube-proxy /var/lib/kubeplug /var/lib/kubelet /etc/kubernetes /etc/fleet/greeting /etc/systemd/system/fleet-marker.service /etc/systemd/system/kubelet.service /etc/systemd/system/containerd.service /etc/containerd /etc/cni/net.d/10-kubeplug.conflist; do if [ -e $f ] || [ -L $f ]; then echo left: $f; fi; done; pgrep -a -f '[c]ontainerd|[k]ubelet|[k]ube-|[e]tcd|[k]ubeplug|[a]gnhost' || true; systemctl list-units --all --no-legend 'kube*' 'fleet*' 'containerd*'")
+		got := cl.run(t, i, "for f in /usr/local/bin/kubeplug /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 /usr/local/bin/kubeplug-registry /usr/local/lib/kubeplug /usr/bin/kubelet /usr/bin/kube-proxy /var/lib/kubeplug /var/lib/kubelet /etc/kubernetes /etc/fleet/greeting /etc/systemd/system/fleet-marker.service /etc/systemd/system/kubelet.service /etc/systemd/system/containerd.service /etc/containerd /etc/cni/net.d/10-kubeplug.conflist; do if [ -e $f ] || [ -L $f ]; then echo left: $f; fi; done; systemctl list-units --all --no-legend 'kube*' 'fleet*' 'containerd*'")
+		got += cl.run(t, i, "pgrep -a -f '[c]ontainerd|[k]ubelet|[k]ube-|[e]tcd|[k]ubeplug|[a]gnhost' || true")
 		if strings.TrimSpace(got) != "" {
 			t.Errorf("host %s after down:\n%s", addrs[i], got)
 		}
