@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -271,7 +272,7 @@ func (c *client) upload(ctx context.Context, f *bootFile) error {
 			out, err = c.run(ctx, "upload "+f.Path, script, r)
 		} else {
 			// As the user to a file of its own, then copied into place as
-			// root (sudo is never given stdin).
+			// root: only the user's own command reads the stream.
 			var up string
 			up, err = c.exec(ctx, "upload "+f.Path, "set -e; umask 077; t=$(mktemp /var/tmp/kubeplug-upload.XXXXXX); cat > \"$t\"; echo \"$t\"", r, false)
 			up = strings.TrimSpace(up)
@@ -378,6 +379,42 @@ func (c *client) runcmd(ctx context.Context, cmds [][]string) error {
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%s", strings.Join(failed, "\n"))
+	}
+	return nil
+}
+
+// errRollNotBuilt is a pool whose rendered files changed on hosts that
+// already run them: rolling the change host by host is not built.
+var errRollNotBuilt = errors.New("rolling a changed pool file over running hosts (cordon, drain, re-boot) is not built")
+
+// checkUnchanged refuses, before anything is uploaded, a host whose recorded
+// delivery (the list on the host) has other digests, or other paths, for the
+// pool's rendered files than rendered now. A file missing or altered on the
+// host with the same rendered content is not a change: it is delivered again.
+func (c *client) checkUnchanged(ctx context.Context, rendered []*bootFile) error {
+	out, err := c.run(ctx, "read the delivered list", "cat "+manifestPath+" 2>/dev/null || true", nil)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(out) == "" {
+		return nil // never delivered
+	}
+	var was []bootFile
+	if err := json.Unmarshal([]byte(out), &was); err != nil {
+		return fmt.Errorf("%s: %s: %w", label(c.host), manifestPath, err)
+	}
+	prev := map[string]string{}
+	for _, f := range was {
+		prev[f.Path] = f.SHA256
+	}
+	var changed []string
+	for _, f := range rendered {
+		if sum, ok := prev[f.Path]; !ok || sum != f.SHA256 {
+			changed = append(changed, f.Path)
+		}
+	}
+	if len(changed) > 0 {
+		return fmt.Errorf("%s: pool %s's rendered files changed since they were delivered (%s): %w; run `kubeplug down` and `kubeplug up` to build the cluster anew", label(c.host), c.host.Pool, strings.Join(changed, ", "), errRollNotBuilt)
 	}
 	return nil
 }

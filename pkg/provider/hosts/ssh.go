@@ -251,8 +251,7 @@ func (c *client) run(ctx context.Context, what, script string, stdin io.Reader) 
 }
 
 // exec is run, as root (through sudo unless the user is root) or as the
-// user. sudo is never given stdin that ends: Debian 12's sudo (use_pty) does
-// not exit once its stdin reached EOF.
+// user. Content is streamed only to commands run as the user (see upload).
 func (c *client) exec(ctx context.Context, what, script string, stdin io.Reader, root bool) (string, error) {
 	s, err := c.ssh.NewSession()
 	if err != nil {
@@ -264,8 +263,9 @@ func (c *client) exec(ctx context.Context, what, script string, stdin io.Reader,
 	if stdin != nil {
 		s.Stdin = stdin
 	} else {
-		// A stdin kept open until the command ended: Debian 12's sudo (1.9.13,
-		// use_pty) never exits once its stdin reached EOF.
+		// A stdin kept open until the command ended. (Added while a hang of
+		// sudo was blamed on its stdin's EOF; the hang was sudo looking up
+		// the host's own name without DNS. Harmless, kept as tested.)
 		w, err := s.StdinPipe()
 		if err != nil {
 			return "", fmt.Errorf("%s: %s: %w", label(c.host), what, err)

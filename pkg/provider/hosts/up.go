@@ -100,6 +100,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		if err := c.preflight(ctx, h.Pool == model.ControlPlanePool); err != nil {
 			return err
 		}
+		if err := c.checkUnchanged(ctx, scripts[h.Pool].Files); err != nil {
+			return err
+		}
 		token := ""
 		if h.Pool != model.ControlPlanePool {
 			token = tokens.forNode(h.Node)

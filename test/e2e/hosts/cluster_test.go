@@ -298,6 +298,26 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("up after the new key is trusted: exit %d\n%s", code, out)
 	}
 
+	// A changed pool file on running hosts: rolling it is not built, so it
+	// is refused before anything is uploaded, naming the hosts.
+	write(t, filepath.Join(dir, "plugins", "fleet", "plugin.yaml"), strings.Replace(fleetPlugin, `"GREETING\n"`, `"CHANGED\n"`, 1))
+	code, out = kp("up")
+	if code == 0 || !strings.Contains(out, "rolling a changed pool file over running hosts") || !strings.Contains(out, addrs[1]) || !strings.Contains(out, addrs[2]) {
+		t.Fatalf("up with a changed pool file: exit %d, want it refused naming %s and %s:\n%s", code, addrs[1], addrs[2], out)
+	}
+	if got := cl.run(t, 1, "cat /etc/fleet/greeting"); got != "GREETING\n" {
+		t.Errorf("the refused change reached %s: %q", addrs[1], got)
+	}
+	write(t, filepath.Join(dir, "plugins", "fleet", "plugin.yaml"), fleetPlugin)
+
+	// A user whose sudo needs a password, on one host: named, the others go on.
+	write(t, file, strings.Replace(clusterFile(key, known, addrs), "{address: "+addrs[2]+"}", "{address: "+addrs[2]+", ssh: {user: "+passwordUser+"}}", 1))
+	code, out = kp("up")
+	if code == 0 || !strings.Contains(out, "user "+passwordUser+" needs a password for sudo") || !strings.Contains(out, "1 host(s) failed: "+addrs[2]) {
+		t.Fatalf("up as %s on %s: exit %d, want the password-less sudo named:\n%s", passwordUser, addrs[2], code, out)
+	}
+	write(t, file, clusterFile(key, known, addrs))
+
 	downed = true
 	if code, out = kp("down"); code != 0 {
 		t.Fatalf("down: exit %d\n%s", code, out)

@@ -21,6 +21,9 @@ import (
 // sshUser is the hosts' login: not root, sudo without a password.
 const sshUser = "kp"
 
+// passwordUser may log in with the same key but needs a password for sudo.
+const passwordUser = "kpw"
+
 // sshHosts boots n machines running sshd and returns them and the path of
 // the private key that logs in as sshUser. Everything is removed when t ends
 // (and checked).
@@ -59,14 +62,19 @@ func sshHosts(t *testing.T, n int) ([]*localnode.Machine, string) {
 	}
 	userData := fmt.Sprintf(`#cloud-config
 users:
-  - name: %s
+  - name: %[1]s
     shell: /bin/bash
     sudo: "ALL=(ALL) NOPASSWD:ALL"
-    ssh_authorized_keys: [%q]
+    ssh_authorized_keys: [%[2]q]
+  # A user whose sudo asks for a password.
+  - name: %[3]s
+    shell: /bin/bash
+    sudo: "ALL=(ALL) ALL"
+    ssh_authorized_keys: [%[2]q]
 ssh_pwauth: false
 # sudo looks its host name up; there is no DNS server on the test network.
 manage_etc_hosts: true
-`, sshUser, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))))
+`, sshUser, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), passwordUser)
 	var ms []*localnode.Machine
 	t.Cleanup(func() {
 		for _, m := range ms {
