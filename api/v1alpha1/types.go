@@ -565,6 +565,63 @@ type Provider struct {
 	// CloudFormation template for the cluster's machines on AWS, and where kubeplug up
 	// deploys it (docs/aws.md).
 	AWS *AWSProvider `json:"aws,omitempty"`
+	// Hosts builds the cluster on Linux hosts that already exist, over SSH: it
+	// delivers each pool's rendered boot files to its hosts and applies them
+	// (docs/hosts.md).
+	Hosts *HostsProvider `json:"hosts,omitempty"`
+}
+
+// HostsProvider lists the existing hosts of each node pool and how kubeplug
+// reaches them over SSH.
+type HostsProvider struct {
+	// SSH is how every host is reached unless the host says otherwise.
+	SSH *HostSSH `json:"ssh,omitempty"`
+	// KnownHostsFile is the OpenSSH known_hosts file the hosts' keys are
+	// checked against. Strict: a host whose key is not in it, or differs from
+	// it, is refused naming the key's SHA256 fingerprint (`kubeplug up
+	// --accept-new-host-keys` adds unknown keys, never changed ones). Default
+	// ~/.ssh/known_hosts.
+	KnownHostsFile string `json:"knownHostsFile,omitempty"`
+	// Pools assigns hosts to the cluster's node pools; the control-plane pool
+	// is named control-plane and has one host. A pool's count must equal its
+	// number of hosts.
+	Pools []HostPool `json:"pools" jsonschema:"minItems=1"`
+}
+
+// HostPool is the hosts of one node pool.
+type HostPool struct {
+	// Name is a node pool of spec.nodePools, or control-plane.
+	Name string `json:"name" jsonschema:"minLength=1"`
+	// Hosts are the pool's hosts, in node order: the first is node <pool>-0.
+	Hosts []Host `json:"hosts" jsonschema:"minItems=1"`
+}
+
+// Host is one existing host.
+type Host struct {
+	// Address is the host's IP address or DNS name: where kubeplug connects,
+	// and the node's address in the cluster.
+	Address string `json:"address" jsonschema:"minLength=1"`
+	// SSH overrides spec.provider.hosts.ssh for this host, field by field.
+	SSH *HostSSH `json:"ssh,omitempty"`
+}
+
+// HostSSH is how kubeplug reaches a host over SSH.
+type HostSSH struct {
+	// Port of the host's SSH server. Default 22.
+	Port int `json:"port,omitempty" jsonschema:"minimum=1,maximum=65535"`
+	// User to log in as: root, or a user that may run sudo without a
+	// password. Default root.
+	User string `json:"user,omitempty"`
+	// KeyFile is an unencrypted private key file (OpenSSH or PEM format); a
+	// leading ~/ is the user's home, a relative path is read from the
+	// directory kubeplug runs in.
+	KeyFile string `json:"keyFile,omitempty"`
+	// Agent uses the keys of the SSH agent at $SSH_AUTH_SOCK (after KeyFile's,
+	// when both are set).
+	Agent bool `json:"agent,omitempty"`
+	// Jump is a bastion the connection goes through, as [user@]host[:port];
+	// the same key, agent and known-hosts file are used for it.
+	Jump string `json:"jump,omitempty"`
 }
 
 // AWSProvider is the values of the cloud template. Each becomes the default of a

@@ -16,6 +16,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/hosts"
 	"github.com/kubeplug/kubeplug/pkg/provider/local"
 )
 
@@ -163,6 +164,7 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
 	optionFlagVar(cmd.Flags(), &u.ProviderOptions, local.BuildFromSource{}, "build-from-source", "local provider: run only Kubernetes binaries built from Go modules, never the cache or a download (also $"+local.BuildFromSourceEnv+")")
 	cmd.Flags().StringVar(&restoreFrom, "restore-from", "", "local provider: bring the cluster back from this etcd snapshot (kubeplug etcd snapshot) before its control plane starts; refused onto a cluster that exists unless --force")
 	cmd.Flags().BoolVar(&force, "force", false, "with --restore-from: replace the etcd data of a cluster that exists (running or stopped); its old data is kept aside")
+	optionFlagVar(cmd.Flags(), &u.ProviderOptions, hosts.AcceptNewHostKeys{}, "accept-new-host-keys", "hosts provider: add the key of a host not in the known_hosts file to it (a changed key is always refused)")
 	stateDirFlag(cmd, &u.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")

@@ -6,5 +6,6 @@ package all
 
 import (
 	_ "github.com/kubeplug/kubeplug/pkg/provider/aws"   // spec.provider.aws
+	_ "github.com/kubeplug/kubeplug/pkg/provider/hosts" // spec.provider.hosts
 	_ "github.com/kubeplug/kubeplug/pkg/provider/local" // spec.provider.local, the default
 )

@@ -1,0 +1,203 @@
+package hosts
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/model"
+)
+
+// field is the path of spec.provider.hosts in cluster.yaml, for errors.
+const field = "spec.provider.hosts"
+
+// Host is one host of a pool with its SSH settings resolved (the host's own
+// over spec.provider.hosts.ssh over the defaults).
+type Host struct {
+	// Node is the node's name, <pool>-<index>.
+	Node, Pool string
+	// Field is the host's path in cluster.yaml, for errors.
+	Field string
+	// Address is the host's address (no port).
+	Address string
+	Port    int
+	User    string
+	KeyFile string
+	Agent   bool
+	// Jump is the bastion, nil for none.
+	Jump *Jump
+}
+
+// Jump is a bastion host.
+type Jump struct {
+	Address string
+	Port    int
+	User    string
+}
+
+// Addr is host:port.
+func (h *Host) Addr() string { return net.JoinHostPort(h.Address, strconv.Itoa(h.Port)) }
+
+// hostsOf checks spec and resolves its hosts, in pool order. Each error names
+// the field of cluster.yaml it is about; all of them are returned together.
+func hostsOf(spec *v1alpha1.HostsProvider) ([]*Host, error) {
+	if spec == nil {
+		return nil, fmt.Errorf("%s: missing", field)
+	}
+	var errs []error
+	bad := func(path, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, a...)))
+	}
+	if spec.SSH != nil {
+		checkSSH(field+".ssh", spec.SSH, bad)
+	}
+	if len(spec.Pools) == 0 {
+		bad(field+".pools", "lists no pool: name the cluster's pools and their hosts")
+	}
+	var out []*Host
+	seenPool := map[string]string{}
+	seenAddr := map[string]string{}
+	for i, p := range spec.Pools {
+		pf := fmt.Sprintf("%s.pools[%d]", field, i)
+		switch {
+		case p.Name == "":
+			bad(pf+".name", "empty: name a node pool of spec.nodePools, or %s", model.ControlPlanePool)
+		case seenPool[p.Name] != "":
+			bad(pf+".name", "pool %s is already listed at %s", p.Name, seenPool[p.Name])
+		default:
+			seenPool[p.Name] = pf
+		}
+		if len(p.Hosts) == 0 {
+			bad(pf+".hosts", "lists no host")
+		}
+		if p.Name == model.ControlPlanePool && len(p.Hosts) > 1 {
+			bad(pf+".hosts", "%d hosts: the control plane runs on one host (more, with stacked etcd, is not built)", len(p.Hosts))
+		}
+		for j, h := range p.Hosts {
+			hf := fmt.Sprintf("%s.hosts[%d]", pf, j)
+			if h.Address == "" || strings.ContainsAny(h.Address, " /@") || strings.Contains(strings.Trim(h.Address, "[]"), "]") {
+				bad(hf+".address", "%q is not an IP address or host name", h.Address)
+			} else if prev := seenAddr[h.Address]; prev != "" {
+				bad(hf+".address", "%s is already the host at %s", h.Address, prev)
+			} else {
+				seenAddr[h.Address] = hf
+			}
+			if h.SSH != nil {
+				checkSSH(hf+".ssh", h.SSH, bad)
+			}
+			r := resolve(spec.SSH, h.SSH)
+			r.Node, r.Pool, r.Field, r.Address = fmt.Sprintf("%s-%d", p.Name, j), p.Name, hf, strings.Trim(h.Address, "[]")
+			if r.KeyFile == "" && !r.Agent {
+				bad(hf+".ssh", "no key: set keyFile or agent: true (here or in %s.ssh)", field)
+			}
+			out = append(out, r)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// checkSSH checks the settings of one ssh block.
+func checkSSH(path string, s *v1alpha1.HostSSH, bad func(path, format string, a ...any)) {
+	if s.Port < 0 || s.Port > 65535 {
+		bad(path+".port", "%d is not a port", s.Port)
+	}
+	if s.User != "" && strings.ContainsAny(s.User, " @:/") {
+		bad(path+".user", "%q is not a user name", s.User)
+	}
+	if s.KeyFile != "" {
+		if _, err := os.Stat(expandHome(s.KeyFile)); err != nil {
+			bad(path+".keyFile", "%v", err)
+		}
+	}
+	if s.Jump != "" {
+		if _, err := parseJump(s.Jump); err != nil {
+			bad(path+".jump", "%v", err)
+		}
+	}
+}
+
+// resolve merges a host's ssh settings over the defaults.
+func resolve(def, own *v1alpha1.HostSSH) *Host {
+	h := &Host{Port: 22, User: "root"}
+	for _, s := range []*v1alpha1.HostSSH{def, own} {
+		if s == nil {
+			continue
+		}
+		if s.Port != 0 {
+			h.Port = s.Port
+		}
+		if s.User != "" {
+			h.User = s.User
+		}
+		if s.KeyFile != "" {
+			h.KeyFile = expandHome(s.KeyFile)
+		}
+		if s.Agent {
+			h.Agent = true
+		}
+		if s.Jump != "" {
+			h.Jump, _ = parseJump(s.Jump)
+		}
+	}
+	if h.Jump != nil && h.Jump.User == "" {
+		h.Jump.User = h.User
+	}
+	return h
+}
+
+// parseJump reads [user@]host[:port].
+func parseJump(s string) (*Jump, error) {
+	j := &Jump{Port: 22}
+	rest := s
+	if u, r, ok := strings.Cut(s, "@"); ok {
+		if u == "" {
+			return nil, fmt.Errorf("%q: empty user before @", s)
+		}
+		j.User, rest = u, r
+	}
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		host = rest
+	} else {
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("%q: port %q is not a port", s, port)
+		}
+		j.Port = p
+	}
+	if host == "" || strings.ContainsAny(host, " /@") {
+		return nil, fmt.Errorf("%q is not [user@]host[:port]", s)
+	}
+	j.Address = host
+	return j, nil
+}
+
+// expandHome turns a leading ~/ into the user's home directory.
+func expandHome(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
+}
+
+// knownHostsFile is the known_hosts file of spec, ~/.ssh/known_hosts by default.
+func knownHostsFile(spec *v1alpha1.HostsProvider) (string, error) {
+	if spec != nil && spec.KnownHostsFile != "" {
+		return expandHome(spec.KnownHostsFile), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("%s.knownHostsFile: unset, and no home directory for ~/.ssh/known_hosts: %w", field, err)
+	}
+	return filepath.Join(home, ".ssh", "known_hosts"), nil
+}

@@ -1,0 +1,509 @@
+package hosts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/provider"
+)
+
+var (
+	_ provider.FactSource = (*Provider)(nil)
+	_ provider.Stateful   = (*Provider)(nil)
+	_ provider.Locator    = (*Provider)(nil)
+)
+
+// StateDir implements provider.Stateful.
+func (p *Provider) StateDir() string { return p.opts.StateDir }
+
+// Locate implements provider.Locator: the cluster-admin kubeconfig, while
+// the API server on the control-plane host answers (down then uninstalls the
+// plugins first; else it only cleans the hosts).
+func (p *Provider) Locate(ctx context.Context) (string, error) {
+	notRunning := fmt.Errorf("cluster %s on hosts (state dir %s): %w", p.opts.ClusterName, p.opts.StateDir, provider.ErrNotRunning)
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
+	if err != nil {
+		return "", notRunning
+	}
+	cfg.Timeout = 5 * time.Second
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	if _, err := kc.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		return "", fmt.Errorf("%w (its API server: %w)", notRunning, err)
+	}
+	return p.Kubeconfig(), nil
+}
+
+// Up implements provider.Provider. Before it connects to any host it checks
+// the pools against the model, reads every pool's rendered file and the
+// control plane's static Pods, and makes (or keeps) the PKI. Then:
+//
+//  1. every host, in parallel (bounded): preflight; delivery of the pool's
+//     files, the node programs and the provider's part of the boot, each
+//     verified by its digest on the host, only what differs; the images into
+//     the host's own registry;
+//  2. the control-plane host runs its runcmd (when anything changed there),
+//     and Up waits for its API server, then stores the bootstrap token;
+//  3. the workers run theirs and join by TLS bootstrap;
+//  4. Up waits until every Node is Ready.
+//
+// A host that fails is named by its address in the error (a *HostError)
+// while the others go on, unless it is the control-plane host.
+func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Running, error) {
+	scripts, progs, err := p.plan(d)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := p.prepareCluster(d)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := p.tokens()
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	changed := map[string]bool{}
+	failed := map[string]error{}
+	fail := func(herr error) {
+		var he *HostError
+		if errors.As(herr, &he) {
+			mu.Lock()
+			for a, e := range he.Failed {
+				failed[a] = e
+			}
+			mu.Unlock()
+		}
+	}
+	err = p.eachHost(ctx, p.hosts, func(ctx context.Context, c *client) error {
+		ch, err := p.prepareHost(ctx, c, cl, scripts[c.host.Pool].Files, progs, tokens)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		changed[c.host.Node] = ch
+		mu.Unlock()
+		return nil
+	})
+	fail(err)
+	cp := p.controlPlaneHost()
+	if e := failed[cp.Address]; e != nil {
+		return nil, err
+	}
+	if err := tokens.save(); err != nil {
+		return nil, err
+	}
+	running := &provider.Running{Kubeconfig: p.Kubeconfig()}
+	began := time.Now()
+	if changed[cp.Node] {
+		running.Started = true
+		if err := p.eachHost(ctx, []*Host{cp}, func(ctx context.Context, c *client) error {
+			p.event(cp.Node, cp.Node, "starting the kubelet and the control plane's static Pods", false)
+			return c.boot(ctx, scripts[cp.Pool].Runcmd)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitAPIServer(ctx, cfg, cp, 4*time.Minute); err != nil {
+		return nil, err
+	}
+	if running.Started {
+		p.event(cp.Node, cp.Node, fmt.Sprintf("control plane ready at %s in %s", cl.server, time.Since(began).Round(time.Millisecond)), false)
+	}
+	running.RESTConfig = cfg
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := storeBootstrap(ctx, kc, tokens.current); err != nil {
+		return nil, err
+	}
+	var workers []*Host
+	for _, h := range p.hosts {
+		if h != cp && failed[h.Address] == nil && changed[h.Node] {
+			workers = append(workers, h)
+		}
+	}
+	fail(p.eachHost(ctx, workers, func(ctx context.Context, c *client) error {
+		p.event(c.host.Node, c.host.Node, "joining", false)
+		return c.boot(ctx, scripts[c.host.Pool].Runcmd)
+	}))
+	var ready []*Host
+	for _, h := range p.hosts {
+		if failed[h.Address] == nil {
+			ready = append(ready, h)
+		}
+	}
+	fail(p.eachHost(ctx, ready, func(ctx context.Context, c *client) error {
+		h := c.host
+		if err := waitReady(ctx, kc, h.Node, 3*time.Minute); err != nil {
+			journal, _ := c.run(context.WithoutCancel(ctx), "kubelet's journal", journalErrors("kubelet.service", "kubeplug-boot.service"), nil)
+			return fmt.Errorf("%s: %w; kubelet's journal:\n%s", label(h), err, journal)
+		}
+		if h.Pool == model.ControlPlanePool {
+			if err := waitStaticPods(ctx, kc, h.Node, cl.cpPods, 3*time.Minute); err != nil {
+				return fmt.Errorf("%s: %w", label(h), err)
+			}
+			patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}},"spec":{"taints":[{"key":"node-role.kubernetes.io/control-plane","effect":"NoSchedule"}]}}`)
+			if _, err := kc.CoreV1().Nodes().Patch(ctx, h.Node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("%s: label the control-plane Node: %w", label(h), err)
+			}
+		}
+		p.event(h.Node, h.Node, "Ready", true)
+		return nil
+	}))
+	for _, h := range p.hosts {
+		running.Nodes = append(running.Nodes, provider.NodeStatus{Name: h.Node, Pool: h.Pool, Role: roleOf(d, h.Pool), Ready: failed[h.Address] == nil})
+	}
+	slices.SortFunc(running.Nodes, func(a, b provider.NodeStatus) int { return strings.Compare(a.Name, b.Name) })
+	if len(failed) > 0 {
+		return running, &HostError{Failed: failed}
+	}
+	return running, nil
+}
+
+func roleOf(d *provider.Desired, pool string) string {
+	if d.Model != nil && d.Model.Pools[pool] != nil {
+		return d.Model.Pools[pool].Role
+	}
+	return ""
+}
+
+// waitAPIServer waits until the API server on the control-plane host is
+// ready; on timeout the error carries the host's kubelet journal.
+func (p *Provider) waitAPIServer(ctx context.Context, cfg *rest.Config, cp *Host, timeout time.Duration) error {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = 5 * time.Second
+	kc, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		_, err := kc.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil {
+			return nil
+		}
+		last = err
+		if time.Now().After(deadline) {
+			journal := "(unavailable)"
+			_ = p.eachHost(context.WithoutCancel(ctx), []*Host{cp}, func(ctx context.Context, c *client) error {
+				journal, _ = c.run(ctx, "kubelet's journal", journalErrors("kubelet.service"), nil)
+				return nil
+			})
+			return fmt.Errorf("%s: the API server of its static Pod is not ready after %s (last: %w); kubelet's journal:\n%s", label(cp), timeout, last, journal)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// waitReady waits until the Node is registered and Ready.
+func waitReady(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	why := "not registered"
+	for {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err == nil {
+			why = "registered, not Ready"
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					if c.Status == corev1.ConditionTrue {
+						return nil
+					}
+					why = "not Ready: " + c.Reason + ": " + c.Message
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s %s after %s", node, why, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// AfterDeploy implements provider.Provider: it starts each host's
+// kubeplug-after-deploy.service (the rendered afterDeploy trigger), which
+// runs the afterDeploy hooks; a failed start names the host.
+func (p *Provider) AfterDeploy(ctx context.Context) error {
+	return p.eachHost(ctx, p.hosts, func(ctx context.Context, c *client) error {
+		_, err := c.run(ctx, "afterDeploy", "systemctl start kubeplug-after-deploy.service", nil)
+		return err
+	})
+}
+
+// bootstrapGroup is the group of the cluster's bootstrap tokens.
+const bootstrapGroup = "system:bootstrappers:kubeplug:hosts"
+
+// tokenTTL is how long a bootstrap token serves new nodes' first TLS
+// bootstrap; later joins get a new one.
+const tokenTTL = time.Hour
+
+// tokenSet is the bootstrap token new nodes join with, and the one each node
+// was given (kept, so a re-run delivers the same bytes).
+type tokenSet struct {
+	dir     string
+	current string
+	byNode  map[string]string
+	mu      sync.Mutex
+	dirty   bool
+}
+
+// tokens reads the state's bootstrap tokens; the current one is new when
+// the recorded one is older than tokenTTL (minus a margin for the join).
+func (p *Provider) tokens() (*tokenSet, error) {
+	ts := &tokenSet{dir: filepath.Join(p.opts.StateDir, "tokens"), byNode: map[string]string{}}
+	if err := os.MkdirAll(ts.dir, 0o700); err != nil {
+		return nil, err
+	}
+	cur := filepath.Join(ts.dir, "current")
+	if st, err := os.Stat(cur); err == nil && time.Since(st.ModTime()) < tokenTTL-10*time.Minute {
+		b, err := os.ReadFile(cur) //nolint:gosec // the state dir
+		if err != nil {
+			return nil, err
+		}
+		ts.current = strings.TrimSpace(string(b))
+	} else {
+		t, err := newBootstrapToken()
+		if err != nil {
+			return nil, err
+		}
+		ts.current, ts.dirty = t, true
+		if err := os.WriteFile(cur, []byte(t), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	entries, _ := os.ReadDir(ts.dir)
+	for _, e := range entries {
+		if node, ok := strings.CutSuffix(e.Name(), ".token"); ok {
+			b, err := os.ReadFile(filepath.Join(ts.dir, e.Name())) //nolint:gosec // the state dir
+			if err != nil {
+				return nil, err
+			}
+			ts.byNode[node] = strings.TrimSpace(string(b))
+		}
+	}
+	return ts, nil
+}
+
+// forNode is the token node joins (or joined) with.
+func (ts *tokenSet) forNode(node string) string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if t := ts.byNode[node]; t != "" {
+		return t
+	}
+	ts.byNode[node] = ts.current
+	ts.dirty = true
+	return ts.current
+}
+
+// save records which token each node was given.
+func (ts *tokenSet) save() error {
+	for node, t := range ts.byNode {
+		if err := os.WriteFile(filepath.Join(ts.dir, node+".token"), []byte(t), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newBootstrapToken() (string, error) {
+	id, err := randomToken(6)
+	if err != nil {
+		return "", err
+	}
+	secret, err := randomToken(16)
+	if err != nil {
+		return "", err
+	}
+	return id + "." + secret, nil
+}
+
+// storeBootstrap stores token as a bootstrap token Secret (unless stored),
+// with the RBAC that lets its kubelets and the nodes get client certificates
+// approved, as kubeadm does.
+func storeBootstrap(ctx context.Context, client kubernetes.Interface, token string) error {
+	id, secret, ok := strings.Cut(token, ".")
+	if !ok {
+		return errors.New("bootstrap token: not <id>.<secret>")
+	}
+	bindings := []rbacv1.ClusterRoleBinding{
+		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:hosts:bootstrapper"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-bootstrapper"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapGroup}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:hosts:approve-node-client"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:certificates.k8s.io:certificatesigningrequests:nodeclient"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapGroup}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:hosts:renew-node-client"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"}}},
+	}
+	for _, b := range bindings {
+		if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("bootstrap: ClusterRoleBinding %s: %w", b.Name, err)
+		}
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: metav1.NamespaceSystem},
+		Type:       corev1.SecretTypeBootstrapToken,
+		StringData: map[string]string{
+			"token-id": id, "token-secret": secret,
+			"expiration":                     time.Now().Add(tokenTTL).UTC().Format(time.RFC3339),
+			"usage-bootstrap-authentication": "true",
+			"auth-extra-groups":              bootstrapGroup,
+			"description":                    "kubeplug: the hosts provider's nodes join with it",
+		},
+	}
+	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("bootstrap token: %w", err)
+	}
+	return nil
+}
+
+// randomToken is n characters of [a-z0-9], a bootstrap token's alphabet.
+func randomToken(n int) (string, error) {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	if _, err := randRead(b); err != nil {
+		return "", err
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b), nil
+}
+
+// boot runs the pool's runcmd (which starts the node agent, and through it
+// the kubelet) and starts kube-proxy, whose configuration the provider
+// delivered.
+func (c *client) boot(ctx context.Context, runcmd [][]string) error {
+	if err := c.runcmd(ctx, runcmd); err != nil {
+		return err
+	}
+	_, err := c.run(ctx, "start kube-proxy", "systemctl enable --now kube-proxy.service", nil)
+	return err
+}
+
+// journalErrors is a command printing the last errors of units' journals
+// (the kubelet's, klog's E lines, systemd's failures), not their whole
+// start-up.
+func journalErrors(units ...string) string {
+	cmd := "journalctl --no-pager -n 400 -o short"
+	for _, u := range units {
+		cmd += " -u " + u
+	}
+	return cmd + ` | grep -E ' E[0-9]{4} |[Ff]ailed|[Ee]rror' | tail -n 12`
+}
+
+// waitStaticPods waits until the mirror Pod of each of the control plane's
+// static Pods runs with its containers ready, or names those that do not.
+func waitStaticPods(ctx context.Context, kc kubernetes.Interface, node string, pods []staticPod, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var waiting []string
+		for _, sp := range pods {
+			name := sp.pod.Name + "-" + node
+			pod, err := kc.CoreV1().Pods(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case err != nil:
+				waiting = append(waiting, name+": "+err.Error())
+			case !podReady(pod):
+				waiting = append(waiting, name+": "+string(pod.Status.Phase))
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("static Pods not ready after %s: %s", timeout, strings.Join(waiting, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func podReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// prepareHost is step 1 of Up on one host: preflight, the pool's files
+// unchanged since they were delivered (rolling is not built), delivery of
+// what differs, the images. changed says the node must (re)start: files were
+// uploaded or its kubelet is not active.
+func (p *Provider) prepareHost(ctx context.Context, c *client, cl *cluster, poolFiles, progs []*bootFile, tokens *tokenSet) (changed bool, err error) {
+	h := c.host
+	p.event(h.Node, h.Node, "preflight", false)
+	if err := c.preflight(ctx, h.Pool == model.ControlPlanePool); err != nil {
+		return false, err
+	}
+	if err := c.checkUnchanged(ctx, poolFiles); err != nil {
+		return false, err
+	}
+	token := ""
+	if h.Pool != model.ControlPlanePool {
+		token = tokens.forNode(h.Node)
+	}
+	own, err := p.nodeFiles(cl, h, token)
+	if err != nil {
+		return false, err
+	}
+	files := slices.Concat(poolFiles, progs, own)
+	began := time.Now()
+	n, err := c.deliver(ctx, files, func(msg string) { p.event(h.Node, h.Node, msg, false) })
+	if err != nil {
+		return false, err
+	}
+	if n > 0 {
+		p.event(h.Node, h.Node, fmt.Sprintf("%d of %d files uploaded and verified in %s", n, len(files), time.Since(began).Round(time.Millisecond)), false)
+	} else {
+		p.event(h.Node, h.Node, fmt.Sprintf("%d files at the rendered state, nothing uploaded", len(files)), false)
+	}
+	if err := c.pushImages(ctx, cl.images[h.Pool], func(msg string) { p.event(h.Node, h.Node, msg, false) }); err != nil {
+		return false, err
+	}
+	active, _ := c.run(ctx, "kubelet state", "systemctl is-active kubelet.service || true", nil)
+	return n > 0 || strings.TrimSpace(active) != "active", nil
+}
