@@ -231,6 +231,11 @@ node-deps:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); export DEBIAN_FRONTEND=noninteractive; \
 	  $$SUDO apt-get install -y --no-install-recommends $(NODE_PKGS) || \
 	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $(NODE_PKGS); }; }
+	@# Every machine's systemd and containerd hold inotify instances; the kernel's
+	@# default of 128 per user runs out with a few machines booted at once (containerd
+	@# then starts without its CRI plugin). Raised as kind's docs advise, never lowered.
+	@[ "$$(sysctl -n fs.inotify.max_user_instances)" -ge 512 ] || \
+	  $$([ "$$(id -u)" = 0 ] || echo sudo) sysctl -q -w fs.inotify.max_user_instances=512
 
 # The validators the render tests run on rendered node files, from Debian. Installed
 # only when one is missing; `apt-get update` only when the install fails without it.
