@@ -2,7 +2,6 @@ package hosts
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -514,5 +513,3 @@ conntrack: {maxPerCore: 0}
 	}
 	return files, nil
 }
-
-var randRead = rand.Read

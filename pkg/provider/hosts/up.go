@@ -12,8 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 )
 
 var (
@@ -138,7 +137,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err != nil {
 		return nil, err
 	}
-	if err := storeBootstrap(ctx, kc, tokens.current); err != nil {
+	if err := controlplane.StoreBootstrapToken(ctx, kc, controlplane.BootstrapToken{Token: tokens.current, Group: bootstrapGroup, Owner: "hosts", TTL: tokenTTL}); err != nil {
 		return nil, err
 	}
 	var workers []*Host
@@ -295,7 +294,7 @@ func (p *Provider) tokens() (*tokenSet, error) {
 		}
 		ts.current = strings.TrimSpace(string(b))
 	} else {
-		t, err := newBootstrapToken()
+		t, err := controlplane.NewBootstrapToken()
 		if err != nil {
 			return nil, err
 		}
@@ -337,72 +336,6 @@ func (ts *tokenSet) save() error {
 		}
 	}
 	return nil
-}
-
-func newBootstrapToken() (string, error) {
-	id, err := randomToken(6)
-	if err != nil {
-		return "", err
-	}
-	secret, err := randomToken(16)
-	if err != nil {
-		return "", err
-	}
-	return id + "." + secret, nil
-}
-
-// storeBootstrap stores token as a bootstrap token Secret (unless stored),
-// with the RBAC that lets its kubelets and the nodes get client certificates
-// approved, as kubeadm does.
-func storeBootstrap(ctx context.Context, client kubernetes.Interface, token string) error {
-	id, secret, ok := strings.Cut(token, ".")
-	if !ok {
-		return errors.New("bootstrap token: not <id>.<secret>")
-	}
-	bindings := []rbacv1.ClusterRoleBinding{
-		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:hosts:bootstrapper"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-bootstrapper"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapGroup}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:hosts:approve-node-client"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:certificates.k8s.io:certificatesigningrequests:nodeclient"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapGroup}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:hosts:renew-node-client"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"}}},
-	}
-	for _, b := range bindings {
-		if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("bootstrap: ClusterRoleBinding %s: %w", b.Name, err)
-		}
-	}
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: metav1.NamespaceSystem},
-		Type:       corev1.SecretTypeBootstrapToken,
-		StringData: map[string]string{
-			"token-id": id, "token-secret": secret,
-			"expiration":                     time.Now().Add(tokenTTL).UTC().Format(time.RFC3339),
-			"usage-bootstrap-authentication": "true",
-			"auth-extra-groups":              bootstrapGroup,
-			"description":                    "kubeplug: the hosts provider's nodes join with it",
-		},
-	}
-	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("bootstrap token: %w", err)
-	}
-	return nil
-}
-
-// randomToken is n characters of [a-z0-9], a bootstrap token's alphabet.
-func randomToken(n int) (string, error) {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, n)
-	if _, err := randRead(b); err != nil {
-		return "", err
-	}
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return string(b), nil
 }
 
 // boot runs the pool's runcmd (which starts the node agent, and through it

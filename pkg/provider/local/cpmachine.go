@@ -267,7 +267,7 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 	}
 	var token string
 	if len(early) > 0 {
-		if token, err = newBootstrapToken(); err != nil {
+		if token, err = controlplane.NewBootstrapToken(); err != nil {
 			return nil, err
 		}
 		// Kept until it is stored in the cluster: an up interrupted

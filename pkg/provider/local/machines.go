@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -20,7 +19,6 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -84,82 +82,21 @@ const bootstrapGroup = "system:bootstrappers:kubeplug:machines"
 // renewals use the node's own certificate) and the RBAC that lets it and
 // the nodes' certificates get client certificates approved, as kubeadm does.
 func (p *Provider) ensureBootstrap(ctx context.Context) (string, error) {
-	token, err := newBootstrapToken()
+	token, err := controlplane.NewBootstrapToken()
 	if err != nil {
 		return "", err
 	}
 	return token, p.storeBootstrap(ctx, token)
 }
 
-// newBootstrapToken is a new bootstrap token, "<id>.<secret>"; storeBootstrap
-// makes it valid.
-func newBootstrapToken() (string, error) {
-	id, err := randomToken(6)
-	if err != nil {
-		return "", err
-	}
-	secret, err := randomToken(16)
-	if err != nil {
-		return "", err
-	}
-	return id + "." + secret, nil
-}
-
-// storeBootstrap stores token as a bootstrap token Secret, with the RBAC that
-// lets its kubelets and the nodes' certificates get client certificates.
+// storeBootstrap stores token as the machines' bootstrap token, with the RBAC
+// that lets its kubelets and the nodes' certificates get client certificates.
 func (p *Provider) storeBootstrap(ctx context.Context, token string) error {
-	id, secret, ok := strings.Cut(token, ".")
-	if !ok {
-		return errors.New("machines' bootstrap token: not <id>.<secret>")
-	}
 	client, err := kubernetes.NewForConfig(p.cp.RESTConfig())
 	if err != nil {
 		return err
 	}
-	bindings := []rbacv1.ClusterRoleBinding{
-		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:machines:bootstrapper"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-bootstrapper"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapGroup}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:machines:approve-node-client"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:certificates.k8s.io:certificatesigningrequests:nodeclient"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: bootstrapGroup}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "kubeplug:machines:renew-node-client"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"}}},
-	}
-	for _, b := range bindings {
-		if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("machines' bootstrap: ClusterRoleBinding %s: %w", b.Name, err)
-		}
-	}
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: metav1.NamespaceSystem},
-		Type:       corev1.SecretTypeBootstrapToken,
-		StringData: map[string]string{
-			"token-id": id, "token-secret": secret,
-			"expiration":                     time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
-			"usage-bootstrap-authentication": "true",
-			"auth-extra-groups":              bootstrapGroup,
-			"description":                    "kubeplug: the local provider's machines join with it",
-		},
-	}
-	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("machines' bootstrap token: %w", err)
-	}
-	return nil
-}
-
-// randomToken is n characters of [a-z0-9], a bootstrap token's alphabet.
-func randomToken(n int) (string, error) {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return string(b), nil
+	return controlplane.StoreBootstrapToken(ctx, client, controlplane.BootstrapToken{Token: token, Group: bootstrapGroup, Owner: "machines", TTL: time.Hour})
 }
 
 // machineFor is the realnode.Machine of a desired node of a machine pool.
