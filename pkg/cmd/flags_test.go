@@ -140,6 +140,12 @@ func TestFlagsBindEveryOption(t *testing.T) {
 				if len(flags) < 10 {
 					t.Errorf("option %s is set by flags %v, want kubectl's whole kubeconfig flag set", field, flags)
 				}
+			case field == "ProviderOptions":
+				// Typed settings of the providers (provider.Option), a flag each:
+				// every one must still reach it.
+				if len(flags) == 0 {
+					t.Errorf("option %s is set by no flag", field)
+				}
 			case len(flags) != 1:
 				t.Errorf("option %s is set by %d flags %v, want exactly one", field, len(flags), flags)
 			}

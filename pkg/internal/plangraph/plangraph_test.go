@@ -62,8 +62,8 @@ func TestGolden(t *testing.T) {
 
 func plan(t *testing.T, name string, env map[string]string) *engine.PlanDoc {
 	t.Helper()
-	cfg := &action.Config{ContribDir: "../../contrib/plugins", Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
-	cl, l := config.Load(filepath.Join("../../examples", name, "cluster.yaml"))
+	cfg := &action.Config{ContribDir: "../../../contrib/plugins", Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	cl, l := config.Load(filepath.Join("../../../examples", name, "cluster.yaml"))
 	if cl == nil {
 		t.Fatal(l)
 	}

@@ -49,7 +49,7 @@ func TestKubernetesVersionOf(t *testing.T) {
 // TestKubernetesVersion reads the version of the binaries the tests run: the one
 // localcluster/go.mod pins.
 func TestKubernetesVersion(t *testing.T) {
-	gomod, err := os.ReadFile("../../localcluster/go.mod")
+	gomod, err := os.ReadFile("../../../../localcluster/go.mod")
 	if err != nil {
 		t.Fatal(err)
 	}

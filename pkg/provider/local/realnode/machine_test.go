@@ -20,7 +20,7 @@ func machineImage(t *testing.T) Image {
 	}
 	dir := os.Getenv("KUBEPLUG_MACHINE_IMAGE")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "_output", "machine")
+		dir = filepath.Join("..", "..", "..", "..", "_output", "machine")
 	}
 	img, err := LoadImage(dir)
 	if err != nil {
