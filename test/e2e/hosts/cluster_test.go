@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	_ "github.com/kubeplug/kubeplug/pkg/provider/all"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 )
 
@@ -123,11 +124,21 @@ spec:
 // started converges; a changed host key is refused naming its fingerprint.
 // down leaves no kubeplug file, unit or process on the hosts.
 func TestCluster(t *testing.T) {
-	for _, env := range []string{"KUBEPLUG_LOCALNODE_BIN", "KUBEPLUG_LOCALCLUSTER_BIN"} {
-		if os.Getenv(env) == "" {
-			t.Fatalf("%s is not set: the hosts get the node programs from there", env)
-		}
+	// The hosts get the node programs from the built components: the
+	// environment's, else the repository's _output (as the realnode tests).
+	bin, err := controlplane.FindBinDir("")
+	if err != nil {
+		t.Fatalf("the local control plane is not built (make localcluster): %v", err)
 	}
+	nodeBin := os.Getenv("KUBEPLUG_LOCALNODE_BIN")
+	if nodeBin == "" {
+		nodeBin = filepath.Join(filepath.Dir(filepath.Dir(bin)), "localnode", "bin")
+	}
+	if _, err := os.Stat(filepath.Join(nodeBin, "containerd")); err != nil {
+		t.Fatalf("the node programs are not built (make localnode): %v", err)
+	}
+	t.Setenv("KUBEPLUG_LOCALCLUSTER_BIN", bin)
+	t.Setenv("KUBEPLUG_LOCALNODE_BIN", nodeBin)
 	dir := t.TempDir()
 	if os.Getenv("KUBEPLUG_NODE_AGENT") == "" {
 		agent := filepath.Join(dir, "kubeplug")
