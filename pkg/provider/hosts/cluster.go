@@ -430,18 +430,7 @@ rotateCertificates: true
 staticPodPath: %s
 failSwapOn: true
 `, cl.clusterDNS, podCIDR, render.StaticPodDir)
-	cni := fmt.Sprintf(`{
-  "cniVersion": "1.0.0",
-  "name": "kubeplug",
-  "plugins": [
-    {
-      "type": "bridge", "bridge": "cbr0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-`, podCIDR)
+	cni := realnode.MachineCNIConfig(podCIDR)
 	proxy := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables

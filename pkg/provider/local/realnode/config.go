@@ -140,3 +140,22 @@ healthzBindAddress: "127.0.0.1:10256"
 	}
 	return nil
 }
+
+// MachineCNIConfig is the CNI configuration of a machine's node (a systemd
+// machine or a host over SSH): a bridge on podCIDR with IP masquerade, and
+// portmap. A real node's (writeConfig) is the same but keeps its IPAM data in
+// the node's own directory.
+func MachineCNIConfig(podCIDR string) string {
+	return fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "kubeplug",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": "cbr0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`, podCIDR)
+}
