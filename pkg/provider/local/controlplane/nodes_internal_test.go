@@ -60,9 +60,12 @@ func TestWaitsForManyNodesShareOneList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The 200 Ready ones: one LIST (or two, for waits that began while the
-	// first was in flight); "late": one per poll for ~300 ms.
-	if got := lists.Load(); got > 12 || gets.Load() > 0 {
+	// The 200 Ready ones share LISTs: a wait that began while one was in
+	// flight asks for the next, so how many depends on how the 200 goroutines
+	// were scheduled (a loaded CI machine made 13); "late" adds one per poll
+	// for ~300 ms. One GET per Node per poll would be 201 and more; a fifth of
+	// that bounds the sharing without timing the scheduler.
+	if got := lists.Load(); got > n/5 || gets.Load() > 0 {
 		t.Errorf("waiting for %d Nodes made %d LISTs and %d GETs, want a few LISTs and no GET", n+1, got, gets.Load())
 	}
 }
