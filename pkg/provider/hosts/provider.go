@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/provider"
@@ -30,7 +32,14 @@ func (AcceptNewHostKeys) Provider() string { return Name }
 
 func (AcceptNewHostKeys) String() string { return "--accept-new-host-keys" }
 
+// defineFlags defines up's flag of the hosts provider.
+func defineFlags(fs *pflag.FlagSet, opts *[]provider.Option) func(bool) error {
+	provider.BoolOptionVar(fs, opts, AcceptNewHostKeys{}, "accept-new-host-keys", "hosts provider: add the key of a host not in the known_hosts file to it (a changed key is always refused)")
+	return nil
+}
+
 func init() {
+	provider.RegisterFlags(defineFlags)
 	// The hosts are the pools' machines: a pool does not scale.
 	config.RegisterProviderCheck(Name, func(spec *v1alpha1.ClusterSpec) []config.ProviderProblem {
 		return provider.FixedPools(Name, spec)

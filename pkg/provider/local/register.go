@@ -2,7 +2,12 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"strconv"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
@@ -22,12 +27,66 @@ func init() {
 			switch o := o.(type) {
 			case BuildFromSource:
 				opts.BuildFromSource = true
-			case RestoreFrom:
+			case *RestoreFrom:
 				opts.RestoreFrom, opts.RestoreForce = o.File, o.Force
 			}
 		}
 		return New(opts)
 	})
+	provider.RegisterFlags(defineFlags)
+}
+
+// defineFlags defines up's flags of the local provider: --build-from-source,
+// and --restore-from with its --force.
+func defineFlags(fs *pflag.FlagSet, opts *[]provider.Option) func(run bool) error {
+	provider.BoolOptionVar(fs, opts, BuildFromSource{}, "build-from-source", "local provider: run only Kubernetes binaries built from Go modules, never the cache or a download (also $"+BuildFromSourceEnv+")")
+	r := &RestoreFrom{}
+	fs.Var(restoreFile{r: r, opts: opts}, "restore-from", "local provider: bring the cluster back from this etcd snapshot (kubeplug etcd snapshot) before its control plane starts; refused onto a cluster that exists unless --force")
+	fs.Var(restoreForce{r}, "force", "with --restore-from: replace the etcd data of a cluster that exists (running or stopped); its old data is kept aside")
+	fs.Lookup("force").NoOptDefVal = "true"
+	return func(run bool) error {
+		switch {
+		case r.Force && r.File == "":
+			return errors.New("--force goes with --restore-from: it lets a restore replace the etcd data of a cluster that exists")
+		case r.File != "" && !run:
+			return errors.New("--restore-from with --dry-run: a dry run restores nothing; drop one of them")
+		}
+		return nil
+	}
+}
+
+// restoreFile is --restore-from: it adds the option, with the file's
+// absolute path, the first time it is set.
+type restoreFile struct {
+	r    *RestoreFrom
+	opts *[]provider.Option
+}
+
+func (f restoreFile) String() string { return f.r.File }
+func (restoreFile) Type() string     { return "string" }
+
+func (f restoreFile) Set(v string) error {
+	abs, err := filepath.Abs(v)
+	if err != nil {
+		return err
+	}
+	if f.r.File == "" {
+		*f.opts = append(*f.opts, f.r)
+	}
+	f.r.File = abs
+	return nil
+}
+
+// restoreForce is --force, a field of the --restore-from option.
+type restoreForce struct{ r *RestoreFrom }
+
+func (f restoreForce) String() string { return strconv.FormatBool(f.r.Force) }
+func (restoreForce) Type() string     { return "bool" }
+
+func (f restoreForce) Set(v string) error {
+	b, err := strconv.ParseBool(v)
+	f.r.Force = b
+	return err
 }
 
 // BuildFromSource is the provider.Option of Options.BuildFromSource (up's
@@ -47,9 +106,9 @@ type RestoreFrom struct {
 }
 
 // Provider implements provider.Option.
-func (RestoreFrom) Provider() string { return Name }
+func (*RestoreFrom) Provider() string { return Name }
 
-func (r RestoreFrom) String() string { return "--restore-from" }
+func (*RestoreFrom) String() string { return "--restore-from" }
 
 var (
 	_ provider.Locator  = (*Provider)(nil)
