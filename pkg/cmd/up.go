@@ -2,11 +2,9 @@ package cmd
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -16,8 +14,6 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/provider"
-	"github.com/kubeplug/kubeplug/pkg/provider/hosts"
-	"github.com/kubeplug/kubeplug/pkg/provider/local"
 )
 
 func stateDirFlag(cmd *cobra.Command, dir *string) {
@@ -29,8 +25,9 @@ func newUpCmd(o *options) *cobra.Command { return upCmd(o, action.NewUp(o.cfg)) 
 
 // upCmd binds the up command's flags into u.
 func upCmd(o *options, u *action.Up) *cobra.Command {
-	var file, dryRun, restoreFrom string
-	var noKubeconfig, force bool
+	var file, dryRun string
+	var noKubeconfig bool
+	var checkProviderFlags func(run bool) error
 	cmd := &cobra.Command{
 		Use:   "up -f cluster.yaml",
 		Short: "Bring a whole cluster up: control plane, nodes, plugins, checks",
@@ -92,17 +89,8 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
   kubeplug up -f examples/quickstart/cluster.yaml
   kubeplug down -f examples/quickstart/cluster.yaml --purge`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch {
-			case force && restoreFrom == "":
-				return errors.New("--force goes with --restore-from: it lets a restore replace the etcd data of a cluster that exists")
-			case restoreFrom != "" && dryRun != "" && dryRun != "none":
-				return errors.New("--restore-from with --dry-run: a dry run restores nothing; drop one of them")
-			case restoreFrom != "":
-				abs, err := filepath.Abs(restoreFrom)
-				if err != nil {
-					return fmt.Errorf("--restore-from %s: %w", restoreFrom, err)
-				}
-				u.ProviderOptions = append(u.ProviderOptions, local.RestoreFrom{File: abs, Force: force})
+			if err := checkProviderFlags(dryRun == "" || dryRun == "none"); err != nil {
+				return err
 			}
 			switch dryRun {
 			case "", "none":
@@ -161,10 +149,9 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "client"
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{"none", "client"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().BoolVar(&noKubeconfig, "no-kubeconfig-update", false, "do not merge the cluster's context into your kubeconfig")
-	optionFlagVar(cmd.Flags(), &u.ProviderOptions, local.BuildFromSource{}, "build-from-source", "local provider: run only Kubernetes binaries built from Go modules, never the cache or a download (also $"+local.BuildFromSourceEnv+")")
-	cmd.Flags().StringVar(&restoreFrom, "restore-from", "", "local provider: bring the cluster back from this etcd snapshot (kubeplug etcd snapshot) before its control plane starts; refused onto a cluster that exists unless --force")
-	cmd.Flags().BoolVar(&force, "force", false, "with --restore-from: replace the etcd data of a cluster that exists (running or stopped); its old data is kept aside")
-	optionFlagVar(cmd.Flags(), &u.ProviderOptions, hosts.AcceptNewHostKeys{}, "accept-new-host-keys", "hosts provider: add the key of a host not in the known_hosts file to it (a changed key is always refused)")
+	// The linked providers' own flags (--build-from-source, --restore-from,
+	// --accept-new-host-keys, ...), registered at the binary's edge.
+	checkProviderFlags = provider.DefineFlags(cmd.Flags(), &u.ProviderOptions)
 	stateDirFlag(cmd, &u.StateDir)
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
