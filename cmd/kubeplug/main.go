@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
-	_ "github.com/kubeplug/kubeplug/pkg/provider/all" // every provider, registered at the binary's edge
+	_ "github.com/kubeplug/kubeplug/pkg/nodeagent/s3fetch" // `kubeplug node` reads s3:// hook scripts
+	_ "github.com/kubeplug/kubeplug/pkg/provider/all"      // every provider, registered at the binary's edge
 )
 
 // cleanupGrace is how long kubeplug may take to wind down after SIGINT or SIGTERM

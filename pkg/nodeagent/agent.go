@@ -21,8 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/kubeplug/kubeplug/internal/proc"
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 )
@@ -81,11 +79,9 @@ type Options struct {
 	HTTPClient *http.Client
 	// S3Endpoint, when set, is the URL of an S3-compatible store that s3:// hooks are
 	// read from, addressed path-style (http://127.0.0.1:9000/bucket/key). Empty means
-	// AWS S3 in the configured region.
+	// AWS S3 in the configured region. s3:// URLs are read only by a program
+	// that links package s3fetch.
 	S3Endpoint string
-	// S3Client reads s3:// hooks; nil builds one from the AWS SDK's default
-	// configuration (environment, shared config, instance role) and S3Endpoint.
-	S3Client *s3.Client
 	// SyncDone, when set, is called once per Run, as soon as the phase no longer
 	// holds the boot: every sync hook has ended and no further hook will start
 	// except async ones already under way, which Run still waits for. enforced

@@ -11,12 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // MaxScriptSize bounds a downloaded hook script, so that a wrong URL cannot fill the
@@ -31,10 +26,6 @@ var ErrDigestMismatch = errors.New("digest mismatch")
 type fetcher struct {
 	dir  string
 	opts *Options
-
-	s3Once sync.Once
-	s3     *s3.Client
-	s3Err  error
 }
 
 // fetch returns the path of the cached script with digest sum, downloading it from
@@ -106,49 +97,37 @@ func (f *fetcher) open(ctx context.Context, rawURL string) (io.ReadCloser, error
 			return nil, fmt.Errorf("expected 200 OK, found %s", resp.Status)
 		}
 		return resp.Body, nil
-	case "s3":
-		c, err := f.s3Client(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(u.Host), Key: aws.String(strings.TrimPrefix(u.Path, "/"))})
-		if err != nil {
-			return nil, fmt.Errorf("get the s3 object: %w", err)
-		}
-		return out.Body, nil
 	}
-	return nil, fmt.Errorf("expected an https:// or s3:// URL, found %q", rawURL)
+	openersMu.RLock()
+	open := openers[u.Scheme]
+	openersMu.RUnlock()
+	if open == nil {
+		if u.Scheme == "s3" {
+			return nil, fmt.Errorf("this program reads no s3:// URL (it links no S3 client: kubeplug does, through its nodeagent/s3fetch package)")
+		}
+		return nil, fmt.Errorf("expected an https:// or s3:// URL, found %q", rawURL)
+	}
+	return open(ctx, u, f.opts)
 }
 
-// s3Client is Options.S3Client, else a client from the SDK's default configuration
-// (environment, shared files, the instance's role), made on first use so that a
-// machine without s3 hooks never looks for credentials.
-func (f *fetcher) s3Client(ctx context.Context) (*s3.Client, error) {
-	if f.opts.S3Client != nil {
-		return f.opts.S3Client, nil
+// Opener starts the download of u, a URL of the scheme it is registered for.
+type Opener func(ctx context.Context, u *url.URL, opts *Options) (io.ReadCloser, error)
+
+var (
+	openersMu sync.RWMutex
+	openers   = map[string]Opener{}
+)
+
+// RegisterScheme makes open the way URLs of scheme are downloaded (s3://, by
+// package s3fetch): a program that needs a cloud's store links its client,
+// and the agent links none. Registering a scheme twice panics.
+func RegisterScheme(scheme string, open Opener) {
+	openersMu.Lock()
+	defer openersMu.Unlock()
+	if _, dup := openers[scheme]; dup || scheme == "https" {
+		panic("nodeagent: scheme " + scheme + " registered twice")
 	}
-	f.s3Once.Do(func() {
-		cfg, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			f.s3Err = fmt.Errorf("load the aws configuration: %w", err)
-			return
-		}
-		if cfg.Region == "" {
-			// Signing needs a region; an S3-compatible store mostly ignores it.
-			cfg.Region = "us-east-1"
-		}
-		f.s3 = s3.NewFromConfig(cfg, func(o *s3.Options) {
-			// The hook's sha256 checks the content; S3-compatible stores often send
-			// no checksum, and the SDK would log that on every download.
-			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-			if f.opts.S3Endpoint != "" {
-				o.BaseEndpoint = aws.String(f.opts.S3Endpoint)
-				// S3-compatible stores rarely serve bucket.host names.
-				o.UsePathStyle = true
-			}
-		})
-	})
-	return f.s3, f.s3Err
+	openers[scheme] = open
 }
 
 // fileDigest is the hex sha256 of file's content.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
+	_ "github.com/kubeplug/kubeplug/pkg/nodeagent/s3fetch" // s3:// hooks
 	"github.com/kubeplug/kubeplug/test/harness/testaws"
 )
 
