@@ -212,14 +212,16 @@ $(IMAGES): $(IMAGES_SRCS)
 	touch $@
 
 # kubeplug's own image, which the built-in kubeplug-controller plugin runs: the
-# kubeplug binary, static, put into _output/images/bin like the images above, so
-# that `up` pushes it (as ghcr.io/kubeplug/kubeplug:latest) into a local
-# cluster's registry. Not part of `images` (only a cluster that enables the
-# controller plugin needs its 85 MB), but of `unit`: TestRealNode has up push it.
+# controller's binary (cmd/kubeplug-controller: kubeplug with only its controller
+# and version verbs, no provider linked), static, put into _output/images/bin as
+# `kubeplug` like the images above, so that `up` pushes it (as
+# ghcr.io/kubeplug/kubeplug:latest) into a local cluster's registry. Not part of
+# `images` (only a cluster that enables the controller plugin needs it), but of
+# `unit`: TestRealNode has up push it.
 .PHONY: controller-image
 controller-image:
 	@mkdir -p $(IMAGES_BIN)
-	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(IMAGES_BIN)/kubeplug ./cmd/kubeplug
+	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(IMAGES_BIN)/kubeplug ./cmd/kubeplug-controller
 
 # What a real node needs from Debian: runc (the OCI runtime), the CNI plugins
 # (bridge, host-local, portmap, loopback in /usr/lib/cni), iptables and conntrack

@@ -114,8 +114,28 @@ func Main(ctx context.Context, args []string, streams Streams) int {
 	return run(ctx, args, streams, os.LookupEnv)
 }
 
+// ControllerMain runs the command line of the controller's own binary
+// (cmd/kubeplug-controller, the program of the controller's image): kubeplug
+// with its global flags and only the controller and version verbs, so that it
+// links neither the local provider's runners nor a cloud SDK unless its main
+// registers that provider.
+func ControllerMain(ctx context.Context, args []string, streams Streams) int {
+	root := newRootWith(streams, os.LookupEnv, controllerVerbs) //nolint:contextcheck // commands get ctx from ExecuteContext
+	root.Short = "kubeplug's controller: installations, catalogs and fleets as Kubernetes resources"
+	root.Long = `The program of kubeplug's controller image: the kubeplug command line with only
+its controller and version verbs and its global flags. 'kubeplug controller'
+runs the same controller; this binary links no provider.`
+	root.Example = `  kubeplug controller --leader-elect
+  kubeplug controller manifests`
+	return execute(ctx, root, args, streams)
+}
+
 func run(ctx context.Context, args []string, streams Streams, getenv func(string) (string, bool)) int {
-	cmd := newRoot(streams, getenv) //nolint:contextcheck // commands get ctx from ExecuteContext below
+	return execute(ctx, newRoot(streams, getenv), args, streams) //nolint:contextcheck // commands get ctx from ExecuteContext
+}
+
+// execute runs root with args and returns the exit status.
+func execute(ctx context.Context, cmd *cobra.Command, args []string, streams Streams) int {
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {
@@ -131,7 +151,22 @@ func run(ctx context.Context, args []string, streams Streams, getenv func(string
 	return 1
 }
 
+// allVerbs are the kubeplug command line's verbs.
+func allVerbs(o *options) []*cobra.Command {
+	return []*cobra.Command{newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newDashboardCmd(o), newCatalogCmd(o), newLockCmd(o), newImageCmd(o), newControllerCmd(o),
+		newExpansionCmd(o), newImportCmd(o), newEtcdCmd(o)}
+}
+
+// controllerVerbs are the verbs of the controller's binary (ControllerMain).
+func controllerVerbs(o *options) []*cobra.Command {
+	return []*cobra.Command{newVersionCmd(o), newControllerCmd(o)}
+}
+
 func newRoot(streams Streams, getenv func(string) (string, bool)) *cobra.Command {
+	return newRootWith(streams, getenv, allVerbs)
+}
+
+func newRootWith(streams Streams, getenv func(string) (string, bool), verbs func(*options) []*cobra.Command) *cobra.Command {
 	o := &options{cfg: &action.Config{}, streams: streams, getenv: getenv, errw: &errWriter{w: streams.Err}}
 	if v, ok := getenv("KUBEPLUG_CONTRIB_DIR"); ok {
 		o.contribDir = v
@@ -194,10 +229,7 @@ spec.plugins.sources.`,
 		}
 		return checkOutput(o.output, cmd.Name())
 	}
-	root.AddCommand(newVersionCmd(o), newPluginCmd(o), newConfigCmd(o), newPlanCmd(o), newRenderCmd(o), newDiffCmd(o), newNodeCmd(o), newApplyCmd(o), newUpCmd(o), newDownCmd(o), newGetKubeconfigCmd(o), newStatusCmd(o), newUninstallCmd(o), newHistoryCmd(o), newRollbackCmd(o), newDashboardCmd(o), newCatalogCmd(o), newLockCmd(o), newImageCmd(o), newControllerCmd(o))
-	root.AddCommand(newExpansionCmd(o))
-	root.AddCommand(newImportCmd(o))
-	root.AddCommand(newEtcdCmd(o))
+	root.AddCommand(verbs(o)...)
 	rejectUnknownSubcommands(root)
 	registerCompletions(root)
 	return root

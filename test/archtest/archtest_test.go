@@ -245,6 +245,9 @@ func TestLoadingLinksNoClusterCode(t *testing.T) {
 	t.Run("api/v1alpha1 links nothing heavy", func(t *testing.T) { check(t, "api/v1alpha1", archtest.PluginHeavy) })
 	t.Run("api/controller links apimachinery only", func(t *testing.T) { check(t, "api/controller/v1alpha1", archtest.ControllerAPINoDeps) })
 	t.Run("pkg/action links no provider", func(t *testing.T) { check(t, "pkg/action", archtest.ActionNoDeps) })
+	t.Run("the controller binary links no cloud SDK", func(t *testing.T) {
+		check(t, "cmd/kubeplug-controller", archtest.ControllerBinaryNoDeps)
+	})
 	t.Run("pkg/render", func(t *testing.T) {
 		check(t, "pkg/render", archtest.RenderNoDeps)
 		for _, imp := range matching(g[archtest.Module+"/pkg/render"].imports, archtest.RenderNoImport) {

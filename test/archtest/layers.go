@@ -133,6 +133,12 @@ var LinksClientThroughHelm = []string{"pkg/render"}
 // (pkg/provider/all): the AWS SDK and the local provider's runners.
 var ActionNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/"}
 
+// ControllerBinaryNoDeps is what the controller's own binary
+// (cmd/kubeplug-controller, its image's program) never links: a cloud SDK and
+// the local provider's control-plane and node runners. A provider it needs in
+// the cluster is registered by its main, one by one.
+var ControllerBinaryNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/local", Module + "/pkg/provider/aws"}
+
 // Render is what holds for pkg/render. It renders Helm charts with Helm's SDK, and
 // every Helm package that renders a chart (chart/common/util, engine) links
 // client-go, for the capabilities and lookup functions charts may call, so render

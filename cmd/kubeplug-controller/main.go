@@ -1,0 +1,19 @@
+// Command kubeplug-controller is the program of the controller's image: the
+// kubeplug command line with only its controller and version verbs
+// (`kubeplug-controller controller --leader-elect`, as `kubeplug controller`
+// runs). It registers no provider, so it links neither the local provider's
+// control-plane and node runners nor a cloud SDK; test/archtest checks it.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/kubeplug/kubeplug/pkg/cmd"
+)
+
+func main() {
+	// The controller verb stops on SIGINT and SIGTERM itself, releasing its
+	// leases within its grace period.
+	os.Exit(cmd.ControllerMain(context.Background(), os.Args[1:], cmd.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+}
