@@ -73,6 +73,10 @@ func templateHash(t ctrlv1.PluginInstallationSpec) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
+// Reconcile moves a rollout one step, as a list of named steps: find the
+// selected clusters and their installations, drop those no longer selected,
+// read each cluster's state, pick the next stage (none while one is in
+// progress or after a failure), give it the current template, and report.
 func (r *rolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	if !r.c.owns(req.String()) {
 		return reconcile.Result{}, nil // another replica's shard
@@ -86,138 +90,161 @@ func (r *rolloutReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	}
 	status := newStatusPatcher(r.client, obj)
 	defer func() { retErr = status.finish(ctx, obj, retErr) }()
-	spec, st := &obj.Spec, &obj.Status
-	gen := obj.Generation
-	st.ObservedGeneration = gen
-	hash := templateHash(spec.Template)
+	obj.Status.ObservedGeneration = obj.Generation
+	hash := templateHash(obj.Spec.Template)
 
-	targets := &ctrlv1.TargetClusterList{}
-	if err := r.client.List(ctx, targets, client.InNamespace(req.Namespace), client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(spec.ClusterSelector.MatchLabels)}); err != nil {
+	targets, byCluster, err := r.selection(ctx, obj)
+	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if err := r.dropUnselected(ctx, targets, byCluster); err != nil {
+		return reconcile.Result{}, err
+	}
+	states := clusterStates(targets, byCluster, hash)
+	next, failed := nextStage(states, obj.Spec.Strategy)
+	for _, s := range next {
+		if err := r.moveChild(ctx, obj, &obj.Spec, hash, s.name, s.child); err != nil {
+			return reconcile.Result{}, err
+		}
+		s.current, s.phase, s.msg = true, PhaseProgressing, "given the current template"
+	}
+	return reportRollout(&obj.Status, obj.Generation, states, failed), nil
+}
+
+// rolloutCluster is one selected cluster's place in a rollout.
+type rolloutCluster struct {
+	name      string
+	phase     string
+	msg       string
+	current   bool // its installation has the current template
+	child     *ctrlv1.PluginInstallation
+	reachable bool
+}
+
+// selection lists the TargetClusters the rollout's selector matches, sorted
+// by name, and its installations by cluster name.
+func (r *rolloutReconciler) selection(ctx context.Context, obj *ctrlv1.PluginRollout) ([]ctrlv1.TargetCluster, map[string]*ctrlv1.PluginInstallation, error) {
+	targets := &ctrlv1.TargetClusterList{}
+	sel := client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(obj.Spec.ClusterSelector.MatchLabels)}
+	if err := r.client.List(ctx, targets, client.InNamespace(obj.Namespace), sel); err != nil {
+		return nil, nil, err
 	}
 	slices.SortFunc(targets.Items, func(a, b ctrlv1.TargetCluster) int { return strings.Compare(a.Name, b.Name) })
 	children := &ctrlv1.PluginInstallationList{}
-	if err := r.client.List(ctx, children, client.InNamespace(req.Namespace), client.MatchingLabels{LabelRollout: req.Name}); err != nil {
-		return reconcile.Result{}, err
+	if err := r.client.List(ctx, children, client.InNamespace(obj.Namespace), client.MatchingLabels{LabelRollout: obj.Name}); err != nil {
+		return nil, nil, err
 	}
 	byCluster := map[string]*ctrlv1.PluginInstallation{}
 	for i := range children.Items {
 		byCluster[children.Items[i].GetLabels()[LabelCluster]] = &children.Items[i]
 	}
+	return targets.Items, byCluster, nil
+}
 
-	// Clusters no longer selected lose their installation (which uninstalls).
+// dropUnselected deletes the installation of every cluster no longer
+// selected (which uninstalls its plugins there).
+func (r *rolloutReconciler) dropUnselected(ctx context.Context, targets []ctrlv1.TargetCluster, byCluster map[string]*ctrlv1.PluginInstallation) error {
 	selected := map[string]bool{}
-	for _, t := range targets.Items {
+	for _, t := range targets {
 		selected[t.GetName()] = true
 	}
 	for name, child := range byCluster {
-		if !selected[name] && child.GetDeletionTimestamp().IsZero() {
-			if err := r.client.Delete(ctx, child); client.IgnoreNotFound(err) != nil {
-				return reconcile.Result{}, err
-			}
+		if selected[name] || !child.GetDeletionTimestamp().IsZero() {
+			continue
+		}
+		if err := r.client.Delete(ctx, child); client.IgnoreNotFound(err) != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	type state struct {
-		name     string
-		phase    string
-		msg      string
-		current  bool
-		child    *ctrlv1.PluginInstallation
-		reachble bool
-	}
-	var states []*state
-	for i := range targets.Items {
-		t := &targets.Items[i]
-		s := &state{name: t.GetName(), child: byCluster[t.GetName()], reachble: true}
+// clusterStates reads where each selected cluster is: unreachable (its
+// TargetCluster is not Ready), pending (no installation, or one with an old
+// template), or its installation's phase.
+func clusterStates(targets []ctrlv1.TargetCluster, byCluster map[string]*ctrlv1.PluginInstallation, hash string) []*rolloutCluster {
+	var states []*rolloutCluster
+	for i := range targets {
+		t := &targets[i]
+		s := &rolloutCluster{name: t.GetName(), child: byCluster[t.GetName()], reachable: true, phase: PhasePending}
 		if c := meta.FindStatusCondition(t.Status.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionFalse {
-			s.reachble, s.phase, s.msg = false, PhaseUnreachable, c.Message
+			s.reachable, s.phase, s.msg = false, PhaseUnreachable, c.Message
 		}
 		if s.child != nil {
 			s.current = s.child.GetAnnotations()[AnnotationTemplate] == hash
-			if s.reachble {
+			if s.reachable && s.current {
 				s.phase, s.msg = childPhase(s.child)
+			} else if s.reachable {
+				_, s.msg = childPhase(s.child)
 			}
-			if !s.current && s.reachble {
-				s.phase = PhasePending
-			}
-		} else if s.reachble {
-			s.phase = PhasePending
 		}
 		states = append(states, s)
 	}
+	return states
+}
 
-	// A moved cluster that failed halts the rollout.
-	var failed []string
+// nextStage picks the clusters to give the current template now: none after
+// a moved cluster failed (they are returned, to halt the rollout) or while a
+// stage is in progress; else the canary (one cluster, when none has moved
+// yet and the strategy has one), else the next batch.
+func nextStage(states []*rolloutCluster, strategy ctrlv1.RolloutStrategy) (next []*rolloutCluster, failed []string) {
 	moved, movedReady := 0, 0
 	for _, s := range states {
-		if s.current && s.reachble {
-			moved++
-			switch s.phase {
-			case PhaseFailed:
-				failed = append(failed, s.name+": "+truncate(s.msg, 300))
-			case PhaseReady:
-				movedReady++
-			}
+		if !s.current || !s.reachable {
+			continue
+		}
+		moved++
+		switch s.phase {
+		case PhaseFailed:
+			failed = append(failed, s.name+": "+truncate(s.msg, 300))
+		case PhaseReady:
+			movedReady++
 		}
 	}
-	canary := spec.Strategy.Canary == nil || *spec.Strategy.Canary
-	batch := max(spec.Strategy.BatchSize, 1)
-	var next []*state
-	switch {
-	case len(failed) > 0:
-	case moved > movedReady: // a stage in progress: wait for it
-	default:
-		n := batch
-		if canary && movedReady == 0 {
-			n = 1
-		}
-		for _, s := range states {
-			if len(next) == n {
-				break
-			}
-			if s.reachble && !s.current {
-				next = append(next, s)
-			}
+	if len(failed) > 0 || moved > movedReady {
+		return nil, failed
+	}
+	n := max(strategy.BatchSize, 1)
+	if (strategy.Canary == nil || *strategy.Canary) && movedReady == 0 {
+		n = 1
+	}
+	for _, s := range states {
+		if len(next) < n && s.reachable && !s.current {
+			next = append(next, s)
 		}
 	}
-	for _, s := range next {
-		if err := r.moveChild(ctx, obj, spec, hash, s.name, s.child); err != nil {
-			return reconcile.Result{}, err
-		}
-		s.current, s.phase, s.msg = true, PhaseProgressing, "given the current template"
-	}
+	return next, nil
+}
 
-	st.Clusters = st.Clusters[:0]
+// reportRollout writes the clusters' states and the rollout's condition, and
+// says when to look again.
+func reportRollout(st *ctrlv1.PluginRolloutStatus, gen int64, states []*rolloutCluster, failed []string) reconcile.Result {
+	st.Clusters = nil
 	pending, unreachable := 0, 0
 	for _, s := range states {
 		st.Clusters = append(st.Clusters, ctrlv1.RolloutClusterState{Name: s.name, Phase: s.phase, Message: truncate(s.msg, 1000)})
 		switch {
-		case !s.reachble:
+		case !s.reachable:
 			unreachable++
 		case !s.current || s.phase != PhaseReady:
 			pending++
 		}
 	}
-	if len(st.Clusters) == 0 {
-		st.Clusters = nil
-	}
 	switch {
 	case len(failed) > 0:
-		msg := "halted: " + strings.Join(failed, "; ")
-		stalled(&st.Conditions, gen, "ClusterFailed", msg)
-		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+		stalled(&st.Conditions, gen, "ClusterFailed", "halted: "+strings.Join(failed, "; "))
+		return reconcile.Result{RequeueAfter: 30 * time.Second}
 	case pending > 0:
 		msg := fmt.Sprintf("%d of %d cluster(s) on the current template and Ready", len(states)-pending-unreachable, len(states))
 		progressing(&st.Conditions, gen, ReasonProgressing, msg)
-		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+		return reconcile.Result{RequeueAfter: 5 * time.Second}
 	}
 	msg := fmt.Sprintf("%d cluster(s) on the current template and Ready", len(states)-unreachable)
 	if unreachable > 0 {
 		msg += fmt.Sprintf("; %d unreachable, passed over", unreachable)
 	}
 	ready(&st.Conditions, gen, ReasonSucceeded, msg)
-	return reconcile.Result{RequeueAfter: time.Minute}, nil
+	return reconcile.Result{RequeueAfter: time.Minute}
 }
 
 // childPhase reads an installation's conditions as a rollout phase.
