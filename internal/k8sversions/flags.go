@@ -140,6 +140,9 @@ func CheckFlag(version, component, name, value string) (msg string, fatal bool) 
 // check says what is wrong with value for f, "" when nothing is. Types the
 // tables do not check (string, maps, ...) take any value; an empty value is
 // a string flag's empty string, nothing else's.
+//
+// Branches: one case per type of flag value the tables know (bool, int, duration,
+// URL, enumeration, ...), each with its own message.
 func (f Flag) check(value string) string {
 	var err error
 	switch {

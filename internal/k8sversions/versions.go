@@ -72,6 +72,9 @@ func Default() *Table {
 
 // Parse reads and checks a table: every version strict semver and listed once,
 // every artifact with a URL and a known checksum algorithm and kind.
+//
+// Branches: one check per field of the table's entries, each naming what is
+// wrong; they share the entry being checked.
 func Parse(b []byte) (*Table, error) {
 	var t Table
 	if err := yaml.UnmarshalStrict(b, &t); err != nil {

@@ -87,6 +87,8 @@ func Check(sch *jsonschema.Schema, v any) []Violation {
 	return slices.CompactFunc(out, func(a, b Violation) bool { return a.Pointer == b.Pointer && a.Message == b.Message })
 }
 
+// Branches: one case per kind of JSON Schema violation, each turned into its own
+// message.
 func collect(e *jsonschema.ValidationError, out *[]Violation) {
 	if len(e.Causes) > 0 {
 		for _, c := range e.Causes {

@@ -192,6 +192,9 @@ var lineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 // syntaxDiag turns a YAML syntax error in data into a diagnostic. The parser gives
 // a line but no column and drops what it was parsing, so for the common mistakes
 // the text of the line supplies the column and a hint.
+//
+// Branches: one hint per common YAML mistake, each recognised from the parser's
+// message and the line's text.
 func syntaxDiag(file string, data []byte, err error) diag.List {
 	var l diag.List
 	msg := err.Error()

@@ -179,6 +179,8 @@ func (p *progress) elapsed(t time.Time) string {
 }
 
 // event shows a deploy event.
+//
+// Branches: one case per kind of deploy event, each printing its own line.
 func (p *progress) event(e deploy.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -260,6 +262,9 @@ func retriedLine(e deploy.Event) string {
 // liveEvent shows a deploy event on the live display: a line per plugin in
 // progress (waves may overlap, so nothing is per wave but the stage line), one
 // permanent line for each that finishes, failures in full.
+//
+// Branches: one case per kind of deploy event, each updating its own line of the
+// live display.
 func (p *progress) liveEvent(e deploy.Event) {
 	d := p.live
 	id := "plugin/" + e.Plugin

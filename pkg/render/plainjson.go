@@ -59,6 +59,9 @@ func plainCopy(v any) (_ any, ok bool) {
 
 // validNumber is encoding/json's grammar of a number, which json.Marshal
 // checks a json.Number against.
+//
+// Branches: the JSON number grammar, one test per production (sign, integer,
+// fraction, exponent); split, it would no longer read as the grammar it checks.
 func validNumber(s string) bool {
 	if s != "" && s[0] == '-' {
 		s = s[1:]

@@ -23,6 +23,9 @@ import (
 )
 
 // serveAPI answers discovery, OpenAPI and the resources' verbs.
+//
+// Branches: one case per request kind (discovery, OpenAPI, and each verb), as the
+// API server's own handler chain dispatches them.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	info, _ := genericrequest.RequestInfoFrom(r.Context())
 	gv := s.opts.Group + "/" + s.opts.Version

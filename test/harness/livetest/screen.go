@@ -122,6 +122,9 @@ func (s *Screen) lineFeed() {
 
 // escape applies the escape sequence at the start of b and returns its length,
 // or 0 when b holds only part of one.
+//
+// Branches: one case per escape sequence the emulated terminal understands, as a
+// terminal's own parser is written.
 func (s *Screen) escape(b []byte) int {
 	if len(b) < 2 {
 		return 0

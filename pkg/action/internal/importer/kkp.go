@@ -254,6 +254,9 @@ func usesData(s string) bool {
 }
 
 // readsData walks a template's parse tree for a field, variable or dot.
+//
+// Branches: one case per kind of node of a template parse tree, as
+// text/template/parse defines them.
 func readsData(n parse.Node) bool {
 	switch t := n.(type) {
 	case nil:

@@ -85,6 +85,9 @@ var actionRE = regexp.MustCompile(`(?s)\{\{.*?\}\}`)
 
 // walkFields calls f with the identifiers of every field chain in a parse tree,
 // and whether a range iterates over it.
+//
+// Branches: one case per kind of node of a template parse tree, as
+// text/template/parse defines them.
 func walkFields(n parse.Node, ranged bool, f func([]string, bool)) {
 	switch t := n.(type) {
 	case *parse.FieldNode:

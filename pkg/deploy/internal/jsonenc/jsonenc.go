@@ -13,6 +13,10 @@ import (
 // number JSON cannot hold, which the caller then marshals itself (Marshal
 // does). Digests of objects (ssa.StampDigest) depend on these bytes: they must
 // not change.
+//
+// Branches: one case per JSON value type, as encoding/json's own encoder has; the
+// bytes must match Marshal's exactly, which is easiest to check against one
+// switch.
 func Append(b []byte, v any) (_ []byte, ok bool) {
 	switch t := v.(type) {
 	case nil:
