@@ -154,6 +154,10 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // Extract unpacks the gzipped tar archive r into memory and returns its tree, after
 // the checks the package documentation lists. Errors name the offending entry.
+//
+// Branches: the checks the package documentation lists, in the order an entry
+// meets them while the archive streams; the running totals the limits need stay
+// in one place.
 func Extract(r io.Reader, lim Limits) (fs.FS, error) {
 	lim = lim.withDefaults()
 	zr, err := gzip.NewReader(r)

@@ -211,6 +211,10 @@ func ReadManifest(file string) (*Manifest, error) {
 // ParseManifest checks data, the hooks manifest read from file (named in
 // errors), filling in each hook's default behaviour, as [ReadManifest] does. An
 // error is a *ManifestError.
+//
+// Branches: one check per rule of a hook entry (names, phase, source, URL and
+// digest, references, behaviour, timeout, duplicates), each naming the hook;
+// together they read as the manifest's rules.
 func ParseManifest(file string, data []byte) (*Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {

@@ -247,6 +247,10 @@ func (l *leaser) leases() interface {
 
 // acquire takes the lease: creates it, takes it over when free or expired, or
 // waits for it up to opts.Wait.
+//
+// Branches: the lease's acquire loop, one case per state the lease is found in
+// (missing, ours, held, expired) and per outcome of the write, as client-go's
+// leader election writes it.
 func (l *leaser) acquire(ctx context.Context) error {
 	start := time.Now()
 	var told time.Duration // when Waiting is next told

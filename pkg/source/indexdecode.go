@@ -95,6 +95,9 @@ func decodeJSONIndex(data []byte) (*CatalogIndex, error) {
 
 // decodeEntries decodes the entries object into out (a later "entries" key adds
 // to an earlier one's map, as json.Unmarshal does), counting versions in n.
+//
+// Branches: a streaming JSON decoder: each token is checked where it is read, so
+// that an index past the limits is refused before it is held.
 func decodeEntries(dec *json.Decoder, out map[string][]CatalogEntry, n *int) (map[string][]CatalogEntry, error) {
 	tok, err := dec.Token()
 	if err != nil {

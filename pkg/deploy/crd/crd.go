@@ -141,6 +141,10 @@ type schemaFinding struct{ field, message string }
 // compareSchema walks the live schema's properties, items and additionalProperties
 // and reports what desired takes away. A live schema without a node (nil) allows
 // anything, so nothing under it can be narrowed.
+//
+// Branches: one check per kind of breaking schema change (type, preserved fields,
+// enum values, required fields, properties, items, additional properties), each a
+// finding of its own.
 func compareSchema(path string, live, desired map[string]any) []schemaFinding {
 	if live == nil || desired == nil {
 		return nil

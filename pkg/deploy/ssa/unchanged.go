@@ -297,6 +297,10 @@ func Unchanged(desired, live *unstructured.Unstructured, digest, lastApplied str
 
 // subset reports whether every value in want is in have, at path (a JSON pointer),
 // skipping the ignored pointers.
+//
+// Branches: one case per JSON kind (object, list, scalar), recursing; ignored
+// paths are computed only when needed, as this runs for every field of every
+// object.
 func subset(want, have any, path string, ignore []string) bool {
 	if Ignored(path, ignore) {
 		return true
