@@ -14,6 +14,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/runtime"
+	"github.com/kubeplug/kubeplug/pkg/source"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
@@ -145,6 +146,62 @@ type PluginMove struct {
 	Available []string `json:"available,omitempty"`
 }
 
+// upgradeMoves says how each plugin moves to the target Kubernetes version.
+type upgradeMoves struct {
+	target   *semver.Version
+	idx      *source.Index
+	selected map[string]*plugin.Package // the resolution at the target, by plugin
+	resolved bool                       // the target resolved
+	wanted   map[string]*semver.Constraints
+}
+
+// move is how cur, a plugin at the current version, moves.
+func (u *upgradeMoves) move(cur *plugin.Package) PluginMove {
+	m := PluginMove{Plugin: cur.Name, Current: cur.Version.String()}
+	if cur.KubernetesVersion != nil {
+		m.Supports = cur.KubernetesVersion.String()
+	}
+	supported := cur.KubernetesVersion == nil || cur.KubernetesVersion.Check(u.target)
+	switch t, ok := u.selected[cur.Name]; {
+	case ok && !supported:
+		m.Target, m.Move = t.Version.String(), MoveMust
+	case ok && !t.Version.Equal(cur.Version):
+		m.Target, m.Move = t.Version.String(), MoveMay
+	case ok:
+		m.Target, m.Move = t.Version.String(), MoveStays
+	case u.resolved:
+		m.Move = MoveRemoved
+	case supported:
+		// The target did not resolve, but not because of this one.
+		m.Target, m.Move = m.Current, MoveStays
+	default:
+		u.blocked(cur, &m)
+	}
+	return m
+}
+
+// blocked fills m for a plugin the target cannot keep when the target did not
+// resolve: a version the cluster file allows that supports the target is a
+// must-move to it; else it is blocked, with the versions and what they need.
+func (u *upgradeMoves) blocked(cur *plugin.Package, m *PluginMove) {
+	m.Move = MoveBlocked
+	for _, v := range u.idx.Versions(cur.Name) {
+		if c := u.wanted[cur.Name]; c != nil && !c.Check(v.Version) {
+			continue
+		}
+		if v.KubernetesVersion == nil || v.KubernetesVersion.Check(u.target) {
+			if m.Move == MoveBlocked {
+				m.Move, m.Target = MoveMust, v.Version.String()
+			}
+			continue
+		}
+		m.Available = append(m.Available, v.Version.String()+" (needs "+v.KubernetesVersion.String()+")")
+	}
+	if m.Move != MoveBlocked {
+		m.Available = nil
+	}
+}
+
 // Upgrade resolves cl at its own Kubernetes version and at target, and says per plugin whether it must move, may move or stays. An
 // unsatisfiable target is an error diagnostic; the result still lists every plugin
 // (the blocked ones with their versions). Nothing runs but the resolver.
@@ -173,6 +230,7 @@ func (a *Plan) Upgrade(ctx context.Context, cl *config.Cluster, target *semver.V
 	at.KubernetesVersion = target
 	next, nl := e.Plan(ctx, &at, idx)
 	out := &KubernetesUpgrade{Cluster: cl.Spec.Metadata.Name, From: cl.KubernetesVersion.String(), To: target.String()}
+	selected := map[string]*plugin.Package{}
 	if next == nil {
 		for _, d := range nl {
 			if d.Severity == diag.Fatal {
@@ -180,64 +238,21 @@ func (a *Plan) Upgrade(ctx context.Context, cl *config.Cluster, target *semver.V
 				l = append(l, diag.Diagnostic{Severity: diag.Fatal, File: d.File, Field: d.Field, Message: fmt.Sprintf("at Kubernetes %s: %s", target, d.Message)})
 			}
 		}
-	}
-	selected := map[string]*plugin.Package{}
-	if next != nil {
+	} else {
 		for _, p := range next.Plugins {
 			selected[p.Package.Name] = p.Package
 		}
 	}
-	wanted := map[string]*semver.Constraints{}
+	u := upgradeMoves{target: target, idx: idx, selected: selected, resolved: next != nil, wanted: map[string]*semver.Constraints{}}
 	for _, r := range cl.Enabled() {
 		if c, err := semver.NewConstraint(r.Version); r.Version != "" && err == nil {
-			wanted[r.Name] = c
+			u.wanted[r.Name] = c
 		}
 	}
 	seen := map[string]bool{}
 	for _, p := range now.Plugins {
-		cur := p.Package
-		seen[cur.Name] = true
-		m := PluginMove{Plugin: cur.Name, Current: cur.Version.String()}
-		if cur.KubernetesVersion != nil {
-			m.Supports = cur.KubernetesVersion.String()
-		}
-		supported := cur.KubernetesVersion == nil || cur.KubernetesVersion.Check(target)
-		switch t, ok := selected[cur.Name]; {
-		case ok:
-			m.Target = t.Version.String()
-			switch {
-			case !supported:
-				m.Move = MoveMust
-			case !t.Version.Equal(cur.Version):
-				m.Move = MoveMay
-			default:
-				m.Move = MoveStays
-			}
-		case next != nil:
-			m.Move = MoveRemoved
-		case supported:
-			// The target did not resolve, but not because of this one.
-			m.Target, m.Move = m.Current, MoveStays
-		default:
-			// The target did not resolve: say whether a version would do.
-			m.Move = MoveBlocked
-			for _, v := range idx.Versions(cur.Name) {
-				if c := wanted[cur.Name]; c != nil && !c.Check(v.Version) {
-					continue
-				}
-				if v.KubernetesVersion == nil || v.KubernetesVersion.Check(target) {
-					if m.Move == MoveBlocked {
-						m.Move, m.Target = MoveMust, v.Version.String()
-					}
-					continue
-				}
-				m.Available = append(m.Available, v.Version.String()+" (needs "+v.KubernetesVersion.String()+")")
-			}
-			if m.Move != MoveBlocked {
-				m.Available = nil
-			}
-		}
-		out.Plugins = append(out.Plugins, m)
+		seen[p.Package.Name] = true
+		out.Plugins = append(out.Plugins, u.move(p.Package))
 	}
 	if next != nil {
 		for _, p := range next.Plugins {
