@@ -45,16 +45,44 @@ func (g *graph) reason(e edge) string {
 }
 
 // order lays the selected packages out in waves. selected holds one package
-// per name, in any order.
+// per name, in any order. Its steps: the graph of requires, after, before and
+// the order list; the check that listed plugins wait for no unlisted one; and
+// Kahn's layering into waves.
 func order(selected []*Package, orderList []string) (*Result, error) {
 	pkgs := append([]*Package(nil), selected...)
 	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].Name < pkgs[j].Name })
+	g, lst, err := newOrderGraph(pkgs, orderList)
+	if err != nil {
+		return nil, err
+	}
+	// Listed plugins come before all unlisted ones, so none of them may
+	// wait for an unlisted plugin.
+	for _, n := range lst.order {
+		for _, e := range g.preds[n] {
+			if !lst.listed[e.from] {
+				return nil, &OrderError{Plugin: pkgs[n].Name, Unlisted: pkgs[e.from].Name, Reason: g.reason(e)}
+			}
+		}
+	}
+	return g.layer(lst)
+}
+
+// orderList is the order list's plugins among the selected: listed by node,
+// and their nodes in the list's order.
+type orderList struct {
+	listed []bool
+	order  []int
+}
+
+// newOrderGraph is the graph of pkgs (sorted by name): an edge per requires,
+// after and before between selected plugins, and one between consecutive
+// plugins of the order list, keeping the strongest kind per ordered pair. A
+// plugin listed twice is an *OrderError.
+func newOrderGraph(pkgs []*Package, names []string) (*graph, orderList, error) {
 	idx := make(map[string]int, len(pkgs))
 	for i, p := range pkgs {
 		idx[p.Name] = i
 	}
-
-	// Collect edges, keeping the strongest kind per ordered pair.
 	kinds := make(map[[2]int]edgeKind)
 	addEdge := func(from, to int, k edgeKind) {
 		key := [2]int{from, to}
@@ -77,23 +105,21 @@ func order(selected []*Package, orderList []string) (*Result, error) {
 			}
 		}
 	}
-	listed := make([]bool, len(pkgs))
-	var listedOrder []int
-	seen := make(map[string]bool, len(orderList))
-	for _, name := range orderList {
+	lst := orderList{listed: make([]bool, len(pkgs))}
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
 		if seen[name] {
-			return nil, &OrderError{Plugin: name}
+			return nil, lst, &OrderError{Plugin: name}
 		}
 		seen[name] = true
 		if n, ok := idx[name]; ok {
-			listed[n] = true
-			listedOrder = append(listedOrder, n)
+			lst.listed[n] = true
+			lst.order = append(lst.order, n)
 		}
 	}
-	for i := 1; i < len(listedOrder); i++ {
-		addEdge(listedOrder[i-1], listedOrder[i], edgeOrder)
+	for i := 1; i < len(lst.order); i++ {
+		addEdge(lst.order[i-1], lst.order[i], edgeOrder)
 	}
-
 	g := &graph{pkgs: pkgs, preds: make([][]edge, len(pkgs)), succs: make([][]int, len(pkgs))}
 	for key, k := range kinds {
 		e := edge{from: key[0], to: key[1], kind: k}
@@ -103,57 +129,52 @@ func order(selected []*Package, orderList []string) (*Result, error) {
 	for _, ps := range g.preds {
 		sort.Slice(ps, func(i, j int) bool { return ps[i].from < ps[j].from })
 	}
+	return g, lst, nil
+}
 
-	// Listed plugins come before all unlisted ones, so none of them may
-	// wait for an unlisted plugin.
-	for _, n := range listedOrder {
-		for _, e := range g.preds[n] {
-			if !listed[e.from] {
-				return nil, &OrderError{Plugin: pkgs[n].Name, Unlisted: pkgs[e.from].Name, Reason: g.reason(e)}
-			}
-		}
-	}
-
-	// Kahn layering. Unlisted plugins also wait for a barrier that falls
-	// once every listed plugin is placed: the same as an edge from each
-	// listed plugin, without the quadratic number of edges.
+// layer lays g out in waves by Kahn's algorithm, each wave in name order.
+// Unlisted plugins also wait for a barrier that falls once every listed
+// plugin is placed: the same as an edge from each listed plugin, without the
+// quadratic number of edges. A cycle is an error naming it.
+func (g *graph) layer(lst orderList) (*Result, error) {
+	pkgs := g.pkgs
+	barrier := len(lst.order) > 0
 	indeg := make([]int, len(pkgs))
+	var ready []int
 	for n, ps := range g.preds {
 		indeg[n] = len(ps)
-		if len(listedOrder) > 0 && !listed[n] {
+		if barrier && !lst.listed[n] {
 			indeg[n]++
 		}
-	}
-	var ready []int
-	for n := range pkgs {
 		if indeg[n] == 0 {
 			ready = append(ready, n)
 		}
 	}
-	res := &Result{Plugins: make([]*Package, 0, len(pkgs)), After: g.after(listed, listedOrder)}
+	res := &Result{Plugins: make([]*Package, 0, len(pkgs)), After: g.after(lst.listed, lst.order)}
 	placedListed := 0
+	release := func(n int, next *[]int) {
+		if indeg[n]--; indeg[n] == 0 {
+			*next = append(*next, n)
+		}
+	}
 	for len(ready) > 0 {
 		sort.Ints(ready) // node ids are in name order
 		wave := make([]*Package, len(ready))
 		var next []int
 		for i, n := range ready {
 			wave[i] = pkgs[n]
-			if listed[n] {
+			if lst.listed[n] {
 				placedListed++
 			}
 			for _, m := range g.succs[n] {
-				if indeg[m]--; indeg[m] == 0 {
-					next = append(next, m)
-				}
+				release(m, &next)
 			}
 		}
-		if len(listedOrder) > 0 && placedListed == len(listedOrder) {
-			placedListed = -1 // release the barrier once
+		if barrier && placedListed == len(lst.order) {
+			barrier = false // release the barrier once
 			for n := range pkgs {
-				if !listed[n] {
-					if indeg[n]--; indeg[n] == 0 {
-						next = append(next, n)
-					}
+				if !lst.listed[n] {
+					release(n, &next)
 				}
 			}
 		}

@@ -60,6 +60,11 @@ const kkpGroup = "apps.kubermatic.k8c.io/"
 // one index.yaml. KKP's definitions name their charts by repository and version;
 // the charts themselves come from o.Charts, a directory holding them as
 // `helm pull` writes them (NAME-VERSION.tgz) or unpacked (NAME-VERSION/ or NAME/).
+//
+// Branches: a translation that follows docs/import.md's mapping table for this
+// format row by row: one guarded step per source field, each refusing or listing
+// what kubeplug cannot carry with its own message, so the code and the table can
+// be read side by side.
 func FromKKP(input string, o Options) (*Result, error) {
 	data, err := readFile(input)
 	if err != nil {

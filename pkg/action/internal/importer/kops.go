@@ -49,6 +49,11 @@ var kopsWhy = map[string]string{
 // control-plane and kubelet flags through kops' own flag names. Everything else
 // in the spec (the cluster's shape: version, network, subnets, etcd) is listed in
 // the README: it is cluster.yaml's, not a plugin's.
+//
+// Branches: a translation that follows docs/import.md's mapping table for this
+// format row by row: one guarded step per source field, each refusing or listing
+// what kubeplug cannot carry with its own message, so the code and the table can
+// be read side by side.
 func FromKops(input string, o Options) (*Result, error) {
 	data, err := readFile(input)
 	if err != nil {

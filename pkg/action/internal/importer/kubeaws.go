@@ -53,6 +53,11 @@ var kubeAWSWhy = map[string]string{
 // plugin (see docs/import.md) or is listed in the README; kube-aws templates are
 // kept as kubeplug templates, .Values unchanged and .Config fields turned into
 // values the user sets.
+//
+// Branches: a translation that follows docs/import.md's mapping table for this
+// format row by row: one guarded step per source field, each refusing or listing
+// what kubeplug cannot carry with its own message, so the code and the table can
+// be read side by side.
 func FromKubeAWS(input string, o Options) (*Result, error) {
 	dir := input
 	if fi, err := os.Stat(input); err == nil && !fi.IsDir() {
@@ -201,6 +206,10 @@ var kubeAWSComponents = []struct{ from, to string }{
 	{"kubeScheduler", "scheduler"},
 }
 
+// Branches: a translation that follows docs/import.md's mapping table for this
+// format row by row: one guarded step per source field, each refusing or listing
+// what kubeplug cannot carry with its own message, so the code and the table can
+// be read side by side.
 func (k *kubeAWS) kubernetes(m map[string]any) {
 	for _, c := range kubeAWSComponents {
 		comp := asMap(m[c.from])
@@ -418,6 +427,10 @@ func (k *kubeAWS) chart(chart, version string) (map[string][]byte, string, error
 	return findChart(k.o.Charts, name, version, strings.TrimSuffix(repo, "/"))
 }
 
+// Branches: a translation that follows docs/import.md's mapping table for this
+// format row by row: one guarded step per source field, each refusing or listing
+// what kubeplug cannot carry with its own message, so the code and the table can
+// be read side by side.
 func (k *kubeAWS) machines(m map[string]any) {
 	roles := asMap(m["roles"])
 	for _, role := range kubeAWSRoles {

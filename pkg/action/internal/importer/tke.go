@@ -24,6 +24,11 @@ var tkeHooks = []struct{ name, at, when string }{
 // images.tar.gz, values.yaml) as one plugin: each installer hook becomes a node
 // hook on the control-plane machines at the matching entry point, each chart in
 // charts/ a Helm release.
+//
+// Branches: a translation that follows docs/import.md's mapping table for this
+// format row by row: one guarded step per source field, each refusing or listing
+// what kubeplug cannot carry with its own message, so the code and the table can
+// be read side by side.
 func FromTKE(input string, o Options) (*Result, error) {
 	fi, err := os.Stat(input)
 	if err != nil {
