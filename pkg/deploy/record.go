@@ -64,11 +64,10 @@ func (w *wave) beginRecord(ctx context.Context, r *unitRun) error {
 	if u.rollback != nil {
 		digest = u.rollback.ContentDigest
 	}
-	sameContent := old != nil && u.rollback == nil && old.ContentDigest == digest && old.Version == u.Version &&
-		old.PackageDigest == u.Digest && old.ValuesDigest == u.ValuesDigest && slices.Equal(old.Machine, u.Machine)
+	same := sameContent(old, u, digest)
 	widened := kube.Union(old.Inventory(), kube.RefsOf(u.Objects))
 	widenedRels := unionReleases(old.HelmReleases(), rels)
-	if sameContent && old.Phase == PhaseReady && len(widened) == len(old.Objects) && len(widenedRels) == len(old.Releases) && old.Owner == d.opts.Owner {
+	if same && old.Phase == PhaseReady && len(widened) == len(old.Objects) && len(widenedRels) == len(old.Releases) && old.Owner == d.opts.Owner {
 		r.rec, r.same = old.Clone(), true
 		return nil
 	}
@@ -83,12 +82,35 @@ func (w *wave) beginRecord(ctx context.Context, r *unitRun) error {
 		rec.Owner = old.Owner // a rollback restores content, not who manages it
 		rec.Machine = u.rollback.Machine
 	}
+	numberRevision(rec, old, u, same)
+	objs := u.Objects
+	if objs == nil {
+		objs = []*unstructured.Unstructured{} // recorded too: a plugin of Helm releases only can be rolled back
+	}
+	if err := d.store.Write(ctx, rec, objs); err != nil {
+		return err
+	}
+	r.rec = rec
+	return nil
+}
+
+// sameContent says whether u, not a rollback, applies what old recorded:
+// the same content, version, package, values and machine contributions.
+func sameContent(old *Record, u Unit, digest string) bool {
+	return old != nil && u.rollback == nil && old.ContentDigest == digest && old.Version == u.Version &&
+		old.PackageDigest == u.Digest && old.ValuesDigest == u.ValuesDigest && slices.Equal(old.Machine, u.Machine)
+}
+
+// numberRevision gives rec its revision and description: 1 for an install,
+// old's own when the content is the same (a failed or interrupted apply
+// retried in place), the next one otherwise.
+func numberRevision(rec, old *Record, u Unit, same bool) {
 	switch {
 	case old == nil:
 		if rec.Description == "" {
 			rec.Description = "install " + u.Version
 		}
-	case sameContent:
+	case same:
 		rec.Revision, rec.HelmRevisions = old.Revision, old.HelmRevisions
 		if rec.Description == "" {
 			rec.Description = old.Description
@@ -99,15 +121,6 @@ func (w *wave) beginRecord(ctx context.Context, r *unitRun) error {
 			rec.Description = describe(old, u)
 		}
 	}
-	objs := u.Objects
-	if objs == nil {
-		objs = []*unstructured.Unstructured{} // recorded too: a plugin of Helm releases only can be rolled back
-	}
-	if err := d.store.Write(ctx, rec, objs); err != nil {
-		return err
-	}
-	r.rec = rec
-	return nil
 }
 
 // describe says what moving from old to u is.

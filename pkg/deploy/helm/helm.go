@@ -199,40 +199,12 @@ func (m *Manager) Install(ctx context.Context, plugin string, h Release) (*Done,
 	if err != nil {
 		return nil, err
 	}
-	hist, err := history(cfg, h.Name)
-	if err != nil {
-		return nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
-	}
-	if n := len(hist); n > 0 && hist[n-1].Info.Status.IsPending() && !m.opts.DryRun {
-		if err := m.recoverPending(ctx, cfg, hist); err != nil {
-			return nil, fmt.Errorf("recover Helm release %s from %s: %w", ref, hist[n-1].Info.Status, err)
-		}
-		if hist, err = history(cfg, h.Name); err != nil {
-			return nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
-		}
-	}
-	var last *releasev1.Release
-	if n := len(hist); n > 0 {
-		last = hist[n-1]
-	}
-	// A release that never deployed (its install failed) cannot be upgraded: start over.
-	if last != nil && last.Info.Status != rcommon.StatusDeployed && goodRevision(hist) == 0 && !m.opts.DryRun {
-		if err := m.Uninstall(ctx, ref); err != nil {
-			return nil, err
-		}
-		last = nil
-	}
-	// Keys and random strings the chart generates are those of the installed
-	// revisions, else generated now and kept (sealed) before Helm stores the revision.
-	gen, err := m.loadGenerated(ctx, ref)
+	hist, last, err := m.lastRevision(ctx, cfg, ref)
 	if err != nil {
 		return nil, err
 	}
-	if gen != nil {
-		cfg.CustomTemplateFuncs = gen.funcs()
-		if !m.opts.DryRun {
-			cfg.Releases.Driver = generatedDriver{Driver: cfg.Releases.Driver, save: func() error { return m.saveGenerated(ctx, gen) }}
-		}
+	if err := m.withGenerated(ctx, cfg, ref); err != nil {
+		return nil, err
 	}
 	dryRun := action.DryRunNone
 	if m.opts.DryRun {
@@ -240,23 +212,7 @@ func (m *Manager) Install(ctx context.Context, plugin string, h Release) (*Done,
 	}
 	labels := map[string]string{"kubeplug.dev/plugin": plugin}
 	if last == nil {
-		in := action.NewInstall(cfg)
-		in.ReleaseName, in.Namespace, in.CreateNamespace = h.Name, h.Namespace, true
-		// kubeplug waits itself, with kstatus and health expressions, and rolls back.
-		in.WaitStrategy = helmkube.HookOnlyStrategy
-		in.Timeout = m.opts.Timeout
-		in.ServerSideApply, in.ForceConflicts = true, m.opts.ForceConflicts
-		in.PostRenderer = h.PostRenderer
-		in.DryRunStrategy = dryRun
-		in.Labels = labels
-		faultpoint.Hit("helm:before-install")
-		rel, err := in.RunWithContext(ctx, h.Chart, h.Values)
-		faultpoint.Hit("helm:after-install")
-		if err != nil {
-			return &Done{ref: ref, changed: true}, fmt.Errorf("install Helm release %s: %w", ref, err)
-		}
-		r, err := asV1(rel)
-		return &Done{ref: ref, changed: true, rel: r}, err
+		return m.install(ctx, cfg, ref, h, dryRun, labels)
 	}
 	if last.Info.Status == rcommon.StatusDeployed && sameRelease(last, h) {
 		return &Done{ref: ref, rel: last, previous: last.Version}, nil
@@ -282,6 +238,72 @@ func (m *Manager) Install(ctx context.Context, plugin string, h Release) (*Done,
 	}
 	r, err := asV1(rel)
 	return &Done{ref: ref, changed: true, previous: previous, rel: r}, err
+}
+
+// lastRevision reads the release's history and its last revision, nil when
+// there is none to upgrade: a pending one left by a crashed run is recovered
+// first, and a release that never deployed (its install failed) is
+// uninstalled, to start over.
+func (m *Manager) lastRevision(ctx context.Context, cfg *action.Configuration, ref kube.ReleaseRef) ([]*releasev1.Release, *releasev1.Release, error) {
+	hist, err := history(cfg, ref.Name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
+	}
+	if n := len(hist); n > 0 && hist[n-1].Info.Status.IsPending() && !m.opts.DryRun {
+		if err := m.recoverPending(ctx, cfg, hist); err != nil {
+			return nil, nil, fmt.Errorf("recover Helm release %s from %s: %w", ref, hist[n-1].Info.Status, err)
+		}
+		if hist, err = history(cfg, ref.Name); err != nil {
+			return nil, nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
+		}
+	}
+	if len(hist) == 0 {
+		return hist, nil, nil
+	}
+	last := hist[len(hist)-1]
+	if last.Info.Status != rcommon.StatusDeployed && goodRevision(hist) == 0 && !m.opts.DryRun {
+		if err := m.Uninstall(ctx, ref); err != nil {
+			return nil, nil, err
+		}
+		return hist, nil, nil
+	}
+	return hist, last, nil
+}
+
+// withGenerated makes the keys and random strings the chart generates those
+// of the installed revisions, else generated now and kept (sealed) before
+// Helm stores the revision.
+func (m *Manager) withGenerated(ctx context.Context, cfg *action.Configuration, ref kube.ReleaseRef) error {
+	gen, err := m.loadGenerated(ctx, ref)
+	if err != nil || gen == nil {
+		return err
+	}
+	cfg.CustomTemplateFuncs = gen.funcs()
+	if !m.opts.DryRun {
+		cfg.Releases.Driver = generatedDriver{Driver: cfg.Releases.Driver, save: func() error { return m.saveGenerated(ctx, gen) }}
+	}
+	return nil
+}
+
+// install installs the release for the first time.
+func (m *Manager) install(ctx context.Context, cfg *action.Configuration, ref kube.ReleaseRef, h Release, dryRun action.DryRunStrategy, labels map[string]string) (*Done, error) {
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace, in.CreateNamespace = h.Name, h.Namespace, true
+	// kubeplug waits itself, with kstatus and health expressions, and rolls back.
+	in.WaitStrategy = helmkube.HookOnlyStrategy
+	in.Timeout = m.opts.Timeout
+	in.ServerSideApply, in.ForceConflicts = true, m.opts.ForceConflicts
+	in.PostRenderer = h.PostRenderer
+	in.DryRunStrategy = dryRun
+	in.Labels = labels
+	faultpoint.Hit("helm:before-install")
+	rel, err := in.RunWithContext(ctx, h.Chart, h.Values)
+	faultpoint.Hit("helm:after-install")
+	if err != nil {
+		return &Done{ref: ref, changed: true}, fmt.Errorf("install Helm release %s: %w", ref, err)
+	}
+	r, err := asV1(rel)
+	return &Done{ref: ref, changed: true, rel: r}, err
 }
 
 // recoverPending rolls a pending release back to its last good revision, or
