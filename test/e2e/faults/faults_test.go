@@ -91,6 +91,21 @@ func kubeplug(t *testing.T, kubeconfig, point string, args ...string) run {
 	return r
 }
 
+// lostLease is what a run says when it could not renew its operation lease.
+const lostLease = "lost the operation lease"
+
+// killedUpgrade applies version 1 of the fixture with prefix p, then version
+// 2 with point set, and returns version 2's file and that run.
+func killedUpgrade(t *testing.T, kubeconfig, p, point string) (string, run) {
+	t.Helper()
+	dir := t.TempDir()
+	if r := kubeplug(t, kubeconfig, "", applyArgs(writeFixture(t, dir, p, 1))...); r.err != nil {
+		t.Fatalf("version 1: %s", r)
+	}
+	v2 := writeFixture(t, dir, p, 2)
+	return v2, kubeplug(t, kubeconfig, point, applyArgs(v2)...)
+}
+
 // applyArgs applies a cluster file with a short lease, so that the run after a
 // kill waits a few seconds at most for the dead run's lease to expire.
 func applyArgs(file string) []string {
@@ -151,12 +166,15 @@ func TestKill9Matrix(t *testing.T) {
 	for i, point := range points {
 		if t.Run(point, func(t *testing.T) {
 			p := fmt.Sprintf("k%02d", i)
-			dir := t.TempDir()
-			if r := kubeplug(t, kubeconfig, "", applyArgs(writeFixture(t, dir, p, 1))...); r.err != nil {
-				t.Fatalf("version 1: %s", r)
+			v2, r := killedUpgrade(t, kubeconfig, p, point)
+			if !r.killed && strings.Contains(r.output, lostLease) {
+				// The run lost its 3 s lease before it reached the point (a
+				// loaded machine): that is not the case under test; start it
+				// over once, on fresh objects.
+				t.Logf("the upgrade lost its lease before %s; once more: %s", point, r)
+				p += "r"
+				v2, r = killedUpgrade(t, kubeconfig, p, point)
 			}
-			v2 := writeFixture(t, dir, p, 2)
-			r := kubeplug(t, kubeconfig, point, applyArgs(v2)...)
 			if !r.killed {
 				t.Fatalf("the upgrade was not killed at %s (the point was never hit): %s", point, r)
 			}

@@ -99,7 +99,9 @@ manage_etc_hosts: true
 		}
 	}
 	for _, m := range ms {
-		if err := m.WaitBooted(ctx, 3*time.Minute); err != nil {
+		// A bound, not a speed check: three machines booting at once on a loaded
+		// two-core machine took over 3 minutes.
+		if err := m.WaitBooted(ctx, 5*time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
