@@ -151,93 +151,113 @@ type terminal struct{ error }
 
 func (t terminal) Unwrap() error { return t.error }
 
+// run runs check c of plugin p until it passes, fails for good or times out.
 func (r *Runner) run(ctx context.Context, p Plugin, c v1alpha1.Check) Result {
 	start := time.Now()
 	res := Result{Plugin: p.Name, Name: Name(c)}
-	var (
-		timeout time.Duration
-		try     attempt
-		subject string
-		cleanup func()
-		err     error
-	)
+	a, err := r.prepare(p, c)
+	if a.cleanup != nil {
+		defer a.cleanup()
+	}
+	if err != nil {
+		res.Message = a.subject + ": " + err.Error()
+		res.Duration = time.Since(start).Round(time.Millisecond)
+		return res
+	}
+	res.OK, res.Message = r.poll(ctx, p, res.Name, a, start)
+	res.Duration = time.Since(start).Round(time.Millisecond)
+	r.log.Info("validate check finished", "plugin", p.Name, "check", res.Name, "ok", res.OK, "duration", res.Duration)
+	return res
+}
+
+// prepared is a check ready to be tried: its attempt, what it checks (for
+// messages), its timeout and what to clean up after it.
+type prepared struct {
+	try     attempt
+	subject string
+	timeout time.Duration
+	cleanup func()
+}
+
+// prepare reads check c's kind and timeout and builds its attempt.
+func (r *Runner) prepare(p Plugin, c v1alpha1.Check) (prepared, error) {
+	var a prepared
+	var err error
 	switch {
 	case c.Wait != nil:
-		timeout, err = duration(c.Wait.Timeout, DefaultWaitTimeout)
-		subject = ref(c.Wait.ObjectRef)
-		try = r.wait(c.Wait)
+		a.timeout, err = duration(c.Wait.Timeout, DefaultWaitTimeout)
+		a.subject = ref(c.Wait.ObjectRef)
+		a.try = r.wait(c.Wait)
 	case c.Expression != nil:
-		timeout, err = duration(c.Expression.Timeout, DefaultExpressionTimeout)
-		subject = "expression " + c.Expression.Expression
+		a.timeout, err = duration(c.Expression.Timeout, DefaultExpressionTimeout)
+		a.subject = "expression " + c.Expression.Expression
 		if c.Expression.Message != "" {
-			subject = c.Expression.Message + " (expression " + c.Expression.Expression + ")"
+			a.subject = c.Expression.Message + " (expression " + c.Expression.Expression + ")"
 		}
 		if err == nil {
-			try, err = r.expression(c.Expression)
+			a.try, err = r.expression(c.Expression)
 		}
 	case c.Exec != nil:
-		timeout, err = duration(c.Exec.Timeout, DefaultExecTimeout)
-		subject = "exec " + strings.Join(c.Exec.Command, " ")
+		a.timeout, err = duration(c.Exec.Timeout, DefaultExecTimeout)
+		a.subject = "exec " + strings.Join(c.Exec.Command, " ")
 		if err == nil {
-			try, cleanup, err = r.exec(p, c.Exec)
+			a.try, a.cleanup, err = r.exec(p, c.Exec)
 		}
 	default:
 		err = errors.New("expected exactly one of wait, expression and exec")
 	}
-	if cleanup != nil {
-		defer cleanup()
-	}
-	if err != nil {
-		res.Message = subject + ": " + err.Error()
-		res.Duration = time.Since(start).Round(time.Millisecond)
-		return res
-	}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
+	return a, err
+}
+
+// poll tries a every Interval until it passes, fails for good (a terminal
+// error) or its timeout ends, and says whether it passed and what to report.
+func (r *Runner) poll(ctx context.Context, p Plugin, name string, a prepared, start time.Time) (bool, string) {
+	tctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	var last error
 	for {
-		msg, err := try(tctx)
+		msg, err := a.try(tctx)
+		if err == nil {
+			return true, msg
+		}
 		// An attempt cut short by the timeout, or by a failed request, says less
 		// than the one before it.
-		if err != nil && (last == nil || (tctx.Err() == nil && !transient(err))) {
+		if last == nil || (tctx.Err() == nil && !transient(err)) {
 			last = err
-		}
-		if err == nil {
-			res.OK, res.Message = true, msg
-			break
 		}
 		var term terminal
 		if errors.As(err, &term) {
-			res.Message = subject + ": " + err.Error()
-			break
+			return false, a.subject + ": " + err.Error()
 		}
-		r.log.Debug("validate check not passing yet", "plugin", p.Name, "check", res.Name, "reason", err.Error())
+		r.log.Debug("validate check not passing yet", "plugin", p.Name, "check", name, "reason", err.Error())
 		select {
 		case <-tctx.Done():
+			return false, timedOut(ctx, a, last, start)
 		case <-time.After(r.opts.Interval):
-			continue
 		}
-		when := "after " + short(timeout)
-		switch {
-		case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-			when = "when interrupted after " + short(time.Since(start))
-		case ctx.Err() != nil:
-			when = "after " + short(time.Since(start)) + " (the deadline of the whole run)"
-		}
-		state, detail := "is failing", last.Error()
-		var f *failing
-		if errors.As(last, &f) {
-			state, detail = f.state, f.detail
-		}
-		res.Message = subject + " " + state + " " + when
-		if detail != "" {
-			res.Message += ": " + detail
-		}
-		break
 	}
-	res.Duration = time.Since(start).Round(time.Millisecond)
-	r.log.Info("validate check finished", "plugin", p.Name, "check", res.Name, "ok", res.OK, "duration", res.Duration)
-	return res
+}
+
+// timedOut says how a check that did not pass ended: its last failure, and
+// when (its timeout, an interrupt, or the whole run's deadline).
+func timedOut(ctx context.Context, a prepared, last error, start time.Time) string {
+	when := "after " + short(a.timeout)
+	switch {
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		when = "when interrupted after " + short(time.Since(start))
+	case ctx.Err() != nil:
+		when = "after " + short(time.Since(start)) + " (the deadline of the whole run)"
+	}
+	state, detail := "is failing", last.Error()
+	var f *failing
+	if errors.As(last, &f) {
+		state, detail = f.state, f.detail
+	}
+	msg := a.subject + " " + state + " " + when
+	if detail != "" {
+		msg += ": " + detail
+	}
+	return msg
 }
 
 // Name returns the check's name, or a default saying what it checks:
