@@ -555,45 +555,9 @@ func (s *solver) explainWants(st *nameState, ws []want) error {
 		}
 		return e
 	}
-	var sat []int
-	for i, p := range st.versions {
-		ok := true
-		for _, w := range ws {
-			if w.c != nil && !w.c.Check(p.Version) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			sat = append(sat, i)
-		}
-	}
-	var unsup []Unsupported
-	byProvider := true // every version refused is refused for its providers
-	for i, p := range st.versions {
-		if st.unsupported[i] {
-			u := Unsupported{Version: p.Version, Needs: p.KubernetesVersion}
-			if !s.runsOn(p) {
-				u.Providers = p.Providers
-			} else {
-				byProvider = false
-			}
-			unsup = append(unsup, u)
-		}
-	}
-	someSupported, someFeasible := false, false
-	var dead error
-	for _, i := range sat {
-		if st.unsupported[i] {
-			continue
-		}
-		someSupported = true
-		if err := s.feasible(st.versions[i]); err == nil {
-			someFeasible = true
-		} else if dead == nil {
-			dead = err
-		}
-	}
+	sat := satisfying(st, ws)
+	unsup, byProvider := s.unsupported(st)
+	someSupported, someFeasible, dead := s.feasibility(st, sat)
 	if someSupported && !someFeasible {
 		// Only dead ends left: the highest one's reason.
 		return dead
@@ -615,6 +579,53 @@ func (s *solver) explainWants(st *nameState, ws []want) error {
 		avail[i] = p.Version
 	}
 	return &UnsatisfiableError{Name: st.name, Wants: pub, Available: avail, Kubernetes: s.kube, Unsupported: unsup}
+}
+
+// satisfying is the indexes of st's versions that every want admits.
+func satisfying(st *nameState, ws []want) []int {
+	var sat []int
+	for i, p := range st.versions {
+		if !slices.ContainsFunc(ws, func(w want) bool { return w.c != nil && !w.c.Check(p.Version) }) {
+			sat = append(sat, i)
+		}
+	}
+	return sat
+}
+
+// unsupported lists st's versions refused for the Kubernetes version or the
+// provider, and says whether every one was refused for its providers.
+func (s *solver) unsupported(st *nameState) (unsup []Unsupported, byProvider bool) {
+	byProvider = true
+	for i, p := range st.versions {
+		if !st.unsupported[i] {
+			continue
+		}
+		u := Unsupported{Version: p.Version, Needs: p.KubernetesVersion}
+		if !s.runsOn(p) {
+			u.Providers = p.Providers
+		} else {
+			byProvider = false
+		}
+		unsup = append(unsup, u)
+	}
+	return unsup, byProvider
+}
+
+// feasibility says, of the versions sat indexes, whether one is supported,
+// whether one of those is feasible, and the first dead end's reason.
+func (s *solver) feasibility(st *nameState, sat []int) (someSupported, someFeasible bool, dead error) {
+	for _, i := range sat {
+		if st.unsupported[i] {
+			continue
+		}
+		someSupported = true
+		if err := s.feasible(st.versions[i]); err == nil {
+			someFeasible = true
+		} else if dead == nil {
+			dead = err
+		}
+	}
+	return someSupported, someFeasible, dead
 }
 
 // conflictError describes decl, which declares a conflict with o. declSt is
