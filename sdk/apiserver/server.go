@@ -69,7 +69,9 @@ type Options struct {
 	// Client talks to the cluster: delegated authentication, authorization and
 	// storage. In a Pod: kubernetes.NewForConfig(rest.InClusterConfig()).
 	Client kubernetes.Interface
-	// Storage is the namespace whose ConfigMaps keep the objects (the server's own).
+	// Storage is the namespace whose Secrets (of SecretType) keep the objects
+	// (the server's own); ConfigMaps an earlier version kept there are moved
+	// into Secrets when the server starts.
 	Storage string
 	// CertFile and KeyFile are the serving certificate (the mounted
 	// <service>-serving-cert Secret), re-read whenever they change.
@@ -136,7 +138,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if s.openapi, err = openAPI(opts.Group, opts.Version, kinds); err != nil {
 		return nil, err
 	}
-	if err := s.store.migrateNames(ctx, opts.Resources); err != nil {
+	if err := s.store.migrateStorage(ctx, opts.Resources); err != nil {
 		return nil, err
 	}
 	authn, err := s.authenticator(ctx)
