@@ -247,7 +247,7 @@ func TestServedAPIClientParity(t *testing.T) {
 
 	t.Run("private storage", func(t *testing.T) {
 		// mallory may edit the namespace's ConfigMaps and Secrets; vera is
-		// bound to the built-in view role there.
+		// bound to the built-in view role there; wendy may read widgets.
 		rbac := e.file("editor.yaml", `apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: storage-editor, namespace: `+e.ns+`}
@@ -264,6 +264,17 @@ kind: RoleBinding
 metadata: {name: viewer, namespace: `+e.ns+`}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: vera}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: widget-reader, namespace: `+e.ns+`}
+rules: [{apiGroups: [`+e.group+`], resources: [widgets], verbs: [get, list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: widget-reader, namespace: `+e.ns+`}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: widget-reader}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: wendy}]
 `)
 		if out, err := e.kubectl("apply", "-f", rbac); err != nil {
 			t.Fatalf("%v\n%s", err, out)
@@ -289,6 +300,14 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: vera}]
 		}
 		if out, err := e.kubectl("get", "configmaps", "-n", e.ns, "-l", sel, "-o", "name", "--as=vera"); err != nil || strings.TrimSpace(out) != "" {
 			t.Errorf("a user bound to view lists ConfigMap storage: %v\n%s", err, out)
+		}
+		// wendy may read widgets through the API (its RBAC), and still not
+		// the storage.
+		if out, err := e.kubectl("get", widgets, "-n", e.ns, "--as=wendy", "-o", "name"); err != nil || strings.Count(out, "widget") != 7 {
+			t.Errorf("a user granted widgets cannot list them: %v\n%s", err, out)
+		}
+		if out, err := e.kubectl("get", stored[0], "-n", e.ns, "--as=wendy"); err == nil || !strings.Contains(out, "forbidden") {
+			t.Errorf("a user granted widgets reads their storage: %v\n%s", err, out)
 		}
 		// Writes: refused to anyone but the server.
 		for _, args := range [][]string{

@@ -32,11 +32,12 @@ import (
 
 // TestControllerRenewsServingCerts: kubeplug's controller, installing the
 // widgets API from a PluginInstallation with an interval of an hour, renews
-// the serving certificate and the CA (lifetimes of 45 s and 2 min here)
-// before they expire, with no CLI run, and the API answers through the
-// kube-apiserver throughout: the renewed CA is in the APIService's caBundle
-// beside the old one while both are valid, and the first certificate's
-// expiry passes unnoticed by clients.
+// the serving certificate and the CA (lifetimes of 45 s and 2 min here, each
+// starting a minute back) before they expire, with no CLI run, and the API
+// answers through the kube-apiserver throughout: the renewed CA is in the
+// caBundle of the APIService and of the webhook configuration beside the old
+// one while both are valid, and the first certificate's expiry passes
+// unnoticed by clients.
 func TestControllerRenewsServingCerts(t *testing.T) {
 	e := newBareEnv(t, "widgets-api")
 	rc := testcluster.RESTConfig(t)
@@ -45,14 +46,16 @@ func TestControllerRenewsServingCerts(t *testing.T) {
 	var pkg bytes.Buffer
 	subst := e.subst()
 	if err := archive.Write(&pkg, fstest.MapFS{
-		"plugin.yaml":           {Data: []byte(subst.Replace(pluginYAML)), Mode: 0o644},
+		// A plugin name of its own: the other tests install widgets-api with
+		// the CLI, which the controller would not take over.
+		"plugin.yaml":           {Data: []byte(subst.Replace(strings.Replace(pluginYAML, "name: widgets-api,", "name: renewal-api,", 1) + renewalWebhookYAML)), Mode: 0o644},
 		"manifests/server.yaml": {Data: []byte(subst.Replace(manifestsYAML)), Mode: 0o644},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.CoreV1().ConfigMaps(e.ns).Create(t.Context(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "packages", Namespace: e.ns},
-		BinaryData: map[string][]byte{"widgets-api-0.1.0.tgz": pkg.Bytes()},
+		BinaryData: map[string][]byte{"renewal-api-0.1.0.tgz": pkg.Bytes()},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +92,7 @@ func TestControllerRenewsServingCerts(t *testing.T) {
 		text string
 	}{
 		{cat, `{apiVersion: kubeplug.dev/v1alpha1, kind: PluginCatalog, metadata: {name: main}, spec: {sources: [{configMap: packages}]}}`},
-		{inst, `{apiVersion: kubeplug.dev/v1alpha1, kind: PluginInstallation, metadata: {name: widgets}, spec: {catalogs: [main], interval: 1h, plugins: [{name: widgets-api, version: 0.1.0}]}}`},
+		{inst, `{apiVersion: kubeplug.dev/v1alpha1, kind: PluginInstallation, metadata: {name: widgets}, spec: {catalogs: [main], interval: 1h, plugins: [{name: renewal-api, version: 0.1.0}]}}`},
 	} {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(obj.text), &u.Object); err != nil {
@@ -100,22 +103,28 @@ func TestControllerRenewsServingCerts(t *testing.T) {
 		}
 	}
 	// Deleting the installation uninstalls the plugin, while the controller
-	// still runs (cleanups run last first).
+	// still runs (cleanups run last first), and the server too: an apply the
+	// controller has begun waits for the APIService.
+	var stop func()
 	t.Cleanup(func() {
 		ctx := context.WithoutCancel(t.Context())
 		_ = inst.Delete(ctx, "widgets", metav1.DeleteOptions{})
-		for range 120 {
+		defer func() {
+			if stop != nil {
+				stop()
+			}
+		}()
+		for range 240 {
 			if _, err := inst.Get(ctx, "widgets", metav1.GetOptions{}); err != nil {
 				return
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		t.Error("the installation was not uninstalled within a minute")
+		t.Error("the installation was not uninstalled within two minutes")
 	})
 
 	crt := e.waitCert("")
-	stop := e.serve(e.listen(), apiserver.Options{Resources: []apiserver.Resource{widgetResource}})
-	defer stop()
+	stop = e.serve(e.listen(), apiserver.Options{Resources: []apiserver.Resource{widgetResource}})
 	eventually(t, 2*time.Minute, func() error {
 		u, err := inst.Get(t.Context(), "widgets", metav1.GetOptions{})
 		if err != nil {
@@ -168,10 +177,10 @@ func TestControllerRenewsServingCerts(t *testing.T) {
 		crt = e.waitCert(crt) // as the kubelet updates the mounted Secret
 		renewals++
 		ca := caSecret(t, e)
-		bundle := apiServiceBundle(t, e)
-		t.Logf("%s: certificate renewed (%d), until %s; CA renewed: %v; caBundle %d CA(s)", time.Since(start).Round(time.Second),
-			renewals, parseCert(t, []byte(crt)).NotAfter.Format(time.TimeOnly), ca != firstCA, bundle)
-		if ca != firstCA && bundle >= 2 {
+		bundle, hook := apiServiceBundle(t, e), webhookBundle(t, e)
+		t.Logf("%s: certificate renewed (%d), until %s; CA renewed: %v; caBundle of the APIService %d CA(s), of the webhook %d", time.Since(start).Round(time.Second),
+			renewals, parseCert(t, []byte(crt)).NotAfter.Format(time.TimeOnly), ca != firstCA, bundle, hook)
+		if ca != firstCA && bundle >= 2 && hook >= 2 {
 			overlap = true
 		}
 	}
@@ -217,6 +226,16 @@ func caSecret(t *testing.T, e *env) string {
 	return string(s.Data["ca.crt"])
 }
 
+// renewalWebhookYAML adds to the plugin a webhook on a resource no one
+// writes, for its configuration's caBundle.
+const renewalWebhookYAML = `      webhooks:
+        - name: renewal.GROUP
+          type: validating
+          service: {namespace: NS, name: widgets-api, port: PORT}
+          path: /never
+          rules: [{operations: [CREATE], apiGroups: [GROUP], apiVersions: [v1alpha1], resources: [gadgets]}]
+`
+
 // apiServiceBundle counts the CAs in the APIService's caBundle.
 func apiServiceBundle(t *testing.T, e *env) int {
 	t.Helper()
@@ -225,6 +244,26 @@ func apiServiceBundle(t *testing.T, e *env) int {
 		t.Fatal(err)
 	}
 	b64, _, _ := unstructured.NestedString(a.Object, "spec", "caBundle")
+	return countPEM(b64)
+}
+
+// webhookBundle counts the CAs in the caBundle of the plugin's validating
+// webhook.
+func webhookBundle(t *testing.T, e *env) int {
+	t.Helper()
+	w, err := e.dyn.Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}).Get(t.Context(), "kubeplug-renewal-api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks, _, _ := unstructured.NestedSlice(w.Object, "webhooks")
+	if len(hooks) != 1 {
+		t.Fatalf("webhooks: %v", hooks)
+	}
+	b64, _, _ := unstructured.NestedString(hooks[0].(map[string]any), "clientConfig", "caBundle")
+	return countPEM(b64)
+}
+
+func countPEM(b64 string) int {
 	raw, _ := base64.StdEncoding.DecodeString(b64)
 	n := 0
 	for {
