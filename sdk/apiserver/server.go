@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -97,7 +98,14 @@ type Server struct {
 	run     []func(ctx context.Context)
 }
 
-var codecs = serializer.NewCodecFactory(runtime.NewScheme())
+// codecs write the filters' answers (401, 403) as the API server does: a
+// Status, which the scheme must know, else the answer is a 500 and a logged
+// "no kind is registered for the type v1.Status".
+var codecs = func() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	return serializer.NewCodecFactory(scheme)
+}()
 
 // New checks the options, reads the cluster's authentication configuration
 // (bounded by ctx) and builds the handler chain: request info, delegated
