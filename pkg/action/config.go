@@ -11,6 +11,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/serving"
 	"github.com/kubeplug/kubeplug/pkg/source"
 	"github.com/kubeplug/kubeplug/pkg/stage"
 )
@@ -56,6 +57,10 @@ type Config struct {
 	Progress func(engine.StageEvent)
 	// Expansions are the expansion packages every run merges; none when zero.
 	Expansions ExpansionUse
+	// ServingCerts says how long the serving CAs and certificates issued for
+	// plugins' APIs and webhooks live (deploy.Options.ServingCerts); zero
+	// fields take its defaults. Tests shorten them to see renewals.
+	ServingCerts serving.Policy
 }
 
 func (c *Config) logger() *slog.Logger {

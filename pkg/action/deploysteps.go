@@ -85,6 +85,7 @@ var connectStep = step{stepConnect, func(ctx context.Context, r *run) diag.List 
 		Logger: r.log(), Events: o.Events, Timeout: o.Timeout, DryRun: lv.dryRun, ForceConflicts: o.ForceConflicts, ForceCRDChanges: o.ForceCRDChanges,
 		RollbackOnFailure: o.RollbackOnFailure, AllowDowngrade: o.AllowDowngrade, HistoryMax: o.HistoryMax,
 		Sensitive: r.plan.Secrets(), Owner: o.Owner, Adopt: o.Adopt, Remedies: o.Remedies, Client: o.Client, Heads: o.Heads,
+		ServingCerts: r.cfg.ServingCerts,
 	})
 	if err == nil {
 		if err = d.Ping(ctx); err != nil {

@@ -73,6 +73,7 @@ type installationReconciler struct {
 	c      *Controller
 	client client.Client
 	events recorder.EventRecorder
+	renew  renewals
 }
 
 func (r *installationReconciler) setup(mgr manager.Manager, opts controller.Options) error {
@@ -318,7 +319,14 @@ func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginIn
 	if meta.IsStatusConditionTrue(st.Conditions, "Ready") && st.LastAppliedGeneration == gen && st.LastAppliedDigest == b.digest {
 		if last, err := time.Parse(time.RFC3339, st.LastAppliedTime); err == nil {
 			if left := parseDuration(spec.Interval, r.c.opts.DefaultInterval) - time.Since(last); left > 0 {
-				return reconcile.Result{RequeueAfter: left}, nil
+				due, err := r.renewalDue(ctx, tg, ownerOf(obj))
+				if err != nil {
+					return reconcile.Result{}, err
+				}
+				if due.IsZero() || time.Now().Before(due) {
+					return reconcile.Result{RequeueAfter: untilRenewal(left, due)}, nil
+				}
+				r.c.opts.Logger.Info("serving certificates due: applying to renew them", "installation", ownerOf(obj), "due", due)
 			}
 		}
 	}
@@ -346,6 +354,9 @@ func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginIn
 	}
 	defer release()
 	cfg := *r.c.opts.Action
+	if p := r.c.opts.ServingCerts; p.CAValidity > 0 || p.CertValidity > 0 || p.Now != nil {
+		cfg.ServingCerts = p
+	}
 	a := action.NewApply(&cfg)
 	a.Target.RESTConfig = tg.config
 	a.Timeout = parseDuration(spec.Timeout, 5*time.Minute)
@@ -397,6 +408,11 @@ func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginIn
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	due, err := nextRenewal(ctx, tg, recs)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	r.renew.set(ownerOf(obj), due)
 	for _, p := range adopting {
 		if slices.ContainsFunc(recs, func(rec *deploy.Record) bool { return rec.Plugin == p }) {
 			r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonAdopted, "Apply", "adopted plugin %s, which the CLI installed (spec.adopt): the installation manages it now, and deleting the installation uninstalls it", p)
@@ -418,7 +434,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginIn
 		r.c.opts.Logger.Info("installation applied", "installation", ownerOf(obj), "cluster", tg.key, "replica", r.c.opts.ReplicaID)
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, ReasonSucceeded, "Apply", "%s; %d object(s) applied, %d pruned, removed %v", msg, res.Applied, res.Pruned, res.Removed)
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: untilRenewal(parseDuration(spec.Interval, r.c.opts.DefaultInterval), due)}, nil
 }
 
 // readPlugins fills the status's plugins from the release records the

@@ -33,6 +33,7 @@ import (
 	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+	"github.com/kubeplug/kubeplug/pkg/serving"
 )
 
 // Options configure the controller. The zero value of each field means its
@@ -78,6 +79,11 @@ type Options struct {
 	// Lease in LeaderElectionNamespace, which lasts LeaderLease. Every
 	// replica must be given the same Shards; it excludes LeaderElection.
 	Shards int
+	// ServingCerts says how long the serving CAs and certificates the
+	// installations' applies issue live (action.Config.ServingCerts); zero
+	// takes Action's. Installations are applied again when one is due
+	// (renewal.go), so tests shorten them to see renewals.
+	ServingCerts serving.Policy
 	// ReplicaID names this replica in the shard Leases. Default the host name
 	// and process id.
 	ReplicaID string

@@ -17,4 +17,8 @@
 // added to the bundle before the certificate it signs is served, and the old CA
 // stays in the bundle until it expires, so that neither rotation has an outage
 // window: whichever certificate the server presents, the API server trusts it.
+//
+// RenewAt says when the next apply will renew what a live serving Secret holds;
+// kubeplug's controller applies an installation again by then, so that
+// certificates are renewed without anyone running apply.
 package serving

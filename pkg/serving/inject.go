@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -134,4 +135,29 @@ func withData(o *unstructured.Unstructured, data map[string][]byte) *unstructure
 	}
 	_ = unstructured.SetNestedMap(cp.Object, m, "data")
 	return cp
+}
+
+// RenewAt is when an apply (Inject) renews what a live serving Secret holds:
+// two thirds into the lifetime of its certificate — ca.crt of a serving CA
+// Secret, tls.crt of a serving certificate Secret. A controller that applies
+// again by then keeps every serving certificate and CA bundle current without
+// anyone running apply. ok is false for any other Secret; one holding no
+// certificate that parses is due now.
+func RenewAt(s *unstructured.Unstructured, now time.Time) (at time.Time, ok bool) {
+	var key string
+	switch a := s.GetAnnotations(); {
+	case s.GetKind() != "Secret":
+		return time.Time{}, false
+	case a[AnnotationCA] != "":
+		key = "ca.crt"
+	case a[AnnotationCert] != "":
+		key = "tls.crt"
+	default:
+		return time.Time{}, false
+	}
+	c, err := parseCert(secretData(s, key))
+	if err != nil {
+		return now, true
+	}
+	return c.NotAfter.Add(-c.NotAfter.Sub(c.NotBefore) / 3), true
 }

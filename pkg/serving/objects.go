@@ -36,8 +36,9 @@ const (
 	DefaultTimeoutSeconds       = 5
 )
 
-// StorageLabel marks the ConfigMaps that keep a served API's objects (the
-// delegated storage of sdk/apiserver), valued <plural>.<group>.
+// StorageLabel marks the Secrets (and, before they moved, the ConfigMaps) that
+// keep a served API's objects (the delegated storage of sdk/apiserver), valued
+// <plural>.<group>.
 const StorageLabel = "apiserver.sdk.kubeplug.dev/resource"
 
 // StorageWriters may write a served API's storage besides its server: the
@@ -262,13 +263,15 @@ func Validate(apis []v1alpha1.ServedAPI, hooks []v1alpha1.Webhook) [][2]string {
 	return out
 }
 
-// storageObjects make a served API's storage (the ConfigMaps of the Service's
-// namespace labelled StorageLabel=<plural>.<group>) the server's alone: a
-// Role and RoleBinding give its ServiceAccount the ConfigMaps of its
-// namespace, and a ValidatingAdmissionPolicy refuses every other writer of
-// the storage, so that no one changes the API's objects behind its
-// validation. Reads are limited by RBAC only: no one else is granted them
-// here, but whoever may read the namespace's ConfigMaps still can.
+// storageObjects make a served API's storage (the Secrets of the Service's
+// namespace labelled StorageLabel=<plural>.<group>, of type
+// kubeplug.dev/served-storage) the server's alone: a Role and RoleBinding give
+// its ServiceAccount the Secrets of its namespace (and its ConfigMaps to read
+// and delete, for the move of an earlier server's ConfigMap storage), and a
+// ValidatingAdmissionPolicy refuses every other writer of the storage, so
+// that no one changes the API's objects behind its validation. Reads: no one
+// else is granted them here, and the built-in view role (and whatever grants a
+// namespace's ConfigMaps without its Secrets) does not read Secrets.
 func storageObjects(plugin string, a v1alpha1.ServedAPI) []map[string]any {
 	sa := a.ServiceAccount
 	if sa == "" {
@@ -288,10 +291,16 @@ func storageObjects(plugin string, a v1alpha1.ServedAPI) []map[string]any {
 	}
 	return []map[string]any{
 		object("rbac.authorization.k8s.io/v1", "Role", ns, name, nil, map[string]any{
-			"rules": []any{map[string]any{
-				"apiGroups": []any{""}, "resources": []any{"configmaps"},
-				"verbs": strs([]string{"get", "list", "watch", "create", "update", "patch", "delete"}),
-			}},
+			"rules": []any{
+				map[string]any{
+					"apiGroups": []any{""}, "resources": []any{"secrets"},
+					"verbs": strs([]string{"get", "list", "watch", "create", "update", "patch", "delete"}),
+				},
+				map[string]any{
+					"apiGroups": []any{""}, "resources": []any{"configmaps"},
+					"verbs": strs([]string{"get", "list", "delete"}),
+				},
+			},
 		}),
 		object("rbac.authorization.k8s.io/v1", "RoleBinding", ns, name, nil, map[string]any{
 			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
@@ -302,7 +311,7 @@ func storageObjects(plugin string, a v1alpha1.ServedAPI) []map[string]any {
 			"matchConstraints": map[string]any{
 				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
 				"resourceRules": []any{map[string]any{
-					"apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"configmaps"},
+					"apiGroups": []any{""}, "apiVersions": []any{"v1"}, "resources": []any{"secrets", "configmaps"},
 					"operations": strs([]string{"CREATE", "UPDATE", "DELETE"}),
 				}},
 			},
@@ -312,7 +321,7 @@ func storageObjects(plugin string, a v1alpha1.ServedAPI) []map[string]any {
 			},
 			"validations": []any{map[string]any{
 				"expression": "request.userInfo.username == '" + user + "'",
-				"messageExpression": "'ConfigMaps labelled " + StorageLabel + " are the storage of " + a.Group +
+				"messageExpression": "'Secrets and ConfigMaps labelled " + StorageLabel + " are the storage of " + a.Group +
 					" and written only by its server (" + user + "), not by ' + request.userInfo.username + ': change the objects through the API'",
 				"reason": "Forbidden",
 			}},

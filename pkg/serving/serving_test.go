@@ -207,3 +207,47 @@ func TestInjectRefusesUnknownCA(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestRenewAt: what RenewAt says of a live serving Secret is when Inject
+// renews it — kept a second before, renewed a second after — for the
+// certificate and for the CA; other Secrets have no renewal.
+func TestRenewAt(t *testing.T) {
+	objs := testObjects(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := Policy{CAValidity: 30 * time.Hour, CertValidity: 3 * time.Hour, Now: func() time.Time { return now }}
+	live := cluster{}
+	first, err := Inject(t.Context(), objs, live.get, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.apply(first)
+	for i, key := range map[int]string{0: "ca.crt", 1: "tls.crt"} {
+		at, ok := RenewAt(first[i], now)
+		if !ok || !at.After(now) {
+			t.Fatalf("RenewAt(%s) = %v, %v", first[i].GetName(), at, ok)
+		}
+		for _, c := range []struct {
+			at      time.Time
+			renewed bool
+		}{{at.Add(-time.Second), false}, {at.Add(time.Second), true}} {
+			now = c.at
+			got, err := Inject(t.Context(), objs, live.get, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if renewed := string(data(t, got[i], key)) != string(data(t, first[i], key)); renewed != c.renewed {
+				t.Errorf("%s at %v (RenewAt %v): renewed %v, want %v", key, c.at, at, renewed, c.renewed)
+			}
+		}
+		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	other := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "x"}}}
+	if _, ok := RenewAt(other, now); ok {
+		t.Error("RenewAt of a Secret that is not a serving one")
+	}
+	broken := first[1].DeepCopy()
+	_ = unstructured.SetNestedField(broken.Object, "", "data", "tls.crt")
+	if at, ok := RenewAt(broken, now); !ok || !at.Equal(now) {
+		t.Errorf("RenewAt of a certificate Secret without a certificate = %v, %v; want now", at, ok)
+	}
+}

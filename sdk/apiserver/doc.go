@@ -19,9 +19,11 @@
 //     to a TokenReview;
 //   - authorization: every request is a SubjectAccessReview for the verb,
 //     resource and namespace the URL names (cached briefly);
-//   - storage: objects are kept by the cluster's own API server, one ConfigMap per
-//     object in the Storage namespace, so the plugin runs no database and keeps no
-//     state; resourceVersions, conflicts and watches are the API server's.
+//   - storage: objects are kept by the cluster's own API server, one Secret (of
+//     SecretType) per object in the Storage namespace, so the plugin runs no
+//     database and keeps no state; resourceVersions, conflicts and watches are the
+//     API server's. Secrets, so that the view role does not read the objects;
+//     ConfigMap storage of an earlier version is moved when the server starts.
 //
 // Clients cannot tell a served kind from a CustomResourceDefinition's: a
 // Resource declares what a CRD version would (schema, printer columns, status

@@ -214,6 +214,9 @@ func prepareUpdate(k *kind, sub string, cur, u *unstructured.Unstructured) *unst
 			delete(u.Object, "status")
 		}
 	}
+	// The object's identity is the stored one, as the API server keeps it.
+	u.SetUID(cur.GetUID())
+	u.SetCreationTimestamp(cur.GetCreationTimestamp())
 	gen := max(cur.GetGeneration(), 1)
 	if !equality.Semantic.DeepEqual(withoutMeta(cur), withoutMeta(u)) {
 		gen++
@@ -268,7 +271,7 @@ func (s *Server) checkPlacement(u *unstructured.Unstructured, res Resource, ns, 
 	if errs := validation.IsDNS1123Subdomain(u.GetName()); len(errs) > 0 {
 		return apierrors.NewInvalid(gk, u.GetName(), field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), u.GetName(), strings.Join(errs, "; "))})
 	}
-	// Labels are copied onto the storage's ConfigMap for selectors: they must
+	// Labels are copied onto the storage's Secret for selectors: they must
 	// be valid labels and leave the server's prefix alone.
 	lp := field.NewPath("metadata", "labels")
 	errs := metav1validation.ValidateLabels(u.GetLabels(), lp)

@@ -24,17 +24,17 @@ import (
 )
 
 // listQuery is a list or watch request, parsed and checked: what goes to the
-// storage (its ConfigMaps) and what the server still filters itself.
+// storage (its Secrets) and what the server still filters itself.
 //
 // Label selectors go to the storage whole: an object's labels are copied onto
-// its ConfigMap, so the API server selects, pages and watches by them.
-// metadata.namespace and metadata.name become the ConfigMap's namespace label
+// its Secret, so the API server selects, pages and watches by them.
+// metadata.namespace and metadata.name become the Secret's namespace label
 // and name where they can; every field selector is also checked here against
 // the objects the storage returns, which is what makes declared fields
 // (Resource.SelectableFields) selectable.
 type listQuery struct {
 	opts metainternalversion.ListOptions
-	// storage is the list or watch sent for the ConfigMaps.
+	// storage is the list or watch sent for the Secrets.
 	storage metav1.ListOptions
 	// listKey names the list a continue token belongs to.
 	listKey string

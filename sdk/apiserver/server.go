@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -69,7 +70,9 @@ type Options struct {
 	// Client talks to the cluster: delegated authentication, authorization and
 	// storage. In a Pod: kubernetes.NewForConfig(rest.InClusterConfig()).
 	Client kubernetes.Interface
-	// Storage is the namespace whose ConfigMaps keep the objects (the server's own).
+	// Storage is the namespace whose Secrets (of SecretType) keep the objects
+	// (the server's own); ConfigMaps an earlier version kept there are moved
+	// into Secrets when the server starts.
 	Storage string
 	// CertFile and KeyFile are the serving certificate (the mounted
 	// <service>-serving-cert Secret), re-read whenever they change.
@@ -95,7 +98,14 @@ type Server struct {
 	run     []func(ctx context.Context)
 }
 
-var codecs = serializer.NewCodecFactory(runtime.NewScheme())
+// codecs write the filters' answers (401, 403) as the API server does: a
+// Status, which the scheme must know, else the answer is a 500 and a logged
+// "no kind is registered for the type v1.Status".
+var codecs = func() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	return serializer.NewCodecFactory(scheme)
+}()
 
 // New checks the options, reads the cluster's authentication configuration
 // (bounded by ctx) and builds the handler chain: request info, delegated
@@ -136,7 +146,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if s.openapi, err = openAPI(opts.Group, opts.Version, kinds); err != nil {
 		return nil, err
 	}
-	if err := s.store.migrateNames(ctx, opts.Resources); err != nil {
+	if err := s.store.migrateStorage(ctx, opts.Resources); err != nil {
 		return nil, err
 	}
 	authn, err := s.authenticator(ctx)

@@ -7,18 +7,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
-// Labels and annotations of the ConfigMaps that hold objects. The object's own
+// Labels and annotations of the Secrets that hold objects. The object's own
 // labels are copied beside them (so the API server selects by them); the
 // prefix is the server's and refused on objects.
 const (
@@ -28,11 +31,22 @@ const (
 	annotationName   = sdkPrefix + "name"
 	dataKeyObject    = "object.json"
 	clusterNamespace = "_cluster"
+	// annotationUID and annotationCreated keep an object's uid and creation
+	// time when its storage is not the one it was created in (moved from a
+	// ConfigMap): the object keeps its identity.
+	annotationUID     = sdkPrefix + "uid"
+	annotationCreated = sdkPrefix + "created"
 )
 
-// store keeps a group's objects as ConfigMaps in one namespace of the cluster:
-// delegated storage. The ConfigMap's resourceVersion, uid and creation time are
-// the object's, so optimistic concurrency and watches are the API server's own.
+// SecretType is the type of the Secrets that keep a served API's objects.
+const SecretType corev1.SecretType = "kubeplug.dev/served-storage"
+
+// store keeps a group's objects as Secrets (of SecretType) in one namespace
+// of the cluster: delegated storage. Secrets, not ConfigMaps, so that the
+// roles that read a namespace without its secrets (view, and whatever grants
+// ConfigMaps) do not read the objects. The Secret's resourceVersion, uid and
+// creation time are the object's, so optimistic concurrency and watches are
+// the API server's own.
 type store struct {
 	client    kubernetes.Interface
 	namespace string
@@ -40,7 +54,7 @@ type store struct {
 	version   string
 }
 
-// cmName is the ConfigMap of an object: a valid name whatever the object's
+// cmName is the Secret of an object: a valid name whatever the object's
 // name, different for every group, namespace and name, and sorting as the
 // API server sorts the objects it keeps (by namespace, then name), so that
 // the storage's pages come in the order of a built-in list. The form is
@@ -74,7 +88,7 @@ func (s *store) groupResource(r Resource) schema.GroupResource {
 	return schema.GroupResource{Group: s.group, Resource: r.Plural}
 }
 
-// translate turns an error about a ConfigMap into one about the object.
+// translate turns an error about a Secret into one about the object.
 func (s *store) translate(err error, r Resource, name string) error {
 	switch {
 	case err == nil:
@@ -95,19 +109,35 @@ func (s *store) translate(err error, r Resource, name string) error {
 	return apierrors.NewInternalError(fmt.Errorf("storage: %w", err))
 }
 
-// decode turns a ConfigMap back into the object it holds.
-func (s *store) decode(cm *corev1.ConfigMap) (*unstructured.Unstructured, error) {
+// decode turns a Secret back into the object it holds.
+func (s *store) decode(sec *corev1.Secret) (*unstructured.Unstructured, error) {
+	return decodeObject("Secret", &sec.ObjectMeta, sec.Data[dataKeyObject])
+}
+
+// decodeObject reads the object a storage object (its metadata and data)
+// holds: its resourceVersion is the storage's, its uid and creation time the
+// storage's unless the annotations keep earlier ones.
+func decodeObject(kind string, m *metav1.ObjectMeta, raw []byte) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
-	if err := json.Unmarshal([]byte(cm.Data[dataKeyObject]), &u.Object); err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("storage ConfigMap %s: %w", cm.Name, err))
+	if err := json.Unmarshal(raw, &u.Object); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("storage %s %s: %w", kind, m.Name, err))
 	}
-	u.SetResourceVersion(cm.ResourceVersion)
-	u.SetUID(cm.UID)
-	u.SetCreationTimestamp(cm.CreationTimestamp)
+	u.SetResourceVersion(m.ResourceVersion)
+	u.SetUID(m.UID)
+	u.SetCreationTimestamp(m.CreationTimestamp)
+	if uid := m.Annotations[annotationUID]; uid != "" {
+		u.SetUID(types.UID(uid))
+	}
+	if t, err := time.Parse(time.RFC3339, m.Annotations[annotationCreated]); err == nil {
+		u.SetCreationTimestamp(metav1.NewTime(t))
+	}
 	return u, nil
 }
 
-func (s *store) encode(r Resource, u *unstructured.Unstructured) (*corev1.ConfigMap, error) {
+// encode is the Secret that keeps u. An object's uid and creation time are
+// kept in annotations when u has them (an update; they differ from the
+// Secret's own only for an object moved from a ConfigMap).
+func (s *store) encode(r Resource, u *unstructured.Unstructured) (*corev1.Secret, error) {
 	cp := u.DeepCopy()
 	unstructured.RemoveNestedField(cp.Object, "metadata", "resourceVersion")
 	unstructured.RemoveNestedField(cp.Object, "metadata", "uid")
@@ -125,19 +155,29 @@ func (s *store) encode(r Resource, u *unstructured.Unstructured) (*corev1.Config
 	maps.Copy(lbls, u.GetLabels())
 	lbls[labelResource] = r.Plural + "." + s.group
 	lbls[labelNamespace] = nsLabel
-	return &corev1.ConfigMap{
+	ann := map[string]string{annotationName: u.GetName()}
+	if uid := u.GetUID(); uid != "" {
+		ann[annotationUID] = string(uid)
+		ann[annotationCreated] = u.GetCreationTimestamp().UTC().Format(time.RFC3339)
+	}
+	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: s.cmName(r, ns, u.GetName()), Namespace: s.namespace,
 			Labels:          lbls,
-			Annotations:     map[string]string{annotationName: u.GetName()},
+			Annotations:     ann,
 			ResourceVersion: u.GetResourceVersion(),
 		},
-		Data: map[string]string{dataKeyObject: string(raw)},
+		Type: SecretType,
+		Data: map[string][]byte{dataKeyObject: raw},
 	}, nil
 }
 
+func (s *store) secrets() typedcorev1.SecretInterface {
+	return s.client.CoreV1().Secrets(s.namespace)
+}
+
 func (s *store) get(ctx context.Context, r Resource, ns, name string) (*unstructured.Unstructured, error) {
-	cm, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, s.cmName(r, ns, name), metav1.GetOptions{})
+	cm, err := s.secrets().Get(ctx, s.cmName(r, ns, name), metav1.GetOptions{})
 	if err != nil {
 		return nil, s.translate(err, r, name)
 	}
@@ -148,7 +188,7 @@ func (s *store) get(ctx context.Context, r Resource, ns, name string) (*unstruct
 // selector leaves out (a page may so be shorter than the limit and still have
 // a continue token, as the API allows).
 func (s *store) list(ctx context.Context, r Resource, q *listQuery) (*unstructured.UnstructuredList, error) {
-	cms, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, q.storage)
+	cms, err := s.secrets().List(ctx, q.storage)
 	if err != nil {
 		return nil, s.translate(err, r, "")
 	}
@@ -173,11 +213,13 @@ func (s *store) list(ctx context.Context, r Resource, q *listQuery) (*unstructur
 
 func (s *store) create(ctx context.Context, r Resource, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	u.SetResourceVersion("")
+	u.SetUID("")
+	u.SetCreationTimestamp(metav1.Time{})
 	cm, err := s.encode(r, u)
 	if err != nil {
 		return nil, err
 	}
-	got, err := s.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, cm, metav1.CreateOptions{})
+	got, err := s.secrets().Create(ctx, cm, metav1.CreateOptions{})
 	if err != nil {
 		return nil, s.translate(err, r, u.GetName())
 	}
@@ -192,13 +234,13 @@ func (s *store) update(ctx context.Context, r Resource, u *unstructured.Unstruct
 		return nil, err
 	}
 	if cm.ResourceVersion == "" {
-		cur, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, cm.Name, metav1.GetOptions{})
+		cur, err := s.secrets().Get(ctx, cm.Name, metav1.GetOptions{})
 		if err != nil {
 			return nil, s.translate(err, r, u.GetName())
 		}
 		cm.ResourceVersion = cur.ResourceVersion
 	}
-	got, err := s.client.CoreV1().ConfigMaps(s.namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	got, err := s.secrets().Update(ctx, cm, metav1.UpdateOptions{})
 	if err != nil {
 		return nil, s.translate(err, r, u.GetName())
 	}
@@ -211,14 +253,14 @@ func (s *store) delete(ctx context.Context, r Resource, ns, name string) (*unstr
 		return nil, err
 	}
 	rv := cur.GetResourceVersion()
-	err = s.client.CoreV1().ConfigMaps(s.namespace).Delete(ctx, s.cmName(r, ns, name), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	err = s.secrets().Delete(ctx, s.cmName(r, ns, name), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 	if err != nil {
 		return nil, s.translate(err, r, name)
 	}
 	return cur, nil
 }
 
-// watch follows the ConfigMaps of a resource and turns their events into the
+// watch follows the Secrets of a resource and turns their events into the
 // objects' events. Bookmarks (asked for, or the end of sendInitialEvents) keep
 // their resourceVersion and annotations.
 //
@@ -228,19 +270,19 @@ func (s *store) delete(ctx context.Context, r Resource, ns, name string) (*unstr
 // resourceVersion (an exact list); without one, the storage's initial ADDED
 // events say it.
 func (s *store) watch(ctx context.Context, r Resource, q *listQuery) (watch.Interface, error) {
-	var matched map[string]bool // ConfigMap name -> the object matched when last seen
+	var matched map[string]bool // Secret name -> the object matched when last seen
 	if q.filtered {
 		var err error
 		if matched, err = s.matchedAt(ctx, r, q); err != nil {
 			return nil, err
 		}
 	}
-	w, err := s.client.CoreV1().ConfigMaps(s.namespace).Watch(ctx, q.storage)
+	w, err := s.secrets().Watch(ctx, q.storage)
 	if err != nil {
 		return nil, s.translate(err, r, "")
 	}
 	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-		cm, ok := e.Object.(*corev1.ConfigMap)
+		cm, ok := e.Object.(*corev1.Secret)
 		if !ok {
 			return e, e.Type == watch.Error
 		}
@@ -289,7 +331,7 @@ func (s *store) matchedAt(ctx context.Context, r Resource, q *listQuery) (map[st
 	opts := metav1.ListOptions{LabelSelector: q.storage.LabelSelector, FieldSelector: q.storage.FieldSelector,
 		ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Limit: 500}
 	for {
-		cms, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, opts)
+		cms, err := s.secrets().List(ctx, opts)
 		if err != nil {
 			return nil, s.translate(err, r, "")
 		}
@@ -303,51 +345,4 @@ func (s *store) matchedAt(ctx context.Context, r Resource, q *listQuery) (map[st
 		}
 		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = cms.Continue, "", ""
 	}
-}
-
-// migrateNames moves objects stored under an earlier ConfigMap naming (a
-// hash of group, resource, namespace and name, before lists paged in the API
-// server's order) to the current one, so that a plugin upgrade does not lose
-// the objects its API already holds: each is written again under cmName,
-// with its labels copied as selectors need them, and the old ConfigMap is
-// deleted (only that one: a UID precondition). Run once when the server
-// starts; a re-run after an interruption finishes the move.
-func (s *store) migrateNames(ctx context.Context, resources []Resource) error {
-	for _, r := range resources {
-		opts := metav1.ListOptions{LabelSelector: s.selector(r, ""), Limit: 500}
-		for {
-			cms, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, opts)
-			if err != nil {
-				return fmt.Errorf("apiserver: list the storage of %s: %w", r.Plural, err)
-			}
-			for i := range cms.Items {
-				cm := &cms.Items[i]
-				u, err := s.decode(cm)
-				if err != nil {
-					return err
-				}
-				want := s.cmName(r, u.GetNamespace(), u.GetName())
-				if cm.Name == want {
-					continue
-				}
-				u.SetResourceVersion("")
-				next, err := s.encode(r, u)
-				if err != nil {
-					return err
-				}
-				if _, err := s.client.CoreV1().ConfigMaps(s.namespace).Create(ctx, next, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-					return fmt.Errorf("apiserver: move %s %s/%s to storage %s: %w", r.Kind, u.GetNamespace(), u.GetName(), want, err)
-				}
-				uid := cm.UID
-				if err := s.client.CoreV1().ConfigMaps(s.namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("apiserver: remove the old storage %s of %s %s/%s: %w", cm.Name, r.Kind, u.GetNamespace(), u.GetName(), err)
-				}
-			}
-			if cms.Continue == "" {
-				break
-			}
-			opts.Continue = cms.Continue
-		}
-	}
-	return nil
 }

@@ -289,7 +289,7 @@ func TestRealNode(t *testing.T) {
 	if out := kubectl("get", "widgets", "-n", "default", "-o", "jsonpath={.items[*].spec.size}"); out != "7" {
 		t.Errorf("kubectl get widgets = %q, want the widget created through the aggregated API", out)
 	}
-	if out := kubectl("get", "configmaps", "-n", "widgets-system", "-l", "apiserver.sdk.kubeplug.dev/resource=widgets.widgets.example.com", "-o", "name"); !strings.Contains(out, "configmap/") {
+	if out := kubectl("get", "secrets", "-n", "widgets-system", "-l", "apiserver.sdk.kubeplug.dev/resource=widgets.widgets.example.com", "-o", "name"); !strings.Contains(out, "secret/") {
 		t.Errorf("the widget is not stored by the cluster's API server: %q", out)
 	}
 

@@ -23,7 +23,7 @@ import (
 
 // The benchmarks compare a served API (the example's Widget, through the
 // kube-apiserver, the aggregator and the SDK server in this process, stored
-// as ConfigMaps) with the same number of ConfigMaps straight from the
+// as Secrets) with the same number of ConfigMaps straight from the
 // kube-apiserver: the ratio is what counts, the absolute numbers are this
 // machine's. Run them alone:
 //

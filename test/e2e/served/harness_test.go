@@ -61,6 +61,39 @@ func newEnv(t testing.TB, extraManifests string) *env {
 // pluginYAML and manifests with NS, GROUP and PORT substituted.
 func newPluginEnv(t testing.TB, plugin, pluginYAML, manifests string) *env {
 	t.Helper()
+	e := newBareEnv(t, plugin)
+	subst := e.subst()
+	write(t, filepath.Join(e.dir, "plugins", plugin, "plugin.yaml"), subst.Replace(pluginYAML))
+	write(t, filepath.Join(e.dir, "plugins", plugin, "manifests/server.yaml"), subst.Replace(manifests))
+	write(t, filepath.Join(e.dir, "plugins/other/plugin.yaml"), otherYAML)
+	write(t, filepath.Join(e.dir, "plugins/other/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: "+e.ns+"}\ndata: {a: b}\n")
+	t.Cleanup(func() {
+		// One at a time: "other" is installed by some tests only, and an
+		// uninstall naming a plugin that is not installed removes nothing.
+		for _, p := range []string{plugin, "other"} {
+			out, code := e.kubeplug(context.WithoutCancel(t.Context()), "uninstall", p)
+			if code != 0 && !strings.Contains(out, "is not installed") {
+				t.Logf("cleanup: %s", out)
+			}
+		}
+	})
+	go func() {
+		out, code := e.kubeplug(t.Context(), "apply", "-f", e.cluster(plugin), "--timeout", "2m")
+		e.applied <- fmt.Sprintf("exit %d\n%s", code, out)
+	}()
+	e.waitCert("")
+	return e
+}
+
+// subst replaces NS, GROUP and PORT in a plugin's files.
+func (e *env) subst() *strings.Replacer {
+	return strings.NewReplacer("GROUP", e.group, "NS", e.ns, "PORT", e.port)
+}
+
+// newBareEnv is an env with its namespace, group and port, and nothing
+// applied: the test installs the plugin itself.
+func newBareEnv(t testing.TB, plugin string) *env {
+	t.Helper()
 	ns := testcluster.Namespace(t)
 	e := &env{t: t, ns: ns, plugin: plugin, group: strings.ReplaceAll(ns, "-", "") + ".example.com",
 		kubeconfig: testcluster.ControlPlane(t).KubeconfigPath(), dir: t.TempDir(), certDir: t.TempDir(),
@@ -77,25 +110,9 @@ func newPluginEnv(t testing.TB, plugin, pluginYAML, manifests string) *env {
 	p := blk.Ports()[0]
 	blk.Hand(p)
 	e.port = strconv.Itoa(p)
-	subst := strings.NewReplacer("GROUP", e.group, "NS", ns, "PORT", e.port)
-	write(t, filepath.Join(e.dir, "plugins", plugin, "plugin.yaml"), subst.Replace(pluginYAML))
-	write(t, filepath.Join(e.dir, "plugins", plugin, "manifests/server.yaml"), subst.Replace(manifests))
-	write(t, filepath.Join(e.dir, "plugins/other/plugin.yaml"), otherYAML)
-	write(t, filepath.Join(e.dir, "plugins/other/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: "+ns+"}\ndata: {a: b}\n")
 	if e.dyn, err = dynamic.NewForConfig(testcluster.RESTConfig(t)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		out, code := e.kubeplug(context.WithoutCancel(t.Context()), "uninstall", plugin, "other")
-		if code != 0 {
-			t.Logf("cleanup: %s", out)
-		}
-	})
-	go func() {
-		out, code := e.kubeplug(t.Context(), "apply", "-f", e.cluster(plugin), "--timeout", "2m")
-		e.applied <- fmt.Sprintf("exit %d\n%s", code, out)
-	}()
-	e.waitCert("")
 	return e
 }
 

@@ -246,37 +246,91 @@ func TestServedAPIClientParity(t *testing.T) {
 	})
 
 	t.Run("private storage", func(t *testing.T) {
+		// mallory may edit the namespace's ConfigMaps and Secrets; vera is
+		// bound to the built-in view role there; wendy may read widgets.
 		rbac := e.file("editor.yaml", `apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
-metadata: {name: configmap-editor, namespace: `+e.ns+`}
-rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, list, create, update, patch, delete]}]
+metadata: {name: storage-editor, namespace: `+e.ns+`}
+rules: [{apiGroups: [""], resources: [configmaps, secrets], verbs: [get, list, create, update, patch, delete]}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {name: configmap-editor, namespace: `+e.ns+`}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: configmap-editor}
+metadata: {name: storage-editor, namespace: `+e.ns+`}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: storage-editor}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: mallory}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: viewer, namespace: `+e.ns+`}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: vera}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: widget-reader, namespace: `+e.ns+`}
+rules: [{apiGroups: [`+e.group+`], resources: [widgets], verbs: [get, list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: widget-reader, namespace: `+e.ns+`}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: widget-reader}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: wendy}]
 `)
 		if out, err := e.kubectl("apply", "-f", rbac); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		out, err := e.kubectl("get", "configmaps", "-n", e.ns, "-l", "apiserver.sdk.kubeplug.dev/resource=widgets."+e.group, "-o", "name")
-		cms := strings.Fields(out)
-		if err != nil || len(cms) != 7 {
-			t.Fatalf("the storage's ConfigMaps: %v\n%s", err, out)
+		sel := "apiserver.sdk.kubeplug.dev/resource=widgets." + e.group
+		out, err := e.kubectl("get", "secrets", "-n", e.ns, "-l", sel, "-o", "name")
+		stored := strings.Fields(out)
+		if err != nil || len(stored) != 7 {
+			t.Fatalf("the storage's Secrets: %v\n%s", err, out)
 		}
+		// Reads: the view role reads the namespace's ConfigMaps but not its
+		// Secrets, so not the objects; nor may vera use the API itself,
+		// whose RBAC is its own (view grants nothing of its group).
 		for _, args := range [][]string{
-			{"patch", cms[0], "--type=merge", "-p", `{"data":{"object.json":"{}"}}`},
-			{"label", cms[1], "apiserver.sdk.kubeplug.dev/resource-"},
-			{"delete", cms[2]},
+			{"get", "secrets", "-l", sel},
+			{"get", stored[0]},
+			{"get", widgets},
 		} {
-			out, err := e.kubectl(append(args, "-n", e.ns, "--as=mallory")...)
-			if err == nil || !strings.Contains(out, "written only by its server") || !strings.Contains(out, "not by mallory") {
-				t.Errorf("kubectl %v by a user who may edit ConfigMaps was not refused: %v\n%s", args, err, out)
+			out, err := e.kubectl(append(args, "-n", e.ns, "--as=vera")...)
+			if err == nil || !strings.Contains(out, "forbidden") {
+				t.Errorf("kubectl %v by a user bound to view was not forbidden: %v\n%s", args, err, out)
 			}
 		}
-		if out, err := e.kubectl("create", "configmap", "mallorys", "-n", e.ns, "--as=mallory"); err != nil {
-			t.Errorf("the policy refused a ConfigMap that is no storage: %v\n%s", err, out)
+		if out, err := e.kubectl("get", "configmaps", "-n", e.ns, "-l", sel, "-o", "name", "--as=vera"); err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("a user bound to view lists ConfigMap storage: %v\n%s", err, out)
+		}
+		// wendy may read widgets through the API (its RBAC), and still not
+		// the storage.
+		if out, err := e.kubectl("get", widgets, "-n", e.ns, "--as=wendy", "-o", "name"); err != nil || strings.Count(out, "widget") != 7 {
+			t.Errorf("a user granted widgets cannot list them: %v\n%s", err, out)
+		}
+		if out, err := e.kubectl("get", stored[0], "-n", e.ns, "--as=wendy"); err == nil || !strings.Contains(out, "forbidden") {
+			t.Errorf("a user granted widgets reads their storage: %v\n%s", err, out)
+		}
+		// Writes: refused to anyone but the server.
+		for _, args := range [][]string{
+			{"patch", stored[0], "--type=merge", "-p", `{"stringData":{"object.json":"{}"}}`},
+			{"label", stored[1], "apiserver.sdk.kubeplug.dev/resource-"},
+			{"delete", stored[2]},
+			{"create", "configmap", "forged", "--from-literal=object.json={}"},
+		} {
+			out, err := e.kubectl(append(args, "-n", e.ns, "--as=mallory")...)
+			if args[0] == "create" {
+				// A ConfigMap that is no storage is mallory's as before.
+				if err != nil {
+					t.Errorf("the policy refused a ConfigMap that is no storage: %v\n%s", err, out)
+				}
+				continue
+			}
+			if err == nil || !strings.Contains(out, "written only by its server") || !strings.Contains(out, "not by mallory") {
+				t.Errorf("kubectl %v by a user who may edit Secrets was not refused: %v\n%s", args, err, out)
+			}
+		}
+		forged := e.file("forged.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: forged-storage, namespace: "+e.ns+", labels: {"+strings.Replace(sel, "=", ": ", 1)+"}}\ndata: {object.json: '{}'}\n")
+		if out, err := e.kubectl("create", "-f", forged, "--as=mallory"); err == nil || !strings.Contains(out, "written only by its server") {
+			t.Errorf("a ConfigMap labelled as the storage by mallory was not refused: %v\n%s", err, out)
 		}
 		if got := names(); got != "w0 w1 w2 w3 w4 w5 w6" {
 			t.Errorf("widgets after the refused writes: %q", got)

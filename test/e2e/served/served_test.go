@@ -2,6 +2,8 @@ package served
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net"
 	"os"
 	"path/filepath"
@@ -121,8 +123,9 @@ func TestServedAPI(t *testing.T) {
 		t.Fatalf("kubectl delete w2: %v\n%s", err, out)
 	}
 
-	// Stored by the cluster's API server: a ConfigMap in the storage namespace.
-	if out, err := kubectl("get", "configmaps", "-n", ns, "-l", "apiserver.sdk.kubeplug.dev/resource=widgets."+group, "-o", "name"); err != nil || strings.Count(out, "configmap/") != 1 {
+	// Stored by the cluster's API server: a Secret of the storage's type in
+	// the storage namespace.
+	if out, err := kubectl("get", "secrets", "-n", ns, "-l", "apiserver.sdk.kubeplug.dev/resource=widgets."+group, "-o", "jsonpath={.items[*].type}"); err != nil || out != string(apiserver.SecretType) {
 		t.Fatalf("delegated storage: %v\n%s", err, out)
 	}
 	// Authorization is the cluster's: a ServiceAccount with no RBAC is refused.
@@ -176,6 +179,43 @@ func TestServedAPI(t *testing.T) {
 		t.Fatalf("diff --live with a dead aggregated API (exit %d):\n%s", code, out)
 	}
 
+	// An upgrade from a server that kept its objects as ConfigMaps: one
+	// written as that server wrote it (as its ServiceAccount, which the
+	// storage policy lets write, with a Role of the test's for ConfigMaps) is
+	// a widget again once the server restarts, with its uid, and the
+	// ConfigMap is gone.
+	legacyRBAC := filepath.Join(dir, "legacy-rbac.yaml")
+	write(t, legacyRBAC, `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: legacy-storage, namespace: `+ns+`}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: legacy-storage, namespace: `+ns+`}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: legacy-storage}
+subjects: [{kind: ServiceAccount, name: widgets-api, namespace: `+ns+`}]
+`)
+	if out, err := kubectl("apply", "-f", legacyRBAC); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	legacy := filepath.Join(dir, "legacy.yaml")
+	write(t, legacy, `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: widgets-`+groupHash(group)+`.`+ns+`.old
+  namespace: `+ns+`
+  labels: {apiserver.sdk.kubeplug.dev/resource: widgets.`+group+`, apiserver.sdk.kubeplug.dev/namespace: `+ns+`, team: a}
+  annotations: {apiserver.sdk.kubeplug.dev/name: old}
+data:
+  object.json: '{"apiVersion":"`+group+`/v1alpha1","kind":"Widget","metadata":{"name":"old","namespace":"`+ns+`","labels":{"team":"a"}},"spec":{"size":9}}'
+`)
+	out, err = kubectl("create", "-f", legacy, "-o", "jsonpath={.metadata.uid}", "--as=system:serviceaccount:"+ns+":widgets-api")
+	if err != nil {
+		t.Fatalf("write the ConfigMap storage of an earlier server: %v\n%s", err, out)
+	}
+	legacyUID := out
+
 	// Restarted: Available again, and the plugin Ready.
 	ln2, err := net.Listen("tcp", "127.0.0.1:"+port)
 	if err != nil {
@@ -188,6 +228,12 @@ func TestServedAPI(t *testing.T) {
 	}
 	if out, err := kubectl("get", "widgets."+group, "w1", "-n", ns, "-o", "jsonpath={.spec.size}"); err != nil || out != "4" {
 		t.Fatalf("widget after restart: %v %q", err, out)
+	}
+	if out, err := kubectl("get", "widgets."+group, "-l", "team=a", "-n", ns, "-o", "jsonpath={.items[*].metadata.name} {.items[*].metadata.uid} {.items[*].spec.size}"); err != nil || out != "old "+legacyUID+" 9" {
+		t.Fatalf("the widget kept as a ConfigMap before the upgrade, after it: %v %q (want uid %s)", err, out, legacyUID)
+	}
+	if out, err := kubectl("get", "configmaps", "-n", ns, "-l", "apiserver.sdk.kubeplug.dev/resource=widgets."+group, "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("ConfigMap storage left after the upgrade: %v\n%s", err, out)
 	}
 
 	// Hung: the server accepts connections and never answers. The API server
@@ -237,6 +283,13 @@ func TestServedAPI(t *testing.T) {
 	if _, err := dyn.Resource(apiGVR).Get(t.Context(), "v1alpha1."+group, metav1.GetOptions{}); err == nil {
 		t.Fatal("APIService left after uninstall")
 	}
+}
+
+// groupHash is the part of a storage object's name that names its group, as
+// sdk/apiserver names it.
+func groupHash(group string) string {
+	g := sha256.Sum256([]byte(group))
+	return hex.EncodeToString(g[:3])
 }
 
 func available(a *unstructured.Unstructured) bool {

@@ -23,7 +23,7 @@ import (
 func main() {
 	addr := flag.String("addr", ":8443", "address to serve HTTPS on")
 	certDir := flag.String("cert-dir", "/serving", "directory of tls.crt and tls.key (the mounted serving Secret)")
-	storage := flag.String("storage-namespace", os.Getenv("POD_NAMESPACE"), "namespace whose ConfigMaps keep the widgets")
+	storage := flag.String("storage-namespace", os.Getenv("POD_NAMESPACE"), "namespace whose Secrets keep the widgets")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig; default: the Pod's service account")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
