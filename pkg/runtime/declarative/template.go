@@ -34,6 +34,9 @@ var funcs = func() template.FuncMap {
 		}
 		return strings.TrimSuffix(string(b), "\n"), nil
 	}
+	// optional returns its argument: a read of another plugin's value it
+	// holds may be missing (see strict.go).
+	f["optional"] = func(v any) any { return v }
 	f["required"] = func(msg string, v any) (any, error) {
 		if v == nil || v == "" {
 			return nil, fmt.Errorf("%s", msg)
@@ -311,6 +314,12 @@ func (l *limits) execute(text string, data any) (string, error) {
 	if err != nil {
 		return "", locate(err)
 	}
+	if m, ok := data.(map[string]any); ok {
+		if plugins, ok := m["Plugins"]; ok {
+			strictPlugins(t.Tree, text)
+			t.Funcs(template.FuncMap{strictFunc: pluginValue(plugins)})
+		}
+	}
 	r := &run{deadline: time.Now().Add(l.templateTime)}
 	if l.deadline.Before(r.deadline) {
 		r.deadline = l.deadline
@@ -340,6 +349,15 @@ func (l *limits) execute(text string, data any) (string, error) {
 	}
 	if err != nil {
 		te := locateTE(err)
+		if mv, ok := errors.AsType[*missingValueError](err); ok {
+			te.Msg = mv.msg
+			if mv.noPlugin && l.explain != nil {
+				if why := l.explain(text); why != "" {
+					te.Msg = why + " (reading " + mv.read + ")"
+				}
+			}
+			return "", te
+		}
 		if why := r.stop.Load(); why != nil && !strings.Contains(te.Msg, errStopped.Error()) {
 			te.Msg = errStopped.Error() + ": " + *why
 		} else if l.explain != nil {
