@@ -210,6 +210,10 @@ type SystemdUnit struct {
 	Content string `json:"content,omitempty"`
 	// Enable starts the unit at boot.
 	Enable bool `json:"enable,omitempty"`
+	// Mask keeps a unit the machine's OS has from ever starting: it is stopped
+	// and masked (systemctl mask --now: linked to /dev/null), as Ignition's and
+	// kube-aws's mask: true. A masked unit has no content, enable or drop-ins.
+	Mask bool `json:"mask,omitempty"`
 	// DropIns are added as <name>.d/<dropIn.name>.
 	DropIns []DropIn `json:"dropIns,omitempty"`
 }

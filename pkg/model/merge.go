@@ -169,6 +169,15 @@ func (m *Model) addPool(a *adder, cur, in *Pool) {
 			prev = &Unit{}
 			cur.Units[name] = prev
 		}
+		// A masked unit and one that is written or started cannot both be.
+		if (u.Mask && (prev.Content != "" || prev.Enable || len(prev.DropIns) > 0)) || (prev.Mask && (u.Content != "" || u.Enable || len(u.DropIns) > 0)) {
+			a.conflict(prev.By, base+".units."+name)
+			continue
+		}
+		if u.Mask {
+			prev.Mask, prev.By = true, a.by
+			continue
+		}
 		if u.Content != "" {
 			if prev.Content != "" && (prev.Content != u.Content || prev.Enable != u.Enable) {
 				a.conflict(prev.By, base+".units."+name)

@@ -104,6 +104,9 @@ type File struct {
 type Unit struct {
 	Content string `json:"content,omitempty"`
 	Enable  bool   `json:"enable,omitempty"`
+	// Mask stops and masks a unit the machine already has; such a unit has no
+	// Content, Enable or DropIns.
+	Mask bool `json:"mask,omitempty"`
 	// DropIns by file name.
 	DropIns map[string]Setting[string] `json:"dropIns,omitempty"`
 	By      string                     `json:"by,omitempty"`

@@ -68,6 +68,7 @@ type machineUnit struct {
 	name    string
 	content string // empty for a unit the machine already has
 	enable  bool
+	mask    bool            // stopped and masked: a unit the OS has, kept from starting
 	dropIns []machineDropIn // sorted by name
 }
 
@@ -133,7 +134,11 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 			r.fatalf(u.By, field, "expected a systemd unit name like foo.service, found %q", un)
 			continue
 		}
-		mu := &machineUnit{name: un, content: u.Content, enable: u.Enable}
+		mu := &machineUnit{name: un, content: u.Content, enable: u.Enable, mask: u.Mask}
+		if u.Mask && (slices.ContainsFunc(agentUnits(), func(au machineUnit) bool { return au.name == un }) || un == kubeletUnit) {
+			r.fatalf(u.By, field+".mask", "unit %s is kubeplug's own; it cannot be masked", un)
+			continue
+		}
 		if u.Content != "" && !claim(u.By, field, path.Join(unitDir, un)) {
 			continue
 		}

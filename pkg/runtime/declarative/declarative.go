@@ -412,11 +412,15 @@ func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContributi
 		}
 		p.Files[path.Clean(f.Path)] = model.File{Content: content, Mode: mode, Owner: f.Owner}
 	}
-	for _, u := range n.SystemdUnits {
+	for i, u := range n.SystemdUnits {
+		if u.Mask && (u.Content != "" || u.Enable || len(u.DropIns) > 0) {
+			r.errorf(ptr+"/systemdUnits/"+strconv.Itoa(i)+"/mask", "unit %s: a masked unit cannot have content, enable or drop-ins: masking keeps a unit the machine has from starting", u.Name)
+			continue
+		}
 		if p.Units == nil {
 			p.Units = map[string]*model.Unit{}
 		}
-		mu := &model.Unit{Content: u.Content, Enable: u.Enable}
+		mu := &model.Unit{Content: u.Content, Enable: u.Enable, Mask: u.Mask}
 		for _, di := range u.DropIns {
 			if mu.DropIns == nil {
 				mu.DropIns = map[string]model.Setting[string]{}

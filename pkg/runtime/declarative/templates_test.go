@@ -99,3 +99,37 @@ func TestDuplicateObjects(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestMaskedUnit: a node contribution masks a unit the OS has; a masked unit
+// that also has content, enable or drop-ins is an error at its mask field.
+func TestMaskedUnit(t *testing.T) {
+	pkg := load(t, `spec:
+  contributes:
+    nodes:
+      - pools: [workers]
+        systemdUnits:
+          - {name: update-engine.service, mask: true}
+`)
+	resp := run(t, declarative.New(pkg, nil), request(stage.Initialise, nil))
+	if len(resp.Diagnostics) > 0 {
+		t.Fatal(resp.Diagnostics)
+	}
+	if u := resp.Contribution.Pools["workers"].Units["update-engine.service"]; u == nil || !u.Mask {
+		t.Errorf("unit = %+v, want masked", u)
+	}
+
+	bad := load(t, `spec:
+  contributes:
+    nodes:
+      - pools: [workers]
+        systemdUnits:
+          - name: update-engine.service
+            mask: true
+            enable: true
+`)
+	resp = run(t, declarative.New(bad, nil), request(stage.Initialise, nil))
+	want := "plugins/a/plugin.yaml:10:19: spec.contributes.nodes[0].systemdUnits[0].mask: unit update-engine.service: a masked unit cannot have content, enable or drop-ins: masking keeps a unit the machine has from starting"
+	if got := resp.Diagnostics.Fatal().String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
