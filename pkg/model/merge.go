@@ -153,7 +153,7 @@ func (m *Model) addPool(a *adder, cur, in *Pool) {
 		if cur.Files == nil {
 			cur.Files = map[string]File{}
 		}
-		if prev, ok := cur.Files[path]; ok && (prev.Content != f.Content || prev.Mode != f.Mode || prev.Owner != f.Owner) {
+		if prev, ok := cur.Files[path]; ok && (prev.Content != f.Content || prev.SHA256 != f.SHA256 || prev.Mode != f.Mode || prev.Owner != f.Owner) {
 			a.conflict(prev.By, base+".files."+path)
 			continue
 		}

@@ -93,6 +93,11 @@ type Pool struct {
 // File is written on a machine.
 type File struct {
 	Content string `json:"content"`
+	// URL and SHA256, when set, say the content is downloaded: the bytes of
+	// URL whose hex SHA-256 is SHA256, which the caller of render fetches
+	// (render.Input.URLFile); Content is then empty.
+	URL    string `json:"url,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
 	// Mode is octal, for example "0644".
 	Mode  string `json:"mode"`
 	Owner string `json:"owner,omitempty"`

@@ -121,8 +121,16 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 			continue
 		}
 		mode, _ := strconv.ParseInt(f.Mode, 8, 32)
+		content := f.Content
+		if f.URL != "" {
+			b, ok := r.urlFile(f, field)
+			if !ok {
+				continue
+			}
+			content = string(b)
+		}
 		if claim(f.By, field, fp) {
-			m.files = append(m.files, machineFile{path: fp, mode: mode, owner: f.Owner, content: f.Content})
+			m.files = append(m.files, machineFile{path: fp, mode: mode, owner: f.Owner, content: content})
 		}
 	}
 
@@ -214,6 +222,20 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 	}
 	sortFiles(m.files)
 	return m, len(r.diags.Fatal()) == before
+}
+
+// urlFile returns the downloaded bytes of a node file from its URL.
+func (r *renderer) urlFile(f model.File, field string) ([]byte, bool) {
+	if r.in.URLFile == nil {
+		r.fatalf(f.By, field+".url", "%s: files downloaded from a URL are not fetched by this caller", f.URL)
+		return nil, false
+	}
+	b, err := r.in.URLFile(f.URL, f.SHA256)
+	if err != nil {
+		r.fatalf(f.By, field+".url", "%v", err)
+		return nil, false
+	}
+	return b, true
 }
 
 func describe(by string) string {

@@ -410,13 +410,9 @@ func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContributi
 		if p.Files == nil {
 			p.Files = map[string]model.File{}
 		}
-		p.Files[path.Clean(f.Path)] = model.File{Content: content, Mode: mode, Owner: f.Owner}
+		p.Files[path.Clean(f.Path)] = model.File{Content: content, URL: f.URL, SHA256: f.SHA256, Mode: mode, Owner: f.Owner}
 	}
-	for i, u := range n.SystemdUnits {
-		if u.Mask && (u.Content != "" || u.Enable || len(u.DropIns) > 0) {
-			r.errorf(ptr+"/systemdUnits/"+strconv.Itoa(i)+"/mask", "unit %s: a masked unit cannot have content, enable or drop-ins: masking keeps a unit the machine has from starting", u.Name)
-			continue
-		}
+	for _, u := range n.SystemdUnits {
 		if p.Units == nil {
 			p.Units = map[string]*model.Unit{}
 		}

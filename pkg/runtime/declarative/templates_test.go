@@ -100,8 +100,8 @@ func TestDuplicateObjects(t *testing.T) {
 	}
 }
 
-// TestMaskedUnit: a node contribution masks a unit the OS has; a masked unit
-// that also has content, enable or drop-ins is an error at its mask field.
+// TestMaskedUnit: a node contribution masks a unit the OS has (the checks of
+// a masked unit are plugin.Load's: TestNodeChecks).
 func TestMaskedUnit(t *testing.T) {
 	pkg := load(t, `spec:
   contributes:
@@ -116,20 +116,5 @@ func TestMaskedUnit(t *testing.T) {
 	}
 	if u := resp.Contribution.Pools["workers"].Units["update-engine.service"]; u == nil || !u.Mask {
 		t.Errorf("unit = %+v, want masked", u)
-	}
-
-	bad := load(t, `spec:
-  contributes:
-    nodes:
-      - pools: [workers]
-        systemdUnits:
-          - name: update-engine.service
-            mask: true
-            enable: true
-`)
-	resp = run(t, declarative.New(bad, nil), request(stage.Initialise, nil))
-	want := "plugins/a/plugin.yaml:10:19: spec.contributes.nodes[0].systemdUnits[0].mask: unit update-engine.service: a masked unit cannot have content, enable or drop-ins: masking keeps a unit the machine has from starting"
-	if got := resp.Diagnostics.Fatal().String(); got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
