@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"text/template"
 	"text/template/parse"
 )
 
@@ -152,32 +153,36 @@ func pluginPath(n parse.Node) ([]string, bool) {
 			return n.Ident[2:], true
 		}
 	case *parse.ChainNode:
-		// (index .Plugins "a-b" ...).Values.c
-		p, ok := n.Node.(*parse.PipeNode)
-		if !ok || len(p.Cmds) != 1 || len(p.Decl) > 0 {
-			return nil, false
-		}
-		args := p.Cmds[0].Args
-		if len(args) < 3 {
-			return nil, false
-		}
-		if id, ok := args[0].(*parse.IdentifierNode); !ok || id.Ident != "index" {
-			return nil, false
-		}
-		if !isPluginsRoot(args[1]) {
-			return nil, false
-		}
-		var path []string
-		for _, a := range args[2:] {
-			s, ok := a.(*parse.StringNode)
-			if !ok {
-				return nil, false
-			}
-			path = append(path, s.Text)
-		}
-		return append(path, n.Field...), true
+		return chainPath(n)
 	}
 	return nil, false
+}
+
+// chainPath returns the path below .Plugins that (index .Plugins "a-b" ...).Values.c reads.
+func chainPath(n *parse.ChainNode) ([]string, bool) {
+	p, ok := n.Node.(*parse.PipeNode)
+	if !ok || len(p.Cmds) != 1 || len(p.Decl) > 0 {
+		return nil, false
+	}
+	args := p.Cmds[0].Args
+	if len(args) < 3 {
+		return nil, false
+	}
+	if id, ok := args[0].(*parse.IdentifierNode); !ok || id.Ident != "index" {
+		return nil, false
+	}
+	if !isPluginsRoot(args[1]) {
+		return nil, false
+	}
+	var path []string
+	for _, a := range args[2:] {
+		s, ok := a.(*parse.StringNode)
+		if !ok {
+			return nil, false
+		}
+		path = append(path, s.Text)
+	}
+	return append(path, n.Field...), true
 }
 
 // isPluginsRoot says whether n is .Plugins or $.Plugins itself.
@@ -200,6 +205,19 @@ func strictCall(pos parse.Pos, path []string) parse.Node {
 	}
 	cmd := &parse.CommandNode{NodeType: parse.NodeCommand, Pos: pos, Args: args}
 	return &parse.PipeNode{NodeType: parse.NodePipe, Pos: pos, Cmds: []*parse.CommandNode{cmd}}
+}
+
+// strictReads makes t's reads of another plugin's values strict when data has
+// .Plugins (the values' defaults, for one, are rendered without).
+func strictReads(t *template.Template, text string, data any) {
+	m, ok := data.(map[string]any)
+	if !ok {
+		return
+	}
+	if plugins, ok := m["Plugins"]; ok {
+		strictPlugins(t.Tree, text)
+		t.Funcs(template.FuncMap{strictFunc: pluginValue(plugins)})
+	}
 }
 
 // pluginValue returns the function strict reads call: it walks path from

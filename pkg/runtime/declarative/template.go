@@ -314,12 +314,7 @@ func (l *limits) execute(text string, data any) (string, error) {
 	if err != nil {
 		return "", locate(err)
 	}
-	if m, ok := data.(map[string]any); ok {
-		if plugins, ok := m["Plugins"]; ok {
-			strictPlugins(t.Tree, text)
-			t.Funcs(template.FuncMap{strictFunc: pluginValue(plugins)})
-		}
-	}
+	strictReads(t, text, data)
 	r := &run{deadline: time.Now().Add(l.templateTime)}
 	if l.deadline.Before(r.deadline) {
 		r.deadline = l.deadline
@@ -348,26 +343,33 @@ func (l *limits) execute(text string, data any) (string, error) {
 		return "", &templateError{Msg: errStopped.Error() + ": " + why}
 	}
 	if err != nil {
-		te := locateTE(err)
-		if mv, ok := errors.AsType[*missingValueError](err); ok {
-			te.Msg = mv.msg
-			if mv.noPlugin && l.explain != nil {
-				if why := l.explain(text); why != "" {
-					te.Msg = why + " (reading " + mv.read + ")"
-				}
-			}
-			return "", te
-		}
-		if why := r.stop.Load(); why != nil && !strings.Contains(te.Msg, errStopped.Error()) {
-			te.Msg = errStopped.Error() + ": " + *why
-		} else if l.explain != nil {
-			if why := l.explain(text); why != "" {
-				te.Msg = why + " (" + te.Msg + ")"
-			}
-		}
-		return "", te
+		return "", l.failure(err, r, text)
 	}
 	return strings.ReplaceAll(w.buf.String(), "<no value>", ""), nil
+}
+
+// failure is what a template that failed to execute reports: why it was
+// stopped, or what it read that is missing, or text/template's error with
+// what the plugin lacks (explain) before it.
+func (l *limits) failure(err error, r *run, text string) *templateError {
+	te := locateTE(err)
+	if mv, ok := errors.AsType[*missingValueError](err); ok {
+		te.Msg = mv.msg
+		if mv.noPlugin && l.explain != nil {
+			if why := l.explain(text); why != "" {
+				te.Msg = why + " (reading " + mv.read + ")"
+			}
+		}
+		return te
+	}
+	if why := r.stop.Load(); why != nil && !strings.Contains(te.Msg, errStopped.Error()) {
+		te.Msg = errStopped.Error() + ": " + *why
+	} else if l.explain != nil {
+		if why := l.explain(text); why != "" {
+			te.Msg = why + " (" + te.Msg + ")"
+		}
+	}
+	return te
 }
 
 var templateErrRE = regexp.MustCompile(`^template: t:(\d+)(?::(\d+))?: (?:executing "t" )?(.*)$`)
