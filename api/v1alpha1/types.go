@@ -183,7 +183,7 @@ type NodeContribution struct {
 	Hooks []NodeHook `json:"hooks,omitempty"`
 }
 
-// NodeFile is a file written on a machine. Exactly one of Content and Source is set.
+// NodeFile is a file written on a machine. At most one of Content, Source and URL is set.
 type NodeFile struct {
 	// Path is the absolute path on the machine.
 	Path string `json:"path" jsonschema:"minLength=1"`
@@ -196,6 +196,13 @@ type NodeFile struct {
 	// it byte for byte (a script that holds "{{" of its own). Unset copies it, and
 	// plugin lint reports a source that holds "{{" until the plugin says which.
 	Template *bool `json:"template,omitempty"`
+	// URL is where the file's bytes are downloaded from (https://, or http://),
+	// at render, into kubeplug's cache, checked against SHA256: a binary past
+	// the package size limit (kube-aws's type: binary). It needs SHA256.
+	URL string `json:"url,omitempty"`
+	// SHA256 is the hex SHA-256 of what URL serves; a download that differs is
+	// refused.
+	SHA256 string `json:"sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	// Mode is the octal permission, for example "0644".
 	Mode string `json:"mode,omitempty" jsonschema:"pattern=^0?[0-7]{3}$"`
 	// Owner is user:group, for example root:root.
@@ -210,6 +217,10 @@ type SystemdUnit struct {
 	Content string `json:"content,omitempty"`
 	// Enable starts the unit at boot.
 	Enable bool `json:"enable,omitempty"`
+	// Mask keeps a unit the machine's OS has from ever starting: it is stopped
+	// and masked (systemctl mask --now: linked to /dev/null), as Ignition's and
+	// kube-aws's mask: true. A masked unit has no content, enable or drop-ins.
+	Mask bool `json:"mask,omitempty"`
 	// DropIns are added as <name>.d/<dropIn.name>.
 	DropIns []DropIn `json:"dropIns,omitempty"`
 }

@@ -75,6 +75,9 @@ type run struct {
 	// charts, by depKey; depsDone the releases whose charts were walked.
 	deps     map[string]map[string]depResult
 	depsDone map[string]bool
+	// urlFiles are the node files downloaded from their URLs, by SHA-256,
+	// fetched after each stage (urlfiles.go).
+	urlFiles map[string][]byte
 }
 
 // stepName names a step of the pipeline. Expansions' hooks (expansionHooks) and
@@ -187,6 +190,9 @@ func stageStep(st stage.Stage) step {
 		if !l.HasFatal() {
 			l = append(l, r.fetchCharts(ctx)...)
 		}
+		if !l.HasFatal() {
+			l = append(l, r.fetchURLFiles(ctx)...)
+		}
 		if !l.HasFatal() && st == stage.Render {
 			l = append(l, r.staleChartPins()...)
 		}
@@ -228,6 +234,7 @@ func (r *run) renderInput() render.Input {
 		Charts:            func(name string) fs.FS { return pkgs[name] },
 		RemoteChart:       r.remoteChart,
 		ChartDependency:   r.chartDependency,
+		URLFile:           r.urlFile,
 	}
 }
 

@@ -23,7 +23,7 @@ func TestInitialisedValues(t *testing.T) {
 			"reader": manifest(`metadata: {name: reader, version: 1.0.0}
 spec:
   requires: [{name: code}]
-  contributes: {cloud: {outputs: {seen: '{{ .Plugins.code.Values.name }}'}}}
+  contributes: {cloud: {outputs: {seen: '{{ optional .Plugins.code.Values.name }}'}}}
 `),
 		}
 	}

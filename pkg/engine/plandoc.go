@@ -186,6 +186,9 @@ func Contributions(m *model.Model) []ContributionRef {
 			if u.Content != "" {
 				add(u.By, "nodes.systemdUnit", pn, k)
 			}
+			if u.Mask {
+				add(u.By, "nodes.maskedUnit", pn, k)
+			}
 			for _, di := range slices.Sorted(maps.Keys(u.DropIns)) {
 				add(u.DropIns[di].By, "nodes.dropIn", pn, k, di)
 			}

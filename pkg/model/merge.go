@@ -153,7 +153,7 @@ func (m *Model) addPool(a *adder, cur, in *Pool) {
 		if cur.Files == nil {
 			cur.Files = map[string]File{}
 		}
-		if prev, ok := cur.Files[path]; ok && (prev.Content != f.Content || prev.Mode != f.Mode || prev.Owner != f.Owner) {
+		if prev, ok := cur.Files[path]; ok && (prev.Content != f.Content || prev.SHA256 != f.SHA256 || prev.Mode != f.Mode || prev.Owner != f.Owner) {
 			a.conflict(prev.By, base+".files."+path)
 			continue
 		}
@@ -168,6 +168,15 @@ func (m *Model) addPool(a *adder, cur, in *Pool) {
 		if !ok {
 			prev = &Unit{}
 			cur.Units[name] = prev
+		}
+		// A masked unit and one that is written or started cannot both be.
+		if (u.Mask && (prev.Content != "" || prev.Enable || len(prev.DropIns) > 0)) || (prev.Mask && (u.Content != "" || u.Enable || len(u.DropIns) > 0)) {
+			a.conflict(prev.By, base+".units."+name)
+			continue
+		}
+		if u.Mask {
+			prev.Mask, prev.By = true, a.by
+			continue
 		}
 		if u.Content != "" {
 			if prev.Content != "" && (prev.Content != u.Content || prev.Enable != u.Enable) {

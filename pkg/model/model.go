@@ -93,6 +93,11 @@ type Pool struct {
 // File is written on a machine.
 type File struct {
 	Content string `json:"content"`
+	// URL and SHA256, when set, say the content is downloaded: the bytes of
+	// URL whose hex SHA-256 is SHA256, which the caller of render fetches
+	// (render.Input.URLFile); Content is then empty.
+	URL    string `json:"url,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
 	// Mode is octal, for example "0644".
 	Mode  string `json:"mode"`
 	Owner string `json:"owner,omitempty"`
@@ -104,6 +109,9 @@ type File struct {
 type Unit struct {
 	Content string `json:"content,omitempty"`
 	Enable  bool   `json:"enable,omitempty"`
+	// Mask stops and masks a unit the machine already has; such a unit has no
+	// Content, Enable or DropIns.
+	Mask bool `json:"mask,omitempty"`
 	// DropIns by file name.
 	DropIns map[string]Setting[string] `json:"dropIns,omitempty"`
 	By      string                     `json:"by,omitempty"`

@@ -322,8 +322,11 @@ func checkNode(doc *yamldoc.Doc, l *diag.List, ptr string, n v1alpha1.NodeContri
 		if !path.IsAbs(f.Path) {
 			doc.Errorf(l, fp+"/path", "expected an absolute path on the machine, found %q", f.Path)
 		}
-		if doc.Has(fp+"/content") == (f.Source != "") {
-			doc.Errorf(l, fp, "expected exactly one of content and source")
+		checkNodeFileSource(doc, l, fp, f)
+	}
+	for i, u := range n.SystemdUnits {
+		if u.Mask && (u.Content != "" || u.Enable || len(u.DropIns) > 0) {
+			doc.Errorf(l, ptr+"/systemdUnits/"+strconv.Itoa(i)+"/mask", "unit %s: a masked unit cannot have content, enable or drop-ins: masking keeps a unit the machine has from starting", u.Name)
 		}
 	}
 	hooks := map[string]bool{}
@@ -341,6 +344,27 @@ func checkNode(doc *yamldoc.Doc, l *diag.List, ptr string, n v1alpha1.NodeContri
 		}
 	}
 	checkHooks(doc, l, ptr, n.Hooks)
+}
+
+// checkNodeFileSource checks that a node file says where its bytes come from
+// once, and that a download is pinned by its digest.
+func checkNodeFileSource(doc *yamldoc.Doc, l *diag.List, fp string, f v1alpha1.NodeFile) {
+	n := 0
+	for _, set := range []bool{doc.Has(fp + "/content"), f.Source != "", f.URL != ""} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n != 1:
+		doc.Errorf(l, fp, "expected exactly one of content, source and url")
+	case f.URL != "" && f.SHA256 == "":
+		doc.Errorf(l, fp+"/url", "file %s: a url needs sha256, the hex SHA-256 of what it serves (sha256sum FILE), so that what reaches the machines is what was reviewed", f.Path)
+	case f.URL != "" && !strings.Contains(f.URL, "{{") && !strings.HasPrefix(f.URL, "https://") && !strings.HasPrefix(f.URL, "http://"):
+		doc.Errorf(l, fp+"/url", "file %s: expected an https:// or http:// URL, found %q", f.Path, f.URL)
+	case f.URL == "" && f.SHA256 != "":
+		doc.Errorf(l, fp+"/sha256", "file %s: sha256 pins a url; this file has none", f.Path)
+	}
 }
 
 func checkConstraint(doc *yamldoc.Doc, l *diag.List, ptr, c string) {

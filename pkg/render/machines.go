@@ -42,6 +42,8 @@ type MachineUnit struct {
 	Name    string
 	Content string
 	Enable  bool
+	// Mask says the unit, one the machine's OS has, is stopped and masked.
+	Mask    bool
 	DropIns []MachineDropIn // sorted by name
 }
 
@@ -99,7 +101,7 @@ func exportMachine(m *machine, role string) *Machine {
 		e.Files = append(e.Files, MachineFile{Path: f.path, Content: []byte(f.content), Mode: fs.FileMode(f.mode), Owner: f.owner}) //nolint:gosec // permission bits fit
 	}
 	for _, u := range m.units {
-		mu := MachineUnit{Name: u.name, Content: u.content, Enable: u.enable}
+		mu := MachineUnit{Name: u.name, Content: u.content, Enable: u.enable, Mask: u.mask}
 		for _, d := range u.dropIns {
 			mu.DropIns = append(mu.DropIns, MachineDropIn{Name: d.name, Content: d.content})
 		}

@@ -40,8 +40,8 @@ type writeFile struct {
 }
 
 // cloudInit renders the machine as #cloud-config: every file, unit and drop-in through
-// write_files, then runcmd reloads systemd, enables and starts the plugins' units that
-// ask for it, and last the agent's: kubeplug-boot.service (the hooks around the
+// write_files, then runcmd reloads systemd, stops and masks the units plugins mask,
+// enables and starts the plugins' units that ask for it, and last the agent's: kubeplug-boot.service (the hooks around the
 // kubelet, see agentUnits) and the afterDeploy trigger. runcmd is a shell script
 // that goes on after a failed line, so no line of it decides whether the kubelet
 // starts: the boot does, and so machines booted with cloud-init and with Ignition
@@ -56,7 +56,7 @@ func (r *renderer) cloudInit(m *machine) ([]byte, bool) {
 		cc.WriteFiles = append(cc.WriteFiles, wf)
 	}
 	files := append([]machineFile(nil), m.files...)
-	var enable, agent []string
+	var enable, mask, agent []string
 	for _, au := range agentUnits() {
 		if au.enable {
 			agent = append(agent, au.name)
@@ -72,12 +72,18 @@ func (r *renderer) cloudInit(m *machine) ([]byte, bool) {
 		if u.enable && !slices.Contains(agent, u.name) {
 			enable = append(enable, u.name)
 		}
+		if u.mask {
+			mask = append(mask, u.name)
+		}
 	}
 	sortFiles(files)
 	for _, f := range files {
 		add(f)
 	}
 	cc.Runcmd = append(cc.Runcmd, argv{"systemctl", "daemon-reload"})
+	if len(mask) > 0 {
+		cc.Runcmd = append(cc.Runcmd, append(argv{"systemctl", "mask", "--now"}, mask...))
+	}
 	if len(enable) > 0 {
 		cc.Runcmd = append(cc.Runcmd, append(argv{"systemctl", "enable", "--now"}, enable...))
 	}
@@ -124,6 +130,9 @@ func (r *renderer) ignition(m *machine) ([]byte, bool) {
 		}
 		if u.enable {
 			e["enabled"] = true
+		}
+		if u.mask {
+			e["mask"] = true
 		}
 		var ds []any
 		for _, d := range u.dropIns {

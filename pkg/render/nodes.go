@@ -68,6 +68,7 @@ type machineUnit struct {
 	name    string
 	content string // empty for a unit the machine already has
 	enable  bool
+	mask    bool            // stopped and masked: a unit the OS has, kept from starting
 	dropIns []machineDropIn // sorted by name
 }
 
@@ -120,8 +121,16 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 			continue
 		}
 		mode, _ := strconv.ParseInt(f.Mode, 8, 32)
+		content := f.Content
+		if f.URL != "" {
+			b, ok := r.urlFile(f, field)
+			if !ok {
+				continue
+			}
+			content = string(b)
+		}
 		if claim(f.By, field, fp) {
-			m.files = append(m.files, machineFile{path: fp, mode: mode, owner: f.Owner, content: f.Content})
+			m.files = append(m.files, machineFile{path: fp, mode: mode, owner: f.Owner, content: content})
 		}
 	}
 
@@ -133,7 +142,11 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 			r.fatalf(u.By, field, "expected a systemd unit name like foo.service, found %q", un)
 			continue
 		}
-		mu := &machineUnit{name: un, content: u.Content, enable: u.Enable}
+		mu := &machineUnit{name: un, content: u.Content, enable: u.Enable, mask: u.Mask}
+		if u.Mask && (slices.ContainsFunc(agentUnits(), func(au machineUnit) bool { return au.name == un }) || un == kubeletUnit) {
+			r.fatalf(u.By, field+".mask", "unit %s is kubeplug's own; it cannot be masked", un)
+			continue
+		}
 		if u.Content != "" && !claim(u.By, field, path.Join(unitDir, un)) {
 			continue
 		}
@@ -209,6 +222,20 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 	}
 	sortFiles(m.files)
 	return m, len(r.diags.Fatal()) == before
+}
+
+// urlFile returns the downloaded bytes of a node file from its URL.
+func (r *renderer) urlFile(f model.File, field string) ([]byte, bool) {
+	if r.in.URLFile == nil {
+		r.fatalf(f.By, field+".url", "%s: files downloaded from a URL are not fetched by this caller", f.URL)
+		return nil, false
+	}
+	b, err := r.in.URLFile(f.URL, f.SHA256)
+	if err != nil {
+		r.fatalf(f.By, field+".url", "%v", err)
+		return nil, false
+	}
+	return b, true
 }
 
 func describe(by string) string {

@@ -74,6 +74,10 @@ type Input struct {
 	// (or one of its subcharts) declares with an https:// or oci:// repository
 	// and its charts/ lacks, fetched by the caller; nil refuses such a chart.
 	ChartDependency func(h model.HelmRelease, dep *chartv2.Dependency) ([]byte, error)
+	// URLFile returns the bytes of a node file that is downloaded
+	// (model.File.URL), fetched by the caller and checked against its sha256;
+	// nil refuses such a file.
+	URLFile func(url, sha256 string) ([]byte, error)
 	// Plan is written as plan.json as-is; nil writes no plan.json.
 	Plan any
 	// Cloud builds the cloud template (cloud/template.json); nil renders none

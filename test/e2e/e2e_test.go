@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -58,6 +59,11 @@ func TestCLI(t *testing.T) {
 			srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 			env.Defer(srv.Close)
 			env.Setenv("REGISTRY", strings.TrimPrefix(srv.URL, "http://"))
+			// HTTPFILES serves the script's www/ directory on loopback
+			// (node files downloaded from a URL), stopped when the script ends.
+			www := httptest.NewServer(http.FileServer(http.Dir(filepath.Join(env.WorkDir, "www"))))
+			env.Defer(www.Close)
+			env.Setenv("HTTPFILES", www.URL)
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {

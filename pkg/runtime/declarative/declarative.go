@@ -410,13 +410,13 @@ func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContributi
 		if p.Files == nil {
 			p.Files = map[string]model.File{}
 		}
-		p.Files[path.Clean(f.Path)] = model.File{Content: content, Mode: mode, Owner: f.Owner}
+		p.Files[path.Clean(f.Path)] = model.File{Content: content, URL: f.URL, SHA256: f.SHA256, Mode: mode, Owner: f.Owner}
 	}
 	for _, u := range n.SystemdUnits {
 		if p.Units == nil {
 			p.Units = map[string]*model.Unit{}
 		}
-		mu := &model.Unit{Content: u.Content, Enable: u.Enable}
+		mu := &model.Unit{Content: u.Content, Enable: u.Enable, Mask: u.Mask}
 		for _, di := range u.DropIns {
 			if mu.DropIns == nil {
 				mu.DropIns = map[string]model.Setting[string]{}

@@ -34,6 +34,9 @@ var funcs = func() template.FuncMap {
 		}
 		return strings.TrimSuffix(string(b), "\n"), nil
 	}
+	// optional returns its argument: a read of another plugin's value it
+	// holds may be missing (see strict.go).
+	f["optional"] = func(v any) any { return v }
 	f["required"] = func(msg string, v any) (any, error) {
 		if v == nil || v == "" {
 			return nil, fmt.Errorf("%s", msg)
@@ -311,6 +314,7 @@ func (l *limits) execute(text string, data any) (string, error) {
 	if err != nil {
 		return "", locate(err)
 	}
+	strictReads(t, text, data)
 	r := &run{deadline: time.Now().Add(l.templateTime)}
 	if l.deadline.Before(r.deadline) {
 		r.deadline = l.deadline
@@ -339,17 +343,33 @@ func (l *limits) execute(text string, data any) (string, error) {
 		return "", &templateError{Msg: errStopped.Error() + ": " + why}
 	}
 	if err != nil {
-		te := locateTE(err)
-		if why := r.stop.Load(); why != nil && !strings.Contains(te.Msg, errStopped.Error()) {
-			te.Msg = errStopped.Error() + ": " + *why
-		} else if l.explain != nil {
-			if why := l.explain(text); why != "" {
-				te.Msg = why + " (" + te.Msg + ")"
-			}
-		}
-		return "", te
+		return "", l.failure(err, r, text)
 	}
 	return strings.ReplaceAll(w.buf.String(), "<no value>", ""), nil
+}
+
+// failure is what a template that failed to execute reports: why it was
+// stopped, or what it read that is missing, or text/template's error with
+// what the plugin lacks (explain) before it.
+func (l *limits) failure(err error, r *run, text string) *templateError {
+	te := locateTE(err)
+	if mv, ok := errors.AsType[*missingValueError](err); ok {
+		te.Msg = mv.msg
+		if mv.noPlugin && l.explain != nil {
+			if why := l.explain(text); why != "" {
+				te.Msg = why + " (reading " + mv.read + ")"
+			}
+		}
+		return te
+	}
+	if why := r.stop.Load(); why != nil && !strings.Contains(te.Msg, errStopped.Error()) {
+		te.Msg = errStopped.Error() + ": " + *why
+	} else if l.explain != nil {
+		if why := l.explain(text); why != "" {
+			te.Msg = why + " (" + te.Msg + ")"
+		}
+	}
+	return te
 }
 
 var templateErrRE = regexp.MustCompile(`^template: t:(\d+)(?::(\d+))?: (?:executing "t" )?(.*)$`)

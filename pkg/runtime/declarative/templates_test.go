@@ -99,3 +99,22 @@ func TestDuplicateObjects(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestMaskedUnit: a node contribution masks a unit the OS has (the checks of
+// a masked unit are plugin.Load's: TestNodeChecks).
+func TestMaskedUnit(t *testing.T) {
+	pkg := load(t, `spec:
+  contributes:
+    nodes:
+      - pools: [workers]
+        systemdUnits:
+          - {name: update-engine.service, mask: true}
+`)
+	resp := run(t, declarative.New(pkg, nil), request(stage.Initialise, nil))
+	if len(resp.Diagnostics) > 0 {
+		t.Fatal(resp.Diagnostics)
+	}
+	if u := resp.Contribution.Pools["workers"].Units["update-engine.service"]; u == nil || !u.Mask {
+		t.Errorf("unit = %+v, want masked", u)
+	}
+}
