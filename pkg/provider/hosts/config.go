@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/model"
@@ -31,6 +32,34 @@ type Host struct {
 	Agent   bool
 	// Jump is the bastion, nil for none.
 	Jump *Jump
+	// timeouts are the provider's (zero: the defaults).
+	timeouts timeouts
+}
+
+// timeouts bound the provider's steps (spec.provider.hosts.timeouts).
+type timeouts struct {
+	// connect bounds a TCP connect and an SSH handshake; command each
+	// command on a host (an upload of the largest node program included);
+	// ready the wait for the API server, a Node's Ready and the control
+	// plane's static Pods; drain a Node's drain.
+	connect, command, ready, drain time.Duration
+}
+
+// defaultTimeouts are the timeouts a spec leaves unset.
+var defaultTimeouts = timeouts{connect: 15 * time.Second, command: 5 * time.Minute, ready: 4 * time.Minute, drain: 3 * time.Minute}
+
+func (h *Host) connectTimeout() time.Duration {
+	if h.timeouts.connect > 0 {
+		return h.timeouts.connect
+	}
+	return defaultTimeouts.connect
+}
+
+func (h *Host) commandTimeout() time.Duration {
+	if h.timeouts.command > 0 {
+		return h.timeouts.command
+	}
+	return defaultTimeouts.command
 }
 
 // Jump is a bastion host.

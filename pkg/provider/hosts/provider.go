@@ -72,9 +72,10 @@ type Options struct {
 
 // Provider builds a cluster on existing hosts over SSH.
 type Provider struct {
-	opts  Options
-	hosts []*Host
-	keys  *hostKeys
+	opts     Options
+	hosts    []*Host
+	keys     *hostKeys
+	timeouts timeouts
 }
 
 // New checks opts (every error names its field of cluster.yaml) and connects
@@ -108,7 +109,7 @@ func New(opts Options) (*Provider, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{opts: opts, hosts: hosts, keys: &hostKeys{file: file, acceptNew: opts.AcceptNewHostKeys}}, nil
+	return &Provider{opts: opts, hosts: hosts, keys: &hostKeys{file: file, acceptNew: opts.AcceptNewHostKeys}, timeouts: defaultTimeouts}, nil
 }
 
 func (p *Provider) event(node, item, msg string, done bool) {
