@@ -94,7 +94,8 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case force && restoreFrom == "":
-				return errors.New("--force goes with --restore-from: it lets a restore replace the etcd data of a cluster that exists")
+				// The hosts provider's: forget a removed host it cannot reach.
+				u.ProviderOptions = append(u.ProviderOptions, hosts.ForgetRemovedHosts{})
 			case restoreFrom != "" && dryRun != "" && dryRun != "none":
 				return errors.New("--restore-from with --dry-run: a dry run restores nothing; drop one of them")
 			case restoreFrom != "":
@@ -163,7 +164,7 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
 	cmd.Flags().BoolVar(&noKubeconfig, "no-kubeconfig-update", false, "do not merge the cluster's context into your kubeconfig")
 	optionFlagVar(cmd.Flags(), &u.ProviderOptions, local.BuildFromSource{}, "build-from-source", "local provider: run only Kubernetes binaries built from Go modules, never the cache or a download (also $"+local.BuildFromSourceEnv+")")
 	cmd.Flags().StringVar(&restoreFrom, "restore-from", "", "local provider: bring the cluster back from this etcd snapshot (kubeplug etcd snapshot) before its control plane starts; refused onto a cluster that exists unless --force")
-	cmd.Flags().BoolVar(&force, "force", false, "with --restore-from: replace the etcd data of a cluster that exists (running or stopped); its old data is kept aside")
+	cmd.Flags().BoolVar(&force, "force", false, "with --restore-from: replace the etcd data of a cluster that exists (running or stopped); its old data is kept aside. Without it, hosts provider: forget a host removed from the file that cannot be reached (its Node is deleted, its files stay on it)")
 	optionFlagVar(cmd.Flags(), &u.ProviderOptions, hosts.AcceptNewHostKeys{}, "accept-new-host-keys", "hosts provider: add the key of a host not in the known_hosts file to it (a changed key is always refused)")
 	stateDirFlag(cmd, &u.StateDir)
 	_ = cmd.MarkFlagRequired("file")

@@ -41,8 +41,11 @@ func init() {
 			opts.Spec = cfg.Spec.Hosts
 		}
 		for _, o := range cfg.Options {
-			if _, ok := o.(AcceptNewHostKeys); ok {
+			switch o.(type) {
+			case AcceptNewHostKeys:
 				opts.AcceptNewHostKeys = true
+			case ForgetRemovedHosts:
+				opts.ForgetRemovedHosts = true
 			}
 		}
 		return New(opts)
@@ -60,6 +63,9 @@ type Options struct {
 	Spec *v1alpha1.HostsProvider
 	// AcceptNewHostKeys adds unknown host keys to the known_hosts file.
 	AcceptNewHostKeys bool
+	// ForgetRemovedHosts forgets a host removed from the spec that cannot
+	// be reached (its Node deleted, its files left on it).
+	ForgetRemovedHosts bool
 	// Parallel bounds how many hosts are worked on at once. Default 8.
 	Parallel int
 	// Programs are the node programs the hosts get.
@@ -247,11 +253,17 @@ func (p *Provider) plan(d *provider.Desired) (map[string]*bootScript, []*bootFil
 	return scripts, progs, nil
 }
 
-// Down implements provider.Provider: on every host it stops kubeplug's units
-// and removes every file it delivered (the list on the host), its links and
-// its state. The OS is left as it was; the provider installs no package.
+// Down implements provider.Provider: on every host — those of the spec and
+// those removed from it that a run could not clean yet — it stops kubeplug's
+// units and removes every file it delivered (the list on the host), its
+// links and its state. The OS is left as it was; the provider installs no
+// package.
 func (p *Provider) Down(ctx context.Context, _ bool) error {
-	return p.eachHost(ctx, p.hosts, func(ctx context.Context, c *client) error {
+	removed, err := p.removedHosts()
+	if err != nil {
+		return err
+	}
+	err = p.eachHost(ctx, slices.Concat(p.hosts, removed), func(ctx context.Context, c *client) error {
 		p.event(c.host.Node, c.host.Node, "removing kubeplug's files and units", false)
 		if err := c.clean(ctx); err != nil {
 			return err
@@ -259,6 +271,12 @@ func (p *Provider) Down(ctx context.Context, _ bool) error {
 		p.event(c.host.Node, c.host.Node, "clean", true)
 		return nil
 	})
+	if err == nil && len(removed) > 0 {
+		if _, serr := os.Stat(p.opts.StateDir); serr == nil {
+			return p.writeRecord(nil)
+		}
+	}
+	return err
 }
 
 // SetProgramsForTest sets the node programs the hosts get (Options.Programs)

@@ -79,6 +79,17 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err != nil {
 		return nil, err
 	}
+	if err := p.checkRenames(); err != nil {
+		return nil, err
+	}
+	removed, err := p.removedHosts()
+	if err != nil {
+		return nil, err
+	}
+	// Every host this run may touch is recorded before it is touched.
+	if err := p.writeRecord(removed); err != nil {
+		return nil, err
+	}
 	var mu sync.Mutex
 	changed := map[string]bool{}
 	rolls := map[string]*roll{}
@@ -176,6 +187,21 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 			}
 		} else {
 			fail(p.rollAll(ctx, kc, cl, scripts, rolls))
+		}
+	}
+	if len(removed) > 0 {
+		kept := removed
+		if len(failed) > 0 {
+			for _, h := range removed {
+				failed[h.Address] = fmt.Errorf("%s: not removed (drained, cleaned) while other hosts failed", label(h))
+			}
+		} else {
+			var err error
+			kept, err = p.removeHosts(ctx, kc, removed, p.opts.ForgetRemovedHosts)
+			fail(err)
+		}
+		if err := p.writeRecord(kept); err != nil {
+			return running, err
 		}
 	}
 	for _, h := range p.hosts {

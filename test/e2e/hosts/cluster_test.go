@@ -328,6 +328,33 @@ func TestCluster(t *testing.T) {
 	}
 	write(t, file, clusterFile(key, known, addrs))
 
+	// A host removed from the file (workers-1), first unreachable: named,
+	// with the choice of --force; once its sshd runs, a re-run drains it,
+	// deletes its Node and cleans it as down does.
+	oneWorker := strings.Replace(clusterFile(key, known, addrs), ", {address: "+addrs[2]+"}]", "]", 1)
+	oneWorker = strings.Replace(oneWorker, "count: 2", "count: 1", 1)
+	write(t, file, oneWorker)
+	if _, err := ms[2].Exec(ctx, "systemctl", "stop", "ssh.service", "ssh.socket"); err != nil {
+		t.Fatal(err)
+	}
+	code, out = kp("up")
+	if code == 0 || !strings.Contains(out, addrs[2]) || !strings.Contains(out, "kubeplug up --force") {
+		t.Fatalf("up with the removed host %s unreachable: exit %d, want it named with --force:\n%s", addrs[2], code, out)
+	}
+	if _, err := ms[2].Exec(ctx, "systemctl", "start", "ssh.service"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out = kp("up"); code != 0 {
+		t.Fatalf("up with host %s removed: exit %d\n%s", addrs[2], code, out)
+	}
+	if _, err := client.CoreV1().Nodes().Get(ctx, "workers-1", metav1.GetOptions{}); err == nil {
+		t.Errorf("the removed host's Node workers-1 is still there")
+	}
+	cl = sshClients(t, addrs, key, known)
+	if got := cl.run(t, 2, "ls /etc/fleet/greeting /usr/local/bin/kubeplug /etc/systemd/system/kubelet.service 2>/dev/null; pgrep -a -f '[c]ontainerd|[k]ubelet|[a]gnhost' || true"); strings.TrimSpace(got) != "" {
+		t.Errorf("the removed host %s is not clean:\n%s", addrs[2], got)
+	}
+
 	downed = true
 	if code, out = kp("down"); code != 0 {
 		t.Fatalf("down: exit %d\n%s", code, out)
