@@ -321,10 +321,10 @@ func TestCluster(t *testing.T) {
 	write(t, filepath.Join(dir, "plugins", "fleet", "plugin.yaml"), fleetPlugin)
 
 	// A user whose sudo needs a password, on one host: named, the others go on.
-	write(t, file, strings.Replace(clusterFile(key, known, addrs), "{address: "+addrs[2]+"}", "{address: "+addrs[2]+", ssh: {user: "+passwordUser+"}}", 1))
+	write(t, file, strings.Replace(clusterFile(key, known, addrs), "{address: "+addrs[1]+"}", "{address: "+addrs[1]+", ssh: {user: "+passwordUser+"}}", 1))
 	code, out = kp("up")
-	if code == 0 || !strings.Contains(out, "user "+passwordUser+" needs a password for sudo") || !strings.Contains(out, "1 host(s) failed: "+addrs[2]) {
-		t.Fatalf("up as %s on %s: exit %d, want the password-less sudo named:\n%s", passwordUser, addrs[2], code, out)
+	if code == 0 || !strings.Contains(out, "user "+passwordUser+" needs a password for sudo") || !strings.Contains(out, "1 host(s) failed: "+addrs[1]) {
+		t.Fatalf("up as %s on %s: exit %d, want the password-less sudo named:\n%s", passwordUser, addrs[1], code, out)
 	}
 	write(t, file, clusterFile(key, known, addrs))
 
