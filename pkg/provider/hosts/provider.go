@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/provider"
@@ -32,9 +34,7 @@ func (AcceptNewHostKeys) String() string { return "--accept-new-host-keys" }
 
 func init() {
 	// The hosts are the pools' machines: a pool does not scale.
-	config.RegisterProviderCheck(Name, func(spec *v1alpha1.ClusterSpec) []config.ProviderProblem {
-		return provider.FixedPools(Name, spec)
-	})
+	config.RegisterProviderCheck(Name, checkSpec)
 	provider.Register(Name, func(cfg provider.Config) (provider.Provider, error) {
 		opts := Options{ClusterName: cfg.ClusterName, StateDir: cfg.StateDir, Events: cfg.Events, Logger: cfg.Logger}
 		if cfg.Spec != nil {
@@ -46,6 +46,8 @@ func init() {
 				opts.AcceptNewHostKeys = true
 			case ForgetRemovedHosts:
 				opts.ForgetRemovedHosts = true
+			case ManagementClient:
+				opts.Management = o.(ManagementClient).Client
 			}
 		}
 		return New(opts)
@@ -66,6 +68,10 @@ type Options struct {
 	// ForgetRemovedHosts forgets a host removed from the spec that cannot
 	// be reached (its Node deleted, its files left on it).
 	ForgetRemovedHosts bool
+	// Management is the management cluster's client (the controller's),
+	// through which keySecretRef Secrets are read; nil for the CLI, which
+	// then refuses keySecretRef.
+	Management kubernetes.Interface
 	// Parallel bounds how many hosts are worked on at once. Default 8.
 	Parallel int
 	// Programs are the node programs the hosts get.
@@ -87,9 +93,14 @@ type Provider struct {
 // New checks opts (every error names its field of cluster.yaml) and connects
 // to nothing.
 func New(opts Options) (*Provider, error) {
-	hosts, err := hostsOf(opts.Spec)
-	if err != nil {
+	hosts, t, probs := resolveHosts(opts.Spec)
+	if err := problemsErr(probs); err != nil {
 		return nil, err
+	}
+	if opts.Management == nil {
+		if f := secretRefField(opts.Spec); f != "" {
+			return nil, fmt.Errorf("%s: the key is in a Secret of a management cluster, which the controller reads; the CLI has none: set keyFile or agent: true", f)
+		}
 	}
 	file, err := knownHostsFile(opts.Spec)
 	if err != nil {
@@ -115,7 +126,7 @@ func New(opts Options) (*Provider, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{opts: opts, hosts: hosts, keys: &hostKeys{file: file, acceptNew: opts.AcceptNewHostKeys}, timeouts: defaultTimeouts}, nil
+	return &Provider{opts: opts, hosts: hosts, keys: &hostKeys{file: file, acceptNew: opts.AcceptNewHostKeys}, timeouts: t}, nil
 }
 
 func (p *Provider) event(node, item, msg string, done bool) {
@@ -158,6 +169,9 @@ func (e *HostError) Unwrap() []error {
 // with its own connection. A host that fails does not stop the others; the
 // error is a *HostError naming every failed host.
 func (p *Provider) eachHost(ctx context.Context, hosts []*Host, fn func(ctx context.Context, c *client) error) error {
+	if err := p.secretKeys(ctx, hosts); err != nil {
+		return err
+	}
 	sem := make(chan struct{}, p.opts.Parallel)
 	var mu sync.Mutex
 	failed := map[string]error{}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
@@ -39,6 +40,8 @@ type hostRecord struct {
 	KeyFile string `json:"keyFile,omitempty"`
 	Agent   bool   `json:"agent,omitempty"`
 	Jump    *Jump  `json:"jump,omitempty"`
+	// KeySecretRef is the host's keySecretRef (the key itself is not kept).
+	KeySecretRef *v1alpha1.SecretKeyRef `json:"keySecretRef,omitempty"`
 }
 
 func (p *Provider) recordFile() string { return filepath.Join(p.opts.StateDir, "hosts.json") }
@@ -72,7 +75,7 @@ func (p *Provider) removedHosts() ([]*Host, error) {
 			continue
 		}
 		out = append(out, &Host{Node: r.Node, Pool: r.Pool, Field: "removed from " + field + ".pools", Address: r.Address,
-			Port: r.Port, User: r.User, KeyFile: r.KeyFile, Agent: r.Agent, Jump: r.Jump, timeouts: p.timeouts})
+			Port: r.Port, User: r.User, KeyFile: r.KeyFile, Agent: r.Agent, Jump: r.Jump, keySecret: r.KeySecretRef, timeouts: p.timeouts})
 	}
 	return out, nil
 }
@@ -102,7 +105,7 @@ func (p *Provider) checkRenames() error {
 func (p *Provider) writeRecord(kept []*Host) error {
 	var recs []hostRecord
 	for _, h := range slices.Concat(p.hosts, kept) {
-		recs = append(recs, hostRecord{Node: h.Node, Pool: h.Pool, Address: h.Address, Port: h.Port, User: h.User, KeyFile: h.KeyFile, Agent: h.Agent, Jump: h.Jump})
+		recs = append(recs, hostRecord{Node: h.Node, Pool: h.Pool, Address: h.Address, Port: h.Port, User: h.User, KeyFile: h.KeyFile, Agent: h.Agent, Jump: h.Jump, KeySecretRef: h.keySecret})
 	}
 	b, err := json.MarshalIndent(recs, "", "  ")
 	if err != nil {

@@ -126,6 +126,13 @@ func auth(h *Host) ([]ssh.AuthMethod, func(), error) {
 		}
 		methods = append(methods, ssh.PublicKeys(signer))
 	}
+	if h.key != nil {
+		signer, err := ssh.ParsePrivateKey(h.key)
+		if err != nil {
+			return nil, closeFn, fmt.Errorf("%s.ssh.keySecretRef (Secret %s/%s, key %s): %w", h.Field, h.keySecret.Namespace, h.keySecret.Name, h.keySecret.Key, err)
+		}
+		methods = append(methods, ssh.PublicKeys(signer))
+	}
 	if h.Agent {
 		sock := os.Getenv("SSH_AUTH_SOCK")
 		if sock == "" {
