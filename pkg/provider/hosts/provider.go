@@ -99,7 +99,7 @@ func New(opts Options) (*Provider, error) {
 	}
 	if opts.Management == nil {
 		if f := secretRefField(opts.Spec); f != "" {
-			return nil, fmt.Errorf("%s: the key is in a Secret of a management cluster, which the controller reads; the CLI has none: set keyFile or agent: true", f)
+			return nil, fmt.Errorf("%s: the key is in a Secret of a management cluster, read through its client (the hosts.ManagementClient option); the CLI has none: set keyFile or agent: true", f)
 		}
 	}
 	file, err := knownHostsFile(opts.Spec)
