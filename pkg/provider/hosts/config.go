@@ -145,43 +145,51 @@ func resolveHosts(spec *v1alpha1.HostsProvider) ([]*Host, timeouts, []problem) {
 	seenPool := map[string]string{}
 	seenAddr := map[string]string{}
 	for i, p := range spec.Pools {
-		pf := fmt.Sprintf("%s.pools[%d]", field, i)
-		switch {
-		case p.Name == "":
-			bad(pf+".name", "empty: name a node pool of spec.nodePools, or %s", model.ControlPlanePool)
-		case seenPool[p.Name] != "":
-			bad(pf+".name", "pool %s is already listed at %s", p.Name, seenPool[p.Name])
-		default:
-			seenPool[p.Name] = pf
-		}
-		if len(p.Hosts) == 0 {
-			bad(pf+".hosts", "lists no host")
-		}
-		if p.Name == model.ControlPlanePool && len(p.Hosts) > 1 {
-			bad(pf+".hosts", "%d hosts: the control plane runs on one host (more, with stacked etcd, is not built)", len(p.Hosts))
-		}
-		for j, h := range p.Hosts {
-			hf := fmt.Sprintf("%s.hosts[%d]", pf, j)
-			if h.Address == "" || strings.ContainsAny(h.Address, " /@") || strings.Contains(strings.Trim(h.Address, "[]"), "]") {
-				bad(hf+".address", "%q is not an IP address or host name", h.Address)
-			} else if prev := seenAddr[h.Address]; prev != "" {
-				bad(hf+".address", "%s is already the host at %s", h.Address, prev)
-			} else {
-				seenAddr[h.Address] = hf
-			}
-			if h.SSH != nil {
-				checkSSH(hf+".ssh", h.SSH, bad)
-			}
-			r := resolve(spec.SSH, h.SSH)
-			r.Node, r.Pool, r.Field, r.Address = fmt.Sprintf("%s-%d", p.Name, j), p.Name, hf, strings.Trim(h.Address, "[]")
-			r.timeouts = t
-			if r.KeyFile == "" && !r.Agent && r.keySecret == nil {
-				bad(hf+".ssh", "no key: set keyFile, agent: true or keySecretRef (here or in %s.ssh)", field)
-			}
-			out = append(out, r)
-		}
+		out = append(out, resolvePool(spec, i, p, t, seenPool, seenAddr, bad)...)
 	}
 	return out, t, probs
+}
+
+// resolvePool checks pool i of spec and resolves its hosts; seenPool and
+// seenAddr are the pools and addresses of the pools before it.
+func resolvePool(spec *v1alpha1.HostsProvider, i int, p v1alpha1.HostPool, t timeouts, seenPool, seenAddr map[string]string, bad func(path, format string, a ...any)) []*Host {
+	pf := fmt.Sprintf("%s.pools[%d]", field, i)
+	switch {
+	case p.Name == "":
+		bad(pf+".name", "empty: name a node pool of spec.nodePools, or %s", model.ControlPlanePool)
+	case seenPool[p.Name] != "":
+		bad(pf+".name", "pool %s is already listed at %s", p.Name, seenPool[p.Name])
+	default:
+		seenPool[p.Name] = pf
+	}
+	if len(p.Hosts) == 0 {
+		bad(pf+".hosts", "lists no host")
+	}
+	if p.Name == model.ControlPlanePool && len(p.Hosts) > 1 {
+		bad(pf+".hosts", "%d hosts: the control plane runs on one host (more, with stacked etcd, is not built)", len(p.Hosts))
+	}
+	var out []*Host
+	for j, h := range p.Hosts {
+		hf := fmt.Sprintf("%s.hosts[%d]", pf, j)
+		if h.Address == "" || strings.ContainsAny(h.Address, " /@") || strings.Contains(strings.Trim(h.Address, "[]"), "]") {
+			bad(hf+".address", "%q is not an IP address or host name", h.Address)
+		} else if prev := seenAddr[h.Address]; prev != "" {
+			bad(hf+".address", "%s is already the host at %s", h.Address, prev)
+		} else {
+			seenAddr[h.Address] = hf
+		}
+		if h.SSH != nil {
+			checkSSH(hf+".ssh", h.SSH, bad)
+		}
+		r := resolve(spec.SSH, h.SSH)
+		r.Node, r.Pool, r.Field, r.Address = fmt.Sprintf("%s-%d", p.Name, j), p.Name, hf, strings.Trim(h.Address, "[]")
+		r.timeouts = t
+		if r.KeyFile == "" && !r.Agent && r.keySecret == nil {
+			bad(hf+".ssh", "no key: set keyFile, agent: true or keySecretRef (here or in %s.ssh)", field)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // timeoutsOf reads spec.provider.hosts.timeouts over the defaults; each must

@@ -183,6 +183,28 @@ func (p *Provider) rollHost(ctx context.Context, kc kubernetes.Interface, c *cli
 			return err
 		}
 	}
+	if err := p.restartHost(ctx, kc, c, cl, script, r, registered); err != nil {
+		return err
+	}
+	if err := p.nodeReady(ctx, kc, c, cl); err != nil {
+		return err
+	}
+	if err := provider.Cordon(ctx, kc, h.Node, false); err != nil {
+		return fmt.Errorf("%s: node %s: %w", label(h), h.Node, err)
+	}
+	if err := c.writeDelivered(ctx, r.files); err != nil {
+		return err
+	}
+	p.event(h.Node, h.Node, "rolled, Ready", true)
+	return nil
+}
+
+// restartHost is step 3–5 of rollHost: stop the kubelet and kube-proxy,
+// restart what changed, push the images, delete the Node (when it was
+// registered), restart the pool's units (the kubelet through the node
+// agent's boot) and start kube-proxy.
+func (p *Provider) restartHost(ctx context.Context, kc kubernetes.Interface, c *client, cl *cluster, script *bootScript, r *roll, registered bool) error {
+	h := c.host
 	stop := "systemctl daemon-reload && systemctl stop kubelet.service kube-proxy.service"
 	if rs := restarts(r.changed); len(rs) > 0 {
 		p.event(h.Node, h.Node, "restarting "+strings.Join(rs, ", "), false)
@@ -200,23 +222,8 @@ func (p *Provider) rollHost(ctx context.Context, kc kubernetes.Interface, c *cli
 		}
 	}
 	p.event(h.Node, h.Node, "restarting the pool's units and the kubelet", false)
-	if err := c.boot(ctx, restartRuncmd(script.Runcmd)); err != nil {
-		return err
-	}
-	if _, err := c.run(ctx, "restart kube-proxy", "systemctl restart kube-proxy.service", nil); err != nil {
-		return err
-	}
-	if err := p.nodeReady(ctx, kc, c, cl); err != nil {
-		return err
-	}
-	if err := provider.Cordon(ctx, kc, h.Node, false); err != nil {
-		return fmt.Errorf("%s: node %s: %w", label(h), h.Node, err)
-	}
-	if err := c.writeDelivered(ctx, r.files); err != nil {
-		return err
-	}
-	p.event(h.Node, h.Node, "rolled, Ready", true)
-	return nil
+	// boot starts kube-proxy, stopped above, from its new files.
+	return c.boot(ctx, restartRuncmd(script.Runcmd))
 }
 
 // nodeReady waits until the host's Node is Ready (naming the host, with its
