@@ -99,7 +99,7 @@ manage_etc_hosts: true
 		}
 	}
 	for _, m := range ms {
-		if err := m.WaitBooted(ctx, 3*time.Minute); err != nil {
+		if err := m.WaitBooted(ctx, 6*time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
