@@ -41,13 +41,13 @@ func init() {
 			opts.Spec = cfg.Spec.Hosts
 		}
 		for _, o := range cfg.Options {
-			switch o.(type) {
+			switch o := o.(type) {
 			case AcceptNewHostKeys:
 				opts.AcceptNewHostKeys = true
 			case ForgetRemovedHosts:
 				opts.ForgetRemovedHosts = true
 			case ManagementClient:
-				opts.Management = o.(ManagementClient).Client
+				opts.Management = o.Client
 			}
 		}
 		return New(opts)

@@ -3,6 +3,7 @@ package hosts
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -281,7 +282,8 @@ func (p *Provider) rollAll(ctx context.Context, kc kubernetes.Interface, cl *clu
 
 // failedOf is host's error out of eachHost's *HostError.
 func failedOf(err error, h *Host) error {
-	if he, ok := err.(*HostError); ok && he.Failed[h.Address] != nil {
+	var he *HostError
+	if errors.As(err, &he) && he.Failed[h.Address] != nil {
 		return he.Failed[h.Address]
 	}
 	return err
