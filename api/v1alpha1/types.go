@@ -597,6 +597,26 @@ type HostsProvider struct {
 	// is named control-plane and has one host. A pool's count must equal its
 	// number of hosts.
 	Pools []HostPool `json:"pools" jsonschema:"minItems=1"`
+	// Timeouts bound the provider's steps on the hosts; each unset one has
+	// its default.
+	Timeouts *HostTimeouts `json:"timeouts,omitempty"`
+}
+
+// HostTimeouts bound the hosts provider's steps, each a Go duration (for
+// example 90s, 5m).
+type HostTimeouts struct {
+	// Connect bounds a TCP connect and an SSH handshake, a jump host's too.
+	// Default 15s.
+	Connect string `json:"connect,omitempty"`
+	// Command bounds each command on a host, an upload of the largest node
+	// program included. Default 5m.
+	Command string `json:"command,omitempty"`
+	// Ready bounds the wait for the control plane's API server, for each
+	// Node to be Ready and for the control plane's static Pods. Default 4m.
+	Ready string `json:"ready,omitempty"`
+	// Drain bounds the drain of a Node before its host is rolled or
+	// removed; the Pods left are named. Default 3m.
+	Drain string `json:"drain,omitempty"`
 }
 
 // HostPool is the hosts of one node pool.
@@ -630,9 +650,21 @@ type HostSSH struct {
 	// Agent uses the keys of the SSH agent at $SSH_AUTH_SOCK (after KeyFile's,
 	// when both are set).
 	Agent bool `json:"agent,omitempty"`
+	// KeySecretRef is a private key in a Secret of the management cluster,
+	// for the controller, which reads it through its client (after KeyFile's
+	// key, before the agent's). The CLI has no management cluster and refuses
+	// it.
+	KeySecretRef *SecretKeyRef `json:"keySecretRef,omitempty"`
 	// Jump is a bastion the connection goes through, as [user@]host[:port];
 	// the same key, agent and known-hosts file are used for it.
 	Jump string `json:"jump,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret.
+type SecretKeyRef struct {
+	Namespace string `json:"namespace" jsonschema:"minLength=1"`
+	Name      string `json:"name" jsonschema:"minLength=1"`
+	Key       string `json:"key" jsonschema:"minLength=1"`
 }
 
 // AWSProvider is the values of the cloud template. Each becomes the default of a

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -320,8 +319,9 @@ func (c *client) upload(ctx context.Context, f *bootFile) error {
 
 // deliver brings the host's files to files: it asks for their digests and
 // uploads those that differ (each verified on the host). It returns how many
-// it uploaded; zero means the host already had every byte.
-func (c *client) deliver(ctx context.Context, files []*bootFile, progress func(string)) (int, error) {
+// it uploaded; zero means the host already had every byte. With record, it
+// also writes the delivered list (a roll writes it once the host is Ready).
+func (c *client) deliver(ctx context.Context, files []*bootFile, record bool, progress func(string)) (int, error) {
 	paths := make([]string, len(files))
 	for i, f := range files {
 		paths[i] = f.Path
@@ -330,11 +330,6 @@ func (c *client) deliver(ctx context.Context, files []*bootFile, progress func(s
 	if err != nil {
 		return 0, err
 	}
-	manifest, err := json.Marshal(files)
-	if err != nil {
-		return 0, err
-	}
-	mf := memFile(manifestPath, 0o600, "root:root", manifest)
 	n := 0
 	for _, f := range files {
 		if have[f.Path] == f.SHA256 {
@@ -354,12 +349,29 @@ func (c *client) deliver(ctx context.Context, files []*bootFile, progress func(s
 	if _, err := c.run(ctx, "links", linkScript.String(), nil); err != nil {
 		return n, err
 	}
-	if have[manifestPath] != mf.SHA256 {
-		if err := c.upload(ctx, mf); err != nil {
-			return n, err
-		}
+	if record {
+		return n, c.writeDeliveredIf(ctx, files, have[manifestPath])
 	}
 	return n, nil
+}
+
+// writeDelivered writes the list of the files delivered to the host.
+func (c *client) writeDelivered(ctx context.Context, files []*bootFile) error {
+	return c.writeDeliveredIf(ctx, files, "")
+}
+
+// writeDeliveredIf writes the delivered list unless the host's has the
+// digest have.
+func (c *client) writeDeliveredIf(ctx context.Context, files []*bootFile, have string) error {
+	manifest, err := json.Marshal(files)
+	if err != nil {
+		return err
+	}
+	mf := memFile(manifestPath, 0o600, "root:root", manifest)
+	if have == mf.SHA256 {
+		return nil
+	}
+	return c.upload(ctx, mf)
 }
 
 func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
@@ -389,42 +401,6 @@ func (c *client) runcmd(ctx context.Context, cmds [][]string) error {
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%s", strings.Join(failed, "\n"))
-	}
-	return nil
-}
-
-// errRollNotBuilt is a pool whose rendered files changed on hosts that
-// already run them: rolling the change host by host is not built.
-var errRollNotBuilt = errors.New("rolling a changed pool file over running hosts (cordon, drain, re-boot) is not built")
-
-// checkUnchanged refuses, before anything is uploaded, a host whose recorded
-// delivery (the list on the host) has other digests, or other paths, for the
-// pool's rendered files than rendered now. A file missing or altered on the
-// host with the same rendered content is not a change: it is delivered again.
-func (c *client) checkUnchanged(ctx context.Context, rendered []*bootFile) error {
-	out, err := c.run(ctx, "read the delivered list", "cat "+manifestPath+" 2>/dev/null || true", nil)
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(out) == "" {
-		return nil // never delivered
-	}
-	var was []bootFile
-	if err := json.Unmarshal([]byte(out), &was); err != nil {
-		return fmt.Errorf("%s: %s: %w", label(c.host), manifestPath, err)
-	}
-	prev := map[string]string{}
-	for _, f := range was {
-		prev[f.Path] = f.SHA256
-	}
-	var changed []string
-	for _, f := range rendered {
-		if sum, ok := prev[f.Path]; !ok || sum != f.SHA256 {
-			changed = append(changed, f.Path)
-		}
-	}
-	if len(changed) > 0 {
-		return fmt.Errorf("%s: pool %s's rendered files changed since they were delivered (%s): %w; run `kubeplug down` and `kubeplug up` to build the cluster anew", label(c.host), c.host.Pool, strings.Join(changed, ", "), errRollNotBuilt)
 	}
 	return nil
 }

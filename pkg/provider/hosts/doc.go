@@ -16,4 +16,12 @@
 // cloud-init, when it has one, is not involved: its own instance (and host
 // keys) are left alone. A re-run asks the host for the digests of every file
 // and does nothing when they all match.
+//
+// Changes (roll.go, remove.go): a host whose delivered list differs from its
+// files now is rolled, one host at a time after the others are Ready —
+// cordon, drain, deliver, restart what changed and the pool's units, the Node
+// registered anew, Ready, uncordon — and a host removed from the spec (the
+// state directory's hosts.json remembers it) is drained, its Node deleted and
+// the host cleaned. The spec's own rules are a config.ProviderCheck, so the
+// cluster file's check reports them at their line.
 package hosts

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
@@ -35,23 +36,27 @@ func (AcceptNewHostKeys) String() string { return "--accept-new-host-keys" }
 // defineFlags defines up's flag of the hosts provider.
 func defineFlags(fs *pflag.FlagSet, opts *[]provider.Option) func(bool) error {
 	provider.BoolOptionVar(fs, opts, AcceptNewHostKeys{}, "accept-new-host-keys", "hosts provider: add the key of a host not in the known_hosts file to it (a changed key is always refused)")
+	provider.BoolOptionVar(fs, opts, ForgetRemovedHosts{}, "forget-removed-hosts", "hosts provider: forget a host removed from the file that cannot be reached (its Node is deleted, its files stay on it)")
 	return nil
 }
 
 func init() {
 	provider.RegisterFlags(defineFlags)
 	// The hosts are the pools' machines: a pool does not scale.
-	config.RegisterProviderCheck(Name, func(spec *v1alpha1.ClusterSpec) []config.ProviderProblem {
-		return provider.FixedPools(Name, spec)
-	})
+	config.RegisterProviderCheck(Name, checkSpec)
 	provider.Register(Name, func(cfg provider.Config) (provider.Provider, error) {
 		opts := Options{ClusterName: cfg.ClusterName, StateDir: cfg.StateDir, Events: cfg.Events, Logger: cfg.Logger}
 		if cfg.Spec != nil {
 			opts.Spec = cfg.Spec.Hosts
 		}
 		for _, o := range cfg.Options {
-			if _, ok := o.(AcceptNewHostKeys); ok {
+			switch o := o.(type) {
+			case AcceptNewHostKeys:
 				opts.AcceptNewHostKeys = true
+			case ForgetRemovedHosts:
+				opts.ForgetRemovedHosts = true
+			case ManagementClient:
+				opts.Management = o.Client
 			}
 		}
 		return New(opts)
@@ -69,6 +74,13 @@ type Options struct {
 	Spec *v1alpha1.HostsProvider
 	// AcceptNewHostKeys adds unknown host keys to the known_hosts file.
 	AcceptNewHostKeys bool
+	// ForgetRemovedHosts forgets a host removed from the spec that cannot
+	// be reached (its Node deleted, its files left on it).
+	ForgetRemovedHosts bool
+	// Management is the management cluster's client (the controller's),
+	// through which keySecretRef Secrets are read; nil for the CLI, which
+	// then refuses keySecretRef.
+	Management kubernetes.Interface
 	// Parallel bounds how many hosts are worked on at once. Default 8.
 	Parallel int
 	// Programs are the node programs the hosts get.
@@ -81,17 +93,23 @@ type Options struct {
 
 // Provider builds a cluster on existing hosts over SSH.
 type Provider struct {
-	opts  Options
-	hosts []*Host
-	keys  *hostKeys
+	opts     Options
+	hosts    []*Host
+	keys     *hostKeys
+	timeouts timeouts
 }
 
 // New checks opts (every error names its field of cluster.yaml) and connects
 // to nothing.
 func New(opts Options) (*Provider, error) {
-	hosts, err := hostsOf(opts.Spec)
-	if err != nil {
+	hosts, t, probs := resolveHosts(opts.Spec)
+	if err := problemsErr(probs); err != nil {
 		return nil, err
+	}
+	if opts.Management == nil {
+		if f := secretRefField(opts.Spec); f != "" {
+			return nil, fmt.Errorf("%s: the key is in a Secret of a management cluster, read through its client (the hosts.ManagementClient option); the CLI has none: set keyFile or agent: true", f)
+		}
 	}
 	file, err := knownHostsFile(opts.Spec)
 	if err != nil {
@@ -117,7 +135,7 @@ func New(opts Options) (*Provider, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{opts: opts, hosts: hosts, keys: &hostKeys{file: file, acceptNew: opts.AcceptNewHostKeys}}, nil
+	return &Provider{opts: opts, hosts: hosts, keys: &hostKeys{file: file, acceptNew: opts.AcceptNewHostKeys}, timeouts: t}, nil
 }
 
 func (p *Provider) event(node, item, msg string, done bool) {
@@ -160,6 +178,9 @@ func (e *HostError) Unwrap() []error {
 // with its own connection. A host that fails does not stop the others; the
 // error is a *HostError naming every failed host.
 func (p *Provider) eachHost(ctx context.Context, hosts []*Host, fn func(ctx context.Context, c *client) error) error {
+	if err := p.secretKeys(ctx, hosts); err != nil {
+		return err
+	}
 	sem := make(chan struct{}, p.opts.Parallel)
 	var mu sync.Mutex
 	failed := map[string]error{}
@@ -255,11 +276,17 @@ func (p *Provider) plan(d *provider.Desired) (map[string]*bootScript, []*bootFil
 	return scripts, progs, nil
 }
 
-// Down implements provider.Provider: on every host it stops kubeplug's units
-// and removes every file it delivered (the list on the host), its links and
-// its state. The OS is left as it was; the provider installs no package.
+// Down implements provider.Provider: on every host — those of the spec and
+// those removed from it that a run could not clean yet — it stops kubeplug's
+// units and removes every file it delivered (the list on the host), its
+// links and its state. The OS is left as it was; the provider installs no
+// package.
 func (p *Provider) Down(ctx context.Context, _ bool) error {
-	return p.eachHost(ctx, p.hosts, func(ctx context.Context, c *client) error {
+	removed, err := p.removedHosts()
+	if err != nil {
+		return err
+	}
+	err = p.eachHost(ctx, slices.Concat(p.hosts, removed), func(ctx context.Context, c *client) error {
 		p.event(c.host.Node, c.host.Node, "removing kubeplug's files and units", false)
 		if err := c.clean(ctx); err != nil {
 			return err
@@ -267,6 +294,12 @@ func (p *Provider) Down(ctx context.Context, _ bool) error {
 		p.event(c.host.Node, c.host.Node, "clean", true)
 		return nil
 	})
+	if err == nil && len(removed) > 0 {
+		if _, serr := os.Stat(p.opts.StateDir); serr == nil {
+			return p.writeRecord(nil)
+		}
+	}
+	return err
 }
 
 // SetProgramsForTest sets the node programs the hosts get (Options.Programs)

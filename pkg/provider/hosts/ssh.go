@@ -126,6 +126,13 @@ func auth(h *Host) ([]ssh.AuthMethod, func(), error) {
 		}
 		methods = append(methods, ssh.PublicKeys(signer))
 	}
+	if h.key != nil {
+		signer, err := ssh.ParsePrivateKey(h.key)
+		if err != nil {
+			return nil, closeFn, fmt.Errorf("%s.ssh.keySecretRef (Secret %s/%s, key %s): %w", h.Field, h.keySecret.Namespace, h.keySecret.Name, h.keySecret.Key, err)
+		}
+		methods = append(methods, ssh.PublicKeys(signer))
+	}
 	if h.Agent {
 		sock := os.Getenv("SSH_AUTH_SOCK")
 		if sock == "" {
@@ -140,13 +147,6 @@ func auth(h *Host) ([]ssh.AuthMethod, func(), error) {
 	}
 	return methods, closeFn, nil
 }
-
-// stepTimeout bounds each command on a host (an upload of the largest node
-// program included).
-var stepTimeout = 5 * time.Minute
-
-// dialTimeout bounds a TCP connect and an SSH handshake.
-const dialTimeout = 15 * time.Second
 
 // client is an SSH connection to one host.
 type client struct {
@@ -170,7 +170,7 @@ func dial(ctx context.Context, h *Host, keys *hostKeys) (*client, error) {
 	var keyErr error
 	cfg := func(user, what string) *ssh.ClientConfig {
 		check := keys.callback(what)
-		return &ssh.ClientConfig{User: user, Auth: methods, Timeout: dialTimeout,
+		return &ssh.ClientConfig{User: user, Auth: methods, Timeout: h.connectTimeout(),
 			HostKeyCallback: func(hostname string, remote net.Addr, key ssh.PublicKey) error {
 				err := check(hostname, remote, key)
 				if errors.Is(err, ErrHostKey) {
@@ -179,7 +179,7 @@ func dial(ctx context.Context, h *Host, keys *hostKeys) (*client, error) {
 				return err
 			}}
 	}
-	d := net.Dialer{Timeout: dialTimeout}
+	d := net.Dialer{Timeout: h.connectTimeout()}
 	var conn net.Conn
 	if h.Jump != nil {
 		jaddr := net.JoinHostPort(h.Jump.Address, strconv.Itoa(h.Jump.Port))
@@ -278,6 +278,7 @@ func (c *client) exec(ctx context.Context, what, script string, stdin io.Reader,
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Run(cmd) }()
+	stepTimeout := c.host.commandTimeout()
 	step := time.NewTimer(stepTimeout)
 	defer step.Stop()
 	select {

@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -80,8 +79,20 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err != nil {
 		return nil, err
 	}
+	if err := p.checkRenames(); err != nil {
+		return nil, err
+	}
+	removed, err := p.removedHosts()
+	if err != nil {
+		return nil, err
+	}
+	// Every host this run may touch is recorded before it is touched.
+	if err := p.writeRecord(removed); err != nil {
+		return nil, err
+	}
 	var mu sync.Mutex
 	changed := map[string]bool{}
+	rolls := map[string]*roll{}
 	failed := map[string]error{}
 	fail := func(herr error) {
 		var he *HostError
@@ -94,12 +105,15 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		}
 	}
 	err = p.eachHost(ctx, p.hosts, func(ctx context.Context, c *client) error {
-		ch, err := p.prepareHost(ctx, c, cl, scripts[c.host.Pool].Files, progs, tokens)
+		ch, r, err := p.prepareHost(ctx, c, cl, scripts[c.host.Pool].Files, progs, tokens)
 		if err != nil {
 			return err
 		}
 		mu.Lock()
 		changed[c.host.Node] = ch
+		if r != nil {
+			rolls[c.host.Node] = r
+		}
 		mu.Unlock()
 		return nil
 	})
@@ -126,7 +140,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err != nil {
 		return nil, err
 	}
-	if err := p.waitAPIServer(ctx, cfg, cp, 4*time.Minute); err != nil {
+	if err := p.waitAPIServer(ctx, cfg, cp, p.timeouts.ready); err != nil {
 		return nil, err
 	}
 	if running.Started {
@@ -152,28 +166,44 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	}))
 	var ready []*Host
 	for _, h := range p.hosts {
-		if failed[h.Address] == nil {
+		if failed[h.Address] == nil && rolls[h.Node] == nil {
 			ready = append(ready, h)
 		}
 	}
 	fail(p.eachHost(ctx, ready, func(ctx context.Context, c *client) error {
-		h := c.host
-		if err := waitReady(ctx, kc, h.Node, 3*time.Minute); err != nil {
-			journal, _ := c.run(context.WithoutCancel(ctx), "kubelet's journal", journalErrors("kubelet.service", "kubeplug-boot.service"), nil)
-			return fmt.Errorf("%s: %w; kubelet's journal:\n%s", label(h), err, journal)
+		if err := p.nodeReady(ctx, kc, c, cl); err != nil {
+			return err
 		}
-		if h.Pool == model.ControlPlanePool {
-			if err := waitStaticPods(ctx, kc, h.Node, cl.cpPods, 3*time.Minute); err != nil {
-				return fmt.Errorf("%s: %w", label(h), err)
-			}
-			patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}},"spec":{"taints":[{"key":"node-role.kubernetes.io/control-plane","effect":"NoSchedule"}]}}`)
-			if _, err := kc.CoreV1().Nodes().Patch(ctx, h.Node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-				return fmt.Errorf("%s: label the control-plane Node: %w", label(h), err)
-			}
-		}
-		p.event(h.Node, h.Node, "Ready", true)
+		p.event(c.host.Node, c.host.Node, "Ready", true)
 		return nil
 	}))
+	if len(rolls) > 0 {
+		if len(failed) > 0 {
+			// Draining a host while another is down could take the last
+			// replicas: the roll waits for a run where every host is up.
+			for node, r := range rolls {
+				failed[r.host.Address] = fmt.Errorf("%s: not rolled (its files changed) while other hosts failed", label(r.host))
+				p.event(node, node, "not rolled: other hosts failed", true)
+			}
+		} else {
+			fail(p.rollAll(ctx, kc, cl, scripts, rolls))
+		}
+	}
+	if len(removed) > 0 {
+		kept := removed
+		if len(failed) > 0 {
+			for _, h := range removed {
+				failed[h.Address] = fmt.Errorf("%s: not removed (drained, cleaned) while other hosts failed", label(h))
+			}
+		} else {
+			var err error
+			kept, err = p.removeHosts(ctx, kc, removed, p.opts.ForgetRemovedHosts)
+			fail(err)
+		}
+		if err := p.writeRecord(kept); err != nil {
+			return running, err
+		}
+	}
 	for _, h := range p.hosts {
 		running.Nodes = append(running.Nodes, provider.NodeStatus{Name: h.Node, Pool: h.Pool, Role: roleOf(d, h.Pool), Ready: failed[h.Address] == nil})
 	}
@@ -402,18 +432,16 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// prepareHost is step 1 of Up on one host: preflight, the pool's files
-// unchanged since they were delivered (rolling is not built), delivery of
-// what differs, the images. changed says the node must (re)start: files were
-// uploaded or its kubelet is not active.
-func (p *Provider) prepareHost(ctx context.Context, c *client, cl *cluster, poolFiles, progs []*bootFile, tokens *tokenSet) (changed bool, err error) {
+// prepareHost is step 1 of Up on one host: preflight, then either a roll
+// (the host's delivered list differs from its files now: it is rolled after
+// the other hosts are Ready, see rollHost) or delivery of what differs and
+// the images. changed says the node must (re)start: files were uploaded or
+// its kubelet is not active.
+func (p *Provider) prepareHost(ctx context.Context, c *client, cl *cluster, poolFiles, progs []*bootFile, tokens *tokenSet) (changed bool, r *roll, err error) {
 	h := c.host
 	p.event(h.Node, h.Node, "preflight", false)
 	if err := c.preflight(ctx, h.Pool == model.ControlPlanePool); err != nil {
-		return false, err
-	}
-	if err := c.checkUnchanged(ctx, poolFiles); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	token := ""
 	if h.Pool != model.ControlPlanePool {
@@ -421,13 +449,23 @@ func (p *Provider) prepareHost(ctx context.Context, c *client, cl *cluster, pool
 	}
 	own, err := p.nodeFiles(cl, h, token)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	files := slices.Concat(poolFiles, progs, own)
-	began := time.Now()
-	n, err := c.deliver(ctx, files, func(msg string) { p.event(h.Node, h.Node, msg, false) })
+	was, err := c.delivered(ctx)
 	if err != nil {
-		return false, err
+		return false, nil, err
+	}
+	if was != nil {
+		if ch, rm := diffDelivered(was, files); len(ch)+len(rm) > 0 {
+			p.event(h.Node, h.Node, fmt.Sprintf("%d file(s) changed, %d removed since delivered: rolled after the other hosts", len(ch), len(rm)), false)
+			return false, &roll{host: h, files: files, changed: ch, removed: rm}, nil
+		}
+	}
+	began := time.Now()
+	n, err := c.deliver(ctx, files, true, func(msg string) { p.event(h.Node, h.Node, msg, false) })
+	if err != nil {
+		return false, nil, err
 	}
 	if n > 0 {
 		p.event(h.Node, h.Node, fmt.Sprintf("%d of %d files uploaded and verified in %s", n, len(files), time.Since(began).Round(time.Millisecond)), false)
@@ -435,8 +473,8 @@ func (p *Provider) prepareHost(ctx context.Context, c *client, cl *cluster, pool
 		p.event(h.Node, h.Node, fmt.Sprintf("%d files at the rendered state, nothing uploaded", len(files)), false)
 	}
 	if err := c.pushImages(ctx, cl.images[h.Pool], func(msg string) { p.event(h.Node, h.Node, msg, false) }); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	active, _ := c.run(ctx, "kubelet state", "systemctl is-active kubelet.service || true", nil)
-	return n > 0 || strings.TrimSpace(active) != "active", nil
+	return n > 0 || strings.TrimSpace(active) != "active", nil, nil
 }

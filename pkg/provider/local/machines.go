@@ -17,11 +17,8 @@ import (
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplug/kubeplug/internal/bounded"
@@ -264,7 +261,7 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 		// files; the caller holds the roll lock until it is Ready.
 		p.event("node", n.name, "machine "+n.name+": its pool's boot files changed, replacing it")
 		if !created {
-			if err := drain(ctx, client, n.name, 3*time.Minute); err != nil {
+			if err := provider.Drain(ctx, client, n.name, 3*time.Minute); err != nil {
 				return false, fmt.Errorf("machine %s: drain before replacing it: %w", n.name, err)
 			}
 		}
@@ -344,60 +341,6 @@ func readReport(ctx context.Context, m *realnode.Machine, phase string) (*nodeag
 func (p *Provider) replacing(n *desiredNode) bool {
 	have, err := os.ReadFile(p.instanceIDFile(n.name)) //nolint:gosec // inside the state dir
 	return err == nil && string(have) != n.sys.InstanceID
-}
-
-// drain cordons the Node and evicts its Pods through the Eviction API (so
-// PodDisruptionBudgets hold), except DaemonSets' and static Pods, and waits
-// until they are gone.
-func drain(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) error {
-	patch := []byte(`{"spec":{"unschedulable":true}}`)
-	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("cordon: %w", err)
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-		if err != nil {
-			return err
-		}
-		var left []string
-		for _, pod := range pods.Items {
-			if daemonOrStatic(&pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-				continue
-			}
-			left = append(left, pod.Namespace+"/"+pod.Name)
-			if pod.DeletionTimestamp != nil {
-				continue
-			}
-			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
-			if err := client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsTooManyRequests(err) {
-				return fmt.Errorf("evict %s/%s: %w", pod.Namespace, pod.Name, err)
-			}
-		}
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s, Pods are still on the node (a PodDisruptionBudget may forbid their eviction): %s", timeout, strings.Join(left, ", "))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func daemonOrStatic(pod *corev1.Pod) bool {
-	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return true
-	}
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
 }
 
 // machinePhase reads the report of a phase the machine's node agent ran

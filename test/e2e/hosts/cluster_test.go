@@ -16,7 +16,10 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -309,25 +312,48 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("up after the new key is trusted: exit %d\n%s", code, out)
 	}
 
-	// A changed pool file on running hosts: rolling it is not built, so it
-	// is refused before anything is uploaded, naming the hosts.
-	write(t, filepath.Join(dir, "plugins", "fleet", "plugin.yaml"), strings.Replace(fleetPlugin, `"GREETING\n"`, `"CHANGED\n"`, 1))
-	code, out = kp("up")
-	if code == 0 || !strings.Contains(out, "rolling a changed pool file over running hosts") || !strings.Contains(out, addrs[1]) || !strings.Contains(out, addrs[2]) {
-		t.Fatalf("up with a changed pool file: exit %d, want it refused naming %s and %s:\n%s", code, addrs[1], addrs[2], out)
-	}
-	if got := cl.run(t, 1, "cat /etc/fleet/greeting"); got != "GREETING\n" {
-		t.Errorf("the refused change reached %s: %q", addrs[1], got)
-	}
+	// A changed pool file (the plugin's node file and a kubelet label) on
+	// running hosts: rolled host by host (cordon, drain, deliver, restart,
+	// Ready, uncordon) while a PodDisruptionBudget keeps the workload
+	// available, checked all through the roll.
+	cl = sshClients(t, addrs, key, known) // host 2's key changed
+	rollTo(t, ctx, client, cl, addrs, kp, dir, "CHANGED")
 	write(t, filepath.Join(dir, "plugins", "fleet", "plugin.yaml"), fleetPlugin)
 
 	// A user whose sudo needs a password, on one host: named, the others go on.
-	write(t, file, strings.Replace(clusterFile(key, known, addrs), "{address: "+addrs[2]+"}", "{address: "+addrs[2]+", ssh: {user: "+passwordUser+"}}", 1))
+	write(t, file, strings.Replace(clusterFile(key, known, addrs), "{address: "+addrs[1]+"}", "{address: "+addrs[1]+", ssh: {user: "+passwordUser+"}}", 1))
 	code, out = kp("up")
-	if code == 0 || !strings.Contains(out, "user "+passwordUser+" needs a password for sudo") || !strings.Contains(out, "1 host(s) failed: "+addrs[2]) {
-		t.Fatalf("up as %s on %s: exit %d, want the password-less sudo named:\n%s", passwordUser, addrs[2], code, out)
+	if code == 0 || !strings.Contains(out, "user "+passwordUser+" needs a password for sudo") || !strings.Contains(out, "1 host(s) failed: "+addrs[1]) {
+		t.Fatalf("up as %s on %s: exit %d, want the password-less sudo named:\n%s", passwordUser, addrs[1], code, out)
 	}
 	write(t, file, clusterFile(key, known, addrs))
+
+	// A host removed from the file (workers-1), first unreachable: named,
+	// with the choice of --forget-removed-hosts; once its sshd runs, a re-run drains it,
+	// deletes its Node and cleans it as down does.
+	oneWorker := strings.Replace(clusterFile(key, known, addrs), ", {address: "+addrs[2]+"}]", "]", 1)
+	oneWorker = strings.Replace(oneWorker, "count: 2", "count: 1", 1)
+	write(t, file, oneWorker)
+	if _, err := ms[2].Exec(ctx, "systemctl", "stop", "ssh.service", "ssh.socket"); err != nil {
+		t.Fatal(err)
+	}
+	code, out = kp("up")
+	if code == 0 || !strings.Contains(out, addrs[2]) || !strings.Contains(out, "kubeplug up --forget-removed-hosts") {
+		t.Fatalf("up with the removed host %s unreachable: exit %d, want it named with --forget-removed-hosts:\n%s", addrs[2], code, out)
+	}
+	if _, err := ms[2].Exec(ctx, "systemctl", "start", "ssh.service"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out = kp("up"); code != 0 {
+		t.Fatalf("up with host %s removed: exit %d\n%s", addrs[2], code, out)
+	}
+	if _, err := client.CoreV1().Nodes().Get(ctx, "workers-1", metav1.GetOptions{}); err == nil {
+		t.Errorf("the removed host's Node workers-1 is still there")
+	}
+	cl = sshClients(t, addrs, key, known)
+	if got := cl.run(t, 2, "ls /etc/fleet/greeting /usr/local/bin/kubeplug /etc/systemd/system/kubelet.service 2>/dev/null; pgrep -a -f '[c]ontainerd|[k]ubelet|[a]gnhost' || true"); strings.TrimSpace(got) != "" {
+		t.Errorf("the removed host %s is not clean:\n%s", addrs[2], got)
+	}
 
 	downed = true
 	if code, out = kp("down"); code != 0 {
@@ -342,6 +368,92 @@ func TestCluster(t *testing.T) {
 		}
 	}
 }
+
+// rollTo changes the fleet plugin's node file to greeting and adds a kubelet
+// label, runs up, and checks that the workload (2 replicas, a
+// PodDisruptionBudget of minAvailable 1) stayed available during the roll,
+// and that every worker has the new file, the unit's output from it, the new
+// label and is schedulable.
+func rollTo(t *testing.T, ctx context.Context, client kubernetes.Interface, cl *clients, addrs []string, kp func(...string) (int, string), dir, greeting string) {
+	t.Helper()
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	if _, err := client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(fleetPlugin, `"GREETING\n"`, `"`+greeting+`\n"`, 1)
+	changed = strings.Replace(changed, `labels: {fleet.kubeplug.dev/host: "yes"}`, `labels: {fleet.kubeplug.dev/host: "yes", fleet.kubeplug.dev/greeting: "`+strings.ToLower(greeting)+`"}`, 1)
+	write(t, filepath.Join(dir, "plugins", "fleet", "plugin.yaml"), changed)
+	stop := make(chan struct{})
+	watched := make(chan []string)
+	go func() {
+		var low []string
+		checks := 0
+		for {
+			select {
+			case <-stop:
+				watched <- append(low, fmt.Sprintf("%d checks", checks))
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err != nil {
+				continue // the API server restarts when its static Pod changes
+			}
+			checks++
+			readyPods := 0
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && podReady(&p) {
+					readyPods++
+				}
+			}
+			if readyPods == 0 {
+				low = append(low, time.Now().Format(time.TimeOnly)+": no web Pod ready")
+			}
+		}
+	}()
+	code, out := kp("up")
+	close(stop)
+	seen := <-watched
+	if code != 0 {
+		t.Fatalf("up with a changed pool file: exit %d, want the hosts rolled:\n%s", code, out)
+	}
+	t.Logf("roll output:\n%s", out)
+	if len(seen) > 1 {
+		t.Errorf("the workload was unavailable during the roll (%s): %v", seen[len(seen)-1], seen[:len(seen)-1])
+	}
+	for i := 1; i <= 2; i++ {
+		for cmd, want := range map[string]string{
+			"cat /etc/fleet/greeting":                  greeting + "\n",
+			"cat /var/lib/fleet-marker":                greeting + "\n",
+			"systemctl is-active fleet-marker.service": "active\n",
+			"systemctl is-active kubelet.service":      "active\n",
+		} {
+			if got := cl.run(t, i, cmd); got != want {
+				t.Errorf("host %s after the roll: %s = %q, want %q", addrs[i], cmd, got, want)
+			}
+		}
+		node := fmt.Sprintf("workers-%d", i-1)
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Labels["fleet.kubeplug.dev/greeting"] != strings.ToLower(greeting) || n.Spec.Unschedulable || !ready(n) {
+			t.Errorf("node %s after the roll: labels %v, unschedulable %t, ready %t", node, n.Labels, n.Spec.Unschedulable, ready(n))
+		}
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func write(t *testing.T, path, content string) {
 	t.Helper()

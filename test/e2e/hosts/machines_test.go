@@ -99,9 +99,7 @@ manage_etc_hosts: true
 		}
 	}
 	for _, m := range ms {
-		// A bound, not a speed check: three machines booting at once on a loaded
-		// two-core machine took over 3 minutes.
-		if err := m.WaitBooted(ctx, 5*time.Minute); err != nil {
+		if err := m.WaitBooted(ctx, 6*time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
