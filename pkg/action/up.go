@@ -221,6 +221,27 @@ func machineFacts(cl *config.Cluster, p provider.Provider, required bool) diag.L
 		l.Errorf("", 0, 0, "", "%v", err)
 		return l
 	}
+	return setMachineFacts(cl, i, facts)
+}
+
+// specFacts sets the control-plane plugin's "machine" value for render to the
+// facts of a provider whose facts follow from the cluster file alone
+// (provider.SpecRender: the aws provider's), so that render shows the
+// static Pods its machines run. A cluster that does not enable the plugin, or
+// whose provider registered none, is left as it is.
+func specFacts(cl *config.Cluster) diag.List {
+	sr := provider.SpecRenderOf(cl.Spec.Spec.Provider)
+	i := slices.IndexFunc(cl.Enabled(), func(r v1alpha1.PluginRef) bool { return r.Name == CorePlugin })
+	if sr.Facts == nil || i < 0 {
+		return nil
+	}
+	return setMachineFacts(cl, i, sr.Facts(cl.Spec.Spec.Provider))
+}
+
+// setMachineFacts sets facts as the "machine" value of the i-th enabled
+// plugin (the control-plane plugin).
+func setMachineFacts(cl *config.Cluster, i int, facts map[string]any) diag.List {
+	var l diag.List
 	// As decoded from a file, so that the values schema sees JSON numbers.
 	b, err := json.Marshal(facts)
 	var machine map[string]any
