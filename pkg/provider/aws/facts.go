@@ -9,7 +9,8 @@ import (
 
 func init() {
 	provider.RegisterSpecRender(Name, provider.SpecRender{
-		Facts: func(*v1alpha1.Provider) map[string]any { return Facts() },
+		Facts:       func(*v1alpha1.Provider) map[string]any { return Facts() },
+		BootSecrets: bootSecretsURL,
 	})
 }
 

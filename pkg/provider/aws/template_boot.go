@@ -53,7 +53,8 @@ func (t *template) bootSecrets() {
 					"Resource":  "*",
 				}},
 			},
-			"Tags": t.tags(),
+			// No Tags of its own: the stack's tags reach it, and moto 5.2
+			// cannot create a key with Key/Value tags (it reads TagKey).
 		},
 	})
 	t.outputs[bootSecretsKeyOutput] = map[string]any{
