@@ -17,6 +17,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/stage"
+	"github.com/kubeplug/kubeplug/pkg/values"
 )
 
 // Up brings a whole cluster to its spec: the provider spec.provider names (local
@@ -307,7 +308,20 @@ func (u *Up) provisionStep(res *UpResult) step {
 				return l
 			}
 		}
-		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines, Files: files})
+		sensitive := map[string][]string{}
+		for _, pl := range r.plan.Plugins {
+			if pl.Values == nil {
+				continue
+			}
+			vs := values.SensitiveValues(pl.Values.Cluster, pl.Values.Sensitive)
+			for _, pv := range pl.Values.Pools {
+				vs = append(vs, values.SensitiveValues(pv, pl.Values.Sensitive)...)
+			}
+			if len(vs) > 0 {
+				sensitive[pl.Package.Name] = vs
+			}
+		}
+		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines, Files: files, Sensitive: sensitive})
 		if running != nil {
 			// Valid with a node's failure too: the control plane runs.
 			res.Kubeconfig, res.Nodes, res.Restarted = running.Kubeconfig, running.Nodes, running.Restarted

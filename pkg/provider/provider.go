@@ -26,6 +26,10 @@ type Desired struct {
 	// Files are the rendered files (render.Files) for a provider that deploys
 	// them (FileDeployer); nil for the others.
 	Files map[string][]byte
+	// Sensitive are the plugins' sensitive values (their spec.values.sensitive
+	// pointers) by plugin, for a provider whose files leave this machine in
+	// clear (the aws provider's user data), which refuses a file holding one.
+	Sensitive map[string][]string
 }
 
 // Event is a step of progress, for the user: "starting kube-apiserver",

@@ -293,3 +293,24 @@ func (d *Deployer) putBootSecrets(ctx context.Context, secrets map[string]*nodea
 	}
 	return nil
 }
+
+// checkClear refuses a rendered node file that holds a plugin's sensitive
+// value in clear: a pool's files are its user data, which whoever may
+// describe the launch template reads, and the files are uploaded without
+// encryption. Sealing such values is not built; the error says so, naming
+// the file and the plugin, before anything changes.
+func checkClear(d *provider.Desired) error {
+	for _, file := range sortedKeys(d.Files) {
+		if !strings.HasPrefix(file, "nodes/") {
+			continue
+		}
+		for _, plugin := range sortedKeys(d.Sensitive) {
+			for _, v := range d.Sensitive[plugin] {
+				if v != "" && bytes.Contains(d.Files[file], []byte(v)) {
+					return fmt.Errorf("%s holds a sensitive value of plugin %s in clear: on aws a pool's files are its user data, which whoever may describe its launch template reads, and sealing them is not built; keep sensitive values out of node files and hooks (docs/aws.md)", file, plugin)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -124,6 +124,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err != nil {
 		return nil, err
 	}
+	if err := checkClear(d); err != nil {
+		return nil, err
+	}
 	dep, err := New(ctx, p.opts)
 	if err != nil {
 		return nil, err
