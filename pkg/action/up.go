@@ -98,10 +98,10 @@ func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List)
 	case l.HasFatal():
 	case r.running.RESTConfig == nil:
 		// The provider deployed the machines and cannot reach their API server
-		// (the aws provider, whose workers do not join yet): the plugins' validate stage
+		// (the aws provider, whose API server it does not reach): the plugins' validate stage
 		// still sees what it deployed; nothing that needs the cluster runs.
 		l = append(l, r.pipeline(ctx, stageStep(stage.Validate))...)
-		l.Warnf("", 0, 0, "", "the %s provider deployed the cluster's cloud resources and its machines' boot secrets, which they fetch at boot; nothing stores the workers' bootstrap token in the cluster yet, so they do not join, and kubeplug does not reach the API server, so no plugin's Kubernetes content was deployed and no live check ran (docs/aws.md)", providerName(cl))
+		l.Warnf("", 0, 0, "", "the %s provider deployed the cluster's cloud resources and its machines' boot secrets, which they fetch at boot; kubeplug does not wait for the machines nor reach their API server, so no plugin's Kubernetes content was deployed and no live check ran (docs/aws.md)", providerName(cl))
 	default:
 		l = append(l, r.pipeline(ctx, connectStep, deployStep, afterDeployStep, validateStep, recordStep)...)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
@@ -21,7 +23,7 @@ func newNodeCmd(o *options) *cobra.Command {
 		Use:   "node",
 		Short: "Commands that run on a cluster's machines",
 	}
-	cmd.AddCommand(newNodeRunCmd(o), newNodeBootCmd(o), newNodeFetchSecretsCmd(o))
+	cmd.AddCommand(newNodeRunCmd(o), newNodeBootCmd(o), newNodeFetchSecretsCmd(o), newNodeStoreTokenCmd(o))
 	return cmd
 }
 
@@ -122,6 +124,47 @@ error names the URL.`,
 	f.StringVar(&opts.S3Endpoint, "s3-endpoint", os.Getenv("KUBEPLUG_S3_ENDPOINT"), "the URL of an S3-compatible store, addressed path-style ($KUBEPLUG_S3_ENDPOINT; default AWS S3)")
 	_ = cmd.MarkFlagRequired("url")
 	_ = cmd.MarkFlagDirname("root")
+	return cmd
+}
+
+func newNodeStoreTokenCmd(o *options) *cobra.Command {
+	var (
+		opts       storeTokenOptions
+		kubeconfig string
+	)
+	cmd := &cobra.Command{
+		Use:   "store-token --kubeconfig FILE --token-file FILE --group GROUP",
+		Short: "Store the workers' bootstrap token as the control plane's first act",
+		Long: `Store a bootstrap token made up front (the aws provider's, which travels in the
+workers' boot secrets) in the cluster once its API server answers, as kubeadm's init
+does: the bootstrap.kubernetes.io/token Secret (kept when it is there) and the RBAC that
+lets the token's kubelets get client certificates, and the nodes renew theirs, approved.
+On the aws provider's control-plane machine the unit kubeplug-bootstrap-token.service of
+its boot secrets runs it; the API server is asked again until --wait ends.`,
+		Example: `  kubeplug node store-token --kubeconfig /etc/kubernetes/admin.conf \
+    --token-file /etc/kubeplug/bootstrap-token --group system:bootstrappers:kubeplug:aws --wait 30m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("store the bootstrap token: %w", err)
+			}
+			if opts.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+				return fmt.Errorf("store the bootstrap token: %w", err)
+			}
+			opts.Logger = o.config().Logger
+			return storeToken(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "/etc/kubernetes/admin.conf", "an administrator's kubeconfig of the cluster")
+	f.StringVar(&opts.TokenFile, "token-file", "", "the file holding the token, <id>.<secret> (required)")
+	f.StringVar(&opts.Group, "group", "", "the extra group the token's kubelets authenticate in (required)")
+	f.StringVar(&opts.Owner, "owner", "machines", "names the ClusterRoleBindings, kubeplug:OWNER:...")
+	f.DurationVar(&opts.TTL, "ttl", 24*time.Hour, "how long the token serves a first TLS bootstrap, from when it is first stored")
+	f.DurationVar(&opts.Wait, "wait", 0, "how long to ask an API server that does not answer yet again")
+	_ = cmd.MarkFlagRequired("token-file")
+	_ = cmd.MarkFlagRequired("group")
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -29,6 +30,10 @@ import (
 type BootSecrets struct {
 	// Files are written in order, each atomically (a temporary file renamed).
 	Files []SecretFile `json:"files"`
+	// Units are systemd units (among Files) started, without waiting, once
+	// the files are written: the provider's own steps of the boot, as the
+	// control-plane machine's store of the bootstrap token.
+	Units []string `json:"units,omitempty"`
 }
 
 // SecretFile is one file of BootSecrets.
@@ -60,6 +65,10 @@ type FetchSecretsOptions struct {
 	// default: the instance role on AWS).
 	S3Endpoint string
 	S3Client   *s3.Client
+	// StartUnits starts BootSecrets.Units. Nil: on the machine itself (Root
+	// "/"), `systemctl daemon-reload` then `systemctl start --no-block`; under
+	// another Root they are not this machine's, and not started.
+	StartUnits func(ctx context.Context, units []string) error
 	// Logger receives progress; discarded when nil.
 	Logger *slog.Logger
 }
@@ -75,55 +84,14 @@ var ErrSecretsMissing = errors.New("boot secrets not found")
 // ends, then an error wrapping ErrSecretsMissing; every error names the URL.
 // Nothing is written unless the whole object was read and is valid.
 func FetchSecrets(ctx context.Context, opts FetchSecretsOptions) (*BootSecrets, error) {
-	if opts.Root == "" {
-		opts.Root = "/"
-	}
-	if opts.Interval <= 0 {
-		opts.Interval = 5 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	u, err := url.Parse(opts.URL)
-	if err != nil || u.Scheme != "s3" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
-		return nil, fmt.Errorf("boot secrets: expected s3://bucket/key, found %q", opts.URL)
-	}
-	f := &fetcher{opts: &Options{S3Endpoint: opts.S3Endpoint, S3Client: opts.S3Client}}
-	c, err := f.s3Client(ctx)
+	opts = opts.withDefaults()
+	body, err := awaitObject(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("boot secrets %s: %w", opts.URL, err)
 	}
-	deadline := time.Now().Add(opts.Wait)
-	var body []byte
-	for {
-		body, err = getObject(ctx, c, u.Host, strings.TrimPrefix(u.Path, "/"))
-		if err == nil {
-			break
-		}
-		if !notThereYet(err) {
-			return nil, fmt.Errorf("boot secrets %s: %w", opts.URL, err)
-		}
-		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("boot secrets %s: %w within %s: %w", opts.URL, ErrSecretsMissing, opts.Wait, err)
-		}
-		opts.Logger.Info("boot secrets not there yet", "url", opts.URL)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("boot secrets %s: %w", opts.URL, ctx.Err())
-		case <-time.After(opts.Interval):
-		}
-	}
-	var bs BootSecrets
-	if err := json.Unmarshal(body, &bs); err != nil {
-		return nil, fmt.Errorf("boot secrets %s: decode: %w", opts.URL, err)
-	}
-	modes := make([]os.FileMode, len(bs.Files))
-	for i, sf := range bs.Files {
-		m, err := strconv.ParseUint(sf.Mode, 8, 32)
-		if !path.IsAbs(sf.Path) || path.Clean(sf.Path) != sf.Path || err != nil || m > 0o777 {
-			return nil, fmt.Errorf("boot secrets %s: files[%d]: expected an absolute clean path and an octal mode, found %q %q", opts.URL, i, sf.Path, sf.Mode)
-		}
-		modes[i] = os.FileMode(m)
+	bs, modes, err := decodeSecrets(body)
+	if err != nil {
+		return nil, fmt.Errorf("boot secrets %s: %w", opts.URL, err)
 	}
 	for i, sf := range bs.Files {
 		if err := writeAtomic(filepath.Join(opts.Root, filepath.FromSlash(sf.Path)), sf.Content, modes[i]); err != nil {
@@ -131,7 +99,99 @@ func FetchSecrets(ctx context.Context, opts FetchSecretsOptions) (*BootSecrets, 
 		}
 	}
 	opts.Logger.Info("boot secrets written", "url", opts.URL, "files", len(bs.Files))
-	return &bs, nil
+	if err := startUnits(ctx, opts, bs.Units); err != nil {
+		return nil, fmt.Errorf("boot secrets %s: start %s: %w", opts.URL, strings.Join(bs.Units, ", "), err)
+	}
+	return bs, nil
+}
+
+func (o FetchSecretsOptions) withDefaults() FetchSecretsOptions {
+	if o.Root == "" {
+		o.Root = "/"
+	}
+	if o.Interval <= 0 {
+		o.Interval = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// awaitObject reads the object at opts.URL, asking again for one not there
+// yet until opts.Wait ends.
+func awaitObject(ctx context.Context, opts FetchSecretsOptions) ([]byte, error) {
+	u, err := url.Parse(opts.URL)
+	if err != nil || u.Scheme != "s3" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+		return nil, errors.New("expected s3://bucket/key")
+	}
+	f := &fetcher{opts: &Options{S3Endpoint: opts.S3Endpoint, S3Client: opts.S3Client}}
+	c, err := f.s3Client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(opts.Wait)
+	for {
+		body, err := getObject(ctx, c, u.Host, strings.TrimPrefix(u.Path, "/"))
+		switch {
+		case err == nil:
+			return body, nil
+		case !notThereYet(err):
+			return nil, err
+		case !time.Now().Before(deadline):
+			return nil, fmt.Errorf("%w within %s: %w", ErrSecretsMissing, opts.Wait, err)
+		}
+		opts.Logger.Info("boot secrets not there yet", "url", opts.URL)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(opts.Interval):
+		}
+	}
+}
+
+// decodeSecrets decodes an object and checks each file's path and mode.
+func decodeSecrets(body []byte) (*BootSecrets, []os.FileMode, error) {
+	var bs BootSecrets
+	if err := json.Unmarshal(body, &bs); err != nil {
+		return nil, nil, fmt.Errorf("decode: %w", err)
+	}
+	modes := make([]os.FileMode, len(bs.Files))
+	for i, sf := range bs.Files {
+		m, err := strconv.ParseUint(sf.Mode, 8, 32)
+		if !path.IsAbs(sf.Path) || path.Clean(sf.Path) != sf.Path || err != nil || m > 0o777 {
+			return nil, nil, fmt.Errorf("files[%d]: expected an absolute clean path and an octal mode, found %q %q", i, sf.Path, sf.Mode)
+		}
+		modes[i] = os.FileMode(m)
+	}
+	return &bs, modes, nil
+}
+
+// startUnits starts units with opts.StartUnits, else with systemctl on the
+// machine itself (Root "/").
+func startUnits(ctx context.Context, opts FetchSecretsOptions, units []string) error {
+	if len(units) == 0 {
+		return nil
+	}
+	start := opts.StartUnits
+	if start == nil && filepath.Clean(opts.Root) == "/" {
+		start = systemctlStart
+	}
+	if start == nil {
+		opts.Logger.Info("units not started: the root is not this machine's", "units", units)
+		return nil
+	}
+	return start(ctx, units)
+}
+
+// systemctlStart reloads systemd's units and starts units without waiting.
+func systemctlStart(ctx context.Context, units []string) error {
+	for _, args := range [][]string{{"daemon-reload"}, append([]string{"start", "--no-block"}, units...)} {
+		if out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("systemctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
 }
 
 // notThereYet says whether err may be an object not uploaded yet: S3 answers

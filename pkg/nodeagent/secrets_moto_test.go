@@ -1,6 +1,7 @@
 package nodeagent_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -41,7 +42,7 @@ func TestFetchSecretsS3Emulator(t *testing.T) {
 	bs := &nodeagent.BootSecrets{Files: []nodeagent.SecretFile{
 		{Path: "/etc/kubernetes/pki/ca.crt", Mode: "0644", Content: []byte("CA\n")},
 		{Path: "/etc/kubernetes/bootstrap-kubelet.conf", Mode: "0600", Content: []byte("token: abcdef.0123456789abcdef\n")},
-	}}
+	}, Units: []string{"kubeplug-bootstrap-token.service"}}
 	body, err := nodeagent.EncodeBootSecrets(bs)
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +51,14 @@ func TestFetchSecretsS3Emulator(t *testing.T) {
 	put("p/boot/broken/boot-secrets.json", []byte("not json"))
 
 	root := t.TempDir()
-	opts := nodeagent.FetchSecretsOptions{Root: root, S3Endpoint: srv.Endpoint, URL: "s3://assets/p/boot/workers/boot-secrets.json"}
+	var started []string
+	opts := nodeagent.FetchSecretsOptions{Root: root, S3Endpoint: srv.Endpoint, URL: "s3://assets/p/boot/workers/boot-secrets.json",
+		StartUnits: func(_ context.Context, units []string) error { started = append(started, units...); return nil }}
 	if _, err := nodeagent.FetchSecrets(t.Context(), opts); err != nil {
 		t.Fatal(err)
+	}
+	if strings.Join(started, " ") != "kubeplug-bootstrap-token.service" {
+		t.Errorf("started %q, expected the object's units once its files are written", started)
 	}
 	for _, f := range bs.Files {
 		file := filepath.Join(root, f.Path)

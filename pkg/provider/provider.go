@@ -84,7 +84,7 @@ type Running struct {
 	Kubeconfig string
 	// RESTConfig reaches the cluster's API server. It is nil when the provider
 	// deployed the cluster's machines but cannot reach their API server itself
-	// (the aws provider, whose workers do not join yet); up then
+	// (the aws provider); up then
 	// runs no step that needs the cluster and says so.
 	RESTConfig *rest.Config
 	// Deployed is what the provider deployed to a cloud (stacks, outputs,

@@ -51,6 +51,24 @@ const cpNodeName = model.ControlPlanePool + "-0"
 // bootstrapGroup is the group the workers' bootstrap token authenticates in.
 const bootstrapGroup = "system:bootstrappers:kubeplug:aws"
 
+// The control-plane machine stores the workers' bootstrap token (made up
+// front, in their boot secrets) as its first act once its API server
+// answers: a unit of its boot secrets, started by the fetch step.
+const (
+	tokenFile             = "/etc/kubeplug/bootstrap-token"
+	storeTokenUnit        = "kubeplug-bootstrap-token.service"
+	storeTokenUnitContent = `[Unit]
+Description=kubeplug: store the workers' bootstrap token once the API server answers
+[Service]
+Type=oneshot
+ExecStart=` + render.AgentPath + ` node store-token --kubeconfig ` + factKubeconfig + ` --token-file ` + tokenFile + ` --group ` + bootstrapGroup + ` --owner aws --ttl 24h --wait 30m
+Restart=on-failure
+RestartSec=10
+StandardOutput=journal+console
+StandardError=journal+console
+`
+)
+
 // prefixOf is the stack prefix of spec (Options.StackPrefix's default).
 func prefixOf(clusterName string, a *v1alpha1.AWSProvider) string {
 	if a != nil && a.StackPrefix != "" {
@@ -111,6 +129,9 @@ func (p *Provider) bootSecrets(d *provider.Desired, endpoint string) (map[string
 			}
 			add(render.KubeletConfigPath, "0644", []byte(kubelet+"staticPodPath: "+render.StaticPodDir+"\n"))
 			add(render.KubeletProviderEnvPath, "0644", []byte("KUBELET_PROVIDER_ARGS=--hostname-override="+cpNodeName+"\n"))
+			add(tokenFile, "0600", []byte(token+"\n"))
+			add(path.Join("/etc/systemd/system", storeTokenUnit), "0644", []byte(storeTokenUnitContent))
+			bs.Units = []string{storeTokenUnit}
 			out[name] = bs
 			continue
 		}

@@ -25,8 +25,10 @@
 // S3 object of boot secrets (bootsecrets.go: the PKI, kubeconfigs, the kubelet's
 // configuration, the bootstrap token) encrypted with SSE-KMS under the core
 // stack's key and readable by the pool's instance role only (template_boot.go),
-// which `kubeplug node fetch-secrets` writes before the boot. Not built: storing
-// the workers' bootstrap token in the cluster, so they do not join; the provider
-// does not reach the API server. Tests run against moto's server mode on
-// loopback; docs/aws.md says what moto does not model.
+// which `kubeplug node fetch-secrets` writes before the boot; the workers'
+// bootstrap token, made up front, is stored by the control-plane machine as
+// its first act (`kubeplug node store-token`). The provider neither waits for
+// the machines nor reaches their API server, and no machine boots in the tests:
+// they run against moto's server mode on loopback; docs/aws.md says what moto
+// does not model.
 package aws

@@ -31,11 +31,11 @@ func init() { provider.Register(Name, newProvider) }
 
 // Provider is the aws provider: Up deploys the rendered files and stacks with a
 // Deployer and uploads the machines' boot secrets (bootsecrets.go), Down
-// destroys what it deployed. The machines fetch their boot secrets at boot;
-// nothing stores the workers' bootstrap token in the cluster yet, so they do
-// not join (docs/aws.md). Up does not wait for them, and the Running it
-// returns has no RESTConfig, so kubeplug up stops before the steps that need
-// the cluster's API server.
+// destroys what it deployed. The machines fetch their boot secrets at boot,
+// and the control-plane machine stores the workers' bootstrap token
+// (docs/aws.md). Up does not wait for them, and the Running it returns has no
+// RESTConfig, so kubeplug up stops before the steps that need the cluster's
+// API server.
 type Provider struct {
 	opts     Options
 	stateDir string
