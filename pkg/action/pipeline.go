@@ -219,10 +219,16 @@ func (r *run) renderInput() render.Input {
 		pkgs[pl.Package.Name] = pl.Package.FS
 	}
 	version := r.cluster.KubernetesVersion.String()
+	var bootSecrets func(string) string
+	if sr := provider.SpecRenderOf(r.cluster.Spec.Spec.Provider); sr.BootSecrets != nil {
+		spec, name := r.cluster.Spec.Spec.Provider, r.cluster.Spec.Metadata.Name
+		bootSecrets = func(pool string) string { return sr.BootSecrets(name, spec, pool) }
+	}
 	return render.Input{
-		Cloud:     provider.CloudTemplateOf(),
-		Provider:  r.cluster.Spec.Spec.Provider,
-		ServedAPI: servedAPI(version),
+		BootSecrets: bootSecrets,
+		Cloud:       provider.CloudTemplateOf(),
+		Provider:    r.cluster.Spec.Spec.Provider,
+		ServedAPI:   servedAPI(version),
 		Flag: func(component, name, value string) (string, bool) {
 			return k8sversions.CheckFlag(version, component, name, value)
 		},

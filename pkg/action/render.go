@@ -33,7 +33,8 @@ func (a *Render) Files(ctx context.Context, cl *config.Cluster) (map[string][]by
 	}
 	r := a.cfg.newRun(cl, true)
 	defer r.close()
-	l := r.pipeline(ctx, append([]step{resolveStep}, through(until)...)...)
+	l := specFacts(cl)
+	l = append(l, r.pipeline(ctx, append([]step{resolveStep}, through(until)...)...)...)
 	if l.HasFatal() {
 		return nil, l
 	}

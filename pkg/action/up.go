@@ -17,6 +17,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/stage"
+	"github.com/kubeplug/kubeplug/pkg/values"
 )
 
 // Up brings a whole cluster to its spec: the provider spec.provider names (local
@@ -97,10 +98,10 @@ func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List)
 	case l.HasFatal():
 	case r.running.RESTConfig == nil:
 		// The provider deployed the machines and cannot reach their API server
-		// (the aws provider, whose machines do not join yet): the plugins' validate stage
+		// (the aws provider, whose API server it does not reach): the plugins' validate stage
 		// still sees what it deployed; nothing that needs the cluster runs.
 		l = append(l, r.pipeline(ctx, stageStep(stage.Validate))...)
-		l.Warnf("", 0, 0, "", "the %s provider deployed the cluster's cloud resources; its machines boot the rendered user data but do not join yet, and kubeplug does not reach their API server, so no plugin's Kubernetes content was deployed and no live check ran (docs/aws.md)", providerName(cl))
+		l.Warnf("", 0, 0, "", "the %s provider deployed the cluster's cloud resources and its machines' boot secrets, which they fetch at boot; kubeplug does not wait for the machines nor reach their API server, so no plugin's Kubernetes content was deployed and no live check ran (docs/aws.md)", providerName(cl))
 	default:
 		l = append(l, r.pipeline(ctx, connectStep, deployStep, afterDeployStep, validateStep, recordStep)...)
 	}
@@ -221,6 +222,27 @@ func machineFacts(cl *config.Cluster, p provider.Provider, required bool) diag.L
 		l.Errorf("", 0, 0, "", "%v", err)
 		return l
 	}
+	return setMachineFacts(cl, i, facts)
+}
+
+// specFacts sets the control-plane plugin's "machine" value for render to the
+// facts of a provider whose facts follow from the cluster file alone
+// (provider.SpecRender: the aws provider's), so that render shows the
+// static Pods its machines run. A cluster that does not enable the plugin, or
+// whose provider registered none, is left as it is.
+func specFacts(cl *config.Cluster) diag.List {
+	sr := provider.SpecRenderOf(cl.Spec.Spec.Provider)
+	i := slices.IndexFunc(cl.Enabled(), func(r v1alpha1.PluginRef) bool { return r.Name == CorePlugin })
+	if sr.Facts == nil || i < 0 {
+		return nil
+	}
+	return setMachineFacts(cl, i, sr.Facts(cl.Spec.Spec.Provider))
+}
+
+// setMachineFacts sets facts as the "machine" value of the i-th enabled
+// plugin (the control-plane plugin).
+func setMachineFacts(cl *config.Cluster, i int, facts map[string]any) diag.List {
+	var l diag.List
 	// As decoded from a file, so that the values schema sees JSON numbers.
 	b, err := json.Marshal(facts)
 	var machine map[string]any
@@ -286,7 +308,20 @@ func (u *Up) provisionStep(res *UpResult) step {
 				return l
 			}
 		}
-		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines, Files: files})
+		sensitive := map[string][]string{}
+		for _, pl := range r.plan.Plugins {
+			if pl.Values == nil {
+				continue
+			}
+			vs := values.SensitiveValues(pl.Values.Cluster, pl.Values.Sensitive)
+			for _, pv := range pl.Values.Pools {
+				vs = append(vs, values.SensitiveValues(pv, pl.Values.Sensitive)...)
+			}
+			if len(vs) > 0 {
+				sensitive[pl.Package.Name] = vs
+			}
+		}
+		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines, Files: files, Sensitive: sensitive})
 		if running != nil {
 			// Valid with a node's failure too: the control plane runs.
 			res.Kubeconfig, res.Nodes, res.Restarted = running.Kubeconfig, running.Nodes, running.Restarted

@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
+	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
 func newNodeCmd(o *options) *cobra.Command {
@@ -20,7 +23,7 @@ func newNodeCmd(o *options) *cobra.Command {
 		Use:   "node",
 		Short: "Commands that run on a cluster's machines",
 	}
-	cmd.AddCommand(newNodeRunCmd(o), newNodeBootCmd(o))
+	cmd.AddCommand(newNodeRunCmd(o), newNodeBootCmd(o), newNodeFetchSecretsCmd(o), newNodeStoreTokenCmd(o))
 	return cmd
 }
 
@@ -79,6 +82,89 @@ exits with status 1. A new boot removes the marker first.`,
 	f.StringVar(&opts.Agent.S3Endpoint, "s3-endpoint", os.Getenv("KUBEPLUG_S3_ENDPOINT"), "the URL of an S3-compatible store for s3:// hooks, addressed path-style ($KUBEPLUG_S3_ENDPOINT; default AWS S3)")
 	f.DurationVar(&opts.Agent.FetchTimeout, "fetch-timeout", 2*time.Minute, "how long the download of one url hook's script may take")
 	_ = cmd.MarkFlagDirname("root")
+	return cmd
+}
+
+func newNodeFetchSecretsCmd(o *options) *cobra.Command {
+	var opts nodeagent.FetchSecretsOptions
+	cmd := &cobra.Command{
+		Use:   "fetch-secrets --url s3://BUCKET/KEY",
+		Short: "Write this machine's boot secrets, fetched with its own identity",
+		Long: `Fetch the provider's part of this machine's boot — the cluster's CA, the kubelet's
+bootstrap kubeconfig and configuration, kube-proxy's identity, and on a control-plane
+machine the PKI and the components' kubeconfig — from an S3 object the provider uploaded
+(encrypted with SSE-KMS, readable by the pool's instance role only), and write its files
+with their modes (keys 0600), each atomically. The AWS SDK's default chain gives the
+machine's identity: on EC2 the instance role, through the instance metadata service.
+
+On the aws provider the rendered kubeplug-boot.service runs it before the boot (the
+drop-in ` + render.BootSecretsDropIn + `), so no hook runs and the kubelet does not start
+without the secrets. A missing object is asked for again until --wait ends: up uploads
+it once the cluster's stacks are deployed, which may be after the machine booted. Every
+error names the URL.`,
+		Example: `  # What the aws provider's machines run before their boot
+  kubeplug node fetch-secrets --url s3://acme-kubeplug/kubeplug-demo/boot/workers/` + render.BootSecretsFile + ` --wait 20m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Logger = o.config().Logger
+			bs, err := nodeagent.FetchSecrets(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			for _, f := range bs.Files {
+				_, _ = fmt.Fprintf(o.streams.Err, "wrote %s (%s)\n", f.Path, f.Mode)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.URL, "url", "", "the boot secrets object, s3://BUCKET/KEY (required)")
+	f.StringVar(&opts.Root, "root", "/", "the directory the machine's paths are relative to")
+	f.DurationVar(&opts.Wait, "wait", 0, "how long to wait for an object that is not there yet")
+	f.StringVar(&opts.S3Endpoint, "s3-endpoint", os.Getenv("KUBEPLUG_S3_ENDPOINT"), "the URL of an S3-compatible store, addressed path-style ($KUBEPLUG_S3_ENDPOINT; default AWS S3)")
+	_ = cmd.MarkFlagRequired("url")
+	_ = cmd.MarkFlagDirname("root")
+	return cmd
+}
+
+func newNodeStoreTokenCmd(o *options) *cobra.Command {
+	var (
+		opts       storeTokenOptions
+		kubeconfig string
+	)
+	cmd := &cobra.Command{
+		Use:   "store-token --kubeconfig FILE --token-file FILE --group GROUP",
+		Short: "Store the workers' bootstrap token as the control plane's first act",
+		Long: `Store a bootstrap token made up front (the aws provider's, which travels in the
+workers' boot secrets) in the cluster once its API server answers, as kubeadm's init
+does: the bootstrap.kubernetes.io/token Secret (kept when it is there) and the RBAC that
+lets the token's kubelets get client certificates, and the nodes renew theirs, approved.
+On the aws provider's control-plane machine the unit kubeplug-bootstrap-token.service of
+its boot secrets runs it; the API server is asked again until --wait ends.`,
+		Example: `  kubeplug node store-token --kubeconfig /etc/kubernetes/admin.conf \
+    --token-file /etc/kubeplug/bootstrap-token --group system:bootstrappers:kubeplug:aws --wait 30m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("store the bootstrap token: %w", err)
+			}
+			if opts.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+				return fmt.Errorf("store the bootstrap token: %w", err)
+			}
+			opts.Logger = o.config().Logger
+			return storeToken(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "/etc/kubernetes/admin.conf", "an administrator's kubeconfig of the cluster")
+	f.StringVar(&opts.TokenFile, "token-file", "", "the file holding the token, <id>.<secret> (required)")
+	f.StringVar(&opts.Group, "group", "", "the extra group the token's kubelets authenticate in (required)")
+	f.StringVar(&opts.Owner, "owner", "machines", "names the ClusterRoleBindings, kubeplug:OWNER:...")
+	f.DurationVar(&opts.TTL, "ttl", 24*time.Hour, "how long the token serves a first TLS bootstrap, from when it is first stored")
+	f.DurationVar(&opts.Wait, "wait", 0, "how long to ask an API server that does not answer yet again")
+	_ = cmd.MarkFlagRequired("token-file")
+	_ = cmd.MarkFlagRequired("group")
 	return cmd
 }
 

@@ -58,9 +58,12 @@ the current context — so kubectl and kubeplug status work at once. Use
 
 With spec.provider.aws, up uploads the rendered files to S3 and deploys the cloud
 template and the plugins' stacks through CloudFormation change sets, printing each
-change set before it runs and streaming the stacks' events; the machines boot the
-rendered user data but do not join yet (docs/aws.md), so no plugin's Kubernetes
-content is deployed and no live check runs.
+change set before it runs and streaming the stacks' events, then uploads each pool's
+boot secrets (the PKI, the kubelet's configuration, the bootstrap token) to S3,
+encrypted with SSE-KMS and readable by the pool's instance role only; the machines
+fetch them at boot, and the control-plane machine stores the workers' bootstrap
+token. kubeplug does not wait for the machines nor reach their API server: no
+plugin's Kubernetes content is deployed and no live check runs (docs/aws.md).
 'kubeplug down' deletes what it created (docs/aws.md).
 
 The local provider runs the Kubernetes version the file names, from its binary
@@ -165,7 +168,7 @@ func printUpSummary(w io.Writer, res *action.UpResult, failed bool, file string)
 	case failed:
 		state = "NOT ready (see the errors above)"
 	case res.Kubeconfig == "" && res.Deployed != nil:
-		state = "deployed (its cloud resources; its machines do not join yet, docs/aws.md)"
+		state = "deployed (its cloud resources and boot secrets; kubeplug does not wait for its machines, docs/aws.md)"
 	}
 	fmt.Fprintf(&b, "\nCluster %s is %s after %s.\n\n", res.Cluster, state, res.Ready)
 	rows := [][]string{}

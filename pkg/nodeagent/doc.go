@@ -55,6 +55,15 @@
 // otherwise the hook fails and nothing of it runs. Verified scripts are kept in
 // CacheDir by digest, so a re-run needs no network.
 //
+// # Boot secrets
+//
+// On a provider that delivers its part of the boot as an object the machine
+// fetches with its own identity (the aws provider: S3, the instance role),
+// FetchSecrets, behind `kubeplug node fetch-secrets`, runs before the boot
+// (the rendered drop-in render.BootSecretsDropIn): it reads BootSecrets from
+// an s3:// URL, waiting for an object not uploaded yet, and writes each file
+// atomically with its mode. Every error names the URL.
+//
 // # Re-runs converge
 //
 // A hook that succeeded is recorded in StateDir/<phase>.json with a digest of its

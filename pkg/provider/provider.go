@@ -26,6 +26,10 @@ type Desired struct {
 	// Files are the rendered files (render.Files) for a provider that deploys
 	// them (FileDeployer); nil for the others.
 	Files map[string][]byte
+	// Sensitive are the plugins' sensitive values (their spec.values.sensitive
+	// pointers) by plugin, for a provider whose files leave this machine in
+	// clear (the aws provider's user data), which refuses a file holding one.
+	Sensitive map[string][]string
 }
 
 // Event is a step of progress, for the user: "starting kube-apiserver",
@@ -80,7 +84,7 @@ type Running struct {
 	Kubeconfig string
 	// RESTConfig reaches the cluster's API server. It is nil when the provider
 	// deployed the cluster's machines but cannot reach their API server itself
-	// (the aws provider, whose machines do not join yet); up then
+	// (the aws provider); up then
 	// runs no step that needs the cluster and says so.
 	RESTConfig *rest.Config
 	// Deployed is what the provider deployed to a cloud (stacks, outputs,

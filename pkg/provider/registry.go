@@ -123,3 +123,42 @@ func CloudTemplateOf() render.CloudTemplate {
 	defer mu.RUnlock()
 	return cloudTemplate
 }
+
+// SpecRender is what a provider gives render from the cluster file alone, so
+// that render shows what its machines boot, as up does.
+type SpecRender struct {
+	// Facts are the control-plane machine's facts (FactSource), for a
+	// provider whose facts follow from the cluster file (the aws provider's,
+	// whose machines learn their addresses at boot). Nil for a provider whose
+	// facts depend on what runs (the local provider's ports).
+	Facts func(spec *v1alpha1.Provider) map[string]any
+	// BootSecrets is the URL each machine of pool fetches the provider's
+	// part of its boot from (render.Input.BootSecrets); nil when the provider
+	// delivers it otherwise.
+	BootSecrets func(clusterName string, spec *v1alpha1.Provider, pool string) string
+}
+
+var specRenders = map[string]SpecRender{}
+
+// RegisterSpecRender makes r what render gets from the provider name.
+// Registering a name twice panics, as it is a programming error.
+func RegisterSpecRender(name string, r SpecRender) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := specRenders[name]; dup {
+		panic(fmt.Sprintf("provider: render hooks of %s registered twice", name))
+	}
+	specRenders[name] = r
+}
+
+// SpecRenderOf returns what the provider spec selects registered with
+// RegisterSpecRender; the zero SpecRender when it registered nothing.
+func SpecRenderOf(spec *v1alpha1.Provider) SpecRender {
+	name, err := NameOf(spec)
+	if err != nil {
+		return SpecRender{}
+	}
+	mu.RLock()
+	defer mu.RUnlock()
+	return specRenders[name]
+}

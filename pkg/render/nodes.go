@@ -169,6 +169,11 @@ func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 			units[au.name] = &au
 		}
 	}
+	if u := units[bootUnit]; u != nil && r.in.BootSecrets != nil {
+		if url := r.in.BootSecrets(p.Name); url != "" {
+			u.dropIns = append(u.dropIns, bootSecretsDropIn(url))
+		}
+	}
 
 	hooks := r.hooks(p, func(h model.Hook, scriptPath string) bool {
 		return claim(h.By, base+".hooks."+h.Name, scriptPath)
@@ -429,4 +434,17 @@ func agentUnits() []machineUnit {
 			"StandardOutput=journal+console\n" +
 			"StandardError=journal+console\n"},
 	}
+}
+
+// bootSecretsDropIn makes kubeplug-boot.service fetch the machine's boot
+// secrets from url (`kubeplug node fetch-secrets`, with the machine's own
+// identity) before anything else of the boot: no hook runs and the kubelet
+// does not start without them. The fetch waits for an object not there yet
+// (a cloud provider uploads it once its stacks are deployed), so the start
+// may take as long as that wait.
+func bootSecretsDropIn(url string) machineDropIn {
+	return machineDropIn{name: BootSecretsDropIn, content: "# Written by kubeplug: the provider's part of the boot, fetched with the machine's own identity.\n" +
+		"[Service]\n" +
+		"TimeoutStartSec=" + strconv.Itoa(int(BootSecretsWait.Minutes())+5) + "min\n" +
+		"ExecStartPre=" + AgentPath + " node fetch-secrets --url " + url + " --wait " + BootSecretsWait.String() + "\n"}
 }

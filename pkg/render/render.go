@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
@@ -44,7 +45,16 @@ const (
 	KubeletProviderEnvPath         = "/etc/kubeplug/kubelet-provider.env"
 	// StaticPodDir is where control-plane machines get the static Pod manifests.
 	StaticPodDir = "/etc/kubernetes/manifests"
+	// BootSecretsFile is the name of a pool's boot secrets object
+	// (Input.BootSecrets), and BootSecretsDropIn the drop-in of
+	// kubeplug-boot.service that fetches it.
+	BootSecretsFile   = "boot-secrets.json"
+	BootSecretsDropIn = "10-boot-secrets.conf"
 )
+
+// BootSecretsWait is how long a machine's boot waits for its boot secrets
+// object to appear (Input.BootSecrets).
+const BootSecretsWait = 20 * time.Minute
 
 // Input is everything a render needs. Model is read, never modified.
 type Input struct {
@@ -86,6 +96,12 @@ type Input struct {
 	Cloud CloudTemplate
 	// Provider is the cluster's spec.provider, for Cloud; nil when it names none.
 	Provider *v1alpha1.Provider
+	// BootSecrets returns the URL (s3://...) the machines of a pool fetch the
+	// provider's part of their boot from with their own identity, as the
+	// first step of kubeplug-boot.service (BootSecretsDropIn); "" or a nil
+	// func renders no such step (the local provider gives it as vendor data).
+	// pkg/provider.SpecRenderOf gives the provider's.
+	BootSecrets func(pool string) string
 	// ServedAPI says whether KubernetesVersion serves kind at apiVersion: ""
 	// when it does; else what is wrong and what to use instead, fatal when the
 	// version does not serve it at all, a warning when it is deprecated. Render

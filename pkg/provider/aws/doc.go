@@ -17,9 +17,18 @@
 //
 // The package registers the "aws" provider (spec.provider.aws): kubeplug up
 // deploys with a Deployer, kubeplug down destroys, plan --cloud previews and
-// diff --live reports drift. The machines boot the rendered user data, but the
-// provider does not yet give them the provider's part of the boot (CA, bootstrap
-// token, kubelet configuration: docs/machines.md), so they do not join; the
-// provider does not reach their API server. Tests run against moto's server mode
-// on loopback; docs/aws.md says what moto does not model.
+// diff --live reports drift.
+//
+// The machines boot the rendered user data, with the provider's part of the
+// boot as a cloud gives it: the control-plane machine's facts (Facts: the API
+// server on 0.0.0.0, etcd on loopback; render shows them too), and per pool an
+// S3 object of boot secrets (bootsecrets.go: the PKI, kubeconfigs, the kubelet's
+// configuration, the bootstrap token) encrypted with SSE-KMS under the core
+// stack's key and readable by the pool's instance role only (template_boot.go),
+// which `kubeplug node fetch-secrets` writes before the boot; the workers'
+// bootstrap token, made up front, is stored by the control-plane machine as
+// its first act (`kubeplug node store-token`). The provider neither waits for
+// the machines nor reaches their API server, and no machine boots in the tests:
+// they run against moto's server mode on loopback; docs/aws.md says what moto
+// does not model.
 package aws

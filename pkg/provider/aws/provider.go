@@ -30,10 +30,12 @@ const maxParameter = 4096
 func init() { provider.Register(Name, newProvider) }
 
 // Provider is the aws provider: Up deploys the rendered files and stacks with a
-// Deployer, Down destroys what it deployed. The cluster's machines boot from
-// their user data but do not join yet (docs/aws.md); Up does not wait for them, and the
-// Running it returns has no RESTConfig, so kubeplug up stops before the steps
-// that need the cluster's API server (docs/aws.md).
+// Deployer and uploads the machines' boot secrets (bootsecrets.go), Down
+// destroys what it deployed. The machines fetch their boot secrets at boot,
+// and the control-plane machine stores the workers' bootstrap token
+// (docs/aws.md). Up does not wait for them, and the Running it returns has no
+// RESTConfig, so kubeplug up stops before the steps that need the cluster's
+// API server.
 type Provider struct {
 	opts     Options
 	stateDir string
@@ -113,12 +115,16 @@ func (p *Provider) event(e Event) {
 
 // Up uploads the rendered files under nodes/ and cloud/ and deploys the core
 // stack (cloud/template.json, each pool's user data passed as gzip+base64 of its
-// cloud-init.yaml) and the plugins' stacks (cloud/stacks.json). It returns when
-// every stack settled, with their outputs; the machines then boot and join by
-// themselves.
+// cloud-init.yaml) and the plugins' stacks (cloud/stacks.json), then uploads
+// each pool's boot secrets for the core stack's API endpoint and KMS key. It
+// returns when every stack settled and the secrets are uploaded, with the
+// stacks' outputs; it does not wait for the machines.
 func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Running, error) {
 	b, err := BundleOf(d.Model, d.Files)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkClear(d); err != nil {
 		return nil, err
 	}
 	dep, err := New(ctx, p.opts)
@@ -129,11 +135,34 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if res == nil {
 		return nil, err
 	}
+	if err == nil {
+		err = p.uploadBootSecrets(ctx, dep, d, res)
+	}
 	deployed := &model.Deployed{Stacks: map[string]model.DeployedStack{}, Assets: res.Assets}
 	for _, s := range res.Stacks {
 		deployed.Stacks[s.Name] = model.DeployedStack{StackName: s.StackName, StackID: s.StackID, Status: s.Status, Outputs: s.Outputs}
 	}
 	return &provider.Running{Deployed: deployed}, err
+}
+
+// uploadBootSecrets uploads each pool's boot secrets (bootsecrets.go) once
+// the core stack gave the API server's endpoint and the secrets' KMS key.
+func (p *Provider) uploadBootSecrets(ctx context.Context, dep *Deployer, d *provider.Desired, res *Result) error {
+	var outputs map[string]string
+	for _, s := range res.Stacks {
+		if s.Name == render.CoreStack {
+			outputs = s.Outputs
+		}
+	}
+	endpoint, keyARN := outputs["APIServerEndpoint"], outputs[bootSecretsKeyOutput]
+	if endpoint == "" || keyARN == "" {
+		return fmt.Errorf("boot secrets: the core stack has no APIServerEndpoint or %s output: were they patched away?", bootSecretsKeyOutput)
+	}
+	secrets, err := p.bootSecrets(d, endpoint)
+	if err != nil {
+		return err
+	}
+	return dep.putBootSecrets(ctx, secrets, keyARN)
 }
 
 // BundleOf makes what Up deploys of a render: every file under nodes/ and cloud/

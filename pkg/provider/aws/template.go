@@ -86,7 +86,7 @@ func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
 	if !t.network() {
 		return nil, nil
 	}
-	for _, step := range []func(){t.securityGroups, t.loadBalancer, t.roles, t.pools, t.plugins} {
+	for _, step := range []func(){t.securityGroups, t.loadBalancer, t.roles, t.pools, t.bootSecrets, t.plugins} {
 		step()
 	}
 	doc, err := json.Marshal(map[string]any{

@@ -58,6 +58,9 @@ func TestAWS(t *testing.T) {
 			"awsnet":  awsnet,
 			"subst":   subst,
 			"awsshow": awsshow,
+			"awsboot": awsboot,
+			"tokenof": tokenof,
+			"mode":    mode,
 		},
 	})
 }
@@ -173,8 +176,13 @@ func query(ts *testscript.TestScript, cfg sdkaws.Config, service, version, actio
 	if resp.StatusCode != http.StatusOK {
 		ts.Fatalf("%s %s: %s: %s", service, action, resp.Status, b)
 	}
+	return elements(string(b), tag)
+}
+
+// elements are the texts of every element named tag in an XML answer.
+func elements(b, tag string) []string {
 	var out []string
-	for _, m := range regexp.MustCompile(`<`+tag+`>([^<]*)</`+tag+`>`).FindAllStringSubmatch(string(b), -1) {
+	for _, m := range regexp.MustCompile(`<`+tag+`>([^<]*)</`+tag+`>`).FindAllStringSubmatch(b, -1) {
 		out = append(out, m[1])
 	}
 	return out
