@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/bootstraptoken"
 )
 
 // storeTokenOptions configure storeToken (`kubeplug node store-token`).
@@ -40,7 +40,7 @@ type storeTokenOptions struct {
 // storeToken stores a bootstrap token made up front as the control plane's
 // first act, as kubeadm's init does: the bootstrap token Secret (kept when it
 // is there) and the RBAC that lets its kubelets get client certificates, and
-// the nodes renew theirs, approved (controlplane.StoreBootstrapToken). It is
+// the nodes renew theirs, approved (bootstraptoken.Store). It is
 // asked again until opts.Wait ends; the error names the token file.
 func storeToken(ctx context.Context, opts storeTokenOptions) error {
 	if opts.Owner == "" {
@@ -59,10 +59,10 @@ func storeToken(ctx context.Context, opts storeTokenOptions) error {
 	if err != nil {
 		return fmt.Errorf("store the bootstrap token: %w", err)
 	}
-	t := controlplane.BootstrapToken{Token: strings.TrimSpace(string(b)), Group: opts.Group, Owner: opts.Owner, TTL: opts.TTL}
+	t := bootstraptoken.Token{Token: strings.TrimSpace(string(b)), Group: opts.Group, Owner: opts.Owner, TTL: opts.TTL}
 	deadline := time.Now().Add(opts.Wait)
 	for {
-		err := controlplane.StoreBootstrapToken(ctx, opts.Client, t)
+		err := bootstraptoken.Store(ctx, opts.Client, t)
 		if err == nil {
 			opts.Logger.Info("bootstrap token stored", "file", opts.TokenFile, "group", opts.Group)
 			return nil

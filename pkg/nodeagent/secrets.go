@@ -15,11 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 )
 
 // BootSecrets is the provider's part of a machine's boot when the provider
@@ -61,10 +56,9 @@ type FetchSecretsOptions struct {
 	Wait time.Duration
 	// Interval is how often a missing object is asked for again. Default 5s.
 	Interval time.Duration
-	// S3Endpoint and S3Client are as Options' (the machine's own identity by
+	// S3Endpoint is as Options' (the machine's own identity by
 	// default: the instance role on AWS).
 	S3Endpoint string
-	S3Client   *s3.Client
 	// StartUnits starts BootSecrets.Units. Nil: on the machine itself (Root
 	// "/"), `systemctl daemon-reload` then `systemctl start --no-block`; under
 	// another Root they are not this machine's, and not started.
@@ -125,18 +119,19 @@ func awaitObject(ctx context.Context, opts FetchSecretsOptions) ([]byte, error) 
 	if err != nil || u.Scheme != "s3" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
 		return nil, errors.New("expected s3://bucket/key")
 	}
-	f := &fetcher{opts: &Options{S3Endpoint: opts.S3Endpoint, S3Client: opts.S3Client}}
-	c, err := f.s3Client(ctx)
-	if err != nil {
-		return nil, err
+	openersMu.RLock()
+	open := openers["s3"]
+	openersMu.RUnlock()
+	if open == nil {
+		return nil, errors.New("this program reads no s3:// URL (it links no S3 client: kubeplug does, through its nodeagent/s3fetch package)")
 	}
 	deadline := time.Now().Add(opts.Wait)
 	for {
-		body, err := getObject(ctx, c, u.Host, strings.TrimPrefix(u.Path, "/"))
+		body, err := getObject(ctx, open, u, &Options{S3Endpoint: opts.S3Endpoint})
 		switch {
 		case err == nil:
 			return body, nil
-		case !notThereYet(err):
+		case !errors.Is(err, ErrNotThereYet):
 			return nil, err
 		case !time.Now().Before(deadline):
 			return nil, fmt.Errorf("%w within %s: %w", ErrSecretsMissing, opts.Wait, err)
@@ -194,23 +189,20 @@ func systemctlStart(ctx context.Context, units []string) error {
 	return nil
 }
 
-// notThereYet says whether err may be an object not uploaded yet: S3 answers
-// 404 NoSuchKey, or 403 AccessDenied to a role that may not list the bucket
-// (the boot secrets' roles may only get their own objects).
-func notThereYet(err error) bool {
-	var nsk *s3types.NoSuchKey
-	var api smithy.APIError
-	return errors.As(err, &nsk) || (errors.As(err, &api) && api.ErrorCode() == "AccessDenied")
-}
+// ErrNotThereYet is an object not there, or not readable yet: an Opener
+// wraps it for S3's 404 NoSuchKey, and for 403 AccessDenied, which a role
+// that may not list the bucket gets for an object not uploaded yet (the boot
+// secrets' roles may only get their own objects).
+var ErrNotThereYet = errors.New("no such object yet")
 
 // getObject reads a whole object of at most MaxSecretsSize bytes.
-func getObject(ctx context.Context, c *s3.Client, bucket, key string) ([]byte, error) {
-	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+func getObject(ctx context.Context, open Opener, u *url.URL, o *Options) ([]byte, error) {
+	body, err := open(ctx, u, o)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = out.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(out.Body, MaxSecretsSize+1))
+	defer func() { _ = body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(body, MaxSecretsSize+1))
 	if err != nil {
 		return nil, err
 	}

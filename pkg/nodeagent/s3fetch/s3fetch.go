@@ -11,6 +11,7 @@ package s3fetch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -20,6 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 )
@@ -40,9 +43,20 @@ func open(ctx context.Context, u *url.URL, opts *nodeagent.Options) (io.ReadClos
 	}
 	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(u.Host), Key: aws.String(strings.TrimPrefix(u.Path, "/"))})
 	if err != nil {
+		if notThereYet(err) {
+			err = fmt.Errorf("%w: %w", nodeagent.ErrNotThereYet, err)
+		}
 		return nil, fmt.Errorf("get the s3 object: %w", err)
 	}
 	return out.Body, nil
+}
+
+// notThereYet says whether err may be an object not uploaded yet: S3 answers
+// 404 NoSuchKey, or 403 AccessDenied to a role that may not list the bucket.
+func notThereYet(err error) bool {
+	var nsk *s3types.NoSuchKey
+	var api smithy.APIError
+	return errors.As(err, &nsk) || (errors.As(err, &api) && api.ErrorCode() == "AccessDenied")
 }
 
 // client is the S3 client of endpoint, made on first use.

@@ -22,6 +22,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/bootstraptoken"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
@@ -264,7 +265,7 @@ func (p *Provider) bootstrapToken() (string, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	t, err := controlplane.NewBootstrapToken()
+	t, err := bootstraptoken.New()
 	if err != nil {
 		return "", err
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/bootstraptoken"
 )
 
 var (
@@ -151,7 +151,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err != nil {
 		return nil, err
 	}
-	if err := controlplane.StoreBootstrapToken(ctx, kc, controlplane.BootstrapToken{Token: tokens.current, Group: bootstrapGroup, Owner: "hosts", TTL: tokenTTL}); err != nil {
+	if err := bootstraptoken.Store(ctx, kc, bootstraptoken.Token{Token: tokens.current, Group: bootstrapGroup, Owner: "hosts", TTL: tokenTTL}); err != nil {
 		return nil, err
 	}
 	var workers []*Host
@@ -324,7 +324,7 @@ func (p *Provider) tokens() (*tokenSet, error) {
 		}
 		ts.current = strings.TrimSpace(string(b))
 	} else {
-		t, err := controlplane.NewBootstrapToken()
+		t, err := bootstraptoken.New()
 		if err != nil {
 			return nil, err
 		}

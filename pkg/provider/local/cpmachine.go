@@ -26,6 +26,7 @@ import (
 	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/bootstraptoken"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 	"github.com/kubeplug/kubeplug/pkg/render"
@@ -267,7 +268,7 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 	}
 	var token string
 	if len(early) > 0 {
-		if token, err = controlplane.NewBootstrapToken(); err != nil {
+		if token, err = bootstraptoken.New(); err != nil {
 			return nil, err
 		}
 		// Kept until it is stored in the cluster: an up interrupted

@@ -25,6 +25,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/hookspec"
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/bootstraptoken"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 	"github.com/kubeplug/kubeplug/pkg/render"
@@ -79,7 +80,7 @@ const bootstrapGroup = "system:bootstrappers:kubeplug:machines"
 // renewals use the node's own certificate) and the RBAC that lets it and
 // the nodes' certificates get client certificates approved, as kubeadm does.
 func (p *Provider) ensureBootstrap(ctx context.Context) (string, error) {
-	token, err := controlplane.NewBootstrapToken()
+	token, err := bootstraptoken.New()
 	if err != nil {
 		return "", err
 	}
@@ -93,7 +94,7 @@ func (p *Provider) storeBootstrap(ctx context.Context, token string) error {
 	if err != nil {
 		return err
 	}
-	return controlplane.StoreBootstrapToken(ctx, client, controlplane.BootstrapToken{Token: token, Group: bootstrapGroup, Owner: "machines", TTL: time.Hour})
+	return bootstraptoken.Store(ctx, client, bootstraptoken.Token{Token: token, Group: bootstrapGroup, Owner: "machines", TTL: time.Hour})
 }
 
 // machineFor is the realnode.Machine of a desired node of a machine pool.

@@ -1,4 +1,7 @@
-package controlplane
+// Package bootstraptoken makes and stores the bootstrap tokens machines join
+// with (kubeadm's bootstrap-token Secrets and RBAC), for every provider that
+// joins machines and for the node agent's store-token step.
+package bootstraptoken
 
 import (
 	"context"
@@ -15,9 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// NewBootstrapToken is a new bootstrap token, "<id>.<secret>" (6 and 16
-// characters of [a-z0-9]); StoreBootstrapToken makes it valid.
-func NewBootstrapToken() (string, error) {
+// New is a new bootstrap token, "<id>.<secret>" (6 and 16
+// characters of [a-z0-9]); Store makes it valid.
+func New() (string, error) {
 	id, err := randomToken(6)
 	if err != nil {
 		return "", err
@@ -29,8 +32,8 @@ func NewBootstrapToken() (string, error) {
 	return id + "." + secret, nil
 }
 
-// BootstrapToken is a bootstrap token to store, and for whom.
-type BootstrapToken struct {
+// Token is a bootstrap token to store, and for whom.
+type Token struct {
 	// Token is "<id>.<secret>".
 	Token string
 	// Group is the extra group its kubelets authenticate in; the RBAC binds it.
@@ -43,10 +46,10 @@ type BootstrapToken struct {
 	TTL time.Duration
 }
 
-// StoreBootstrapToken stores t as a bootstrap token Secret (kept when one
+// Store stores t as a bootstrap token Secret (kept when one
 // is there), with the RBAC that lets its kubelets get client certificates
 // and the nodes renew theirs approved, as kubeadm does.
-func StoreBootstrapToken(ctx context.Context, client kubernetes.Interface, t BootstrapToken) error {
+func Store(ctx context.Context, client kubernetes.Interface, t Token) error {
 	id, secret, ok := strings.Cut(t.Token, ".")
 	if !ok {
 		return errors.New("bootstrap token: not <id>.<secret>")
