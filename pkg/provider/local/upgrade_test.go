@@ -1,11 +1,21 @@
 package local
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 )
 
 // TestCheckVersionChange: the same version or none recorded is no upgrade, a
@@ -38,5 +48,165 @@ func TestCheckVersionChange(t *testing.T) {
 				t.Fatalf("checkVersionChange = %v, %v; want %v", upgrade, err, tc.upgrade)
 			}
 		})
+	}
+}
+
+// TestReplaceRunningMember rolls three real etcd members one at a time, as
+// an upgrade of three control-plane machines does, while a writer puts a key
+// every 50 ms through the members: each is replaced only with all three
+// healthy, its leadership moved away first, and the writes go on (none that
+// succeeded is lost). With a member down, a roll is refused naming it.
+func TestReplaceRunningMember(t *testing.T) {
+	bin, err := controlplane.FindBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var ms []*etcdProc
+	var initial []string
+	for i := range 3 {
+		m := &etcdProc{name: fmt.Sprintf("control-plane-%d", i),
+			client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), peer: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+			dir: filepath.Join(dir, fmt.Sprint(i))}
+		ms = append(ms, m)
+		initial = append(initial, m.name+"="+m.peer)
+	}
+	for _, m := range ms {
+		m.start(t, bin, strings.Join(initial, ","), "new")
+	}
+	endpoints := func() []string { return []string{ms[0].client, ms[1].client, ms[2].client} }
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if err := waitMembersHealthy(ctx, endpoints(), 3, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	// The writer, through every member's client URL as the API servers
+	// reach them (each its own; here the client balances).
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	var (
+		mu       sync.Mutex
+		written  []string
+		failures int
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			key := fmt.Sprintf("/w/%05d", i)
+			wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := cli.Put(wctx, key, "x")
+			wcancel()
+			mu.Lock()
+			if err == nil {
+				written = append(written, key)
+			} else {
+				failures++
+			}
+			mu.Unlock()
+		}
+	}()
+
+	for i := range ms {
+		leader := leaderName(ctx, t, endpoints())
+		old := ms[i]
+		fresh := &etcdProc{name: old.name, client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+			peer: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), dir: filepath.Join(dir, fmt.Sprintf("%d-new", i))}
+		stopped := false
+		init, err := replaceRunningMember(ctx, endpoints(), old.name, fresh.peer, func(context.Context) error {
+			// The leadership moved off the member before it stops.
+			if got := leaderName(ctx, t, endpoints()); got == old.name {
+				t.Errorf("%s still leads when it is stopped", old.name)
+			}
+			old.kill()
+			stopped = true
+			return os.RemoveAll(old.dir)
+		})
+		if err != nil || !stopped {
+			t.Fatalf("replace %s (leader %s): %v", old.name, leader, err)
+		}
+		fresh.start(t, bin, init, "existing")
+		ms[i] = fresh
+		if err := waitMembersHealthy(ctx, endpoints(), 3, time.Minute); err != nil {
+			t.Fatalf("after replacing %s: %v", old.name, err)
+		}
+		cli.SetEndpoints(endpoints()...)
+	}
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d keys written while the three members were replaced, %d writes failed", len(written), failures)
+	if len(written) == 0 {
+		t.Fatal("no write succeeded")
+	}
+	for _, key := range written {
+		resp, err := cli.Get(ctx, key)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("key %s, written during the roll, is lost: %v", key, err)
+		}
+	}
+
+	// A member down: the roll does not touch another.
+	ms[2].kill()
+	_, err = replaceRunningMember(ctx, endpoints(), ms[0].name, "http://127.0.0.1:1", func(context.Context) error {
+		t.Error("stop called with a member down")
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "etcd member control-plane-2 does not answer") || !strings.Contains(err.Error(), "replacing control-plane-0 now could lose etcd's quorum") {
+		t.Errorf("a roll with a member down: %v", err)
+	}
+}
+
+// leaderName is the name of etcd's leader.
+func leaderName(ctx context.Context, t *testing.T, endpoints []string) string {
+	t.Helper()
+	members, err := etcdMembers(ctx, endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	for _, m := range members {
+		if !m.Healthy {
+			continue
+		}
+		st, err := cli.Status(ctx, m.ClientURL)
+		if err != nil {
+			continue
+		}
+		for _, o := range members {
+			if o.ID == st.Leader {
+				return o.Name
+			}
+		}
+	}
+	return ""
+}
+
+func TestAllHealthy(t *testing.T) {
+	ok := []etcdMember{{Name: "a", Healthy: true}, {Name: "b", Healthy: true}, {Name: "c", Healthy: true}}
+	if err := allHealthy(ok, 3); err != nil {
+		t.Error(err)
+	}
+	if err := allHealthy(ok[:2], 3); err == nil || err.Error() != "etcd has 2 members, not 3" {
+		t.Errorf("two of three listed: %v", err)
+	}
+	down := []etcdMember{ok[0], {Name: "b"}, {PeerURLs: []string{"https://10.0.0.4:2380"}}}
+	if err := allHealthy(down, 3); err == nil || err.Error() != "etcd member b, https://10.0.0.4:2380 does not answer" {
+		t.Errorf("two down: %v", err)
 	}
 }
