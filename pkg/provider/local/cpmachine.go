@@ -298,7 +298,7 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 			if err != nil {
 				return nil, err
 			}
-			if err := p.startCPMachine(ctx, h, i, extra, false); err != nil {
+			if err := p.startCPMachine(ctx, h, i, extra, false, true); err != nil {
 				return nil, err
 			}
 			continue
@@ -322,7 +322,7 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 				return nil, fmt.Errorf("machine %s: %w", n.name, err)
 			}
 		}
-		if err := p.bootMember(ctx, h, i, memberInitial, state); err != nil {
+		if err := p.bootMember(ctx, h, i, memberInitial, state, true); err != nil {
 			return nil, err
 		}
 	}
@@ -704,8 +704,7 @@ func staticPods(m *render.Machine) ([]staticPod, error) {
 // checkControlPlaneCount refuses, before anything starts, a control plane
 // the provider cannot run (spec.controlPlane.count): an even count (an even
 // number of etcd members tolerates no more failures than one fewer), more
-// than one control-plane node as processes on this host, more than one
-// control-plane machine with a restore (not built yet). An odd count above
+// than one control-plane node as processes on this host. An odd count above
 // one on machines is a stacked control plane behind a load balancer (ha.go).
 func (p *Provider) checkControlPlaneCount(m *model.Model) error {
 	n := cpCount(m)
@@ -717,8 +716,6 @@ func (p *Provider) checkControlPlaneCount(m *model.Model) error {
 		return fmt.Errorf("spec.controlPlane.count is %d: the control plane's etcd needs an odd number of members (%d tolerate no more failures than %d); use 1 or 3", n, n, n-1)
 	case !p.cpMachine():
 		return fmt.Errorf("spec.controlPlane.count is %d: the local provider runs a control plane as processes on this host only once; several control-plane nodes need machines (spec.provider.local.machinePools: [%s])", n, model.ControlPlanePool)
-	case p.opts.RestoreFrom != "":
-		return fmt.Errorf("spec.controlPlane.count is %d: restoring a snapshot onto several control-plane machines is not built yet; restore onto one (count 1)", n)
 	}
 	p.haCount = n
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,8 +69,10 @@ func (h *haPlane) apiServer(i int) string {
 
 // startCPMachine boots control-plane machine i with the cluster's files and
 // extra as its vendor data. A replacement (the machine's directory was just
-// removed) is started once more if runc fails to start it.
-func (p *Provider) startCPMachine(ctx context.Context, h *haPlane, i int, extra []vendorFile, replacement bool) error {
+// removed) is started once more if runc fails to start it. The instance is
+// recorded at once unless a roll records it once the machine is proven
+// (rollMember): until then the next up rolls it again.
+func (p *Provider) startCPMachine(ctx context.Context, h *haPlane, i int, extra []vendorFile, replacement, record bool) error {
 	n, m := h.cps[i], h.cps[i].sys
 	vd, err := p.vendorData(m, h.rc, "", extra...)
 	if err != nil {
@@ -90,13 +93,21 @@ func (p *Provider) startCPMachine(ctx context.Context, h *haPlane, i int, extra 
 			return err
 		}
 	}
-	return os.WriteFile(p.instanceIDFile(n.name), []byte(m.InstanceID), 0o644)
+	if !record {
+		return nil
+	}
+	return p.recordInstance(n)
+}
+
+// recordInstance records the instance of the node's machine.
+func (p *Provider) recordInstance(n *desiredNode) error {
+	return os.WriteFile(p.instanceIDFile(n.name), []byte(n.sys.InstanceID), 0o644)
 }
 
 // bootMember boots control-plane machine i of a stacked control plane, its
 // etcd member starting with --initial-cluster initial and
 // --initial-cluster-state state.
-func (p *Provider) bootMember(ctx context.Context, h *haPlane, i int, initial, state string) error {
+func (p *Provider) bootMember(ctx context.Context, h *haPlane, i int, initial, state string, record bool) error {
 	n := h.cps[i]
 	extra, err := p.controlPlaneFiles(h.pkiDir, h.apiServer(i), h.server, n.name)
 	if err != nil {
@@ -106,7 +117,7 @@ func (p *Provider) bootMember(ctx context.Context, h *haPlane, i int, initial, s
 	if err != nil {
 		return err
 	}
-	return p.startCPMachine(ctx, h, i, append(extra, pods...), state == "existing")
+	return p.startCPMachine(ctx, h, i, append(extra, pods...), state == "existing", record)
 }
 
 // rollControlPlane replaces the control-plane machines outdated, one at a
@@ -156,7 +167,7 @@ func (p *Provider) rollMember(ctx context.Context, client kubernetes.Interface, 
 	if err != nil {
 		return err
 	}
-	if err := p.bootMember(ctx, h, i, initial, "existing"); err != nil {
+	if err := p.bootMember(ctx, h, i, initial, "existing", false); err != nil {
 		return err
 	}
 	if err := m.WaitBooted(ctx, 5*time.Minute); err != nil {
@@ -175,7 +186,7 @@ func (p *Provider) rollMember(ctx context.Context, client kubernetes.Interface, 
 	if _, err := client.CoreV1().Nodes().Patch(ctx, n.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("uncordon: %w", err)
 	}
-	return nil
+	return p.recordInstance(n)
 }
 
 // replaceRunningMember replaces the running etcd member name of the members
@@ -190,14 +201,21 @@ func replaceRunningMember(ctx context.Context, endpoints []string, name, peerURL
 	if err != nil {
 		return "", err
 	}
-	if err := allHealthy(members, len(endpoints)); err != nil {
+	// The member replaced may be down itself (a replacement that did not
+	// come up, maybe never started and so nameless): its removal costs no
+	// quorum then.
+	var others []etcdMember
+	for _, m := range members {
+		if m.Name != name && !slices.Contains(m.PeerURLs, peerURL) {
+			others = append(others, m)
+		}
+	}
+	if err := allHealthy(others, len(endpoints)-1); err != nil {
 		return "", fmt.Errorf("%w: replacing %s now could lose etcd's quorum; bring the member back first (`kubeplug up` replaces a lost machine)", err, name)
 	}
-	var others []string
-	for _, m := range members {
-		if m.Name != name {
-			others = append(others, m.ClientURL)
-		}
+	var through []string
+	for _, m := range others {
+		through = append(through, m.ClientURL)
 	}
 	if err := moveLeaderAway(ctx, members, name); err != nil {
 		return "", err
@@ -205,7 +223,7 @@ func replaceRunningMember(ctx context.Context, endpoints []string, name, peerURL
 	if err := stop(ctx); err != nil {
 		return "", err
 	}
-	return replaceEtcdMember(ctx, others, name, peerURL)
+	return replaceEtcdMember(ctx, through, name, peerURL)
 }
 
 // allHealthy says whether want members are listed and all answer; else the
@@ -262,7 +280,8 @@ func moveLeaderAway(ctx context.Context, members []etcdMember, name string) erro
 			to = m.ID
 		}
 	}
-	if self == nil || self.ClientURL == "" || to == 0 {
+	// A member that does not answer leads nothing.
+	if self == nil || !self.Healthy || self.ClientURL == "" || to == 0 {
 		return nil
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{self.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})

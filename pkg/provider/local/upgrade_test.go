@@ -55,7 +55,8 @@ func TestCheckVersionChange(t *testing.T) {
 // an upgrade of three control-plane machines does, while a writer puts a key
 // every 50 ms through the members: each is replaced only with all three
 // healthy, its leadership moved away first, and the writes go on (none that
-// succeeded is lost). With a member down, a roll is refused naming it.
+// succeeded is lost). A member that is down itself is replaced; with another
+// member down, a roll is refused naming it.
 func TestReplaceRunningMember(t *testing.T) {
 	bin, err := controlplane.FindBinDir("")
 	if err != nil {
@@ -157,7 +158,22 @@ func TestReplaceRunningMember(t *testing.T) {
 		}
 	}
 
-	// A member down: the roll does not touch another.
+	// The member replaced is down itself (a replacement that did not come
+	// up): replaced again, its removal costs no quorum.
+	ms[0].kill()
+	fresh := &etcdProc{name: ms[0].name, client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+		peer: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), dir: filepath.Join(dir, "0-again")}
+	init, err := replaceRunningMember(ctx, endpoints(), ms[0].name, fresh.peer, func(context.Context) error { return nil })
+	if err != nil {
+		t.Fatalf("replace the member that is down: %v", err)
+	}
+	fresh.start(t, bin, init, "existing")
+	ms[0] = fresh
+	if err := waitMembersHealthy(ctx, endpoints(), 3, time.Minute); err != nil {
+		t.Fatalf("after replacing the member that was down: %v", err)
+	}
+
+	// Another member down: the roll does not touch this one.
 	ms[2].kill()
 	_, err = replaceRunningMember(ctx, endpoints(), ms[0].name, "http://127.0.0.1:1", func(context.Context) error {
 		t.Error("stop called with a member down")
