@@ -252,19 +252,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		}
 	}
 	if restore != nil {
-		dataDir := flagValue(args[controlplane.Etcd], "data-dir")
-		if p.cpMachine() {
-			// etcd's data is in the machine's writable layer.
-			rel, err := filepath.Rel(p.machineRoot(cpNode.name), dataDir)
-			if err != nil || strings.HasPrefix(rel, "..") {
-				return nil, fmt.Errorf("restore etcd: the rendered etcd's --data-dir %s is not on the control-plane machine", dataDir)
-			}
-			dataDir = filepath.Join(p.machineDir(cpNode.name), machineNodeDir, "upper", rel)
-		}
-		if dataDir == "" {
-			return nil, errors.New("restore etcd: the rendered etcd static Pod has no --data-dir")
-		}
-		if err := p.restoreEtcd(ctx, restore, restoreDB, args[controlplane.Etcd], dataDir); err != nil {
+		if err := p.restoreControlPlane(ctx, restore, restoreDB, args[controlplane.Etcd]); err != nil {
 			return nil, err
 		}
 	}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 )
 
 // TestCheckVersionChange: the same version or none recorded is no upgrade, a
@@ -224,5 +229,125 @@ func TestAllHealthy(t *testing.T) {
 	down := []etcdMember{ok[0], {Name: "b"}, {PeerURLs: []string{"https://10.0.0.4:2380"}}}
 	if err := allHealthy(down, 3); err == nil || err.Error() != "etcd member b, https://10.0.0.4:2380 does not answer" {
 		t.Errorf("two down: %v", err)
+	}
+}
+
+// TestRestoreThreeMembers: a snapshot restored onto three control-plane
+// machines makes each member's data directory in its machine's writable
+// layer, with its own name and peer URL and the three-member membership;
+// the three etcds started from them (peers over TLS, as on the machines)
+// form one cluster with quorum and the snapshot's keys.
+func TestRestoreThreeMembers(t *testing.T) {
+	bin, err := controlplane.FindBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	// A snapshot of a one-member etcd holding a key.
+	src := &etcdProc{name: "src", client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), peer: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), dir: filepath.Join(dir, "src")}
+	src.start(t, bin, "src="+src.peer, "new")
+	if err := waitMembersHealthy(ctx, []string{src.client}, 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{src.client}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/kept", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "snap.db")
+	f, err := os.Create(db)
+	if err == nil {
+		_, err = io.Copy(f, rc)
+		err = errors.Join(err, f.Close(), rc.Close())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cli.Close()
+	src.kill()
+
+	// The provider of a cluster of three control-plane machines on
+	// 127.0.0.0/24 (members at .2, .3, .4: loopback addresses).
+	state := filepath.Join(dir, "state")
+	p, err := New(Options{StateDir: state, ClusterName: "demo", MachinePools: []string{"control-plane"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cpNet = &realnode.Network{ID: "t3", Subnet: "127.0.0.0/24"}
+	p.haCount = 3
+	members := haMembers(*p.cpNet, 3)
+	var ips []net.IP
+	for _, m := range members {
+		ips = append(ips, m.IP)
+	}
+	if err := controlplane.EnsurePKI(p.pkiDir(), net.ParseIP("10.96.0.1"), ips...); err != nil {
+		t.Fatal(err)
+	}
+	if err := controlplane.EnsureEtcdPeerPKI(p.pkiDir(), ips...); err != nil {
+		t.Fatal(err)
+	}
+	id, err := readIdentity(p.pkiDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(p.machineRoot(ControlPlaneNode), "var", "lib", "etcd")
+	if err := p.restoreControlPlane(ctx, &SnapshotHeader{Cluster: "demo", Identity: id}, db, []string{"--data-dir=" + dataDir}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The three etcds as the machines run them, each from its own layer.
+	var endpoints []string
+	for _, m := range members {
+		data := filepath.Join(p.machineDir(cpName(m.Index)), machineNodeDir, "upper", "var", "lib", "etcd")
+		args := []string{"--data-dir=" + data, "--listen-client-urls=" + m.clientURL(), "--advertise-client-urls=" + m.clientURL(),
+			"--unsafe-no-fsync=true", "--log-level=error"}
+		for _, f := range haEtcdFlags(m, p.cpNet.ID, initialCluster(members), "new") {
+			v := f[1]
+			if strings.HasPrefix(v, factPKIDir) {
+				v = filepath.Join(p.pkiDir(), strings.TrimPrefix(v, factPKIDir))
+			}
+			args = append(args, "--"+f[0]+"="+v)
+		}
+		cmd := exec.Command(filepath.Join(bin, "etcd"), args...) //nolint:gosec // the test's own etcd
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		endpoints = append(endpoints, m.clientURL())
+	}
+	if err := waitMembersHealthy(ctx, endpoints, 3, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got, err := etcdMembers(ctx, endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range got {
+		if m.Name != cpName(i) || len(m.PeerURLs) != 1 || m.PeerURLs[0] != members[i].peerURL() {
+			t.Errorf("member %d: %+v", i, m)
+		}
+	}
+	cli, err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	resp, err := cli.Get(ctx, "/kept")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "yes" {
+		t.Fatalf("the snapshot's key after the restore onto three members: %v %v", resp, err)
+	}
+	if _, err := cli.Put(ctx, "/after", "x"); err != nil {
+		t.Errorf("a write after the restore (quorum): %v", err)
 	}
 }
