@@ -17,6 +17,13 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
@@ -349,5 +356,48 @@ func TestRestoreThreeMembers(t *testing.T) {
 	}
 	if _, err := cli.Put(ctx, "/after", "x"); err != nil {
 		t.Errorf("a write after the restore (quorum): %v", err)
+	}
+}
+
+// TestDrainRetriesTransientErrors: an eviction that fails because the API
+// server timed out (its etcd slow, as while control-plane machines are
+// replaced) is tried again; one that is refused for another reason fails
+// the drain at once, naming the Pod.
+func TestDrainRetriesTransientErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		failure error
+		wantErr string
+	}{
+		{"etcd timed out", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), ""},
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web", errors.New("no")), "evict default/web: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "m-1"}}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "m-1"}}
+			client := fake.NewClientset(node, pod)
+			calls := 0
+			client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() != "eviction" {
+					return false, nil, nil
+				}
+				calls++
+				if calls == 1 {
+					return true, nil, tc.failure
+				}
+				return true, nil, client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "default", "web")
+			})
+			// The fake ignores field selectors: only m-1's Pod exists.
+			err := drain(t.Context(), client, "m-1", 10*time.Second)
+			if tc.wantErr == "" {
+				if err != nil || calls != 2 {
+					t.Fatalf("drain = %v after %d evictions; want it to try again and succeed", err, calls)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || calls != 1 {
+				t.Fatalf("drain = %v after %d evictions; want it to fail at once with %q", err, calls, tc.wantErr)
+			}
+		})
 	}
 }

@@ -154,12 +154,12 @@ func TestHAUpgrade(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()
-	if code != 0 {
-		t.Fatalf("up to 1.37.1: exit %d\n%s", code, out)
-	}
 	t.Logf("up upgrading 1.36.3 → 1.37.1 (3 control-plane machines, then 2 workers): %s", took)
 	t.Logf("writer through the load balancer during the upgrade: %d ConfigMaps written, %d writes failed, longest time between two successful writes %s (one every 200ms)", len(writes.ok), writes.failed, writes.worstGap.Round(time.Millisecond))
 	t.Logf("workload prober during the upgrade: %d answers, %d failed, longest time without an answer %s (one every 200ms)", len(probes.ok), probes.failed, probes.worstGap.Round(time.Millisecond))
+	if code != 0 {
+		t.Fatalf("up to 1.37.1: exit %d\n%s", code, out)
+	}
 	for _, want := range []string{
 		"upgrading cluster haup from Kubernetes 1.36.3 to 1.37.1",
 		"control-plane machine control-plane-0 (1 of 3): its pool's boot files changed, replacing it",
