@@ -43,7 +43,7 @@ spec:
   plugins:
     enabled:
       - name: control-plane
-        values: {clusterCIDR: 10.246.0.0/16}
+        values: {clusterCIDR: 10.241.0.0/16}
 `
 }
 
