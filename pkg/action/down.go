@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
+	"strings"
 	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -28,13 +33,21 @@ type Down struct {
 	KeepPlugins bool
 	// Uninstall removes the plugins; its Target is the running cluster's.
 	Uninstall *Uninstall
+	// APIWait is how long Run waits for the running cluster's API server to
+	// answer before it uninstalls the plugins (default 20s, NewDown): one
+	// that does not (etcd's quorum lost, its control plane half gone) cannot
+	// uninstall anything. Then Run refuses, naming --keep-plugins and
+	// --purge; with Purge it warns and deletes the cluster anyway.
+	APIWait time.Duration
 	// ProviderEvents receives the provider's progress (the aws provider's stack
 	// deletions).
 	ProviderEvents func(provider.Event)
 }
 
 // NewDown returns a Down action.
-func NewDown(cfg *Config) *Down { return &Down{cfg: cfg, Uninstall: NewUninstall(cfg)} }
+func NewDown(cfg *Config) *Down {
+	return &Down{cfg: cfg, Uninstall: NewUninstall(cfg), APIWait: 20 * time.Second}
+}
 
 // DownResult summarises a down.
 type DownResult struct {
@@ -97,6 +110,14 @@ func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.L
 		res.CA = KubeconfigCA(kubeconfig)
 	}
 	if kubeconfig != "" && !a.KeepPlugins {
+		if err := apiAnswers(ctx, kubeconfig, a.APIWait); err != nil {
+			if !a.Purge {
+				l.Errorf("", 0, 0, "", "cluster %s runs, but no API server of it answers (%v): its plugins cannot be uninstalled, which goes through the API (etcd may have lost quorum: `kubeplug up` says). Nothing was stopped; `kubeplug down --keep-plugins` stops the cluster without uninstalling them, `kubeplug down --purge` deletes it", name, err)
+				return nil, l
+			}
+			l.Warnf("", 0, 0, "", "cluster %s: no API server of it answers (%v), so its plugins are not uninstalled and their cleanup did not run; the cluster is deleted anyway (--purge)", name, err)
+			return a.providerDown(ctx, prov, res, l)
+		}
 		a.Uninstall.Target = KubeconfigTarget{Kubeconfig: kubeconfig}
 		a.Uninstall.All = true
 		a.Uninstall.Cascade = true
@@ -107,6 +128,11 @@ func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.L
 			return res, l
 		}
 	}
+	return a.providerDown(ctx, prov, res, l)
+}
+
+// providerDown has the provider stop (and with Purge delete) the cluster.
+func (a *Down) providerDown(ctx context.Context, prov provider.Provider, res *DownResult, l diag.List) (*DownResult, diag.List) {
 	if err := prov.Down(ctx, a.Purge); err != nil {
 		if errors.Is(err, provider.ErrNotRunning) && a.Purge {
 			return res, l
@@ -115,4 +141,41 @@ func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.L
 		return res, l
 	}
 	return res, l
+}
+
+// apiAnswers waits up to wait for the API server the kubeconfig names to
+// answer /readyz with 200; the error is its last answer or failure.
+func apiAnswers(ctx context.Context, kubeconfig string, wait time.Duration) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.Timeout = 5 * time.Second
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s/readyz: %s", cfg.Host, resp.Status)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -25,7 +25,12 @@ runs), stop the control plane and the simulated nodes, and remove the cluster's
 context from your kubeconfig. The state directory (certificates, etcd data, the
 machines' roots, logs) is kept, so "kubeplug up" starts the same cluster again;
 --purge deletes it, and fails when there is none. Nothing outside the state
-directory is touched.`,
+directory is touched.
+
+When the cluster runs but no API server of it answers (etcd's quorum lost),
+its plugins cannot be uninstalled: down refuses and stops nothing, naming
+--keep-plugins (stop without uninstalling them) and --purge, which says the
+plugins were not uninstalled and deletes the cluster anyway.`,
 		Example: `  kubeplug down -f examples/quickstart/cluster.yaml
   kubeplug down -f examples/quickstart/cluster.yaml --purge`,
 		RunE: func(cmd *cobra.Command, _ []string) error {

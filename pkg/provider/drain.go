@@ -37,25 +37,14 @@ func Drain(ctx context.Context, client kubernetes.Interface, node string, timeou
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-		if err != nil {
+		left, err := evictPods(ctx, client, node)
+		// A PodDisruptionBudget (429, in left) or an API server that timed
+		// out (its etcd slow, a control-plane machine just replaced): tried
+		// again until the deadline.
+		if err != nil && (!transient(err) || time.Now().After(deadline)) {
 			return err
 		}
-		var left []string
-		for _, pod := range pods.Items {
-			if daemonOrStatic(&pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-				continue
-			}
-			left = append(left, pod.Namespace+"/"+pod.Name)
-			if pod.DeletionTimestamp != nil {
-				continue
-			}
-			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
-			if err := client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsTooManyRequests(err) {
-				return fmt.Errorf("evict %s/%s: %w", pod.Namespace, pod.Name, err)
-			}
-		}
-		if len(left) == 0 {
+		if err == nil && len(left) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -68,6 +57,38 @@ func Drain(ctx context.Context, client kubernetes.Interface, node string, timeou
 		}
 	}
 }
+
+// evictPods asks the Eviction API to evict the node's Pods but DaemonSets'
+// and static Pods, and returns those still there.
+func evictPods(ctx context.Context, client kubernetes.Interface, node string) ([]string, error) {
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	for _, pod := range pods.Items {
+		if daemonOrStatic(&pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		left = append(left, pod.Namespace+"/"+pod.Name)
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
+		if err := client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsTooManyRequests(err) {
+			return left, fmt.Errorf("evict %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	return left, nil
+}
+
+// transient says whether an API error may pass by itself: a timeout, an
+// internal error (etcd's "request timed out"), an unavailable server.
+func transient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
+}
+
 
 func daemonOrStatic(pod *corev1.Pod) bool {
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {

@@ -232,10 +232,11 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 			return nil, err
 		}
 		n.sys, n.real = m, m.Node
-		if p.replacing(n) {
-			return nil, fmt.Errorf("machine %s: the control-plane pool's boot files changed, and replacing control-plane machines for new boot files is not built: run `kubeplug down` and `kubeplug up` to make the cluster anew (`kubeplug etcd snapshot` and `up --restore-from` keep its objects)", n.name)
+		if p.replacing(n) && !ha {
+			return nil, fmt.Errorf("machine %s: the control-plane pool's boot files changed (a new Kubernetes version, a control-plane flag or file), and replacing the one control-plane machine would lose etcd's data on it: run `kubeplug down` and `kubeplug up` to make the cluster anew (`kubeplug etcd snapshot` and `up --restore-from` keep its objects), or run three control-plane machines (spec.controlPlane.count: 3), which are replaced one at a time", n.name)
 		}
 	}
+	h := &haPlane{rc: rc, cps: cps, members: members, clusterID: network.ID, pkiDir: pkiDir, server: server, kubeconfig: kubeconfig}
 	if ha {
 		if err := p.upLoadBalancer(ctx, rc, members); err != nil {
 			return nil, err
@@ -247,8 +248,20 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 			stopped = append(stopped, i)
 		}
 	}
+	// The running machines of older boot files (a new Kubernetes version):
+	// replaced one at a time once the control plane answers (cpupgrade.go).
+	// A stopped one boots anew from the new files below anyway.
+	var outdated []int
+	for i, n := range cps {
+		if ha && p.replacing(n) && !slices.Contains(stopped, i) {
+			outdated = append(outdated, i)
+		}
+	}
 	if len(stopped) == 0 {
-		return rc, p.connectControlPlane(ctx, cp.sys, kubeconfig)
+		if err := p.connectControlPlane(ctx, cp.sys, kubeconfig); err != nil {
+			return nil, err
+		}
+		return rc, p.rollControlPlane(ctx, h, outdated)
 	}
 	// Which machines boot, and how their etcd members start: all of them
 	// (a new cluster, or one whose machines all stopped: their data is
@@ -281,59 +294,36 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 	began := time.Now()
 	for _, i := range stopped {
 		n, m := cps[i], cps[i].sys
-		var extra []vendorFile
-		if ha {
-			memberInitial := initial
-			if state == "existing" {
-				// A machine lost with its etcd member: a new machine, a new
-				// member in its place (kops' etcd-manager and kubeadm's
-				// documented replacement).
-				p.event("control-plane", n.name, fmt.Sprintf("machine %s is gone: replacing it and its etcd member", n.name))
-				if err := m.Remove(ctx); err != nil {
-					return nil, err
-				}
-				var endpoints []string
-				for j, o := range members {
-					if !slices.Contains(stopped, j) {
-						endpoints = append(endpoints, o.clientURL())
-					}
-				}
-				if memberInitial, err = replaceEtcdMember(ctx, endpoints, n.name, members[i].peerURL()); err != nil {
-					return nil, fmt.Errorf("machine %s: %w", n.name, err)
-				}
-			}
-			own := "https://" + net.JoinHostPort(ips[i].String(), strconv.Itoa(machineAPIServerPort))
-			if extra, err = p.controlPlaneFiles(pkiDir, own, server, n.name); err != nil {
-				return nil, err
-			}
-			pods, err := haStaticPods(cp.machine, ips[0].String(), members[i], network.ID, memberInitial, state)
+		if !ha {
+			extra, err := p.controlPlaneFiles(pkiDir, server, server, n.name)
 			if err != nil {
 				return nil, err
 			}
-			extra = append(extra, pods...)
-		} else if extra, err = p.controlPlaneFiles(pkiDir, server, server, n.name); err != nil {
-			return nil, err
-		}
-		vd, err := p.vendorData(m, rc, "", extra...)
-		if err != nil {
-			return nil, fmt.Errorf("machine %s: %w", n.name, err)
-		}
-		m.VendorData = vd
-		p.event("control-plane", "", "booting the control-plane machine "+n.name+" at "+ips[i].String())
-		if err := m.Start(ctx); err != nil {
-			if state != "existing" {
+			if err := p.startCPMachine(ctx, h, i, extra, false, true); err != nil {
 				return nil, err
 			}
-			// A machine booted right after its predecessor was removed:
-			// runc has been seen to fail to start it once, without a word
-			// on the console; the second start works.
-			p.event("control-plane", n.name, fmt.Sprintf("machine %s: %v; starting it again", n.name, err))
-			time.Sleep(2 * time.Second)
-			if err := m.Start(ctx); err != nil {
+			continue
+		}
+		memberInitial := initial
+		if state == "existing" {
+			// A machine lost with its etcd member: a new machine, a new
+			// member in its place (kops' etcd-manager and kubeadm's
+			// documented replacement).
+			p.event("control-plane", n.name, fmt.Sprintf("machine %s is gone: replacing it and its etcd member", n.name))
+			if err := m.Remove(ctx); err != nil {
 				return nil, err
 			}
+			var endpoints []string
+			for j, o := range members {
+				if !slices.Contains(stopped, j) {
+					endpoints = append(endpoints, o.clientURL())
+				}
+			}
+			if memberInitial, err = replaceEtcdMember(ctx, endpoints, n.name, members[i].peerURL()); err != nil {
+				return nil, fmt.Errorf("machine %s: %w", n.name, err)
+			}
 		}
-		if err := os.WriteFile(p.instanceIDFile(n.name), []byte(m.InstanceID), 0o644); err != nil {
+		if err := p.bootMember(ctx, h, i, memberInitial, state, true); err != nil {
 			return nil, err
 		}
 	}
@@ -356,7 +346,7 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 		where = fmt.Sprintf("static Pods on %d machines behind the load balancer %s", len(cps), lbIP)
 	}
 	p.event("control-plane", "", fmt.Sprintf("control plane ready at %s in %s (%s)", server, time.Since(began).Round(time.Millisecond), where))
-	return rc, nil
+	return rc, p.rollControlPlane(ctx, h, outdated)
 }
 
 // connectControlPlane waits for the API server and connects to it, and
@@ -588,7 +578,13 @@ func pkiFiles(pkiDir string) ([]vendorFile, error) {
 // waitAPIServer waits until the API server on the control-plane machine is
 // ready; on timeout the error carries the machine's kubelet journal.
 func (p *Provider) waitAPIServer(ctx context.Context, m *realnode.Machine, kubeconfig string, timeout time.Duration) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	return p.waitAPIServerAt(ctx, m, kubeconfig, "", timeout)
+}
+
+// waitAPIServerAt is waitAPIServer for the API server at host (a URL; empty:
+// the kubeconfig's server) with the kubeconfig's credentials.
+func (p *Provider) waitAPIServerAt(ctx context.Context, m *realnode.Machine, kubeconfig, host string, timeout time.Duration) error {
+	cfg, err := clientcmd.BuildConfigFromFlags(host, kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -709,8 +705,7 @@ func staticPods(m *render.Machine) ([]staticPod, error) {
 // checkControlPlaneCount refuses, before anything starts, a control plane
 // the provider cannot run (spec.controlPlane.count): an even count (an even
 // number of etcd members tolerates no more failures than one fewer), more
-// than one control-plane node as processes on this host, more than one
-// control-plane machine with a restore (not built yet). An odd count above
+// than one control-plane node as processes on this host. An odd count above
 // one on machines is a stacked control plane behind a load balancer (ha.go).
 func (p *Provider) checkControlPlaneCount(m *model.Model) error {
 	n := cpCount(m)
@@ -722,8 +717,6 @@ func (p *Provider) checkControlPlaneCount(m *model.Model) error {
 		return fmt.Errorf("spec.controlPlane.count is %d: the control plane's etcd needs an odd number of members (%d tolerate no more failures than %d); use 1 or 3", n, n, n-1)
 	case !p.cpMachine():
 		return fmt.Errorf("spec.controlPlane.count is %d: the local provider runs a control plane as processes on this host only once; several control-plane nodes need machines (spec.provider.local.machinePools: [%s])", n, model.ControlPlanePool)
-	case p.opts.RestoreFrom != "":
-		return fmt.Errorf("spec.controlPlane.count is %d: restoring a snapshot onto several control-plane machines is not built yet; restore onto one (count 1)", n)
 	}
 	p.haCount = n
 	return nil

@@ -32,8 +32,12 @@
 // at hand are, before it writes or starts anything: the rendered files name the
 // file's version, so running another would make them untrue. Up of a running
 // cluster with a higher version upgrades it in place (control plane components
-// one at a time in controlplane.UpgradeOrder, then nodes); a lower one is
-// refused. See docs/versions.md.
+// one at a time in controlplane.UpgradeOrder, then nodes); a lower one, or one
+// that skips a minor, is refused. On three control-plane machines the upgrade
+// replaces the machines one at a time, control plane first (cpupgrade.go);
+// one control-plane machine is not upgraded in place. Machines run the
+// kubelet and kube-proxy of the cluster's version. See docs/versions.md and
+// docs/ha.md.
 //
 // # Control-plane flags
 //

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -435,6 +436,41 @@ func (p *Provider) restoreCheck(ctx context.Context, st *state, version, db stri
 // dataDir on this host, and puts the cluster's identity from h into the PKI
 // directory. A cluster that runs is stopped first (only with --force does Up
 // get here with one), and existing data is moved aside, never deleted.
+// restoreControlPlane makes etcd's data directory from the snapshot in db
+// before the control plane starts: the host's, the control-plane machine's
+// (in its writable layer), or with several control-plane machines each
+// member's, all from the same snapshot with the cluster's whole membership,
+// as etcd's disaster recovery restores every member of a cluster.
+func (p *Provider) restoreControlPlane(ctx context.Context, h *SnapshotHeader, db string, etcdArgs []string) error {
+	dataDir := flagValue(etcdArgs, "data-dir")
+	if dataDir == "" {
+		return errors.New("restore etcd: the rendered etcd static Pod has no --data-dir")
+	}
+	if !p.cpMachine() {
+		return p.restoreEtcd(ctx, h, db, etcdArgs, dataDir)
+	}
+	// etcd's data is in the machine's writable layer.
+	rel, err := filepath.Rel(p.machineRoot(ControlPlaneNode), dataDir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("restore etcd: the rendered etcd's --data-dir %s is not on the control-plane machine", dataDir)
+	}
+	upper := func(node string) string { return filepath.Join(p.machineDir(node), machineNodeDir, "upper", rel) }
+	if p.haCount < 2 {
+		return p.restoreEtcd(ctx, h, db, etcdArgs, upper(ControlPlaneNode))
+	}
+	members := haMembers(*p.cpNet, p.haCount)
+	for _, m := range members {
+		args := slices.Clone(etcdArgs)
+		for _, f := range haEtcdFlags(m, p.cpNet.ID, initialCluster(members), "new") {
+			args = setFlag(args, f[0], f[1])
+		}
+		if err := p.restoreEtcd(ctx, h, db, args, upper(cpName(m.Index))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (p *Provider) restoreEtcd(ctx context.Context, h *SnapshotHeader, db string, etcdArgs []string, dataDir string) error {
 	began := time.Now()
 	if running, _ := Running(ctx, p.opts.StateDir); running {

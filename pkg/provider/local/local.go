@@ -221,8 +221,10 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		return nil, err
 	}
 	if p.cpMachine() {
-		if upgrade {
-			return nil, fmt.Errorf("cluster %s runs its control plane on a machine: upgrading it from Kubernetes %s is not built", p.opts.ClusterName, p.upgradeFrom)
+		if upgrade && p.haCount < 2 {
+			// Its one machine holds etcd's data: replacing it is no upgrade.
+			// Three are replaced one at a time (cpupgrade.go).
+			return nil, fmt.Errorf("cluster %s runs its control plane on one machine: upgrading it from Kubernetes %s in place is not built (its machine holds etcd's data); take a snapshot (`kubeplug etcd snapshot`), `kubeplug down --purge` and `kubeplug up --restore-from` on the new version, or run three control-plane machines (spec.controlPlane.count: 3), which are upgraded one at a time", p.opts.ClusterName, p.upgradeFrom)
 		}
 		if p.cpNet == nil {
 			if _, err := p.Facts(); err != nil { //nolint:contextcheck // provider.FactSource's Facts takes no context
@@ -250,19 +252,7 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 		}
 	}
 	if restore != nil {
-		dataDir := flagValue(args[controlplane.Etcd], "data-dir")
-		if p.cpMachine() {
-			// etcd's data is in the machine's writable layer.
-			rel, err := filepath.Rel(p.machineRoot(cpNode.name), dataDir)
-			if err != nil || strings.HasPrefix(rel, "..") {
-				return nil, fmt.Errorf("restore etcd: the rendered etcd's --data-dir %s is not on the control-plane machine", dataDir)
-			}
-			dataDir = filepath.Join(p.machineDir(cpNode.name), machineNodeDir, "upper", rel)
-		}
-		if dataDir == "" {
-			return nil, errors.New("restore etcd: the rendered etcd static Pod has no --data-dir")
-		}
-		if err := p.restoreEtcd(ctx, restore, restoreDB, args[controlplane.Etcd], dataDir); err != nil {
+		if err := p.restoreControlPlane(ctx, restore, restoreDB, args[controlplane.Etcd]); err != nil {
 			return nil, err
 		}
 	}

@@ -109,7 +109,23 @@ func (p *Provider) machineFor(rc *realCluster, n *desiredNode, index int, ud []b
 	}
 	sum := sha256.Sum256(ud)
 	return &realnode.Machine{Node: p.clusterNode(rc, n, index, machineNodeDir), Image: img, UserData: ud,
-		InstanceID: n.name + "-" + hex.EncodeToString(sum[:6]), Runc: rc.bins.Runc}, nil
+		InstanceID: n.name + "-" + hex.EncodeToString(sum[:6]), Runc: rc.bins.Runc, Programs: p.machinePrograms()}, nil
+}
+
+// machinePrograms is the kubeplug-localcluster binary of the cluster's
+// Kubernetes version (its kubelet and kube-proxy), which machines run instead
+// of the image's: a cluster of 1.36 has kubelets of 1.36, and an upgrade's new
+// machines those of the new version. Empty when the version's binaries are
+// not resolved: the image's.
+func (p *Provider) machinePrograms() string {
+	if p.binDir == "" {
+		return ""
+	}
+	prog, err := filepath.EvalSymlinks(filepath.Join(p.binDir, "kubelet"))
+	if err != nil {
+		return ""
+	}
+	return prog
 }
 
 // The directories of a node's files below its machine directory: a real

@@ -174,6 +174,13 @@ func checkVersionChange(cluster, was, now string) (upgrade bool, err error) {
 		return false, fmt.Errorf("%w %s: cluster %s runs Kubernetes %s; a downgrade is not supported: run `kubeplug down --purge` and up again",
 			provider.ErrUnsupportedVersion, now, cluster, was)
 	}
+	// Kubernetes' version skew policy: the API servers of a cluster differ
+	// by one minor at most, and kubelets are never newer than them, so an
+	// upgrade moves one minor at a time (kubeadm refuses a skip too).
+	if b.Major() != a.Major() || b.Minor() > a.Minor()+1 {
+		return false, fmt.Errorf("%w %s: cluster %s runs Kubernetes %s; an upgrade moves one minor version at a time (Kubernetes' version skew policy): upgrade to %d.%d first",
+			provider.ErrUnsupportedVersion, now, cluster, was, a.Major(), a.Minor()+1)
+	}
 	return true, nil
 }
 

@@ -45,7 +45,16 @@ type Machine struct {
 	InstanceID string
 	// Runc is the runc binary ("runc" on PATH when empty).
 	Runc string
+	// Programs is a kubeplug-localcluster binary of the cluster's Kubernetes
+	// version, bind-mounted read-only over the image's (MachinePrograms), so
+	// the machine's kubelet and kube-proxy are of the cluster's version, not
+	// of the one the image was built with. Empty: the image's.
+	Programs string
 }
+
+// MachinePrograms is where the machine image has the kubeplug-localcluster
+// binary its kubelet and kube-proxy run (images/machine/build.sh).
+const MachinePrograms = "/usr/local/lib/kubeplug/kubeplug-localcluster"
 
 // Image is a machine image: its layers' directories, top first.
 type Image struct {
@@ -396,6 +405,10 @@ func (m *Machine) writeSpec() error {
 			"maskedPaths":   []string{"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"},
 			"readonlyPaths": []string{},
 		},
+	}
+	if m.Programs != "" {
+		spec["mounts"] = append(spec["mounts"].([]map[string]any),
+			map[string]any{"destination": MachinePrograms, "type": "bind", "source": m.Programs, "options": []string{"bind", "ro"}})
 	}
 	if st, err := os.Stat("/lib/modules"); err == nil && st.IsDir() {
 		// kube-proxy and containerd probe kernel modules.
