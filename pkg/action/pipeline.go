@@ -209,14 +209,19 @@ func (r *run) seed() {
 // plugin's package files (its charts).
 func (r *run) renderInput() render.Input {
 	pkgs := map[string]fs.FS{}
+	var cloudValues map[string]any
 	for _, pl := range r.plan.Plugins {
 		pkgs[pl.Package.Name] = pl.Package.FS
+		if pl.Package.Name == CloudPlugin && pl.Values != nil {
+			cloudValues = pl.Values.Cluster
+		}
 	}
 	version := r.cluster.KubernetesVersion.String()
 	return render.Input{
-		Cloud:     provider.CloudTemplateOf(),
-		Provider:  r.cluster.Spec.Spec.Provider,
-		ServedAPI: servedAPI(version),
+		Cloud:       provider.CloudTemplateOf(),
+		Provider:    r.cluster.Spec.Spec.Provider,
+		CloudValues: cloudValues,
+		ServedAPI:   servedAPI(version),
 		Flag: func(component, name, value string) (string, bool) {
 			return k8sversions.CheckFlag(version, component, name, value)
 		},

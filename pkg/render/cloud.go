@@ -36,6 +36,9 @@ type CloudInput struct {
 	// Provider is the cluster's spec.provider (nil when it names none): a
 	// template reads its own field, as a provider's factory does.
 	Provider *v1alpha1.Provider
+	// Values are the built-in cloud plugin's values when the cluster enables
+	// it (Input.CloudValues); nil means that plugin's defaults.
+	Values map[string]any
 	// Fatalf reports a fatal problem, naming the plugin (empty for the cluster
 	// file) and the field.
 	Fatalf func(plugin, field, format string, args ...any)
@@ -54,7 +57,7 @@ func (r *renderer) cloud(context.Context) {
 		}
 		return
 	}
-	doc, protected := r.in.Cloud.Template(CloudInput{ClusterName: r.in.ClusterName, Model: m, Provider: r.in.Provider, Fatalf: r.fatalf})
+	doc, protected := r.in.Cloud.Template(CloudInput{ClusterName: r.in.ClusterName, Model: m, Provider: r.in.Provider, Values: r.in.CloudValues, Fatalf: r.fatalf})
 	if doc == nil {
 		return
 	}
@@ -86,6 +89,9 @@ func cloudContributors(c model.Cloud) []string {
 		}
 	}
 	for _, p := range c.Patches {
+		by[p.By] = true
+	}
+	for _, p := range c.Pools {
 		by[p.By] = true
 	}
 	return sortedKeys(by)

@@ -82,6 +82,9 @@ type Input struct {
 	Cloud CloudTemplate
 	// Provider is the cluster's spec.provider, for Cloud; nil when it names none.
 	Provider *v1alpha1.Provider
+	// CloudValues are the values of the built-in cloud plugin (plugins/cloud),
+	// for Cloud, when the cluster enables it; nil takes that plugin's defaults.
+	CloudValues map[string]any
 	// ServedAPI says whether KubernetesVersion serves kind at apiVersion: ""
 	// when it does; else what is wrong and what to use instead, fatal when the
 	// version does not serve it at all, a warning when it is deprecated. Render

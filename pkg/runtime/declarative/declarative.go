@@ -507,11 +507,29 @@ func cloud(c *v1alpha1.Cloud) *model.Cloud {
 	if len(c.Patches) > 0 {
 		out.Patches = []model.Patch{{Ops: ops(c.Patches)}}
 	}
+	for _, p := range c.Pools {
+		part := model.PoolPart{Pool: p.Pool, Role: p.Role, Tags: p.Tags, LaunchTemplate: p.LaunchTemplate, Patches: ops(p.Patches)}
+		part.IAM = anyMap(p.IAM)
+		part.SecurityGroupIngress = anyMap(p.SecurityGroupIngress)
+		out.Pools = append(out.Pools, part)
+	}
 	for _, st := range c.Stacks {
 		if out.Stacks == nil {
 			out.Stacks = map[string]model.Setting[model.Stack]{}
 		}
 		out.Stacks[st.Name] = model.Setting[model.Stack]{Value: model.Stack{Template: st.Template, Parameters: st.Parameters, Inputs: st.Inputs, DependsOn: st.DependsOn}}
+	}
+	return out
+}
+
+// anyMap is a map of named objects as plain values.
+func anyMap(in map[string]map[string]any) map[string]any {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]any, len(in))
+	for k, v := range in {
+		out[k] = v
 	}
 	return out
 }
