@@ -106,10 +106,16 @@ func (r *renderer) cloudPatch(doc []byte, p model.Patch, field string, protected
 		out, err := applyOps(doc, []model.PatchOp{op})
 		if err != nil {
 			var oe *opError
+			target := "the cloud template"
 			if errors.As(err, &oe) {
 				oe.Index = j
+				if oe.Missing {
+					// The usual cause: a logical name generated from a pool's name
+					// (WorkersRole) in a cluster whose pools are named otherwise.
+					target += " (a pool's resources are named after the pool; to change every pool of a role or name, set or patch its parts by name with cloud.pools[], see docs/plugin-format.md)"
+				}
 			}
-			r.patchFailed(p.By, field, "the cloud template", err)
+			r.patchFailed(p.By, field, target, err)
 			return nil, false
 		}
 		if path, why := changedProtected(doc, out, protected); path != "" {

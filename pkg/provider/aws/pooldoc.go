@@ -104,8 +104,17 @@ func (t *template) poolDocument(p *model.Pool) (*poolDoc, bool) {
 	if !ok {
 		return nil, false
 	}
+	t.eachPart(p, func(part model.PoolPart, field string) {
+		for _, name := range sortedKeys(reservedLaunchTemplate) {
+			if _, set := part.LaunchTemplate[name]; set {
+				t.in.Fatalf(part.By, field+".launchTemplate."+name, "pool %s: launchTemplate %s is kubeplug's: %s", p.Name, name, reservedLaunchTemplate[name])
+				ok = false
+			}
+		}
+	})
 	for _, name := range sortedKeys(reservedLaunchTemplate) {
-		if _, set := d.sections[partLaunchTemplate][name]; set {
+		if _, set := d.sections[partLaunchTemplate][name]; set && ok {
+			// Added by a patch (or the cloud plugin's values).
 			t.in.Fatalf(d.setBy[partLaunchTemplate+"/"+name], "cloud.pools", "pool %s: launchTemplate %s is kubeplug's: %s", p.Name, name, reservedLaunchTemplate[name])
 			ok = false
 		}
