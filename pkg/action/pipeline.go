@@ -161,7 +161,7 @@ var resolveStep = step{stepResolve, func(ctx context.Context, r *run) diag.List 
 		return l
 	}
 	rs := runtime.NewResolver(runtime.Options{Logger: c.logger(), Timeout: c.PluginTimeout, InProcess: c.InProcess})
-	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), AllowValuesOutside: c.AllowValuesOutside, Redact: r.redact, Runtimes: rs, Progress: c.Progress, Prefer: c.prefer(lf),
+	e := engine.New(engine.Options{Facts: provider.FactsOf, Logger: c.logger(), Env: c.env(), AllowValuesOutside: c.AllowValuesOutside, Redact: r.redact, Runtimes: rs, Progress: c.Progress, Prefer: c.prefer(lf),
 		Access: &pluginAccess{r: r}})
 	plan, pl := e.Plan(ctx, r.cluster, idx)
 	l = append(l, pl...)

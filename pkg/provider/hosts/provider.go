@@ -14,7 +14,9 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Name is the provider's name in the registry and in spec.provider.
@@ -31,6 +33,13 @@ func (AcceptNewHostKeys) Provider() string { return Name }
 func (AcceptNewHostKeys) String() string { return "--accept-new-host-keys" }
 
 func init() {
+	// The control plane runs with the control-plane plugin's flags on the
+	// control-plane host; every host gets the bridge CNI configuration.
+	provider.RegisterFacts(Name, func(_ *v1alpha1.Cluster, values func(string) map[string]any, f *stage.Facts) {
+		f.APIEndpoint = provider.ControlPlaneEndpoint(values)
+		f.CNI = "bridge"
+		f.NodeRoles[model.RoleControlPlane] = "node-role.kubernetes.io/control-plane"
+	})
 	// The hosts are the pools' machines: a pool does not scale.
 	config.RegisterProviderCheck(Name, func(spec *v1alpha1.ClusterSpec) []config.ProviderProblem {
 		return provider.FixedPools(Name, spec)

@@ -206,7 +206,11 @@ func (r *renderer) seen(o map[string]any, where string) (string, bool) {
 }
 
 func (r *renderer) data(values map[string]any, pool *poolData) map[string]any {
-	return map[string]any{"Cluster": r.req.Cluster, "Values": values, "Plugins": r.req.Plugins, "NodePool": pool}
+	facts := r.req.Facts
+	if facts == nil {
+		facts = &stage.Facts{}
+	}
+	return map[string]any{"Cluster": r.req.Cluster, "Values": values, "Plugins": r.req.Plugins, "NodePool": pool, "Facts": facts}
 }
 
 // pluginRefRE finds the plugins a template reads through .Plugins:
