@@ -3,8 +3,8 @@ package provider
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
