@@ -62,7 +62,7 @@ func (t *template) poolDocument(p *model.Pool) (*poolDoc, bool) {
 		partIAM:            t.cv.IAM[p.Role],
 		partLaunchTemplate: t.cv.LaunchTemplate,
 		partIngress:        nil,
-		partTags:           map[string]any{},
+		partTags:           {},
 	}
 	for k, v := range t.cv.Tags {
 		seed[partTags][k] = v
@@ -256,7 +256,7 @@ func (t *template) statements(p *model.Pool, d *poolDoc) []any {
 // validSid reports whether s may be an IAM statement's Sid: letters and digits.
 func validSid(s string) bool {
 	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
 			return false
 		}
 	}
