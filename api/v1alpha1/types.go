@@ -320,6 +320,38 @@ type Cloud struct {
 	// provider after the core stack (cloud/template.json) and the stacks they take
 	// outputs from. See docs/aws.md.
 	Stacks []CloudStack `json:"stacks,omitempty"`
+	// Pools are parts of the node pools' cloud resources, each placed in every
+	// pool it selects (by pool name or role), so that one plugin works for pools
+	// of any name. See docs/plugin-format.md, "Per-pool cloud parts".
+	Pools []CloudPool `json:"pools,omitempty"`
+}
+
+// CloudPool is one plugin's part of the cloud resources of the pools it
+// selects. Its named entries are set in each selected pool's cloud document
+// ({iam, tags, securityGroupIngress, launchTemplate}); setting a name another
+// plugin set is a conflict, so to change one a plugin patches it by name with
+// Patches, whose paths are relative to that document
+// (/launchTemplate/MetadataOptions/HttpPutResponseHopLimit, /iam/NAME/Action/-).
+type CloudPool struct {
+	// Pool selects the pools whose name matches this pattern (Go's path.Match:
+	// "gpu-*"); empty selects by Role alone.
+	Pool string `json:"pool,omitempty"`
+	// Role selects the pools of this role: worker or control-plane; empty, any role.
+	Role string `json:"role,omitempty" jsonschema:"enum=,enum=worker,enum=control-plane"`
+	// IAM are statements of the pools' IAM role by name.
+	IAM map[string]map[string]any `json:"iam,omitempty"`
+	// Tags are tags of the pools' Auto Scaling groups, propagated to their machines.
+	Tags map[string]string `json:"tags,omitempty"`
+	// SecurityGroupIngress are ingress rules (AWS::EC2::SecurityGroup's
+	// SecurityGroupIngress entries) of a security group of the pool's own, by name.
+	SecurityGroupIngress map[string]map[string]any `json:"securityGroupIngress,omitempty"`
+	// LaunchTemplate are properties of the pools' LaunchTemplateData by name
+	// (InstanceType, MetadataOptions, BlockDeviceMappings, ...); UserData,
+	// ImageId, IamInstanceProfile and SecurityGroupIds are kubeplug's.
+	LaunchTemplate map[string]any `json:"launchTemplate,omitempty"`
+	// Patches (RFC 6902) change what is set, by name, in each selected pool's
+	// cloud document after every plugin set its parts.
+	Patches []PatchOp `json:"patches,omitempty"`
 }
 
 // CloudStack is one extra CloudFormation stack a plugin contributes. render writes

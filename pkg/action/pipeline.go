@@ -164,7 +164,7 @@ var resolveStep = step{stepResolve, func(ctx context.Context, r *run) diag.List 
 		return l
 	}
 	rs := runtime.NewResolver(runtime.Options{Logger: c.logger(), Timeout: c.PluginTimeout, InProcess: c.InProcess})
-	e := engine.New(engine.Options{Logger: c.logger(), Env: c.env(), AllowValuesOutside: c.AllowValuesOutside, Redact: r.redact, Runtimes: rs, Progress: c.Progress, Prefer: c.prefer(lf),
+	e := engine.New(engine.Options{Facts: provider.FactsOf, Logger: c.logger(), Env: c.env(), AllowValuesOutside: c.AllowValuesOutside, Redact: r.redact, Runtimes: rs, Progress: c.Progress, Prefer: c.prefer(lf),
 		Access: &pluginAccess{r: r}})
 	plan, pl := e.Plan(ctx, r.cluster, idx)
 	l = append(l, pl...)
@@ -215,8 +215,12 @@ func (r *run) seed() {
 // plugin's package files (its charts).
 func (r *run) renderInput() render.Input {
 	pkgs := map[string]fs.FS{}
+	var cloudValues map[string]any
 	for _, pl := range r.plan.Plugins {
 		pkgs[pl.Package.Name] = pl.Package.FS
+		if pl.Package.Name == CloudPlugin && pl.Values != nil {
+			cloudValues = pl.Values.Cluster
+		}
 	}
 	version := r.cluster.KubernetesVersion.String()
 	var bootSecrets func(string) string
@@ -228,6 +232,7 @@ func (r *run) renderInput() render.Input {
 		BootSecrets: bootSecrets,
 		Cloud:       provider.CloudTemplateOf(),
 		Provider:    r.cluster.Spec.Spec.Provider,
+		CloudValues: cloudValues,
 		ServedAPI:   servedAPI(version),
 		Flag: func(component, name, value string) (string, bool) {
 			return k8sversions.CheckFlag(version, component, name, value)

@@ -220,7 +220,7 @@ func (a *Plan) Upgrade(ctx context.Context, cl *config.Cluster, target *semver.V
 	defer func() { _ = rs.Close() }() // only the plan is made: no stage runs
 	// Both resolutions keep the locked versions a target admits: what must
 	// move is what the lock cannot hold at the target.
-	e := engine.New(engine.Options{Logger: a.cfg.logger(), Env: a.cfg.env(), AllowValuesOutside: a.cfg.AllowValuesOutside, Redact: true, Runtimes: rs, Prefer: a.cfg.prefer(lf)})
+	e := engine.New(engine.Options{Facts: provider.FactsOf, Logger: a.cfg.logger(), Env: a.cfg.env(), AllowValuesOutside: a.cfg.AllowValuesOutside, Redact: true, Runtimes: rs, Prefer: a.cfg.prefer(lf)})
 	now, pl := e.Plan(ctx, cl, idx)
 	l = append(l, pl...)
 	if now == nil {

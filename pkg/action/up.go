@@ -193,6 +193,11 @@ var factsStep = step{stepFacts, func(_ context.Context, r *run) diag.List {
 // CorePlugin is the built-in plugin the control plane's flags come from.
 const CorePlugin = "control-plane"
 
+// CloudPlugin is the built-in plugin whose values the cloud template is built
+// from (render.Input.CloudValues); a cluster that does not enable it gets its
+// defaults.
+const CloudPlugin = "cloud"
+
 // machineFacts sets the control-plane plugin's "machine" value to the facts
 // of prov, when it is a provider.FactSource (address, ports, certificate
 // paths), so that its flags and the static Pods rendered from them are the

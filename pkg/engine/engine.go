@@ -57,6 +57,9 @@ type Options struct {
 	// for the target cluster at the deploy and validate stages
 	// (stage.Request.Kubeconfig).
 	Access Access
+	// Facts, when set, completes the cluster's facts (stage.Facts) with the
+	// provider's; nil leaves those facts empty.
+	Facts ProviderFacts
 }
 
 // Access gives plugin code credentials for the cluster it is deployed to.
@@ -158,6 +161,8 @@ type Plan struct {
 	// others are every plugin's values as the other plugins see them, computed
 	// once when the plan is made.
 	others map[string]stage.PluginValues
+	// facts are the cluster's facts, computed once when the plan is made.
+	facts *stage.Facts
 }
 
 // Plan resolves the cluster's enabled plugins against the catalog's listing, fetches
@@ -286,6 +291,7 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 		return nil, l
 	}
 	plan.others = pluginValues(plan)
+	plan.facts = e.facts(plan)
 	for _, p := range plan.Plugins {
 		checks, cl := declarative.RenderChecks(ctx, p.Package, e.request(plan, p, stage.Validate, nil, plan.others))
 		l = append(l, cl...)
@@ -654,7 +660,7 @@ func (e *Engine) request(plan *Plan, p *Planned, st stage.Stage, m *model.Model,
 	cluster, m := plan.view(p, m)
 	return &stage.Request{
 		Stage: st, Cluster: cluster, Plugin: p.Package.Name, Version: p.Package.Version.String(),
-		Values: vals, PoolValues: pools, Plugins: plugins, Model: m,
+		Values: vals, PoolValues: pools, Plugins: plugins, Model: m, Facts: plan.facts,
 	}
 }
 

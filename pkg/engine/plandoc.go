@@ -228,6 +228,25 @@ func Contributions(m *model.Model) []ContributionRef {
 			add(p.By, "cloud.patch", op.Op+" "+op.Path)
 		}
 	}
+	for _, p := range m.Cloud.Pools {
+		sel := poolSelector(p)
+		for _, sec := range []struct {
+			kind  string
+			names []string
+		}{
+			{"cloud.pool.iamStatement", slices.Sorted(maps.Keys(p.IAM))},
+			{"cloud.pool.tag", slices.Sorted(maps.Keys(p.Tags))},
+			{"cloud.pool.securityGroupIngress", slices.Sorted(maps.Keys(p.SecurityGroupIngress))},
+			{"cloud.pool.launchTemplate", slices.Sorted(maps.Keys(p.LaunchTemplate))},
+		} {
+			for _, n := range sec.names {
+				add(p.By, sec.kind, sel, n)
+			}
+		}
+		for _, op := range p.Patches {
+			add(p.By, "cloud.pool.patch", sel, op.Op+" "+op.Path)
+		}
+	}
 	for _, o := range m.Kubernetes.Objects {
 		add(o.By, "kubernetes.object", model.ObjectKey(o.Object))
 	}
@@ -238,4 +257,20 @@ func Contributions(m *model.Model) []ContributionRef {
 		add(p.By, "kubernetes.patch", p.Target.Kind, p.Target.Namespace, p.Target.Name)
 	}
 	return out
+}
+
+// poolSelector names the pools a cloud.pools[] part selects, for the plan:
+// "role=worker", "pool=gpu-*", both joined by ",", or "*".
+func poolSelector(p model.PoolPart) string {
+	var sel []string
+	if p.Role != "" {
+		sel = append(sel, "role="+p.Role)
+	}
+	if p.Pool != "" {
+		sel = append(sel, "pool="+p.Pool)
+	}
+	if len(sel) == 0 {
+		return "*"
+	}
+	return strings.Join(sel, ",")
 }

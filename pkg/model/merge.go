@@ -104,6 +104,10 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 		for _, p := range cl.Patches {
 			m.Cloud.Patches = append(m.Cloud.Patches, Patch{Ops: p.Ops, By: by})
 		}
+		for _, p := range cl.Pools {
+			p.By = by
+			m.Cloud.Pools = append(m.Cloud.Pools, p)
+		}
 	}
 	if k := c.Kubernetes; k != nil {
 		if m.objects == nil {

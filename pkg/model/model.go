@@ -1,6 +1,9 @@
 package model
 
-import "strings"
+import (
+	"path"
+	"strings"
+)
 
 // ControlPlanePool is the name of the pseudo node pool that stands for the
 // control-plane machines; node contributions for role control-plane land there.
@@ -171,6 +174,37 @@ type Cloud struct {
 	Patches []Patch `json:"patches,omitempty"`
 	// Stacks are the plugins' own CloudFormation stacks, by stack name.
 	Stacks map[string]Setting[Stack] `json:"stacks,omitempty"`
+	// Pools are the plugins' per-pool parts, in plugin order.
+	Pools []PoolPart `json:"pools,omitempty"`
+}
+
+// PoolPart is one plugin's part of the cloud resources of the pools it selects
+// (v1alpha1.CloudPool).
+type PoolPart struct {
+	// Pool is a path.Match pattern of pool names, Role a role; empty selects any.
+	Pool string `json:"pool,omitempty"`
+	Role string `json:"role,omitempty"`
+	// IAM, Tags, SecurityGroupIngress and LaunchTemplate are named entries of the
+	// pool's cloud document.
+	IAM                  map[string]any    `json:"iam,omitempty"`
+	Tags                 map[string]string `json:"tags,omitempty"`
+	SecurityGroupIngress map[string]any    `json:"securityGroupIngress,omitempty"`
+	LaunchTemplate       map[string]any    `json:"launchTemplate,omitempty"`
+	// Patches apply to the pool's cloud document.
+	Patches []PatchOp `json:"patches,omitempty"`
+	By      string    `json:"by,omitempty"`
+}
+
+// Selects reports whether the part applies to a pool.
+func (p PoolPart) Selects(pool *Pool) bool {
+	if p.Role != "" && p.Role != pool.Role {
+		return false
+	}
+	if p.Pool == "" {
+		return true
+	}
+	ok, err := path.Match(p.Pool, pool.Name)
+	return err == nil && ok
 }
 
 // Deployed is what a provider deployed to a cloud.

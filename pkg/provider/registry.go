@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // DefaultName is the provider of a cluster whose spec names none.
@@ -161,4 +163,53 @@ func SpecRenderOf(spec *v1alpha1.Provider) SpecRender {
 	mu.RLock()
 	defer mu.RUnlock()
 	return specRenders[name]
+}
+
+// ClusterFacts completes a cluster's facts with what its provider knows, as
+// engine.ProviderFacts: values returns a planned plugin's values (nil when
+// the cluster does not run it). It starts nothing and must not block.
+type ClusterFacts func(cl *v1alpha1.Cluster, values func(plugin string) map[string]any, f *stage.Facts)
+
+var clusterFacts = map[string]ClusterFacts{}
+
+// RegisterFacts makes f the facts of the provider called name; providers
+// register theirs in an init function. Registering twice panics.
+func RegisterFacts(name string, f ClusterFacts) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := clusterFacts[name]; dup {
+		panic(fmt.Sprintf("provider: facts of %s registered twice", name))
+	}
+	clusterFacts[name] = f
+}
+
+// FactsOf completes a cluster's facts through the facts its provider
+// registered; a provider that registered none adds nothing.
+func FactsOf(cl *v1alpha1.Cluster, values func(plugin string) map[string]any, f *stage.Facts) {
+	if cl == nil {
+		return
+	}
+	name, err := v1alpha1.ProviderName(cl.Spec.Provider)
+	if err != nil {
+		return
+	}
+	mu.RLock()
+	fn := clusterFacts[name]
+	mu.RUnlock()
+	if fn != nil {
+		fn(cl, values, f)
+	}
+}
+
+// ControlPlaneEndpoint is the API endpoint the control-plane plugin's
+// "machine" value describes (https://ADDRESS:PORT), for providers whose
+// control plane runs with that plugin's flags; empty without it.
+func ControlPlaneEndpoint(values func(plugin string) map[string]any) string {
+	m, _ := values("control-plane")["machine"].(map[string]any)
+	addr, _ := m["address"].(string)
+	ports, _ := m["ports"].(map[string]any)
+	if addr == "" || ports["apiServer"] == nil {
+		return ""
+	}
+	return fmt.Sprintf("https://%s", net.JoinHostPort(addr, fmt.Sprint(ports["apiServer"])))
 }

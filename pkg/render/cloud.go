@@ -36,6 +36,9 @@ type CloudInput struct {
 	// Provider is the cluster's spec.provider (nil when it names none): a
 	// template reads its own field, as a provider's factory does.
 	Provider *v1alpha1.Provider
+	// Values are the built-in cloud plugin's values when the cluster enables
+	// it (Input.CloudValues); nil means that plugin's defaults.
+	Values map[string]any
 	// Fatalf reports a fatal problem, naming the plugin (empty for the cluster
 	// file) and the field.
 	Fatalf func(plugin, field, format string, args ...any)
@@ -54,7 +57,7 @@ func (r *renderer) cloud(context.Context) {
 		}
 		return
 	}
-	doc, protected := r.in.Cloud.Template(CloudInput{ClusterName: r.in.ClusterName, Model: m, Provider: r.in.Provider, Fatalf: r.fatalf})
+	doc, protected := r.in.Cloud.Template(CloudInput{ClusterName: r.in.ClusterName, Model: m, Provider: r.in.Provider, Values: r.in.CloudValues, Fatalf: r.fatalf})
 	if doc == nil {
 		return
 	}
@@ -88,6 +91,9 @@ func cloudContributors(c model.Cloud) []string {
 	for _, p := range c.Patches {
 		by[p.By] = true
 	}
+	for _, p := range c.Pools {
+		by[p.By] = true
+	}
 	return sortedKeys(by)
 }
 
@@ -100,10 +106,16 @@ func (r *renderer) cloudPatch(doc []byte, p model.Patch, field string, protected
 		out, err := applyOps(doc, []model.PatchOp{op})
 		if err != nil {
 			var oe *opError
+			target := "the cloud template"
 			if errors.As(err, &oe) {
 				oe.Index = j
+				if oe.Missing {
+					// The usual cause: a logical name generated from a pool's name
+					// (WorkersRole) in a cluster whose pools are named otherwise.
+					target += " (a pool's resources are named after the pool; to change every pool of a role or name, set or patch its parts by name with cloud.pools[], see docs/plugin-format.md)"
+				}
 			}
-			r.patchFailed(p.By, field, "the cloud template", err)
+			r.patchFailed(p.By, field, target, err)
 			return nil, false
 		}
 		if path, why := changedProtected(doc, out, protected); path != "" {

@@ -97,7 +97,7 @@ func TestCloudTemplateDeployable(t *testing.T) {
 				wantDefault["VpcId"] = tc.aws.VPCID
 				wantDefault["SubnetIds"] = strings.Join(tc.aws.SubnetIDs, ",")
 			} else {
-				wantDefault["VpcCidr"] = aws.DefaultVPCCIDR
+				wantDefault["VpcCidr"] = "10.0.0.0/16"
 			}
 			for name, want := range wantDefault {
 				if p, ok := tmpl.Parameters[name]; !ok || p.Default != want {
@@ -114,8 +114,8 @@ func TestCloudTemplateDeployable(t *testing.T) {
 				"AWS::ElasticLoadBalancingV2::LoadBalancer": 1,
 				"AWS::ElasticLoadBalancingV2::TargetGroup":  1,
 				"AWS::ElasticLoadBalancingV2::Listener":     1,
-				"AWS::IAM::Role":                            2,
-				"AWS::IAM::InstanceProfile":                 2,
+				"AWS::IAM::Role":                            3, // one per pool
+				"AWS::IAM::InstanceProfile":                 3,
 				"AWS::EC2::LaunchTemplate":                  3, // control-plane, gpu-nodes, workers
 				"AWS::AutoScaling::AutoScalingGroup":        3,
 			}
@@ -160,7 +160,7 @@ func TestCloudTemplateDeployable(t *testing.T) {
 func checkPluginContributions(t *testing.T, tmpl *cloudformation.Template) {
 	t.Helper()
 	roles := tmpl.GetAllIAMRoleResources()
-	b, err := json.Marshal(roles["WorkerRole"].Policies)
+	b, err := json.Marshal(roles["WorkersRole"].Policies)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestCloudTemplateProtectedPathsAllowOthers(t *testing.T) {
 	m := model.New(model.PoolSpec{Name: "workers", Role: model.RoleWorker, Count: 1})
 	c := &model.Contribution{Cloud: &model.Cloud{Patches: []model.Patch{{Ops: []model.PatchOp{
 		{Op: "add", Path: "/Resources/WorkersLaunchTemplate/Properties/LaunchTemplateData/InstanceType", Value: "t3.small"},
-		{Op: "add", Path: "/Resources/WorkerRole/Properties/Policies/-", Value: map[string]any{"PolicyName": "extra", "PolicyDocument": map[string]any{"Version": "2012-10-17", "Statement": []any{}}}},
+		{Op: "add", Path: "/Resources/WorkersRole/Properties/Policies/-", Value: map[string]any{"PolicyName": "extra", "PolicyDocument": map[string]any{"Version": "2012-10-17", "Statement": []any{}}}},
 	}}}}}
 	if d := m.Add("tuning", c); len(d) > 0 {
 		t.Fatal(d)

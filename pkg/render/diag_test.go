@@ -66,9 +66,9 @@ func TestDiagnostics(t *testing.T) {
 		name:   "cloud patch widening the core's IAM trust",
 		plugin: "iam",
 		c: &model.Contribution{Cloud: &model.Cloud{Patches: []model.Patch{{Ops: []model.PatchOp{
-			{Op: "add", Path: "/Resources/WorkerRole/Properties/AssumeRolePolicyDocument/Statement/-", Value: map[string]any{"Effect": "Allow", "Principal": map[string]any{"AWS": "*"}, "Action": "sts:AssumeRole"}},
+			{Op: "add", Path: "/Resources/WorkersRole/Properties/AssumeRolePolicyDocument/Statement/-", Value: map[string]any{"Effect": "Allow", "Principal": map[string]any{"AWS": "*"}, "Action": "sts:AssumeRole"}},
 		}}}}},
-		want: []string{"plugin iam", "/Resources/WorkerRole/Properties/AssumeRolePolicyDocument", "no plugin may change", "trust"},
+		want: []string{"plugin iam", "/Resources/WorkersRole/Properties/AssumeRolePolicyDocument", "no plugin may change", "trust"},
 	}, {
 		name:   "cloud patch moving the trust policy away",
 		plugin: "iam",
@@ -178,8 +178,8 @@ func TestDiagnostics(t *testing.T) {
 	}, {
 		name:   "cloud resource replacing a core one",
 		plugin: "net",
-		c:      &model.Contribution{Cloud: &model.Cloud{Resources: map[string]model.Setting[any]{"WorkerRole": {Value: map[string]any{}}}}},
-		want:   []string{"plugin net", "WorkerRole", "patch"},
+		c:      &model.Contribution{Cloud: &model.Cloud{Resources: map[string]model.Setting[any]{"WorkersRole": {Value: map[string]any{}}}}},
+		want:   []string{"plugin net", "WorkersRole", "patch"},
 	}, {
 		name:   "chart renders an object the manifests hold",
 		plugin: "app",

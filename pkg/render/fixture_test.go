@@ -144,8 +144,10 @@ func fullInput(t testing.TB) render.Input {
 			IAM: map[string][]model.Statement{
 				model.RoleWorker: {{Statement: map[string]any{"Effect": "Allow", "Action": []any{"cloudwatch:PutMetricData"}, "Resource": "*"}}},
 			},
+			Pools: []model.PoolPart{{Role: model.RoleWorker, IAM: map[string]any{
+				"MonitoringLogs": map[string]any{"Effect": "Allow", "Action": "logs:PutLogEvents", "Resource": "*"},
+			}}},
 			Patches: []model.Patch{{Ops: []model.PatchOp{
-				{Op: "add", Path: "/Resources/WorkerRole/Properties/Policies/0/PolicyDocument/Statement/-", Value: map[string]any{"Effect": "Allow", "Action": "logs:PutLogEvents", "Resource": "*"}},
 				{Op: "replace", Path: "/Resources/WorkersNodeGroup/Properties/MaxSize", Value: "6"},
 			}}},
 		},

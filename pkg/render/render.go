@@ -102,6 +102,9 @@ type Input struct {
 	// func renders no such step (the local provider gives it as vendor data).
 	// pkg/provider.SpecRenderOf gives the provider's.
 	BootSecrets func(pool string) string
+	// CloudValues are the values of the built-in cloud plugin (plugins/cloud),
+	// for Cloud, when the cluster enables it; nil takes that plugin's defaults.
+	CloudValues map[string]any
 	// ServedAPI says whether KubernetesVersion serves kind at apiVersion: ""
 	// when it does; else what is wrong and what to use instead, fatal when the
 	// version does not serve it at all, a warning when it is deprecated. Render

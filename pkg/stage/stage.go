@@ -43,6 +43,8 @@ type Request struct {
 	Plugins map[string]PluginValues `json:"plugins"`
 	// Model is the model so far. Runtimes must not modify it.
 	Model *model.Model `json:"model"`
+	// Facts are the cluster's facts (see Facts); templates read them as .Facts.
+	Facts *Facts `json:"facts,omitempty"`
 	// Kubeconfig, at the deploy and validate stages of a run against a cluster,
 	// is a kubeconfig (YAML) for it as the plugin's own ServiceAccount, which
 	// may do what the plugin's spec.runtime.rbac says and no more; empty

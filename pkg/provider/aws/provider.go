@@ -16,6 +16,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Name is the provider's name in the registry and its key in spec.provider.
@@ -27,7 +28,25 @@ const StateFileName = "aws.json"
 // maxParameter is the largest parameter value CloudFormation takes.
 const maxParameter = 4096
 
-func init() { provider.Register(Name, newProvider) }
+func init() {
+	provider.Register(Name, newProvider)
+	provider.RegisterFacts(Name, facts)
+}
+
+// facts are the aws provider's cluster facts: the machines' network is the
+// VPC's range the template creates (empty for an existing VPC, whose range
+// kubeplug does not read). The API endpoint is the load balancer's, known
+// only once the core stack is deployed (its APIServerEndpoint output, in
+// model.Deployed); the machines get no CNI and no role labels from kubeplug.
+func facts(cl *v1alpha1.Cluster, pluginValues func(string) map[string]any, f *stage.Facts) {
+	cv, err := decodeCoreValues(pluginValues(CloudPlugin))
+	if err != nil {
+		return // the template reports it
+	}
+	if v := values(cl.Spec.Provider, cv); v.VPCID == "" {
+		f.ClusterCIDR = v.VPCCIDR
+	}
+}
 
 // Provider is the aws provider: Up deploys the rendered files and stacks with a
 // Deployer and uploads the machines' boot secrets (bootsecrets.go), Down

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"encoding/json"
+	"maps"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -18,41 +19,52 @@ func init() { provider.RegisterCloudTemplate(Template{}) }
 // cloud/template.json) and kubeplug up deploys on aws as the core stack.
 type Template struct{}
 
-// Values are the values of the cloud template (spec.provider.aws); each is the
-// default of a template parameter, so that a deploy can override it. The zero
-// value renders a template that creates its own network and needs only the
-// ImageId parameter at deploy.
+// Values are the values of the cloud template; each is the default of a
+// template parameter, so that a deploy can override it. They are the built-in
+// cloud plugin's values (plugins/cloud: its defaults, or the cluster's values
+// of it) with spec.provider.aws's fields, where set, over them.
 type Values struct {
 	// ImageID is the machine image of every machine; empty leaves the ImageId
 	// parameter without a default.
 	ImageID string
 	// InstanceType of worker pools, ControlPlaneInstanceType of the control plane.
-	// Default DefaultInstanceType.
 	InstanceType, ControlPlaneInstanceType string
 	// VPCID and SubnetIDs name an existing network; empty creates a VPC of VPCCIDR
-	// (default DefaultVPCCIDR) with a public subnet in each of two availability zones.
+	// with a public subnet in each of two availability zones.
 	VPCID     string
 	SubnetIDs []string
 	VPCCIDR   string
-	// APIServerCIDR may reach the API server's load balancer. Default 0.0.0.0/0.
+	// APIServerCIDR may reach the API server's load balancer.
 	APIServerCIDR string
+	// vpcCIDRField is where VPCCIDR was written, for a diagnostic.
+	vpcCIDRField string
 }
 
-// Defaults of Values.
-const (
-	DefaultInstanceType = "m6i.large"
-	DefaultVPCCIDR      = "10.0.0.0/16"
-)
-
-// values are the template's values in a cluster's spec.provider; the zero
-// Values when it names no aws block (a local cluster's template, for review).
-func values(p *v1alpha1.Provider) Values {
+// values are the template's values: the cloud plugin's, with a cluster's
+// spec.provider.aws fields over them.
+func values(p *v1alpha1.Provider, cv coreValues) Values {
+	v := Values{InstanceType: cv.InstanceType, ControlPlaneInstanceType: cv.ControlPlaneInstanceType,
+		VPCCIDR: cv.VPCCIDR, APIServerCIDR: cv.APIServerCIDR, vpcCIDRField: "values.vpcCIDR"}
 	if p == nil || p.AWS == nil {
-		return Values{}
+		return v
 	}
 	a := p.AWS
-	return Values{ImageID: a.ImageID, InstanceType: a.InstanceType, ControlPlaneInstanceType: a.ControlPlaneInstanceType,
-		VPCID: a.VPCID, SubnetIDs: a.SubnetIDs, VPCCIDR: a.VPCCIDR, APIServerCIDR: a.APIServerCIDR}
+	v.ImageID, v.VPCID, v.SubnetIDs = a.ImageID, a.VPCID, a.SubnetIDs
+	for _, f := range []struct {
+		dst *string
+		src string
+	}{
+		{&v.InstanceType, a.InstanceType}, {&v.ControlPlaneInstanceType, a.ControlPlaneInstanceType},
+		{&v.VPCCIDR, a.VPCCIDR}, {&v.APIServerCIDR, a.APIServerCIDR},
+	} {
+		if f.src != "" {
+			*f.dst = f.src
+		}
+	}
+	if a.VPCCIDR != "" {
+		v.vpcCIDRField = "spec.provider.aws.vpcCIDR"
+	}
+	return v
 }
 
 // roleIDs are the logical-name prefixes of the resources generated per machine role.
@@ -67,18 +79,24 @@ const (
 )
 
 // Template builds cloud/template.json, a CloudFormation template that deploys the
-// cluster's machines, in named steps (templateSteps): the parameters, the
-// network (a VPC with two public subnets, or an existing one given as values),
-// security groups, a network load balancer for the API server, an IAM role and
-// instance profile per machine role, per pool a launch template (image, instance
-// type, user data) and an Auto Scaling group in the subnets, then the plugins'
-// resources and outputs. The values of spec.provider.aws become parameter
+// cluster's machines, in named steps: the parameters, the network (a VPC with
+// two public subnets, or an existing one given as values), security groups, a
+// network load balancer for the API server, per pool an IAM role and instance
+// profile, a launch template and an Auto Scaling group in the subnets, built
+// from the pool's cloud document (pooldoc.go: the cloud plugin's parts and the
+// plugins' cloud.pools[] parts, by name), then the plugins' resources and
+// outputs. The values of spec.provider.aws become parameter
 // defaults, so a deploy can override them. Render then applies the plugins'
 // patches; the paths returned as protected (a pool's UserData, a role's
 // AssumeRolePolicyDocument) no patch may change.
 func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
+	cv, err := decodeCoreValues(in.Values)
+	if err != nil {
+		in.Fatalf(CloudPlugin, "values", "%v", err)
+		return nil, nil
+	}
 	t := &template{
-		in: in, v: values(in.Provider).withDefaults(),
+		in: in, cv: cv, v: values(in.Provider, cv),
 		resources: map[string]any{}, parameters: map[string]any{}, outputs: map[string]any{},
 		core: map[string]bool{}, protected: map[string]string{},
 	}
@@ -86,7 +104,7 @@ func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
 	if !t.network() {
 		return nil, nil
 	}
-	for _, step := range []func(){t.securityGroups, t.loadBalancer, t.roles, t.pools, t.bootSecrets, t.plugins} {
+	for _, step := range []func(){t.securityGroups, t.loadBalancer, t.checkIAMRoles, t.checkParts, t.pools, t.bootSecrets, t.plugins} {
 		step()
 	}
 	doc, err := json.Marshal(map[string]any{
@@ -107,6 +125,8 @@ func (Template) Template(in render.CloudInput) ([]byte, map[string]string) {
 type template struct {
 	in render.CloudInput
 	v  Values
+	// cv are the cloud plugin's values: the seeds of every pool's cloud document.
+	cv coreValues
 	// resources, parameters and outputs are the template's sections; core marks
 	// the resources the steps made (a plugin may not replace one); protected
 	// maps a JSON pointer to why no patch may change it.
@@ -130,23 +150,6 @@ func (t *template) tags(extra ...string) []any {
 		out = append(out, map[string]any{"Key": extra[i], "Value": extra[i+1]})
 	}
 	return out
-}
-
-// withDefaults fills what the cluster file left out.
-func (v Values) withDefaults() Values {
-	if v.InstanceType == "" {
-		v.InstanceType = DefaultInstanceType
-	}
-	if v.ControlPlaneInstanceType == "" {
-		v.ControlPlaneInstanceType = DefaultInstanceType
-	}
-	if v.VPCCIDR == "" {
-		v.VPCCIDR = DefaultVPCCIDR
-	}
-	if v.APIServerCIDR == "" {
-		v.APIServerCIDR = "0.0.0.0/0"
-	}
-	return v
 }
 
 // params are the parameters every template has: the image and instance types.
@@ -242,54 +245,26 @@ func (t *template) loadBalancer() {
 	t.outputs["VpcId"] = map[string]any{"Description": "the cluster's VPC", "Value": t.vpc}
 }
 
-// roles are an IAM role and instance profile per machine role, with the plugins'
-// statements; a statement for another role is fatal.
-func (t *template) roles() {
-	for _, role := range []string{model.RoleControlPlane, model.RoleWorker} {
-		id := roleIDs[role]
-		// One policy document per role, always present even when no plugin contributed
-		// a statement, so that plugins can patch it at a path that does not move.
-		statements := []any{}
-		for _, s := range t.in.Model.Cloud.IAM[role] {
-			statements = append(statements, s.Statement)
-		}
-		t.put(id+"Role", map[string]any{
-			"Type": "AWS::IAM::Role",
-			"Properties": map[string]any{
-				"AssumeRolePolicyDocument": map[string]any{
-					"Version": "2012-10-17",
-					"Statement": []any{map[string]any{
-						"Effect":    "Allow",
-						"Principal": map[string]any{"Service": []any{"ec2.amazonaws.com"}},
-						"Action":    []any{"sts:AssumeRole"},
-					}},
-				},
-				"Policies": []any{map[string]any{
-					"PolicyName": "kubeplug-" + role,
-					"PolicyDocument": map[string]any{
-						"Version":   "2012-10-17",
-						"Statement": statements,
-					},
-				}},
-			},
-		})
-		t.protected["/Resources/"+id+"Role/Properties/AssumeRolePolicyDocument"] = protectedTrust
-		t.put(id+"InstanceProfile", map[string]any{
-			"Type":       "AWS::IAM::InstanceProfile",
-			"Properties": map[string]any{"Roles": []any{ref(id + "Role")}},
-		})
-	}
+// checkIAMRoles refuses cloud.iam statements for a role that is neither a
+// machine role nor a pool's name, which would otherwise land nowhere.
+func (t *template) checkIAMRoles() {
 	for _, role := range sortedKeys(t.in.Model.Cloud.IAM) {
-		if _, ok := roleIDs[role]; !ok {
-			for _, s := range t.in.Model.Cloud.IAM[role] {
-				t.in.Fatalf(s.By, "cloud.iam."+role, "expected role %s or %s, found %q", model.RoleControlPlane, model.RoleWorker, role)
-			}
+		if _, ok := roleIDs[role]; ok {
+			continue
+		}
+		if _, ok := t.in.Model.Pools[role]; ok {
+			continue
+		}
+		for _, s := range t.in.Model.Cloud.IAM[role] {
+			t.in.Fatalf(s.By, "cloud.iam."+role, "expected role %s, %s or a node pool's name (%s), found %q", model.RoleControlPlane, model.RoleWorker, strings.Join(t.in.Model.PoolNames(), ", "), role)
 		}
 	}
 }
 
-// pools are a launch template and an Auto Scaling group per pool; the user data
-// is a parameter (the pool's rendered cloud-init.yaml) no patch may change.
+// pools are, per pool, an IAM role and instance profile, a security group of
+// its own when its cloud document has ingress rules, a launch template and an
+// Auto Scaling group, from the pool's cloud document; the user data is a
+// parameter (the pool's rendered cloud-init.yaml) no patch may change.
 func (t *template) pools() {
 	pools := map[string]string{} // logical-name prefix -> pool
 	for _, name := range t.in.Model.PoolNames() {
@@ -305,25 +280,31 @@ func (t *template) pools() {
 			t.in.Fatalf("", "nodes."+name+".role", "expected role %s or %s, found %q", model.RoleControlPlane, model.RoleWorker, p.Role)
 			continue
 		}
+		doc, ok := t.poolDocument(p)
+		if !ok {
+			continue
+		}
+		t.poolRole(id, p, doc)
+		groups := []any{getAtt(roleID+"SecurityGroup", "GroupId")}
+		if g := t.poolSecurityGroup(id, p, doc); g != nil {
+			groups = append(groups, g)
+		}
 		// The user data is the pool's rendered node configuration; the deployer passes
 		// it as a parameter because it is too large to inline and is reviewed on its own.
 		t.parameters[id+"UserData"] = map[string]any{
 			"Type":        "String",
 			"Description": "base64 of nodes/" + name + "/cloud-init.yaml",
 		}
+		data := maps.Clone(doc.sections[partLaunchTemplate])
+		data["ImageId"] = ref("ImageId")
+		data["IamInstanceProfile"] = map[string]any{"Arn": getAtt(id+"InstanceProfile", "Arn")}
+		data["SecurityGroupIds"] = groups
+		data["UserData"] = ref(id + "UserData")
 		t.put(id+"LaunchTemplate", map[string]any{
 			"Type": "AWS::EC2::LaunchTemplate",
 			"Properties": map[string]any{
 				"LaunchTemplateName": t.in.ClusterName + "-" + name,
-				"LaunchTemplateData": map[string]any{
-					"ImageId":            ref("ImageId"),
-					"InstanceType":       ref(roleID + "InstanceType"),
-					"IamInstanceProfile": map[string]any{"Arn": getAtt(roleID+"InstanceProfile", "Arn")},
-					"SecurityGroupIds":   []any{getAtt(roleID+"SecurityGroup", "GroupId")},
-					"UserData":           ref(id + "UserData"),
-					// IMDSv2 only; a hop limit of 2 lets containers on the machine reach it.
-					"MetadataOptions": map[string]any{"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
-				},
+				"LaunchTemplateData": data,
 			},
 		})
 		t.protected["/Resources/"+id+"LaunchTemplate/Properties/LaunchTemplateData/UserData"] = protectedUserData
@@ -337,10 +318,7 @@ func (t *template) pools() {
 			"MaxSize":           bound(p.MaxSize, p.Count),
 			"DesiredCapacity":   count,
 			"VPCZoneIdentifier": t.subnets,
-			"Tags": []any{
-				map[string]any{"Key": "kubeplug.dev/cluster", "Value": t.in.ClusterName, "PropagateAtLaunch": true},
-				map[string]any{"Key": "kubeplug.dev/pool", "Value": name, "PropagateAtLaunch": true},
-			},
+			"Tags":              groupTags(t.in.ClusterName, name, doc),
 		}
 		if p.Role == model.RoleControlPlane {
 			group["TargetGroupARNs"] = []any{ref("APIServerTargetGroup")}
@@ -391,7 +369,11 @@ func (t *template) network() bool {
 	}
 	prefix, err := netip.ParsePrefix(t.v.VPCCIDR)
 	if err != nil || !prefix.Addr().Is4() || prefix.Bits() < 16 || prefix.Bits() > 27 {
-		t.in.Fatalf("", "spec.provider.aws.vpcCIDR", "expected an IPv4 range from /16 to /27 such as %s, found %q", DefaultVPCCIDR, t.v.VPCCIDR)
+		by := CloudPlugin
+		if t.v.vpcCIDRField != "values.vpcCIDR" {
+			by = ""
+		}
+		t.in.Fatalf(by, t.v.vpcCIDRField, "expected an IPv4 range from /16 to /27 such as 10.0.0.0/16, found %q", t.v.VPCCIDR)
 		return false
 	}
 	t.parameters["VpcCidr"] = map[string]any{"Type": "String", "Default": t.v.VPCCIDR, "Description": "the address range of the cluster's VPC"}

@@ -6,7 +6,7 @@ import (
 )
 
 // The boot secrets' part of the cloud template (bootsecrets.go says what they
-// are): the KMS key S3 encrypts them with, and for each machine role an IAM
+// are): the KMS key S3 encrypts them with, and for each pool's role an IAM
 // policy that lets its instances read their own pools' objects and nothing
 // else.
 
@@ -18,8 +18,8 @@ const (
 )
 
 // bootSecrets adds, for a cluster deployed to aws (spec.provider.aws), the
-// boot secrets' KMS key and per machine role an IAM policy: s3:GetObject on
-// the objects of the role's pools (<stackPrefix>/boot/<pool>/*) and
+// boot secrets' KMS key and per pool's role an IAM policy: s3:GetObject on
+// the pool's own object (<stackPrefix>/boot/<pool>/*) and
 // kms:Decrypt of the key, only through S3. A control plane of more than one
 // machine is refused: its etcd members would need peers at addresses an Auto
 // Scaling group's machines learn only at boot.
@@ -61,26 +61,20 @@ func (t *template) bootSecrets() {
 		"Description": "the KMS key of the machines' boot secrets",
 		"Value":       getAtt(bootSecretsKeyID, "Arn"),
 	}
-	for _, role := range []string{model.RoleControlPlane, model.RoleWorker} {
-		var objects []any
-		for _, name := range t.in.Model.PoolNames() {
-			if t.in.Model.Pools[name].Role == role {
-				objects = append(objects, map[string]any{"Fn::Sub": "arn:${AWS::Partition}:s3:::" + a.Bucket + "/" + BootSecretsKey(prefix, name)})
-			}
-		}
-		if len(objects) == 0 {
-			continue
-		}
-		id := roleIDs[role]
+	// Every pool has its role (pooldoc.go): each may read only its own
+	// pool's object, so a worker never reads the control plane's CA key.
+	for _, name := range t.in.Model.PoolNames() {
+		id := render.CloudName(name)
+		object := map[string]any{"Fn::Sub": "arn:${AWS::Partition}:s3:::" + a.Bucket + "/" + BootSecretsKey(prefix, name)}
 		t.put(id+"BootSecretsPolicy", map[string]any{
 			"Type": "AWS::IAM::Policy",
 			"Properties": map[string]any{
-				"PolicyName": "kubeplug-" + role + "-boot-secrets",
+				"PolicyName": "kubeplug-" + name + "-boot-secrets",
 				"Roles":      []any{ref(id + "Role")},
 				"PolicyDocument": map[string]any{
 					"Version": "2012-10-17",
 					"Statement": []any{
-						map[string]any{"Effect": "Allow", "Action": "s3:GetObject", "Resource": objects},
+						map[string]any{"Effect": "Allow", "Action": "s3:GetObject", "Resource": []any{object}},
 						map[string]any{
 							"Effect": "Allow", "Action": "kms:Decrypt", "Resource": getAtt(bootSecretsKeyID, "Arn"),
 							"Condition": map[string]any{"StringEquals": map[string]any{"kms:ViaService": map[string]any{"Fn::Sub": "s3.${AWS::Region}.amazonaws.com"}}},

@@ -17,7 +17,9 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/config"
+	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/stage"
 )
 
 // Name is the provider's name in the registry and in spec.provider.
@@ -42,6 +44,13 @@ func defineFlags(fs *pflag.FlagSet, opts *[]provider.Option) func(bool) error {
 
 func init() {
 	provider.RegisterFlags(defineFlags)
+	// The control plane runs with the control-plane plugin's flags on the
+	// control-plane host; every host gets the bridge CNI configuration.
+	provider.RegisterFacts(Name, func(_ *v1alpha1.Cluster, values func(string) map[string]any, f *stage.Facts) {
+		f.APIEndpoint = provider.ControlPlaneEndpoint(values)
+		f.CNI = "bridge"
+		f.NodeRoles[model.RoleControlPlane] = "node-role.kubernetes.io/control-plane"
+	})
 	// The hosts are the pools' machines: a pool does not scale.
 	config.RegisterProviderCheck(Name, checkSpec)
 	provider.Register(Name, func(cfg provider.Config) (provider.Provider, error) {

@@ -9,6 +9,10 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/stage"
+
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
@@ -16,6 +20,7 @@ import (
 const Name = "local"
 
 func init() {
+	provider.RegisterFacts(Name, facts)
 	provider.Register(Name, func(cfg provider.Config) (provider.Provider, error) {
 		opts := Options{StateDir: cfg.StateDir, ClusterName: cfg.ClusterName, Events: cfg.Events, Logger: cfg.Logger}
 		if cfg.Spec != nil && cfg.Spec.Local != nil {
@@ -131,3 +136,14 @@ var (
 	_ provider.VersionChecker = (*Provider)(nil)
 	_ provider.FactSource     = (*Provider)(nil)
 )
+
+// facts are the local provider's cluster facts: its control plane runs with the
+// control-plane plugin's flags, so the API endpoint is that plugin's machine
+// address and port (up sets them before the plan is made); its machines get the
+// bridge CNI configuration and the control-plane Node its role label. The
+// machines' network is chosen at up, so ClusterCIDR stays empty.
+func facts(_ *v1alpha1.Cluster, values func(string) map[string]any, f *stage.Facts) {
+	f.APIEndpoint = provider.ControlPlaneEndpoint(values)
+	f.CNI = "bridge"
+	f.NodeRoles[model.RoleControlPlane] = ControlPlaneRoleLabel
+}

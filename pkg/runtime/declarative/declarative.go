@@ -206,7 +206,11 @@ func (r *renderer) seen(o map[string]any, where string) (string, bool) {
 }
 
 func (r *renderer) data(values map[string]any, pool *poolData) map[string]any {
-	return map[string]any{"Cluster": r.req.Cluster, "Values": values, "Plugins": r.req.Plugins, "NodePool": pool}
+	facts := r.req.Facts
+	if facts == nil {
+		facts = &stage.Facts{}
+	}
+	return map[string]any{"Cluster": r.req.Cluster, "Values": values, "Plugins": r.req.Plugins, "NodePool": pool, "Facts": facts}
 }
 
 // pluginRefRE finds the plugins a template reads through .Plugins:
@@ -507,11 +511,29 @@ func cloud(c *v1alpha1.Cloud) *model.Cloud {
 	if len(c.Patches) > 0 {
 		out.Patches = []model.Patch{{Ops: ops(c.Patches)}}
 	}
+	for _, p := range c.Pools {
+		part := model.PoolPart{Pool: p.Pool, Role: p.Role, Tags: p.Tags, LaunchTemplate: p.LaunchTemplate, Patches: ops(p.Patches)}
+		part.IAM = anyMap(p.IAM)
+		part.SecurityGroupIngress = anyMap(p.SecurityGroupIngress)
+		out.Pools = append(out.Pools, part)
+	}
 	for _, st := range c.Stacks {
 		if out.Stacks == nil {
 			out.Stacks = map[string]model.Setting[model.Stack]{}
 		}
 		out.Stacks[st.Name] = model.Setting[model.Stack]{Value: model.Stack{Template: st.Template, Parameters: st.Parameters, Inputs: st.Inputs, DependsOn: st.DependsOn}}
+	}
+	return out
+}
+
+// anyMap is a map of named objects as plain values.
+func anyMap(in map[string]map[string]any) map[string]any {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]any, len(in))
+	for k, v := range in {
+		out[k] = v
 	}
 	return out
 }

@@ -58,6 +58,8 @@ func ContributionPtr(pkg *plugin.Package, key string) (ptr string, ok bool) {
 		if _, ok := c.Cloud.Outputs[k]; ok {
 			return base + "/cloud/outputs/" + escapePtr(k), true
 		}
+	case strings.HasPrefix(key, "cloud.pools[") && c.Cloud != nil:
+		return poolPartPtr(c.Cloud.Pools, base+"/cloud/pools", strings.TrimPrefix(key, "cloud.pools["))
 	case strings.HasPrefix(key, "cloud.stacks.") && c.Cloud != nil:
 		name, _, _ := strings.Cut(strings.TrimPrefix(key, "cloud.stacks."), ".")
 		for i, st := range c.Cloud.Stacks {
@@ -67,6 +69,51 @@ func ContributionPtr(pkg *plugin.Package, key string) (ptr string, ok bool) {
 		}
 	}
 	return "", false
+}
+
+// poolPartPtr locates "I].SECTION.NAME" (or "I].SECTION", "I]") in
+// spec.contributes.cloud.pools; a NAME may hold dots (a tag key).
+func poolPartPtr(parts []v1alpha1.CloudPool, base, rest string) (string, bool) {
+	is, rest, found := strings.Cut(rest, "]")
+	i, err := strconv.Atoi(is)
+	if !found || err != nil || i < 0 || i >= len(parts) {
+		return "", false
+	}
+	ptr := base + "/" + is
+	rest = strings.TrimPrefix(rest, ".")
+	if rest == "" {
+		return ptr, true
+	}
+	section, name, _ := strings.Cut(rest, ".")
+	p := parts[i]
+	var names map[string]bool
+	switch section {
+	case "iam":
+		names = keys(p.IAM)
+	case "tags":
+		names = keys(p.Tags)
+	case "securityGroupIngress":
+		names = keys(p.SecurityGroupIngress)
+	case "launchTemplate":
+		names = keys(p.LaunchTemplate)
+	case "patches", "pool", "role":
+		return ptr + "/" + section, true
+	default:
+		return ptr, true
+	}
+	if names[name] {
+		return ptr + "/" + section + "/" + escapePtr(name), true
+	}
+	return ptr + "/" + section, names != nil
+}
+
+// keys is the set of a map's keys.
+func keys[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }
 
 func controlPlanePtr(cp *v1alpha1.ControlPlane, base, rest string) (string, bool) {
