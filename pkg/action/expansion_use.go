@@ -539,6 +539,7 @@ func (r *run) expansionChecks() diag.List {
 		}
 	}
 	l := set.CheckNames(names)
+	l = append(l, set.CheckProviderNames(providerSteps(r.cluster.Spec.Spec.Provider))...)
 	if l.HasFatal() {
 		return l
 	}

@@ -26,6 +26,11 @@ type Desired struct {
 	// Files are the rendered files (render.Files) for a provider that deploys
 	// them (FileDeployer); nil for the others.
 	Files map[string][]byte
+	// Skip names the creation steps (Steps, without StepPrefix) the site
+	// provides itself, each with the expansion that says so. Only Skippable
+	// steps are named; a provider that runs steps as data (the local one)
+	// skips them and says so in an Event, the others ignore it.
+	Skip map[string]string
 }
 
 // Event is a step of progress, for the user: "starting kube-apiserver",

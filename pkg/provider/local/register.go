@@ -11,6 +11,7 @@ import (
 const Name = "local"
 
 func init() {
+	provider.RegisterSteps(Name, Steps())
 	provider.Register(Name, func(cfg provider.Config) (provider.Provider, error) {
 		opts := Options{StateDir: cfg.StateDir, ClusterName: cfg.ClusterName, Events: cfg.Events, Logger: cfg.Logger}
 		if cfg.Spec != nil && cfg.Spec.Local != nil {
