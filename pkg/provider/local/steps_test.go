@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
-	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
+	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
 // TestStepsAsData: the registered creation steps are Up's, named once, and
