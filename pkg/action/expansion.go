@@ -182,8 +182,11 @@ func (a *ExpansionVerify) Run(ctx context.Context, path string, cl *config.Clust
 		// provider's.
 		l = append(l, pkg.CheckProviderNames(providerSteps(cl.Spec.Spec.Provider))...)
 	}
-	if cl != nil && cl.Spec.Spec.Expansions != nil {
-		l = append(l, pkg.CheckAllowed(cl.Spec.Spec.Expansions.Allow, cl.File)...)
+	if cl != nil {
+		allow, where, al := siteAllowlist(cl, keys)
+		if l = append(l, al...); !al.HasFatal() {
+			l = append(l, pkg.CheckAllowed(allow, where)...)
+		}
 	}
 	l.Sort()
 	return v, l
