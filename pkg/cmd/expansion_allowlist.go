@@ -26,7 +26,7 @@ with a key the run trusts (the keys the expansions are verified with): an
 unsigned or changed allowlist is refused, naming its digest. An encrypted key's
 password comes from $` + passwordEnv + ` or --password-stdin.`,
 		Example: `  kubeplug expansion sign-allowlist --key site.key site-allow.yaml`,
-		Args: cobra.ExactArgs(1),
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pw, err := o.password(fromStdin)
 			if err != nil {

@@ -266,7 +266,7 @@ func (u *upRun) layout(_ context.Context) error {
 		return err
 	}
 	u.args = args
-	if err := u.checkArgs(); err != nil {
+	if err := u.checkArgs(); err != nil { //nolint:contextcheck // provider.FactSource's Facts, which it calls, takes no context
 		return err
 	}
 	u.statuses = map[string]*provider.NodeStatus{}
@@ -301,7 +301,7 @@ func (u *upRun) checkArgs() error {
 			return fmt.Errorf("cluster %s runs its control plane on a machine: upgrading it from Kubernetes %s is not built", p.opts.ClusterName, p.upgradeFrom)
 		}
 		if p.cpNet == nil {
-			if _, err := p.Facts(); err != nil { //nolint:contextcheck // provider.FactSource's Facts takes no context
+			if _, err := p.Facts(); err != nil {
 				return err
 			}
 		}
@@ -312,7 +312,7 @@ func (u *upRun) checkArgs() error {
 		args[controlplane.APIServer] = append(args[controlplane.APIServer], "--enable-bootstrap-token-auth=true")
 	}
 	if p.ports == nil {
-		if _, err := p.Facts(); err != nil { //nolint:contextcheck // provider.FactSource's Facts takes no context
+		if _, err := p.Facts(); err != nil {
 			return err
 		}
 	}
