@@ -586,6 +586,13 @@ type ClusterExpansions struct {
 	// the expansion is verified for the run, naming the expansion and the
 	// step. Unset, every skip and delegation is allowed (each still reported).
 	Allow *ExpansionAllow `json:"allow,omitempty"`
+	// AllowFile is the path (relative to the cluster file) of the site's
+	// allowlist in a file of its own, signed by the site: the fields of
+	// Allow, with the detached signature FILE.sig (`kubeplug expansion
+	// sign-allowlist`), which must verify with a key the run trusts
+	// (--expansion-key). An unsigned or changed one is refused, naming its
+	// digest. At most one of Allow and AllowFile.
+	AllowFile string `json:"allowFile,omitempty"`
 }
 
 // ExpansionAllow lists what expansions may skip or delegate. Each entry is a

@@ -263,15 +263,21 @@ var validateStep = step{stepValidate, func(ctx context.Context, r *run) diag.Lis
 	return all
 }}
 
+// checkRunner makes lv.checks, once.
+func (lv *live) checkRunner(r *run, cluster string) error {
+	if lv.checks != nil {
+		return nil
+	}
+	runner, err := check.New(rest.CopyConfig(lv.rest), check.Options{Logger: r.log(), Cluster: cluster})
+	lv.checks = runner
+	return err
+}
+
 func (lv *live) runChecks(ctx context.Context, cluster string, wave []*engine.Planned, r *run) diag.List {
 	var l diag.List
-	if lv.checks == nil {
-		runner, err := check.New(rest.CopyConfig(lv.rest), check.Options{Logger: r.log(), Cluster: cluster})
-		if err != nil {
-			l.Errorf("", 0, 0, "", "validate checks: %v", err)
-			return l
-		}
-		lv.checks = runner
+	if err := lv.checkRunner(r, cluster); err != nil {
+		l.Errorf("", 0, 0, "", "validate checks: %v", err)
+		return l
 	}
 	results := make([][]check.Result, len(wave))
 	var wg sync.WaitGroup

@@ -8,7 +8,7 @@
 // The lifecycle is an explicit pipeline of named steps (pipeline.go), each a
 // small function over one run with a documented input and output:
 //
-//	resolve → initialise → render → provision → connect → deploy → after-deploy → validate → record
+//	resolve → initialise → render → provision → connect → deploy → after-deploy → cluster-ready → validate → record
 //
 // Every call into pkg/deploy the pipeline makes is in deploysteps.go. The verbs
 // and what they compose:
@@ -28,7 +28,7 @@
 //	apply                           Apply           resolve, connect, initialise, render, deploy, validate, record;
 //	                                                on the file's own cluster, its provider's machine facts first
 //	up                              Up              resolve, initialise, render, provision, connect, deploy,
-//	                                                after-deploy, validate, record
+//	                                                after-deploy, cluster-ready, validate, record
 //	down                            Down            provider (locate, stop), Uninstall
 //	get-kubeconfig                  GetKubeconfig   provider (locate)
 //	status                          Status          release records; Drift with a spec

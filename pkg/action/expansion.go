@@ -161,8 +161,10 @@ type ExpansionVerify struct {
 func NewExpansionVerify(cfg *Config) *ExpansionVerify { return &ExpansionVerify{cfg: cfg} }
 
 // Run reads the package at path, checks every file against checksums.txt and,
-// with Keys, the signature over it; with cl, also that it skips and delegates
-// only what the cluster file's allowlist (spec.expansions.allow) allows.
+// with Keys, the signature over it; with cl, also that the provider steps and
+// conditions it names are the cluster's provider's, and that it skips and
+// delegates only what the cluster file's allowlist (spec.expansions.allow)
+// allows.
 func (a *ExpansionVerify) Run(ctx context.Context, path string, cl *config.Cluster) (*expansion.Verification, diag.List) {
 	keys, l := loadKeys(a.Keys)
 	if l.HasFatal() {
@@ -175,8 +177,16 @@ func (a *ExpansionVerify) Run(ctx context.Context, path string, cl *config.Clust
 	}
 	v, vl := pkg.Verify(keys)
 	l = append(l, vl...)
-	if cl != nil && cl.Spec.Spec.Expansions != nil {
-		l = append(l, pkg.CheckAllowed(cl.Spec.Spec.Expansions.Allow, cl.File)...)
+	if cl != nil {
+		// The provider's steps and conditions it names must be the cluster's
+		// provider's.
+		l = append(l, pkg.CheckProviderNames(providerSteps(cl.Spec.Spec.Provider))...)
+	}
+	if cl != nil {
+		allow, where, al := siteAllowlist(cl, keys)
+		if l = append(l, al...); !al.HasFatal() {
+			l = append(l, pkg.CheckAllowed(allow, where)...)
+		}
 	}
 	l.Sort()
 	return v, l

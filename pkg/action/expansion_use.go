@@ -15,12 +15,14 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/engine"
 	"github.com/kubeplug/kubeplug/pkg/expansion"
 	"github.com/kubeplug/kubeplug/pkg/oci"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/sign"
 )
 
 // ExpansionUse says which expansion packages every run merges (up, apply, plan,
@@ -242,7 +244,11 @@ func (r *run) scanExpansions(ctx context.Context, dirs []string, pending bool) d
 	set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: dirs, Keys: keys, WorkDir: work})
 	r.exp = &expansions{set: set, work: work, pending: pending}
 	l = append(l, sl...)
-	if l = append(l, set.CheckAllowed(r.allowlist())...); l.HasFatal() {
+	allow, where, al := r.allowlist(keys)
+	if l = append(l, al...); l.HasFatal() {
+		return l
+	}
+	if l = append(l, set.CheckAllowed(allow, where)...); l.HasFatal() {
 		return l
 	}
 	// The spec is the caller's: merge into a copy.
@@ -267,13 +273,40 @@ func (r *run) scanExpansions(ctx context.Context, dirs []string, pending bool) d
 	return l
 }
 
-// allowlist is the cluster file's allowlist of what expansions may skip or
-// delegate, and the file it is in; nil allows everything.
-func (r *run) allowlist() (*v1alpha1.ExpansionAllow, string) {
-	if x := r.cluster.Spec.Spec.Expansions; x != nil {
-		return x.Allow, r.cluster.File
+// allowlist is the run's allowlist of what expansions may skip or delegate
+// (see siteAllowlist), and the file it is in; nil allows everything.
+func (r *run) allowlist(keys []*sign.PublicKey) (*v1alpha1.ExpansionAllow, string, diag.List) {
+	return siteAllowlist(r.cluster, keys)
+}
+
+// siteAllowlist is cl's allowlist and the file it is in: the cluster file's
+// spec.expansions.allow, or the signed file spec.expansions.allowFile names
+// (relative to the cluster file), verified with keys (expansion.LoadAllowlist);
+// nil allows everything. An unsigned or changed allowlist file, or both set,
+// is an error at the field.
+func siteAllowlist(cl *config.Cluster, keys []*sign.PublicKey) (*v1alpha1.ExpansionAllow, string, diag.List) {
+	var l diag.List
+	x := cl.Spec.Spec.Expansions
+	switch {
+	case x == nil || x.AllowFile == "":
+		if x == nil {
+			return nil, cl.File, l
+		}
+		return x.Allow, cl.File, l
+	case x.Allow != nil:
+		cl.Errorf(&l, "/spec/expansions/allowFile", "expected at most one of allow and allowFile, found both: the site's allowlist is either in the cluster file or signed in a file of its own")
+		return nil, cl.File, l
 	}
-	return nil, r.cluster.File
+	path := x.AllowFile
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(filepath.Dir(cl.File), path)
+	}
+	signed, err := expansion.LoadAllowlist(path, keys)
+	if err != nil {
+		cl.Errorf(&l, "/spec/expansions/allowFile", "%v", err)
+		return nil, cl.File, l
+	}
+	return signed.Allow, path + " (" + signed.Digest + ", signed by " + signed.KeyID + ")", l
 }
 
 func (r *run) logExpansions() {
@@ -311,7 +344,11 @@ func (r *run) stateDirExpansions(ctx context.Context) diag.List {
 		}
 		set, sl := expansion.Scan(ctx, expansion.UseOptions{Dirs: dirs, Keys: keys, WorkDir: r.exp.work})
 		l = append(l, sl...)
-		l = append(l, set.CheckAllowed(r.allowlist())...)
+		allow, where, al := r.allowlist(keys)
+		l = append(l, al...)
+		if !al.HasFatal() {
+			l = append(l, set.CheckAllowed(allow, where)...)
+		}
 		r.exp.set = set
 		r.logExpansions()
 	}
@@ -539,6 +576,7 @@ func (r *run) expansionChecks() diag.List {
 		}
 	}
 	l := set.CheckNames(names)
+	l = append(l, set.CheckProviderNames(providerSteps(r.cluster.Spec.Spec.Provider))...)
 	if l.HasFatal() {
 		return l
 	}

@@ -32,6 +32,8 @@ import (
 //	                                             ready: its deploy stage, then its content
 //	                                             applied and ready (schedule.go)
 //	after-deploy provider                     -> machines' afterDeploy hooks        (up)
+//	cluster-ready model, REST config          -> the provider's readiness conditions (up;
+//	                                             clusterready.go)
 //	validate     plan, model, REST config     -> each wave: its plugins' validate stage, then
 //	                                             their checks
 //	record       deployer, plan               -> plugins the plan no longer has uninstalled

@@ -70,7 +70,7 @@ type UpResult struct {
 }
 
 // Run brings cl up: provider, resolve, initialise, render, provision, connect,
-// deploy, after-deploy, validate, record. On a provider that deploys the machines
+// deploy, after-deploy, cluster-ready, validate, record. On a provider that deploys the machines
 // but does not reach their API server (provider.Running without a RESTConfig: the
 // aws provider), it ends after provision with the plugins' validate stage, which
 // sees what the provider deployed (model.Model.Deployed), and a warning. The result is nil when the provider
@@ -103,7 +103,7 @@ func (u *Up) Run(ctx context.Context, cl *config.Cluster) (*UpResult, diag.List)
 		l = append(l, r.pipeline(ctx, stageStep(stage.Validate))...)
 		l.Warnf("", 0, 0, "", "the %s provider deployed the cluster's cloud resources and its machines' boot secrets, which they fetch at boot; kubeplug does not wait for the machines nor reach their API server, so no plugin's Kubernetes content was deployed and no live check ran (docs/aws.md)", providerName(cl))
 	default:
-		l = append(l, r.pipeline(ctx, connectStep, deployStep, afterDeployStep, validateStep, recordStep)...)
+		l = append(l, r.pipeline(ctx, connectStep, deployStep, afterDeployStep, clusterReadyStep, validateStep, recordStep)...)
 	}
 	l.Sort()
 	if r.live.blocked {
@@ -326,7 +326,11 @@ func (u *Up) provisionStep(res *UpResult) step {
 				sensitive[pl.Package.Name] = vs
 			}
 		}
-		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines, Files: files, Sensitive: sensitive})
+		skip := r.providerSkips()
+		for _, name := range slices.Sorted(maps.Keys(skip)) {
+			l.Warnf("", 0, 0, "", "step %s%s of the %s provider skipped: expansion %s says the site provides it (skipSteps)", provider.StepPrefix, name, providerName(r.cluster), skip[name])
+		}
+		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines, Files: files, Sensitive: sensitive, Skip: skip})
 		if running != nil {
 			// Valid with a node's failure too: the control plane runs.
 			res.Kubeconfig, res.Nodes, res.Restarted = running.Kubeconfig, running.Nodes, running.Restarted

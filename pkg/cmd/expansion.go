@@ -27,7 +27,7 @@ names: plugin packages, Helm charts, container images (an OCI image layout under
 images/), files and hooks for the machines, hooks for the installer, value
 overrides and the steps the site provides itself. See docs/expansions.md.`,
 	}
-	cmd.AddCommand(newExpansionCreateCmd(o), newExpansionLintCmd(o), newExpansionInspectCmd(o), newExpansionVerifyCmd(o), newExpansionPushCmd(o), newExpansionTestCmd(o))
+	cmd.AddCommand(newExpansionCreateCmd(o), newExpansionLintCmd(o), newExpansionInspectCmd(o), newExpansionVerifyCmd(o), newExpansionPushCmd(o), newExpansionTestCmd(o), newExpansionSignAllowlistCmd(o))
 	return cmd
 }
 

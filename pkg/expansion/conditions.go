@@ -90,6 +90,9 @@ func conditionObjects(m *v1alpha1.Expansion, withCRD bool) string {
 func (s *Set) CheckNames(checks map[string][]string) diag.List {
 	var l diag.List
 	known := func(name string) string {
+		if strings.HasPrefix(name, ProviderPrefix) {
+			return "" // CheckProviderNames
+		}
 		p, c, _ := strings.Cut(name, "/")
 		names, ok := checks[p]
 		switch {
@@ -124,7 +127,11 @@ func (s *Set) Checks(plugin string, checks []v1alpha1.Check) (out []v1alpha1.Che
 	for _, c := range checks {
 		id := plugin + "/" + c.Name
 		if by, ok := s.skippedBy(id); ok {
-			skipped = append(skipped, fmt.Sprintf("validate check %q of plugin %s not run: expansion %s skips it (skipConditions)", c.Name, plugin, by))
+			what := fmt.Sprintf("validate check %q of plugin %s", c.Name, plugin)
+			if plugin+"/" == ProviderPrefix {
+				what = fmt.Sprintf("readiness condition %q of the cluster's provider", c.Name)
+			}
+			skipped = append(skipped, fmt.Sprintf("%s not run: expansion %s skips it (skipConditions)", what, by))
 			changed = true
 			continue
 		}

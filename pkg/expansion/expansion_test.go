@@ -321,6 +321,7 @@ func TestManifestErrorsPointAtTheField(t *testing.T) {
 	}{
 		{"unknown skip step", "  skipSteps: [plugin/metrics-server, provison]\n",
 			`expansion.yaml:7:38: spec.skipSteps\[1\]: unknown step "provison": expected one of after-deploy, image-push, plugin/bastion, .*validate`},
+		{"a provider step that is not a name", "  skipSteps: [provider/Node_Routes]\n", `expansion.yaml:7:15: spec.skipSteps\[0\]: expected provider/STEP with STEP a step of the cluster's provider`},
 		{"skip a plugin that is not built in", "  skipSteps: [plugin/nonesuch]\n", `expansion.yaml:7:15: spec.skipSteps\[0\]: unknown step "plugin/nonesuch"`},
 		{"plugin path and ref", "  plugins:\n  - path: plugins/a.tgz\n    ref: oci://r/a:1\n", `spec.plugins\[0\]: expected exactly one of path .* found both`},
 		{"unpinned ref", "  plugins:\n  - ref: oci://r/a:1\n", `spec.plugins\[0\].ref: a ref must be pinned by digest`},

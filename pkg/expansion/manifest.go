@@ -50,6 +50,12 @@ var Steps = []Step{
 	{"image-push", "pushing the expansion's images to the cluster's registry: the site's registry already holds them"},
 }
 
+// ProviderPrefix prefixes a step or condition of the cluster's provider
+// where an expansion names it: skipSteps [provider/node-routes], skipConditions
+// and delegateConditions [provider/dns-ready]. Which exist is the provider's
+// (pkg/provider's Steps), checked when a run knows the provider.
+const ProviderPrefix = "provider/"
+
 // PluginStepPrefix prefixes a skip step that names a built-in plugin the site
 // replaces: the plugin is not deployed, whatever the cluster file enables.
 const PluginStepPrefix = "plugin/"
@@ -208,8 +214,16 @@ func check(doc *yamldoc.Doc, m *v1alpha1.Expansion, l *diag.List) {
 	}
 	known := KnownSteps()
 	for i, st := range s.SkipSteps {
+		if name, ok := strings.CutPrefix(st, ProviderPrefix); ok {
+			// The provider's steps are checked against its table once the
+			// run knows the provider (CheckProviderNames).
+			if !plugin.NameRE.MatchString(name) {
+				doc.Errorf(l, "/spec/skipSteps/"+strconv.Itoa(i), "expected %sSTEP with STEP a step of the cluster's provider (a DNS label), found %q", ProviderPrefix, st)
+			}
+			continue
+		}
 		if !slices.Contains(known, st) {
-			doc.Errorf(l, "/spec/skipSteps/"+strconv.Itoa(i), "unknown step %q: expected one of %s%s", st, strings.Join(known, ", "), suggest.Hint(suggest.Closest(st, known)))
+			doc.Errorf(l, "/spec/skipSteps/"+strconv.Itoa(i), "unknown step %q: expected one of %s, or %sSTEP for a step of the cluster's provider%s", st, strings.Join(known, ", "), ProviderPrefix, suggest.Hint(suggest.Closest(st, known)))
 		}
 	}
 	skipped := map[string]int{}
@@ -294,7 +308,7 @@ func checkDuration(doc *yamldoc.Doc, l *diag.List, ptr, d string) {
 func checkCheckName(s string) error {
 	p, c, ok := strings.Cut(s, "/")
 	if !ok || c == "" || !plugin.NameRE.MatchString(p) {
-		return fmt.Errorf("expected a plugin check as PLUGIN/CHECK, found %q", s)
+		return fmt.Errorf("expected a plugin check as PLUGIN/CHECK, or %sCONDITION for a readiness condition of the cluster's provider, found %q", ProviderPrefix, s)
 	}
 	return nil
 }

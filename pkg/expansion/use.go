@@ -537,9 +537,19 @@ const maxHookOutput = 4 << 10
 
 // Run runs the hook on this machine in its expansion's directory, with env
 // added to kubeplug's environment (a variable env sets replaces kubeplug's),
-// and waits for it within its timeout (default 5m). A failure names the
-// expansion, the hook, its point and step, and quotes the end of its output.
+// and waits for it within its timeout (default 5m). HOME is an empty
+// directory of the hook's own, removed when it ends, so that what a hook
+// finds under ~ (~/.kube/config, ~/.docker/config.json) is never the user's:
+// with the KUBECONFIG the run gives it, a hook's kubectl reaches the cluster
+// being built, and `kubectl --kubeconfig ~/.kube/config` finds no file. A
+// failure names the expansion, the hook, its point and step, and quotes the
+// end of its output.
 func (h Hook) Run(ctx context.Context, env []string) error {
+	home, err := os.MkdirTemp("", "kubeplug-hook-home-")
+	if err != nil {
+		return fmt.Errorf("expansion %s: installer hook %s/%s: its HOME: %w", h.Expansion.Manifest.Metadata.Name, h.Expansion.Manifest.Metadata.Name, h.Name, err)
+	}
+	defer func() { _ = os.RemoveAll(home) }()
 	timeout := 5 * time.Minute
 	if h.Timeout != "" {
 		if d, err := time.ParseDuration(h.Timeout); err == nil {
@@ -554,11 +564,11 @@ func (h Hook) Run(ctx context.Context, env []string) error {
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = h.Expansion.Root
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), hookHome(home)...), env...)
 	cmd.WaitDelay = 5 * time.Second
 	var out tailBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	err = cmd.Run()
 	step := h.Step
 	if step == "" {
 		step = HookSteps[h.At]
@@ -570,6 +580,13 @@ func (h Hook) Run(ctx context.Context, env []string) error {
 		return fmt.Errorf("expansion %s: installer hook %s/%s (%s, %s) failed: %w; output: %s", h.Expansion.Manifest.Metadata.Name, h.Expansion.Manifest.Metadata.Name, h.Name, h.At, step, err, out.String())
 	}
 	return nil
+}
+
+// hookHome is the environment that points a hook's home, and the
+// configuration and cache directories found through it, at home.
+func hookHome(home string) []string {
+	return []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+		"XDG_DATA_HOME=" + filepath.Join(home, ".local", "share")}
 }
 
 // tailBuffer keeps the last maxHookOutput bytes written to it.

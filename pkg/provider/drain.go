@@ -89,7 +89,6 @@ func transient(err error) bool {
 		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
 }
 
-
 func daemonOrStatic(pod *corev1.Pod) bool {
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return true

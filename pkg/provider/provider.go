@@ -30,6 +30,11 @@ type Desired struct {
 	// pointers) by plugin, for a provider whose files leave this machine in
 	// clear (the aws provider's user data), which refuses a file holding one.
 	Sensitive map[string][]string
+	// Skip names the creation steps (Steps, without StepPrefix) the site
+	// provides itself, each with the expansion that says so. Only Skippable
+	// steps are named; a provider that runs steps as data (the local one)
+	// skips them and says so in an Event, the others ignore it.
+	Skip map[string]string
 }
 
 // Event is a step of progress, for the user: "starting kube-apiserver",

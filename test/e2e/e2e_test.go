@@ -80,6 +80,7 @@ func TestCLI(t *testing.T) {
 			"helm-push":   helmPush,
 			"cosign-sign": cosignSign,
 			"registry":    func(ts *testscript.TestScript, neg bool, args []string) { localRegistry(ts, neg, args, repo) },
+			"decoy-api":   decoyAPIServer,
 		},
 	})
 }
@@ -127,6 +128,31 @@ func dockerSave(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(err)
 	}
 	ts.Check(tarball.WriteToFile(ts.MkAbs(args[2]), tag, img))
+}
+
+// decoyAPIServer starts a second API server for a script, standing for the
+// cluster of the user's own kubeconfig: it answers every request with a
+// Namespace list and appends "METHOD PATH" to FILE, so a script can tell
+// whether anything reached it. Its URL is $DECOY; it stops when the script
+// ends. Usage: decoy-api FILE.
+func decoyAPIServer(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: decoy-api FILE")
+	}
+	hits := ts.MkAbs(args[0])
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if f, err := os.OpenFile(hits, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			_, _ = fmt.Fprintf(f, "%s %s\n", r.Method, r.URL.Path)
+			_ = f.Close()
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"the-users-cluster"}}]}`)
+	}))
+	ts.Defer(srv.Close)
+	ts.Setenv("DECOY", srv.URL)
 }
 
 // swapped is a layer whose content is not what its digests say.

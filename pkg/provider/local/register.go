@@ -21,6 +21,7 @@ const Name = "local"
 
 func init() {
 	provider.RegisterFacts(Name, facts)
+	provider.RegisterSteps(Name, Steps())
 	provider.Register(Name, func(cfg provider.Config) (provider.Provider, error) {
 		opts := Options{StateDir: cfg.StateDir, ClusterName: cfg.ClusterName, Events: cfg.Events, Logger: cfg.Logger}
 		if cfg.Spec != nil && cfg.Spec.Local != nil {
