@@ -68,4 +68,8 @@ type ManagedClusterStatus struct {
 	KubeconfigSecret string `json:"kubeconfigSecret,omitempty" jsonschema:"maxLength=253"`
 	// KubernetesVersion is the version the last up brought up.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty" jsonschema:"maxLength=64"`
+	// AppliedDigest identifies what the last successful up brought up: the
+	// cluster file, the SSH key Secret's version and AcceptNewHostKeys. Up
+	// runs again only when it changes (or after a failure).
+	AppliedDigest string `json:"appliedDigest,omitempty" jsonschema:"maxLength=80"`
 }
