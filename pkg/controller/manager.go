@@ -124,15 +124,7 @@ func (o *Options) defaults() error {
 	if o.LeaseIdle <= 0 {
 		o.LeaseIdle = 2 * time.Second
 	}
-	if len(o.ClusterProviders) == 0 {
-		o.ClusterProviders = DefaultClusterProviders
-	}
-	if o.ClusterRunner == nil {
-		o.ClusterRunner = actionRunner{cfg: o.Action}
-	}
-	if o.ClusterRetry <= 0 {
-		o.ClusterRetry = 30 * time.Second
-	}
+	o.clusterDefaults()
 	if o.Shards > 1 && o.LeaderElection {
 		return errors.New("sharding (Shards above 1) and leader election exclude each other: every replica works, each on its shards")
 	}
@@ -144,6 +136,19 @@ func (o *Options) defaults() error {
 		o.WorkDir = filepath.Join(os.TempDir(), fmt.Sprintf("kubeplug-controller-%d", os.Getpid()))
 	}
 	return os.MkdirAll(o.WorkDir, 0o700)
+}
+
+// clusterDefaults are the defaults of the ManagedClusters' options.
+func (o *Options) clusterDefaults() {
+	if len(o.ClusterProviders) == 0 {
+		o.ClusterProviders = DefaultClusterProviders
+	}
+	if o.ClusterRunner == nil {
+		o.ClusterRunner = actionRunner{cfg: o.Action}
+	}
+	if o.ClusterRetry <= 0 {
+		o.ClusterRetry = 30 * time.Second
+	}
 }
 
 // Controller is kubeplug's controller: a controller-runtime manager with the
