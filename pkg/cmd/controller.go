@@ -140,7 +140,8 @@ resources and what runs it in a cluster: a Namespace, a ServiceAccount bound to
 cluster-admin (it installs plugins, which may hold any kind of object) and a
 Deployment of the kubeplug image running 'kubeplug controller'.`,
 		Example: `  kubeplug controller manifests | kubectl apply -f -
-  kubeplug controller manifests --image registry.example/kubeplug:v1 --replicas 2 > controller.yaml`,
+  kubeplug controller manifests --image registry.example/kubeplug:v1 --replicas 2 > controller.yaml
+  kubeplug controller manifests --replicas 3 --shards 6   # three replicas split the fleet`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := controller.Manifests(mo)
@@ -153,6 +154,7 @@ Deployment of the kubeplug image running 'kubeplug controller'.`,
 	}
 	cmd.Flags().StringVar(&mo.Namespace, "namespace", "kubeplug-system", "the namespace the controller runs in")
 	cmd.Flags().StringVar(&mo.Image, "image", controller.DefaultImage, "the controller's image")
-	cmd.Flags().IntVar(&mo.Replicas, "replicas", 1, "replicas (more than one elect a leader)")
+	cmd.Flags().IntVar(&mo.Replicas, "replicas", 1, "replicas (more than one elect a leader, unless --shards)")
+	cmd.Flags().IntVar(&mo.Shards, "shards", 1, "split the target clusters among the replicas in this many shards (a Lease each, in --namespace) instead of electing a leader")
 	return cmd
 }
