@@ -59,8 +59,7 @@ default): local would run the cluster inside the controller, aws deploys with
 the controller's credentials. The hosts provider gets the node programs as
 'kubeplug up' does (KUBEPLUG_LOCALNODE_BIN, KUBEPLUG_NODE_AGENT), from the
 controller's environment; the cluster's state (its PKI, the accepted host keys)
-is kept under the controller's work directory, not yet in the management
-cluster (docs/controller.md).
+is kept in the Secret NAME-state (docs/controller.md).
 
 The controller runs until interrupted (SIGINT, SIGTERM), then finishes what it
 is doing (up to 30 s) and releases its leases.

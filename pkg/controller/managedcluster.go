@@ -205,6 +205,10 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, err
 	}
 	kubeconfig, err := r.runner.Up(ctx, in.cluster, in.run(r.c.opts.Logger.With("managedcluster", req.String())))
+	// Kept even after a failed up: it may have made the PKI the hosts have.
+	if serr := r.saveState(ctx, obj, in.stateDir); serr != nil {
+		err = errors.Join(err, fmt.Errorf("keep the cluster's state: %w", serr))
+	}
 	if err == nil {
 		err = r.publish(ctx, obj, kubeconfig)
 	}
@@ -298,7 +302,7 @@ func (r *clusterReconciler) inputs(ctx context.Context, obj *ctrlv1.ManagedClust
 			name, prov, strings.Join(r.c.opts.ClusterProviders, ", "))}
 	}
 	in := &clusterInputs{cluster: cl, stateDir: filepath.Join(r.c.opts.WorkDir, "clusters", obj.Namespace, obj.Name)}
-	if err := os.MkdirAll(in.stateDir, 0o700); err != nil {
+	if err := r.restoreState(ctx, obj, in.stateDir); err != nil {
 		return nil, err
 	}
 	// Relative paths of the file (plugin directories) are the state
@@ -399,7 +403,7 @@ func (r *clusterReconciler) hostsInputs(ctx context.Context, obj *ctrlv1.Managed
 // ManagedCluster. A TargetCluster of that name that is not its own is left
 // alone: the error says so.
 func (r *clusterReconciler) publish(ctx context.Context, obj *ctrlv1.ManagedCluster, kubeconfig []byte) error {
-	owner := metav1.OwnerReference{APIVersion: ctrlv1.GroupVersion.String(), Kind: "ManagedCluster", Name: obj.Name, UID: obj.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
+	owner := ownerRef(obj)
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: kubeconfigSecretName(obj.Name)}}
 	if _, err := controllerutil.CreateOrPatch(ctx, r.client, sec, func() error {
 		if !ownedBy(sec, obj) && !sec.CreationTimestamp.IsZero() {
@@ -430,6 +434,10 @@ func neverUp(obj *ctrlv1.ManagedCluster) bool {
 	c := meta.FindStatusCondition(obj.Status.Conditions, "Failed")
 	return obj.Status.AppliedDigest == "" && c != nil && c.Status == metav1.ConditionTrue &&
 		(c.Reason == ReasonInvalidClusterFile || c.Reason == ReasonProviderNotAllowed)
+}
+
+func ownerRef(obj *ctrlv1.ManagedCluster) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: ctrlv1.GroupVersion.String(), Kind: "ManagedCluster", Name: obj.Name, UID: obj.UID, Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
 }
 
 func ownedBy(o client.Object, mc *ctrlv1.ManagedCluster) bool {
@@ -463,6 +471,7 @@ func (r *clusterReconciler) remove(ctx context.Context, obj *ctrlv1.ManagedClust
 	for _, o := range []client.Object{
 		&ctrlv1.TargetCluster{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: kubeconfigSecretName(obj.Name)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: stateSecretName(obj.Name)}},
 	} {
 		if err := r.client.Get(ctx, client.ObjectKeyFromObject(o), o); err == nil && ownedBy(o, obj) {
 			if err := r.client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {

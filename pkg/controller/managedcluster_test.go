@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +44,8 @@ type fakeRunner struct {
 	problems            []string
 	acceptNew           bool
 	keyFile, knownHosts string
+	// cas is the CA each up found in the state directory.
+	cas []string
 }
 
 func (f *fakeRunner) check(cl *config.Cluster, run controller.ClusterRun) {
@@ -66,6 +69,14 @@ func (f *fakeRunner) Up(_ context.Context, cl *config.Cluster, run controller.Cl
 	defer f.mu.Unlock()
 	f.ups = append(f.ups, cl.Spec.Metadata.Name)
 	f.check(cl, run)
+	// The provider's state: a CA made by the first up, kept by the next.
+	ca := filepath.Join(run.StateDir, "pki", "ca.crt")
+	b, err := os.ReadFile(ca)
+	f.cas = append(f.cas, string(b))
+	if err != nil {
+		_ = os.MkdirAll(filepath.Dir(ca), 0o700)
+		_ = os.WriteFile(ca, fmt.Appendf(nil, "CA of up %d", len(f.ups)), 0o600)
+	}
 	if f.failUps > 0 {
 		f.failUps--
 		return nil, errors.New("stage provision: 1 host(s) failed: 10.0.0.3\n  host workers-1 (10.0.0.3:22): upload /usr/local/bin/kubelet: disk full")
@@ -121,7 +132,7 @@ spec:
 `
 }
 
-func startClusterController(t *testing.T, rc *rest.Config, runner controller.ClusterRunner) {
+func startClusterController(t *testing.T, rc *rest.Config, runner controller.ClusterRunner) (stop func()) {
 	t.Helper()
 	c, err := controller.New(rc, controller.Options{
 		Logger: testcluster.Logger(t), Action: &action.Config{NoBuiltin: true},
@@ -135,12 +146,17 @@ func startClusterController(t *testing.T, rc *rest.Config, runner controller.Clu
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // conditionOf waits until a ManagedCluster's condition typ has status want,
@@ -325,4 +341,59 @@ func indent(s, prefix string) string {
 		lines[i] = prefix + l
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// TestManagedClusterStateSurvivesRestart: the cluster's state directory is
+// kept in a Secret after each up; a controller that restarts with an empty
+// work directory runs the next up on the same state (the same CA), and
+// deleting the ManagedCluster deletes the Secret.
+func TestManagedClusterStateSurvivesRestart(t *testing.T) {
+	rc := testcluster.RESTConfig(t)
+	cs := testcluster.Client(t)
+	dc := dynamic.NewForConfigOrDie(rc)
+	installCRDs(t, rc)
+	const mgmt = "ctrl-mcstate"
+	namespace(t, cs, mgmt)
+	if _, err := cs.CoreV1().Secrets(mgmt).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "hosts-key", Namespace: mgmt}, Type: corev1.SecretTypeSSHAuth,
+		Data: map[string][]byte{corev1.SSHAuthPrivateKey: []byte("TEST KEY")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := os.ReadFile(testcluster.ControlPlane(t).KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := &fakeRunner{kubeconfig: kc}
+	stop := startClusterController(t, rc, runner)
+	create(t, dc, mclGVR, mgmt, `apiVersion: kubeplug.dev/v1alpha1
+kind: ManagedCluster
+metadata: {name: kept}
+spec:
+  sshKeySecret: {name: hosts-key}
+  clusterFile: |
+`+indent(hostsClusterFile("kept", ""), "    "))
+	conditionOf(t, dc, mgmt, "kept", "Ready", "True")
+	if _, err := cs.CoreV1().Secrets(mgmt).Get(t.Context(), "kept-state", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the state Secret: %v", err)
+	}
+	stop()
+
+	// A new controller, an empty work directory; a changed spec runs up again.
+	startClusterController(t, rc, runner)
+	edit(t, dc, mclGVR, mgmt, "kept", func(spec map[string]any) { spec["acceptNewHostKeys"] = true })
+	waitFor(t, time.Minute, "a second up", func() (bool, string) {
+		ups, _, _ := runner.counts()
+		return ups == 2, fmt.Sprint(ups, " ups")
+	})
+	runner.mu.Lock()
+	cas := slices.Clone(runner.cas)
+	runner.mu.Unlock()
+	if cas[0] != "" || cas[1] != "CA of up 1" {
+		t.Errorf("the CAs the ups found: %q; want none, then the first up's", cas)
+	}
+	deleted(t, dc, mgmt, "kept")
+	if _, err := cs.CoreV1().Secrets(mgmt).Get(t.Context(), "kept-state", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the state Secret is left: %v", err)
+	}
 }
