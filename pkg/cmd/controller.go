@@ -21,7 +21,7 @@ func newControllerCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run kubeplug's controller: installations, catalogs and fleets as Kubernetes resources",
-		Long: `Run the controller: the same engine as apply, behind four resources of the
+		Long: `Run the controller: the same engine as apply and up, behind five resources of the
 kubeplug.dev/v1alpha1 API (their CRDs are in api/controller/v1alpha1/crds of the kubeplug
 repository; 'kubeplug controller manifests' prints them with a Deployment that
 runs the controller in the cluster — run it there or here, not both):
@@ -37,6 +37,10 @@ runs the controller in the cluster — run it there or here, not both):
   PluginRollout       one installation per TargetCluster its selector matches,
                       moved to a new template a stage at a time (a canary, then
                       batches), halted by a cluster that fails
+  ManagedCluster      a cluster the controller creates: a cluster file brought up
+                      by the same code as 'kubeplug up' (the hosts provider, its
+                      SSH key from a Secret), its kubeconfig published in a Secret
+                      and a TargetCluster of its name; deleting it runs down
 
 What the controller installs is recorded as the CLI records it, owned by the
 installation: 'kubeplug status', 'history', 'rollback' and 'diff --live' work on
@@ -49,6 +53,13 @@ shards by a stable hash of its namespace/name, and only the replica holding that
 shard's Lease reconciles its installations; replicas share the shards fairly
 and take over those of a replica that died once its Leases expire
 (--leader-elect is then not used).
+
+A ManagedCluster may use only the providers --cluster-providers names (hosts by
+default): local would run the cluster inside the controller, aws deploys with
+the controller's credentials. The hosts provider gets the node programs as
+'kubeplug up' does (KUBEPLUG_LOCALNODE_BIN, KUBEPLUG_NODE_AGENT), from the
+controller's environment; the cluster's state (its PKI, the accepted host keys)
+is kept in the Secret NAME-state (docs/controller.md).
 
 The controller runs until interrupted (SIGINT, SIGTERM), then finishes what it
 is doing (up to 30 s) and releases its leases.
@@ -106,6 +117,7 @@ yourself) and show no values. Whoever reaches the metrics port sees them.`,
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one leader among replicas (a Lease in --leader-elect-namespace)")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-elect-namespace", "kubeplug-system", "the namespace of the leader election Lease (and of the shard Leases)")
 	f.IntVar(&opts.Shards, "shards", 1, "split the target clusters among replicas in this many shards (a Lease each); every replica gets the same value")
+	f.StringSliceVar(&opts.ClusterProviders, "cluster-providers", controller.DefaultClusterProviders, "the providers a ManagedCluster may use")
 	f.StringVar(&opts.ReplicaID, "replica-id", "", "this replica's name in the shard Leases (default: host name and process id)")
 	cmd.MarkFlagsMutuallyExclusive("shards", "leader-elect")
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", `where Prometheus metrics are served ("0": nowhere)`)
@@ -127,7 +139,8 @@ resources and what runs it in a cluster: a Namespace, a ServiceAccount bound to
 cluster-admin (it installs plugins, which may hold any kind of object) and a
 Deployment of the kubeplug image running 'kubeplug controller'.`,
 		Example: `  kubeplug controller manifests | kubectl apply -f -
-  kubeplug controller manifests --image registry.example/kubeplug:v1 --replicas 2 > controller.yaml`,
+  kubeplug controller manifests --image registry.example/kubeplug:v1 --replicas 2 > controller.yaml
+  kubeplug controller manifests --replicas 3 --shards 6   # three replicas split the fleet`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := controller.Manifests(mo)
@@ -140,6 +153,7 @@ Deployment of the kubeplug image running 'kubeplug controller'.`,
 	}
 	cmd.Flags().StringVar(&mo.Namespace, "namespace", "kubeplug-system", "the namespace the controller runs in")
 	cmd.Flags().StringVar(&mo.Image, "image", controller.DefaultImage, "the controller's image")
-	cmd.Flags().IntVar(&mo.Replicas, "replicas", 1, "replicas (more than one elect a leader)")
+	cmd.Flags().IntVar(&mo.Replicas, "replicas", 1, "replicas (more than one elect a leader, unless --shards)")
+	cmd.Flags().IntVar(&mo.Shards, "shards", 1, "split the target clusters among the replicas in this many shards (a Lease each, in --namespace) instead of electing a leader")
 	return cmd
 }

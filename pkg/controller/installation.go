@@ -173,6 +173,8 @@ func kindOf(o client.Object) string {
 		return "TargetCluster"
 	case *ctrlv1.PluginRollout:
 		return "PluginRollout"
+	case *ctrlv1.ManagedCluster:
+		return "ManagedCluster"
 	}
 	return o.GetObjectKind().GroupVersionKind().Kind
 }

@@ -87,6 +87,16 @@ type Options struct {
 	// ReplicaID names this replica in the shard Leases. Default the host name
 	// and process id.
 	ReplicaID string
+	// ClusterProviders are the providers a ManagedCluster may name. Default
+	// DefaultClusterProviders (hosts); a ManagedCluster of another is refused
+	// with the condition ProviderNotAllowed.
+	ClusterProviders []string
+	// ClusterRunner brings ManagedClusters up and down. Default action.Up and
+	// action.Down with Action, what `kubeplug up` and `kubeplug down` run.
+	ClusterRunner ClusterRunner
+	// ClusterRetry is how long a ManagedCluster whose up or down failed waits
+	// for the next try. Default 30s.
+	ClusterRetry time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -120,6 +130,7 @@ func (o *Options) defaults() error {
 	if o.LeaseIdle <= 0 {
 		o.LeaseIdle = 2 * time.Second
 	}
+	o.clusterDefaults()
 	if o.Shards > 1 && o.LeaderElection {
 		return errors.New("sharding (Shards above 1) and leader election exclude each other: every replica works, each on its shards")
 	}
@@ -133,8 +144,21 @@ func (o *Options) defaults() error {
 	return os.MkdirAll(o.WorkDir, 0o700)
 }
 
+// clusterDefaults are the defaults of the ManagedClusters' options.
+func (o *Options) clusterDefaults() {
+	if len(o.ClusterProviders) == 0 {
+		o.ClusterProviders = DefaultClusterProviders
+	}
+	if o.ClusterRunner == nil {
+		o.ClusterRunner = actionRunner{cfg: o.Action}
+	}
+	if o.ClusterRetry <= 0 {
+		o.ClusterRetry = 30 * time.Second
+	}
+}
+
 // Controller is kubeplug's controller: a controller-runtime manager with the
-// reconcilers of the four resources.
+// reconcilers of the five resources.
 type Controller struct {
 	opts    Options
 	mgr     manager.Manager
@@ -223,6 +247,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err := idx.IndexField(context.Background(), &ctrlv1.TargetCluster{}, refsIndex, targetRefs); err != nil {
 		return nil, err
 	}
+	if err := idx.IndexField(context.Background(), &ctrlv1.ManagedCluster{}, refsIndex, managedClusterRefs); err != nil {
+		return nil, err
+	}
 	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency, SkipNameValidation: ptr(true)}
 	inst := &installationReconciler{c: c, client: mgr.GetClient(), events: mgr.GetEventRecorder("kubeplug-controller")}
 	if err := inst.setup(mgr, copts); err != nil {
@@ -235,6 +262,9 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		return nil, err
 	}
 	if err := (&rolloutReconciler{c: c, client: mgr.GetClient()}).setup(mgr); err != nil {
+		return nil, err
+	}
+	if err := (&clusterReconciler{c: c, client: mgr.GetClient(), runner: opts.ClusterRunner}).setup(mgr); err != nil {
 		return nil, err
 	}
 	return c, nil

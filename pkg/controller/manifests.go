@@ -21,8 +21,13 @@ type ManifestOptions struct {
 	Namespace string
 	// Image of the controller. Default DefaultImage.
 	Image string
-	// Replicas of the controller; more than one elect a leader. Default 1.
+	// Replicas of the controller; more than one elect a leader, unless Shards
+	// is above 1. Default 1.
 	Replicas int
+	// Shards, above 1, has the replicas split the target clusters in this many
+	// shards (kubeplug controller --shards, each replica named by its Pod)
+	// instead of electing a leader. Default 1.
+	Shards int
 }
 
 // Manifests returns what installs the controller into a cluster, as one YAML
@@ -39,6 +44,9 @@ func Manifests(o ManifestOptions) ([]byte, error) {
 	}
 	if o.Replicas < 0 {
 		return nil, fmt.Errorf("replicas %d: a count must be at least 1", o.Replicas)
+	}
+	if o.Shards < 0 {
+		return nil, fmt.Errorf("shards %d: a count must be at least 1", o.Shards)
 	}
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
 		return nil, fmt.Errorf("namespace %q: a namespace must be a DNS label (RFC 1123): %s", o.Namespace, strings.Join(errs, "; "))
@@ -75,11 +83,10 @@ func Manifests(o ManifestOptions) ([]byte, error) {
 						"affinity":        notSimulated,
 						"securityContext": map[string]any{"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
 						"containers": []any{map[string]any{
-							"name":  "controller",
-							"image": o.Image,
-							"args": []any{"controller", "--leader-elect=" + fmt.Sprint(o.Replicas > 1),
-								"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"},
-							"env":            []any{map[string]any{"name": "HOME", "value": "/tmp"}, map[string]any{"name": "GOMEMLIMIT", "value": "400MiB"}},
+							"name":           "controller",
+							"image":          o.Image,
+							"args":           controllerArgs(o),
+							"env":            controllerEnv(o),
 							"ports":          []any{map[string]any{"name": "metrics", "containerPort": 8080}, map[string]any{"name": "probes", "containerPort": 8081}},
 							"livenessProbe":  map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": "probes"}},
 							"readinessProbe": map[string]any{"httpGet": map[string]any{"path": "/readyz", "port": "probes"}},
@@ -105,6 +112,26 @@ func Manifests(o ManifestOptions) ([]byte, error) {
 		buf.Write(b)
 	}
 	return buf.Bytes(), nil
+}
+
+// controllerArgs are the arguments of the controller's container: leader
+// election among several replicas, or shards; the Leases in its namespace.
+func controllerArgs(o ManifestOptions) []any {
+	args := []any{"controller", "--leader-elect=" + fmt.Sprint(o.Replicas > 1 && o.Shards <= 1), "--leader-elect-namespace=" + o.Namespace}
+	if o.Shards > 1 {
+		args = append(args, fmt.Sprintf("--shards=%d", o.Shards), "--replica-id=$(POD_NAME)")
+	}
+	return append(args, "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081")
+}
+
+// controllerEnv is the environment of the controller's container; a sharded
+// replica is named by its Pod in the shard Leases.
+func controllerEnv(o ManifestOptions) []any {
+	env := []any{map[string]any{"name": "HOME", "value": "/tmp"}, map[string]any{"name": "GOMEMLIMIT", "value": "400MiB"}}
+	if o.Shards > 1 {
+		env = append(env, map[string]any{"name": "POD_NAME", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "metadata.name"}}})
+	}
+	return env
 }
 
 // notSimulated keeps a Pod off simulated nodes: kwok's Nodes carry the label

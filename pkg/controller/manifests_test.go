@@ -31,13 +31,37 @@ func TestManifests(t *testing.T) {
 			deployment = obj
 		}
 	}
-	if kinds["CustomResourceDefinition"] != 4 || kinds["Deployment"] != 1 || kinds["ServiceAccount"] != 1 || kinds["ClusterRoleBinding"] != 1 || kinds["Namespace"] != 1 {
+	if kinds["CustomResourceDefinition"] != 5 || kinds["Deployment"] != 1 || kinds["ServiceAccount"] != 1 || kinds["ClusterRoleBinding"] != 1 || kinds["Namespace"] != 1 {
 		t.Errorf("kinds = %v", kinds)
 	}
 	raw, _ := yaml.Marshal(deployment)
-	for _, want := range []string{"image: registry.example/kubeplug:v1", "replicas: 2", "--leader-elect=true", "GOMEMLIMIT"} {
+	for _, want := range []string{"image: registry.example/kubeplug:v1", "replicas: 2", "--leader-elect=true", "--leader-elect-namespace=kubeplug-system", "GOMEMLIMIT"} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("the Deployment lacks %q:\n%s", want, raw)
+		}
+	}
+	if strings.Contains(string(raw), "--shards") {
+		t.Errorf("an unsharded Deployment with --shards:\n%s", raw)
+	}
+}
+
+// TestManifestsShards: --shards N makes the replicas split the fleet instead
+// of electing a leader, each named by its Pod in the shard Leases, which are
+// in the controller's namespace.
+func TestManifestsShards(t *testing.T) {
+	b, err := controller.Manifests(controller.ManifestOptions{Namespace: "fleet-ctl", Replicas: 3, Shards: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deployment string
+	for _, doc := range bytes.Split(b, []byte("\n---\n")) {
+		if bytes.Contains(doc, []byte("kind: Deployment")) {
+			deployment = string(doc)
+		}
+	}
+	for _, want := range []string{"replicas: 3", "--leader-elect=false", "--leader-elect-namespace=fleet-ctl", "--shards=6", "--replica-id=$(POD_NAME)", "name: POD_NAME", "fieldPath: metadata.name"} {
+		if !strings.Contains(deployment, want) {
+			t.Errorf("the sharded Deployment lacks %q:\n%s", want, deployment)
 		}
 	}
 }
@@ -47,6 +71,7 @@ func TestManifestsRefuseHostileOptions(t *testing.T) {
 		{Namespace: "Evil_NS/../kube-system"},
 		{Namespace: "a.b"},
 		{Replicas: -5},
+		{Shards: -1},
 	} {
 		if b, err := controller.Manifests(o); err == nil || b != nil {
 			t.Errorf("Manifests(%+v) = %d bytes, %v; want a refusal", o, len(b), err)

@@ -10,7 +10,8 @@ import (
 var crdFiles embed.FS
 
 // CRDs returns the CustomResourceDefinitions of the controller's resources
-// (PluginCatalog, PluginInstallation, TargetCluster, PluginRollout), generated
+// (PluginCatalog, PluginInstallation, TargetCluster, PluginRollout,
+// ManagedCluster), generated
 // from this package's types, one YAML document each, sorted by file name.
 func CRDs() [][]byte {
 	names, _ := fs.Glob(crdFiles, "crds/*.yaml")

@@ -72,6 +72,14 @@ var crdDefs = []struct {
 		columns: []column{{"Version", "string", ".status.kubernetesVersion"}, readyCol, statusCol},
 	},
 	{
+		kind: "ManagedCluster", plural: "managedclusters", short: "mcl",
+		spec: &ManagedClusterSpec{}, status: &ManagedClusterStatus{},
+		columns: []column{{"Version", "string", ".status.kubernetesVersion"}, readyCol, statusCol},
+		rules: []rule{
+			{"", exactlyOf("clusterFile", "clusterFileFrom"), "set exactly one of clusterFile and clusterFileFrom"},
+		},
+	},
+	{
 		kind: "PluginRollout", plural: "pluginrollouts", short: "prol",
 		spec: &PluginRolloutSpec{}, status: &PluginRolloutStatus{},
 		columns: []column{readyCol, statusCol},

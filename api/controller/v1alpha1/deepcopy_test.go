@@ -33,14 +33,14 @@ func TestDeepCopyCurrent(t *testing.T) {
 	}
 }
 
-// TestKindsAreRegistered checks that the scheme knows the four kinds and their
+// TestKindsAreRegistered checks that the scheme knows the five kinds and their
 // lists, and that a copy shares nothing with its original.
 func TestKindsAreRegistered(t *testing.T) {
 	s := runtime.NewScheme()
 	if err := AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"PluginCatalog", "PluginInstallation", "TargetCluster", "PluginRollout"} {
+	for _, kind := range []string{"PluginCatalog", "PluginInstallation", "TargetCluster", "PluginRollout", "ManagedCluster"} {
 		for _, k := range []string{kind, kind + "List"} {
 			if !s.Recognizes(GroupVersion.WithKind(k)) {
 				t.Errorf("the scheme does not know %s", k)

@@ -1,6 +1,6 @@
 // Package v1alpha1 is the Kubernetes API of kubeplug's controller (`kubeplug
 // controller`, pkg/controller): the resources PluginCatalog,
-// PluginInstallation, TargetCluster and PluginRollout of the API group
+// PluginInstallation, TargetCluster, PluginRollout and ManagedCluster of the API group
 // kubeplug.dev, version v1alpha1.
 //
 // They are Kubernetes objects (metav1.TypeMeta and ObjectMeta, runtime.Object

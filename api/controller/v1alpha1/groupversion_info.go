@@ -31,6 +31,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&PluginInstallation{}, &PluginInstallationList{},
 		&TargetCluster{}, &TargetClusterList{},
 		&PluginRollout{}, &PluginRolloutList{},
+		&ManagedCluster{}, &ManagedClusterList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

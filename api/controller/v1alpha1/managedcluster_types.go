@@ -1,0 +1,75 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// ManagedCluster is a cluster the controller creates and deletes: a kubeplug
+// cluster file (cluster.yaml) brought up by the same code as `kubeplug up`,
+// on a provider that can run from inside a cluster (hosts). Its kubeconfig is
+// published in a Secret and as a TargetCluster of the same name, which
+// installations target by name. Deleting it runs `kubeplug down` (a finalizer)
+// unless DeletionPolicy is Retain.
+//
+// (It is not kind Cluster: the cluster file is already kubeplug.dev/v1alpha1
+// Cluster, and a `kubectl apply` of a cluster file must not be taken for one.)
+//
+// +kubebuilder:object:root=true
+type ManagedCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ManagedClusterSpec   `json:"spec"`
+	Status ManagedClusterStatus `json:"status,omitempty"`
+}
+
+// ManagedClusterList is a list of ManagedClusters.
+//
+// +kubebuilder:object:root=true
+type ManagedClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ManagedCluster `json:"items"`
+}
+
+// ManagedClusterSpec is the cluster to bring up. Exactly one of ClusterFile
+// and ClusterFileFrom is set.
+type ManagedClusterSpec struct {
+	// ClusterFile is the cluster file (cluster.yaml: apiVersion, kind Cluster,
+	// metadata, spec), inline as text.
+	ClusterFile string `json:"clusterFile,omitempty" jsonschema:"maxLength=262144"`
+	// ClusterFileFrom is a key of a ConfigMap, in the resource's namespace,
+	// holding the cluster file.
+	ClusterFileFrom *KeyRef `json:"clusterFileFrom,omitempty"`
+	// SSHKeySecret is a Secret, in the resource's namespace, holding the
+	// private key the hosts provider logs in with under Key (default
+	// "ssh-privatekey", the key of a kubernetes.io/ssh-auth Secret). The
+	// cluster file then sets no keyFile and no agent.
+	SSHKeySecret *KeyRefOptionalKey `json:"sshKeySecret,omitempty"`
+	// AcceptNewHostKeys trusts each host's key on first use (as `kubeplug up
+	// --accept-new-host-keys`); the keys seen are kept with the cluster's
+	// state, and a changed key is refused. Without it, the cluster file's
+	// knownHostsFile must hold them.
+	AcceptNewHostKeys bool `json:"acceptNewHostKeys,omitempty"`
+	// DeletionPolicy says what deleting the resource does: Delete (the
+	// default) runs `kubeplug down` on the cluster; Retain leaves it running.
+	DeletionPolicy string `json:"deletionPolicy,omitempty" jsonschema:"enum=,enum=Delete,enum=Retain"`
+}
+
+// ManagedClusterStatus is what the controller last did with the cluster.
+type ManagedClusterStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Provisioning is True while up runs; Ready is True when the
+	// last up brought the whole cluster up; Failed is True, with the
+	// provider's error naming the host and step, when it did not (the next
+	// reconcile runs up again, which continues where it stopped).
+	Conditions []metav1.Condition `json:"conditions,omitempty" jsonschema:"maxItems=8"`
+	// KubeconfigSecret is the Secret holding the cluster's kubeconfig (key
+	// "kubeconfig"); a TargetCluster of the resource's name points at it.
+	KubeconfigSecret string `json:"kubeconfigSecret,omitempty" jsonschema:"maxLength=253"`
+	// KubernetesVersion is the version the last up brought up.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty" jsonschema:"maxLength=64"`
+	// AppliedDigest identifies what the last successful up brought up: the
+	// cluster file, the SSH key Secret's version and AcceptNewHostKeys. Up
+	// runs again only when it changes (or after a failure).
+	AppliedDigest string `json:"appliedDigest,omitempty" jsonschema:"maxLength=80"`
+}

@@ -1,0 +1,339 @@
+package hosts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
+	"github.com/kubeplug/kubeplug/pkg/action"
+	"github.com/kubeplug/kubeplug/pkg/archive"
+	"github.com/kubeplug/kubeplug/pkg/controller"
+	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/test/harness/testcluster"
+)
+
+// hostKubelet is a plugin the controller's plugin directory offers: the
+// kubelet flags the test hosts need (their disk is this machine's, shared and
+// nearly full).
+const hostKubelet = `apiVersion: kubeplug.dev/v1alpha1
+kind: Plugin
+metadata: {name: host-kubelet, version: 0.1.0, description: kubelet flags for the test hosts}
+spec:
+  contributes:
+    nodes:
+      - kubelet:
+          flags: {eviction-hard: "memory.available<100Mi,nodefs.available<1%,imagefs.available<1%", image-gc-high-threshold: "100", image-gc-low-threshold: "99"}
+`
+
+// managedClusterFile is the ManagedCluster's cluster file: no key file, no
+// known_hosts file (the resource gives them).
+func managedClusterFile(addrs []string) string {
+	return fmt.Sprintf(`apiVersion: kubeplug.dev/v1alpha1
+kind: Cluster
+metadata: {name: managed}
+spec:
+  kubernetesVersion: 1.37.1
+  provider:
+    hosts:
+      ssh: {user: %s}
+      pools:
+        - name: control-plane
+          hosts: [{address: %s}]
+        - name: workers
+          hosts: [{address: %s}, {address: %s}]
+  nodePools:
+    - {name: workers, role: worker, count: 2}
+  plugins:
+    enabled:
+      - name: control-plane
+        values: {clusterCIDR: 10.246.0.0/16}
+      - name: host-kubelet
+`, sshUser, addrs[0], addrs[1], addrs[2])
+}
+
+// nodePrograms points the hosts provider at the built node programs, as
+// TestCluster does.
+func nodePrograms(t *testing.T, dir string) {
+	t.Helper()
+	bin, err := controlplane.FindBinDir("")
+	if err != nil {
+		t.Fatalf("the local control plane is not built (make localcluster): %v", err)
+	}
+	nodeBin := os.Getenv("KUBEPLUG_LOCALNODE_BIN")
+	if nodeBin == "" {
+		nodeBin = filepath.Join(filepath.Dir(filepath.Dir(bin)), "localnode", "bin")
+	}
+	if _, err := os.Stat(filepath.Join(nodeBin, "containerd")); err != nil {
+		t.Fatalf("the node programs are not built (make localnode): %v", err)
+	}
+	t.Setenv("KUBEPLUG_LOCALCLUSTER_BIN", bin)
+	t.Setenv("KUBEPLUG_LOCALNODE_BIN", nodeBin)
+	if os.Getenv("KUBEPLUG_NODE_AGENT") == "" {
+		agent := filepath.Join(dir, "kubeplug")
+		cmd := exec.Command("go", "build", "-o", agent, "github.com/kubeplug/kubeplug/cmd/kubeplug")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build the node agent: %v\n%s", err, out)
+		}
+		t.Setenv("KUBEPLUG_NODE_AGENT", agent)
+	}
+}
+
+// TestManagedCluster: a management API server and a controller; a
+// ManagedCluster on the three sshd machines → the controller brings the
+// cluster up with the hosts provider (the key from a Secret, the host keys
+// trusted on first use), publishes its kubeconfig and a TargetCluster, and an
+// installation targeting it by name installs a plugin there. Deleting the
+// ManagedCluster runs down: no kubeplug file, unit or process is left on the
+// hosts, and the Secret and TargetCluster are gone.
+func TestManagedCluster(t *testing.T) {
+	dir := t.TempDir()
+	nodePrograms(t, dir)
+	ms, key := sshHosts(t, 3)
+	var addrs []string
+	for i, m := range ms {
+		addrs = append(addrs, m.Node.Network.NodeIP(i).String())
+	}
+	mgmt := testcluster.Start(t, controlplane.Options{}, 0)
+	rc := mgmt.RESTConfig()
+	applyCRDs(t, rc)
+
+	write(t, filepath.Join(dir, "plugins", "host-kubelet", "plugin.yaml"), hostKubelet)
+	workDir := filepath.Join(dir, "controller")
+	ctl, err := controller.New(rc, controller.Options{
+		Logger: testcluster.Logger(t), Action: &action.Config{PluginDirs: []string{filepath.Join(dir, "plugins")}},
+		MetricsAddr: "0", ProbeAddr: "0", WorkDir: workDir, TargetResync: 5 * time.Second, ClusterRetry: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ctl.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+
+	// After controller.New, which gives controller-runtime its logger.
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctrlv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const ns = "fleet"
+	pem, err := os.ReadFile(key) //nolint:gosec // the test's key
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := pluginArchive(t, map[string]string{
+		"plugin.yaml": "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: hello, version: 1.0.0}\nspec:\n  contributes:\n    kubernetes: {manifests: [m.yaml]}\n",
+		"m.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hello, namespace: default}\ndata: {greeting: from-the-fleet}\n",
+	})
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hosts-key"}, Type: corev1.SecretTypeSSHAuth, Data: map[string][]byte{corev1.SSHAuthPrivateKey: pem}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "packages"}, BinaryData: map[string][]byte{"hello-1.0.0.tgz": pkg}},
+		&ctrlv1.PluginCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"}, Spec: ctrlv1.PluginCatalogSpec{Sources: []ctrlv1.CatalogSource{{ConfigMap: "packages"}}}},
+		&ctrlv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: ctrlv1.ManagedClusterSpec{
+			ClusterFile: managedClusterFile(addrs), SSHKeySecret: &ctrlv1.KeyRefOptionalKey{Name: "hosts-key"}, AcceptNewHostKeys: true,
+		}},
+		&ctrlv1.PluginInstallation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}, Spec: ctrlv1.PluginInstallationSpec{
+			Target: "edge", Catalogs: []string{"main"}, Plugins: []ctrlv1.InstalledPlugin{{Name: "hello", Version: "1.0.0"}},
+		}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	began := time.Now()
+	mc := &ctrlv1.ManagedCluster{}
+	poll(t, 15*time.Minute, "ManagedCluster edge Ready", func() (bool, string) {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, mc); err != nil {
+			return false, err.Error()
+		}
+		return meta.IsStatusConditionTrue(mc.Status.Conditions, "Ready"), fmt.Sprint(mc.Status.Conditions)
+	})
+	t.Logf("ManagedCluster Ready in %s: %v", time.Since(began).Round(time.Second), meta.FindStatusCondition(mc.Status.Conditions, "Ready").Message)
+	if mc.Status.KubernetesVersion != "1.37.1" || mc.Status.KubeconfigSecret != "edge-kubeconfig" {
+		t.Errorf("status: %+v", mc.Status)
+	}
+	// The hosts' keys the controller accepted, for the test's own connections.
+	known := filepath.Join(dir, "known_hosts")
+	b, err := os.ReadFile(filepath.Join(workDir, "clusters", ns, "edge", "known_hosts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, known, string(b))
+
+	sec := &corev1.Secret{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge-kubeconfig"}, sec); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(sec.Data["kubeconfig"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://"+addrs[0]+":6443" {
+		t.Errorf("the published kubeconfig's server is %s, want the control-plane host's", cfg.Host)
+	}
+	edge := kubernetes.NewForConfigOrDie(cfg)
+	for _, node := range []string{"control-plane-0", "workers-0", "workers-1"} {
+		n, err := edge.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil || !ready(n) {
+			t.Errorf("node %s of the managed cluster is not Ready: %v", node, err)
+		}
+	}
+	inst := &ctrlv1.PluginInstallation{}
+	poll(t, 3*time.Minute, "installation hello Ready on the managed cluster", func() (bool, string) {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "hello"}, inst); err != nil {
+			return false, err.Error()
+		}
+		return meta.IsStatusConditionTrue(inst.Status.Conditions, "Ready"), fmt.Sprint(inst.Status.Conditions)
+	})
+	cm, err := edge.CoreV1().ConfigMaps("default").Get(ctx, "hello", metav1.GetOptions{})
+	if err != nil || cm.Data["greeting"] != "from-the-fleet" {
+		t.Fatalf("the plugin's ConfigMap in the managed cluster: %v, %v", cm, err)
+	}
+
+	// Delete: the installation first (it uninstalls), then the cluster (down).
+	if err := c.Delete(ctx, inst); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, c, inst, 2*time.Minute)
+	if err := c.Delete(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, c, mc, 5*time.Minute)
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-kubeconfig"}},
+		&ctrlv1.TargetCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}},
+	} {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s is left after the ManagedCluster: %v", o, o.GetName(), err)
+		}
+	}
+	cl := sshClients(t, addrs, key, known)
+	for i := range addrs {
+		got := cl.run(t, i, "for f in /usr/local/bin/kubeplug /usr/local/bin/containerd /usr/local/lib/kubeplug /usr/bin/kubelet /var/lib/kubeplug /var/lib/kubelet /etc/kubernetes /etc/systemd/system/kubelet.service /etc/systemd/system/containerd.service /etc/containerd; do if [ -e $f ] || [ -L $f ]; then echo left: $f; fi; done; systemctl list-units --all --no-legend 'kube*' 'containerd*'")
+		got += cl.run(t, i, "pgrep -a -f '[c]ontainerd|[k]ubelet|[k]ube-|[e]tcd|[k]ubeplug' || true")
+		if strings.TrimSpace(got) != "" {
+			t.Errorf("host %s after the ManagedCluster was deleted:\n%s", addrs[i], got)
+		}
+	}
+}
+
+// applyCRDs applies the controller's CRDs and waits until they serve.
+func applyCRDs(t *testing.T, rc *rest.Config) {
+	t.Helper()
+	dc := dynamic.NewForConfigOrDie(rc)
+	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	for _, raw := range ctrlv1.CRDs() {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(u.Object)
+		force := true
+		if _, err := dc.Resource(crdGVR).Patch(t.Context(), u.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "e2e", Force: &force}); err != nil {
+			t.Fatalf("apply CRD %s: %v", u.GetName(), err)
+		}
+		poll(t, time.Minute, "CRD "+u.GetName()+" established", func() (bool, string) {
+			got, err := dc.Resource(crdGVR).Get(t.Context(), u.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			for _, c := range conds {
+				if m := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(conds)
+		})
+	}
+}
+
+// poll waits until cond holds, failing after timeout with its last word.
+func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+}
+
+// gone waits until o is deleted.
+func gone(t *testing.T, c client.Client, o client.Object, timeout time.Duration) {
+	t.Helper()
+	poll(t, timeout, fmt.Sprintf("%T %s gone", o, o.GetName()), func() (bool, string) {
+		err := c.Get(t.Context(), client.ObjectKeyFromObject(o), o)
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		var conds []metav1.Condition
+		switch x := o.(type) {
+		case *ctrlv1.ManagedCluster:
+			conds = x.Status.Conditions
+		case *ctrlv1.PluginInstallation:
+			conds = x.Status.Conditions
+		}
+		return false, fmt.Sprint(err, conds)
+	})
+}
+
+// pluginArchive packs a plugin package.
+func pluginArchive(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	for name, text := range files {
+		fsys[name] = &fstest.MapFile{Data: []byte(text), Mode: 0o644}
+	}
+	var buf bytes.Buffer
+	if err := archive.Write(&buf, fsys); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
