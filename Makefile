@@ -213,7 +213,7 @@ $(IMAGES): $(IMAGES_SRCS)
 
 # kubeplug's own image, which the built-in kubeplug-controller plugin runs: the
 # controller's binary (cmd/kubeplug-controller: kubeplug with only its controller
-# and version verbs, no provider linked), static, put into _output/images/bin as
+# and version verbs; of the providers only hosts, for ManagedCluster), static, put into _output/images/bin as
 # `kubeplug` like the images above, so that `up` pushes it (as
 # ghcr.io/kubeplug/kubeplug:latest) into a local cluster's registry. Not part of
 # `images` (only a cluster that enables the controller plugin needs it), but of

@@ -1,8 +1,9 @@
 // Command kubeplug-controller is the program of the controller's image: the
 // kubeplug command line with only its controller and version verbs
 // (`kubeplug-controller controller --leader-elect`, as `kubeplug controller`
-// runs). It registers no provider, so it links neither the local provider's
-// control-plane and node runners nor a cloud SDK; test/archtest checks it.
+// runs). It links only the hosts provider, whose clusters the controller
+// makes (ManagedCluster), not the local provider or a cloud SDK;
+// test/archtest checks it.
 package main
 
 import (

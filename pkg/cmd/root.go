@@ -117,14 +117,14 @@ func Main(ctx context.Context, args []string, streams Streams) int {
 // ControllerMain runs the command line of the controller's own binary
 // (cmd/kubeplug-controller, the program of the controller's image): kubeplug
 // with its global flags and only the controller and version verbs, so that it
-// links neither the local provider's runners nor a cloud SDK unless its main
-// registers that provider.
+// links neither the local provider nor a cloud SDK.
 func ControllerMain(ctx context.Context, args []string, streams Streams) int {
 	root := newRootWith(streams, os.LookupEnv, controllerVerbs) //nolint:contextcheck // commands get ctx from ExecuteContext
 	root.Short = "kubeplug's controller: installations, catalogs and fleets as Kubernetes resources"
 	root.Long = `The program of kubeplug's controller image: the kubeplug command line with only
 its controller and version verbs and its global flags. 'kubeplug controller'
-runs the same controller; this binary links no provider.`
+runs the same controller; this binary links, of the providers, only hosts
+(the clusters a ManagedCluster makes).`
 	root.Example = `  kubeplug controller --leader-elect
   kubeplug controller manifests`
 	return execute(ctx, root, args, streams)

@@ -247,6 +247,11 @@ func TestLoadingLinksNoClusterCode(t *testing.T) {
 	t.Run("pkg/action links no provider", func(t *testing.T) { check(t, "pkg/action", archtest.ActionNoDeps) })
 	t.Run("the controller binary links no cloud SDK", func(t *testing.T) {
 		check(t, "cmd/kubeplug-controller", archtest.ControllerBinaryNoDeps)
+		for _, p := range archtest.ControllerBinaryNotLinked {
+			if slices.Contains(deps(g, archtest.Module+"/cmd/kubeplug-controller"), p) {
+				t.Errorf("cmd/kubeplug-controller links %s", p)
+			}
+		}
 	})
 	t.Run("pkg/render", func(t *testing.T) {
 		check(t, "pkg/render", archtest.RenderNoDeps)

@@ -135,9 +135,15 @@ var ActionNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/"}
 
 // ControllerBinaryNoDeps is what the controller's own binary
 // (cmd/kubeplug-controller, its image's program) never links: a cloud SDK and
-// the local provider's control-plane and node runners. A provider it needs in
-// the cluster is registered by its main, one by one.
-var ControllerBinaryNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/local", Module + "/pkg/provider/aws"}
+// the aws provider. It links the hosts provider, whose clusters it makes
+// (ManagedCluster), and with it the PKI and image helpers hosts shares with
+// the local provider, but not the local provider itself
+// (ControllerBinaryNotLinked).
+var ControllerBinaryNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/aws"}
+
+// ControllerBinaryNotLinked are packages the controller's binary does not
+// link, by exact path.
+var ControllerBinaryNotLinked = []string{Module + "/pkg/provider/local"}
 
 // Render is what holds for pkg/render. It renders Helm charts with Helm's SDK, and
 // every Helm package that renders a chart (chart/common/util, engine) links
