@@ -32,7 +32,7 @@ lint: $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 unit: localcluster localcluster-1.36 localnode images controller-image node-deps validators browser node-exporter moto machine-image fuzz
-	$(GO) test -timeout 30m ./...
+	$(GO) test -timeout 45m ./...
 
 # Every parser of user input, fuzzed for a few seconds from its seed corpus (the
 # repository's examples plus test/harness/fuzzseed's hostile classes): enough to
@@ -60,6 +60,13 @@ fuzz:
 	done
 
 test: lint unit
+
+# The HA upgrade and fault tests (test/e2e/realnode TestHAUpgrade, TestHAFaults):
+# six machines each, 10-20 minutes; not part of `make test` until they have
+# completed runs (docs/ha.md).
+.PHONY: test-ha
+test-ha: localcluster localcluster-1.36 localnode node-deps machine-image
+	KUBEPLUG_E2E_HA=1 $(GO) test -timeout 60m ./test/e2e/realnode -run 'TestHAUpgrade|TestHAFaults' -v
 
 # The README's main-job command: the quickstart as a local cluster — the control
 # plane with the plugins' flags, simulated nodes that ran the plugins' hooks, every

@@ -28,6 +28,7 @@ import (
 //   - a snapshot of the three-member etcd, down --purge, up --restore-from
 //     onto three new machines: three members again, the ConfigMaps back.
 func TestHAFaults(t *testing.T) {
+	requireHAE2E(t)
 	bin, _ := nodeBins(t)
 	machineImage := os.Getenv("KUBEPLUG_MACHINE_IMAGE")
 	if machineImage == "" {
