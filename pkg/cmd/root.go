@@ -119,7 +119,7 @@ func Main(ctx context.Context, args []string, streams Streams) int {
 // with its global flags and only the controller and version verbs, so that it
 // links neither the local provider nor a cloud SDK.
 func ControllerMain(ctx context.Context, args []string, streams Streams) int {
-	root := newRootWith(streams, os.LookupEnv, controllerVerbs) //nolint:contextcheck // commands get ctx from ExecuteContext
+	root := newRootWith(streams, os.LookupEnv, controllerVerbs)
 	root.Short = "kubeplug's controller: installations, catalogs and fleets as Kubernetes resources"
 	root.Long = `The program of kubeplug's controller image: the kubeplug command line with only
 its controller and version verbs and its global flags. 'kubeplug controller'
@@ -131,7 +131,7 @@ runs the same controller; this binary links, of the providers, only hosts
 }
 
 func run(ctx context.Context, args []string, streams Streams, getenv func(string) (string, bool)) int {
-	return execute(ctx, newRoot(streams, getenv), args, streams) //nolint:contextcheck // commands get ctx from ExecuteContext
+	return execute(ctx, newRoot(streams, getenv), args, streams)
 }
 
 // execute runs root with args and returns the exit status.
