@@ -169,6 +169,10 @@ type Controller struct {
 }
 
 // New returns a controller for the management cluster cfg talks to; Run starts it.
+//
+// Branches: controller-runtime's manager wiring: each step (schemes, cache,
+// shards, probes, indexes, reconcilers) can fail and returns its error; there is
+// no decision to split out.
 func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err

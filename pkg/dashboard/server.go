@@ -85,6 +85,9 @@ type Server struct {
 }
 
 // New checks opts and builds the server. It does not contact the cluster.
+//
+// Branches: one default or refusal per option, each independent of the others: a
+// list of guarded assignments, not a decision to split.
 func New(opts Options) (*Server, error) {
 	if opts.Config == nil {
 		return nil, errors.New("dashboard: Options.Config is required")

@@ -158,6 +158,10 @@ func (p *Plan) Doc(m *model.Model) *PlanDoc {
 }
 
 // Contributions lists every construct in the model with the plugin that set it.
+//
+// Branches: one loop per kind of construct the model holds (component flags and
+// volumes, feature gates, each pool's files, units, kubelet flags and labels,
+// ...), in the order the plan lists them; each loop is two lines.
 func Contributions(m *model.Model) []ContributionRef {
 	var out []ContributionRef
 	add := func(by, kind string, key ...string) {

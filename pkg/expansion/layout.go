@@ -94,6 +94,10 @@ func nonDistributable(mt string) bool {
 // checkLayout verifies the image layout by content address (see maxLayoutJSON).
 // blobs are the JSON blobs kept while reading, by path; overBudget says some were
 // dropped for the budget.
+//
+// Branches: the OCI image layout's rules in the order the spec gives them (blob
+// names, digests, index, manifests, configs, layers), each naming what is wrong,
+// with one shared error budget.
 func (p *Package) checkLayout(blobs map[string][]byte, overBudget bool, l *diag.List) {
 	problems := 0
 	errorf := func(where, format string, args ...any) {

@@ -123,6 +123,10 @@ func Decode(file string, data []byte) (*v1alpha1.Expansion, *yamldoc.Doc, diag.L
 }
 
 // check is every rule of expansion.yaml that its schema cannot say.
+//
+// Branches: one check per rule of expansion.yaml that its schema cannot say
+// (versions, plugin sources and digests, charts, images, node files and hooks),
+// each naming its field; together they read as the format's rules.
 func check(doc *yamldoc.Doc, m *v1alpha1.Expansion, l *diag.List) {
 	if _, err := semver.StrictNewVersion(m.Metadata.Version); err != nil {
 		doc.Errorf(l, "/metadata/version", "expected a semantic version such as 1.0.0, found %q", m.Metadata.Version)

@@ -209,6 +209,9 @@ func versionHint(doc *yamldoc.Doc, vl diag.List) diag.List {
 	return vl
 }
 
+// Branches: one check per rule of plugin.yaml that its schema cannot say
+// (versions, requires, names, sensitive pointers, nodes, runtime, validate
+// checks), each naming its field; together they read as the format's rules.
 func checkManifest(doc *yamldoc.Doc, m *v1alpha1.Plugin, l *diag.List) {
 	if _, err := semver.StrictNewVersion(m.Metadata.Version); err != nil {
 		doc.Errorf(l, "/metadata/version", "expected a semantic version such as 1.4.0, found %q", m.Metadata.Version)
@@ -381,6 +384,10 @@ func checkDuration(doc *yamldoc.Doc, l *diag.List, ptr, d string) {
 
 // checkRefs checks every file the manifest refers to: a clean relative path inside
 // the package that exists and has the right type.
+//
+// Branches: one check per kind of file the manifest refers to (values schema,
+// node files and units, hooks, runtime, charts), each by the same rule: a clean
+// relative path inside the package, of the right type.
 func checkRefs(doc *yamldoc.Doc, m *v1alpha1.Plugin, files map[string]fileInfo, l *diag.List) {
 	ref := func(ptr, p string, wantDir bool, what string) {
 		clean, err := CleanRef(p)

@@ -110,6 +110,10 @@ var codecs = func() serializer.CodecFactory {
 // New checks the options, reads the cluster's authentication configuration
 // (bounded by ctx) and builds the handler chain: request info, delegated
 // authentication, delegated authorization, then the API.
+//
+// Branches: one default or refusal per option, then the handler chain's steps
+// in their fixed order, each returning its error: guarded steps, not a
+// decision to split.
 func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Group == "" || opts.Version == "" || len(opts.Resources) == 0 {
 		return nil, errors.New("apiserver: Group, Version and Resources are required")

@@ -29,6 +29,9 @@ var componentFields = map[string]string{
 // A node key names the first of spec.contributes.nodes that sets it, whatever
 // pools it is limited to: the pools are the cluster's, the manifest has one
 // entry for all of them.
+//
+// Branches: one case per kind of contribution a key can name, mapping it to its
+// JSON pointer in plugin.yaml.
 func ContributionPtr(pkg *plugin.Package, key string) (ptr string, ok bool) {
 	if pkg == nil || pkg.Manifest == nil || pkg.Manifest.Spec.Contributes == nil {
 		return "", false
@@ -152,6 +155,10 @@ func controlPlanePtr(cp *v1alpha1.ControlPlane, base, rest string) (string, bool
 }
 
 // nodePtr locates rest, a pool key without its "nodes.POOL." prefix, in n.
+//
+// Branches: one case per kind of node contribution a key can name (files, units
+// and their drop-ins, hooks, kubelet flags and labels), mapping the key to its
+// JSON pointer in plugin.yaml.
 func nodePtr(n v1alpha1.NodeContribution, base, rest string) (string, bool) {
 	if p, ok := strings.CutPrefix(rest, "files."); ok {
 		for i, f := range n.Files {

@@ -144,6 +144,9 @@ type Options struct {
 
 // withDefaults returns a copy of o with every zero field set to its default and
 // the maps copied, so that the caller may reuse or change its Options.
+//
+// Branches: one default or refusal per option, each independent of the others: a
+// list of guarded assignments, not a decision to split.
 func (o Options) withDefaults() (Options, error) {
 	if o.StartTimeout < 0 || o.StopGracePeriod < 0 {
 		return o, fmt.Errorf("validate options: negative timeout (start %s, stop grace %s)", o.StartTimeout, o.StopGracePeriod)
