@@ -57,98 +57,122 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 	}
 	a := adder{by: by}
 	if cp := c.ControlPlane; cp != nil {
-		for _, name := range slices.Sorted(maps.Keys(cp.Components)) {
-			in := cp.Components[name]
-			cur, ok := m.ControlPlane.Components[name]
-			if !ok {
-				a.errorf("controlPlane."+name, "unknown control-plane component %q (expected one of %s)", name, strings.Join(Components, ", "))
-				continue
-			}
-			setAll(&a, &cur.Flags, in.Flags, "controlPlane."+name+".flags")
-			for _, vn := range slices.Sorted(maps.Keys(in.Volumes)) {
-				v := in.Volumes[vn]
-				v.By = by
-				if cur.Volumes == nil {
-					cur.Volumes = map[string]Volume{}
-				}
-				if prev, ok := cur.Volumes[vn]; ok && !sameVolume(prev, v) {
-					a.conflict(prev.By, "controlPlane."+name+".volumes."+vn)
-					continue
-				}
-				cur.Volumes[vn] = v
-			}
-		}
-		setAll(&a, &m.ControlPlane.FeatureGates, cp.FeatureGates, "controlPlane.featureGates")
+		m.addControlPlane(&a, cp)
 	}
 	for _, pn := range slices.Sorted(maps.Keys(c.Pools)) {
-		in := c.Pools[pn]
 		cur, ok := m.Pools[pn]
 		if !ok {
 			a.errorf("nodes."+pn, "unknown node pool %q", pn)
 			continue
 		}
-		m.addPool(&a, cur, in)
+		m.addPool(&a, cur, c.Pools[pn])
 	}
 	if cl := c.Cloud; cl != nil {
-		setAll(&a, &m.Cloud.Resources, cl.Resources, "cloud.resources")
-		setAll(&a, &m.Cloud.Outputs, cl.Outputs, "cloud.outputs")
-		setAll(&a, &m.Cloud.Stacks, cl.Stacks, "cloud.stacks")
-		for _, role := range slices.Sorted(maps.Keys(cl.IAM)) {
-			if m.Cloud.IAM == nil {
-				m.Cloud.IAM = map[string][]Statement{}
-			}
-			for _, s := range cl.IAM[role] {
-				m.Cloud.IAM[role] = append(m.Cloud.IAM[role], Statement{Statement: s.Statement, By: by})
-			}
-		}
-		for _, p := range cl.Patches {
-			m.Cloud.Patches = append(m.Cloud.Patches, Patch{Ops: p.Ops, By: by})
-		}
-		for _, p := range cl.Pools {
-			p.By = by
-			m.Cloud.Pools = append(m.Cloud.Pools, p)
-		}
+		m.addCloud(&a, cl)
 	}
 	if k := c.Kubernetes; k != nil {
-		if m.objects == nil {
-			m.objects = make(map[string]int, len(m.Kubernetes.Objects))
-			m.groups = map[string]servedBy{}
-			for i, o := range m.Kubernetes.Objects {
-				m.objects[ObjectKey(o.Object)] = i
-				if g, what, ok := servedGroup(o.Object); ok {
-					if _, seen := m.groups[g]; !seen {
-						m.groups[g] = servedBy{what: what, by: o.By}
-					}
-				}
-			}
-		}
-		for _, o := range k.Objects {
-			key := ObjectKey(o.Object)
-			if i, ok := m.objects[key]; ok {
-				a.conflict(m.Kubernetes.Objects[i].By, "kubernetes.objects."+key)
-				continue
-			}
-			m.objects[key] = len(m.Kubernetes.Objects)
-			m.Kubernetes.Objects = append(m.Kubernetes.Objects, Object{Object: o.Object, By: by, File: o.File, Line: o.Line})
-			m.serveGroup(&a, m.Kubernetes.Objects[len(m.Kubernetes.Objects)-1])
-		}
-		for _, h := range k.HelmReleases {
-			key := h.Namespace + "/" + h.Name
-			if i := slices.IndexFunc(m.Kubernetes.HelmReleases, func(e HelmRelease) bool { return e.Namespace+"/"+e.Name == key }); i >= 0 {
-				a.conflict(m.Kubernetes.HelmReleases[i].By, "kubernetes.helmReleases."+key)
-				continue
-			}
-			h.By = by
-			m.Kubernetes.HelmReleases = append(m.Kubernetes.HelmReleases, h)
-		}
-		for _, p := range k.Patches {
-			p.By = by
-			m.Kubernetes.Patches = append(m.Kubernetes.Patches, p)
-		}
+		m.addKubernetes(&a, k)
 	}
 	return a.l
 }
 
+// addControlPlane merges component flags, volumes and feature gates.
+func (m *Model) addControlPlane(a *adder, cp *ControlPlane) {
+	for _, name := range slices.Sorted(maps.Keys(cp.Components)) {
+		in := cp.Components[name]
+		cur, ok := m.ControlPlane.Components[name]
+		if !ok {
+			a.errorf("controlPlane."+name, "unknown control-plane component %q (expected one of %s)", name, strings.Join(Components, ", "))
+			continue
+		}
+		setAll(a, &cur.Flags, in.Flags, "controlPlane."+name+".flags")
+		for _, vn := range slices.Sorted(maps.Keys(in.Volumes)) {
+			v := in.Volumes[vn]
+			v.By = a.by
+			if cur.Volumes == nil {
+				cur.Volumes = map[string]Volume{}
+			}
+			if prev, ok := cur.Volumes[vn]; ok && !sameVolume(prev, v) {
+				a.conflict(prev.By, "controlPlane."+name+".volumes."+vn)
+				continue
+			}
+			cur.Volumes[vn] = v
+		}
+	}
+	setAll(a, &m.ControlPlane.FeatureGates, cp.FeatureGates, "controlPlane.featureGates")
+}
+
+// addCloud merges resources, outputs and stacks by name, and appends IAM
+// statements, patches and pool parts.
+func (m *Model) addCloud(a *adder, cl *Cloud) {
+	setAll(a, &m.Cloud.Resources, cl.Resources, "cloud.resources")
+	setAll(a, &m.Cloud.Outputs, cl.Outputs, "cloud.outputs")
+	setAll(a, &m.Cloud.Stacks, cl.Stacks, "cloud.stacks")
+	for _, role := range slices.Sorted(maps.Keys(cl.IAM)) {
+		if m.Cloud.IAM == nil {
+			m.Cloud.IAM = map[string][]Statement{}
+		}
+		for _, s := range cl.IAM[role] {
+			m.Cloud.IAM[role] = append(m.Cloud.IAM[role], Statement{Statement: s.Statement, By: a.by})
+		}
+	}
+	for _, p := range cl.Patches {
+		m.Cloud.Patches = append(m.Cloud.Patches, Patch{Ops: p.Ops, By: a.by})
+	}
+	for _, p := range cl.Pools {
+		p.By = a.by
+		m.Cloud.Pools = append(m.Cloud.Pools, p)
+	}
+}
+
+// addKubernetes merges objects and Helm releases (one of each key) and
+// appends patches.
+func (m *Model) addKubernetes(a *adder, k *Kubernetes) {
+	m.indexObjects()
+	for _, o := range k.Objects {
+		key := ObjectKey(o.Object)
+		if i, ok := m.objects[key]; ok {
+			a.conflict(m.Kubernetes.Objects[i].By, "kubernetes.objects."+key)
+			continue
+		}
+		m.objects[key] = len(m.Kubernetes.Objects)
+		m.Kubernetes.Objects = append(m.Kubernetes.Objects, Object{Object: o.Object, By: a.by, File: o.File, Line: o.Line})
+		m.serveGroup(a, m.Kubernetes.Objects[len(m.Kubernetes.Objects)-1])
+	}
+	for _, h := range k.HelmReleases {
+		key := h.Namespace + "/" + h.Name
+		if i := slices.IndexFunc(m.Kubernetes.HelmReleases, func(e HelmRelease) bool { return e.Namespace+"/"+e.Name == key }); i >= 0 {
+			a.conflict(m.Kubernetes.HelmReleases[i].By, "kubernetes.helmReleases."+key)
+			continue
+		}
+		h.By = a.by
+		m.Kubernetes.HelmReleases = append(m.Kubernetes.HelmReleases, h)
+	}
+	for _, p := range k.Patches {
+		p.By = a.by
+		m.Kubernetes.Patches = append(m.Kubernetes.Patches, p)
+	}
+}
+
+// indexObjects indexes the objects already in the model by key, and the API
+// groups they serve, once.
+func (m *Model) indexObjects() {
+	if m.objects != nil {
+		return
+	}
+	m.objects = make(map[string]int, len(m.Kubernetes.Objects))
+	m.groups = map[string]servedBy{}
+	for i, o := range m.Kubernetes.Objects {
+		m.objects[ObjectKey(o.Object)] = i
+		if g, what, ok := servedGroup(o.Object); ok {
+			if _, seen := m.groups[g]; !seen {
+				m.groups[g] = servedBy{what: what, by: o.By}
+			}
+		}
+	}
+}
+
+// addPool merges a pool's files, units, kubelet settings and hooks.
 func (m *Model) addPool(a *adder, cur, in *Pool) {
 	base := "nodes." + cur.Name
 	for _, path := range slices.Sorted(maps.Keys(in.Files)) {
@@ -164,7 +188,6 @@ func (m *Model) addPool(a *adder, cur, in *Pool) {
 		cur.Files[path] = f
 	}
 	for _, name := range slices.Sorted(maps.Keys(in.Units)) {
-		u := in.Units[name]
 		if cur.Units == nil {
 			cur.Units = map[string]*Unit{}
 		}
@@ -173,37 +196,9 @@ func (m *Model) addPool(a *adder, cur, in *Pool) {
 			prev = &Unit{}
 			cur.Units[name] = prev
 		}
-		// A masked unit and one that is written or started cannot both be.
-		if (u.Mask && (prev.Content != "" || prev.Enable || len(prev.DropIns) > 0)) || (prev.Mask && (u.Content != "" || u.Enable || len(u.DropIns) > 0)) {
-			a.conflict(prev.By, base+".units."+name)
-			continue
-		}
-		if u.Mask {
-			prev.Mask, prev.By = true, a.by
-			continue
-		}
-		if u.Content != "" {
-			if prev.Content != "" && (prev.Content != u.Content || prev.Enable != u.Enable) {
-				a.conflict(prev.By, base+".units."+name)
-			} else {
-				prev.Content, prev.Enable, prev.By = u.Content, u.Enable, a.by
-			}
-		}
-		setAll(a, &prev.DropIns, u.DropIns, base+".units."+name+".dropIns")
+		addUnit(a, prev, in.Units[name], base+".units."+name)
 	}
-	setAll(a, &cur.Kubelet.Flags, in.Kubelet.Flags, base+".kubelet.flags")
-	setAll(a, &cur.Kubelet.Labels, in.Kubelet.Labels, base+".kubelet.labels")
-	setAll(a, &cur.Kubelet.FeatureGates, in.Kubelet.FeatureGates, base+".kubelet.featureGates")
-	for _, t := range in.Kubelet.Taints {
-		if i := slices.IndexFunc(cur.Kubelet.Taints, func(e Taint) bool { return e.Key == t.Key && e.Effect == t.Effect }); i >= 0 {
-			if cur.Kubelet.Taints[i].Value != t.Value {
-				a.conflict(cur.Kubelet.Taints[i].By, base+".kubelet.taints."+t.Key+":"+t.Effect)
-			}
-			continue
-		}
-		t.By = a.by
-		cur.Kubelet.Taints = append(cur.Kubelet.Taints, t)
-	}
+	addKubelet(a, &cur.Kubelet, in.Kubelet, base+".kubelet")
 	for _, h := range in.Hooks {
 		if slices.ContainsFunc(cur.Hooks, func(e Hook) bool { return e.By == a.by && e.Name == h.Name }) {
 			a.errorf(base+".hooks."+h.Name, "hook %q is contributed twice", h.Name)
@@ -211,6 +206,45 @@ func (m *Model) addPool(a *adder, cur, in *Pool) {
 		}
 		h.By = a.by
 		cur.Hooks = append(cur.Hooks, h)
+	}
+}
+
+// addUnit merges u into prev, the unit of that name so far (key names it).
+func addUnit(a *adder, prev, u *Unit, key string) {
+	// A masked unit and one that is written or started cannot both be.
+	if (u.Mask && (prev.Content != "" || prev.Enable || len(prev.DropIns) > 0)) || (prev.Mask && (u.Content != "" || u.Enable || len(u.DropIns) > 0)) {
+		a.conflict(prev.By, key)
+		return
+	}
+	if u.Mask {
+		prev.Mask, prev.By = true, a.by
+		return
+	}
+	if u.Content != "" {
+		if prev.Content != "" && (prev.Content != u.Content || prev.Enable != u.Enable) {
+			a.conflict(prev.By, key)
+		} else {
+			prev.Content, prev.Enable, prev.By = u.Content, u.Enable, a.by
+		}
+	}
+	setAll(a, &prev.DropIns, u.DropIns, key+".dropIns")
+}
+
+// addKubelet merges kubelet flags, labels, feature gates and taints (one
+// value per key and effect).
+func addKubelet(a *adder, cur *Kubelet, in Kubelet, base string) {
+	setAll(a, &cur.Flags, in.Flags, base+".flags")
+	setAll(a, &cur.Labels, in.Labels, base+".labels")
+	setAll(a, &cur.FeatureGates, in.FeatureGates, base+".featureGates")
+	for _, t := range in.Taints {
+		if i := slices.IndexFunc(cur.Taints, func(e Taint) bool { return e.Key == t.Key && e.Effect == t.Effect }); i >= 0 {
+			if cur.Taints[i].Value != t.Value {
+				a.conflict(cur.Taints[i].By, base+".taints."+t.Key+":"+t.Effect)
+			}
+			continue
+		}
+		t.By = a.by
+		cur.Taints = append(cur.Taints, t)
 	}
 }
 
