@@ -94,139 +94,182 @@ func (r *renderer) nodes(ctx context.Context) {
 }
 
 // machine collects everything a pool's machines get; ok is false after a fatal
-// diagnostic. Two sources writing one path is fatal, naming both.
+// diagnostic. Two sources writing one path is fatal, naming both. Its steps:
+// the plugins' files, their units, kubeplug's own units, the hooks manifest,
+// the kubelet's environment and unit, and the control plane's static Pods.
 func (r *renderer) machine(p *model.Pool) (*machine, bool) {
 	before := len(r.diags.Fatal())
-	base := "nodes." + p.Name
-	m := &machine{pool: p.Name}
-	owners := map[string]string{} // machine path -> who wrote it
-	claim := func(by, field, path string) bool {
-		if prev, ok := owners[path]; ok {
-			r.fatalf(by, field, "%s is written by both %s and %s", path, describe(prev), describe(by))
-			return false
-		}
-		owners[path] = by
-		return true
+	b := &machineBuild{r: r, p: p, base: "nodes." + p.Name, m: &machine{pool: p.Name}, owners: map[string]string{}, units: map[string]*machineUnit{}}
+	b.files()
+	b.pluginUnits()
+	b.ownUnits()
+	b.hooksManifest()
+	b.kubelet()
+	b.staticPods()
+	for _, un := range sortedKeys(b.units) {
+		b.m.units = append(b.m.units, *b.units[un])
 	}
+	sortFiles(b.m.files)
+	return b.m, len(r.diags.Fatal()) == before
+}
 
-	for _, fp := range sortedKeys(p.Files) {
-		f := p.Files[fp]
-		field := base + ".files." + fp
+// machineBuild is one pool's machine being collected: who wrote each
+// machine path so far, and the units by name.
+type machineBuild struct {
+	r      *renderer
+	p      *model.Pool
+	base   string
+	m      *machine
+	owners map[string]string // machine path -> who wrote it
+	units  map[string]*machineUnit
+}
+
+// claim records that by writes path; a second writer is fatal, naming both.
+func (b *machineBuild) claim(by, field, path string) bool {
+	if prev, ok := b.owners[path]; ok {
+		b.r.fatalf(by, field, "%s is written by both %s and %s", path, describe(prev), describe(by))
+		return false
+	}
+	b.owners[path] = by
+	return true
+}
+
+// addFile adds a kubeplug-written root:root file at path when it is free.
+func (b *machineBuild) addFile(field, path string, mode int64, content string) {
+	if b.claim("", field, path) {
+		b.m.files = append(b.m.files, machineFile{path: path, mode: mode, owner: "root:root", content: content})
+	}
+}
+
+// files adds the plugins' node files, with their content or downloaded bytes.
+func (b *machineBuild) files() {
+	for _, fp := range sortedKeys(b.p.Files) {
+		f := b.p.Files[fp]
+		field := b.base + ".files." + fp
 		if !path.IsAbs(fp) || path.Clean(fp) != fp {
-			r.fatalf(f.By, field, "expected a clean absolute path, found %q", fp)
+			b.r.fatalf(f.By, field, "expected a clean absolute path, found %q", fp)
 			continue
 		}
 		if !modeRE.MatchString(f.Mode) {
-			r.fatalf(f.By, field+".mode", "expected an octal mode like 0644, found %q", f.Mode)
+			b.r.fatalf(f.By, field+".mode", "expected an octal mode like 0644, found %q", f.Mode)
 			continue
 		}
 		mode, _ := strconv.ParseInt(f.Mode, 8, 32)
 		content := f.Content
 		if f.URL != "" {
-			b, ok := r.urlFile(f, field)
+			got, ok := b.r.urlFile(f, field)
 			if !ok {
 				continue
 			}
-			content = string(b)
+			content = string(got)
 		}
-		if claim(f.By, field, fp) {
-			m.files = append(m.files, machineFile{path: fp, mode: mode, owner: f.Owner, content: content})
+		if b.claim(f.By, field, fp) {
+			b.m.files = append(b.m.files, machineFile{path: fp, mode: mode, owner: f.Owner, content: content})
 		}
 	}
+}
 
-	units := map[string]*machineUnit{}
-	for _, un := range sortedKeys(p.Units) {
-		u := p.Units[un]
-		field := base + ".units." + un
+// pluginUnits adds the plugins' systemd units and drop-ins.
+func (b *machineBuild) pluginUnits() {
+	for _, un := range sortedKeys(b.p.Units) {
+		u := b.p.Units[un]
+		field := b.base + ".units." + un
 		if !unitRE.MatchString(un) {
-			r.fatalf(u.By, field, "expected a systemd unit name like foo.service, found %q", un)
+			b.r.fatalf(u.By, field, "expected a systemd unit name like foo.service, found %q", un)
 			continue
 		}
 		mu := &machineUnit{name: un, content: u.Content, enable: u.Enable, mask: u.Mask}
 		if u.Mask && (slices.ContainsFunc(agentUnits(), func(au machineUnit) bool { return au.name == un }) || un == kubeletUnit) {
-			r.fatalf(u.By, field+".mask", "unit %s is kubeplug's own; it cannot be masked", un)
+			b.r.fatalf(u.By, field+".mask", "unit %s is kubeplug's own; it cannot be masked", un)
 			continue
 		}
-		if u.Content != "" && !claim(u.By, field, path.Join(unitDir, un)) {
+		if u.Content != "" && !b.claim(u.By, field, path.Join(unitDir, un)) {
 			continue
 		}
 		for _, dn := range sortedKeys(u.DropIns) {
 			d := u.DropIns[dn]
 			if !dropInRE.MatchString(dn) {
-				r.fatalf(d.By, field+".dropIns."+dn, "expected a drop-in file name like 10-foo.conf, found %q", dn)
+				b.r.fatalf(d.By, field+".dropIns."+dn, "expected a drop-in file name like 10-foo.conf, found %q", dn)
 				continue
 			}
-			if claim(d.By, field+".dropIns."+dn, path.Join(unitDir, un+".d", dn)) {
+			if b.claim(d.By, field+".dropIns."+dn, path.Join(unitDir, un+".d", dn)) {
 				mu.dropIns = append(mu.dropIns, machineDropIn{name: dn, content: d.Value})
 			}
 		}
-		units[un] = mu
+		b.units[un] = mu
 	}
+}
 
-	// The agent's units are kubeplug's on every machine.
+// ownUnits adds the agent's units, kubeplug's on every machine, with the
+// boot's step that fetches the provider's part of the boot when it has one.
+func (b *machineBuild) ownUnits() {
 	for _, au := range agentUnits() {
-		if claim("", base+".units."+au.name, path.Join(unitDir, au.name)) {
-			units[au.name] = &au
+		if b.claim("", b.base+".units."+au.name, path.Join(unitDir, au.name)) {
+			b.units[au.name] = &au
 		}
 	}
-	if u := units[bootUnit]; u != nil && r.in.BootSecrets != nil {
-		if url := r.in.BootSecrets(p.Name); url != "" {
+	if u := b.units[bootUnit]; u != nil && b.r.in.BootSecrets != nil {
+		if url := b.r.in.BootSecrets(b.p.Name); url != "" {
 			u.dropIns = append(u.dropIns, bootSecretsDropIn(url))
 		}
 	}
+}
 
-	hooks := r.hooks(p, func(h model.Hook, scriptPath string) bool {
-		return claim(h.By, base+".hooks."+h.Name, scriptPath)
-	}, m)
-	// The facts hooks' `when` conditions see; the node agent reads them from here
-	// (the node's own name it learns on the machine). The file's format is the
-	// agent's Manifest, so writer and reader cannot drift apart.
+// hooksManifest adds the hooks' scripts and the manifest the node agent
+// reads: the facts hooks' `when` conditions see (the node's own name it
+// learns on the machine). Its format is the agent's Manifest, so writer and
+// reader cannot drift apart.
+func (b *machineBuild) hooksManifest() {
+	hooks := b.r.hooks(b.p, func(h model.Hook, scriptPath string) bool {
+		return b.claim(h.By, b.base+".hooks."+h.Name, scriptPath)
+	}, b.m)
 	labels := map[string]string{}
-	for k, v := range p.Kubelet.Labels {
+	for k, v := range b.p.Kubelet.Labels {
 		labels[k] = v.Value
 	}
 	facts := hookspec.Manifest{
-		Cluster: &hookspec.Cluster{Name: r.in.ClusterName, KubernetesVersion: strings.TrimPrefix(r.in.KubernetesVersion, "v")},
-		Node:    &hookspec.Node{Pool: p.Name, Role: p.Role, Labels: labels},
+		Cluster: &hookspec.Cluster{Name: b.r.in.ClusterName, KubernetesVersion: strings.TrimPrefix(b.r.in.KubernetesVersion, "v")},
+		Node:    &hookspec.Node{Pool: b.p.Name, Role: b.p.Role, Labels: labels},
 		Hooks:   hooks,
 	}
-	if b, err := marshalJSON(facts); err != nil {
-		r.fatalf("", base+".hooks", "encoding the hooks manifest: %v", err)
-	} else if claim("", base+".hooks", HooksManifestPath) {
-		m.files = append(m.files, machineFile{path: HooksManifestPath, mode: 0o644, owner: "root:root", content: string(b)})
+	raw, err := marshalJSON(facts)
+	if err != nil {
+		b.r.fatalf("", b.base+".hooks", "encoding the hooks manifest: %v", err)
+		return
 	}
+	b.addFile(b.base+".hooks", HooksManifestPath, 0o644, string(raw))
+}
 
-	if env, ok := r.kubeletEnv(p); ok && claim("", base+".kubelet", KubeletEnvPath) {
-		m.files = append(m.files, machineFile{path: KubeletEnvPath, mode: 0o644, owner: "root:root", content: env})
+// kubelet adds the kubelet's environment and its unit's drop-in.
+func (b *machineBuild) kubelet() {
+	if env, ok := b.r.kubeletEnv(b.p); ok {
+		b.addFile(b.base+".kubelet", KubeletEnvPath, 0o644, env)
 	}
-	ku := units[kubeletUnit]
+	ku := b.units[kubeletUnit]
 	if ku == nil {
 		ku = &machineUnit{name: kubeletUnit}
-		units[kubeletUnit] = ku
+		b.units[kubeletUnit] = ku
 	}
 	// Only the boot starts the kubelet (the nodeup step), after the beforeNodeup hooks:
 	// enabled, it would start on its own before them. A plugin cannot enable it.
 	ku.enable = false
-	if claim("", base+".kubelet", path.Join(unitDir, kubeletUnit+".d", kubeletDropIn)) {
+	if b.claim("", b.base+".kubelet", path.Join(unitDir, kubeletUnit+".d", kubeletDropIn)) {
 		ku.dropIns = append(ku.dropIns, machineDropIn{name: kubeletDropIn, content: kubeletDropInContent})
 		slices.SortFunc(ku.dropIns, func(a, b machineDropIn) int { return strings.Compare(a.name, b.name) })
 	}
+}
 
-	if p.Name == model.ControlPlanePool {
-		for _, c := range model.Components {
-			fp := path.Join(StaticPodDir, c+".yaml")
-			if b, ok := r.out["control-plane/"+c+".yaml"]; ok && claim("", base+".staticPods", fp) {
-				// 0600: the kubelet is the only reader and flags may carry secrets' paths.
-				m.files = append(m.files, machineFile{path: fp, mode: 0o600, owner: "root:root", content: string(b)})
-			}
+// staticPods adds the control plane's static Pods to its pool's machines,
+// 0600: the kubelet is the only reader and flags may carry secrets' paths.
+func (b *machineBuild) staticPods() {
+	if b.p.Name != model.ControlPlanePool {
+		return
+	}
+	for _, c := range model.Components {
+		if raw, ok := b.r.out["control-plane/"+c+".yaml"]; ok {
+			b.addFile(b.base+".staticPods", path.Join(StaticPodDir, c+".yaml"), 0o600, string(raw))
 		}
 	}
-
-	for _, un := range sortedKeys(units) {
-		m.units = append(m.units, *units[un])
-	}
-	sortFiles(m.files)
-	return m, len(r.diags.Fatal()) == before
 }
 
 // urlFile returns the downloaded bytes of a node file from its URL.
