@@ -168,67 +168,19 @@ type Plan struct {
 // Plan resolves the cluster's enabled plugins against the catalog's listing, fetches
 // the packages the resolution picked (Parallelism at once) and computes their values.
 // Diagnostics explain every problem; the plan is nil when any is fatal.
+//
+// Its steps: the resolve request from the cluster file, the resolution (its
+// failure pointed at in the file), the fetch, each plugin's values and
+// runtimes wave by wave, and the validate checks rendered with every
+// plugin's values.
 func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalog) (*Plan, diag.List) {
-	var l diag.List
-	req := resolve.Request{KubernetesVersion: cl.KubernetesVersion}
-	if cl.Spec != nil {
-		if prov, err := v1alpha1.ProviderName(cl.Spec.Spec.Provider); err == nil {
-			req.Provider = prov
-		}
-	}
-	refIndex := map[string]int{}
-	for i, ref := range cl.Enabled() {
-		r := resolve.Requirement{Name: ref.Name}
-		if ref.Version != "" {
-			c, err := semver.NewConstraint(ref.Version)
-			if err != nil {
-				cl.Errorf(&l, fmt.Sprintf("/spec/plugins/enabled/%d/version", i), "invalid version constraint: %v", err)
-				continue
-			}
-			r.Constraint = c
-		}
-		req.Enabled = append(req.Enabled, r)
-		refIndex[ref.Name] = i
-	}
-	if cl.Spec.Spec.Plugins != nil {
-		req.Order = cl.Spec.Spec.Plugins.Order
-	}
+	req, refIndex, l := e.resolveRequest(cl)
 	if l.HasFatal() {
 		return nil, l
 	}
-	req.Prefer = e.opts.Prefer
 	res, err := resolve.Resolve(ctx, catalog(cat), req)
 	if err != nil {
-		// A plugin the cluster enables and no source provides (a typo, often)
-		// is pointed at in the file; other failures involve several plugins.
-		if me, ok := errors.AsType[*resolve.MissingError](err); ok && requestedByCluster(me.Wants) {
-			if i, ok := refIndex[me.Name]; ok {
-				cl.Errorf(&l, fmt.Sprintf("/spec/plugins/enabled/%d/name", i), "cannot resolve plugins: %v", err)
-				return nil, l
-			}
-		}
-		// A plugin for other providers than the cluster's is pointed at where
-		// the cluster enables it.
-		if pe, ok := errors.AsType[*resolve.ProviderError](err); ok && slices.Contains(pe.RequiredBy, resolve.RequestedBy) {
-			if i, ok := refIndex[pe.Name]; ok {
-				cl.Errorf(&l, fmt.Sprintf("/spec/plugins/enabled/%d/name", i), "cannot resolve plugins: %v", err)
-				return nil, l
-			}
-		}
-		// A version no constraint lets through, or a plugin a package requires
-		// that no source provides, is pointed at where the constraint is
-		// written: the cluster's entry, else the requiring plugin's manifest.
-		var ws []resolve.Want
-		key := "version"
-		if ue, ok := errors.AsType[*resolve.UnsatisfiableError](err); ok {
-			ws = ue.Wants
-		} else if me, ok := errors.AsType[*resolve.MissingError](err); ok {
-			ws, key = me.Wants, "name"
-		}
-		if locateWant(ctx, &l, cl, cat, refIndex, ws, key, err) {
-			return nil, l
-		}
-		l.Errorf(cl.File, 0, 0, "spec.plugins", "cannot resolve plugins: %v", err)
+		resolveFailed(ctx, &l, cl, cat, refIndex, err)
 		return nil, l
 	}
 	pkgs, fl := e.fetch(ctx, cat, res.Plugins)
@@ -243,42 +195,9 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 		var pw []*Planned
 		for _, rp := range wave {
 			pkg := pkgs[rp]
-			p := &Planned{Package: pkg, Wave: w, After: res.After[pkg.Name]}
-			var scope []string
-			defaults, dl := declarative.RenderDefaults(ctx, pkg, cl.Spec)
-			l = append(l, dl...)
-			if dl.HasFatal() {
-				continue
+			if p := e.planned(ctx, &l, cl, refIndex, pkg, w, res.After[pkg.Name]); p != nil {
+				pw = append(pw, p)
 			}
-			if i, ok := refIndex[pkg.Name]; ok {
-				v, vl := cl.ValuesWith(i, pkg, config.ValuesOptions{Env: e.opts.Env, AllowOutside: e.opts.AllowValuesOutside, Defaults: defaults})
-				l = append(l, vl...)
-				p.Values = v
-				for _, np := range cl.Enabled()[i].NodePools {
-					scope = append(scope, np.Name)
-				}
-			} else {
-				// Pulled in by another plugin's requires: its defaults, checked
-				// against its schema when the package loaded.
-				p.Values = &config.Values{Plugin: pkg, Cluster: defaults, Sensitive: pkg.Sensitive()}
-			}
-			switch {
-			case e.opts.Runtimes != nil:
-				rts, err := e.opts.Runtimes.Runtimes(pkg, scope)
-				if err != nil {
-					file, line, col, field := pkg.ManifestPos("/spec/runtime")
-					l.Errorf(file, line, col, field, "plugin %s: %v", pkg.Name, err)
-					continue
-				}
-				p.runtimes = rts
-			case pkg.Manifest.Spec.Runtime != nil:
-				file, line, col, field := pkg.ManifestPos("/spec/runtime")
-				l.Errorf(file, line, col, field, "plugin %s has a %s runtime, but this engine runs no plugin code", pkg.Name, pkg.Manifest.Spec.Runtime.Type)
-				continue
-			default:
-				p.runtimes = []stage.Runtime{declarative.New(pkg, scope)}
-			}
-			pw = append(pw, p)
 		}
 		plan.Waves = append(plan.Waves, pw)
 		plan.Plugins = append(plan.Plugins, pw...)
@@ -302,6 +221,110 @@ func (e *Engine) Plan(ctx context.Context, cl *config.Cluster, cat source.Catalo
 		return nil, l
 	}
 	return plan, l
+}
+
+// resolveRequest is the resolve request the cluster file makes, with the index of
+// each enabled plugin in spec.plugins.enabled.
+func (e *Engine) resolveRequest(cl *config.Cluster) (resolve.Request, map[string]int, diag.List) {
+	var l diag.List
+	req := resolve.Request{KubernetesVersion: cl.KubernetesVersion, Prefer: e.opts.Prefer}
+	if cl.Spec != nil {
+		if prov, err := v1alpha1.ProviderName(cl.Spec.Spec.Provider); err == nil {
+			req.Provider = prov
+		}
+	}
+	refIndex := map[string]int{}
+	for i, ref := range cl.Enabled() {
+		r := resolve.Requirement{Name: ref.Name}
+		if ref.Version != "" {
+			c, err := semver.NewConstraint(ref.Version)
+			if err != nil {
+				cl.Errorf(&l, fmt.Sprintf("/spec/plugins/enabled/%d/version", i), "invalid version constraint: %v", err)
+				continue
+			}
+			r.Constraint = c
+		}
+		req.Enabled = append(req.Enabled, r)
+		refIndex[ref.Name] = i
+	}
+	if cl.Spec.Spec.Plugins != nil {
+		req.Order = cl.Spec.Spec.Plugins.Order
+	}
+	return req, refIndex, l
+}
+
+// resolveFailed points a resolution's failure at the file: a plugin the
+// cluster enables and no source provides (a typo, often), or one for other
+// providers than the cluster's, where the cluster enables it; a version no
+// constraint lets through, or a plugin a package requires that no source
+// provides, where the constraint is written (the cluster's entry, else the
+// requiring plugin's manifest); else at spec.plugins.
+func resolveFailed(ctx context.Context, l *diag.List, cl *config.Cluster, cat source.Catalog, refIndex map[string]int, err error) {
+	if me, ok := errors.AsType[*resolve.MissingError](err); ok && requestedByCluster(me.Wants) {
+		if i, ok := refIndex[me.Name]; ok {
+			cl.Errorf(l, fmt.Sprintf("/spec/plugins/enabled/%d/name", i), "cannot resolve plugins: %v", err)
+			return
+		}
+	}
+	if pe, ok := errors.AsType[*resolve.ProviderError](err); ok && slices.Contains(pe.RequiredBy, resolve.RequestedBy) {
+		if i, ok := refIndex[pe.Name]; ok {
+			cl.Errorf(l, fmt.Sprintf("/spec/plugins/enabled/%d/name", i), "cannot resolve plugins: %v", err)
+			return
+		}
+	}
+	var ws []resolve.Want
+	key := "version"
+	if ue, ok := errors.AsType[*resolve.UnsatisfiableError](err); ok {
+		ws = ue.Wants
+	} else if me, ok := errors.AsType[*resolve.MissingError](err); ok {
+		ws, key = me.Wants, "name"
+	}
+	if locateWant(ctx, l, cl, cat, refIndex, ws, key, err) {
+		return
+	}
+	l.Errorf(cl.File, 0, 0, "spec.plugins", "cannot resolve plugins: %v", err)
+}
+
+// planned is pkg in wave w with its values (the cluster's entry, or its
+// defaults when another plugin's requires pulled it in) and its runtimes;
+// nil after an error in l.
+func (e *Engine) planned(ctx context.Context, l *diag.List, cl *config.Cluster, refIndex map[string]int, pkg *plugin.Package, w int, after []string) *Planned {
+	p := &Planned{Package: pkg, Wave: w, After: after}
+	var scope []string
+	defaults, dl := declarative.RenderDefaults(ctx, pkg, cl.Spec)
+	*l = append(*l, dl...)
+	if dl.HasFatal() {
+		return nil
+	}
+	if i, ok := refIndex[pkg.Name]; ok {
+		v, vl := cl.ValuesWith(i, pkg, config.ValuesOptions{Env: e.opts.Env, AllowOutside: e.opts.AllowValuesOutside, Defaults: defaults})
+		*l = append(*l, vl...)
+		p.Values = v
+		for _, np := range cl.Enabled()[i].NodePools {
+			scope = append(scope, np.Name)
+		}
+	} else {
+		// Pulled in by another plugin's requires: its defaults, checked
+		// against its schema when the package loaded.
+		p.Values = &config.Values{Plugin: pkg, Cluster: defaults, Sensitive: pkg.Sensitive()}
+	}
+	switch {
+	case e.opts.Runtimes != nil:
+		rts, err := e.opts.Runtimes.Runtimes(pkg, scope)
+		if err != nil {
+			file, line, col, field := pkg.ManifestPos("/spec/runtime")
+			l.Errorf(file, line, col, field, "plugin %s: %v", pkg.Name, err)
+			return nil
+		}
+		p.runtimes = rts
+	case pkg.Manifest.Spec.Runtime != nil:
+		file, line, col, field := pkg.ManifestPos("/spec/runtime")
+		l.Errorf(file, line, col, field, "plugin %s has a %s runtime, but this engine runs no plugin code", pkg.Name, pkg.Manifest.Spec.Runtime.Type)
+		return nil
+	default:
+		p.runtimes = []stage.Runtime{declarative.New(pkg, scope)}
+	}
+	return p
 }
 
 // newer returns, for a resolution res of req made with preferences, the
