@@ -111,23 +111,34 @@ func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.L
 	}
 	if kubeconfig != "" && !a.KeepPlugins {
 		if err := apiAnswers(ctx, kubeconfig, a.APIWait); err != nil {
-			if !a.Purge {
-				l.Errorf("", 0, 0, "", "cluster %s runs, but no API server of it answers (%v): its plugins cannot be uninstalled, which goes through the API (etcd may have lost quorum: `kubeplug up` says). Nothing was stopped; `kubeplug down --keep-plugins` stops the cluster without uninstalling them, `kubeplug down --purge` deletes it", name, err)
-				return nil, l
-			}
-			l.Warnf("", 0, 0, "", "cluster %s: no API server of it answers (%v), so its plugins are not uninstalled and their cleanup did not run; the cluster is deleted anyway (--purge)", name, err)
-			return a.providerDown(ctx, prov, res, l)
+			return a.noAPI(ctx, prov, res, l, name, err)
 		}
 		a.Uninstall.Target = KubeconfigTarget{Kubeconfig: kubeconfig}
 		a.Uninstall.All = true
 		a.Uninstall.Cascade = true
 		removed, ul := a.Uninstall.Run(ctx)
-		l = append(l, ul...)
 		res.Uninstalled = removed.Removed
 		if ul.HasFatal() {
-			return res, l
+			// An API server that answered at first and then stopped (its
+			// etcd lost a moment before): the same as one that never did.
+			if err := apiAnswers(ctx, kubeconfig, 0); err != nil && len(removed.Removed) == 0 {
+				return a.noAPI(ctx, prov, res, l, name, err)
+			}
+			return res, append(l, ul...)
 		}
+		l = append(l, ul...)
 	}
+	return a.providerDown(ctx, prov, res, l)
+}
+
+// noAPI is down of a running cluster whose API server does not answer (err):
+// refused, naming the ways on, or with Purge deleted after a warning.
+func (a *Down) noAPI(ctx context.Context, prov provider.Provider, res *DownResult, l diag.List, name string, err error) (*DownResult, diag.List) {
+	if !a.Purge {
+		l.Errorf("", 0, 0, "", "cluster %s runs, but no API server of it answers (%v): its plugins cannot be uninstalled, which goes through the API (etcd may have lost quorum: `kubeplug up` says). Nothing was stopped; `kubeplug down --keep-plugins` stops the cluster without uninstalling them, `kubeplug down --purge` deletes it", name, err)
+		return nil, l
+	}
+	l.Warnf("", 0, 0, "", "cluster %s: no API server of it answers (%v), so its plugins are not uninstalled and their cleanup did not run; the cluster is deleted anyway (--purge)", name, err)
 	return a.providerDown(ctx, prov, res, l)
 }
 

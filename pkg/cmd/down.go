@@ -68,6 +68,7 @@ plugins were not uninstalled and deletes the cluster anyway.`,
 	clusterFileArg(cmd)
 	cmd.Flags().BoolVar(&a.Purge, "purge", false, "delete the state directory too")
 	cmd.Flags().BoolVar(&a.KeepPlugins, "keep-plugins", false, "stop without uninstalling the plugins first")
+	cmd.Flags().DurationVar(&a.APIWait, "api-wait", a.APIWait, "how long to wait for the running cluster's API server before uninstalling the plugins; one that does not answer (etcd's quorum lost) is refused unless --keep-plugins or --purge")
 	leaseFlags(cmd, &a.Uninstall.Lease)
 	stateDirFlag(cmd, &a.StateDir)
 	_ = cmd.MarkFlagRequired("file")
