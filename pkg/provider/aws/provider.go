@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/model"
+	_ "github.com/kubeplug/kubeplug/pkg/nodeagent/s3fetch" // its machines' `kubeplug node fetch-secrets` reads s3://
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/render"
 	"github.com/kubeplug/kubeplug/pkg/stage"
