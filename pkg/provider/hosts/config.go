@@ -85,7 +85,7 @@ type problem struct{ path, msg string }
 // the field of cluster.yaml it is about; all of them are returned together.
 // (The cluster file's check reports the same rules at their line: checkSpec.)
 func hostsOf(spec *v1alpha1.HostsProvider) ([]*Host, error) {
-	hosts, _, probs := resolveHosts(spec)
+	hosts, _, probs := resolveHosts(spec, true)
 	if err := problemsErr(probs); err != nil {
 		return nil, err
 	}
@@ -103,13 +103,15 @@ func problemsErr(probs []problem) error {
 
 // checkSpec is the hosts provider's rules of a cluster's spec beyond the
 // schema, reported by the cluster file's check at their line: fixed pools,
-// and spec.provider.hosts' own (resolveHosts).
+// and spec.provider.hosts' own (resolveHosts) but one: a host without a key
+// is the factory's to refuse, since whoever runs up may give the key beside
+// the file (a ManagedCluster's sshKeySecret).
 func checkSpec(spec *v1alpha1.ClusterSpec) []config.ProviderProblem {
 	out := provider.FixedPools(Name, spec)
 	if spec.Provider == nil || spec.Provider.Hosts == nil {
 		return out
 	}
-	_, _, probs := resolveHosts(spec.Provider.Hosts)
+	_, _, probs := resolveHosts(spec.Provider.Hosts, false)
 	for _, p := range probs {
 		out = append(out, config.ProviderProblem{Pointer: pointerOf(p.path), Message: p.msg})
 	}
@@ -125,8 +127,9 @@ func pointerOf(path string) string {
 }
 
 // resolveHosts checks spec and resolves its hosts (in pool order) and
-// timeouts; each problem names its field.
-func resolveHosts(spec *v1alpha1.HostsProvider) ([]*Host, timeouts, []problem) {
+// timeouts; each problem names its field. needKey refuses a host with no SSH
+// key.
+func resolveHosts(spec *v1alpha1.HostsProvider, needKey bool) ([]*Host, timeouts, []problem) {
 	if spec == nil {
 		return nil, defaultTimeouts, []problem{{field, "missing"}}
 	}
@@ -145,14 +148,14 @@ func resolveHosts(spec *v1alpha1.HostsProvider) ([]*Host, timeouts, []problem) {
 	seenPool := map[string]string{}
 	seenAddr := map[string]string{}
 	for i, p := range spec.Pools {
-		out = append(out, resolvePool(spec, i, p, t, seenPool, seenAddr, bad)...)
+		out = append(out, resolvePool(spec, i, p, t, seenPool, seenAddr, needKey, bad)...)
 	}
 	return out, t, probs
 }
 
 // resolvePool checks pool i of spec and resolves its hosts; seenPool and
 // seenAddr are the pools and addresses of the pools before it.
-func resolvePool(spec *v1alpha1.HostsProvider, i int, p v1alpha1.HostPool, t timeouts, seenPool, seenAddr map[string]string, bad func(path, format string, a ...any)) []*Host {
+func resolvePool(spec *v1alpha1.HostsProvider, i int, p v1alpha1.HostPool, t timeouts, seenPool, seenAddr map[string]string, needKey bool, bad func(path, format string, a ...any)) []*Host {
 	pf := fmt.Sprintf("%s.pools[%d]", field, i)
 	switch {
 	case p.Name == "":
@@ -184,7 +187,7 @@ func resolvePool(spec *v1alpha1.HostsProvider, i int, p v1alpha1.HostPool, t tim
 		r := resolve(spec.SSH, h.SSH)
 		r.Node, r.Pool, r.Field, r.Address = fmt.Sprintf("%s-%d", p.Name, j), p.Name, hf, strings.Trim(h.Address, "[]")
 		r.timeouts = t
-		if r.KeyFile == "" && !r.Agent && r.keySecret == nil {
+		if needKey && r.KeyFile == "" && !r.Agent && r.keySecret == nil {
 			bad(hf+".ssh", "no key: set keyFile, agent: true or keySecretRef (here or in %s.ssh)", field)
 		}
 		out = append(out, r)

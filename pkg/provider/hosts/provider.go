@@ -111,7 +111,7 @@ type Provider struct {
 // New checks opts (every error names its field of cluster.yaml) and connects
 // to nothing.
 func New(opts Options) (*Provider, error) {
-	hosts, t, probs := resolveHosts(opts.Spec)
+	hosts, t, probs := resolveHosts(opts.Spec, true)
 	if err := problemsErr(probs); err != nil {
 		return nil, err
 	}
