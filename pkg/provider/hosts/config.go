@@ -138,7 +138,7 @@ func resolveHosts(spec *v1alpha1.HostsProvider, needKey bool) ([]*Host, timeouts
 		probs = append(probs, problem{path, fmt.Sprintf(format, a...)})
 	}
 	if spec.SSH != nil {
-		checkSSH(field+".ssh", spec.SSH, bad)
+		checkSSH(field+".ssh", spec.SSH, needKey, bad)
 	}
 	t := timeoutsOf(spec.Timeouts, bad)
 	if len(spec.Pools) == 0 {
@@ -182,7 +182,7 @@ func resolvePool(spec *v1alpha1.HostsProvider, i int, p v1alpha1.HostPool, t tim
 			seenAddr[h.Address] = hf
 		}
 		if h.SSH != nil {
-			checkSSH(hf+".ssh", h.SSH, bad)
+			checkSSH(hf+".ssh", h.SSH, needKey, bad)
 		}
 		r := resolve(spec.SSH, h.SSH)
 		r.Node, r.Pool, r.Field, r.Address = fmt.Sprintf("%s-%d", p.Name, j), p.Name, hf, strings.Trim(h.Address, "[]")
@@ -219,15 +219,17 @@ func timeoutsOf(spec *v1alpha1.HostTimeouts, bad func(path, format string, a ...
 	return t
 }
 
-// checkSSH checks the settings of one ssh block.
-func checkSSH(path string, s *v1alpha1.HostSSH, bad func(path, format string, a ...any)) {
+// checkSSH checks the settings of one ssh block; statKey also checks that its
+// key file is there (on the machine that runs up, so not in the cluster
+// file's own check: a ManagedCluster's controller has other files).
+func checkSSH(path string, s *v1alpha1.HostSSH, statKey bool, bad func(path, format string, a ...any)) {
 	if s.Port < 0 || s.Port > 65535 {
 		bad(path+".port", "%d is not a port", s.Port)
 	}
 	if s.User != "" && strings.ContainsAny(s.User, " @:/") {
 		bad(path+".user", "%q is not a user name", s.User)
 	}
-	if s.KeyFile != "" {
+	if s.KeyFile != "" && statKey {
 		if _, err := os.Stat(expandHome(s.KeyFile)); err != nil {
 			bad(path+".keyFile", "%v", err)
 		}
