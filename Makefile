@@ -64,6 +64,12 @@ test: lint unit
 # The HA upgrade and fault tests (test/e2e/realnode TestHAUpgrade, TestHAFaults):
 # six machines each, 10-20 minutes; not part of `make test` until they have
 # completed runs (docs/ha.md).
+# The hosts provider's e2e tests (test/e2e/hosts TestCluster, TestManagedCluster):
+# out of `make test` until their workload comes up again (docs/hosts.md).
+.PHONY: test-hosts
+test-hosts: localcluster localnode node-deps machine-image
+	KUBEPLUG_E2E_HOSTS=1 $(GO) test -timeout 45m ./test/e2e/hosts -v
+
 .PHONY: test-ha
 test-ha: localcluster localcluster-1.36 localnode node-deps machine-image
 	KUBEPLUG_E2E_HA=1 $(GO) test -timeout 60m ./test/e2e/realnode -run 'TestHAUpgrade|TestHAFaults' -v

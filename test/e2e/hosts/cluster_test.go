@@ -127,6 +127,7 @@ spec:
 // started converges; a changed host key is refused naming its fingerprint.
 // down leaves no kubeplug file, unit or process on the hosts.
 func TestCluster(t *testing.T) {
+	requireHostsE2E(t)
 	// The hosts get the node programs from the built components: the
 	// environment's, else the repository's _output (as the realnode tests).
 	bin, err := controlplane.FindBinDir("")

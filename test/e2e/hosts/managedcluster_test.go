@@ -112,6 +112,7 @@ func nodePrograms(t *testing.T, dir string) {
 // ManagedCluster runs down: no kubeplug file, unit or process is left on the
 // hosts, and the Secret and TargetCluster are gone.
 func TestManagedCluster(t *testing.T) {
+	requireHostsE2E(t)
 	dir := t.TempDir()
 	nodePrograms(t, dir)
 	ms, key := sshHosts(t, 3)
