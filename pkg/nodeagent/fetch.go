@@ -98,16 +98,26 @@ func (f *fetcher) open(ctx context.Context, rawURL string) (io.ReadCloser, error
 		}
 		return resp.Body, nil
 	}
-	openersMu.RLock()
-	open := openers[u.Scheme]
-	openersMu.RUnlock()
-	if open == nil {
-		if u.Scheme == "s3" {
-			return nil, fmt.Errorf("this program reads no s3:// URL (it links no S3 client: kubeplug does, through its nodeagent/s3fetch package)")
-		}
+	open, err := openerOf(u.Scheme)
+	switch {
+	case err != nil && u.Scheme != "s3":
 		return nil, fmt.Errorf("expected an https:// or s3:// URL, found %q", rawURL)
+	case err != nil:
+		return nil, err
 	}
 	return open(ctx, u, f.opts)
+}
+
+// openerOf is the Opener registered for scheme; an error says which package
+// to link when none is.
+func openerOf(scheme string) (Opener, error) {
+	openersMu.RLock()
+	open := openers[scheme]
+	openersMu.RUnlock()
+	if open == nil {
+		return nil, fmt.Errorf("this program reads no %s:// URL (it links no client for it: kubeplug does, through its nodeagent/%sfetch package)", scheme, scheme)
+	}
+	return open, nil
 }
 
 // Opener starts the download of u, a URL of the scheme it is registered for.

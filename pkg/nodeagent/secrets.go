@@ -119,11 +119,9 @@ func awaitObject(ctx context.Context, opts FetchSecretsOptions) ([]byte, error) 
 	if err != nil || u.Scheme != "s3" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
 		return nil, errors.New("expected s3://bucket/key")
 	}
-	openersMu.RLock()
-	open := openers["s3"]
-	openersMu.RUnlock()
-	if open == nil {
-		return nil, errors.New("this program reads no s3:// URL (it links no S3 client: kubeplug does, through its nodeagent/s3fetch package)")
+	open, err := openerOf("s3")
+	if err != nil {
+		return nil, err
 	}
 	deadline := time.Now().Add(opts.Wait)
 	for {
