@@ -92,22 +92,27 @@ func (a *PluginTest) runCluster(ctx context.Context, dir string, pkg *plugin.Pac
 	up := NewUp(a.cfg)
 	up.StateDir = stateDir
 	up.Timeout = a.Timeout
-	versions := []string{first}
-	if first != version {
-		versions = append(versions, version)
-	}
 	var ur *UpResult
-	for _, v := range versions {
-		c, cl := tc.cluster(v)
-		if c == nil || cl.HasFatal() {
-			return nil, append(l, tc.userFiles(cl)...)
-		}
+	upOK := func(c *config.Cluster) bool {
 		var ul diag.List
 		ur, ul = up.Run(ctx, c)
 		if l = append(l, tc.userFiles(ul)...); ul.HasFatal() || ur == nil {
-			return nil, l
+			return false
 		}
 		res.Checks = ownChecks(ur.Checks, name)
+		return true
+	}
+	if !upOK(cl) {
+		return nil, l
+	}
+	if first != version { // then the upgrade to the version under test
+		next, nl := tc.cluster(version)
+		if next == nil || nl.HasFatal() {
+			return nil, append(l, tc.userFiles(nl)...)
+		}
+		if !upOK(next) {
+			return nil, l
+		}
 	}
 	n, ul := a.uninstallLeavesNothing(ctx, KubeconfigTarget{Kubeconfig: ur.Kubeconfig}, name)
 	if l = append(l, ul...); ul.HasFatal() {
