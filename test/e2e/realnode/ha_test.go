@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -51,14 +50,7 @@ spec:
 // is lost and what to do.
 func TestHAControlPlane(t *testing.T) {
 	bin, _ := nodeBins(t)
-	machineImage := os.Getenv("KUBEPLUG_MACHINE_IMAGE")
-	if machineImage == "" {
-		machineImage = filepath.Join(filepath.Dir(filepath.Dir(bin)), "machine")
-	}
-	if _, err := realnode.LoadImage(machineImage); err != nil {
-		t.Fatalf("the machine image is not built (make machine-image): %v", err)
-	}
-	t.Setenv("KUBEPLUG_MACHINE_IMAGE", machineImage)
+	useMachineImage(t, bin)
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")

@@ -60,14 +60,7 @@ spec:
 func TestHAUpgrade(t *testing.T) {
 	requireHAE2E(t)
 	bin, _ := nodeBins(t)
-	machineImage := os.Getenv("KUBEPLUG_MACHINE_IMAGE")
-	if machineImage == "" {
-		machineImage = filepath.Join(filepath.Dir(filepath.Dir(bin)), "machine")
-	}
-	if _, err := realnode.LoadImage(machineImage); err != nil {
-		t.Fatalf("the machine image is not built (make machine-image): %v", err)
-	}
-	t.Setenv("KUBEPLUG_MACHINE_IMAGE", machineImage)
+	useMachineImage(t, bin)
 	// 1.36.3 from Go modules (make localcluster-1.36), never downloaded.
 	t.Setenv("KUBEPLUG_K8S_MIRROR", "http://127.0.0.1:9")
 

@@ -66,3 +66,18 @@ func cliFor(t *testing.T, file, state string, timeout time.Duration) (kpCode fun
 	}
 	return kpCode, kp
 }
+
+// useMachineImage sets for the test the machine image it boots machines from
+// ($KUBEPLUG_MACHINE_IMAGE, else the one `make machine-image` wrote beside the
+// node binaries in bin), failing it when the image is not built.
+func useMachineImage(t *testing.T, bin string) {
+	t.Helper()
+	machineImage := os.Getenv("KUBEPLUG_MACHINE_IMAGE")
+	if machineImage == "" {
+		machineImage = filepath.Join(filepath.Dir(filepath.Dir(bin)), "machine")
+	}
+	if _, err := realnode.LoadImage(machineImage); err != nil {
+		t.Fatalf("the machine image is not built (make machine-image): %v", err)
+	}
+	t.Setenv("KUBEPLUG_MACHINE_IMAGE", machineImage)
+}

@@ -153,14 +153,7 @@ func inMachine(t *testing.T, id, node string, argv ...string) string {
 // replacement when the pool's files change, and that `down` leaves nothing.
 func TestMachines(t *testing.T) {
 	bin, _ := nodeBins(t)
-	machineImage := os.Getenv("KUBEPLUG_MACHINE_IMAGE")
-	if machineImage == "" {
-		machineImage = filepath.Join(filepath.Dir(filepath.Dir(bin)), "machine")
-	}
-	if _, err := realnode.LoadImage(machineImage); err != nil {
-		t.Fatalf("the machine image is not built (make machine-image): %v", err)
-	}
-	t.Setenv("KUBEPLUG_MACHINE_IMAGE", machineImage)
+	useMachineImage(t, bin)
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")

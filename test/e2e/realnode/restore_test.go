@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,14 +58,7 @@ spec:
 // logs the time to Ready, the snapshot's and the restore's times.
 func TestControlPlaneMachineRestore(t *testing.T) {
 	bin, _ := nodeBins(t)
-	machineImage := os.Getenv("KUBEPLUG_MACHINE_IMAGE")
-	if machineImage == "" {
-		machineImage = filepath.Join(filepath.Dir(filepath.Dir(bin)), "machine")
-	}
-	if _, err := realnode.LoadImage(machineImage); err != nil {
-		t.Fatalf("the machine image is not built (make machine-image): %v", err)
-	}
-	t.Setenv("KUBEPLUG_MACHINE_IMAGE", machineImage)
+	useMachineImage(t, bin)
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
