@@ -159,8 +159,16 @@ func awsshow(ts *testscript.TestScript, neg bool, _ []string) {
 // query calls a query-protocol action and returns the text of every element
 // named tag in the answer.
 func query(ts *testscript.TestScript, cfg sdkaws.Config, service, version, action, tag string) []string {
+	return signedQuery(ts, cfg, service, version, action, tag, url.Values{})
+}
+
+// signedQuery calls a query-protocol action with params, signed with cfg's
+// credentials, and returns the text of every element named tag in the answer.
+func signedQuery(ts *testscript.TestScript, cfg sdkaws.Config, service, version, action, tag string, params url.Values) []string {
 	ctx := context.Background()
-	body := url.Values{"Action": {action}, "Version": {version}}.Encode()
+	params.Set("Action", action)
+	params.Set("Version", version)
+	body := params.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.Getenv("AWS_ENDPOINT_URL")+"/", strings.NewReader(body))
 	ts.Check(err)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")

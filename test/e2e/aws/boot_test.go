@@ -4,22 +4,17 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"html"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -84,27 +79,7 @@ func awsboot(ts *testscript.TestScript, neg bool, args []string) {
 
 // queryWith is query with parameters.
 func queryWith(ts *testscript.TestScript, service, version, action, tag string, params url.Values) []string {
-	ctx := context.Background()
-	cfg := sdkConfig(ts)
-	params.Set("Action", action)
-	params.Set("Version", version)
-	body := params.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.Getenv("AWS_ENDPOINT_URL")+"/", strings.NewReader(body))
-	ts.Check(err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
-	creds, err := cfg.Credentials.Retrieve(ctx)
-	ts.Check(err)
-	sum := sha256.Sum256([]byte(body))
-	ts.Check(v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), service, cfg.Region, time.Now()))
-	resp, err := http.DefaultClient.Do(req)
-	ts.Check(err)
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	ts.Check(err)
-	if resp.StatusCode != http.StatusOK {
-		ts.Fatalf("%s %s: %s: %s", service, action, resp.Status, b)
-	}
-	return elements(string(b), tag)
+	return signedQuery(ts, sdkConfig(ts), service, version, action, tag, params)
 }
 
 // tokenof sets $TOKEN to the content of a file (the bootstrap token up keeps
