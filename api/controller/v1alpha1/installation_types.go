@@ -55,6 +55,25 @@ type PluginInstallationSpec struct {
 	// installation's: the CLI may no longer change it, and deleting the
 	// installation uninstalls it.
 	Adopt bool `json:"adopt,omitempty"`
+	// Expansions are expansion packages pulled from OCI references, verified
+	// against their keys and merged into every apply of this installation, as
+	// `kubeplug apply --expansion-dir` merges them (docs/expansions.md).
+	Expansions []ExpansionRef `json:"expansions,omitempty" jsonschema:"maxItems=8"`
+	// SuspendExpansions stops passing spec.expansions to the target: the next
+	// apply runs without them, which returns the cluster to the default. A
+	// rollout sets it for all its clusters in its template.
+	SuspendExpansions bool `json:"suspendExpansions,omitempty"`
+}
+
+// ExpansionRef is an expansion in an OCI registry, as `kubeplug expansion
+// push --artifact` stores it, and the keys it must be signed with.
+type ExpansionRef struct {
+	// Ref is oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:HEX.
+	Ref string `json:"ref" jsonschema:"pattern=^oci://,maxLength=1024"`
+	// VerifyKeys is a ConfigMap, in the installation's namespace, of trusted
+	// public keys (as a catalog source's verifyKeys): the expansion must be
+	// signed by one of them.
+	VerifyKeys string `json:"verifyKeys" jsonschema:"minLength=1,maxLength=253"`
 }
 
 // InstalledPlugin is one plugin of an installation.
@@ -121,6 +140,25 @@ type PluginInstallationStatus struct {
 	LastAppliedDigest string `json:"lastAppliedDigest,omitempty"`
 	// LastAppliedTime is when the last successful apply ended (RFC 3339).
 	LastAppliedTime string `json:"lastAppliedTime,omitempty" jsonschema:"format=date-time"`
+	// Expansions are the expansions the last successful apply merged, and
+	// where: empty when it merged none.
+	Expansions []AppliedExpansion `json:"expansions,omitempty" jsonschema:"maxItems=8"`
+}
+
+// AppliedExpansion is an expansion an apply merged into a cluster.
+type AppliedExpansion struct {
+	// Ref is the reference it was pulled from, Manifest that manifest's digest.
+	Ref      string `json:"ref"`
+	Manifest string `json:"manifest,omitempty"`
+	// Name, Version and Digest (the package digest) are the expansion's.
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	Digest  string `json:"digest,omitempty"`
+	// SignedBy is the ID of the key whose signature verified it.
+	SignedBy string `json:"signedBy,omitempty"`
+	// Target is the TargetCluster it was applied to; empty: the controller's
+	// own cluster.
+	Target string `json:"target,omitempty"`
 }
 
 // PluginState is one installed plugin.

@@ -28,6 +28,9 @@ type TargetClusterSpec struct {
 	// KubeconfigSecret is a Secret, in the target's namespace, holding a
 	// kubeconfig for the cluster under the key "kubeconfig" (or Key).
 	KubeconfigSecret KeyRefOptionalKey `json:"kubeconfigSecret"`
+	// SuspendExpansions stops passing expansions to this cluster: the
+	// installations that target it apply without their spec.expansions.
+	SuspendExpansions bool `json:"suspendExpansions,omitempty"`
 }
 
 // KeyRefOptionalKey names a Secret and, optionally, its key.
