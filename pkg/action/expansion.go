@@ -459,6 +459,9 @@ func (a *ExpansionPush) Run(ctx context.Context, path, host string) ([]string, d
 	if l.HasFatal() {
 		return nil, l
 	}
+	if strings.HasPrefix(host, oci.Scheme) {
+		return a.artifact(ctx, path, host, keys)
+	}
 	work, err := os.MkdirTemp("", "kubeplug-expansion-push-")
 	if err != nil {
 		l.Errorf(path, 0, 0, "", "%v", err)
@@ -559,4 +562,36 @@ func (a *ExpansionTest) Run(ctx context.Context, path string, cl *config.Cluster
 	res, ul := up.Run(ctx, cl)
 	l = append(l, ul...)
 	return res, l
+}
+
+// artifact verifies the expansion archive at path and pushes it whole, as one
+// OCI artifact, to ref (oci://HOST/REPO:TAG): what the controller's
+// spec.expansions pull. It returns the reference pushed, by digest.
+func (a *ExpansionPush) artifact(ctx context.Context, path, ref string, keys []*sign.PublicKey) ([]string, diag.List) {
+	var l diag.List
+	pkg, ol := expansion.Open(ctx, path, a.Limits)
+	if l = append(l, ol...); pkg == nil || l.HasFatal() {
+		return nil, l
+	}
+	if !pkg.Archive || !strings.HasSuffix(path, ".tar") {
+		l.Errorf(path, 0, 0, "", "push an expansion to %s as the uncompressed .tar archive kubeplug expansion create writes, not a directory or a gzipped archive", ref)
+		return nil, l
+	}
+	v, vl := pkg.Verify(keys)
+	if l = append(l, vl...); vl.HasFatal() {
+		return nil, l
+	}
+	c, err := oci.New(oci.Options{PlainHTTP: a.PlainHTTP})
+	if err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	pushed, err := c.PushExpansion(ctx, path, ref, oci.ExpansionConfig{Name: pkg.Name(), Version: pkg.Manifest.Metadata.Version, Digest: v.Digest})
+	if err != nil {
+		l.Errorf(path, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	r, _ := oci.ParseRef(pushed.Ref)
+	r.Reference = pushed.Manifest
+	return []string{pushed.Ref, r.String()}, l
 }

@@ -301,8 +301,8 @@ func expansionFlags(cmd *cobra.Command, o *options) {
 func newExpansionPushCmd(o *options) *cobra.Command {
 	a := action.NewExpansionPush(o.cfg)
 	cmd := &cobra.Command{
-		Use:   "push PATH HOST[:PORT]",
-		Short: "Push an expansion's images to the site's registry",
+		Use:   "push PATH HOST[:PORT]|oci://HOST/REPO:TAG",
+		Short: "Push an expansion's images to the site's registry, or the whole expansion as an OCI artifact",
 		Long: `Verify the expansion at PATH (as 'expansion verify' does, with --key a signature
 is required), then push every image it carries to the registry at HOST[:PORT]
 under its rewritten name (registry.example.com/team/app:v1 becomes
@@ -310,9 +310,14 @@ HOST/team/app:v1), straight from the archive: nothing is unpacked, and every
 blob is checked against its digest as it streams. Blobs the registry has are not
 sent again and an image is tagged only after all its blobs, so an interrupted
 push resumes where it stopped. 'up' and 'apply' do the same before deploying
-when they are given the expansion and a site registry.`,
-		Example: `  kubeplug expansion push --key site.pub site.tar registry.site:5000`,
-		Args:    cobra.ExactArgs(2),
+when they are given the expansion and a site registry.
+
+With oci://HOST/REPO:TAG instead, the verified archive (the .tar 'expansion
+create' writes) is pushed whole, streamed as one layer of an OCI artifact, for
+the controller's spec.expansions to pull (docs/controller.md).`,
+		Example: `  kubeplug expansion push --key site.pub site.tar registry.site:5000
+  kubeplug expansion push --key site.pub site.tar oci://registry.site:5000/expansions/site:1.0.0`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pushed, l := a.Run(cmd.Context(), args[0], args[1])
 			if o.report(l) {

@@ -53,6 +53,8 @@ type built struct {
 	// ConfigMaps and Secrets, under the work directory: only an apply needs
 	// them, not a reconcile that finds nothing changed (digest).
 	unpack unpacks
+	// passing is what the installation passes of its spec.expansions.
+	passing *passing
 }
 
 // unpacks write what sources name; see Controller.unpack.
@@ -94,6 +96,11 @@ func (c *Controller) build(ctx context.Context, cl client.Client, obj client.Obj
 		}
 		sources, pending = append(sources, srcs...), append(pending, u...)
 	}
+	passing, u, err := c.passingOf(ctx, cl, obj.GetNamespace(), spec, tg)
+	if err != nil {
+		return nil, err
+	}
+	pending = append(pending, u...)
 	enabled := make([]v1alpha1.PluginRef, 0, len(spec.Plugins))
 	for i, p := range spec.Plugins {
 		vals := values.DeepCopy(p.Values)
@@ -127,8 +134,8 @@ func (c *Controller) build(ctx context.Context, cl client.Client, obj client.Obj
 	// Not the work directory's path, which differs per process: a restarted
 	// controller sees the same digest for the same inputs.
 	stable := bytes.ReplaceAll(raw, []byte(c.opts.WorkDir), []byte("$WORKDIR"))
-	sum := sha256.Sum256(append(stable, "\x00target="+tg.key...))
-	return &built{raw: raw, file: file, digest: "sha256:" + hex.EncodeToString(sum[:]), unpack: pending}, nil
+	sum := sha256.Sum256(append(stable, "\x00target="+tg.key+"\x00expansions="+passing.stamp...))
+	return &built{raw: raw, file: file, digest: "sha256:" + hex.EncodeToString(sum[:]), unpack: pending, passing: passing}, nil
 }
 
 // valueFrom merges one valuesFrom entry into vals.

@@ -53,6 +53,9 @@ const (
 	// ReasonMachineContributions: an installed plugin contributes to the
 	// machines, which the controller does not apply.
 	ReasonMachineContributions = "MachineContributionsNotApplied"
+	// ReasonExpansionRefused: an expansion of spec.expansions is not
+	// signed by a key its verifyKeys trusts, or does not open.
+	ReasonExpansionRefused = "ExpansionRefused"
 )
 
 // ConditionMachineNotApplied is True while an installed plugin contributes to
@@ -120,6 +123,9 @@ func installationRefs(o client.Object) []string {
 	}
 	for _, d := range spec.DependsOn {
 		out = append(out, ref("PluginInstallation", d))
+	}
+	for _, e := range spec.Expansions {
+		out = append(out, ref("ConfigMap", e.VerifyKeys))
 	}
 	for _, p := range spec.Plugins {
 		for _, vf := range p.ValuesFrom {
@@ -340,6 +346,15 @@ func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginIn
 		failing(&st.Conditions, gen, ReasonApplyFailed, err.Error())
 		return reconcile.Result{}, err
 	}
+	use, applied, err := r.c.pull(ctx, b.passing, spec.Target)
+	if errors.As(err, &se) {
+		stalled(&st.Conditions, gen, ReasonExpansionRefused, se.msg)
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonExpansionRefused, "Apply", "%s", se.msg)
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		failing(&st.Conditions, gen, ReasonApplyFailed, err.Error())
+		return reconcile.Result{}, err
+	}
 	stall := meta.FindStatusCondition(st.Conditions, "Stalled")
 	if st.LastAppliedGeneration != gen && !meta.IsStatusConditionTrue(st.Conditions, "Reconciling") && (stall == nil || stall.ObservedGeneration != gen) {
 		// A change (not a drift check, nor a retry of a generation that
@@ -356,6 +371,7 @@ func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginIn
 	}
 	defer release()
 	cfg := *r.c.opts.Action
+	cfg.Expansions = use
 	if p := r.c.opts.ServingCerts; p.CAValidity > 0 || p.CertValidity > 0 || p.Now != nil {
 		cfg.ServingCerts = p
 	}
@@ -428,6 +444,16 @@ func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginIn
 	msg := "installed " + strings.Join(names, ", ")
 	if len(names) == 0 {
 		msg = "nothing to install"
+	}
+	msg += passedMessage(b.passing, applied)
+	st.Expansions = applied
+	if len(spec.Expansions) > 0 {
+		// The object may have been read before the last write of
+		// status.expansions reached the cache, so that it already looks as
+		// it should: the patch carries the list all the same.
+		status.resend(func(o client.Object) {
+			o.(*ctrlv1.PluginInstallation).Status.Expansions = []ctrlv1.AppliedExpansion{{Ref: "\x00"}}
+		})
 	}
 	changed := st.LastAppliedGeneration != gen || res.Applied > 0 || res.Pruned > 0 || len(res.Removed) > 0
 	ready(&st.Conditions, gen, ReasonSucceeded, msg)

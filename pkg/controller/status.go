@@ -54,6 +54,11 @@ func (p *statusPatcher) patch(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
+// resend makes the next patch carry the fields mark changes in the status
+// as last read or written, whether or not they changed: for a field whose
+// last write may not have reached the cache the object was read from.
+func (p *statusPatcher) resend(mark func(before client.Object)) { mark(p.before) }
+
 // finish ends a reconcile that returns err: it writes the status, unless the
 // object is gone (errGone), and returns err, or the write's error when err is
 // nil.

@@ -150,9 +150,29 @@ func (c *Client) PullExpansion(ctx context.Context, ref, dir string, limit int64
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := expansionConfig(ctx, repo, r, ref, man, limit)
+	if err != nil {
+		return nil, err
+	}
+	out, err := writeLayer(ctx, repo, man.Layers[0], dir, "expansion.tar")
+	if err != nil {
+		return nil, fmt.Errorf("%s: expansion layer %s: %w", ref, man.Layers[0].Digest, describe(r, err))
+	}
+	return &PulledExpansion{ExpansionConfig: *cfg, Ref: ref, Manifest: desc.Digest.String(), File: out}, nil
+}
+
+// expansionConfig checks that man is an expansion artifact whose layer is at
+// most limit bytes, and reads its config.
+func expansionConfig(ctx context.Context, repo content.Fetcher, r Ref, ref string, man *ocispec.Manifest, limit int64) (*ExpansionConfig, error) {
 	if man.ArtifactType != ExpansionArtifactType || man.Config.MediaType != ExpansionConfigMediaType || len(man.Layers) != 1 || man.Layers[0].MediaType != ExpansionLayerMediaType {
-		return nil, fmt.Errorf("%s is not a kubeplug expansion (artifact type %q, config %q, %d layers); push one with 'kubeplug expansion push --artifact'",
+		return nil, fmt.Errorf("%s is not a kubeplug expansion (artifact type %q, config %q, %d layers); push one with 'kubeplug expansion push EXPANSION.tar oci://HOST/REPO:TAG'",
 			ref, man.ArtifactType, man.Config.MediaType, len(man.Layers))
+	}
+	if l := man.Layers[0]; l.Size < 0 || l.Size > limit {
+		return nil, fmt.Errorf("%s: the expansion is %d bytes, past the limit of %d", ref, l.Size, limit)
+	}
+	if err := man.Layers[0].Digest.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: invalid layer digest %q: %w", ref, man.Layers[0].Digest, err)
 	}
 	cfgData, err := fetchBlob(ctx, repo, man.Config, maxManifest)
 	if err != nil {
@@ -162,19 +182,18 @@ func (c *Client) PullExpansion(ctx context.Context, ref, dir string, limit int64
 	if err := json.Unmarshal(cfgData, &cfg); err != nil {
 		return nil, fmt.Errorf("%s: the config is not a kubeplug expansion config: %w", ref, err)
 	}
-	l := man.Layers[0]
-	if l.Size < 0 || l.Size > limit {
-		return nil, fmt.Errorf("%s: the expansion is %d bytes, past the limit of %d", ref, l.Size, limit)
-	}
-	if err := l.Digest.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: invalid layer digest %q: %w", ref, l.Digest, err)
-	}
+	return &cfg, nil
+}
+
+// writeLayer streams the blob l into dir/name through a temporary file,
+// renamed into place only once it is checked.
+func writeLayer(ctx context.Context, repo content.Fetcher, l ocispec.Descriptor, dir, name string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return "", err
 	}
 	tmp, err := os.CreateTemp(dir, ".pull-*")
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }()
 	err = fetchToFile(ctx, repo, l, tmp)
@@ -182,13 +201,10 @@ func (c *Client) PullExpansion(ctx context.Context, ref, dir string, limit int64
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: expansion layer %s: %w", ref, l.Digest, describe(r, err))
+		return "", err
 	}
-	out := filepath.Join(dir, "expansion.tar")
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		return nil, err
-	}
-	return &PulledExpansion{ExpansionConfig: cfg, Ref: ref, Manifest: desc.Digest.String(), File: out}, nil
+	out := filepath.Join(dir, name)
+	return out, os.Rename(tmp.Name(), out)
 }
 
 // fetchToFile streams the blob d into w, checking its size and digest.

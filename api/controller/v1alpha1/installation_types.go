@@ -66,7 +66,7 @@ type PluginInstallationSpec struct {
 }
 
 // ExpansionRef is an expansion in an OCI registry, as `kubeplug expansion
-// push --artifact` stores it, and the keys it must be signed with.
+// push EXPANSION.tar oci://HOST/REPO:TAG` stores it, and the keys it must be signed with.
 type ExpansionRef struct {
 	// Ref is oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:HEX.
 	Ref string `json:"ref" jsonschema:"pattern=^oci://,maxLength=1024"`
