@@ -231,24 +231,58 @@ func members(t *testing.T, endpoints []string) map[string]uint64 {
 	}
 	defer func() { _ = cli.Close() }()
 	out := map[string]uint64{}
+	// What was seen last, for the failure: the list, or the member that
+	// did not answer.
+	last := "nothing yet"
 	waitFor(t, 2*time.Minute, "three healthy etcd members", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		list, err := cli.MemberList(ctx)
-		if err != nil || len(list.Members) != 3 {
+		if err != nil {
+			last = fmt.Sprintf("member list through %v: %v", endpoints, err)
+			return false
+		}
+		var seen []string
+		for _, m := range list.Members {
+			seen = append(seen, fmt.Sprintf("%s %x %v", m.Name, m.ID, m.ClientURLs))
+		}
+		if last = fmt.Sprintf("members [%s]", strings.Join(seen, "; ")); len(list.Members) != 3 {
 			return false
 		}
 		clear(out)
 		for _, m := range list.Members {
 			if len(m.ClientURLs) == 0 {
+				last += ": " + m.Name + " has not started (no client URL)"
 				return false
 			}
 			if _, err := cli.Status(ctx, m.ClientURLs[0]); err != nil {
+				last += fmt.Sprintf(": %s does not answer: %v", m.Name, err)
 				return false
 			}
 			out[m.Name] = m.ID
 		}
 		return true
-	})
+	}, func() string { return last })
 	return out
+}
+
+// machineDiagnostics logs, once the test has failed and before its cleanup
+// takes the machines down, what tells why for each of nodes: whether its
+// machine runs, its failed units, and the last lines of its kubelet's
+// journal.
+func machineDiagnostics(t *testing.T, id string, nodes ...string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, node := range nodes {
+			failed, err := machineExec(id, node, "systemctl", "--failed", "--no-legend", "--plain")
+			if err != nil {
+				t.Logf("machine %s: %v", node, err)
+				continue
+			}
+			journal, _ := machineExec(id, node, "journalctl", "-u", "kubelet.service", "-n", "15", "--no-pager", "-o", "cat")
+			t.Logf("machine %s: failed units: %s\nkubelet's journal:\n%s", node, strings.TrimSpace(failed), journal)
+		}
+	})
 }

@@ -47,6 +47,7 @@ func TestHAFaults(t *testing.T) {
 		}
 		checkNothingLeft(t, state, id)
 	})
+	machineDiagnostics(t, id, "control-plane-0", "control-plane-1", "control-plane-2", "control-plane-lb", "m-0")
 
 	began := time.Now()
 	kp("up")

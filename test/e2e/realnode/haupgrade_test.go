@@ -79,6 +79,7 @@ func TestHAUpgrade(t *testing.T) {
 		}
 		checkNothingLeft(t, state, id)
 	})
+	machineDiagnostics(t, id, "control-plane-0", "control-plane-1", "control-plane-2", "control-plane-lb", "m-0", "m-1")
 
 	began := time.Now()
 	kp("up")
