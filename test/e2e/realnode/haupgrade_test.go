@@ -257,8 +257,13 @@ func readyIPs(ctx context.Context, client kubernetes.Interface) []string {
 	if err != nil {
 		return nil
 	}
+	return readyIPsOf(pods.Items)
+}
+
+// readyIPsOf are the addresses of the ready Pods among pods.
+func readyIPsOf(pods []corev1.Pod) []string {
 	var out []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
 				out = append(out, p.Status.PodIP)
