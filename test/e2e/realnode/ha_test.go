@@ -117,10 +117,8 @@ func TestHAControlPlane(t *testing.T) {
 		if worstGap > 15*time.Second {
 			t.Errorf("the API was unavailable through the load balancer for %s", worstGap)
 		}
-		for _, name := range written {
-			if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{}); err != nil {
-				t.Errorf("ConfigMap %s, written through the load balancer, is lost: %v", name, err)
-			}
+		if lost := missingConfigMaps(ctx, t, client, written); len(lost) > 0 {
+			t.Errorf("%d of %d ConfigMaps written through the load balancer are lost: %v", len(lost), len(written), lost)
 		}
 	}
 	killWhileWriting("control-plane-1")
