@@ -152,6 +152,12 @@ func TestHAUpgrade(t *testing.T) {
 	t.Logf("up upgrading 1.36.3 → 1.37.1 (3 control-plane machines, then 2 workers): %s", took)
 	t.Logf("writer through the load balancer during the upgrade: %d ConfigMaps written, %d writes failed, longest time between two successful writes %s (one every 200ms)", len(writes.ok), writes.failed, writes.worstGap.Round(time.Millisecond))
 	t.Logf("workload prober during the upgrade: %d answers, %d failed, longest time without an answer %s (one every 200ms)", len(probes.ok), probes.failed, probes.worstGap.Round(time.Millisecond))
+	// Each machine's replacement, for the figures.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, " replaced in ") || strings.Contains(line, "upgraded to Kubernetes") {
+			t.Logf("up: %s", strings.TrimSpace(line))
+		}
+	}
 	if code != 0 {
 		t.Fatalf("up to 1.37.1: exit %d\n%s", code, out)
 	}
