@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -279,8 +280,26 @@ func machineDiagnostics(t *testing.T, id string, nodes ...string) {
 				t.Logf("machine %s: %v", node, err)
 				continue
 			}
-			journal, _ := machineExec(id, node, "journalctl", "-u", "kubelet.service", "-n", "15", "--no-pager", "-o", "cat")
-			t.Logf("machine %s: failed units: %s\nkubelet's journal:\n%s", node, strings.TrimSpace(failed), journal)
+			journal, _ := machineExec(id, node, "journalctl", "-u", "kubelet.service", "-n", "300", "--no-pager", "-o", "short-precise")
+			t.Logf("machine %s: failed units: %s\nkubelet's journal, its last errors:\n%s", node, strings.TrimSpace(failed), kubeletErrors(journal, 12))
 		}
 	})
+}
+
+// kubeletNoise are kubelet errors every machine logs all along (no block
+// device for containerd's overlay, no static Pods on a worker, slow
+// housekeeping on shared cores): they tell nothing of a failure.
+var kubeletNoise = []string{"cannot find filesystem info", "HasDedicatedImageFs", "Unable to read config path", "Housekeeping took longer"}
+
+// kubeletErrors are the last n error lines (klog's E) of a kubelet journal
+// but its noise.
+func kubeletErrors(journal string, n int) string {
+	var out []string
+	for _, line := range strings.Split(journal, "\n") {
+		if !strings.Contains(line, "]: E") || slices.ContainsFunc(kubeletNoise, func(s string) bool { return strings.Contains(line, s) }) {
+			continue
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
 }

@@ -144,14 +144,21 @@ func TestHAUpgrade(t *testing.T) {
 	wg.Go(func() { probes = probeUntil(ctx, wclient, stop) })
 	write(t, file, haUpgradeCluster("1.37.1"))
 	began = time.Now()
-	code, out := kpCode("up")
+	// up's lines stamped with the time since it began, to place the
+	// longest gaps among its steps.
+	var stamped stampWriter
+	stamped.start = began
+	upCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	code := cmd.Main(upCtx, []string{"up", "-f", file, "--state-dir", state, "--no-kubeconfig-update"}, cmd.Streams{In: strings.NewReader(""), Out: &stamped, Err: &stamped})
+	cancel()
+	out := stamped.String()
 	took := time.Since(began).Round(time.Second)
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()
 	t.Logf("up upgrading 1.36.3 → 1.37.1 (3 control-plane machines, then 2 workers): %s", took)
-	t.Logf("writer through the load balancer during the upgrade: %d ConfigMaps written, %d writes failed, longest time between two successful writes %s (one every 200ms)", len(writes.ok), writes.failed, writes.worstGap.Round(time.Millisecond))
-	t.Logf("workload prober during the upgrade: %d answers, %d failed, longest time without an answer %s (one every 200ms)", len(probes.ok), probes.failed, probes.worstGap.Round(time.Millisecond))
+	t.Logf("writer through the load balancer during the upgrade: %d ConfigMaps written, %d writes failed, longest time between two successful writes %s, %s (one every 200ms)", len(writes.ok), writes.failed, writes.worstGap.Round(time.Millisecond), gapWhen(began, writes))
+	t.Logf("workload prober during the upgrade: %d answers, %d failed, longest time without an answer %s, %s (one every 200ms)", len(probes.ok), probes.failed, probes.worstGap.Round(time.Millisecond), gapWhen(began, probes))
 	// Each machine's replacement, for the figures.
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, " replaced in ") || strings.Contains(line, "upgraded to Kubernetes") {
@@ -173,10 +180,12 @@ func TestHAUpgrade(t *testing.T) {
 		}
 	}
 	if writes.worstGap > 15*time.Second {
-		t.Errorf("the API was unavailable through the load balancer for %s during the upgrade", writes.worstGap)
+		t.Errorf("the API was unavailable through the load balancer for %s during the upgrade, %s; the last failed write: %s; up meanwhile:\n%s",
+			writes.worstGap, gapWhen(began, writes), writes.lastErr, stamped.around(writes.worstEnd.Add(-writes.worstGap), writes.worstEnd))
 	}
 	if probes.worstGap > 15*time.Second || len(probes.ok) == 0 {
-		t.Errorf("the workload did not answer for %s during the upgrade", probes.worstGap)
+		t.Errorf("the workload did not answer for %s during the upgrade, %s; the last failed probe: %s; up meanwhile:\n%s",
+			probes.worstGap, gapWhen(began, probes), probes.lastErr, stamped.around(probes.worstEnd.Add(-probes.worstGap), probes.worstEnd))
 	}
 	// One list, not a GET for each of the thousands written.
 	if lost := missingConfigMaps(ctx, t, client, writes.ok); len(lost) > 0 {
@@ -204,6 +213,68 @@ func TestHAUpgrade(t *testing.T) {
 		t.Errorf("a downgrade: exit %d\n%s", code, out)
 	}
 	write(t, file, haUpgradeCluster("1.37.1"))
+}
+
+// gapWhen says when r's longest gap was, from the start of up.
+func gapWhen(began time.Time, r monitorResult) string {
+	if r.worstEnd.IsZero() {
+		return "no gap"
+	}
+	from := r.worstEnd.Add(-r.worstGap)
+	return fmt.Sprintf("from +%s to +%s of up", from.Sub(began).Round(time.Second), r.worstEnd.Sub(began).Round(time.Second))
+}
+
+// stampWriter keeps what is written to it with each line stamped with the
+// time since start (+1m02s).
+type stampWriter struct {
+	start time.Time
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	mid   bool
+	lines []stampedLine
+}
+
+type stampedLine struct {
+	at   time.Time
+	text string
+}
+
+func (w *stampWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		if !w.mid {
+			fmt.Fprintf(&w.buf, "+%s ", now.Sub(w.start).Round(time.Second))
+			w.lines = append(w.lines, stampedLine{at: now})
+		}
+		w.buf.Write(line)
+		w.lines[len(w.lines)-1].text += string(line)
+		w.mid = line[len(line)-1] != '\n'
+	}
+	return len(b), nil
+}
+
+func (w *stampWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// around is what was written from a minute before from to 10 s after to.
+func (w *stampWriter) around(from, to time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var b strings.Builder
+	for _, l := range w.lines {
+		if !l.at.Before(from.Add(-time.Minute)) && !l.at.After(to.Add(10*time.Second)) {
+			fmt.Fprintf(&b, "+%s %s", l.at.Sub(w.start).Round(time.Second), l.text)
+		}
+	}
+	return b.String()
 }
 
 // missingConfigMaps are those of names not in the default namespace.
@@ -304,6 +375,18 @@ type monitorResult struct {
 	ok       []string
 	failed   int
 	worstGap time.Duration
+	// worstEnd is when the longest gap ended; lastErr the last failure's
+	// error.
+	worstEnd time.Time
+	lastErr  string
+}
+
+// gap ends a gap between two successes (or the last success and the end)
+// at now.
+func (r *monitorResult) gap(lastOK, now time.Time) {
+	if g := now.Sub(lastOK); g > r.worstGap {
+		r.worstGap, r.worstEnd = g, now
+	}
 }
 
 // every runs try every 200 ms until stop is closed.
@@ -315,18 +398,20 @@ func every(stop <-chan struct{}, try func(i int) (string, bool)) monitorResult {
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
-			r.worstGap = max(r.worstGap, time.Since(lastOK))
+			r.gap(lastOK, time.Now())
 			return r
 		case <-tick.C:
 		}
 		what, ok := try(i)
 		if !ok {
 			r.failed++
+			r.lastErr = what
 			continue
 		}
 		r.ok = append(r.ok, what)
-		r.worstGap = max(r.worstGap, time.Since(lastOK))
-		lastOK = time.Now()
+		now := time.Now()
+		r.gap(lastOK, now)
+		lastOK = now
 	}
 }
 
@@ -335,7 +420,10 @@ func writeUntil(ctx context.Context, client kubernetes.Interface, stop <-chan st
 	return every(stop, func(i int) (string, bool) {
 		name := fmt.Sprintf("upgrade-%05d", i)
 		_, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		return name, err == nil
+		if err != nil {
+			return err.Error(), false
+		}
+		return name, true
 	})
 }
 
@@ -353,17 +441,20 @@ func probeUntil(ctx context.Context, client kubernetes.Interface, stop <-chan st
 			}
 			refreshed = time.Now()
 		}
+		why := "no ready Pod of web"
 		for _, ip := range ips {
 			resp, err := hc.Get("http://" + ip + ":8080/")
 			if err != nil {
+				why = err.Error()
 				continue
 			}
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return ip, true
 			}
+			why = ip + ": " + resp.Status
 		}
-		return "", false
+		return why, false
 	})
 }
 
