@@ -96,13 +96,14 @@ func evictPods(ctx context.Context, client kubernetes.Interface, node string) ([
 
 // transient says whether an API error may pass by itself: a timeout, an
 // internal error (etcd's "request timed out"), an unavailable server, or a
-// connection closed or refused under the request (a load balancer taking
-// out an API server whose machine is being replaced closes its
-// connections; the next request goes to another).
+// connection closed or reset under the request (a load balancer taking out
+// an API server whose machine is being replaced closes its connections; the
+// next request goes to another). A refused connection is not: no API server
+// listens there, and a drain waiting its timeout for one helps nobody.
 func transient(err error) bool {
 	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsInternalError(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) ||
-		utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) || utilnet.IsConnectionRefused(err) ||
+		utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) ||
 		strings.Contains(err.Error(), "http2: client connection lost")
 }
 
