@@ -62,8 +62,9 @@ fuzz:
 test: lint unit
 
 # The HA upgrade and fault tests (test/e2e/realnode TestHAUpgrade, TestHAFaults):
-# six machines each, 10-20 minutes; not part of `make test` until they have
-# completed runs (docs/ha.md).
+# five or six machines each, 7-20 minutes on two cores; not part of `make test`
+# (TestHAFaults has passed, TestHAUpgrade's last run failed on its API gap
+# bound: docs/ha.md).
 # The hosts provider's e2e tests (test/e2e/hosts TestCluster, TestManagedCluster):
 # out of `make test` until their workload comes up again (docs/hosts.md).
 .PHONY: test-hosts

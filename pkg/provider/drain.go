@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -32,10 +33,21 @@ func Cordon(ctx context.Context, client kubernetes.Interface, node string, on bo
 // The machine mode (local) drains a machine before it replaces it, the hosts
 // provider a host before it rolls or removes it.
 func Drain(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) error {
-	if err := Cordon(ctx, client, node, true); err != nil {
-		return err
-	}
 	deadline := time.Now().Add(timeout)
+	for {
+		err := Cordon(ctx, client, node, true)
+		if err == nil {
+			break
+		}
+		if !transient(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 	for {
 		left, err := evictPods(ctx, client, node)
 		// A PodDisruptionBudget (429, in left) or an API server that timed
@@ -83,10 +95,16 @@ func evictPods(ctx context.Context, client kubernetes.Interface, node string) ([
 }
 
 // transient says whether an API error may pass by itself: a timeout, an
-// internal error (etcd's "request timed out"), an unavailable server.
+// internal error (etcd's "request timed out"), an unavailable server, or a
+// connection closed or reset under the request (a load balancer taking out
+// an API server whose machine is being replaced closes its connections; the
+// next request goes to another). A refused connection is not: no API server
+// listens there, and a drain waiting its timeout for one helps nobody.
 func transient(err error) bool {
 	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsInternalError(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
+		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) ||
+		utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) ||
+		strings.Contains(err.Error(), "http2: client connection lost")
 }
 
 func daemonOrStatic(pod *corev1.Pod) bool {

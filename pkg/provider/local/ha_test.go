@@ -72,7 +72,7 @@ func TestLBUserData(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(ud), &cc); err != nil {
 		t.Fatalf("not YAML: %v\n%s", err, ud)
 	}
-	for _, want := range []string{"#cloud-config\n", "mode tcp", "bind *:6443", "option httpchk GET /readyz", "check-ssl verify none",
+	for _, want := range []string{"#cloud-config\n", "mode tcp", "bind *:6443", "option httpchk GET /readyz", "check-ssl verify none", "on-marked-down shutdown-sessions",
 		"server control-plane-0 10.250.3.2:6443\n", "server control-plane-2 10.250.3.4:6443\n", "[systemctl, restart, haproxy.service]"} {
 		if !strings.Contains(ud, want) {
 			t.Errorf("load balancer user data lacks %q:\n%s", want, ud)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -370,6 +371,10 @@ func TestDrainRetriesTransientErrors(t *testing.T) {
 		wantErr string
 	}{
 		{"etcd timed out", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), ""},
+		// The load balancer closed the connection of an API server it
+		// took out (a control-plane machine replaced).
+		{"connection closed", &url.Error{Op: "Post", URL: "https://10.250.3.129:6443/api/v1/namespaces/default/pods/web/eviction", Err: io.EOF}, ""},
+		{"connection reset", fmt.Errorf("read tcp 10.250.3.1:40000->10.250.3.129:6443: %w", syscall.ECONNRESET), ""},
 		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web", errors.New("no")), "evict default/web: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -99,6 +100,13 @@ func (p *Provider) resolveBinDir(ctx context.Context, v k8sversions.Version) (st
 			return src, nil
 		}
 		tried = append(tried, "built from Go modules: "+err.Error())
+		if dir := besideBinDirEnv(v.Source); dir != "" {
+			found, err := builtDir(dir, v)
+			if err == nil {
+				return found, nil
+			}
+			tried = append(tried, "built from Go modules beside $"+controlplane.BinDirEnv+": "+err.Error())
+		}
 	}
 	if fromSource {
 		return "", fmt.Errorf("%w: %s (%s is set)", controlplane.ErrBinariesNotFound, strings.Join(append(tried, buildHint(v)), "; "), BuildFromSourceEnv)
@@ -121,6 +129,18 @@ func mustBinDir(c *k8sversions.Cache, v k8sversions.Version) string {
 		return "the binary cache"
 	}
 	return dir
+}
+
+// besideBinDirEnv is where `make target` puts its build in the output tree
+// $KUBEPLUG_LOCALCLUSTER_BIN is in (<out>/localcluster/bin: <out>/target/bin),
+// "" without it: another checkout's builds (a git worktree's tests find the
+// main checkout's other versions so) or one output tree for several.
+func besideBinDirEnv(target string) string {
+	env := os.Getenv(controlplane.BinDirEnv)
+	if env == "" || filepath.Base(filepath.Clean(env)) != "bin" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(filepath.Dir(filepath.Clean(env))), target, "bin")
 }
 
 // builtDir checks that dir holds binaries built from Go modules of version v.

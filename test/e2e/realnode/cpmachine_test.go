@@ -247,12 +247,16 @@ func runcRoot(t *testing.T, id, node string) string {
 	return ""
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// waitFor polls cond until it holds or timeout passes; a timeout names
+// what, and what seen says was seen last.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool, seen ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, s := range seen {
+				what += " (last seen: " + s() + ")"
+			}
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(time.Second)

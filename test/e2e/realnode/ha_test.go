@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -117,10 +118,8 @@ func TestHAControlPlane(t *testing.T) {
 		if worstGap > 15*time.Second {
 			t.Errorf("the API was unavailable through the load balancer for %s", worstGap)
 		}
-		for _, name := range written {
-			if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{}); err != nil {
-				t.Errorf("ConfigMap %s, written through the load balancer, is lost: %v", name, err)
-			}
+		if lost := missingConfigMaps(ctx, t, client, written); len(lost) > 0 {
+			t.Errorf("%d of %d ConfigMaps written through the load balancer are lost: %v", len(lost), len(written), lost)
 		}
 	}
 	killWhileWriting("control-plane-1")
@@ -231,24 +230,76 @@ func members(t *testing.T, endpoints []string) map[string]uint64 {
 	}
 	defer func() { _ = cli.Close() }()
 	out := map[string]uint64{}
+	// What was seen last, for the failure: the list, or the member that
+	// did not answer.
+	last := "nothing yet"
 	waitFor(t, 2*time.Minute, "three healthy etcd members", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		list, err := cli.MemberList(ctx)
-		if err != nil || len(list.Members) != 3 {
+		if err != nil {
+			last = fmt.Sprintf("member list through %v: %v", endpoints, err)
+			return false
+		}
+		var seen []string
+		for _, m := range list.Members {
+			seen = append(seen, fmt.Sprintf("%s %x %v", m.Name, m.ID, m.ClientURLs))
+		}
+		if last = fmt.Sprintf("members [%s]", strings.Join(seen, "; ")); len(list.Members) != 3 {
 			return false
 		}
 		clear(out)
 		for _, m := range list.Members {
 			if len(m.ClientURLs) == 0 {
+				last += ": " + m.Name + " has not started (no client URL)"
 				return false
 			}
 			if _, err := cli.Status(ctx, m.ClientURLs[0]); err != nil {
+				last += fmt.Sprintf(": %s does not answer: %v", m.Name, err)
 				return false
 			}
 			out[m.Name] = m.ID
 		}
 		return true
-	})
+	}, func() string { return last })
 	return out
+}
+
+// machineDiagnostics logs, once the test has failed and before its cleanup
+// takes the machines down, what tells why for each of nodes: whether its
+// machine runs, its failed units, and the last lines of its kubelet's
+// journal.
+func machineDiagnostics(t *testing.T, id string, nodes ...string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, node := range nodes {
+			failed, err := machineExec(id, node, "systemctl", "--failed", "--no-legend", "--plain")
+			if err != nil {
+				t.Logf("machine %s: %v", node, err)
+				continue
+			}
+			journal, _ := machineExec(id, node, "journalctl", "-u", "kubelet.service", "-n", "300", "--no-pager", "-o", "short-precise")
+			t.Logf("machine %s: failed units: %s\nkubelet's journal, its last errors:\n%s", node, strings.TrimSpace(failed), kubeletErrors(journal, 12))
+		}
+	})
+}
+
+// kubeletNoise are kubelet errors every machine logs all along (no block
+// device for containerd's overlay, no static Pods on a worker, slow
+// housekeeping on shared cores): they tell nothing of a failure.
+var kubeletNoise = []string{"cannot find filesystem info", "HasDedicatedImageFs", "Unable to read config path", "Housekeeping took longer"}
+
+// kubeletErrors are the last n error lines (klog's E) of a kubelet journal
+// but its noise.
+func kubeletErrors(journal string, n int) string {
+	var out []string
+	for _, line := range strings.Split(journal, "\n") {
+		if !strings.Contains(line, "]: E") || slices.ContainsFunc(kubeletNoise, func(s string) bool { return strings.Contains(line, s) }) {
+			continue
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
 }

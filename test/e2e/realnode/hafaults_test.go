@@ -3,13 +3,18 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -47,6 +52,7 @@ func TestHAFaults(t *testing.T) {
 		}
 		checkNothingLeft(t, state, id)
 	})
+	machineDiagnostics(t, id, "control-plane-0", "control-plane-1", "control-plane-2", "control-plane-lb", "m-0")
 
 	began := time.Now()
 	kp("up")
@@ -81,12 +87,37 @@ func TestHAFaults(t *testing.T) {
 		}
 	}
 	create("before-faults")
+	history := func() string {
+		t.Helper()
+		var out bytes.Buffer
+		if code := cmd.Main(ctx, []string{"history", "control-plane", "--kubeconfig", kubeconfig}, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &out}); code != 0 {
+			t.Fatalf("history exited %d:\n%s", code, out.String())
+		}
+		return out.String()
+	}
+
+	// A Pod on the worker, which must keep running while the API is
+	// unreachable.
+	img, err := realnode.BinaryImage(buildApp(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag("example.com/demo/app:v1")
+	archive := filepath.Join(dir, "app.tar")
+	if err := tarball.WriteToFile(archive, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	kp("image", "load", archive)
+	pod := keptPod(ctx, t, client, "m-0")
 
 	// The load balancer's machine killed: no API through it until up boots
-	// it again.
+	// it again; meanwhile the kubelets keep their Pods.
 	kill(t, id, "control-plane-lb")
 	if _, err := quick.CoreV1().ConfigMaps("default").Get(ctx, "before-faults", metav1.GetOptions{}); err == nil {
 		t.Error("the API answers through the load balancer whose machine is killed")
+	}
+	if err := answers(pod.Status.PodIP); err != nil {
+		t.Errorf("Pod %s on m-0 does not answer while the load balancer's machine is killed: %v", pod.Name, err)
 	}
 	began = time.Now()
 	out := kp("up")
@@ -96,6 +127,11 @@ func TestHAFaults(t *testing.T) {
 	}
 	there("before-faults")
 	create("after-lb")
+	if now, err := client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("Pod %s on m-0 after the load balancer's loss: %v", pod.Name, err)
+	} else if now.UID != pod.UID || restarts(now) != 0 {
+		t.Errorf("Pod %s on m-0 was not kept through the load balancer's loss: UID %s (before %s), %d restarts: %+v", pod.Name, now.UID, pod.UID, restarts(now), now.Status)
+	}
 
 	// All three control-plane machines stopped at once, then booted again
 	// with their data: the same members, quorum back.
@@ -119,6 +155,7 @@ func TestHAFaults(t *testing.T) {
 
 	// Snapshot of the three members, the cluster purged, restored onto three
 	// new machines.
+	historyBefore := history()
 	began = time.Now()
 	out = kp("etcd", "snapshot", "--to", snap)
 	t.Logf("snapshot of the three-member etcd: %s (%s)", time.Since(began).Round(time.Millisecond), strings.TrimSpace(out))
@@ -140,4 +177,69 @@ func TestHAFaults(t *testing.T) {
 	}
 	client = clientFor(t, kubeconfig)
 	there("before-faults", "after-lb")
+	// The plugins' release records came back with etcd.
+	if got := history(); got != historyBefore {
+		t.Errorf("history of control-plane after the restore:\n%s\nbefore the snapshot:\n%s", got, historyBefore)
+	}
+}
+
+// keptPod runs the test's app as a Pod on node and waits until it is ready.
+func keptPod(ctx context.Context, t *testing.T, client kubernetes.Interface, node string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName: node,
+			Containers: []corev1.Container{{
+				Name: "app", Image: "example.com/demo/app:v1", Args: []string{"serve"},
+				Ports:          []corev1.ContainerPort{{ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+			}},
+		},
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var last *corev1.Pod
+	waitFor(t, 3*time.Minute, "Pod kept ready on "+node, func() bool {
+		p, err := client.CoreV1().Pods("default").Get(ctx, "kept", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		last = p
+		return len(readyIPsOf([]corev1.Pod{*p})) == 1
+	}, func() string {
+		if last == nil {
+			return "no Pod"
+		}
+		return fmt.Sprintf("%+v", last.Status)
+	})
+	return last
+}
+
+// answers asks the test's app at ip, a few times.
+func answers(ip string) error {
+	hc := &http.Client{Timeout: time.Second}
+	var err error
+	for range 5 {
+		var resp *http.Response
+		if resp, err = hc.Get("http://" + ip + ":8080/"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s", resp.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return err
+}
+
+// restarts is the number of restarts of the Pod's containers.
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, c := range p.Status.ContainerStatuses {
+		n += c.RestartCount
+	}
+	return n
 }

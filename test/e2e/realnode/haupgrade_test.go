@@ -79,10 +79,15 @@ func TestHAUpgrade(t *testing.T) {
 		}
 		checkNothingLeft(t, state, id)
 	})
+	machineDiagnostics(t, id, "control-plane-0", "control-plane-1", "control-plane-2", "control-plane-lb", "m-0", "m-1")
 
 	began := time.Now()
-	kp("up")
+	first := stampedUp(t, file, state, 30*time.Minute)
 	t.Logf("time to Ready at 1.36.3 (3 control-plane machines + load balancer + 2 workers): %s", time.Since(began).Round(time.Second))
+	if time.Since(began) > 5*time.Minute {
+		// Run 3 took 9 min here, TestHAFaults' up of 3 + 1 at 1.37.1 1.5 min.
+		t.Logf("where the first up's time went:\n%s", first)
+	}
 	kubeconfig := filepath.Join(state, "controlplane", "kubeconfig")
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -143,14 +148,26 @@ func TestHAUpgrade(t *testing.T) {
 	wg.Go(func() { probes = probeUntil(ctx, wclient, stop) })
 	write(t, file, haUpgradeCluster("1.37.1"))
 	began = time.Now()
-	code, out := kpCode("up")
+	// up's lines stamped with the time since it began, to place the
+	// longest gaps among its steps.
+	stamped := &stampWriter{start: began}
+	upCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	code := cmd.Main(upCtx, []string{"up", "-f", file, "--state-dir", state, "--no-kubeconfig-update"}, cmd.Streams{In: strings.NewReader(""), Out: stamped, Err: stamped})
+	cancel()
+	out := stamped.String()
 	took := time.Since(began).Round(time.Second)
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()
 	t.Logf("up upgrading 1.36.3 → 1.37.1 (3 control-plane machines, then 2 workers): %s", took)
-	t.Logf("writer through the load balancer during the upgrade: %d ConfigMaps written, %d writes failed, longest time between two successful writes %s (one every 200ms)", len(writes.ok), writes.failed, writes.worstGap.Round(time.Millisecond))
-	t.Logf("workload prober during the upgrade: %d answers, %d failed, longest time without an answer %s (one every 200ms)", len(probes.ok), probes.failed, probes.worstGap.Round(time.Millisecond))
+	t.Logf("writer through the load balancer during the upgrade: %d ConfigMaps written, %d writes failed, longest time between two successful writes %s, %s (one every 200ms)", len(writes.ok), writes.failed, writes.worstGap.Round(time.Millisecond), gapWhen(began, writes))
+	t.Logf("workload prober during the upgrade: %d answers, %d failed, longest time without an answer %s, %s (one every 200ms)", len(probes.ok), probes.failed, probes.worstGap.Round(time.Millisecond), gapWhen(began, probes))
+	// Each machine's replacement, for the figures.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, " replaced in ") || strings.Contains(line, "upgraded to Kubernetes") {
+			t.Logf("up: %s", strings.TrimSpace(line))
+		}
+	}
 	if code != 0 {
 		t.Fatalf("up to 1.37.1: exit %d\n%s", code, out)
 	}
@@ -166,15 +183,16 @@ func TestHAUpgrade(t *testing.T) {
 		}
 	}
 	if writes.worstGap > 15*time.Second {
-		t.Errorf("the API was unavailable through the load balancer for %s during the upgrade", writes.worstGap)
+		t.Errorf("the API was unavailable through the load balancer for %s during the upgrade, %s; the last failed write: %s; up meanwhile:\n%s",
+			writes.worstGap, gapWhen(began, writes), writes.lastErr, stamped.around(writes.worstEnd.Add(-writes.worstGap), writes.worstEnd))
 	}
 	if probes.worstGap > 15*time.Second || len(probes.ok) == 0 {
-		t.Errorf("the workload did not answer for %s during the upgrade", probes.worstGap)
+		t.Errorf("the workload did not answer for %s during the upgrade, %s; the last failed probe: %s; up meanwhile:\n%s",
+			probes.worstGap, gapWhen(began, probes), probes.lastErr, stamped.around(probes.worstEnd.Add(-probes.worstGap), probes.worstEnd))
 	}
-	for _, name := range writes.ok {
-		if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{}); err != nil {
-			t.Errorf("ConfigMap %s, written during the upgrade, is lost: %v", name, err)
-		}
+	// One list, not a GET for each of the thousands written.
+	if lost := missingConfigMaps(ctx, t, client, writes.ok); len(lost) > 0 {
+		t.Errorf("%d of %d ConfigMaps written during the upgrade are lost: %v", len(lost), len(writes.ok), lost)
 	}
 	if v := apiVersion(); v != "v1.37.1" {
 		t.Errorf("after the upgrade the API server runs %s", v)
@@ -198,6 +216,102 @@ func TestHAUpgrade(t *testing.T) {
 		t.Errorf("a downgrade: exit %d\n%s", code, out)
 	}
 	write(t, file, haUpgradeCluster("1.37.1"))
+}
+
+// stampedUp runs up on the cluster file and state directory, failing the
+// test on a non-zero exit; its output is stamped with the time since it
+// began.
+func stampedUp(t *testing.T, file, state string, timeout time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	w := &stampWriter{start: time.Now()}
+	if code := cmd.Main(ctx, []string{"up", "-f", file, "--state-dir", state, "--no-kubeconfig-update"}, cmd.Streams{In: strings.NewReader(""), Out: w, Err: w}); code != 0 {
+		t.Fatalf("kubeplug up: exit %d\n%s", code, w)
+	}
+	return w.String()
+}
+
+// gapWhen says when r's longest gap was, from the start of up.
+func gapWhen(began time.Time, r monitorResult) string {
+	if r.worstEnd.IsZero() {
+		return "no gap"
+	}
+	from := r.worstEnd.Add(-r.worstGap)
+	return fmt.Sprintf("from +%s to +%s of up", from.Sub(began).Round(time.Second), r.worstEnd.Sub(began).Round(time.Second))
+}
+
+// stampWriter keeps what is written to it with each line stamped with the
+// time since start (+1m02s).
+type stampWriter struct {
+	start time.Time
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	mid   bool
+	lines []stampedLine
+}
+
+type stampedLine struct {
+	at   time.Time
+	text string
+}
+
+func (w *stampWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		if !w.mid {
+			fmt.Fprintf(&w.buf, "+%s ", now.Sub(w.start).Round(time.Second))
+			w.lines = append(w.lines, stampedLine{at: now})
+		}
+		w.buf.Write(line)
+		w.lines[len(w.lines)-1].text += string(line)
+		w.mid = line[len(line)-1] != '\n'
+	}
+	return len(b), nil
+}
+
+func (w *stampWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// around is what was written from a minute before from to 10 s after to.
+func (w *stampWriter) around(from, to time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var b strings.Builder
+	for _, l := range w.lines {
+		if !l.at.Before(from.Add(-time.Minute)) && !l.at.After(to.Add(10*time.Second)) {
+			fmt.Fprintf(&b, "+%s %s", l.at.Sub(w.start).Round(time.Second), l.text)
+		}
+	}
+	return b.String()
+}
+
+// missingConfigMaps are those of names not in the default namespace.
+func missingConfigMaps(ctx context.Context, t *testing.T, client kubernetes.Interface, names []string) []string {
+	t.Helper()
+	list, err := client.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list the ConfigMaps: %v", err)
+	}
+	there := map[string]bool{}
+	for _, cm := range list.Items {
+		there[cm.Name] = true
+	}
+	var lost []string
+	for _, name := range names {
+		if !there[name] {
+			lost = append(lost, name)
+		}
+	}
+	return lost
 }
 
 // deployWeb runs the workload: two replicas of the test's app, preferably
@@ -256,8 +370,13 @@ func readyIPs(ctx context.Context, client kubernetes.Interface) []string {
 	if err != nil {
 		return nil
 	}
+	return readyIPsOf(pods.Items)
+}
+
+// readyIPsOf are the addresses of the ready Pods among pods.
+func readyIPsOf(pods []corev1.Pod) []string {
 	var out []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
 				out = append(out, p.Status.PodIP)
@@ -273,6 +392,18 @@ type monitorResult struct {
 	ok       []string
 	failed   int
 	worstGap time.Duration
+	// worstEnd is when the longest gap ended; lastErr the last failure's
+	// error.
+	worstEnd time.Time
+	lastErr  string
+}
+
+// gap ends a gap between two successes (or the last success and the end)
+// at now.
+func (r *monitorResult) gap(lastOK, now time.Time) {
+	if g := now.Sub(lastOK); g > r.worstGap {
+		r.worstGap, r.worstEnd = g, now
+	}
 }
 
 // every runs try every 200 ms until stop is closed.
@@ -284,18 +415,20 @@ func every(stop <-chan struct{}, try func(i int) (string, bool)) monitorResult {
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
-			r.worstGap = max(r.worstGap, time.Since(lastOK))
+			r.gap(lastOK, time.Now())
 			return r
 		case <-tick.C:
 		}
 		what, ok := try(i)
 		if !ok {
 			r.failed++
+			r.lastErr = what
 			continue
 		}
 		r.ok = append(r.ok, what)
-		r.worstGap = max(r.worstGap, time.Since(lastOK))
-		lastOK = time.Now()
+		now := time.Now()
+		r.gap(lastOK, now)
+		lastOK = now
 	}
 }
 
@@ -304,7 +437,10 @@ func writeUntil(ctx context.Context, client kubernetes.Interface, stop <-chan st
 	return every(stop, func(i int) (string, bool) {
 		name := fmt.Sprintf("upgrade-%05d", i)
 		_, err := client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		return name, err == nil
+		if err != nil {
+			return err.Error(), false
+		}
+		return name, true
 	})
 }
 
@@ -322,17 +458,20 @@ func probeUntil(ctx context.Context, client kubernetes.Interface, stop <-chan st
 			}
 			refreshed = time.Now()
 		}
+		why := "no ready Pod of web"
 		for _, ip := range ips {
 			resp, err := hc.Get("http://" + ip + ":8080/")
 			if err != nil {
+				why = err.Error()
 				continue
 			}
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return ip, true
 			}
+			why = ip + ": " + resp.Status
 		}
-		return "", false
+		return why, false
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,6 +132,16 @@ spec:
 // operator would with a shell on it.
 func inMachine(t *testing.T, id, node string, argv ...string) string {
 	t.Helper()
+	out, err := machineExec(id, node, argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// machineExec runs argv in the machine of node, returning its output, or an
+// error naming the machine, the command and its output.
+func machineExec(id, node string, argv ...string) (string, error) {
 	roots, _ := filepath.Glob("/run/kubeplug/" + id + "/*/runc")
 	for _, root := range roots {
 		if _, err := os.Stat(filepath.Join(root, "kp"+id+"-"+node)); err != nil {
@@ -138,12 +149,11 @@ func inMachine(t *testing.T, id, node string, argv ...string) string {
 		}
 		out, err := exec.Command("runc", append([]string{"--root", root, "exec", "kp" + id + "-" + node}, argv...)...).CombinedOutput()
 		if err != nil {
-			t.Fatalf("in machine %s: %s: %v\n%s", node, strings.Join(argv, " "), err, out)
+			return "", fmt.Errorf("in machine %s: %s: %w\n%s", node, strings.Join(argv, " "), err, out)
 		}
-		return string(out)
+		return string(out), nil
 	}
-	t.Fatalf("no running machine %s (runc roots %v)", node, roots)
-	return ""
+	return "", fmt.Errorf("no running machine %s (runc roots %v)", node, roots)
 }
 
 // TestMachines brings up, through the CLI, a cluster whose every node is a
