@@ -110,6 +110,7 @@ bench: localcluster $(HELM)
 	KUBEPLUG_HELM=$(HELM) $(GO) test -run '^$$' -bench BenchmarkApplySizes -benchtime 3x -timeout 60m -v ./test/bench
 	$(GO) test -run '^$$' -bench BenchmarkNoopApply1000 -benchtime 10x -timeout 30m ./test/bench
 	$(GO) test -run '^$$' -bench BenchmarkUp -benchtime 3x -timeout 30m -v ./test/bench
+	$(GO) test -run '^$$' -bench BenchmarkStart -benchtime 20x -timeout 15m -v ./test/bench
 	$(GO) test -run '^$$' -bench BenchmarkExpansion -benchtime 1x -timeout 30m ./test/bench
 
 # The local control plane: etcd, kube-apiserver, kube-controller-manager,
