@@ -19,8 +19,11 @@ all: build
 # Linked statically (no cgo). A release build: no symbol table or DWARF (-s -w)
 # and no local paths (-trimpath), which keeps the CLI's binary about a third
 # smaller (issue 42); `go build ./cmd/kubeplug` still gives a debuggable one.
-# The controller's image has its own binary (controller-image).
-RELEASE_FLAGS := -trimpath -ldflags='-s -w'
+# The controller's image has its own binary (controller-image). The version is
+# stamped (git describe), which also lets `kubeplug version` answer before the
+# heavy packages initialise (cmd/kubeplug/internal/leanstart).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+RELEASE_FLAGS := -trimpath -ldflags='-s -w -X github.com/kubeplug/kubeplug/internal/buildversion.Version=$(VERSION)'
 build:
 	CGO_ENABLED=0 $(GO) build $(RELEASE_FLAGS) -o $(KUBEPLUG) ./cmd/kubeplug
 

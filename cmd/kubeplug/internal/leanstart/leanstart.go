@@ -6,11 +6,12 @@
 //
 // Go initialises every linked package before main, but in a defined order:
 // repeatedly the first package, by import path, whose imports are all
-// initialised. This package imports only the runtime, os and buildversion, so it
-// initialises among the first of the module's; its init prints the answer and
-// exits. Any other command line, or one whose help would differ from the
+// initialised. This package imports only os, embed and buildversion (which
+// imports only the runtime), so it initialises among the first; its init prints
+// the answer and exits. Any other command line, or one whose help would differ from the
 // snapshot (KUBEPLUG_CONTRIB_DIR set, which shows as --contrib-dir's default),
-// falls through to the whole CLI. cmd/kubeplug's tests hold the answers equal
+// falls through to the whole CLI, and so does version in a build without a
+// stamped version (see buildversion). cmd/kubeplug's tests hold the answers equal
 // to the whole CLI's and the list of packages this path must not initialise.
 package leanstart
 
@@ -50,7 +51,10 @@ func Answer(args []string, lookupEnv func(string) (string, bool)) (string, bool)
 	}
 	switch args[0] {
 	case "version":
-		return buildversion.Line(APIVersion), true
+		if buildversion.Version == "" {
+			return "", false // the whole CLI reads the module version from the build info
+		}
+		return buildversion.Line(buildversion.Version, APIVersion), true
 	case "--help", "-h", "help":
 		if _, set := lookupEnv("KUBEPLUG_CONTRIB_DIR"); set || help == "" {
 			return "", false
