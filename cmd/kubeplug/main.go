@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	_ "github.com/kubeplug/kubeplug/cmd/kubeplug/internal/leanstart" // --help and version before the heavy packages initialise
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	_ "github.com/kubeplug/kubeplug/pkg/nodeagent/s3fetch" // `kubeplug node` reads s3:// hook scripts
 	_ "github.com/kubeplug/kubeplug/pkg/provider/all"      // every provider, registered at the binary's edge

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
@@ -9,10 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
+	"github.com/kubeplug/kubeplug/internal/buildversion"
 )
-
-// Version is set at link time (-ldflags "-X github.com/kubeplug/kubeplug/pkg/cmd.Version=v0.1.0").
-var Version = ""
 
 type versionInfo struct {
 	Version    string `json:"version"`
@@ -29,16 +26,18 @@ func newVersionCmd(o *options) *cobra.Command {
 		RunE: func(*cobra.Command, []string) error {
 			v := versionInfo{Version: version(), APIVersion: v1alpha1.GroupVersion, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 			return o.print(v, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "kubeplug %s (%s, %s, %s)\n", v.Version, v.APIVersion, v.GoVersion, v.Platform)
+				_, err := io.WriteString(w, buildversion.Line(v.Version, v.APIVersion))
 				return err
 			})
 		},
 	}
 }
 
+// version is kubeplug's version: the one stamped at link time, else the module
+// version of a `go install`, else "dev".
 func version() string {
-	if Version != "" {
-		return Version
+	if buildversion.Version != "" {
+		return buildversion.Version
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
