@@ -245,8 +245,14 @@ func TestLoadingLinksNoClusterCode(t *testing.T) {
 	t.Run("api/v1alpha1 links nothing heavy", func(t *testing.T) { check(t, "api/v1alpha1", archtest.PluginHeavy) })
 	t.Run("api/controller links apimachinery only", func(t *testing.T) { check(t, "api/controller/v1alpha1", archtest.ControllerAPINoDeps) })
 	t.Run("pkg/action links no provider", func(t *testing.T) { check(t, "pkg/action", archtest.ActionNoDeps) })
+	t.Run("pkg/controller links no provider", func(t *testing.T) { check(t, "pkg/controller", archtest.ControllerNoDeps) })
 	t.Run("the controller binary links no cloud SDK", func(t *testing.T) {
 		check(t, "cmd/kubeplug-controller", archtest.ControllerBinaryNoDeps)
+		for _, p := range archtest.ControllerBinaryLinks {
+			if !slices.Contains(g[archtest.Module+"/cmd/kubeplug-controller"].imports, p) {
+				t.Errorf("cmd/kubeplug-controller does not register %s at its edge (a blank import): its ManagedClusters could not use it", p)
+			}
+		}
 	})
 	t.Run("pkg/render", func(t *testing.T) {
 		check(t, "pkg/render", archtest.RenderNoDeps)

@@ -141,6 +141,16 @@ var ActionNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/"}
 // providers (pkg/provider/internal/..., pkg/provider/nodeimage).
 var ControllerBinaryNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/aws", Module + "/pkg/provider/local"}
 
+// ControllerBinaryLinks are the providers the controller's binary registers
+// at its edge by blank import (pkg/controller reaches providers only through
+// the registry, ControllerNoDeps): those of controller.DefaultClusterProviders.
+var ControllerBinaryLinks = []string{Module + "/pkg/provider/hosts"}
+
+// ControllerNoDeps is what pkg/controller links no more than pkg/action
+// (ActionNoDeps): no provider; the binary that runs it registers the ones it
+// serves.
+var ControllerNoDeps = ActionNoDeps
+
 // ProviderRegistry is the package that registers every provider
 // (cmd/kubeplug's edge). The packages it imports are the providers; each
 // provider is its folder, and no provider imports another's packages: what
