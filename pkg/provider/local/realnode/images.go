@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
