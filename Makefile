@@ -218,7 +218,7 @@ registry:
 # (their Kubernetes libraries differ from each other's), agnhost (the quickstart's
 # workload) from k8s.io/kubernetes in ./localcluster. `up` makes each an image of
 # one layer and pushes it into a cluster with real nodes under the upstream name
-# the plugins use (pkg/provider/local/realnode.BuiltinImages).
+# the plugins use (pkg/provider/nodeimage.BuiltinImages).
 IMAGES_BIN := $(ROOT)/_output/images/bin
 IMAGES := $(IMAGES_BIN)/.built
 IMAGES_SRCS := $(shell find images -type f \( -name go.mod -o -name go.sum \)) localcluster/go.mod

@@ -161,83 +161,129 @@ render' writes the files). On a running cluster, 'kubeplug apply FILE
 	return cmd
 }
 
+// printUpSummary writes what up brought up, section by section: the
+// cluster's state, its plugins, its nodes, the notes on what changed, its
+// cloud stacks and how to reach it.
 func printUpSummary(w io.Writer, res *action.UpResult, failed bool, file string) {
 	var b strings.Builder
-	state := "ready"
+	fmt.Fprintf(&b, "\nCluster %s is %s after %s.\n\n", res.Cluster, upState(res, failed), res.Ready)
+	_ = table(&b, []string{"PLUGIN", "VERSION", "CONTRIBUTED", "VALIDATE"}, upPluginRows(res))
+	if len(res.LessTested) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", lessTestedNote(res.LessTested))
+	}
+	writeUpNodes(&b, res)
+	writeUpNotes(&b, res, file)
+	writeUpStacks(&b, res)
+	writeUpAccess(&b, res)
+	_, _ = io.WriteString(w, b.String())
+}
+
+// upState is how the summary's first line calls the cluster.
+func upState(res *action.UpResult, failed bool) string {
 	switch {
 	case failed:
-		state = "NOT ready (see the errors above)"
+		return "NOT ready (see the errors above)"
 	case res.Kubeconfig == "" && res.Deployed != nil:
-		state = "deployed (its cloud resources and boot secrets; kubeplug does not wait for its machines, docs/aws.md)"
+		return "deployed (its cloud resources and boot secrets; kubeplug does not wait for its machines, docs/aws.md)"
 	}
-	fmt.Fprintf(&b, "\nCluster %s is %s after %s.\n\n", res.Cluster, state, res.Ready)
+	return "ready"
+}
+
+// upPluginRows are the plugins' rows: version, what each contributed, and how
+// many of its validate checks passed (once it was applied).
+func upPluginRows(res *action.UpResult) [][]string {
 	rows := [][]string{}
 	for _, name := range slices.Sorted(maps.Keys(res.Versions)) {
 		var what []string
 		for _, k := range slices.Sorted(maps.Keys(res.Contributed[name])) {
 			what = append(what, fmt.Sprintf("%d %s", res.Contributed[name][k], k))
 		}
-		check := "-"
-		if res.ApplyResult != nil {
-			ok, n := 0, 0
-			for _, c := range res.Checks {
-				if c.Plugin == name {
-					n++
-					if c.OK {
-						ok++
-					}
-				}
-			}
-			if n > 0 {
-				check = fmt.Sprintf("%d/%d passed", ok, n)
+		rows = append(rows, []string{name, res.Versions[name], strings.Join(what, ", "), upChecks(res, name)})
+	}
+	return rows
+}
+
+// upChecks is "passed/all" of plugin's validate checks, or "-".
+func upChecks(res *action.UpResult, plugin string) string {
+	if res.ApplyResult == nil {
+		return "-"
+	}
+	ok, n := 0, 0
+	for _, c := range res.Checks {
+		if c.Plugin == plugin {
+			n++
+			if c.OK {
+				ok++
 			}
 		}
-		rows = append(rows, []string{name, res.Versions[name], strings.Join(what, ", "), check})
 	}
-	_ = table(&b, []string{"PLUGIN", "VERSION", "CONTRIBUTED", "VALIDATE"}, rows)
-	if len(res.LessTested) > 0 {
-		fmt.Fprintf(&b, "\n%s\n", lessTestedNote(res.LessTested))
+	if n == 0 {
+		return "-"
 	}
-	if len(res.Nodes) > 0 {
-		b.WriteString("\n")
-		nrows := [][]string{}
-		for _, n := range res.Nodes {
-			nrows = append(nrows, []string{n.Name, n.Pool, readyText(n.Ready), hooksText(n.Hooks)})
-		}
-		_ = table(&b, []string{"NODE", "POOL", "READY", "HOOKS"}, nrows)
+	return fmt.Sprintf("%d/%d passed", ok, n)
+}
+
+// writeUpNodes writes the real nodes' table, when there are any.
+func writeUpNodes(b *strings.Builder, res *action.UpResult) {
+	if len(res.Nodes) == 0 {
+		return
 	}
+	b.WriteString("\n")
+	nrows := [][]string{}
+	for _, n := range res.Nodes {
+		nrows = append(nrows, []string{n.Name, n.Pool, readyText(n.Ready), hooksText(n.Hooks)})
+	}
+	_ = table(b, []string{"NODE", "POOL", "READY", "HOOKS"}, nrows)
+}
+
+// writeUpNotes writes what changed beside the plugins: restarted components,
+// the lock file's updates and the newer versions held back.
+func writeUpNotes(b *strings.Builder, res *action.UpResult, file string) {
 	if len(res.Restarted) > 0 {
-		fmt.Fprintf(&b, "\nrestarted: %s\n", strings.Join(res.Restarted, ", "))
+		fmt.Fprintf(b, "\nrestarted: %s\n", strings.Join(res.Restarted, ", "))
 	}
-	if res.ApplyResult != nil && len(res.LockUpdated) > 0 {
-		fmt.Fprintf(&b, "\nkubeplug.lock updated: %s\n", strings.Join(res.LockUpdated, "; "))
+	if res.ApplyResult == nil {
+		return
 	}
-	if res.ApplyResult != nil && len(res.Newer) > 0 {
-		fmt.Fprintf(&b, "\n%s\n", heldBack(res.Newer, file))
+	if len(res.LockUpdated) > 0 {
+		fmt.Fprintf(b, "\nkubeplug.lock updated: %s\n", strings.Join(res.LockUpdated, "; "))
 	}
-	if d := res.Deployed; d != nil {
-		b.WriteString("\n")
-		srows := [][]string{}
-		for _, name := range slices.Sorted(maps.Keys(d.Stacks)) {
-			st := d.Stacks[name]
-			var outs []string
-			for _, k := range slices.Sorted(maps.Keys(st.Outputs)) {
-				outs = append(outs, k+"="+st.Outputs[k])
-			}
-			srows = append(srows, []string{st.StackName, st.Status, strings.Join(outs, " ")})
+	if len(res.Newer) > 0 {
+		fmt.Fprintf(b, "\n%s\n", heldBack(res.Newer, file))
+	}
+}
+
+// writeUpStacks writes the cloud stacks a provider deployed, when it did.
+func writeUpStacks(b *strings.Builder, res *action.UpResult) {
+	d := res.Deployed
+	if d == nil {
+		return
+	}
+	b.WriteString("\n")
+	srows := [][]string{}
+	for _, name := range slices.Sorted(maps.Keys(d.Stacks)) {
+		st := d.Stacks[name]
+		var outs []string
+		for _, k := range slices.Sorted(maps.Keys(st.Outputs)) {
+			outs = append(outs, k+"="+st.Outputs[k])
 		}
-		_ = table(&b, []string{"STACK", "STATUS", "OUTPUTS"}, srows)
+		srows = append(srows, []string{st.StackName, st.Status, strings.Join(outs, " ")})
 	}
+	_ = table(b, []string{"STACK", "STATUS", "OUTPUTS"}, srows)
+}
+
+// writeUpAccess writes how to reach the cluster: its kubeconfig and context,
+// and its state directory.
+func writeUpAccess(b *strings.Builder, res *action.UpResult) {
 	if res.Kubeconfig != "" {
-		fmt.Fprintf(&b, "\nkubeconfig: %s\n", res.Kubeconfig)
+		fmt.Fprintf(b, "\nkubeconfig: %s\n", res.Kubeconfig)
 	} else {
 		b.WriteString("\n")
 	}
 	if res.Context != "" {
-		fmt.Fprintf(&b, "context:    %s (now your current context)\n", res.Context)
+		fmt.Fprintf(b, "context:    %s (now your current context)\n", res.Context)
 	}
-	fmt.Fprintf(&b, "state:      %s\n", res.StateDir)
-	_, _ = io.WriteString(w, b.String())
+	fmt.Fprintf(b, "state:      %s\n", res.StateDir)
 }
 
 func readyText(ok bool) string {

@@ -33,7 +33,6 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/provider"
-	"github.com/kubeplug/kubeplug/pkg/provider/hosts"
 )
 
 // ClusterFinalizer makes deleting a ManagedCluster run down on its cluster
@@ -56,7 +55,13 @@ const (
 // cluster. The local provider would run the cluster in the controller's own
 // container; aws deploys cloud resources with the controller's credentials —
 // both only when enabled explicitly.
-var DefaultClusterProviders = []string{hosts.Name}
+var DefaultClusterProviders = []string{hostsProvider}
+
+// hostsProvider is the hosts provider's name (spec.provider.hosts), whose
+// inputs a ManagedCluster gives (hostsInputs). The controller reaches it, as
+// every provider, through the registry only: the program links the providers
+// it serves at its edge (cmd/kubeplug-controller).
+const hostsProvider = "hosts"
 
 // ClusterRunner brings a ManagedCluster's cluster file up and down. The
 // controller's is action.Up and action.Down, what `kubeplug up` and `kubeplug
@@ -72,7 +77,7 @@ type ClusterRunner interface {
 type ClusterRun struct {
 	// StateDir keeps the cluster's state (its PKI, the accepted host keys).
 	StateDir string
-	// Options are the provider's options (hosts.AcceptNewHostKeys).
+	// Options are the provider's options (the hosts provider's AcceptNewHostKeys).
 	Options []provider.Option
 	// Events receives the provider's progress.
 	Events func(provider.Event)
@@ -311,7 +316,7 @@ func (r *clusterReconciler) inputs(ctx context.Context, obj *ctrlv1.ManagedClust
 	h := sha256.New()
 	h.Write(text)
 	fmt.Fprintf(h, "\x00accept=%v", obj.Spec.AcceptNewHostKeys)
-	if prov == hosts.Name {
+	if prov == hostsProvider {
 		keyVersion, err := r.hostsInputs(ctx, obj, name, in)
 		if err != nil {
 			return nil, err
@@ -393,7 +398,11 @@ func (r *clusterReconciler) hostsInputs(ctx context.Context, obj *ctrlv1.Managed
 	hp.SSH.KeyFile = keyFile
 	hp.KnownHostsFile = filepath.Join(in.stateDir, "known_hosts")
 	if obj.Spec.AcceptNewHostKeys {
-		in.options = append(in.options, hosts.AcceptNewHostKeys{})
+		opts, err := provider.FlagOptions("--accept-new-host-keys")
+		if err != nil {
+			return "", fmt.Errorf("ManagedCluster %s/%s: spec.acceptNewHostKeys: %w", obj.Namespace, obj.Name, err)
+		}
+		in.options = append(in.options, opts...)
 	}
 	return sec.ResourceVersion + "/" + key, nil
 }

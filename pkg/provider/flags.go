@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"sync"
@@ -51,6 +53,25 @@ func DefineFlags(fs *pflag.FlagSet, opts *[]Option) (check func(run bool) error)
 		}
 		return nil
 	}
+}
+
+// FlagOptions returns the options the registered providers' flags set when
+// given as args ("--accept-new-host-keys"), checked as `kubeplug up` checks
+// them: how a program other than the CLI (the controller, for a
+// ManagedCluster) sets a provider's typed option without importing the
+// provider. A flag no linked provider defines is an error saying so.
+func FlagOptions(args ...string) ([]Option, error) {
+	fs := pflag.NewFlagSet("provider options", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var opts []Option
+	check := DefineFlags(fs, &opts)
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("provider options %v: %w (this program links %v)", args, err, Names())
+	}
+	if err := check(true); err != nil {
+		return nil, err
+	}
+	return opts, nil
 }
 
 // optionFlag is a boolean flag that adds a provider's typed option to the

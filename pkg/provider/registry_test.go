@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 )
@@ -96,5 +98,26 @@ func TestNewOptions(t *testing.T) {
 	_, err = provider.New(provider.Config{ClusterName: "demo", Options: []provider.Option{awsOption{}}})
 	if err == nil || err.Error() != "--aws-thing is a setting of the aws provider, and this cluster's provider is local" {
 		t.Errorf("New with another provider's option: %v", err)
+	}
+}
+
+// TestFlagOptions: a provider's option is set through its registered flag, as
+// `kubeplug up` sets it, by a program that does not import the provider; a
+// flag no linked provider defines is an error naming it.
+func TestFlagOptions(t *testing.T) {
+	provider.RegisterFlags(func(fs *pflag.FlagSet, opts *[]provider.Option) func(bool) error {
+		provider.BoolOptionVar(fs, opts, localOption{}, "local-thing", "")
+		return nil
+	})
+	opts, err := provider.FlagOptions("--local-thing")
+	if err != nil || len(opts) != 1 || opts[0] != (localOption{}) {
+		t.Errorf("FlagOptions(--local-thing) = %v, %v", opts, err)
+	}
+	if opts, err := provider.FlagOptions(); err != nil || len(opts) != 0 {
+		t.Errorf("FlagOptions() = %v, %v", opts, err)
+	}
+	_, err = provider.FlagOptions("--accept-new-host-keys")
+	if err == nil || !strings.Contains(err.Error(), "unknown flag: --accept-new-host-keys") || !strings.Contains(err.Error(), "this program links [local]") {
+		t.Errorf("FlagOptions of a provider not linked: %v", err)
 	}
 }

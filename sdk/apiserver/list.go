@@ -49,30 +49,13 @@ type listQuery struct {
 // does not parse or names a field the resource does not offer.
 func (s *Server) parseList(query url.Values, res Resource, ns string, watch bool) (*listQuery, error) {
 	q := &listQuery{res: res, fields: selectableFields(res)}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(query, metav1.SchemeGroupVersion, &q.opts); err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
+	if err := q.decode(query, watch); err != nil {
+		return nil, err
 	}
-	q.opts.Watch = q.opts.Watch || watch
-	if errs := metainternalversionvalidation.ValidateListOptions(&q.opts, true); len(errs) > 0 {
-		return nil, apierrors.NewBadRequest(errs.ToAggregate().Error())
-	}
-	if q.opts.LabelSelector == nil {
-		q.opts.LabelSelector = labels.Everything()
-	}
-	if q.opts.FieldSelector == nil {
-		q.opts.FieldSelector = fields.Everything()
-	}
-	sel, err := labels.Parse(s.store.selector(res, ns))
+	sel, err := s.labelSelector(res, ns, q.opts.LabelSelector)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, err
 	}
-	user, _ := q.opts.LabelSelector.Requirements()
-	for _, r := range user {
-		if strings.HasPrefix(r.Key(), sdkPrefix) {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: label %q: the prefix %s is the server's own", r.Key(), sdkPrefix))
-		}
-	}
-	sel = sel.Add(user...)
 	q.storage = metav1.ListOptions{
 		ResourceVersion:      q.opts.ResourceVersion,
 		ResourceVersionMatch: q.opts.ResourceVersionMatch,
@@ -82,30 +65,9 @@ func (s *Server) parseList(query url.Values, res Resource, ns string, watch bool
 		SendInitialEvents:    q.opts.SendInitialEvents,
 		Watch:                q.opts.Watch,
 	}
-	// Field selectors: every field must be one the resource offers; the
-	// equalities on metadata.namespace and metadata.name also narrow what the
-	// storage returns.
-	name := ""
-	for _, r := range q.opts.FieldSelector.Requirements() {
-		if _, ok := q.fields[r.Field]; !ok {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s (%s offer %s)", r.Field, res.Plural, strings.Join(fieldNames(q.fields), ", ")))
-		}
-		eq := r.Operator == selection.Equals || r.Operator == selection.DoubleEquals
-		switch {
-		case r.Field == "metadata.namespace" && eq && res.Namespaced:
-			req, err := labels.NewRequirement(labelNamespace, selection.Equals, []string{r.Value})
-			if err != nil {
-				// Not a namespace name: nothing matches.
-				req, _ = labels.NewRequirement(labelNamespace, selection.DoesNotExist, nil)
-			}
-			sel = sel.Add(*req)
-			if ns == "" {
-				ns = r.Value
-			}
-		case r.Field == "metadata.name" && eq:
-			name = r.Value
-		}
-		q.filtered = true
+	sel, ns, name, err := q.fieldSelector(sel, ns)
+	if err != nil {
+		return nil, err
 	}
 	if name != "" && (ns != "" || !res.Namespaced) {
 		q.storage.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.store.cmName(res, ns, name)).String()
@@ -121,6 +83,73 @@ func (s *Server) parseList(query url.Values, res Resource, ns string, watch bool
 		q.storage.Continue = inner
 	}
 	return q, nil
+}
+
+// decode reads the query into q.opts with the API server's parameter codec
+// and validation; no selector means every object.
+func (q *listQuery) decode(query url.Values, watch bool) error {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(query, metav1.SchemeGroupVersion, &q.opts); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	q.opts.Watch = q.opts.Watch || watch
+	if errs := metainternalversionvalidation.ValidateListOptions(&q.opts, true); len(errs) > 0 {
+		return apierrors.NewBadRequest(errs.ToAggregate().Error())
+	}
+	if q.opts.LabelSelector == nil {
+		q.opts.LabelSelector = labels.Everything()
+	}
+	if q.opts.FieldSelector == nil {
+		q.opts.FieldSelector = fields.Everything()
+	}
+	return nil
+}
+
+// labelSelector is the storage's selector of res's objects in ns with the
+// user's requirements added; a requirement on the server's own labels
+// (sdkPrefix) is refused.
+func (s *Server) labelSelector(res Resource, ns string, userSel labels.Selector) (labels.Selector, error) {
+	sel, err := labels.Parse(s.store.selector(res, ns))
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	user, _ := userSel.Requirements()
+	for _, r := range user {
+		if strings.HasPrefix(r.Key(), sdkPrefix) {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: label %q: the prefix %s is the server's own", r.Key(), sdkPrefix))
+		}
+	}
+	return sel.Add(user...), nil
+}
+
+// fieldSelector checks the field selector: every field must be one the
+// resource offers. The equalities on metadata.namespace and metadata.name
+// also narrow what the storage returns: it returns sel narrowed to the
+// namespace, ns (the selector's namespace when ns was empty) and the name
+// asked for.
+func (q *listQuery) fieldSelector(sel labels.Selector, ns string) (labels.Selector, string, string, error) {
+	name := ""
+	for _, r := range q.opts.FieldSelector.Requirements() {
+		if _, ok := q.fields[r.Field]; !ok {
+			return nil, "", "", apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s (%s offer %s)", r.Field, q.res.Plural, strings.Join(fieldNames(q.fields), ", ")))
+		}
+		eq := r.Operator == selection.Equals || r.Operator == selection.DoubleEquals
+		switch {
+		case r.Field == "metadata.namespace" && eq && q.res.Namespaced:
+			req, err := labels.NewRequirement(labelNamespace, selection.Equals, []string{r.Value})
+			if err != nil {
+				// Not a namespace name: nothing matches.
+				req, _ = labels.NewRequirement(labelNamespace, selection.DoesNotExist, nil)
+			}
+			sel = sel.Add(*req)
+			if ns == "" {
+				ns = r.Value
+			}
+		case r.Field == "metadata.name" && eq:
+			name = r.Value
+		}
+		q.filtered = true
+	}
+	return sel, ns, name, nil
 }
 
 // matches reports whether an object the storage returned passes the field

@@ -245,11 +245,12 @@ func TestLoadingLinksNoClusterCode(t *testing.T) {
 	t.Run("api/v1alpha1 links nothing heavy", func(t *testing.T) { check(t, "api/v1alpha1", archtest.PluginHeavy) })
 	t.Run("api/controller links apimachinery only", func(t *testing.T) { check(t, "api/controller/v1alpha1", archtest.ControllerAPINoDeps) })
 	t.Run("pkg/action links no provider", func(t *testing.T) { check(t, "pkg/action", archtest.ActionNoDeps) })
+	t.Run("pkg/controller links no provider", func(t *testing.T) { check(t, "pkg/controller", archtest.ControllerNoDeps) })
 	t.Run("the controller binary links no cloud SDK", func(t *testing.T) {
 		check(t, "cmd/kubeplug-controller", archtest.ControllerBinaryNoDeps)
-		for _, p := range archtest.ControllerBinaryNotLinked {
-			if slices.Contains(deps(g, archtest.Module+"/cmd/kubeplug-controller"), p) {
-				t.Errorf("cmd/kubeplug-controller links %s", p)
+		for _, p := range archtest.ControllerBinaryLinks {
+			if !slices.Contains(g[archtest.Module+"/cmd/kubeplug-controller"].imports, p) {
+				t.Errorf("cmd/kubeplug-controller does not register %s at its edge (a blank import): its ManagedClusters could not use it", p)
 			}
 		}
 	})
@@ -259,6 +260,48 @@ func TestLoadingLinksNoClusterCode(t *testing.T) {
 			t.Errorf("pkg/render imports %s: it renders, a client is for the layers that deploy", imp)
 		}
 	})
+}
+
+// TestProvidersImportNoOtherProvider keeps the provider seam real: a provider
+// (a package ProviderRegistry imports, with every package in its folder)
+// imports no package of another provider's folder, so each links only what
+// it needs and a new provider copies none of the others' wiring. What two
+// providers share (the cluster PKI, the nodes' images and Pod network) lives
+// under pkg/provider/internal or beside the providers.
+func TestProvidersImportNoOtherProvider(t *testing.T) {
+	g := load(t)
+	all, ok := g[archtest.Module+"/"+archtest.ProviderRegistry]
+	if !ok {
+		t.Fatalf("%s is not in the build graph", archtest.ProviderRegistry)
+	}
+	var providers []string
+	for _, imp := range all.imports {
+		if r := rel(imp); r != "" && under(r, "pkg/provider") && r != "pkg/provider" {
+			providers = append(providers, r)
+		}
+	}
+	if len(providers) < 2 {
+		t.Fatalf("%s imports %d providers (%v): the rule holds nothing", archtest.ProviderRegistry, len(providers), providers)
+	}
+	owner := func(r string) string {
+		for _, p := range providers {
+			if under(r, p) {
+				return p
+			}
+		}
+		return ""
+	}
+	for path, p := range g {
+		from := owner(rel(path))
+		if !p.ours || from == "" {
+			continue
+		}
+		for _, imp := range p.imports {
+			if to := owner(rel(imp)); to != "" && to != from {
+				t.Errorf("%s imports %s: provider %s reaches into provider %s; move what they share under pkg/provider/internal", rel(path), rel(imp), from, to)
+			}
+		}
+	}
 }
 
 // TestNothingBelowTheClusterLayerTalksToACluster extends the loading rule to every

@@ -134,16 +134,29 @@ var LinksClientThroughHelm = []string{"pkg/render"}
 var ActionNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/"}
 
 // ControllerBinaryNoDeps is what the controller's own binary
-// (cmd/kubeplug-controller, its image's program) never links: a cloud SDK and
-// the aws provider. It links the hosts provider, whose clusters it makes
-// (ManagedCluster), and with it the PKI and image helpers hosts shares with
-// the local provider, but not the local provider itself
-// (ControllerBinaryNotLinked).
-var ControllerBinaryNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/aws"}
+// (cmd/kubeplug-controller, its image's program) never links: a cloud SDK,
+// the aws provider and the local provider with its runners (its control
+// plane, its real nodes). It links the hosts provider, whose clusters it makes
+// (ManagedCluster), and with it the helpers hosts shares with the other
+// providers (pkg/provider/internal/..., pkg/provider/nodeimage).
+var ControllerBinaryNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/aws", Module + "/pkg/provider/local"}
 
-// ControllerBinaryNotLinked are packages the controller's binary does not
-// link, by exact path.
-var ControllerBinaryNotLinked = []string{Module + "/pkg/provider/local"}
+// ControllerBinaryLinks are the providers the controller's binary registers
+// at its edge by blank import (pkg/controller reaches providers only through
+// the registry, ControllerNoDeps): those of controller.DefaultClusterProviders.
+var ControllerBinaryLinks = []string{Module + "/pkg/provider/hosts"}
+
+// ControllerNoDeps is what pkg/controller links no more than pkg/action
+// (ActionNoDeps): no provider; the binary that runs it registers the ones it
+// serves.
+var ControllerNoDeps = ActionNoDeps
+
+// ProviderRegistry is the package that registers every provider
+// (cmd/kubeplug's edge). The packages it imports are the providers; each
+// provider is its folder, and no provider imports another's packages: what
+// two share lives in pkg/provider/internal/... or beside the providers
+// (pkg/provider/nodeimage, pkg/provider/bootstraptoken).
+const ProviderRegistry = "pkg/provider/all"
 
 // Render is what holds for pkg/render. It renders Helm charts with Helm's SDK, and
 // every Helm package that renders a chart (chart/common/util, engine) links

@@ -23,7 +23,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/provider/bootstraptoken"
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -106,14 +106,14 @@ func (p *Provider) bootSecrets(d *provider.Desired, endpoint string) (map[string
 	}
 	nth := func(n byte) net.IP { ip := slices4(svc.IP); ip[3] += n; return ip }
 	pki := filepath.Join(p.stateDir, "pki")
-	if err := controlplane.EnsurePKI(pki, nth(1)); err != nil {
+	if err := clusterpki.EnsurePKI(pki, nth(1)); err != nil {
 		return nil, fmt.Errorf("boot secrets: %w", err)
 	}
 	token, err := p.bootstrapToken()
 	if err != nil {
 		return nil, err
 	}
-	ca, err := bounded.ReadFile(controlplane.CACertPath(pki), 1<<20)
+	ca, err := bounded.ReadFile(clusterpki.CACertPath(pki), 1<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (p *Provider) bootSecrets(d *provider.Desired, endpoint string) (map[string
 			out[name] = bs
 			continue
 		}
-		add(controlplane.CACertPath(factPKIDir), "0644", ca)
+		add(clusterpki.CACertPath(factPKIDir), "0644", ca)
 		add(render.KubeletConfigPath, "0644", []byte(kubelet))
 		boot, err := kubeconfig(endpoint, ca, &clientcmdapi.AuthInfo{Token: token})
 		if err != nil {
@@ -183,7 +183,7 @@ func (p *Provider) controlPlaneSecrets(pki string, add func(path, mode string, c
 		add(path.Join(factPKIDir, e.Name()), mode, b)
 	}
 	local := "https://" + net.JoinHostPort(factLocal, fmt.Sprint(apiServerPort))
-	admin, err := controlplane.WriteAdminKubeconfig(pki, local, "kubernetes-admin")
+	admin, err := clusterpki.WriteAdminKubeconfig(pki, local, "kubernetes-admin")
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (p *Provider) controlPlaneSecrets(pki string, add func(path, mode string, c
 	if err != nil {
 		return err
 	}
-	ca, err := bounded.ReadFile(controlplane.CACertPath(pki), 1<<20)
+	ca, err := bounded.ReadFile(clusterpki.CACertPath(pki), 1<<20)
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func issue(pki, stateDir, name, cn string, orgs ...string) (cert, key []byte, er
 	}
 	cf, kf := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	if _, err := os.Stat(kf); err != nil {
-		if err := controlplane.IssueClientCert(pki, cf, kf, cn, orgs...); err != nil {
+		if err := clusterpki.IssueClientCert(pki, cf, kf, cn, orgs...); err != nil {
 			return nil, nil, fmt.Errorf("boot secrets: %s: %w", name, err)
 		}
 	}
@@ -249,7 +249,7 @@ containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
-  x509: {clientCAFile: ` + controlplane.CACertPath(factPKIDir) + `}
+  x509: {clientCAFile: ` + clusterpki.CACertPath(factPKIDir) + `}
 authorization: {mode: Webhook}
 clusterDNS: ["` + clusterDNS + `"]
 rotateCertificates: true

@@ -43,70 +43,99 @@ func (d *Deployer) Preview(ctx context.Context, b Bundle) ([]Preview, error) {
 	outputs := map[string]map[string]string{}
 	var out []Preview
 	for _, s := range stacks {
-		if _, err := checkTemplate(s.label(), s.Template); err != nil {
-			return out, err
-		}
-		name := d.StackName(s.Name)
-		p := Preview{Name: s.Name, StackName: name}
-		cur, err := d.describe(ctx, name)
+		p, err := d.previewStack(ctx, s, outputs)
 		if err != nil {
 			return out, err
 		}
-		p.Exists = cur != nil && cur.StackStatus != cfntypes.StackStatusReviewInProgress
-		if cur != nil {
-			outputs[s.Name] = map[string]string{}
-			for _, o := range cur.Outputs {
-				outputs[s.Name][aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
-			}
-		}
-		if !p.Exists {
-			p.Changes, err = templateAdds(s.Template)
-			if err != nil {
-				return out, err
-			}
-			out = append(out, p)
-			continue
-		}
-		values := map[string]string{}
-		for k, v := range s.Parameters {
-			values[k] = v
-		}
-		for param, in := range s.Inputs {
-			v, ok := outputs[in.Stack][in.Output]
-			if !ok {
-				p.Note = fmt.Sprintf("parameter %s takes output %s of stack %s, which does not exist yet: the changes are known once it is deployed", param, in.Output, in.Stack)
-				break
-			}
-			values[param] = v
-		}
-		if p.Note != "" {
-			out = append(out, p)
-			continue
-		}
-		if len(s.Template) > maxTemplateBody {
-			p.Note = fmt.Sprintf("the template is larger than %d bytes and is passed by URL: the preview does not upload it", maxTemplateBody)
-			out = append(out, p)
-			continue
-		}
-		csName := "kubeplug-preview-" + d.changeSetName(s, values)[len("kubeplug-"):]
-		if err := d.createChangeSet(ctx, nil, s, name, csName, cfntypes.ChangeSetTypeUpdate, values); err != nil && !errors.Is(err, errNoChanges) {
-			return out, err
-		} else if err == nil {
-			cs, changes, werr := d.waitChangeSet(ctx, name, csName)
-			if cs != nil {
-				err = d.deleteChangeSet(ctx, name, csName)
-			}
-			if werr != nil || err != nil {
-				return out, errors.Join(werr, err)
-			}
-			p.Changes = changes
-		}
 		out = append(out, p)
 	}
+	removed, err := d.previewRemoved(stacks)
+	return append(out, removed...), err
+}
+
+// previewStack is the preview of one stack of the bundle, its inputs taken
+// from outputs (the current outputs of the stacks before it, to which it adds
+// its own).
+func (d *Deployer) previewStack(ctx context.Context, s Stack, outputs map[string]map[string]string) (Preview, error) {
+	if _, err := checkTemplate(s.label(), s.Template); err != nil {
+		return Preview{}, err
+	}
+	name := d.StackName(s.Name)
+	p := Preview{Name: s.Name, StackName: name}
+	cur, err := d.describe(ctx, name)
+	if err != nil {
+		return p, err
+	}
+	p.Exists = cur != nil && cur.StackStatus != cfntypes.StackStatusReviewInProgress
+	if cur != nil {
+		outputs[s.Name] = map[string]string{}
+		for _, o := range cur.Outputs {
+			outputs[s.Name][aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
+		}
+	}
+	if !p.Exists {
+		p.Changes, err = templateAdds(s.Template)
+		return p, err
+	}
+	values, note := previewValues(s, outputs)
+	switch {
+	case note != "":
+		p.Note = note
+	case len(s.Template) > maxTemplateBody:
+		p.Note = fmt.Sprintf("the template is larger than %d bytes and is passed by URL: the preview does not upload it", maxTemplateBody)
+	default:
+		p.Changes, err = d.previewChanges(ctx, s, name, values)
+	}
+	return p, err
+}
+
+// previewValues are the parameter values Deploy would give s, its inputs
+// from outputs; or a note naming the first input whose stack does not exist
+// yet.
+func previewValues(s Stack, outputs map[string]map[string]string) (map[string]string, string) {
+	values := map[string]string{}
+	for k, v := range s.Parameters {
+		values[k] = v
+	}
+	for param, in := range s.Inputs {
+		v, ok := outputs[in.Stack][in.Output]
+		if !ok {
+			return nil, fmt.Sprintf("parameter %s takes output %s of stack %s, which does not exist yet: the changes are known once it is deployed", param, in.Output, in.Stack)
+		}
+		values[param] = v
+	}
+	return values, ""
+}
+
+// previewChanges are the changes of an update of the existing stack called
+// name to s with values: a change set created, read and deleted.
+func (d *Deployer) previewChanges(ctx context.Context, s Stack, name string, values map[string]string) ([]Change, error) {
+	csName := "kubeplug-preview-" + d.changeSetName(s, values)[len("kubeplug-"):]
+	err := d.createChangeSet(ctx, nil, s, name, csName, cfntypes.ChangeSetTypeUpdate, values)
+	if errors.Is(err, errNoChanges) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cs, changes, werr := d.waitChangeSet(ctx, name, csName)
+	if cs != nil {
+		err = d.deleteChangeSet(ctx, name, csName)
+	}
+	if werr != nil || err != nil {
+		return nil, errors.Join(werr, err)
+	}
+	return changes, nil
+}
+
+// previewRemoved are the recorded stacks the bundle no longer has, which
+// Deploy would delete, latest first.
+func (d *Deployer) previewRemoved(stacks []Stack) ([]Preview, error) {
 	st, err := d.State()
 	if err != nil {
-		return out, err
+		return nil, err
 	}
+	var out []Preview
 	for i := len(st.Stacks) - 1; i >= 0; i-- {
 		s := st.Stacks[i]
 		if !slices.ContainsFunc(stacks, func(k Stack) bool { return k.Name == s.Name }) {

@@ -19,64 +19,20 @@ import (
 const maxTemplateBody = 51200
 
 // deployStack brings one stack to s with the given parameter values, through a
-// change set. It records the stack in st as it goes.
+// change set, in three steps: settle what an earlier run left, make the change
+// set, execute it. It records the stack in st as it goes.
 func (d *Deployer) deployStack(ctx context.Context, st *State, s Stack, values map[string]string) (*StackResult, error) {
 	name := d.StackName(s.Name)
 	rec := st.stack(s.Name, name)
 	rec.Reason = ""
 	res := &StackResult{Name: s.Name, StackName: name}
-	cur, err := d.describe(ctx, name)
+	cur, err := d.settleStack(ctx, rec, name)
 	if err != nil {
 		return nil, err
 	}
-	// Resume what an interrupted run left, or clear what a failed creation left.
-	if cur != nil && inProgress(cur.StackStatus) {
-		d.event("stack", name, "%s from an earlier run; waiting for it to settle", cur.StackStatus)
-		if cur, err = d.wait(ctx, name, aws.ToString(cur.StackId), nil); err != nil && !errors.Is(err, ErrStackFailed) {
-			return nil, err
-		}
-	}
-	if cur != nil {
-		switch cur.StackStatus {
-		case cfntypes.StackStatusRollbackComplete:
-			// A creation that failed and rolled back leaves a stack that can only be deleted.
-			d.event("stack", name, "ROLLBACK_COMPLETE: its creation failed earlier; deleting it to create it anew")
-			if err := d.deleteStack(ctx, name, aws.ToString(cur.StackId)); err != nil {
-				return nil, err
-			}
-			cur = nil
-		case cfntypes.StackStatusUpdateRollbackFailed:
-			return nil, d.needsOperator(ctx, rec, cur, fmt.Sprintf(
-				"CloudFormation could not roll the failed update back. Fix what blocks it (see the resource above), then run `aws cloudformation continue-update-rollback --stack-name %s` (add --resources-to-skip for resources that cannot be fixed) and, once the stack is UPDATE_ROLLBACK_COMPLETE, run kubeplug up again", name))
-		case cfntypes.StackStatusRollbackFailed, cfntypes.StackStatusDeleteFailed:
-			return nil, d.needsOperator(ctx, rec, cur, fmt.Sprintf(
-				"delete the resources that block it, or run `aws cloudformation delete-stack --stack-name %s --retain-resources ...`, then run kubeplug up again", name))
-		}
-	}
-	csType := cfntypes.ChangeSetTypeUpdate
-	if cur == nil || cur.StackStatus == cfntypes.StackStatusReviewInProgress {
-		csType = cfntypes.ChangeSetTypeCreate
-	}
 	csName := d.changeSetName(s, values)
-	reuse := false
-	if cur != nil {
-		if reuse, err = d.clearChangeSets(ctx, name, csName); err != nil {
-			return nil, err
-		}
-	}
-	var cs *cloudformation.DescribeChangeSetOutput
-	var changes []Change
-	if !reuse {
-		err = d.createChangeSet(ctx, st, s, name, csName, csType, values)
-	}
-	if err == nil {
-		rec.ChangeSet = csName
-		if err := st.write(d.opts.StateFile); err != nil {
-			return nil, err
-		}
-		cs, changes, err = d.waitChangeSet(ctx, name, csName)
-	}
-	if err != nil && !errors.Is(err, errNoChanges) {
+	cs, changes, err := d.makeChangeSet(ctx, st, rec, s, cur, csName, values)
+	if err != nil {
 		return nil, err
 	}
 	if cs == nil {
@@ -90,26 +46,108 @@ func (d *Deployer) deployStack(ctx context.Context, st *State, s Stack, values m
 	for _, c := range changes {
 		d.event("change", name, "%s", c)
 	}
-	seen, err := d.seenEvents(ctx, aws.ToString(cs.StackId))
-	if err != nil {
+	if err := d.executeChangeSet(ctx, rec, name, csName, aws.ToString(cs.StackId)); err != nil {
 		return nil, err
+	}
+	rec.ChangeSet = ""
+	return d.finish(ctx, rec, res)
+}
+
+// settleStack returns the stack called name as a change set can start from:
+// nil when there is none (or a failed creation was deleted), after waiting for
+// what an interrupted run left in progress. A stack only an operator can
+// repair is an error saying what to run.
+func (d *Deployer) settleStack(ctx context.Context, rec *StackState, name string) (*cfntypes.Stack, error) {
+	cur, err := d.describe(ctx, name)
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	// Resume what an interrupted run left, or clear what a failed creation left.
+	if inProgress(cur.StackStatus) {
+		d.event("stack", name, "%s from an earlier run; waiting for it to settle", cur.StackStatus)
+		if cur, err = d.wait(ctx, name, aws.ToString(cur.StackId), nil); err != nil && !errors.Is(err, ErrStackFailed) {
+			return nil, err
+		}
+		if cur == nil {
+			return nil, nil
+		}
+	}
+	switch cur.StackStatus {
+	case cfntypes.StackStatusRollbackComplete:
+		// A creation that failed and rolled back leaves a stack that can only be deleted.
+		d.event("stack", name, "ROLLBACK_COMPLETE: its creation failed earlier; deleting it to create it anew")
+		if err := d.deleteStack(ctx, name, aws.ToString(cur.StackId)); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	case cfntypes.StackStatusUpdateRollbackFailed:
+		return nil, d.needsOperator(ctx, rec, cur, fmt.Sprintf(
+			"CloudFormation could not roll the failed update back. Fix what blocks it (see the resource above), then run `aws cloudformation continue-update-rollback --stack-name %s` (add --resources-to-skip for resources that cannot be fixed) and, once the stack is UPDATE_ROLLBACK_COMPLETE, run kubeplug up again", name))
+	case cfntypes.StackStatusRollbackFailed, cfntypes.StackStatusDeleteFailed:
+		return nil, d.needsOperator(ctx, rec, cur, fmt.Sprintf(
+			"delete the resources that block it, or run `aws cloudformation delete-stack --stack-name %s --retain-resources ...`, then run kubeplug up again", name))
+	}
+	return cur, nil
+}
+
+// makeChangeSet makes the change set csName that brings the stack from cur
+// (nil: none yet) to s, or reuses one of that name an interrupted run made,
+// records it in rec (written with st) and returns it with its changes; no change set (nil) when
+// there is nothing to change.
+func (d *Deployer) makeChangeSet(ctx context.Context, st *State, rec *StackState, s Stack, cur *cfntypes.Stack, csName string, values map[string]string) (*cloudformation.DescribeChangeSetOutput, []Change, error) {
+	name := d.StackName(s.Name)
+	csType := cfntypes.ChangeSetTypeUpdate
+	if cur == nil || cur.StackStatus == cfntypes.StackStatusReviewInProgress {
+		csType = cfntypes.ChangeSetTypeCreate
+	}
+	reuse := false
+	if cur != nil {
+		var err error
+		if reuse, err = d.clearChangeSets(ctx, name, csName); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !reuse {
+		if err := d.createChangeSet(ctx, st, s, name, csName, csType, values); err != nil {
+			if errors.Is(err, errNoChanges) {
+				return nil, nil, nil
+			}
+			return nil, nil, err
+		}
+	}
+	rec.ChangeSet = csName
+	if err := st.write(d.opts.StateFile); err != nil {
+		return nil, nil, err
+	}
+	cs, changes, err := d.waitChangeSet(ctx, name, csName)
+	if errors.Is(err, errNoChanges) {
+		return nil, nil, nil
+	}
+	return cs, changes, err
+}
+
+// executeChangeSet executes the change set csName of the stack called name
+// (stackID) and waits for the stack to settle, reporting only the events
+// after the ones already there; it records the outcome in rec.
+func (d *Deployer) executeChangeSet(ctx context.Context, rec *StackState, name, csName, stackID string) error {
+	seen, err := d.seenEvents(ctx, stackID)
+	if err != nil {
+		return err
 	}
 	if _, err := call(ctx, d, "execute change set "+csName+" of stack "+name, func(ctx context.Context) (*cloudformation.ExecuteChangeSetOutput, error) {
 		return d.c.cfn.ExecuteChangeSet(ctx, &cloudformation.ExecuteChangeSetInput{StackName: aws.String(name), ChangeSetName: aws.String(csName)})
 	}); err != nil {
 		rec.Reason = err.Error()
-		return nil, fmt.Errorf("%w: stack %s: %w", ErrStackFailed, name, err)
+		return fmt.Errorf("%w: stack %s: %w", ErrStackFailed, name, err)
 	}
-	final, err := d.wait(ctx, name, aws.ToString(cs.StackId), seen)
+	final, err := d.wait(ctx, name, stackID, seen)
 	if final != nil {
 		rec.StackID, rec.Status = aws.ToString(final.StackId), string(final.StackStatus)
 	}
 	if err != nil {
 		rec.Reason = err.Error()
-		return nil, err
 	}
-	rec.ChangeSet = ""
-	return d.finish(ctx, rec, res)
+	return err
 }
 
 // finish records the settled stack's status and outputs.

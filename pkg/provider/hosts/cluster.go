@@ -27,8 +27,9 @@ import (
 	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
-	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/podnet"
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -221,10 +222,10 @@ func (p *Provider) prepareCluster(d *provider.Desired) (*cluster, error) {
 	if ip := net.ParseIP(cp.Address); ip != nil {
 		ips = append(ips, ip)
 	}
-	if err := controlplane.EnsurePKI(cl.pkiDir, net.ParseIP(svcIP), ips...); err != nil {
+	if err := clusterpki.EnsurePKI(cl.pkiDir, net.ParseIP(svcIP), ips...); err != nil {
 		return nil, err
 	}
-	if _, err := controlplane.WriteAdminKubeconfig(cl.pkiDir, cl.server, "kubeplug-"+p.opts.ClusterName, p.Kubeconfig()); err != nil {
+	if _, err := clusterpki.WriteAdminKubeconfig(cl.pkiDir, cl.server, "kubeplug-"+p.opts.ClusterName, p.Kubeconfig()); err != nil {
 		return nil, err
 	}
 	if cl.images, err = p.images(cl); err != nil {
@@ -252,7 +253,7 @@ func (p *Provider) images(cl *cluster) (map[string][]image, error) {
 	if err != nil {
 		return nil, err
 	}
-	pause, err := realnode.BinaryImage(filepath.Join(progs.LocalnodeBin, "pause"))
+	pause, err := nodeimage.BinaryImage(filepath.Join(progs.LocalnodeBin, "pause"))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox image: %w", err)
 	}
@@ -261,7 +262,7 @@ func (p *Provider) images(cl *cluster) (map[string][]image, error) {
 	if imagesDir == "" {
 		imagesDir = filepath.Join(progs.LocalnodeBin, "..", "..", "images", "bin")
 	}
-	for _, b := range realnode.BuiltinImages {
+	for _, b := range nodeimage.BuiltinImages {
 		if b.OnDemand {
 			continue
 		}
@@ -269,7 +270,7 @@ func (p *Provider) images(cl *cluster) (map[string][]image, error) {
 		if _, err := os.Stat(bin); err != nil {
 			continue
 		}
-		img, err := realnode.BinaryImage(bin)
+		img, err := nodeimage.BinaryImage(bin)
 		if err != nil {
 			return nil, err
 		}
@@ -299,7 +300,7 @@ func (p *Provider) images(cl *cluster) (map[string][]image, error) {
 	cpImages := slices.Clone(common)
 	for _, ref := range refs {
 		names := slices.Compact(slices.Sorted(slices.Values(byCmd[ref])))
-		img, err := realnode.ComponentImage(lc, names...)
+		img, err := nodeimage.ComponentImage(lc, names...)
 		if err != nil {
 			return nil, err
 		}
@@ -378,7 +379,7 @@ func (c *client) pushImages(ctx context.Context, imgs []image, progress func(str
 // join. Identities are issued once into the state directory and kept, so a
 // re-run delivers the same bytes.
 func (p *Provider) nodeFiles(cl *cluster, h *Host, token string) ([]*bootFile, error) {
-	ca, err := bounded.ReadFile(controlplane.CACertPath(cl.pkiDir), 1<<20)
+	ca, err := bounded.ReadFile(clusterpki.CACertPath(cl.pkiDir), 1<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +389,7 @@ func (p *Provider) nodeFiles(cl *cluster, h *Host, token string) ([]*bootFile, e
 	}
 	issue := func(base, cn string, orgs ...string) (cert, key []byte, err error) {
 		cp, kp := filepath.Join(dir, base+".crt"), filepath.Join(dir, base+".key")
-		if err := controlplane.IssueClientCert(cl.pkiDir, cp, kp, cn, orgs...); err != nil {
+		if err := clusterpki.IssueClientCert(cl.pkiDir, cp, kp, cn, orgs...); err != nil {
 			return nil, nil, err
 		}
 		if cert, err = bounded.ReadFile(cp, 1<<20); err != nil {
@@ -412,7 +413,7 @@ func (p *Provider) nodeFiles(cl *cluster, h *Host, token string) ([]*bootFile, e
 	if err != nil {
 		return nil, err
 	}
-	podCIDR := realnode.PodCIDR(cl.clusterCIDR, cl.index[h.Node])
+	podCIDR := podnet.PodCIDR(cl.clusterCIDR, cl.index[h.Node])
 	kubelet := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -430,7 +431,7 @@ rotateCertificates: true
 staticPodPath: %s
 failSwapOn: true
 `, cl.clusterDNS, podCIDR, render.StaticPodDir)
-	cni := realnode.MachineCNIConfig(podCIDR)
+	cni := podnet.MachineCNIConfig(podCIDR)
 	proxy := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -480,7 +481,7 @@ conntrack: {maxPerCore: 0}
 			}
 			files = append(files, memFile(path.Join(factPKIDir, e.Name()), mode, "", b))
 		}
-		admin, err := controlplane.WriteAdminKubeconfig(cl.pkiDir, cl.server, "kubernetes-admin")
+		admin, err := clusterpki.WriteAdminKubeconfig(cl.pkiDir, cl.server, "kubernetes-admin")
 		if err != nil {
 			return nil, err
 		}

@@ -27,8 +27,10 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/provider/bootstraptoken"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
 
@@ -208,18 +210,18 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 	server := "https://" + net.JoinHostPort(ips[0].String(), strconv.Itoa(machineAPIServerPort))
 	if ha {
 		// The API server's certificate names the load balancer too.
-		if err := controlplane.EnsurePKI(pkiDir, net.ParseIP(svcIP), append(slices.Clone(ips), lbIP)...); err != nil {
+		if err := clusterpki.EnsurePKI(pkiDir, net.ParseIP(svcIP), append(slices.Clone(ips), lbIP)...); err != nil {
 			return nil, err
 		}
-		if err := controlplane.EnsureEtcdPeerPKI(pkiDir, ips...); err != nil {
+		if err := clusterpki.EnsureEtcdPeerPKI(pkiDir, ips...); err != nil {
 			return nil, err
 		}
 		server = "https://" + net.JoinHostPort(lbIP.String(), strconv.Itoa(machineAPIServerPort))
-	} else if err := controlplane.EnsurePKI(pkiDir, net.ParseIP(svcIP), ips[0]); err != nil {
+	} else if err := clusterpki.EnsurePKI(pkiDir, net.ParseIP(svcIP), ips[0]); err != nil {
 		return nil, err
 	}
 	kubeconfig := Kubeconfig(p.opts.StateDir)
-	if _, err := controlplane.WriteAdminKubeconfig(pkiDir, server, p.cpOptions().ContextName, kubeconfig); err != nil {
+	if _, err := clusterpki.WriteAdminKubeconfig(pkiDir, server, p.cpOptions().ContextName, kubeconfig); err != nil {
 		return nil, err
 	}
 	ud, err := userData(d, cp.pool)
@@ -475,7 +477,7 @@ func (p *Provider) pushComponentImages(ctx context.Context, rc *realCluster, m *
 			names = append(names, w.command)
 		}
 		slices.Sort(names)
-		img, err := realnode.ComponentImage(prog, slices.Compact(names)...)
+		img, err := nodeimage.ComponentImage(prog, slices.Compact(names)...)
 		if err != nil {
 			return err
 		}
@@ -504,7 +506,7 @@ func (p *Provider) controlPlaneFiles(pkiDir, server, kubeletServer, node string)
 	if err != nil {
 		return nil, err
 	}
-	admin, err := controlplane.WriteAdminKubeconfig(pkiDir, server, "kubernetes-admin")
+	admin, err := clusterpki.WriteAdminKubeconfig(pkiDir, server, "kubernetes-admin")
 	if err != nil {
 		return nil, err
 	}
@@ -518,7 +520,7 @@ func (p *Provider) controlPlaneFiles(pkiDir, server, kubeletServer, node string)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := controlplane.IssueClientCert(pkiDir, cert, key, "system:node:"+node, "system:nodes"); err != nil {
+	if err := clusterpki.IssueClientCert(pkiDir, cert, key, "system:node:"+node, "system:nodes"); err != nil {
 		return nil, err
 	}
 	certPEM, err := bounded.ReadFile(cert, 1<<20)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/model"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 )
 
@@ -41,7 +42,7 @@ import (
 //
 // The header names the cluster (its name and its CA's fingerprint), so that a
 // snapshot of another cluster is refused, and carries the cluster's identity
-// (controlplane.IdentityFiles: the CAs and the service-account keys), so that
+// (clusterpki.IdentityFiles: the CAs and the service-account keys), so that
 // a restore after `down --purge` brings back a cluster whose kubeconfigs,
 // kube-root-ca.crt ConfigMaps and service-account tokens are still valid. The
 // file holds every Secret of the cluster and its CA keys: it is written
@@ -75,7 +76,7 @@ type SnapshotHeader struct {
 	// header.
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
-	// Identity holds controlplane.IdentityFiles by name.
+	// Identity holds clusterpki.IdentityFiles by name.
 	Identity map[string][]byte `json:"identity"`
 }
 
@@ -299,7 +300,7 @@ func readSnapshotHeader(r *bufio.Reader, file string) (*SnapshotHeader, error) {
 	if h.Cluster == "" || h.CAFingerprint == "" || h.Size <= 0 || len(h.SHA256) != 2*sha256.Size {
 		return nil, fmt.Errorf("snapshot %s: incomplete header (cluster %q, CA %q, size %d, sha256 %q)", file, h.Cluster, h.CAFingerprint, h.Size, h.SHA256)
 	}
-	for _, name := range controlplane.IdentityFiles {
+	for _, name := range clusterpki.IdentityFiles {
 		if len(h.Identity[name]) == 0 {
 			return nil, fmt.Errorf("snapshot %s: the header has no %s of the cluster's identity", file, name)
 		}
@@ -359,7 +360,7 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 
 // caFingerprint is the fingerprint of the CA certificate in pkiDir.
 func caFingerprint(pkiDir string) (string, error) {
-	b, err := os.ReadFile(controlplane.CACertPath(pkiDir))
+	b, err := os.ReadFile(clusterpki.CACertPath(pkiDir))
 	if err != nil {
 		return "", fmt.Errorf("read the cluster's CA: %w", err)
 	}
@@ -379,10 +380,10 @@ func fingerprintPEM(b []byte) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// readIdentity reads controlplane.IdentityFiles from pkiDir.
+// readIdentity reads clusterpki.IdentityFiles from pkiDir.
 func readIdentity(pkiDir string) (map[string][]byte, error) {
 	out := map[string][]byte{}
-	for _, name := range controlplane.IdentityFiles {
+	for _, name := range clusterpki.IdentityFiles {
 		b, err := os.ReadFile(filepath.Join(pkiDir, name)) //nolint:gosec // the cluster's pki directory
 		if err != nil {
 			return nil, fmt.Errorf("read the cluster's identity: %w", err)
@@ -560,7 +561,7 @@ func writeIdentity(pkiDir string, files map[string][]byte) error {
 	if err := os.MkdirAll(pkiDir, 0o700); err != nil {
 		return err
 	}
-	for _, name := range controlplane.IdentityFiles {
+	for _, name := range clusterpki.IdentityFiles {
 		mode := os.FileMode(0o644)
 		if strings.HasSuffix(name, ".key") {
 			mode = 0o600

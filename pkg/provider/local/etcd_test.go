@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
 )
 
 // A snapshot file is read back only whole: a truncated, corrupt, padded or
@@ -18,7 +18,7 @@ import (
 func TestReadSnapshotRefuses(t *testing.T) {
 	dir := t.TempDir()
 	pki := filepath.Join(dir, "pki")
-	if err := controlplane.EnsurePKI(pki, net.ParseIP("10.96.0.1")); err != nil {
+	if err := clusterpki.EnsurePKI(pki, net.ParseIP("10.96.0.1")); err != nil {
 		t.Fatal(err)
 	}
 	id, err := readIdentity(pki)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 	"github.com/kubeplug/kubeplug/pkg/render"
@@ -38,7 +39,7 @@ import (
 
 // haLBIndex is the load balancer machine's ordinal in the node network (its
 // address .129): out of the way of the nodes', which count up from .2, and
-// the last whose Pod subnet (realnode.PodCIDR) is still an address.
+// the last whose Pod subnet (podnet.PodCIDR) is still an address.
 const haLBIndex = 127
 
 // haLBName is the load balancer machine's name.
@@ -104,9 +105,9 @@ func haEtcdFlags(m haMember, clusterID, initial, state string) [][2]string {
 		{"initial-cluster", initial},
 		{"initial-cluster-state", state},
 		{"initial-cluster-token", "kubeplug-" + clusterID},
-		{"peer-cert-file", path.Join(factPKIDir, controlplane.EtcdPeerCert)},
-		{"peer-key-file", path.Join(factPKIDir, controlplane.EtcdPeerKey)},
-		{"peer-trusted-ca-file", path.Join(factPKIDir, controlplane.EtcdCACert)},
+		{"peer-cert-file", path.Join(factPKIDir, clusterpki.EtcdPeerCert)},
+		{"peer-key-file", path.Join(factPKIDir, clusterpki.EtcdPeerKey)},
+		{"peer-trusted-ca-file", path.Join(factPKIDir, clusterpki.EtcdCACert)},
 		{"peer-client-cert-auth", "true"},
 		// The machines boot one after another: a member waits for the
 		// others' quorum instead of exiting into the kubelet's back-off.

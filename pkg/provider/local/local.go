@@ -481,7 +481,9 @@ func (p *Provider) AfterDeploy(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Down implements provider.Provider.
+// Down implements provider.Provider: under the cluster's lock, the real nodes
+// first (nothing of theirs may outlive the cluster), then the control plane,
+// then the state directory when purge is set; downResult says what that was.
 func (p *Provider) Down(ctx context.Context, purge bool) error {
 	dir := p.opts.StateDir
 	if isStateDir(dir) {
@@ -493,35 +495,57 @@ func (p *Provider) Down(ctx context.Context, purge bool) error {
 	}
 	st, stateErr := readState(dir)
 	machineCP := stateErr == nil && st.controlPlaneMachine()
-	// Real nodes first (while the API server still runs their kubelets do not
-	// matter; what matters is that nothing of theirs outlives the cluster).
 	if stateErr == nil {
-		if err := p.teardownReal(ctx, st); err != nil {
-			return fmt.Errorf("stop real nodes of cluster %s: %w", p.opts.ClusterName, err)
-		}
-		if st != nil && st.Network != nil {
-			st.Network = nil
-			for i := range st.Nodes {
-				st.Nodes[i].Joined = false
-			}
-			if err := writeState(dir, st); err != nil {
-				return err
-			}
+		if err := p.stopRealNodes(ctx, st); err != nil {
+			return err
 		}
 	}
 	running, runErr := controlplane.Running(filepath.Join(dir, controlPlaneDir))
 	if stateErr == nil && runErr == nil && running {
-		p.event("control-plane", "", "stopping the control plane")
-		if err := controlplane.StopDetached(ctx, p.cpOptions()); err != nil && !errors.Is(err, controlplane.ErrNotRunning) {
-			return fmt.Errorf("stop cluster %s: %w", p.opts.ClusterName, err)
+		if err := p.stopControlPlane(ctx); err != nil {
+			return err
 		}
-		p.cp = nil
 	}
 	if purge {
 		if err := p.purge(); err != nil {
 			return err
 		}
 	}
+	return p.downResult(stateErr, runErr, running || machineCP, purge)
+}
+
+// stopRealNodes stops the cluster's real nodes and machines and records that
+// none is joined and the node network is gone. While the API server still
+// runs, their kubelets do not matter.
+func (p *Provider) stopRealNodes(ctx context.Context, st *state) error {
+	if err := p.teardownReal(ctx, st); err != nil {
+		return fmt.Errorf("stop real nodes of cluster %s: %w", p.opts.ClusterName, err)
+	}
+	if st == nil || st.Network == nil {
+		return nil
+	}
+	st.Network = nil
+	for i := range st.Nodes {
+		st.Nodes[i].Joined = false
+	}
+	return writeState(p.opts.StateDir, st)
+}
+
+// stopControlPlane stops the detached control plane of this machine.
+func (p *Provider) stopControlPlane(ctx context.Context) error {
+	p.event("control-plane", "", "stopping the control plane")
+	if err := controlplane.StopDetached(ctx, p.cpOptions()); err != nil && !errors.Is(err, controlplane.ErrNotRunning) {
+		return fmt.Errorf("stop cluster %s: %w", p.opts.ClusterName, err)
+	}
+	p.cp = nil
+	return nil
+}
+
+// downResult is what Down reports once it stopped what it could: a state
+// directory this version cannot read is an error unless purged (then an
+// event), and a cluster with nothing that ran is provider.ErrNotRunning.
+func (p *Provider) downResult(stateErr, runErr error, ran, purge bool) error {
+	dir := p.opts.StateDir
 	switch {
 	case stateErr != nil && !purge:
 		return stateErr
@@ -530,7 +554,7 @@ func (p *Provider) Down(ctx context.Context, purge bool) error {
 	case stateErr != nil || runErr != nil:
 		p.event("state", "", "removed state directory "+dir+" written by an incompatible kubeplug; processes it may have started are not known to this version")
 		return nil
-	case !running && !machineCP:
+	case !ran:
 		return fmt.Errorf("cluster %s (state directory %s): %w", p.opts.ClusterName, dir, provider.ErrNotRunning)
 	}
 	return nil

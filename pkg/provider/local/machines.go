@@ -26,7 +26,8 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/nodeagent"
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/provider/bootstraptoken"
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/podnet"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 	"github.com/kubeplug/kubeplug/pkg/render"
 )
@@ -152,13 +153,13 @@ func (p *Provider) instanceIDFile(node string) string {
 // state directory (0600), never in rendered output.
 func (p *Provider) vendorData(m *realnode.Machine, rc *realCluster, token string, extra ...vendorFile) ([]byte, error) {
 	n := m.Node
-	ca, err := bounded.ReadFile(controlplane.CACertPath(n.PKIDir), 1<<20)
+	ca, err := bounded.ReadFile(clusterpki.CACertPath(n.PKIDir), 1<<20)
 	if err != nil {
 		return nil, err
 	}
 	pki := filepath.Join(filepath.Dir(n.Dir), "pki")
 	proxyCert, proxyKey := filepath.Join(pki, "kube-proxy.crt"), filepath.Join(pki, "kube-proxy.key")
-	if err := controlplane.IssueClientCert(n.PKIDir, proxyCert, proxyKey, "system:kube-proxy"); err != nil {
+	if err := clusterpki.IssueClientCert(n.PKIDir, proxyCert, proxyKey, "system:kube-proxy"); err != nil {
 		return nil, err
 	}
 	cert, err := bounded.ReadFile(proxyCert, 1<<20)
@@ -183,7 +184,7 @@ func (p *Provider) vendorData(m *realnode.Machine, rc *realCluster, token string
 		})
 		return string(b)
 	}
-	podCIDR := realnode.PodCIDR(rc.clusterCIDR, n.Index)
+	podCIDR := podnet.PodCIDR(rc.clusterCIDR, n.Index)
 	kubelet := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # This kernel mounts cgroup v1; Kubernetes 1.35+ refuses it unless told.
@@ -207,7 +208,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
 `, rc.clusterDNS, podCIDR, render.StaticPodDir)
-	cni := realnode.MachineCNIConfig(podCIDR)
+	cni := podnet.MachineCNIConfig(podCIDR)
 	proxy := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables

@@ -11,13 +11,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/kubeplug/kubeplug/pkg/model"
-	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
-// onDemandImage is an on-demand built-in image (realnode.BuiltinImage.OnDemand)
+// onDemandImage is an on-demand built-in image (nodeimage.BuiltinImage.OnDemand)
 // that the model's objects run, with the program that becomes it.
 type onDemandImage struct {
-	realnode.BuiltinImage
+	nodeimage.BuiltinImage
 	// Binary is the program pushed as the image: the one in the images
 	// directory (make controller-image), else this kubeplug itself.
 	Binary string
@@ -34,7 +34,7 @@ type onDemandImage struct {
 // is an error saying what to do, before anything starts.
 func (p *Provider) onDemandImages(m *model.Model, imagesDir string) ([]onDemandImage, error) {
 	var out []onDemandImage
-	for _, b := range realnode.BuiltinImages {
+	for _, b := range nodeimage.BuiltinImages {
 		if !b.OnDemand {
 			continue
 		}
@@ -71,7 +71,7 @@ func (p *Provider) hasRealNodes(m *model.Model) bool {
 
 // selfImage is this kubeplug's executable, when b is kubeplug's own image and
 // the executable can run alone in it (linked statically).
-func selfImage(b realnode.BuiltinImage) (string, error) {
+func selfImage(b nodeimage.BuiltinImage) (string, error) {
 	if b.Binary != "kubeplug" {
 		return "", fmt.Errorf("kubeplug does not build %s itself", b.Binary)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // NodeBinDirEnv overrides where the real nodes' programs are (make localnode).
@@ -170,7 +171,7 @@ func (p *Provider) imagesDir() (string, error) {
 func (p *Provider) preflightOnDemand(m *model.Model) error {
 	p.onDemand = nil
 	needed := false
-	for _, b := range realnode.BuiltinImages {
+	for _, b := range nodeimage.BuiltinImages {
 		needed = needed || b.OnDemand && runBy(m, b.Image) != ""
 	}
 	if !needed {

@@ -27,6 +27,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
 )
@@ -297,10 +298,10 @@ func TestRestoreThreeMembers(t *testing.T) {
 	for _, m := range members {
 		ips = append(ips, m.IP)
 	}
-	if err := controlplane.EnsurePKI(p.pkiDir(), net.ParseIP("10.96.0.1"), ips...); err != nil {
+	if err := clusterpki.EnsurePKI(p.pkiDir(), net.ParseIP("10.96.0.1"), ips...); err != nil {
 		t.Fatal(err)
 	}
-	if err := controlplane.EnsureEtcdPeerPKI(p.pkiDir(), ips...); err != nil {
+	if err := clusterpki.EnsureEtcdPeerPKI(p.pkiDir(), ips...); err != nil {
 		t.Fatal(err)
 	}
 	id, err := readIdentity(p.pkiDir())

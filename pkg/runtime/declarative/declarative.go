@@ -73,7 +73,27 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 			c.ControlPlane = controlPlane(&cp)
 		}
 	}
-	for i, n := range src.Nodes {
+	d.contributeNodes(r, src.Nodes, c)
+	if src.Cloud != nil {
+		var cl v1alpha1.Cloud
+		if r.renderInto("/spec/contributes/cloud", src.Cloud, &cl, data) {
+			c.Cloud = cloud(&cl)
+		}
+	}
+	if k := src.Kubernetes; k != nil {
+		var err error
+		if c.Kubernetes, err = d.contributeKubernetes(ctx, r, k, data); err != nil {
+			return nil, err
+		}
+	}
+	return &stage.Response{Contribution: c, Diagnostics: r.l}, nil
+}
+
+// contributeNodes renders each node contribution once per pool it applies
+// to, with that pool's values and .NodePool, into c's pools.
+func (d *Runtime) contributeNodes(r *renderer, nodes []v1alpha1.NodeContribution, c *model.Contribution) {
+	req := r.req
+	for i, n := range nodes {
 		for _, pool := range d.pools(req.Model, n) {
 			vals := req.Values
 			if pv, ok := req.PoolValues[pool.Name]; ok {
@@ -94,49 +114,57 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 			r.addNode(ptr, c.Pools[pool.Name], &rn, pdata)
 		}
 	}
-	if src.Cloud != nil {
-		var cl v1alpha1.Cloud
-		if r.renderInto("/spec/contributes/cloud", src.Cloud, &cl, data) {
-			c.Cloud = cloud(&cl)
+}
+
+// contributeKubernetes renders the Kubernetes contribution: the manifests
+// (the error is only ctx's), then the Helm releases, patches, and the objects
+// of served APIs and webhooks.
+func (d *Runtime) contributeKubernetes(ctx context.Context, r *renderer, k *v1alpha1.Kubernetes, data map[string]any) (*model.Kubernetes, error) {
+	out := &model.Kubernetes{}
+	for i, m := range k.Manifests {
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
+		r.manifests("/spec/contributes/kubernetes/manifests/"+strconv.Itoa(i), m, out, data)
 	}
-	if k := src.Kubernetes; k != nil {
-		c.Kubernetes = &model.Kubernetes{}
-		for i, m := range k.Manifests {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			r.manifests("/spec/contributes/kubernetes/manifests/"+strconv.Itoa(i), m, c.Kubernetes, data)
-		}
-		var rk v1alpha1.Kubernetes
-		if r.renderInto("/spec/contributes/kubernetes", &v1alpha1.Kubernetes{HelmReleases: k.HelmReleases, Patches: k.Patches, APIs: k.APIs, Webhooks: k.Webhooks}, &rk, data) {
-			for i, h := range rk.HelmReleases {
-				name := h.Name
-				if name == "" {
-					name = d.pkg.Name
-				}
-				vals, ok := r.releaseValues("/spec/contributes/kubernetes/helmReleases/"+strconv.Itoa(i), h, req.Values)
-				if !ok {
-					continue
-				}
-				chart := h.Chart
-				if !model.IsChartRef(h.Chart, h.Repo) {
-					chart = path.Clean(chart) // a path in the package
-				}
-				c.Kubernetes.HelmReleases = append(c.Kubernetes.HelmReleases, model.HelmRelease{Name: name, Namespace: h.Namespace, Chart: chart, Repo: h.Repo, Version: h.Version, Test: h.Test, Values: vals})
-			}
-			for _, p := range rk.Patches {
-				c.Kubernetes.Patches = append(c.Kubernetes.Patches, model.ObjectPatch{Target: model.ObjectRef(p.Target), Ops: ops(p.Patch)})
-			}
-			for _, v := range serving.Validate(rk.APIs, rk.Webhooks) {
-				r.errorf("/spec/contributes/kubernetes"+v[0], "%s", v[1])
-			}
-			for _, o := range serving.Objects(d.pkg.Name, rk.APIs, rk.Webhooks) {
-				c.Kubernetes.Objects = append(c.Kubernetes.Objects, model.Object{Object: o})
-			}
-		}
+	var rk v1alpha1.Kubernetes
+	if !r.renderInto("/spec/contributes/kubernetes", &v1alpha1.Kubernetes{HelmReleases: k.HelmReleases, Patches: k.Patches, APIs: k.APIs, Webhooks: k.Webhooks}, &rk, data) {
+		return out, nil
 	}
-	return &stage.Response{Contribution: c, Diagnostics: r.l}, nil
+	out.HelmReleases = append(out.HelmReleases, d.helmReleases(r, rk.HelmReleases)...)
+	for _, p := range rk.Patches {
+		out.Patches = append(out.Patches, model.ObjectPatch{Target: model.ObjectRef(p.Target), Ops: ops(p.Patch)})
+	}
+	for _, v := range serving.Validate(rk.APIs, rk.Webhooks) {
+		r.errorf("/spec/contributes/kubernetes"+v[0], "%s", v[1])
+	}
+	for _, o := range serving.Objects(d.pkg.Name, rk.APIs, rk.Webhooks) {
+		out.Objects = append(out.Objects, model.Object{Object: o})
+	}
+	return out, nil
+}
+
+// helmReleases are the rendered Helm releases as the model's: named after
+// the plugin unless they say, a chart in the package as a clean path, their
+// values rendered (a release whose values fail is left out, diagnosed).
+func (d *Runtime) helmReleases(r *renderer, hs []v1alpha1.HelmRelease) []model.HelmRelease {
+	var out []model.HelmRelease
+	for i, h := range hs {
+		name := h.Name
+		if name == "" {
+			name = d.pkg.Name
+		}
+		vals, ok := r.releaseValues("/spec/contributes/kubernetes/helmReleases/"+strconv.Itoa(i), h, r.req.Values)
+		if !ok {
+			continue
+		}
+		chart := h.Chart
+		if !model.IsChartRef(h.Chart, h.Repo) {
+			chart = path.Clean(chart) // a path in the package
+		}
+		out = append(out, model.HelmRelease{Name: name, Namespace: h.Namespace, Chart: chart, Repo: h.Repo, Version: h.Version, Test: h.Test, Values: vals})
+	}
+	return out
 }
 
 // pools returns the model's pools a node contribution applies to: within the

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // The control plane's plugin for TestControlPlaneMachine: an API server flag
@@ -176,7 +177,7 @@ func TestControlPlaneMachine(t *testing.T) {
 	}
 
 	// A workload on the worker, which joined the machine's API server.
-	img, err := realnode.BinaryImage(buildApp(t, dir))
+	img, err := nodeimage.BinaryImage(buildApp(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

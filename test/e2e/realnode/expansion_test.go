@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // TestExpansionAirGap is an expansion's two phases on a real node. Connected: a
@@ -65,7 +66,7 @@ func TestExpansionAirGap(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	src := strings.TrimPrefix(srv.URL, "http://")
-	img, err := realnode.BinaryImage(buildApp(t, dir))
+	img, err := nodeimage.BinaryImage(buildApp(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestExpansionAirGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The site's operator, its image from Go too, packed as a plugin.
-	opImg, err := realnode.BinaryImage(buildGo(t, dir, "site-operator", "github.com/kubeplug/kubeplug/examples/plugins/site-operator/operator"))
+	opImg, err := nodeimage.BinaryImage(buildGo(t, dir, "site-operator", "github.com/kubeplug/kubeplug/examples/plugins/site-operator/operator"))
 	if err != nil {
 		t.Fatal(err)
 	}

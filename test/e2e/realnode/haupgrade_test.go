@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // haUpgradeCluster is three control-plane machines and two workers at
@@ -121,7 +122,7 @@ func TestHAUpgrade(t *testing.T) {
 	before := members(t, endpoints)
 
 	// The workload: two replicas, one per worker, at least one available.
-	img, err := realnode.BinaryImage(buildApp(t, dir))
+	img, err := nodeimage.BinaryImage(buildApp(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

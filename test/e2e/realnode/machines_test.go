@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // The machines' plugin: a kubelet flag, a label and a taint, a node file, a
@@ -187,7 +188,7 @@ func TestMachines(t *testing.T) {
 	// Phase 1: the machines boot and join; then the workload's image.
 	write(t, file, machinesCluster())
 	kp("up")
-	img, err := realnode.BinaryImage(buildApp(t, dir))
+	img, err := nodeimage.BinaryImage(buildApp(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 const plugin = `apiVersion: kubeplug.dev/v1alpha1
@@ -110,7 +111,7 @@ func TestRealNode(t *testing.T) {
 	if images == "" {
 		images = filepath.Join(filepath.Dir(filepath.Dir(bin)), "images", "bin")
 	}
-	for _, b := range realnode.BuiltinImages {
+	for _, b := range nodeimage.BuiltinImages {
 		if _, err := os.Stat(filepath.Join(images, b.Binary)); err != nil && !b.OnDemand {
 			t.Fatalf("the built-in images are not built (make images): %v", err)
 		}
@@ -138,7 +139,7 @@ func TestRealNode(t *testing.T) {
 	kp("up")
 	// The workload's image, built from Go without a daemon, loaded as a
 	// docker-archive tarball through the CLI.
-	img, err := realnode.BinaryImage(buildApp(t, dir))
+	img, err := nodeimage.BinaryImage(buildApp(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestRealNode(t *testing.T) {
 		{"backup-operator", "backup-operator", "operator"},
 	} {
 		copyDir(t, filepath.Join("..", "..", "..", "examples", "plugins", ex.plugin), filepath.Join(dir, "plugins", ex.plugin))
-		img, err := realnode.BinaryImage(buildGo(t, dir, ex.binary, "github.com/kubeplug/kubeplug/examples/plugins/"+ex.plugin+"/"+ex.pkg))
+		img, err := nodeimage.BinaryImage(buildGo(t, dir, ex.binary, "github.com/kubeplug/kubeplug/examples/plugins/"+ex.plugin+"/"+ex.pkg))
 		if err != nil {
 			t.Fatal(err)
 		}

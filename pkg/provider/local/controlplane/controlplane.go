@@ -27,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeplug/kubeplug/internal/portblock"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
 )
 
 // Component names one process of the control plane. The values are the names
@@ -468,9 +469,9 @@ func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 		{"bind-address", loopback},
 		{"secure-port", strconv.Itoa(c.ports[APIServer])},
 		{"cert-dir", filepath.Join(c.dataDir, "apiserver")},
-		{"tls-cert-file", p(apiServerCert)},
-		{"tls-private-key-file", p(apiServerKey)},
-		{"client-ca-file", p(caCert)},
+		{"tls-cert-file", p(clusterpki.APIServerCert)},
+		{"tls-private-key-file", p(clusterpki.APIServerKey)},
+		{"client-ca-file", p(clusterpki.CACert)},
 		{"etcd-servers", c.etcdURL()},
 		// The "kubernetes" Service cannot have a loopback endpoint, and nothing
 		// in a simulated cluster could reach it anyway.
@@ -479,16 +480,16 @@ func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 		{"allow-privileged", "true"},
 		{"service-cluster-ip-range", o.ServiceClusterIPRange},
 		{"service-account-issuer", "https://kubernetes.default.svc.cluster.local"},
-		{"service-account-key-file", p(saPub)},
-		{"service-account-signing-key-file", p(saKey)},
+		{"service-account-key-file", p(clusterpki.SAPub)},
+		{"service-account-signing-key-file", p(clusterpki.SAKey)},
 		// Front-proxy identity, so aggregated API servers (APIService) work.
-		{"requestheader-client-ca-file", p(frontProxyCACert)},
-		{"requestheader-allowed-names", frontProxyClientName},
+		{"requestheader-client-ca-file", p(clusterpki.FrontProxyCACert)},
+		{"requestheader-allowed-names", clusterpki.FrontProxyClientName},
 		{"requestheader-username-headers", "X-Remote-User"},
 		{"requestheader-group-headers", "X-Remote-Group"},
 		{"requestheader-extra-headers-prefix", "X-Remote-Extra-"},
-		{"proxy-client-cert-file", p(frontProxyCert)},
-		{"proxy-client-key-file", p(frontProxyKey)},
+		{"proxy-client-cert-file", p(clusterpki.FrontProxyCert)},
+		{"proxy-client-key-file", p(clusterpki.FrontProxyKey)},
 		{"profiling", "false"},
 	}, o.APIServerFlags, o.FeatureGates)
 	args[ControllerManager] = buildArgs([]flag{
@@ -497,14 +498,14 @@ func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 		{"authorization-kubeconfig", c.kubeconfig},
 		{"bind-address", loopback},
 		{"secure-port", strconv.Itoa(c.ports[ControllerManager])},
-		{"tls-cert-file", p(servingCert)},
-		{"tls-private-key-file", p(servingKey)},
+		{"tls-cert-file", p(clusterpki.ServingCert)},
+		{"tls-private-key-file", p(clusterpki.ServingKey)},
 		// One instance: leader election would only delay start and restarts.
 		{"leader-elect", "false"},
-		{"root-ca-file", p(caCert)},
-		{"service-account-private-key-file", p(saKey)},
-		{"cluster-signing-cert-file", p(caCert)},
-		{"cluster-signing-key-file", p(caKey)},
+		{"root-ca-file", p(clusterpki.CACert)},
+		{"service-account-private-key-file", p(clusterpki.SAKey)},
+		{"cluster-signing-cert-file", p(clusterpki.CACert)},
+		{"cluster-signing-key-file", p(clusterpki.CAKey)},
 		{"service-cluster-ip-range", o.ServiceClusterIPRange},
 		{"profiling", "false"},
 	}, o.ControllerManagerFlags, o.FeatureGates)
@@ -514,8 +515,8 @@ func (c *ControlPlane) computeArgs(o Options) map[Component][]string {
 		{"authorization-kubeconfig", c.kubeconfig},
 		{"bind-address", loopback},
 		{"secure-port", strconv.Itoa(c.ports[Scheduler])},
-		{"tls-cert-file", p(servingCert)},
-		{"tls-private-key-file", p(servingKey)},
+		{"tls-cert-file", p(clusterpki.ServingCert)},
+		{"tls-private-key-file", p(clusterpki.ServingKey)},
 		{"leader-elect", "false"},
 	}, o.SchedulerFlags, o.FeatureGates)
 	// The caller's complete command lines replace everything above.
@@ -740,13 +741,13 @@ func healthSummary(body string) string {
 // loopbackTLSClient trusts the local CA, which signed the components' serving
 // certificates.
 func (c *ControlPlane) loopbackTLSClient() (*http.Client, error) {
-	pem, err := os.ReadFile(c.pki.path(caCert))
+	pem, err := os.ReadFile(c.pki.path(clusterpki.CACert))
 	if err != nil {
 		return nil, fmt.Errorf("read CA: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("parse CA %s: no certificate", c.pki.path(caCert))
+		return nil, fmt.Errorf("parse CA %s: no certificate", c.pki.path(clusterpki.CACert))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
@@ -758,54 +759,11 @@ func (c *ControlPlane) loopbackTLSClient() (*http.Client, error) {
 func (c *ControlPlane) writeKubeconfig() error {
 	server := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports[APIServer]))
 	c.kubeconfig = filepath.Join(c.dataDir, "kubeconfig")
-	cfg, err := WriteAdminKubeconfig(c.pki.dir, server, c.opts.ContextName, c.kubeconfig, c.opts.ComponentKubeconfig)
+	cfg, err := clusterpki.WriteAdminKubeconfig(c.pki.dir, server, c.opts.ContextName, c.kubeconfig, c.opts.ComponentKubeconfig)
 	if err != nil {
 		return err
 	}
 	return c.connect(cfg)
-}
-
-// WriteAdminKubeconfig writes a self-contained cluster-admin kubeconfig for
-// the API server at server (the CA and the admin certificate of pkiDir
-// embedded, its context named context) to each of paths, and returns it.
-func WriteAdminKubeconfig(pkiDir, server, context string, paths ...string) (*clientcmdapi.Config, error) {
-	p := pki{dir: pkiDir}
-	read := func(name string) ([]byte, error) {
-		b, err := os.ReadFile(p.path(name))
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", name, err)
-		}
-		return b, nil
-	}
-	ca, err := read(caCert)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := read(adminCert)
-	if err != nil {
-		return nil, err
-	}
-	key, err := read(adminKey)
-	if err != nil {
-		return nil, err
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[context] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
-	cfg.AuthInfos[context] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
-	cfg.Contexts[context] = &clientcmdapi.Context{Cluster: context, AuthInfo: context}
-	cfg.CurrentContext = context
-	for _, path := range paths {
-		if path == "" {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, fmt.Errorf("write kubeconfig %s: %w", path, err)
-		}
-		if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-			return nil, fmt.Errorf("write kubeconfig %s: %w", path, err)
-		}
-	}
-	return cfg, nil
 }
 
 // Connect is a ControlPlane for an API server this process neither started

@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/podnet"
 )
 
 // writeConfig writes the node's identities and the configuration of its
@@ -15,7 +16,7 @@ func (n *Node) writeConfig() error {
 	if err := n.issue(); err != nil {
 		return err
 	}
-	ca := controlplane.CACertPath(n.PKIDir)
+	ca := clusterpki.CACertPath(n.PKIDir)
 	server := "https://" + n.Network.Gateway().String() + ":" + strconv.Itoa(GatewayAPIPort)
 	kubeconfig := func(cert, key string) string {
 		// The API server's certificate names localhost, not the gateway, which
@@ -34,7 +35,7 @@ contexts:
 current-context: local
 `, server, ca, cert, key)
 	}
-	podCIDR := PodCIDR(n.ClusterCIDR, n.Index)
+	podCIDR := podnet.PodCIDR(n.ClusterCIDR, n.Index)
 	files := map[string]string{
 		"kubelet.kubeconfig":    kubeconfig(n.path("pki", "kubelet-client.crt"), n.path("pki", "kubelet-client.key")),
 		"kube-proxy.kubeconfig": kubeconfig(n.path("pki", "kube-proxy.crt"), n.path("pki", "kube-proxy.key")),
@@ -139,23 +140,4 @@ healthzBindAddress: "127.0.0.1:10256"
 		}
 	}
 	return nil
-}
-
-// MachineCNIConfig is the CNI configuration of a machine's node (a systemd
-// machine or a host over SSH): a bridge on podCIDR with IP masquerade, and
-// portmap. A real node's (writeConfig) is the same but keeps its IPAM data in
-// the node's own directory.
-func MachineCNIConfig(podCIDR string) string {
-	return fmt.Sprintf(`{
-  "cniVersion": "1.0.0",
-  "name": "kubeplug",
-  "plugins": [
-    {
-      "type": "bridge", "bridge": "cbr0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-`, podCIDR)
 }

@@ -14,7 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/podnet"
 )
 
 // Node is one real node of a cluster.
@@ -22,7 +23,7 @@ type Node struct {
 	// Name is the Node's name.
 	Name string
 	// Index is the node's ordinal among the cluster's real nodes: its address
-	// is Network.NodeIP(Index) and its Pod subnet PodCIDR(Index).
+	// is Network.NodeIP(Index) and its Pod subnet podnet.PodCIDR(Index).
 	Index int
 	// Dir holds the node's files: <state>/machines/<node>/node.
 	Dir string
@@ -33,7 +34,7 @@ type Node struct {
 	// PKIDir is the cluster's PKI (its CA signs the node's identities).
 	PKIDir string
 	// ClusterCIDR and ServiceCIDR are the cluster's; the node's Pods get
-	// PodCIDR(Index) inside ClusterCIDR's upper half.
+	// podnet.PodCIDR(Index) inside ClusterCIDR's upper half.
 	ClusterCIDR string
 	// ClusterDNS is the DNS Service's address given to Pods.
 	ClusterDNS string
@@ -83,17 +84,6 @@ func (n *Node) runDir() string {
 func (n *Node) CgroupParent() string { return "/kubeplug/" + n.Network.ID + "/" + n.Name }
 
 func (n *Node) path(elem ...string) string { return filepath.Join(append([]string{n.Dir}, elem...)...) }
-
-// PodCIDR is the Pod subnet of the real node with ordinal i: a /24 from the top
-// half of clusterCIDR (a /16), so that it never meets the addresses kwok gives
-// simulated Pods from the bottom.
-func PodCIDR(clusterCIDR string, i int) string {
-	parts := strings.SplitN(strings.SplitN(clusterCIDR, "/", 2)[0], ".", 4)
-	if len(parts) != 4 {
-		return ""
-	}
-	return fmt.Sprintf("%s.%s.%d.0/24", parts[0], parts[1], 128+i)
-}
 
 // Start brings the node up, or back up: namespace, veth, cgroups, identities,
 // configuration, then containerd, kubelet and kube-proxy, each started only
@@ -168,7 +158,7 @@ func (n *Node) ensureNetns(ctx context.Context) error {
 	}
 	// The host (the API server: aggregated APIs, webhooks) reaches the node's
 	// Pods directly, unless another cluster's real node routes the same subnet.
-	podCIDR := PodCIDR(n.ClusterCIDR, n.Index)
+	podCIDR := podnet.PodCIDR(n.ClusterCIDR, n.Index)
 	if podCIDR == "" {
 		return nil // a machine outside any cluster (a test's): no Pods to route
 	}
@@ -191,7 +181,7 @@ func (n *Node) RoutePeers(ctx context.Context, peers []*Node) error {
 		if p.Name == n.Name {
 			continue
 		}
-		if _, err := run(ctx, "ip", "-n", n.nsName(), "route", "replace", PodCIDR(p.ClusterCIDR, p.Index), "via", p.Network.NodeIP(p.Index).String()); err != nil {
+		if _, err := run(ctx, "ip", "-n", n.nsName(), "route", "replace", podnet.PodCIDR(p.ClusterCIDR, p.Index), "via", p.Network.NodeIP(p.Index).String()); err != nil {
 			return fmt.Errorf("node %s: route to node %s: %w", n.Name, p.Name, err)
 		}
 	}
@@ -427,11 +417,11 @@ func (n *Node) waitSocket(ctx context.Context, timeout time.Duration) error {
 
 // Issue writes the node's client identities (kubelet, kube-proxy).
 func (n *Node) issue() error {
-	if err := controlplane.IssueClientCert(n.PKIDir, n.path("pki", "kubelet-client.crt"), n.path("pki", "kubelet-client.key"),
+	if err := clusterpki.IssueClientCert(n.PKIDir, n.path("pki", "kubelet-client.crt"), n.path("pki", "kubelet-client.key"),
 		"system:node:"+n.Name, "system:nodes"); err != nil {
 		return err
 	}
-	return controlplane.IssueClientCert(n.PKIDir, n.path("pki", "kube-proxy.crt"), n.path("pki", "kube-proxy.key"), "system:kube-proxy")
+	return clusterpki.IssueClientCert(n.PKIDir, n.path("pki", "kube-proxy.crt"), n.path("pki", "kube-proxy.key"), "system:kube-proxy")
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -1,10 +1,8 @@
 package realnode
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // RegistryPort is the port of the cluster's registry on the gateway.
@@ -169,39 +169,11 @@ func (r *Registry) Stop(ctx context.Context) error {
 // fixed timestamps so the same binary gives the same digest), and pushes it to
 // the registry as repo:tag unless that tag already names the same digest.
 func (r *Registry) PushBinary(ctx context.Context, repo, tag, bin string) (string, error) {
-	img, err := BinaryImage(bin)
+	img, err := nodeimage.BinaryImage(bin)
 	if err != nil {
 		return "", err
 	}
 	return r.PushImage(ctx, repo, tag, img)
-}
-
-// BinaryImage is the image of one static binary at /<base name>, its entrypoint.
-func BinaryImage(bin string) (v1.Image, error) {
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return nil, err
-	}
-	entry := filepath.Base(bin)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: entry, Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	img, err := oneLayerImage(buf.Bytes(), "amd64", func(c *v1.Config) { c.Entrypoint = []string{"/" + entry} })
-	if err != nil {
-		return nil, err
-	}
-	if img == nil {
-		return nil, errors.New("empty image")
-	}
-	return img, nil
 }
 
 // Load pushes the images of an archive into the registry: a docker-archive

@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // TestLoadArchive pushes a docker-archive tarball and an OCI layout into a
@@ -31,7 +33,7 @@ func TestLoadArchive(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	img, err := BinaryImage(bin)
+	img, err := nodeimage.BinaryImage(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func TestPushProgress(t *testing.T) {
 	if err := os.WriteFile(bin, []byte(strings.Repeat("#!/bin/true\n", 10000)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	img, err := BinaryImage(bin)
+	img, err := nodeimage.BinaryImage(bin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package controlplane
+package clusterpki
 
 import (
 	"crypto"
@@ -17,45 +17,47 @@ import (
 	"time"
 )
 
-// pki holds the paths of the files Start generates in DataDir/pki. The
+// pki holds the paths of the files EnsurePKI generates in a PKI directory. The
 // certificates are valid for ten years: a reused data directory must not expire
-// under a long-lived local cluster.
+// under a long-lived cluster.
 type pki struct {
 	dir string
 }
 
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 
-// File names inside DataDir/pki.
+// File names inside a PKI directory, as kubeadm names them where it can: the
+// control plane's command lines and the providers' node files name them.
 const (
-	caCert           = "ca.crt"
-	caKey            = "ca.key"
-	apiServerCert    = "apiserver.crt"
-	apiServerKey     = "apiserver.key"
-	servingCert      = "loopback-serving.crt" // kube-controller-manager, kube-scheduler
-	servingKey       = "loopback-serving.key"
-	adminCert        = "admin.crt"
-	adminKey         = "admin.key"
-	frontProxyCACert = "front-proxy-ca.crt"
-	frontProxyCAKey  = "front-proxy-ca.key"
-	frontProxyCert   = "front-proxy-client.crt"
-	frontProxyKey    = "front-proxy-client.key"
-	saKey            = "sa.key"
-	saPub            = "sa.pub"
+	CACert           = "ca.crt"
+	CAKey            = "ca.key"
+	APIServerCert    = "apiserver.crt"
+	APIServerKey     = "apiserver.key"
+	ServingCert      = "loopback-serving.crt" // kube-controller-manager, kube-scheduler
+	ServingKey       = "loopback-serving.key"
+	AdminCert        = "admin.crt"
+	AdminKey         = "admin.key"
+	FrontProxyCACert = "front-proxy-ca.crt"
+	FrontProxyCAKey  = "front-proxy-ca.key"
+	FrontProxyCert   = "front-proxy-client.crt"
+	FrontProxyKey    = "front-proxy-client.key"
+	SAKey            = "sa.key"
+	SAPub            = "sa.pub"
 )
 
 // AdminUser is the user name in the cluster-admin client certificate; its group
 // is system:masters.
 const AdminUser = "kubeplug-admin"
 
-// frontProxyClientName is the CN the API server presents to aggregated API
+// FrontProxyClientName is the CN the API server presents to aggregated API
 // servers; it is in --requestheader-allowed-names.
-const frontProxyClientName = "front-proxy-client"
+const FrontProxyClientName = "front-proxy-client"
 
-// EnsurePKI creates the control plane's CA, certificates and keys in dir, as
-// Start does for its own, unless dir already holds them: for a control plane
-// that runs elsewhere (a control-plane machine), whose API server's
-// certificate also names the machine's addresses.
+// EnsurePKI creates the control plane's CA, certificates and keys in dir,
+// unless dir already holds them: for the local control plane
+// (controlplane.Start) and for one that runs elsewhere (a control-plane
+// machine, host or instance), whose API server's certificate also names the
+// machine's addresses.
 func EnsurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) error {
 	_, err := ensurePKI(dir, serviceIP, machineIPs...)
 	return err
@@ -67,7 +69,7 @@ func EnsurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) error {
 // makes the rest anew for this machine's addresses, so that clients,
 // kube-root-ca.crt and stored service-account tokens of the restored cluster
 // stay valid.
-var IdentityFiles = []string{caCert, caKey, frontProxyCACert, frontProxyCAKey, saKey, saPub}
+var IdentityFiles = []string{CACert, CAKey, FrontProxyCACert, FrontProxyCAKey, SAKey, SAPub}
 
 // leaf is a certificate and key the PKI issues: its files, its issuer and
 // what it says.
@@ -103,43 +105,43 @@ func (p pki) issue(leaves []leaf) error {
 // IdentityFiles keeps those and gets the leaf certificates.
 func ensurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) (pki, error) {
 	p := pki{dir: dir}
-	if _, err := os.Stat(p.path(saPub)); err == nil {
-		if _, err := os.Stat(p.path(apiServerCert)); err == nil {
+	if _, err := os.Stat(p.path(SAPub)); err == nil {
+		if _, err := os.Stat(p.path(APIServerCert)); err == nil {
 			return p, nil
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return p, fmt.Errorf("create pki directory %s: %w", dir, err)
 	}
-	ca, caSigner, caNew, err := loadOrNewCA(p.path(caCert), p.path(caKey), "kubeplug-local-ca")
+	ca, caSigner, caNew, err := loadOrNewCA(p.path(CACert), p.path(CAKey), "kubeplug-local-ca")
 	if err != nil {
 		return p, err
 	}
-	fpCA, fpSigner, fpNew, err := loadOrNewCA(p.path(frontProxyCACert), p.path(frontProxyCAKey), "kubeplug-local-front-proxy-ca")
+	fpCA, fpSigner, fpNew, err := loadOrNewCA(p.path(FrontProxyCACert), p.path(FrontProxyCAKey), "kubeplug-local-front-proxy-ca")
 	if err != nil {
 		return p, err
 	}
 	loopback := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	leaves := []leaf{
-		{apiServerCert, apiServerKey, ca, caSigner, x509.Certificate{
+		{APIServerCert, APIServerKey, ca, caSigner, x509.Certificate{
 			Subject:     pkix.Name{CommonName: "kube-apiserver"},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 			DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 				"kubernetes.default.svc.cluster.local"},
 			IPAddresses: append(append(loopback, serviceIP), machineIPs...),
 		}},
-		{servingCert, servingKey, ca, caSigner, x509.Certificate{
+		{ServingCert, ServingKey, ca, caSigner, x509.Certificate{
 			Subject:     pkix.Name{CommonName: "localhost"},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 			DNSNames:    []string{"localhost"},
 			IPAddresses: loopback,
 		}},
-		{adminCert, adminKey, ca, caSigner, x509.Certificate{
+		{AdminCert, AdminKey, ca, caSigner, x509.Certificate{
 			Subject:     pkix.Name{CommonName: AdminUser, Organization: []string{"system:masters"}},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}},
-		{frontProxyCert, frontProxyKey, fpCA, fpSigner, x509.Certificate{
-			Subject:     pkix.Name{CommonName: frontProxyClientName},
+		{FrontProxyCert, FrontProxyKey, fpCA, fpSigner, x509.Certificate{
+			Subject:     pkix.Name{CommonName: FrontProxyClientName},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}},
 	}
@@ -147,12 +149,12 @@ func ensurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) (pki, error) 
 		return p, err
 	}
 	if caNew {
-		if err := writeCertAndKey(p.path(caCert), p.path(caKey), ca.Raw, caSigner); err != nil {
+		if err := writeCertAndKey(p.path(CACert), p.path(CAKey), ca.Raw, caSigner); err != nil {
 			return p, err
 		}
 	}
 	if fpNew {
-		if err := writeCertAndKey(p.path(frontProxyCACert), p.path(frontProxyCAKey), fpCA.Raw, fpSigner); err != nil {
+		if err := writeCertAndKey(p.path(FrontProxyCACert), p.path(FrontProxyCAKey), fpCA.Raw, fpSigner); err != nil {
 			return p, err
 		}
 	}
@@ -164,8 +166,8 @@ func ensurePKI(dir string, serviceIP net.IP, machineIPs ...net.IP) (pki, error) 
 // ensureServiceAccountKey writes a new service-account key pair unless both
 // halves are there (a restored identity keeps its pair).
 func (p pki) ensureServiceAccountKey() error {
-	if _, err := os.Stat(p.path(saPub)); err == nil {
-		if _, err := os.Stat(p.path(saKey)); err == nil {
+	if _, err := os.Stat(p.path(SAPub)); err == nil {
+		if _, err := os.Stat(p.path(SAKey)); err == nil {
 			return nil
 		}
 	}
@@ -173,14 +175,14 @@ func (p pki) ensureServiceAccountKey() error {
 	if err != nil {
 		return fmt.Errorf("generate service account key: %w", err)
 	}
-	if err := writeKey(p.path(saKey), sa); err != nil {
+	if err := writeKey(p.path(SAKey), sa); err != nil {
 		return err
 	}
 	pub, err := x509.MarshalPKIXPublicKey(sa.Public())
 	if err != nil {
 		return fmt.Errorf("marshal service account public key: %w", err)
 	}
-	return writePEM(p.path(saPub), "PUBLIC KEY", pub, 0o644)
+	return writePEM(p.path(SAPub), "PUBLIC KEY", pub, 0o644)
 }
 
 // loadOrNewCA reads the CA at certPath and keyPath, or makes a new one (new
@@ -294,7 +296,7 @@ func writePEM(path, blockType string, der []byte, mode os.FileMode) error {
 }
 
 // IssueClientCert writes a client certificate for user cn in groups orgs, signed
-// by the cluster CA in pkiDir (the one Start made), and its key, to certPath and
+// by the cluster CA in pkiDir (the one EnsurePKI made), and its key, to certPath and
 // keyPath: the identity of a real node's kubelet or kube-proxy. An existing pair
 // is kept.
 func IssueClientCert(pkiDir, certPath, keyPath, cn string, orgs ...string) error {
@@ -303,7 +305,7 @@ func IssueClientCert(pkiDir, certPath, keyPath, cn string, orgs ...string) error
 			return nil
 		}
 	}
-	ca, signer, err := readCA(filepath.Join(pkiDir, caCert), filepath.Join(pkiDir, caKey))
+	ca, signer, err := readCA(filepath.Join(pkiDir, CACert), filepath.Join(pkiDir, CAKey))
 	if err != nil {
 		return fmt.Errorf("cluster CA: %w", err)
 	}
@@ -325,7 +327,7 @@ func IssueClientCert(pkiDir, certPath, keyPath, cn string, orgs ...string) error
 }
 
 // CACertPath is the cluster CA's certificate in pkiDir.
-func CACertPath(pkiDir string) string { return filepath.Join(pkiDir, caCert) }
+func CACertPath(pkiDir string) string { return filepath.Join(pkiDir, CACert) }
 
 // The etcd peer PKI of a stacked control plane, in the etcd/ directory of a
 // PKI directory, as kubeadm lays it out.

@@ -1,4 +1,4 @@
-package controlplane_test
+package clusterpki_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
 )
 
 // A PKI directory that holds only a cluster's identity (what a restore from
@@ -18,10 +18,10 @@ import (
 func TestEnsurePKIKeepsRestoredIdentity(t *testing.T) {
 	orig, restored := t.TempDir(), t.TempDir()
 	svc := net.ParseIP("10.96.0.1")
-	if err := controlplane.EnsurePKI(orig, svc, net.ParseIP("10.250.1.2")); err != nil {
+	if err := clusterpki.EnsurePKI(orig, svc, net.ParseIP("10.250.1.2")); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range controlplane.IdentityFiles {
+	for _, name := range clusterpki.IdentityFiles {
 		b, err := os.ReadFile(filepath.Join(orig, name))
 		if err != nil {
 			t.Fatal(err)
@@ -31,10 +31,10 @@ func TestEnsurePKIKeepsRestoredIdentity(t *testing.T) {
 		}
 	}
 	newIP := net.ParseIP("10.250.7.2")
-	if err := controlplane.EnsurePKI(restored, svc, newIP); err != nil {
+	if err := clusterpki.EnsurePKI(restored, svc, newIP); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range controlplane.IdentityFiles {
+	for _, name := range clusterpki.IdentityFiles {
 		a, _ := os.ReadFile(filepath.Join(orig, name))
 		b, _ := os.ReadFile(filepath.Join(restored, name))
 		if !bytes.Equal(a, b) {
@@ -55,7 +55,7 @@ func TestEnsurePKIKeepsRestoredIdentity(t *testing.T) {
 	half := t.TempDir()
 	b, _ := os.ReadFile(filepath.Join(orig, "ca.crt"))
 	_ = os.WriteFile(filepath.Join(half, "ca.crt"), b, 0o600)
-	if err := controlplane.EnsurePKI(half, svc); err == nil {
+	if err := clusterpki.EnsurePKI(half, svc); err == nil {
 		t.Error("a CA certificate without its key was accepted")
 	}
 }
@@ -83,11 +83,11 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 func TestEnsureEtcdPeerPKI(t *testing.T) {
 	dir := t.TempDir()
 	a, b, c := net.ParseIP("10.250.3.2"), net.ParseIP("10.250.3.3"), net.ParseIP("10.250.3.4")
-	if err := controlplane.EnsureEtcdPeerPKI(dir, a, b); err != nil {
+	if err := clusterpki.EnsureEtcdPeerPKI(dir, a, b); err != nil {
 		t.Fatal(err)
 	}
-	ca := readCert(t, filepath.Join(dir, controlplane.EtcdCACert))
-	peer := readCert(t, filepath.Join(dir, controlplane.EtcdPeerCert))
+	ca := readCert(t, filepath.Join(dir, clusterpki.EtcdCACert))
+	peer := readCert(t, filepath.Join(dir, clusterpki.EtcdPeerCert))
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
@@ -101,25 +101,25 @@ func TestEnsureEtcdPeerPKI(t *testing.T) {
 		}
 	}
 	// Again with the same members: nothing changes.
-	before, _ := os.ReadFile(filepath.Join(dir, controlplane.EtcdPeerCert))
-	if err := controlplane.EnsureEtcdPeerPKI(dir, a, b); err != nil {
+	before, _ := os.ReadFile(filepath.Join(dir, clusterpki.EtcdPeerCert))
+	if err := clusterpki.EnsureEtcdPeerPKI(dir, a, b); err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := os.ReadFile(filepath.Join(dir, controlplane.EtcdPeerCert)); !bytes.Equal(before, after) {
+	if after, _ := os.ReadFile(filepath.Join(dir, clusterpki.EtcdPeerCert)); !bytes.Equal(before, after) {
 		t.Error("the peer certificate was made anew for the same members")
 	}
-	if err := controlplane.EnsureEtcdPeerPKI(dir, a, b, c); err != nil {
+	if err := clusterpki.EnsureEtcdPeerPKI(dir, a, b, c); err != nil {
 		t.Fatal(err)
 	}
-	peer = readCert(t, filepath.Join(dir, controlplane.EtcdPeerCert))
+	peer = readCert(t, filepath.Join(dir, clusterpki.EtcdPeerCert))
 	if err := peer.VerifyHostname(c.String()); err != nil {
 		t.Error(err)
 	}
-	if ca2 := readCert(t, filepath.Join(dir, controlplane.EtcdCACert)); !ca2.Equal(ca) {
+	if ca2 := readCert(t, filepath.Join(dir, clusterpki.EtcdCACert)); !ca2.Equal(ca) {
 		t.Error("the etcd CA changed")
 	}
 	// Not the cluster CA.
-	if err := controlplane.EnsurePKI(dir, net.ParseIP("10.96.0.1")); err != nil {
+	if err := clusterpki.EnsurePKI(dir, net.ParseIP("10.96.0.1")); err != nil {
 		t.Fatal(err)
 	}
 	if cluster := readCert(t, filepath.Join(dir, "ca.crt")); cluster.Equal(ca) {
