@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
+	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // TestHAFaults: on three control-plane machines behind the load balancer
@@ -98,7 +99,7 @@ func TestHAFaults(t *testing.T) {
 
 	// A Pod on the worker, which must keep running while the API is
 	// unreachable.
-	img, err := realnode.BinaryImage(buildApp(t, dir))
+	img, err := nodeimage.BinaryImage(buildApp(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
