@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -201,10 +202,20 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, nil // up to date: an up is not repeated for nothing
 	}
 	r.clusterCondition(obj, "Provisioning", ReasonProvisioning, "running up on the "+providerOf(in.cluster)+" provider")
+	machines := newMachineTracker(in.cluster, st.Machines, false)
+	st.Machines, _ = machines.list()
 	if err := status.patch(ctx, obj); err != nil {
 		return reconcile.Result{}, err
 	}
-	kubeconfig, err := r.runner.Up(ctx, in.cluster, in.run(r.c.opts.Logger.With("managedcluster", req.String())))
+	stopProgress := r.progress(ctx, obj, status, machines)
+	kubeconfig, err := r.runner.Up(ctx, in.cluster, in.run(r.c.opts.Logger.With("managedcluster", req.String()), machines))
+	stopProgress()
+	if err != nil {
+		machines.stopped(err)
+	} else {
+		machines.finished(in.cluster)
+	}
+	st.Machines, _ = machines.list()
 	// Kept even after a failed up: it may have made the PKI the hosts have.
 	if serr := r.saveState(ctx, obj, in.stateDir); serr != nil {
 		err = errors.Join(err, fmt.Errorf("keep the cluster's state: %w", serr))
@@ -279,10 +290,44 @@ type clusterInputs struct {
 
 func (in *clusterInputs) run(log interface {
 	Info(msg string, args ...any)
-}) ClusterRun {
+}, machines *machineTracker) ClusterRun {
 	return ClusterRun{StateDir: in.stateDir, Options: in.options, Events: func(e provider.Event) {
 		log.Info("provider", "step", e.Step, "node", e.Node, "message", e.Message)
+		machines.event(e)
 	}}
+}
+
+// ProgressInterval is how often a ManagedCluster's status shows its
+// machines' phases while up or down runs (when they changed).
+const ProgressInterval = 2 * time.Second
+
+// progress writes the machines' phases to obj's status every
+// ProgressInterval while a run goes on; the function it returns stops it and
+// returns once it wrote its last. obj is the progress's alone until then.
+func (r *clusterReconciler) progress(ctx context.Context, obj *ctrlv1.ManagedCluster, status *statusPatcher, machines *machineTracker) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(ProgressInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if ms, changed := machines.list(); changed {
+				obj.Status.Machines = ms
+				if err := status.patch(ctx, obj); err != nil {
+					r.c.opts.Logger.Info("status progress", "managedcluster", obj.Namespace+"/"+obj.Name, "error", err.Error())
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
 }
 
 // inputs reads a ManagedCluster's cluster file and key and checks that its
@@ -461,7 +506,12 @@ func (r *clusterReconciler) remove(ctx context.Context, obj *ctrlv1.ManagedClust
 		}
 		if in != nil {
 			r.clusterCondition(obj, "Provisioning", ReasonProvisioning, "running down on the "+providerOf(in.cluster)+" provider")
-			err = r.runner.Down(ctx, in.cluster, in.run(r.c.opts.Logger.With("managedcluster", obj.Namespace+"/"+obj.Name)))
+			machines := newMachineTracker(in.cluster, obj.Status.Machines, true)
+			err = r.runner.Down(ctx, in.cluster, in.run(r.c.opts.Logger.With("managedcluster", obj.Namespace+"/"+obj.Name), machines))
+			if err != nil {
+				machines.stopped(err)
+			}
+			obj.Status.Machines, _ = machines.list()
 		}
 		if err != nil {
 			r.clusterCondition(obj, "Failed", ReasonDownFailed, "down: "+err.Error()+" (retrying; set spec.deletionPolicy: Retain to let the resource go and leave the cluster)")

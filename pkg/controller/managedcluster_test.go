@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -46,6 +47,9 @@ type fakeRunner struct {
 	keyFile, knownHosts string
 	// cas is the CA each up found in the state directory.
 	cas []string
+	// hold, when set, holds the next up after its hosts report "joining",
+	// until the test closes it.
+	hold chan struct{}
 }
 
 func (f *fakeRunner) check(cl *config.Cluster, run controller.ClusterRun) {
@@ -77,10 +81,32 @@ func (f *fakeRunner) Up(_ context.Context, cl *config.Cluster, run controller.Cl
 		_ = os.MkdirAll(filepath.Dir(ca), 0o700)
 		_ = os.WriteFile(ca, fmt.Appendf(nil, "CA of up %d", len(f.ups)), 0o600)
 	}
+	// The hosts provider's progress, as pkg/provider/hosts words it.
+	ev := func(node, msg string, done bool) {
+		run.Events(provider.Event{Step: "node", Node: node, Item: node, Message: msg, Done: done})
+	}
+	for _, n := range []string{"control-plane-0", "workers-0", "workers-1"} {
+		ev(n, "connecting to "+n, false)
+		ev(n, "uploading /usr/local/bin/kubelet", false)
+	}
 	if f.failUps > 0 {
 		f.failUps--
+		ev("workers-1", "failed: host workers-1 (10.0.0.3:22): upload /usr/local/bin/kubelet: disk full", true)
+		ev("control-plane-0", "Ready", true)
+		ev("workers-0", "Ready", true)
 		return nil, errors.New("stage provision: 1 host(s) failed: 10.0.0.3\n  host workers-1 (10.0.0.3:22): upload /usr/local/bin/kubelet: disk full")
 	}
+	ev("control-plane-0", "Ready", true)
+	ev("workers-0", "joining", false)
+	ev("workers-1", "joining", false)
+	if hold := f.hold; hold != nil {
+		f.hold = nil
+		f.mu.Unlock()
+		<-hold
+		f.mu.Lock()
+	}
+	ev("workers-0", "Ready", true)
+	ev("workers-1", "Ready", true)
 	return f.kubeconfig, nil
 }
 
@@ -215,11 +241,34 @@ spec:
 	if reason != controller.ReasonUpFailed || !strings.Contains(msg, "host workers-1 (10.0.0.3:22): upload") {
 		t.Errorf("Failed: %s: %s; want the provider's error naming host and step", reason, msg)
 	}
+	// Each machine's phase, from the provider's events: the failed host at
+	// its step.
+	if got, want := machinesOf(t, dc, mgmt, "edge"), `control-plane-0 control-plane control-plane 10.0.0.1 Ready [Ready] []
+workers-0 workers worker 10.0.0.2 Ready [Ready] []
+workers-1 workers worker 10.0.0.3 Failed [uploading /usr/local/bin/kubelet] [host workers-1 (10.0.0.3:22): upload /usr/local/bin/kubelet: disk full]
+`; got != want {
+		t.Errorf("status.machines after a failed up:\n%s\nwant\n%s", got, want)
+	}
 	failed, _, _ := runner.counts()
-	runner.setFailUps(0)
+	// The next up is held while its workers join: the status shows it.
+	hold := make(chan struct{})
+	runner.mu.Lock()
+	runner.hold, runner.failUps = hold, 0
+	runner.mu.Unlock()
+	waitFor(t, time.Minute, "the workers Joining while up runs", func() (bool, string) {
+		got := machinesOf(t, dc, mgmt, "edge")
+		return strings.Contains(got, "workers-0 workers worker 10.0.0.2 Joining [joining] []") && strings.Contains(got, "workers-1 workers worker 10.0.0.3 Joining [joining] []"), got
+	})
+	close(hold)
 	reason, msg = conditionOf(t, dc, mgmt, "edge", "Ready", "True")
 	if reason != controller.ReasonProvisioned || !strings.Contains(msg, "Secret edge-kubeconfig") {
 		t.Errorf("Ready: %s: %s", reason, msg)
+	}
+	if got, want := machinesOf(t, dc, mgmt, "edge"), `control-plane-0 control-plane control-plane 10.0.0.1 Ready [Ready] []
+workers-0 workers worker 10.0.0.2 Ready [Ready] []
+workers-1 workers worker 10.0.0.3 Ready [Ready] []
+`; got != want {
+		t.Errorf("status.machines when Ready:\n%s\nwant\n%s", got, want)
 	}
 	conditionOf(t, dc, mgmt, "edge", "Failed", "False")
 	ups, _, problems := runner.counts()
@@ -311,6 +360,20 @@ spec:
 	if _, err := os.Stat(runner.keyFile); !os.IsNotExist(err) {
 		t.Errorf("the key file is left in the controller's state: %v", err)
 	}
+}
+
+// machinesOf is a ManagedCluster's status.machines, as machinesLine.
+func machinesOf(t *testing.T, dc dynamic.Interface, ns, name string) string {
+	t.Helper()
+	u, err := dc.Resource(mclGVR).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var mc v1alpha1.ManagedCluster
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &mc); err != nil {
+		t.Fatal(err)
+	}
+	return machinesLine(mc.Status.Machines)
 }
 
 // deleted deletes a ManagedCluster and waits until it is gone.
