@@ -50,6 +50,9 @@ const (
 	ReasonInvalidClusterFile = "InvalidClusterFile"
 	ReasonProviderNotAllowed = "ProviderNotAllowed"
 	ReasonTargetTaken        = "TargetClusterTaken"
+	// ReasonVersionNotSupported: the provider cannot run the file's
+	// spec.kubernetesVersion (Stalled).
+	ReasonVersionNotSupported = "KubernetesVersionNotSupported"
 )
 
 // DefaultClusterProviders are the providers a ManagedCluster may use unless
@@ -63,7 +66,10 @@ var DefaultClusterProviders = []string{hosts.Name}
 // controller's is action.Up and action.Down, what `kubeplug up` and `kubeplug
 // down` run; tests give a fake.
 type ClusterRunner interface {
-	// Up brings cl up and returns its cluster-admin kubeconfig.
+	// Up brings cl up and returns its cluster-admin kubeconfig. An error
+	// wrapping provider.ErrUnsupportedVersion says the provider cannot run
+	// spec.kubernetesVersion (nothing was touched): the ManagedCluster is
+	// Stalled until its file changes.
 	Up(ctx context.Context, cl *config.Cluster, run ClusterRun) (kubeconfig []byte, err error)
 	// Down stops cl and removes what up made.
 	Down(ctx context.Context, cl *config.Cluster, run ClusterRun) error
@@ -88,7 +94,12 @@ func (a actionRunner) Up(ctx context.Context, cl *config.Cluster, run ClusterRun
 	u.StateDir, u.ProviderOptions, u.ProviderEvents = run.StateDir, run.Options, run.Events
 	res, l := u.Run(ctx, cl)
 	if l.HasFatal() {
-		return nil, errors.New(l.Fatal().String())
+		msg := l.Fatal().String()
+		if strings.Contains(msg, provider.ErrUnsupportedVersion.Error()) {
+			// The provider's refusal of spec.kubernetesVersion, at its line.
+			return nil, &versionRefusedError{msg}
+		}
+		return nil, errors.New(msg)
 	}
 	if res == nil {
 		return nil, errors.New("another run holds the cluster's lock; retrying")
@@ -221,7 +232,15 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		err = errors.Join(err, fmt.Errorf("keep the cluster's state: %w", serr))
 	}
 	if err == nil {
-		err = r.publish(ctx, obj, kubeconfig)
+		err = r.publish(ctx, obj, kubeconfig, in.cluster.KubernetesVersion.String())
+	}
+	if errors.Is(err, provider.ErrUnsupportedVersion) {
+		// Refused before any machine was touched; retrying cannot help
+		// until the file names another version (a spec, ConfigMap or key
+		// change reconciles it again).
+		r.clusterCondition(obj, "Failed", ReasonVersionNotSupported, err.Error()+" (the cluster stays at Kubernetes "+cmp.Or(st.KubernetesVersion, "none")+"; not retried until the cluster file changes)")
+		meta.SetStatusCondition(&st.Conditions, newCondition("Stalled", metav1.ConditionTrue, obj.Generation, ReasonVersionNotSupported, err.Error()))
+		return reconcile.Result{}, nil
 	}
 	if err != nil {
 		reason := ReasonUpFailed
@@ -244,6 +263,8 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 // True (with Ready False and its reason and message unless it is Ready).
 func (r *clusterReconciler) clusterCondition(obj *ctrlv1.ManagedCluster, which, reason, msg string) {
 	gen := obj.Generation
+	// Stalled is set by the one case that stalls, after this.
+	meta.RemoveStatusCondition(&obj.Status.Conditions, "Stalled")
 	for _, typ := range []string{"Provisioning", "Failed"} {
 		s := metav1.ConditionFalse
 		if typ == which {
@@ -274,6 +295,13 @@ func (r *clusterReconciler) refused(obj *ctrlv1.ManagedCluster, err error) (reco
 type notAllowedError struct{ msg string }
 
 func (e *notAllowedError) Error() string { return e.msg }
+
+// versionRefusedError is action.Up's refusal of spec.kubernetesVersion by the
+// provider.
+type versionRefusedError struct{ msg string }
+
+func (e *versionRefusedError) Error() string { return e.msg }
+func (e *versionRefusedError) Unwrap() error { return provider.ErrUnsupportedVersion }
 
 type targetTakenError struct{ msg string }
 
@@ -443,11 +471,17 @@ func (r *clusterReconciler) hostsInputs(ctx context.Context, obj *ctrlv1.Managed
 	return sec.ResourceVersion + "/" + key, nil
 }
 
+// ClusterVersionAnnotation, on a ManagedCluster's TargetCluster, is the
+// Kubernetes version its last up brought up: an up that changes it changes
+// the TargetCluster, which then reads the cluster's version at once (not at
+// its next resync), and its installations re-resolve for it.
+const ClusterVersionAnnotation = "kubeplug.dev/kubernetes-version"
+
 // publish writes the cluster's kubeconfig to its Secret and makes the
 // TargetCluster of the ManagedCluster's name point at it, both owned by the
 // ManagedCluster. A TargetCluster of that name that is not its own is left
 // alone: the error says so.
-func (r *clusterReconciler) publish(ctx context.Context, obj *ctrlv1.ManagedCluster, kubeconfig []byte) error {
+func (r *clusterReconciler) publish(ctx context.Context, obj *ctrlv1.ManagedCluster, kubeconfig []byte, version string) error {
 	owner := ownerRef(obj)
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: kubeconfigSecretName(obj.Name)}}
 	if _, err := controllerutil.CreateOrPatch(ctx, r.client, sec, func() error {
@@ -466,6 +500,7 @@ func (r *clusterReconciler) publish(ctx context.Context, obj *ctrlv1.ManagedClus
 			return &targetTakenError{fmt.Sprintf("TargetCluster %s/%s exists and is not ManagedCluster %s's: delete it, or name the ManagedCluster otherwise", obj.Namespace, obj.Name, obj.Name)}
 		}
 		tc.OwnerReferences = []metav1.OwnerReference{owner}
+		metav1.SetMetaDataAnnotation(&tc.ObjectMeta, ClusterVersionAnnotation, version)
 		tc.Spec.KubeconfigSecret = ctrlv1.KeyRefOptionalKey{Name: sec.Name}
 		return nil
 	})

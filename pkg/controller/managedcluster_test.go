@@ -50,6 +50,10 @@ type fakeRunner struct {
 	// hold, when set, holds the next up after its hosts report "joining",
 	// until the test closes it.
 	hold chan struct{}
+	// onUp, when set, is called first by each up: an error fails it before
+	// any host (as the provider's refusal of a version), else it may change
+	// what the up's kubeconfig reaches (the version it answers).
+	onUp func(cl *config.Cluster) error
 }
 
 func (f *fakeRunner) check(cl *config.Cluster, run controller.ClusterRun) {
@@ -73,6 +77,11 @@ func (f *fakeRunner) Up(_ context.Context, cl *config.Cluster, run controller.Cl
 	defer f.mu.Unlock()
 	f.ups = append(f.ups, cl.Spec.Metadata.Name)
 	f.check(cl, run)
+	if f.onUp != nil {
+		if err := f.onUp(cl); err != nil {
+			return nil, err
+		}
+	}
 	// The provider's state: a CA made by the first up, kept by the next.
 	ca := filepath.Join(run.StateDir, "pki", "ca.crt")
 	b, err := os.ReadFile(ca)
@@ -158,14 +167,18 @@ spec:
 `
 }
 
-func startClusterController(t *testing.T, rc *rest.Config, runner controller.ClusterRunner) (stop func()) {
+func startClusterController(t *testing.T, rc *rest.Config, runner controller.ClusterRunner, opts ...func(*controller.Options)) (stop func()) {
 	t.Helper()
-	c, err := controller.New(rc, controller.Options{
+	o := controller.Options{
 		Logger: testcluster.Logger(t), Action: &action.Config{NoBuiltin: true},
 		MetricsAddr: "0", ProbeAddr: "0", WorkDir: t.TempDir(), DefaultInterval: time.Minute,
 		LeaseIdle: 200 * time.Millisecond, TargetResync: 2 * time.Second,
 		ClusterRunner: runner, ClusterRetry: time.Second,
-	})
+	}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	c, err := controller.New(rc, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,10 @@ type ManagedClusterStatus struct {
 	// Conditions: Provisioning is True while up runs; Ready is True when the
 	// last up brought the whole cluster up; Failed is True, with the
 	// provider's error naming the host and step, when it did not (the next
-	// reconcile runs up again, which continues where it stopped).
+	// reconcile runs up again, which continues where it stopped). Stalled is
+	// True, with Failed, when the provider refuses the file's
+	// spec.kubernetesVersion (reason KubernetesVersionNotSupported): nothing
+	// was touched, and up is not retried until the file changes.
 	Conditions []metav1.Condition `json:"conditions,omitempty" jsonschema:"maxItems=8"`
 	// KubeconfigSecret is the Secret holding the cluster's kubeconfig (key
 	// "kubeconfig"); a TargetCluster of the resource's name points at it.
