@@ -174,4 +174,3 @@ func setClusterFile(t *testing.T, dc dynamic.Interface, ns, name, indented strin
 	}
 	edit(t, dc, mclGVR, ns, name, func(spec map[string]any) { spec["clusterFile"] = strings.Join(lines, "\n") + "\n" })
 }
-
