@@ -103,8 +103,8 @@ func (t *machineTracker) event(e provider.Event) {
 		i = len(t.machines) - 1
 	}
 	m := &t.machines[i]
-	phase, gone := phaseOf(e, t.down)
-	if gone {
+	phase := phaseOf(e, t.down)
+	if phase == phaseGone {
 		t.machines = slices.Delete(t.machines, i, i+1)
 		t.changed = true
 		return
@@ -121,31 +121,54 @@ func (t *machineTracker) event(e provider.Event) {
 	t.changed = true
 }
 
-// phaseOf is the phase a provider event puts its machine in ("": a finished
-// item of no known meaning, which leaves the phase as it is), and whether the
-// machine is gone (cleaned by down, or removed from the file and cleaned or
-// forgotten). The hosts provider's events are read by their words (the same
-// words the CLI shows); a step not known here is Provisioning while up runs.
-func phaseOf(e provider.Event, down bool) (phase string, gone bool) {
-	msg := e.Message
+// phaseGone is phaseOf's word for a machine that leaves the list: cleaned by
+// down, or removed from the file and cleaned or forgotten.
+const phaseGone = "-"
+
+// finishedPhases are the phases of a finished item (an event with Done), by
+// the start of its message: the hosts provider's words, the same the CLI
+// shows.
+var finishedPhases = []struct{ prefix, phase string }{
+	{"failed: ", ctrlv1.MachineFailed},
+	{"clean", phaseGone},
+	{"removed, clean", phaseGone},
+	{"forgotten", phaseGone},
+	{"Ready", ctrlv1.MachineReady},
+	{"rolled, Ready", ctrlv1.MachineReady},
+	// Waits for a run in which no other host fails.
+	{"not rolled", ctrlv1.MachinePending},
+}
+
+// stepPhases are the phases of a step in progress, by the start of its
+// message, other than Provisioning.
+var stepPhases = []struct{ prefix, phase string }{
+	{"removed from cluster.yaml", ctrlv1.MachineDeleting},
+	{"unreachable: forgotten", ctrlv1.MachineDeleting},
+	{"removing kubeplug's files", ctrlv1.MachineDeleting},
+	{"joining", ctrlv1.MachineJoining},
+	{"starting the kubelet", ctrlv1.MachineJoining},
+	{"restarting the pool's units", ctrlv1.MachineJoining},
+	{"control plane ready", ctrlv1.MachineJoining},
+}
+
+// phaseOf is the phase a provider event puts its machine in: phaseGone when
+// it leaves the list, "" for a finished item of no known meaning (the phase
+// stays). During down every step is Deleting; during up a step not known
+// here is Provisioning.
+func phaseOf(e provider.Event, down bool) string {
+	rules, otherwise := stepPhases, ctrlv1.MachineProvisioning
 	switch {
-	case e.Done && strings.HasPrefix(msg, "failed: "):
-		return ctrlv1.MachineFailed, false
-	case e.Done && (msg == "clean" || msg == "removed, clean" || msg == "forgotten"):
-		return "", true
-	case e.Done && (msg == "Ready" || msg == "rolled, Ready"):
-		return ctrlv1.MachineReady, false
-	case e.Done && strings.HasPrefix(msg, "not rolled"):
-		// Waits for a run in which no other host fails.
-		return ctrlv1.MachinePending, false
-	case down || strings.HasPrefix(msg, "removed from cluster.yaml") || strings.HasPrefix(msg, "unreachable: forgotten") || strings.HasPrefix(msg, "removing kubeplug's files"):
-		return ctrlv1.MachineDeleting, false
-	case msg == "joining" || strings.HasPrefix(msg, "starting the kubelet") || strings.HasPrefix(msg, "restarting the pool's units") || strings.HasPrefix(msg, "control plane ready"):
-		return ctrlv1.MachineJoining, false
 	case e.Done:
-		return "", false
+		rules, otherwise = finishedPhases, ""
+	case down:
+		return ctrlv1.MachineDeleting
 	}
-	return ctrlv1.MachineProvisioning, false
+	for _, r := range rules {
+		if strings.HasPrefix(e.Message, r.prefix) {
+			return r.phase
+		}
+	}
+	return otherwise
 }
 
 // stopped marks the machines a failed run left in progress (Provisioning,

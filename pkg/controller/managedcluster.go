@@ -234,22 +234,8 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if err == nil {
 		err = r.publish(ctx, obj, kubeconfig, in.cluster.KubernetesVersion.String())
 	}
-	if errors.Is(err, provider.ErrUnsupportedVersion) {
-		// Refused before any machine was touched; retrying cannot help
-		// until the file names another version (a spec, ConfigMap or key
-		// change reconciles it again).
-		r.clusterCondition(obj, "Failed", ReasonVersionNotSupported, err.Error()+" (the cluster stays at Kubernetes "+cmp.Or(st.KubernetesVersion, "none")+"; not retried until the cluster file changes)")
-		meta.SetStatusCondition(&st.Conditions, newCondition("Stalled", metav1.ConditionTrue, obj.Generation, ReasonVersionNotSupported, err.Error()))
-		return reconcile.Result{}, nil
-	}
 	if err != nil {
-		reason := ReasonUpFailed
-		var taken *targetTakenError
-		if errors.As(err, &taken) {
-			reason = ReasonTargetTaken
-		}
-		r.clusterCondition(obj, "Failed", reason, err.Error())
-		return reconcile.Result{RequeueAfter: r.c.opts.ClusterRetry}, nil
+		return r.upFailed(obj, err), nil
 	}
 	st.AppliedDigest = in.digest
 	st.KubernetesVersion = in.cluster.KubernetesVersion.String()
@@ -257,6 +243,27 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	r.clusterCondition(obj, "Ready", ReasonProvisioned, fmt.Sprintf("the cluster is up (Kubernetes %s); its kubeconfig is in Secret %s and TargetCluster %s targets it",
 		st.KubernetesVersion, st.KubeconfigSecret, obj.Name))
 	return reconcile.Result{}, nil
+}
+
+// upFailed records an up that failed: Failed, retried after ClusterRetry;
+// Stalled too, and not retried, when the provider refused the file's
+// Kubernetes version (nothing was touched, and retrying cannot help until
+// the file names another: a spec, ConfigMap or key change reconciles it
+// again).
+func (r *clusterReconciler) upFailed(obj *ctrlv1.ManagedCluster, err error) reconcile.Result {
+	st := &obj.Status
+	if errors.Is(err, provider.ErrUnsupportedVersion) {
+		r.clusterCondition(obj, "Failed", ReasonVersionNotSupported, err.Error()+" (the cluster stays at Kubernetes "+cmp.Or(st.KubernetesVersion, "none")+"; not retried until the cluster file changes)")
+		meta.SetStatusCondition(&st.Conditions, newCondition("Stalled", metav1.ConditionTrue, obj.Generation, ReasonVersionNotSupported, err.Error()))
+		return reconcile.Result{}
+	}
+	reason := ReasonUpFailed
+	var taken *targetTakenError
+	if errors.As(err, &taken) {
+		reason = ReasonTargetTaken
+	}
+	r.clusterCondition(obj, "Failed", reason, err.Error())
+	return reconcile.Result{RequeueAfter: r.c.opts.ClusterRetry}
 }
 
 // clusterCondition sets the one of Provisioning, Ready and Failed that is
