@@ -478,7 +478,7 @@ func (r *clusterReconciler) hostsInputs(ctx context.Context, obj *ctrlv1.Managed
 	return sec.ResourceVersion + "/" + key, nil
 }
 
-// ClusterVersionAnnotation, on a ManagedCluster's TargetCluster, is the
+// ClusterVersionAnnotation is, on a ManagedCluster's TargetCluster, the
 // Kubernetes version its last up brought up: an up that changes it changes
 // the TargetCluster, which then reads the cluster's version at once (not at
 // its next resync), and its installations re-resolve for it.

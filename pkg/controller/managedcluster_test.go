@@ -130,12 +130,6 @@ func (f *fakeRunner) Down(_ context.Context, cl *config.Cluster, _ controller.Cl
 	return nil
 }
 
-func (f *fakeRunner) setFailUps(n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failUps = n
-}
-
 func (f *fakeRunner) setFailDowns(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
