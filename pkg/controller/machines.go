@@ -104,6 +104,11 @@ func (t *machineTracker) event(e provider.Event) {
 	}
 	m := &t.machines[i]
 	phase := phaseOf(e, t.down)
+	if m.Phase == ctrlv1.MachineReady && !t.down && strings.HasPrefix(e.Message, "connecting to") {
+		// up connects to Ready hosts again after they are Ready (their
+		// afterDeploy hooks): a connection alone does not change them.
+		return
+	}
 	if phase == phaseGone {
 		t.machines = slices.Delete(t.machines, i, i+1)
 		t.changed = true

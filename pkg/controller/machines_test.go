@@ -73,6 +73,8 @@ workers-1 workers worker 10.0.0.3 Failed [uploading /usr/local/bin/kubelet] [hos
 		t.Fatalf("during up:\n%s\nwant\n%s", got, want)
 	}
 	tr.Event(nodeEvent("control-plane-0", "Ready", true))
+	// up connects to a Ready host again (its afterDeploy hooks): it stays Ready.
+	tr.Event(nodeEvent("control-plane-0", "connecting to 10.0.0.1:22", false))
 	tr.Stopped(errors.New("1 host(s) failed: 10.0.0.3\n  host workers-1 (10.0.0.3:22): upload /usr/local/bin/kubelet: disk full"))
 	if got, want := machinesLine(tr.List()), `control-plane-0 control-plane control-plane 10.0.0.1 Ready [Ready] []
 workers-0 workers worker 10.0.0.2 Failed [joining] [the run stopped: 1 host(s) failed: 10.0.0.3]

@@ -116,6 +116,9 @@ func (f *fakeRunner) Up(_ context.Context, cl *config.Cluster, run controller.Cl
 	}
 	ev("workers-0", "Ready", true)
 	ev("workers-1", "Ready", true)
+	for _, n := range []string{"control-plane-0", "workers-0", "workers-1"} {
+		ev(n, "connecting to "+n, false) // the afterDeploy hooks, after Ready
+	}
 	return f.kubeconfig, nil
 }
 
