@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
@@ -58,14 +59,28 @@ func profile(dir string) func() {
 // installation with its own catalog ConfigMap) across 10 namespaces, starts the
 // controller as its own process and reports: the time until every one is Ready,
 // the controller's CPU and peak RSS; then restarts it and reports the CPU of the
-// resync of all of them with nothing changed; then the time of one CLI apply of
-// the same plugins from one cluster file, for comparison.
+// resync of all of them with nothing changed. Before, for comparison, it times
+// one CLI apply of the same plugins from one cluster file, unless
+// $KUBEPLUG_BENCH_SKIP_CLI is set (at 5,000 installations that one apply of
+// ~10,000 plugins takes longer than the controller's whole run).
+//
+// With $KUBEPLUG_BENCH_TARGETS=N the installations are spread over N
+// TargetClusters instead of the controller's own cluster: N namespaces, each
+// with one TargetCluster ("target") whose kubeconfig Secret points at the
+// test's API server. Each is a cluster of its own to the controller (its own
+// client, its own view of the release records), though all N are one API
+// server: each view holds the records of all N, more than N clusters would.
 //
 //	go test ./pkg/controller -run '^$' -bench Installations -benchtime 1x -timeout 60m
 func BenchmarkInstallations(b *testing.B) {
 	n := 1000
 	if v, err := strconv.Atoi(os.Getenv("KUBEPLUG_BENCH_INSTALLATIONS")); err == nil && v > 0 {
 		n = v
+	}
+	targets, _ := strconv.Atoi(os.Getenv("KUBEPLUG_BENCH_TARGETS"))
+	spread := 10 // namespaces
+	if targets > 0 {
+		spread = targets
 	}
 	rc := testcluster.RESTConfig(b)
 	cs := testcluster.Client(b)
@@ -75,9 +90,16 @@ func BenchmarkInstallations(b *testing.B) {
 	var enabled []string
 	began := time.Now()
 	for i := range n {
-		ns := fmt.Sprintf("bench-%d", i%10)
-		if i < 10 {
+		ns := fmt.Sprintf("bench-%d", i%spread)
+		target := ""
+		if targets > 0 {
+			target = "target: target, "
+		}
+		if i < spread {
 			namespace(b, cs, ns)
+			if targets > 0 {
+				kubeconfig(b, cs, ns, "target", testcluster.ControlPlane(b).KubeconfigPath(), "bench")
+			}
 		}
 		pkgs := map[string][]byte{}
 		var plugins []string
@@ -99,12 +121,18 @@ func BenchmarkInstallations(b *testing.B) {
 			b.Fatal(err)
 		}
 		create(b, dc, catGVR, ns, `{apiVersion: kubeplug.dev/v1alpha1, kind: PluginCatalog, metadata: {name: `+name+`}, spec: {sources: [{configMap: `+name+`-pkgs}]}}`)
-		create(b, dc, instGVR, ns, `{apiVersion: kubeplug.dev/v1alpha1, kind: PluginInstallation, metadata: {name: `+name+`}, spec: {catalogs: [`+name+`], interval: 1h, plugins: [`+strings.Join(plugins, ", ")+`]}}`)
+		create(b, dc, instGVR, ns, `{apiVersion: kubeplug.dev/v1alpha1, kind: PluginInstallation, metadata: {name: `+name+`}, spec: {`+target+`catalogs: [`+name+`], interval: 1h, plugins: [`+strings.Join(plugins, ", ")+`]}}`)
 	}
-	b.Logf("created %d installations of %d plugins in %s", n, len(enabled), time.Since(began).Round(time.Millisecond))
+	b.Logf("created %d installations of %d plugins (on %d target clusters) in %s", n, len(enabled), max(targets, 1), time.Since(began).Round(time.Millisecond))
+	if os.Getenv("KUBEPLUG_BENCH_SKIP_CLI") == "" {
+		benchCLI(b, rc, pkgDir, enabled)
+	}
+	benchController(b, dc, n)
+}
 
-	// The CLI first: the same plugins in one cluster file, applied once, then
-	// uninstalled (so that the controller installs them itself).
+// benchCLI times one CLI apply of the plugins enabled from one cluster file,
+// then uninstalls them (so that the controller installs them itself).
+func benchCLI(b *testing.B, rc *rest.Config, pkgDir string, enabled []string) {
 	dir := b.TempDir()
 	var refs []string
 	var sources []string
@@ -136,7 +164,11 @@ func BenchmarkInstallations(b *testing.B) {
 	if _, l := u.Run(b.Context()); l.HasFatal() {
 		b.Fatal(l)
 	}
+}
 
+// benchController starts the controller as its own process and measures the
+// convergence of the n installations, then the no-op resync after a restart.
+func benchController(b *testing.B, dc dynamic.Interface, n int) {
 	ready := func() int {
 		list, err := dc.Resource(instGVR).List(b.Context(), metav1.ListOptions{})
 		if err != nil {
@@ -152,7 +184,7 @@ func BenchmarkInstallations(b *testing.B) {
 	}
 	b.ResetTimer()
 	p := startBenchController(b)
-	start = time.Now()
+	start := time.Now()
 	for ready() < n {
 		if time.Since(start) > 45*time.Minute {
 			b.Fatalf("only %d of %d Ready after %s", ready(), n, time.Since(start))

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,6 +49,9 @@ const (
 	ReasonInvalidClusterFile = "InvalidClusterFile"
 	ReasonProviderNotAllowed = "ProviderNotAllowed"
 	ReasonTargetTaken        = "TargetClusterTaken"
+	// ReasonVersionNotSupported: the provider cannot run the file's
+	// spec.kubernetesVersion (Stalled).
+	ReasonVersionNotSupported = "KubernetesVersionNotSupported"
 )
 
 // DefaultClusterProviders are the providers a ManagedCluster may use unless
@@ -67,7 +71,10 @@ const hostsProvider = "hosts"
 // controller's is action.Up and action.Down, what `kubeplug up` and `kubeplug
 // down` run; tests give a fake.
 type ClusterRunner interface {
-	// Up brings cl up and returns its cluster-admin kubeconfig.
+	// Up brings cl up and returns its cluster-admin kubeconfig. An error
+	// wrapping provider.ErrUnsupportedVersion says the provider cannot run
+	// spec.kubernetesVersion (nothing was touched): the ManagedCluster is
+	// Stalled until its file changes.
 	Up(ctx context.Context, cl *config.Cluster, run ClusterRun) (kubeconfig []byte, err error)
 	// Down stops cl and removes what up made.
 	Down(ctx context.Context, cl *config.Cluster, run ClusterRun) error
@@ -92,7 +99,12 @@ func (a actionRunner) Up(ctx context.Context, cl *config.Cluster, run ClusterRun
 	u.StateDir, u.ProviderOptions, u.ProviderEvents = run.StateDir, run.Options, run.Events
 	res, l := u.Run(ctx, cl)
 	if l.HasFatal() {
-		return nil, errors.New(l.Fatal().String())
+		msg := l.Fatal().String()
+		if strings.Contains(msg, provider.ErrUnsupportedVersion.Error()) {
+			// The provider's refusal of spec.kubernetesVersion, at its line.
+			return nil, &versionRefusedError{msg}
+		}
+		return nil, errors.New(msg)
 	}
 	if res == nil {
 		return nil, errors.New("another run holds the cluster's lock; retrying")
@@ -206,25 +218,29 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, nil // up to date: an up is not repeated for nothing
 	}
 	r.clusterCondition(obj, "Provisioning", ReasonProvisioning, "running up on the "+providerOf(in.cluster)+" provider")
+	machines := newMachineTracker(in.cluster, st.Machines, false)
+	st.Machines, _ = machines.list()
 	if err := status.patch(ctx, obj); err != nil {
 		return reconcile.Result{}, err
 	}
-	kubeconfig, err := r.runner.Up(ctx, in.cluster, in.run(r.c.opts.Logger.With("managedcluster", req.String())))
+	stopProgress := r.progress(ctx, obj, status, machines)
+	kubeconfig, err := r.runner.Up(ctx, in.cluster, in.run(r.c.opts.Logger.With("managedcluster", req.String()), machines))
+	stopProgress()
+	if err != nil {
+		machines.stopped(err)
+	} else {
+		machines.finished(in.cluster)
+	}
+	st.Machines, _ = machines.list()
 	// Kept even after a failed up: it may have made the PKI the hosts have.
 	if serr := r.saveState(ctx, obj, in.stateDir); serr != nil {
 		err = errors.Join(err, fmt.Errorf("keep the cluster's state: %w", serr))
 	}
 	if err == nil {
-		err = r.publish(ctx, obj, kubeconfig)
+		err = r.publish(ctx, obj, kubeconfig, in.cluster.KubernetesVersion.String())
 	}
 	if err != nil {
-		reason := ReasonUpFailed
-		var taken *targetTakenError
-		if errors.As(err, &taken) {
-			reason = ReasonTargetTaken
-		}
-		r.clusterCondition(obj, "Failed", reason, err.Error())
-		return reconcile.Result{RequeueAfter: r.c.opts.ClusterRetry}, nil
+		return r.upFailed(obj, err), nil
 	}
 	st.AppliedDigest = in.digest
 	st.KubernetesVersion = in.cluster.KubernetesVersion.String()
@@ -234,10 +250,33 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	return reconcile.Result{}, nil
 }
 
+// upFailed records an up that failed: Failed, retried after ClusterRetry;
+// Stalled too, and not retried, when the provider refused the file's
+// Kubernetes version (nothing was touched, and retrying cannot help until
+// the file names another: a spec, ConfigMap or key change reconciles it
+// again).
+func (r *clusterReconciler) upFailed(obj *ctrlv1.ManagedCluster, err error) reconcile.Result {
+	st := &obj.Status
+	if errors.Is(err, provider.ErrUnsupportedVersion) {
+		r.clusterCondition(obj, "Failed", ReasonVersionNotSupported, err.Error()+" (the cluster stays at Kubernetes "+cmp.Or(st.KubernetesVersion, "none")+"; not retried until the cluster file changes)")
+		meta.SetStatusCondition(&st.Conditions, newCondition("Stalled", metav1.ConditionTrue, obj.Generation, ReasonVersionNotSupported, err.Error()))
+		return reconcile.Result{}
+	}
+	reason := ReasonUpFailed
+	var taken *targetTakenError
+	if errors.As(err, &taken) {
+		reason = ReasonTargetTaken
+	}
+	r.clusterCondition(obj, "Failed", reason, err.Error())
+	return reconcile.Result{RequeueAfter: r.c.opts.ClusterRetry}
+}
+
 // clusterCondition sets the one of Provisioning, Ready and Failed that is
 // True (with Ready False and its reason and message unless it is Ready).
 func (r *clusterReconciler) clusterCondition(obj *ctrlv1.ManagedCluster, which, reason, msg string) {
 	gen := obj.Generation
+	// Stalled is set by the one case that stalls, after this.
+	meta.RemoveStatusCondition(&obj.Status.Conditions, "Stalled")
 	for _, typ := range []string{"Provisioning", "Failed"} {
 		s := metav1.ConditionFalse
 		if typ == which {
@@ -269,6 +308,13 @@ type notAllowedError struct{ msg string }
 
 func (e *notAllowedError) Error() string { return e.msg }
 
+// versionRefusedError is action.Up's refusal of spec.kubernetesVersion by the
+// provider.
+type versionRefusedError struct{ msg string }
+
+func (e *versionRefusedError) Error() string { return e.msg }
+func (e *versionRefusedError) Unwrap() error { return provider.ErrUnsupportedVersion }
+
 type targetTakenError struct{ msg string }
 
 func (e *targetTakenError) Error() string { return e.msg }
@@ -284,10 +330,44 @@ type clusterInputs struct {
 
 func (in *clusterInputs) run(log interface {
 	Info(msg string, args ...any)
-}) ClusterRun {
+}, machines *machineTracker) ClusterRun {
 	return ClusterRun{StateDir: in.stateDir, Options: in.options, Events: func(e provider.Event) {
 		log.Info("provider", "step", e.Step, "node", e.Node, "message", e.Message)
+		machines.event(e)
 	}}
+}
+
+// ProgressInterval is how often a ManagedCluster's status shows its
+// machines' phases while up or down runs (when they changed).
+const ProgressInterval = 2 * time.Second
+
+// progress writes the machines' phases to obj's status every
+// ProgressInterval while a run goes on; the function it returns stops it and
+// returns once it wrote its last. obj is the progress's alone until then.
+func (r *clusterReconciler) progress(ctx context.Context, obj *ctrlv1.ManagedCluster, status *statusPatcher, machines *machineTracker) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(ProgressInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if ms, changed := machines.list(); changed {
+				obj.Status.Machines = ms
+				if err := status.patch(ctx, obj); err != nil {
+					r.c.opts.Logger.Info("status progress", "managedcluster", obj.Namespace+"/"+obj.Name, "error", err.Error())
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
 }
 
 // inputs reads a ManagedCluster's cluster file and key and checks that its
@@ -407,11 +487,17 @@ func (r *clusterReconciler) hostsInputs(ctx context.Context, obj *ctrlv1.Managed
 	return sec.ResourceVersion + "/" + key, nil
 }
 
+// ClusterVersionAnnotation is, on a ManagedCluster's TargetCluster, the
+// Kubernetes version its last up brought up: an up that changes it changes
+// the TargetCluster, which then reads the cluster's version at once (not at
+// its next resync), and its installations re-resolve for it.
+const ClusterVersionAnnotation = "kubeplug.dev/kubernetes-version"
+
 // publish writes the cluster's kubeconfig to its Secret and makes the
 // TargetCluster of the ManagedCluster's name point at it, both owned by the
 // ManagedCluster. A TargetCluster of that name that is not its own is left
 // alone: the error says so.
-func (r *clusterReconciler) publish(ctx context.Context, obj *ctrlv1.ManagedCluster, kubeconfig []byte) error {
+func (r *clusterReconciler) publish(ctx context.Context, obj *ctrlv1.ManagedCluster, kubeconfig []byte, version string) error {
 	owner := ownerRef(obj)
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: kubeconfigSecretName(obj.Name)}}
 	if _, err := controllerutil.CreateOrPatch(ctx, r.client, sec, func() error {
@@ -430,6 +516,7 @@ func (r *clusterReconciler) publish(ctx context.Context, obj *ctrlv1.ManagedClus
 			return &targetTakenError{fmt.Sprintf("TargetCluster %s/%s exists and is not ManagedCluster %s's: delete it, or name the ManagedCluster otherwise", obj.Namespace, obj.Name, obj.Name)}
 		}
 		tc.OwnerReferences = []metav1.OwnerReference{owner}
+		metav1.SetMetaDataAnnotation(&tc.ObjectMeta, ClusterVersionAnnotation, version)
 		tc.Spec.KubeconfigSecret = ctrlv1.KeyRefOptionalKey{Name: sec.Name}
 		return nil
 	})
@@ -470,7 +557,12 @@ func (r *clusterReconciler) remove(ctx context.Context, obj *ctrlv1.ManagedClust
 		}
 		if in != nil {
 			r.clusterCondition(obj, "Provisioning", ReasonProvisioning, "running down on the "+providerOf(in.cluster)+" provider")
-			err = r.runner.Down(ctx, in.cluster, in.run(r.c.opts.Logger.With("managedcluster", obj.Namespace+"/"+obj.Name)))
+			machines := newMachineTracker(in.cluster, obj.Status.Machines, true)
+			err = r.runner.Down(ctx, in.cluster, in.run(r.c.opts.Logger.With("managedcluster", obj.Namespace+"/"+obj.Name), machines))
+			if err != nil {
+				machines.stopped(err)
+			}
+			obj.Status.Machines, _ = machines.list()
 		}
 		if err != nil {
 			r.clusterCondition(obj, "Failed", ReasonDownFailed, "down: "+err.Error()+" (retrying; set spec.deletionPolicy: Retain to let the resource go and leave the cluster)")

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -46,6 +47,13 @@ type fakeRunner struct {
 	keyFile, knownHosts string
 	// cas is the CA each up found in the state directory.
 	cas []string
+	// hold, when set, holds the next up after its hosts report "joining",
+	// until the test closes it.
+	hold chan struct{}
+	// onUp, when set, is called first by each up: an error fails it before
+	// any host (as the provider's refusal of a version), else it may change
+	// what the up's kubeconfig reaches (the version it answers).
+	onUp func(cl *config.Cluster) error
 }
 
 func (f *fakeRunner) check(cl *config.Cluster, run controller.ClusterRun) {
@@ -69,6 +77,11 @@ func (f *fakeRunner) Up(_ context.Context, cl *config.Cluster, run controller.Cl
 	defer f.mu.Unlock()
 	f.ups = append(f.ups, cl.Spec.Metadata.Name)
 	f.check(cl, run)
+	if f.onUp != nil {
+		if err := f.onUp(cl); err != nil {
+			return nil, err
+		}
+	}
 	// The provider's state: a CA made by the first up, kept by the next.
 	ca := filepath.Join(run.StateDir, "pki", "ca.crt")
 	b, err := os.ReadFile(ca)
@@ -77,9 +90,34 @@ func (f *fakeRunner) Up(_ context.Context, cl *config.Cluster, run controller.Cl
 		_ = os.MkdirAll(filepath.Dir(ca), 0o700)
 		_ = os.WriteFile(ca, fmt.Appendf(nil, "CA of up %d", len(f.ups)), 0o600)
 	}
+	// The hosts provider's progress, as pkg/provider/hosts words it.
+	ev := func(node, msg string, done bool) {
+		run.Events(provider.Event{Step: "node", Node: node, Item: node, Message: msg, Done: done})
+	}
+	for _, n := range []string{"control-plane-0", "workers-0", "workers-1"} {
+		ev(n, "connecting to "+n, false)
+		ev(n, "uploading /usr/local/bin/kubelet", false)
+	}
 	if f.failUps > 0 {
 		f.failUps--
+		ev("workers-1", "failed: host workers-1 (10.0.0.3:22): upload /usr/local/bin/kubelet: disk full", true)
+		ev("control-plane-0", "Ready", true)
+		ev("workers-0", "Ready", true)
 		return nil, errors.New("stage provision: 1 host(s) failed: 10.0.0.3\n  host workers-1 (10.0.0.3:22): upload /usr/local/bin/kubelet: disk full")
+	}
+	ev("control-plane-0", "Ready", true)
+	ev("workers-0", "joining", false)
+	ev("workers-1", "joining", false)
+	if hold := f.hold; hold != nil {
+		f.hold = nil
+		f.mu.Unlock()
+		<-hold
+		f.mu.Lock()
+	}
+	ev("workers-0", "Ready", true)
+	ev("workers-1", "Ready", true)
+	for _, n := range []string{"control-plane-0", "workers-0", "workers-1"} {
+		ev(n, "connecting to "+n, false) // the afterDeploy hooks, after Ready
 	}
 	return f.kubeconfig, nil
 }
@@ -93,12 +131,6 @@ func (f *fakeRunner) Down(_ context.Context, cl *config.Cluster, _ controller.Cl
 		return errors.New("1 host(s) failed: 10.0.0.2\n  host workers-0 (10.0.0.2:22): remove kubeplug's files: connection refused")
 	}
 	return nil
-}
-
-func (f *fakeRunner) setFailUps(n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failUps = n
 }
 
 func (f *fakeRunner) setFailDowns(n int) {
@@ -132,14 +164,18 @@ spec:
 `
 }
 
-func startClusterController(t *testing.T, rc *rest.Config, runner controller.ClusterRunner) (stop func()) {
+func startClusterController(t *testing.T, rc *rest.Config, runner controller.ClusterRunner, opts ...func(*controller.Options)) (stop func()) {
 	t.Helper()
-	c, err := controller.New(rc, controller.Options{
+	o := controller.Options{
 		Logger: testcluster.Logger(t), Action: &action.Config{NoBuiltin: true},
 		MetricsAddr: "0", ProbeAddr: "0", WorkDir: t.TempDir(), DefaultInterval: time.Minute,
 		LeaseIdle: 200 * time.Millisecond, TargetResync: 2 * time.Second,
 		ClusterRunner: runner, ClusterRetry: time.Second,
-	})
+	}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	c, err := controller.New(rc, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,11 +251,34 @@ spec:
 	if reason != controller.ReasonUpFailed || !strings.Contains(msg, "host workers-1 (10.0.0.3:22): upload") {
 		t.Errorf("Failed: %s: %s; want the provider's error naming host and step", reason, msg)
 	}
+	// Each machine's phase, from the provider's events: the failed host at
+	// its step.
+	if got, want := machinesOf(t, dc, mgmt, "edge"), `control-plane-0 control-plane control-plane 10.0.0.1 Ready [Ready] []
+workers-0 workers worker 10.0.0.2 Ready [Ready] []
+workers-1 workers worker 10.0.0.3 Failed [uploading /usr/local/bin/kubelet] [host workers-1 (10.0.0.3:22): upload /usr/local/bin/kubelet: disk full]
+`; got != want {
+		t.Errorf("status.machines after a failed up:\n%s\nwant\n%s", got, want)
+	}
 	failed, _, _ := runner.counts()
-	runner.setFailUps(0)
+	// The next up is held while its workers join: the status shows it.
+	hold := make(chan struct{})
+	runner.mu.Lock()
+	runner.hold, runner.failUps = hold, 0
+	runner.mu.Unlock()
+	waitFor(t, time.Minute, "the workers Joining while up runs", func() (bool, string) {
+		got := machinesOf(t, dc, mgmt, "edge")
+		return strings.Contains(got, "workers-0 workers worker 10.0.0.2 Joining [joining] []") && strings.Contains(got, "workers-1 workers worker 10.0.0.3 Joining [joining] []"), got
+	})
+	close(hold)
 	reason, msg = conditionOf(t, dc, mgmt, "edge", "Ready", "True")
 	if reason != controller.ReasonProvisioned || !strings.Contains(msg, "Secret edge-kubeconfig") {
 		t.Errorf("Ready: %s: %s", reason, msg)
+	}
+	if got, want := machinesOf(t, dc, mgmt, "edge"), `control-plane-0 control-plane control-plane 10.0.0.1 Ready [Ready] []
+workers-0 workers worker 10.0.0.2 Ready [Ready] []
+workers-1 workers worker 10.0.0.3 Ready [Ready] []
+`; got != want {
+		t.Errorf("status.machines when Ready:\n%s\nwant\n%s", got, want)
 	}
 	conditionOf(t, dc, mgmt, "edge", "Failed", "False")
 	ups, _, problems := runner.counts()
@@ -311,6 +370,20 @@ spec:
 	if _, err := os.Stat(runner.keyFile); !os.IsNotExist(err) {
 		t.Errorf("the key file is left in the controller's state: %v", err)
 	}
+}
+
+// machinesOf is a ManagedCluster's status.machines, as machinesLine.
+func machinesOf(t *testing.T, dc dynamic.Interface, ns, name string) string {
+	t.Helper()
+	u, err := dc.Resource(mclGVR).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var mc v1alpha1.ManagedCluster
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &mc); err != nil {
+		t.Fatal(err)
+	}
+	return machinesLine(mc.Status.Machines)
 }
 
 // deleted deletes a ManagedCluster and waits until it is gone.

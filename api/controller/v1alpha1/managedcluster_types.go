@@ -61,7 +61,10 @@ type ManagedClusterStatus struct {
 	// Conditions: Provisioning is True while up runs; Ready is True when the
 	// last up brought the whole cluster up; Failed is True, with the
 	// provider's error naming the host and step, when it did not (the next
-	// reconcile runs up again, which continues where it stopped).
+	// reconcile runs up again, which continues where it stopped). Stalled is
+	// True, with Failed, when the provider refuses the file's
+	// spec.kubernetesVersion (reason KubernetesVersionNotSupported): nothing
+	// was touched, and up is not retried until the file changes.
 	Conditions []metav1.Condition `json:"conditions,omitempty" jsonschema:"maxItems=8"`
 	// KubeconfigSecret is the Secret holding the cluster's kubeconfig (key
 	// "kubeconfig"); a TargetCluster of the resource's name points at it.
@@ -72,4 +75,46 @@ type ManagedClusterStatus struct {
 	// cluster file, the SSH key Secret's version and AcceptNewHostKeys. Up
 	// runs again only when it changes (or after a failure).
 	AppliedDigest string `json:"appliedDigest,omitempty" jsonschema:"maxLength=80"`
+	// Machines are the cluster's machines (hosts), each with the phase the
+	// provider's progress last reported for it: the events `kubeplug up`'s
+	// live display shows, not a query of the machines.
+	Machines []MachineStatus `json:"machines,omitempty" jsonschema:"maxItems=1000"`
+}
+
+// The phases of a ManagedCluster's machine.
+const (
+	// MachinePending: listed, not yet worked on by this run (or waiting for
+	// the next one).
+	MachinePending = "Pending"
+	// MachineProvisioning: connected to, checked, its files and images
+	// delivered, or rolled to new ones.
+	MachineProvisioning = "Provisioning"
+	// MachineJoining: its kubelet (and on the control-plane host, the
+	// control plane) started, its Node not Ready yet.
+	MachineJoining = "Joining"
+	// MachineReady: its Node is Ready.
+	MachineReady = "Ready"
+	// MachineFailed: the provider failed on it, at Step, with Message.
+	MachineFailed = "Failed"
+	// MachineDeleting: being cleaned (down, or removed from the file).
+	MachineDeleting = "Deleting"
+)
+
+// MachineStatus is one machine of a ManagedCluster.
+type MachineStatus struct {
+	// Name is the machine's Node name (hosts: <pool>-<index>).
+	Name string `json:"name" jsonschema:"maxLength=253"`
+	// Pool is its node pool (control-plane for the control-plane host).
+	Pool string `json:"pool,omitempty" jsonschema:"maxLength=63"`
+	// Role is control-plane or worker.
+	Role string `json:"role,omitempty" jsonschema:"maxLength=32"`
+	// Address is where the provider reaches it (hosts: the host's address).
+	Address string `json:"address,omitempty" jsonschema:"maxLength=253"`
+	// Phase is Pending, Provisioning, Joining, Ready, Failed or Deleting.
+	Phase string `json:"phase" jsonschema:"enum=Pending,enum=Provisioning,enum=Joining,enum=Ready,enum=Failed,enum=Deleting"`
+	// Step is the last step the provider reported for it; when Failed, the
+	// step it failed at.
+	Step string `json:"step,omitempty" jsonschema:"maxLength=512"`
+	// Message is the provider's error when Failed.
+	Message string `json:"message,omitempty" jsonschema:"maxLength=4096"`
 }

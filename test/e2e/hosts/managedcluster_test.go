@@ -232,11 +232,16 @@ func TestManagedCluster(t *testing.T) {
 		t.Fatalf("the plugin's ConfigMap in the managed cluster: %v, %v", cm, err)
 	}
 
+	upgradeThroughResource(t, c, edge, mc)
+
 	// Delete: the installation first (it uninstalls), then the cluster (down).
 	if err := c.Delete(ctx, inst); err != nil {
 		t.Fatal(err)
 	}
 	gone(t, c, inst, 2*time.Minute)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Delete(ctx, mc); err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +260,102 @@ func TestManagedCluster(t *testing.T) {
 		got += cl.run(t, i, "pgrep -a -f '[c]ontainerd|[k]ubelet|[k]ube-|[e]tcd|[k]ubeplug' || true")
 		if strings.TrimSpace(got) != "" {
 			t.Errorf("host %s after the ManagedCluster was deleted:\n%s", addrs[i], got)
+		}
+	}
+}
+
+// machinesSay is a ManagedCluster's status.machines, one "name pool role
+// address phase" per line.
+func machinesSay(mc *ctrlv1.ManagedCluster) string {
+	var b strings.Builder
+	for _, m := range mc.Status.Machines {
+		fmt.Fprintf(&b, "%s %s %s %s %s\n", m.Name, m.Pool, m.Role, m.Address, m.Phase)
+	}
+	return b.String()
+}
+
+// upgradeThroughResource changes a Ready ManagedCluster's spec:
+//   - each machine is listed Ready, with its pool, role and address;
+//   - spec.kubernetesVersion 1.36.3, which the controller's node programs
+//     (1.37.1) cannot run: Stalled, reason KubernetesVersionNotSupported,
+//     naming both versions; no host touched (the Nodes stay Ready, the
+//     status stays at 1.37.1);
+//   - back at 1.37.1, with a pool file change (a label on the workers'
+//     pool): up runs again through the resource, rolls the workers, and the
+//     ManagedCluster is Ready with every machine Ready and the label on the
+//     workers' Nodes.
+func upgradeThroughResource(t *testing.T, c client.Client, edge kubernetes.Interface, mc *ctrlv1.ManagedCluster) {
+	t.Helper()
+	ctx := t.Context()
+	key := client.ObjectKeyFromObject(mc)
+	if err := c.Get(ctx, key, mc); err != nil {
+		t.Fatal(err)
+	}
+	addrs := make([]string, 0, 3)
+	for _, m := range mc.Status.Machines {
+		addrs = append(addrs, m.Address)
+	}
+	if len(addrs) != 3 {
+		t.Fatalf("status.machines:\n%s", machinesSay(mc))
+	}
+	if got, want := machinesSay(mc), fmt.Sprintf("control-plane-0 control-plane control-plane %s Ready\nworkers-0 workers worker %s Ready\nworkers-1 workers worker %s Ready\n", addrs[0], addrs[1], addrs[2]); got != want {
+		t.Errorf("status.machines when Ready:\n%s\nwant\n%s", got, want)
+	}
+	file := mc.Spec.ClusterFile
+	setFile := func(text string) {
+		t.Helper()
+		if err := c.Get(ctx, key, mc); err != nil {
+			t.Fatal(err)
+		}
+		mc.Spec.ClusterFile = text
+		if err := c.Update(ctx, mc); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	setFile(strings.Replace(file, "kubernetesVersion: 1.37.1", "kubernetesVersion: 1.36.3", 1))
+	poll(t, 2*time.Minute, "ManagedCluster edge Stalled at 1.36.3", func() (bool, string) {
+		if err := c.Get(ctx, key, mc); err != nil {
+			return false, err.Error()
+		}
+		s := meta.FindStatusCondition(mc.Status.Conditions, "Stalled")
+		return s != nil && s.Status == metav1.ConditionTrue && s.ObservedGeneration == mc.Generation, fmt.Sprint(mc.Status.Conditions)
+	})
+	s := meta.FindStatusCondition(mc.Status.Conditions, "Stalled")
+	t.Logf("Stalled: %s: %s", s.Reason, s.Message)
+	if s.Reason != controller.ReasonVersionNotSupported || !strings.Contains(s.Message, "1.36.3") || !strings.Contains(s.Message, "are Kubernetes 1.37.1") {
+		t.Errorf("Stalled: %s: %s; want the refusal naming 1.36.3 and the programs' 1.37.1", s.Reason, s.Message)
+	}
+	if mc.Status.KubernetesVersion != "1.37.1" {
+		t.Errorf("status.kubernetesVersion %s after a refused move, want 1.37.1", mc.Status.KubernetesVersion)
+	}
+	for _, node := range []string{"control-plane-0", "workers-0", "workers-1"} {
+		if n, err := edge.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil || !ready(n) || n.Spec.Unschedulable {
+			t.Errorf("node %s after a refused version move: %v", node, err)
+		}
+	}
+
+	const label = "fleet.kubeplug.dev/pool"
+	setFile(strings.Replace(file, "{name: workers, role: worker, count: 2}", "{name: workers, role: worker, count: 2, labels: {"+label+": upgraded}}", 1))
+	began := time.Now()
+	poll(t, 15*time.Minute, "ManagedCluster edge Ready with the new pool file", func() (bool, string) {
+		if err := c.Get(ctx, key, mc); err != nil {
+			return false, err.Error()
+		}
+		r := meta.FindStatusCondition(mc.Status.Conditions, "Ready")
+		return r != nil && r.Status == metav1.ConditionTrue && r.ObservedGeneration == mc.Generation && meta.FindStatusCondition(mc.Status.Conditions, "Stalled") == nil,
+			fmt.Sprint(mc.Status.Conditions) + "\n" + machinesSay(mc)
+	})
+	t.Logf("the pool file change rolled through the resource in %s", time.Since(began).Round(time.Second))
+	if got := machinesSay(mc); strings.Count(got, " Ready\n") != 3 {
+		t.Errorf("status.machines after the roll:\n%s", got)
+	}
+	for _, node := range []string{"workers-0", "workers-1"} {
+		n, err := edge.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("node %s after the roll: %v", node, err)
+		} else if !ready(n) || n.Labels[label] != "upgraded" {
+			t.Errorf("node %s after the roll: Ready %v, labels %v", node, ready(n), n.Labels)
 		}
 	}
 }
