@@ -36,7 +36,7 @@ var kubeAWSRoles = []struct{ from, to string }{
 
 // kubeAWSWhy says why known kube-aws fields have no place in a plugin.
 var kubeAWSWhy = map[string]string{
-	"spec.cluster.pki":                    "kube-aws generates these key pairs into its credentials directory; kubeplug plugins contribute no PKI: ship the certificates as files or Secrets, or use cert-manager",
+	"spec.cluster.pki":                    "kube-aws generates these key pairs into its credentials directory for templates to read; kubeplug issues a plugin's key pairs (spec.contributes.keyPairs) as files on its machines only, never as bytes a template reads: declare those the machines use by hand, and for a Secret (kiam's TLS Secrets) use a served API's serving certificate or cert-manager",
 	"spec.cluster.kubernetes.kubeProxy":   "kube-proxy's configuration is not a kubeplug contribution",
 	"metadata.clusterSettingsKey":         "kube-aws cluster.yaml plumbing; kubeplug enables plugins by name in cluster.yaml",
 	"metadata.nodePoolSettingKey":         "kube-aws cluster.yaml plumbing; kubeplug's per-pool values are set in cluster.yaml",
