@@ -1,6 +1,8 @@
 package importer
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,6 +151,8 @@ type kubeAWS struct {
 	aws []string
 	// iamNoted: the README says where IAM statements take effect.
 	iamNoted bool
+	// binaryNoted: the README says where binaries' digests come from.
+	binaryNoted bool
 }
 
 func (k *kubeAWS) defaults() v1alpha1.Values {
@@ -566,7 +570,17 @@ func (k *kubeAWS) file1(field string, f map[string]any, n *v1alpha1.NodeContribu
 		nf.Mode = fmt.Sprintf("%04o", int(perm))
 	}
 	src := asMap(f["source"])
-	if str(f["type"]) == "binary" && str(src["path"]) != "" {
+	if u := str(src["url"]); str(f["type"]) == "binary" && u != "" {
+		sum, ok := k.binaryDigest(field, str(src["path"]), u)
+		if !ok {
+			return
+		}
+		nf.URL, nf.SHA256 = u, sum
+		if !k.binaryNoted {
+			k.binaryNoted = true
+			k.r.Note("type: binary files keep their url, pinned by a sha256 the import computed (kube-aws gives none): of the file at source.path when the plugin directory holds kube-aws's download, else of what the url served at the import. Check it against the digest the binary's publisher gives before trusting it.")
+		}
+	} else if str(f["type"]) == "binary" && str(src["path"]) != "" {
 		data, err := k.read(str(src["path"]))
 		if err != nil {
 			why := err.Error()
@@ -600,6 +614,37 @@ func (k *kubeAWS) file1(field string, f map[string]any, n *v1alpha1.NodeContribu
 	}
 	n.Files = append(n.Files, nf)
 	k.r.Map(field+" "+p, "`spec.contributes.nodes[roles "+role+"].files`")
+}
+
+// binaryDigest is the SHA-256 a kube-aws type: binary file's url is pinned
+// by: of the file at source.path when the plugin directory holds it (where
+// kube-aws keeps what it downloaded from the url), else of what the url
+// serves, downloaded once. kube-aws's file source has no digest of its own.
+// ok is false when there is neither, with the field reported.
+func (k *kubeAWS) binaryDigest(field, local, url string) (sum string, ok bool) {
+	if !strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "http://") {
+		k.r.Unmap(field, "%s: a node file's url must be https:// or http://", url)
+		return "", false
+	}
+	if local != "" {
+		if data, err := k.read(local); err == nil {
+			if k.o.Keep != nil {
+				k.o.Keep(data)
+			}
+			s := sha256.Sum256(data)
+			return hex.EncodeToString(s[:]), true
+		}
+	}
+	if k.o.Fetch == nil {
+		k.r.Unmap(field, "%s: not downloaded to compute its sha256, and the plugin directory does not hold it at source.path", url)
+		return "", false
+	}
+	sum, err := k.o.Fetch(url)
+	if err != nil {
+		k.r.Unmap(field, "downloading it once to compute its sha256: %v", err)
+		return "", false
+	}
+	return sum, true
 }
 
 // cfnActionRE matches `{{quote X}}` in a kube-aws CloudFormation JSON template,
