@@ -365,9 +365,9 @@ type KeyPair struct {
 	By    string   `json:"by,omitempty"`
 }
 
-// CertFile, KeyFile and CAFile are the pair's paths on a machine: the
-// certificate, its key (0600) and the CAs that sign it (the current one, then
-// earlier ones not yet expired).
+// CertFile is the pair's certificate on a machine; KeyFile its key (0600),
+// CAFile the CAs that sign it (the current one, then earlier ones not yet
+// expired).
 func (k KeyPair) CertFile() string { return path.Join(KeyPairDir(k.By), k.Name+".crt") }
 
 // KeyFile is the pair's key on a machine.

@@ -569,11 +569,29 @@ func (k *kubeAWS) file1(field string, f map[string]any, n *v1alpha1.NodeContribu
 	if perm, ok := f["permissions"].(float64); ok && perm > 0 {
 		nf.Mode = fmt.Sprintf("%04o", int(perm))
 	}
+	if !k.fileSource(field, f, &nf) {
+		return
+	}
+	if i := slices.IndexFunc(n.Files, func(f v1alpha1.NodeFile) bool { return f.Path == p }); i >= 0 {
+		if n.Files[i] != nf {
+			k.r.Unmap(field, "%s: the %s machines already get a file at this path from another kube-aws role", p, role)
+		}
+		return
+	}
+	n.Files = append(n.Files, nf)
+	k.r.Map(field+" "+p, "`spec.contributes.nodes[roles "+role+"].files`")
+}
+
+// fileSource sets where nf's bytes come from: a url pinned by its digest (a
+// type: binary file with a source.url), a copy of a binary in the plugin
+// directory, or the file's text as a template. ok is false when there is
+// none, with the field reported.
+func (k *kubeAWS) fileSource(field string, f map[string]any, nf *v1alpha1.NodeFile) bool {
 	src := asMap(f["source"])
 	if u := str(src["url"]); str(f["type"]) == "binary" && u != "" {
 		sum, ok := k.binaryDigest(field, str(src["path"]), u)
 		if !ok {
-			return
+			return false
 		}
 		nf.URL, nf.SHA256 = u, sum
 		if !k.binaryNoted {
@@ -587,33 +605,23 @@ func (k *kubeAWS) file1(field string, f map[string]any, n *v1alpha1.NodeContribu
 			if isOutside(err) {
 				why = kubeAWSWhy["source.path outside the plugin"]
 			}
-			if u := str(src["url"]); u != "" {
-				why += "; " + kubeAWSWhy["source.url"] + " (" + u + ")"
-			}
 			k.r.Unmap(field, "%s: %s", str(src["path"]), why)
-			return
+			return false
 		}
 		rel, _ := k.p.addFile(field, "files/"+strings.TrimPrefix(path.Clean(str(src["path"])), "files/"), data)
 		nf.Source = rel
 	} else {
 		text, _, ok := k.content(field, f)
 		if !ok {
-			return
+			return false
 		}
 		out, ok := k.tpl(field, text)
 		if !ok {
-			return
+			return false
 		}
 		nf.Content = out
 	}
-	if i := slices.IndexFunc(n.Files, func(f v1alpha1.NodeFile) bool { return f.Path == p }); i >= 0 {
-		if n.Files[i] != nf {
-			k.r.Unmap(field, "%s: the %s machines already get a file at this path from another kube-aws role", p, role)
-		}
-		return
-	}
-	n.Files = append(n.Files, nf)
-	k.r.Map(field+" "+p, "`spec.contributes.nodes[roles "+role+"].files`")
+	return true
 }
 
 // binaryDigest is the SHA-256 a kube-aws type: binary file's url is pinned
