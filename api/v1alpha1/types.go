@@ -131,6 +131,42 @@ type Contributions struct {
 	Cloud *Cloud `json:"cloud,omitempty"`
 	// Kubernetes adds manifests, Helm releases and patches to the running cluster.
 	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
+	// KeyPairs are certificates and keys the plugin's machine-side parts need
+	// (kube-aws's pki.keypairs), issued by kubeplug and delivered to machines.
+	KeyPairs []KeyPair `json:"keyPairs,omitempty"`
+}
+
+// KeyPair is a certificate and its key that kubeplug issues for a plugin, keeps
+// in its state beside the cluster's PKI, issues again when it nears expiry or
+// when its declaration changes, and delivers to the machines as it delivers the
+// cluster's PKI — never in user data or rendered output. Templates see only
+// paths: .KeyPairs.NAME.CertFile, .KeyFile and .CAFile.
+type KeyPair struct {
+	// Name is a DNS label, unique in the plugin; the files are
+	// /etc/kubeplug/plugins/PLUGIN/pki/NAME.crt, NAME.key and NAME-ca.crt.
+	Name string `json:"name" jsonschema:"pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,maxLength=63"`
+	// CA signs the certificate: cluster (the cluster's CA, the default) or
+	// plugin (a CA of the plugin's own, issued and kept beside the pair).
+	CA string `json:"ca,omitempty" jsonschema:"enum=cluster,enum=plugin"`
+	// CommonName is the certificate's subject CN (a template).
+	CommonName string `json:"commonName" jsonschema:"minLength=1"`
+	// Organizations are the subject's O (Kubernetes groups for a client certificate).
+	Organizations []string `json:"organizations,omitempty"`
+	// DNSNames and IPAddresses are the subject alternative names.
+	DNSNames    []string `json:"dnsNames,omitempty"`
+	IPAddresses []string `json:"ipAddresses,omitempty"`
+	// Usages: server (TLS server authentication), client (TLS client
+	// authentication), or both.
+	Usages []string `json:"usages" jsonschema:"minItems=1,uniqueItems=true,enum=server,enum=client"`
+	// Validity is the certificate's lifetime, a Go duration. Default 8760h
+	// (a year); it is issued again past two thirds of it.
+	Validity string `json:"validity,omitempty"`
+	// Pools limits the machines that get the pair to these node pools; empty
+	// means every pool.
+	Pools []string `json:"pools,omitempty"`
+	// Roles limits the machines that get the pair to these roles
+	// (control-plane, worker); empty means every role.
+	Roles []string `json:"roles,omitempty" jsonschema:"uniqueItems=true"`
 }
 
 // ControlPlane contributions.

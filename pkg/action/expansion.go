@@ -321,6 +321,7 @@ func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.C
 			return nil, l
 		}
 		res.RenderImages = uses
+		opts.URLFiles = r.urlFiles
 		opts.Why = map[string]string{}
 		for _, u := range uses {
 			opts.Images = append(opts.Images, u.Image)

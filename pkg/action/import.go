@@ -103,6 +103,11 @@ func (a *Import) Run(ctx context.Context, src, input string) (*ImportResult, dia
 		return nil, l
 	}
 	opts := importer.Options{Namespace: a.Namespace, Charts: a.Charts}
+	// A kube-aws binary's url is pinned by a digest the import computes:
+	// downloaded once (bounded as render's downloads are) into the cache
+	// render reads, so the render after the import downloads nothing.
+	opts.Fetch = func(url string) (string, error) { return source.DefaultURLFiles().Fetch(ctx, url) }
+	opts.Keep = func(data []byte) { _, _ = source.DefaultURLFiles().Keep(data) } // else render downloads it
 	var res *importer.Result
 	var err error
 	if byRef := a.Repo != "" || strings.HasPrefix(input, "oci://"); src == ImportHelm && byRef {

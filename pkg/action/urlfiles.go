@@ -2,9 +2,14 @@ package action
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"slices"
 
+	"github.com/kubeplug/kubeplug/internal/bounded"
 	"github.com/kubeplug/kubeplug/pkg/diag"
+	"github.com/kubeplug/kubeplug/pkg/expansion"
 	"github.com/kubeplug/kubeplug/pkg/source"
 )
 
@@ -34,10 +39,13 @@ func (r *run) fetchURLFiles(ctx context.Context) diag.List {
 			if f.URL == "" || r.urlFiles[f.SHA256] != nil {
 				continue
 			}
-			if u == nil {
-				u = source.DefaultURLFiles()
+			b, found, err := r.expansionURLFile(f.SHA256)
+			if !found && err == nil {
+				if u == nil {
+					u = source.DefaultURLFiles()
+				}
+				b, err = u.Get(ctx, f.URL, f.SHA256)
 			}
-			b, err := u.Get(ctx, f.URL, f.SHA256)
 			if err != nil {
 				l = append(l, diag.Diagnostic{Severity: diag.Fatal, Plugin: f.By, Field: "nodes." + pn + ".files." + fp + ".url", Message: err.Error()})
 				continue
@@ -49,6 +57,27 @@ func (r *run) fetchURLFiles(ctx context.Context) diag.List {
 		}
 	}
 	return l
+}
+
+// expansionURLFile returns the node file whose hex SHA-256 is sum from the
+// run's expansions, when one carries it: an air-gapped site renders without
+// the network. Its bytes are checked again as they are read.
+func (r *run) expansionURLFile(sum string) ([]byte, bool, error) {
+	if r.exp == nil {
+		return nil, false, nil
+	}
+	file, e, ok := r.exp.set.URLFile(sum)
+	if !ok {
+		return nil, false, nil
+	}
+	b, err := bounded.ReadFile(file, source.MaxURLFileSize)
+	if err != nil {
+		return nil, true, fmt.Errorf("expansion %s: %w", e.Name(), err)
+	}
+	if got := sha256.Sum256(b); hex.EncodeToString(got[:]) != sum {
+		return nil, true, fmt.Errorf("expansion %s: %s holds bytes with sha256 %s, not the sha256 %s its name pins: the file changed after the expansion was verified", e.Name(), expansion.URLFilePath(sum), hex.EncodeToString(got[:]), sum)
+	}
+	return b, true, nil
 }
 
 // urlFile is render's Input.URLFile: the bytes fetchURLFiles fetched.

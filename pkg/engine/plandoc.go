@@ -213,6 +213,11 @@ func Contributions(m *model.Model) []ContributionRef {
 			add(h.By, "nodes.hook", pn, h.At, h.Name)
 		}
 	}
+	for _, kp := range m.KeyPairs {
+		for _, pn := range kp.Pools {
+			add(kp.By, "nodes.keyPair", pn, kp.Name)
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(m.Cloud.Resources)) {
 		add(m.Cloud.Resources[k].By, "cloud.resource", k)
 	}

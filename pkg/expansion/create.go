@@ -61,6 +61,10 @@ type CreateOptions struct {
 	// (building offline, or through a proxy); they are packed under their
 	// own names all the same.
 	Mirrors []Mirror
+	// URLFiles are node files downloaded from a URL (a plugin's
+	// nodes[].files[].url), by hex SHA-256: packed under urlfiles/sha256/ so
+	// that a run with the expansion needs no network for them.
+	URLFiles map[string][]byte
 	// Signer signs the package; nil leaves it unsigned.
 	Signer *sign.Signer
 	// Limits bound the source directory.
@@ -105,6 +109,10 @@ func Create(ctx context.Context, src, out string, opts CreateOptions) (*Written,
 			l.Errorf(pkg.where(f), 0, 0, "", "cannot stage: %v", err)
 			return nil, l
 		}
+	}
+	if err := writeURLFiles(stage, opts.URLFiles); err != nil {
+		l.Errorf(out, 0, 0, "", "cannot stage: %v", err)
+		return nil, l
 	}
 	m := pkg.Manifest
 	for i, p := range m.Spec.Plugins {

@@ -435,6 +435,7 @@ func (p *Package) check(keep map[string][]byte, l *diag.List) {
 		p.checksums = cs
 		p.Checksums = parseChecksums(p.where(ChecksumsFile), cs, l)
 		p.compareChecksums(l)
+		p.checkURLFiles(l)
 	} else if p.Archive {
 		// create writes checksums.txt last: an archive without it was cut short
 		// (or not made by create).

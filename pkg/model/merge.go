@@ -73,6 +73,10 @@ func (m *Model) Add(by string, c *Contribution) diag.List {
 	if k := c.Kubernetes; k != nil {
 		m.addKubernetes(&a, k)
 	}
+	for _, kp := range c.KeyPairs {
+		kp.By = by
+		m.KeyPairs = append(m.KeyPairs, kp)
+	}
 	return a.l
 }
 

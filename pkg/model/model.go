@@ -39,6 +39,9 @@ type Model struct {
 	Pools      map[string]*Pool `json:"pools"`
 	Cloud      Cloud            `json:"cloud"`
 	Kubernetes Kubernetes       `json:"kubernetes"`
+	// KeyPairs are the plugins' key pairs (declarations only: the provider
+	// issues and delivers them), in plugin order.
+	KeyPairs []KeyPair `json:"keyPairs,omitempty"`
 	// Deployed is what the provider deployed to the cloud (the aws provider's
 	// stacks and uploaded files), set once the provider brought the cluster up:
 	// the validate stage's plugin code sees it. Nil before and for providers that
@@ -335,4 +338,40 @@ type Contribution struct {
 	Pools        map[string]*Pool `json:"pools,omitempty"`
 	Cloud        *Cloud           `json:"cloud,omitempty"`
 	Kubernetes   *Kubernetes      `json:"kubernetes,omitempty"`
+	// KeyPairs come only from plugin.yaml (the declarative runtime): plugin
+	// code cannot contribute them, and a response that tries is refused as
+	// any unknown field is.
+	KeyPairs []KeyPair `json:"-"`
 }
+
+// KeyPairDir is where a plugin's key pairs are on a machine.
+func KeyPairDir(plugin string) string { return path.Join("/etc/kubeplug/plugins", plugin, "pki") }
+
+// KeyPair is a plugin's key pair as declared (contributes.keyPairs, rendered):
+// what to issue and which pools' machines get it. It holds no key.
+type KeyPair struct {
+	Name string `json:"name"`
+	// CA is "cluster" or "plugin" (a CA of the plugin's own).
+	CA            string   `json:"ca"`
+	CommonName    string   `json:"commonName"`
+	Organizations []string `json:"organizations,omitempty"`
+	DNSNames      []string `json:"dnsNames,omitempty"`
+	IPAddresses   []string `json:"ipAddresses,omitempty"`
+	Usages        []string `json:"usages"`
+	// Validity is a Go duration; empty is a year.
+	Validity string `json:"validity,omitempty"`
+	// Pools are the pools whose machines get the pair, sorted.
+	Pools []string `json:"pools"`
+	By    string   `json:"by,omitempty"`
+}
+
+// CertFile is the pair's certificate on a machine; KeyFile its key (0600),
+// CAFile the CAs that sign it (the current one, then earlier ones not yet
+// expired).
+func (k KeyPair) CertFile() string { return path.Join(KeyPairDir(k.By), k.Name+".crt") }
+
+// KeyFile is the pair's key on a machine.
+func (k KeyPair) KeyFile() string { return path.Join(KeyPairDir(k.By), k.Name+".key") }
+
+// CAFile is the bundle of the pair's CA on a machine.
+func (k KeyPair) CAFile() string { return path.Join(KeyPairDir(k.By), k.Name+"-ca.crt") }

@@ -258,6 +258,7 @@ func checkManifest(doc *yamldoc.Doc, m *v1alpha1.Plugin, l *diag.List) {
 		for i, n := range c.Nodes {
 			checkNode(doc, l, "/spec/contributes/nodes/"+strconv.Itoa(i), n)
 		}
+		checkKeyPairs(doc, l, c.KeyPairs)
 	}
 	if r := s.Runtime; r != nil && r.Timeout != "" {
 		checkDuration(doc, l, "/spec/runtime/timeout", r.Timeout)
@@ -347,6 +348,29 @@ func checkNode(doc *yamldoc.Doc, l *diag.List, ptr string, n v1alpha1.NodeContri
 		}
 	}
 	checkHooks(doc, l, ptr, n.Hooks)
+}
+
+// checkKeyPairs checks what can be checked of key pairs before rendering:
+// unique names, known roles, a validity that is a duration.
+func checkKeyPairs(doc *yamldoc.Doc, l *diag.List, kps []v1alpha1.KeyPair) {
+	seen := map[string]int{}
+	for i, k := range kps {
+		ptr := "/spec/contributes/keyPairs/" + strconv.Itoa(i)
+		if j, dup := seen[k.Name]; dup {
+			doc.Errorf(l, ptr+"/name", "key pair %s is already declared at spec.contributes.keyPairs[%d]", k.Name, j)
+		}
+		seen[k.Name] = i
+		for j, r := range k.Roles {
+			if r != "worker" && r != "control-plane" {
+				doc.Errorf(l, ptr+"/roles/"+strconv.Itoa(j), "expected one of \"worker\", \"control-plane\", found %q", r)
+			}
+		}
+		if k.Validity != "" && !strings.Contains(k.Validity, "{{") {
+			if v, err := time.ParseDuration(k.Validity); err != nil || v < time.Hour {
+				doc.Errorf(l, ptr+"/validity", "key pair %s: expected a duration of an hour or more such as 8760h, found %q", k.Name, k.Validity)
+			}
+		}
+	}
 }
 
 // checkNodeFileSource checks that a node file says where its bytes come from

@@ -76,6 +76,28 @@ func (u *URLFiles) Get(ctx context.Context, url, sum string) ([]byte, error) {
 	return b, nil
 }
 
+// Fetch downloads url once, whatever it serves, and returns the hex SHA-256
+// of its bytes, keeping them in the cache under it: for an importer that
+// writes the digest a plugin will pin (kube-aws gives none), so that the
+// render after the import finds the file without downloading it again.
+func (u *URLFiles) Fetch(ctx context.Context, url string) (string, error) {
+	b, err := u.download(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	sum := digest(b)
+	_ = u.put(sum, b) // as in Get: a cache that cannot be written costs a download
+	return sum, nil
+}
+
+// Keep puts b in the cache under its hex SHA-256, which it returns: bytes
+// fetched another way (kube-aws's own download of a url) that a render will
+// ask Get for.
+func (u *URLFiles) Keep(b []byte) (string, error) {
+	sum := digest(b)
+	return sum, u.put(sum, b)
+}
+
 func digest(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])

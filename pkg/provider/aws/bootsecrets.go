@@ -25,6 +25,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/provider/bootstraptoken"
 	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
 	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/serving"
 )
 
 // The boot secrets: the provider's part of a machine's boot (docs/machines.md),
@@ -117,12 +118,19 @@ func (p *Provider) bootSecrets(d *provider.Desired, endpoint string) (map[string
 	if err != nil {
 		return nil, err
 	}
+	keyPairs, err := p.keyPairs(pki, ca, d.Model)
+	if err != nil {
+		return nil, err
+	}
 	kubelet := kubeletConfig(nth(10).String())
 	out := map[string]*nodeagent.BootSecrets{}
 	for _, name := range d.Model.PoolNames() {
 		bs := &nodeagent.BootSecrets{}
 		add := func(path, mode string, content []byte) {
 			bs.Files = append(bs.Files, nodeagent.SecretFile{Path: path, Mode: mode, Content: content})
+		}
+		for _, f := range keyPairs[name] {
+			add(f.Path, f.Mode, f.Content)
 		}
 		if d.Model.Pools[name].Role == model.RoleControlPlane {
 			if err := p.controlPlaneSecrets(pki, add); err != nil {
@@ -157,6 +165,26 @@ func (p *Provider) bootSecrets(d *provider.Desired, endpoint string) (map[string
 		out[name] = bs
 	}
 	return out, nil
+}
+
+// keyPairs issues (or keeps) the plugins' key pairs in the state directory,
+// those of the cluster signed by its CA (certificate ca, key in pki), and
+// returns each pool's files: they travel in the pool's boot secrets, as the
+// cluster's PKI does, sealed with the core stack's KMS key and readable only
+// by the pool's role.
+func (p *Provider) keyPairs(pki string, ca []byte, m *model.Model) (map[string][]provider.KeyPairFile, error) {
+	if len(m.KeyPairs) == 0 {
+		return nil, nil
+	}
+	key, err := bounded.ReadFile(clusterpki.CAKeyPath(pki), 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("boot secrets: %w", err)
+	}
+	files, err := provider.IssueKeyPairs(p.stateDir, serving.KeyPairCA{CertPEM: ca, KeyPEM: key}, m.KeyPairs, serving.DefaultPolicy())
+	if err != nil {
+		return nil, fmt.Errorf("boot secrets: %w", err)
+	}
+	return files, nil
 }
 
 // controlPlaneSecrets are the control-plane machine's: the PKI, the

@@ -67,6 +67,13 @@ func (p *Provider) Locate(ctx context.Context) (string, error) {
 // A host that fails is named by its address in the error (a *HostError)
 // while the others go on, unless it is the control-plane host.
 func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Running, error) {
+	// Plugins' key pairs would travel to the hosts over SSH as the cluster's
+	// PKI does; that is not built yet, so they are refused, not dropped.
+	for _, pool := range d.Model.PoolNames() {
+		if what, ok := provider.KeyPairPools(d.Model)[pool]; ok {
+			return nil, fmt.Errorf("%s goes to pool %s: the hosts provider does not deliver plugins' key pairs yet (the aws provider does, and the local provider to machine pools)", what, pool)
+		}
+	}
 	scripts, progs, err := p.plan(d)
 	if err != nil {
 		return nil, err

@@ -415,7 +415,11 @@ func (p *Provider) bootEarly(ctx context.Context, d *provider.Desired, rc *realC
 			return err
 		}
 		n.real = n.sys.Node
-		if n.sys.VendorData, err = p.vendorData(n.sys, rc, token); err != nil {
+		kp, err := p.keyPairFiles(n.sys.Node.PKIDir, n)
+		if err != nil {
+			return fmt.Errorf("machine %s: %w", n.name, err)
+		}
+		if n.sys.VendorData, err = p.vendorData(n.sys, rc, token, kp...); err != nil {
 			return fmt.Errorf("machine %s: %w", n.name, err)
 		}
 		p.nodeEvent(n.name, n.name, "machine "+n.name+" booting", false)

@@ -260,7 +260,7 @@ func (p *Provider) desiredNodes(d *provider.Desired) []*desiredNode {
 		if pool.Role == model.RoleControlPlane {
 			labels[ControlPlaneRoleLabel] = ""
 		}
-		return &desiredNode{name: name, pool: pool.Name, role: pool.Role, labels: labels, machine: d.Machines[pool.Name], spec: pool}
+		return &desiredNode{name: name, pool: pool.Name, role: pool.Role, labels: labels, machine: d.Machines[pool.Name], spec: pool, keyPairs: keyPairsOf(d.Model, pool.Name)}
 	}
 	cpPool := d.Model.Pools[model.ControlPlanePool]
 	if cpPool == nil {

@@ -192,6 +192,8 @@ type desiredNode struct {
 	// sys is the node's systemd machine when its pool is a machine pool
 	// (then real is its Node); nil otherwise.
 	sys *realnode.Machine
+	// keyPairs are the plugins' key pairs the node's machine gets.
+	keyPairs []model.KeyPair
 }
 
 // hookFailed is an enforced hook failure: its message names node, hook, plugin

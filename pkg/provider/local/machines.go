@@ -295,7 +295,11 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 		if token == "" {
 			return false, fmt.Errorf("machine %s: no bootstrap token to boot it with", n.name)
 		}
-		vd, err := p.vendorData(m, rc, token)
+		kp, err := p.keyPairFiles(m.Node.PKIDir, n)
+		if err != nil {
+			return false, fmt.Errorf("machine %s: %w", n.name, err)
+		}
+		vd, err := p.vendorData(m, rc, token, kp...)
 		if err != nil {
 			return false, fmt.Errorf("machine %s: %w", n.name, err)
 		}

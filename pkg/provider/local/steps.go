@@ -185,6 +185,10 @@ func (u *upRun) preflight(ctx context.Context) error {
 	if err := p.preflightReal(d.Model); err != nil {
 		return err
 	}
+	// So are plugins' key pairs for nodes that are not machines.
+	if err := p.checkKeyPairs(d.Model); err != nil {
+		return err
+	}
 	// So is an on-demand image (kubeplug's own, for the kubeplug-controller
 	// plugin) that is not at hand, or that no real node would run.
 	if err := p.preflightOnDemand(d.Model); err != nil {

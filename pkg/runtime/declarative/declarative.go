@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"path"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
@@ -80,6 +82,7 @@ func (d *Runtime) Run(ctx context.Context, req *stage.Request) (*stage.Response,
 			c.Cloud = cloud(&cl)
 		}
 	}
+	c.KeyPairs = r.keyPairs(d, req.Model, src.KeyPairs, data)
 	if k := src.Kubernetes; k != nil {
 		var err error
 		if c.Kubernetes, err = d.contributeKubernetes(ctx, r, k, data); err != nil {
@@ -238,7 +241,61 @@ func (r *renderer) data(values map[string]any, pool *poolData) map[string]any {
 	if facts == nil {
 		facts = &stage.Facts{}
 	}
-	return map[string]any{"Cluster": r.req.Cluster, "Values": values, "Plugins": r.req.Plugins, "NodePool": pool, "Facts": facts}
+	return map[string]any{"Cluster": r.req.Cluster, "Values": values, "Plugins": r.req.Plugins, "NodePool": pool, "Facts": facts, "KeyPairs": keyPairPaths(r.pkg)}
+}
+
+// KeyPairPaths is .KeyPairs.NAME in templates: where a key pair of the
+// plugin's is on its machines. Templates get paths, never the bytes.
+type KeyPairPaths struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// keyPairPaths are the paths of every key pair pkg declares, by name.
+func keyPairPaths(pkg *plugin.Package) map[string]*KeyPairPaths {
+	c := pkg.Manifest.Spec.Contributes
+	if c == nil || len(c.KeyPairs) == 0 {
+		return nil
+	}
+	out := make(map[string]*KeyPairPaths, len(c.KeyPairs))
+	for _, k := range c.KeyPairs {
+		kp := model.KeyPair{Name: k.Name, By: pkg.Name}
+		out[k.Name] = &KeyPairPaths{CertFile: kp.CertFile(), KeyFile: kp.KeyFile(), CAFile: kp.CAFile()}
+	}
+	return out
+}
+
+// keyPairs renders the plugin's key pair declarations and the pools whose
+// machines get each (within the plugin's scope).
+func (r *renderer) keyPairs(d *Runtime, m *model.Model, src []v1alpha1.KeyPair, data map[string]any) []model.KeyPair {
+	var out []model.KeyPair
+	for i, k := range src {
+		ptr := "/spec/contributes/keyPairs/" + strconv.Itoa(i)
+		var rk v1alpha1.KeyPair
+		if !r.renderInto(ptr, k, &rk, data) {
+			continue
+		}
+		for j, ip := range rk.IPAddresses {
+			if net.ParseIP(ip) == nil {
+				r.errorf(ptr+"/ipAddresses/"+strconv.Itoa(j), "key pair %s: expected an IP address, found %q", rk.Name, ip)
+			}
+		}
+		if rk.Validity != "" {
+			if v, err := time.ParseDuration(rk.Validity); err != nil || v < time.Hour {
+				r.errorf(ptr+"/validity", "key pair %s: expected a duration of an hour or more such as 8760h, found %q", rk.Name, rk.Validity)
+			}
+		}
+		ca := rk.CA
+		if ca == "" {
+			ca = "cluster"
+		}
+		kp := model.KeyPair{Name: rk.Name, CA: ca, CommonName: rk.CommonName, Organizations: rk.Organizations,
+			DNSNames: rk.DNSNames, IPAddresses: rk.IPAddresses, Usages: rk.Usages, Validity: rk.Validity, Pools: []string{}}
+		for _, p := range d.pools(m, v1alpha1.NodeContribution{Pools: rk.Pools, Roles: rk.Roles}) {
+			kp.Pools = append(kp.Pools, p.Name)
+		}
+		out = append(out, kp)
+	}
+	return out
 }
 
 // pluginRefRE finds the plugins a template reads through .Plugins:

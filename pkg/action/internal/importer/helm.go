@@ -20,6 +20,15 @@ type Options struct {
 	// writes them, or unpacked) for sources that name charts only by repository
 	// and version (KKP).
 	Charts string
+	// Fetch downloads a URL once and returns the hex SHA-256 of what it
+	// serves: the digest a kube-aws type: binary file's url is pinned by when
+	// the plugin directory does not hold kube-aws's own download of it. Nil
+	// downloads nothing (such a file is reported, not mapped).
+	Fetch func(url string) (string, error)
+	// Keep keeps the bytes a url was pinned by when the plugin directory held
+	// them (kube-aws's download), where render looks for the url's file; nil
+	// keeps nothing.
+	Keep func(data []byte)
 }
 
 // chartMeta is the part of Chart.yaml the Helm importer reads; the rest stays in

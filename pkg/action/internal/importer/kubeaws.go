@@ -1,6 +1,8 @@
 package importer
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,7 +38,7 @@ var kubeAWSRoles = []struct{ from, to string }{
 
 // kubeAWSWhy says why known kube-aws fields have no place in a plugin.
 var kubeAWSWhy = map[string]string{
-	"spec.cluster.pki":                    "kube-aws generates these key pairs into its credentials directory; kubeplug plugins contribute no PKI: ship the certificates as files or Secrets, or use cert-manager",
+	"spec.cluster.pki":                    "kube-aws generates these key pairs into its credentials directory for templates to read; kubeplug issues a plugin's key pairs (spec.contributes.keyPairs) as files on its machines only, never as bytes a template reads: declare those the machines use by hand, and for a Secret (kiam's TLS Secrets) use a served API's serving certificate or cert-manager",
 	"spec.cluster.kubernetes.kubeProxy":   "kube-proxy's configuration is not a kubeplug contribution",
 	"metadata.clusterSettingsKey":         "kube-aws cluster.yaml plumbing; kubeplug enables plugins by name in cluster.yaml",
 	"metadata.nodePoolSettingKey":         "kube-aws cluster.yaml plumbing; kubeplug's per-pool values are set in cluster.yaml",
@@ -149,6 +151,8 @@ type kubeAWS struct {
 	aws []string
 	// iamNoted: the README says where IAM statements take effect.
 	iamNoted bool
+	// binaryNoted: the README says where binaries' digests come from.
+	binaryNoted bool
 }
 
 func (k *kubeAWS) defaults() v1alpha1.Values {
@@ -565,32 +569,8 @@ func (k *kubeAWS) file1(field string, f map[string]any, n *v1alpha1.NodeContribu
 	if perm, ok := f["permissions"].(float64); ok && perm > 0 {
 		nf.Mode = fmt.Sprintf("%04o", int(perm))
 	}
-	src := asMap(f["source"])
-	if str(f["type"]) == "binary" && str(src["path"]) != "" {
-		data, err := k.read(str(src["path"]))
-		if err != nil {
-			why := err.Error()
-			if isOutside(err) {
-				why = kubeAWSWhy["source.path outside the plugin"]
-			}
-			if u := str(src["url"]); u != "" {
-				why += "; " + kubeAWSWhy["source.url"] + " (" + u + ")"
-			}
-			k.r.Unmap(field, "%s: %s", str(src["path"]), why)
-			return
-		}
-		rel, _ := k.p.addFile(field, "files/"+strings.TrimPrefix(path.Clean(str(src["path"])), "files/"), data)
-		nf.Source = rel
-	} else {
-		text, _, ok := k.content(field, f)
-		if !ok {
-			return
-		}
-		out, ok := k.tpl(field, text)
-		if !ok {
-			return
-		}
-		nf.Content = out
+	if !k.fileSource(field, f, &nf) {
+		return
 	}
 	if i := slices.IndexFunc(n.Files, func(f v1alpha1.NodeFile) bool { return f.Path == p }); i >= 0 {
 		if n.Files[i] != nf {
@@ -600,6 +580,79 @@ func (k *kubeAWS) file1(field string, f map[string]any, n *v1alpha1.NodeContribu
 	}
 	n.Files = append(n.Files, nf)
 	k.r.Map(field+" "+p, "`spec.contributes.nodes[roles "+role+"].files`")
+}
+
+// fileSource sets where nf's bytes come from: a url pinned by its digest (a
+// type: binary file with a source.url), a copy of a binary in the plugin
+// directory, or the file's text as a template. ok is false when there is
+// none, with the field reported.
+func (k *kubeAWS) fileSource(field string, f map[string]any, nf *v1alpha1.NodeFile) bool {
+	src := asMap(f["source"])
+	if u := str(src["url"]); str(f["type"]) == "binary" && u != "" {
+		sum, ok := k.binaryDigest(field, str(src["path"]), u)
+		if !ok {
+			return false
+		}
+		nf.URL, nf.SHA256 = u, sum
+		if !k.binaryNoted {
+			k.binaryNoted = true
+			k.r.Note("type: binary files keep their url, pinned by a sha256 the import computed (kube-aws gives none): of the file at source.path when the plugin directory holds kube-aws's download, else of what the url served at the import. Check it against the digest the binary's publisher gives before trusting it.")
+		}
+	} else if str(f["type"]) == "binary" && str(src["path"]) != "" {
+		data, err := k.read(str(src["path"]))
+		if err != nil {
+			why := err.Error()
+			if isOutside(err) {
+				why = kubeAWSWhy["source.path outside the plugin"]
+			}
+			k.r.Unmap(field, "%s: %s", str(src["path"]), why)
+			return false
+		}
+		rel, _ := k.p.addFile(field, "files/"+strings.TrimPrefix(path.Clean(str(src["path"])), "files/"), data)
+		nf.Source = rel
+	} else {
+		text, _, ok := k.content(field, f)
+		if !ok {
+			return false
+		}
+		out, ok := k.tpl(field, text)
+		if !ok {
+			return false
+		}
+		nf.Content = out
+	}
+	return true
+}
+
+// binaryDigest is the SHA-256 a kube-aws type: binary file's url is pinned
+// by: of the file at source.path when the plugin directory holds it (where
+// kube-aws keeps what it downloaded from the url), else of what the url
+// serves, downloaded once. kube-aws's file source has no digest of its own.
+// ok is false when there is neither, with the field reported.
+func (k *kubeAWS) binaryDigest(field, local, url string) (sum string, ok bool) {
+	if !strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "http://") {
+		k.r.Unmap(field, "%s: a node file's url must be https:// or http://", url)
+		return "", false
+	}
+	if local != "" {
+		if data, err := k.read(local); err == nil {
+			if k.o.Keep != nil {
+				k.o.Keep(data)
+			}
+			s := sha256.Sum256(data)
+			return hex.EncodeToString(s[:]), true
+		}
+	}
+	if k.o.Fetch == nil {
+		k.r.Unmap(field, "%s: not downloaded to compute its sha256, and the plugin directory does not hold it at source.path", url)
+		return "", false
+	}
+	sum, err := k.o.Fetch(url)
+	if err != nil {
+		k.r.Unmap(field, "downloading it once to compute its sha256: %v", err)
+		return "", false
+	}
+	return sum, true
 }
 
 // cfnActionRE matches `{{quote X}}` in a kube-aws CloudFormation JSON template,

@@ -329,6 +329,10 @@ func IssueClientCert(pkiDir, certPath, keyPath, cn string, orgs ...string) error
 // CACertPath is the cluster CA's certificate in pkiDir.
 func CACertPath(pkiDir string) string { return filepath.Join(pkiDir, CACert) }
 
+// CAKeyPath is the cluster CA's key in pkiDir: for what the provider itself
+// signs with it (a plugin's key pairs).
+func CAKeyPath(pkiDir string) string { return filepath.Join(pkiDir, CAKey) }
+
 // The etcd peer PKI of a stacked control plane, in the etcd/ directory of a
 // PKI directory, as kubeadm lays it out.
 const (
