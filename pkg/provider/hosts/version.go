@@ -2,10 +2,11 @@ package hosts
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/kubeplug/kubeplug/pkg/provider"
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/kubebin"
 )
 
 var _ provider.VersionChecker = (*Provider)(nil)
@@ -29,7 +30,7 @@ func (p *Provider) CheckKubernetesVersion(v string) error {
 	if err != nil {
 		return nil
 	}
-	have, err := controlplane.KubernetesVersion(progs.LocalclusterBin)
+	have, err := kubebin.Version(filepath.Join(progs.LocalclusterBin, "kube-apiserver"))
 	if err != nil {
 		return nil
 	}
@@ -38,5 +39,5 @@ func (p *Provider) CheckKubernetesVersion(v string) error {
 		return nil
 	}
 	return fmt.Errorf("%w %s: the hosts provider runs the Kubernetes of the node programs it delivers, and those in %s ($%s) are Kubernetes %s: set spec.kubernetesVersion to %s, or run kubeplug with the programs of %s",
-		provider.ErrUnsupportedVersion, v, progs.LocalclusterBin, controlplane.BinDirEnv, have, have, v)
+		provider.ErrUnsupportedVersion, v, progs.LocalclusterBin, kubebin.BinDirEnv, have, have, v)
 }

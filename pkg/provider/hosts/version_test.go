@@ -3,23 +3,24 @@ package hosts
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/provider"
-	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/kubebin"
 )
 
 // TestCheckKubernetesVersion: the version of the node programs is accepted,
 // any other refused (wrapping provider.ErrUnsupportedVersion) naming both
 // versions and the programs' directory; no programs at hand is left to Up.
 func TestCheckKubernetesVersion(t *testing.T) {
-	dir := os.Getenv(controlplane.BinDirEnv)
+	dir := os.Getenv(kubebin.BinDirEnv)
 	if dir == "" {
-		t.Skip("needs $" + controlplane.BinDirEnv + " (make localcluster)")
+		t.Skip("needs $" + kubebin.BinDirEnv + " (make localcluster)")
 	}
-	have, err := controlplane.KubernetesVersion(dir)
+	have, err := kubebin.Version(filepath.Join(dir, "kube-apiserver"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/kubebin"
 )
 
 const (
 	// BinDirEnv names the environment variable that points at a directory with
 	// the localcluster binaries; it wins over the default build path.
-	BinDirEnv = "KUBEPLUG_LOCALCLUSTER_BIN"
+	BinDirEnv = kubebin.BinDirEnv
 
 	// mainModule is how the repository root is recognised.
 	mainModule = "github.com/kubeplug/kubeplug"

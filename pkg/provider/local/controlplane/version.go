@@ -1,16 +1,10 @@
 package controlplane
 
 import (
-	"debug/buildinfo"
-	"fmt"
 	"path/filepath"
-	"runtime/debug"
-	"strings"
-)
 
-// kubernetesModule is the module whose version is the Kubernetes version of the
-// localcluster binary (see localcluster/go.mod).
-const kubernetesModule = "k8s.io/kubernetes"
+	"github.com/kubeplug/kubeplug/pkg/provider/internal/kubebin"
+)
 
 // KubernetesVersion returns the Kubernetes version the control plane binaries in
 // binDir were built from, such as "1.37.1": the version of k8s.io/kubernetes in
@@ -22,34 +16,5 @@ func KubernetesVersion(binDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, string(APIServer))
-	bi, err := buildinfo.ReadFile(bin)
-	if err != nil {
-		return "", fmt.Errorf("read the build information of %s: %w", bin, err)
-	}
-	v, ok := kubernetesVersionOf(bi)
-	if !ok {
-		return "", fmt.Errorf("read the Kubernetes version of %s: its build information names no %s module", bin, kubernetesModule)
-	}
-	return v, nil
-}
-
-// kubernetesVersionOf finds k8s.io/kubernetes among the binary's modules (a
-// dependency of the localcluster module, or the main module of a binary built
-// from the Kubernetes tree), following a replace directive.
-func kubernetesVersionOf(bi *debug.BuildInfo) (string, bool) {
-	mods := append([]*debug.Module{&bi.Main}, bi.Deps...)
-	for _, m := range mods {
-		if m == nil || m.Path != kubernetesModule {
-			continue
-		}
-		if m.Replace != nil && m.Replace.Version != "" {
-			m = m.Replace
-		}
-		if m.Version == "" || m.Version == "(devel)" {
-			return "", false
-		}
-		return strings.TrimPrefix(m.Version, "v"), true
-	}
-	return "", false
+	return kubebin.Version(filepath.Join(dir, string(APIServer)))
 }
