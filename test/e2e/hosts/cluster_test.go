@@ -194,6 +194,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("up without --accept-new-host-keys: exit %d, want the unknown host keys refused:\n%s", code, out)
 	}
 	if code, out = kp("up", "--accept-new-host-keys"); code != 0 {
+		diagnose(t, state, addrs, key, known)
 		t.Fatalf("up: exit %d\n%s", code, out)
 	}
 	kubeconfig := filepath.Join(state, "kubeconfig")
