@@ -261,12 +261,14 @@ func (p *Provider) images(cl *cluster) (map[string][]image, error) {
 	if imagesDir == "" {
 		imagesDir = filepath.Join(progs.LocalnodeBin, "..", "..", "images", "bin")
 	}
+	var missing []string
 	for _, b := range realnode.BuiltinImages {
 		if b.OnDemand {
 			continue
 		}
 		bin := filepath.Join(imagesDir, b.Binary)
 		if _, err := os.Stat(bin); err != nil {
+			missing = append(missing, b.Image)
 			continue
 		}
 		img, err := realnode.BinaryImage(bin)
@@ -274,6 +276,11 @@ func (p *Provider) images(cl *cluster) (map[string][]image, error) {
 			return nil, err
 		}
 		common = append(common, image{b.Image, img})
+	}
+	if len(missing) > 0 {
+		// A workload running one waits in ImagePullBackOff on Ready Nodes:
+		// say so before it does, as the local provider does.
+		p.opts.Events(provider.Event{Time: time.Now(), Step: "registry", Message: fmt.Sprintf("built-in images not built (make images; %s), so not on the hosts: %s", imagesDir, strings.Join(missing, ", "))})
 	}
 	lc, err := filepath.EvalSymlinks(filepath.Join(progs.LocalclusterBin, "kubeplug-localcluster"))
 	if err != nil {

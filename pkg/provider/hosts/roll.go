@@ -232,9 +232,13 @@ func (p *Provider) restartHost(ctx context.Context, kc kubernetes.Interface, c *
 // its static Pods, and it labels and taints the Node as the control plane's.
 func (p *Provider) nodeReady(ctx context.Context, kc kubernetes.Interface, c *client, cl *cluster) error {
 	h := c.host
-	if err := waitReady(ctx, kc, h.Node, p.timeouts.ready); err != nil {
+	n, err := waitReady(ctx, kc, h.Node, p.timeouts.ready)
+	if err != nil {
 		journal, _ := c.run(context.WithoutCancel(ctx), "kubelet's journal", journalErrors("kubelet.service", "kubeplug-boot.service"), nil)
 		return fmt.Errorf("%s: %w; kubelet's journal:\n%s", label(h), err, journal)
+	}
+	if msg := pressure(n); msg != "" {
+		p.event(h.Node, h.Node, msg, false)
 	}
 	if h.Pool == model.ControlPlanePool {
 		if err := waitStaticPods(ctx, kc, h.Node, cl.cpPods, p.timeouts.ready); err != nil {

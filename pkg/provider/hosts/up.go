@@ -255,7 +255,7 @@ func (p *Provider) waitAPIServer(ctx context.Context, cfg *rest.Config, cp *Host
 }
 
 // waitReady waits until the Node is registered and Ready.
-func waitReady(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) error {
+func waitReady(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) (*corev1.Node, error) {
 	deadline := time.Now().Add(timeout)
 	why := "not registered"
 	for {
@@ -265,21 +265,42 @@ func waitReady(ctx context.Context, client kubernetes.Interface, node string, ti
 			for _, c := range n.Status.Conditions {
 				if c.Type == corev1.NodeReady {
 					if c.Status == corev1.ConditionTrue {
-						return nil
+						return n, nil
 					}
 					why = "not Ready: " + c.Reason + ": " + c.Message
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s %s after %s", node, why, timeout)
+			return nil, fmt.Errorf("node %s %s after %s", node, why, timeout)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// pressure names the Node's pressure conditions that hold (disk, memory,
+// PIDs), each with the kubelet's message, or "". A Node under one is Ready
+// but tainted against new Pods, so a workload meant for it waits unscheduled
+// (on these test hosts: the disk they share with the machine that runs them
+// fell below the kubelet's eviction threshold).
+func pressure(n *corev1.Node) string {
+	var held []string
+	for _, c := range n.Status.Conditions {
+		switch c.Type {
+		case corev1.NodeDiskPressure, corev1.NodeMemoryPressure, corev1.NodePIDPressure:
+			if c.Status == corev1.ConditionTrue {
+				held = append(held, fmt.Sprintf("%s (%s)", c.Type, strings.TrimSuffix(c.Message, ".")))
+			}
+		}
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	return "Ready, but under " + strings.Join(held, ", ") + ": no new Pod is scheduled here until it passes (the kubelet's eviction-hard thresholds)"
 }
 
 // AfterDeploy implements provider.Provider: it starts each host's
