@@ -232,13 +232,9 @@ func (p *Provider) restartHost(ctx context.Context, kc kubernetes.Interface, c *
 // its static Pods, and it labels and taints the Node as the control plane's.
 func (p *Provider) nodeReady(ctx context.Context, kc kubernetes.Interface, c *client, cl *cluster) error {
 	h := c.host
-	n, err := waitReady(ctx, kc, h.Node, p.timeouts.ready)
-	if err != nil {
+	if err := waitReady(ctx, kc, h.Node, p.timeouts.ready); err != nil {
 		journal, _ := c.run(context.WithoutCancel(ctx), "kubelet's journal", journalErrors("kubelet.service", "kubeplug-boot.service"), nil)
 		return fmt.Errorf("%s: %w; kubelet's journal:\n%s", label(h), err, journal)
-	}
-	if msg := pressure(n); msg != "" {
-		p.event(h.Node, h.Node, msg, false)
 	}
 	if h.Pool == model.ControlPlanePool {
 		if err := waitStaticPods(ctx, kc, h.Node, cl.cpPods, p.timeouts.ready); err != nil {
@@ -247,6 +243,13 @@ func (p *Provider) nodeReady(ctx context.Context, kc kubernetes.Interface, c *cl
 		patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}},"spec":{"taints":[{"key":"node-role.kubernetes.io/control-plane","effect":"NoSchedule"}]}}`)
 		if _, err := kc.CoreV1().Nodes().Patch(ctx, h.Node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("%s: label the control-plane Node: %w", label(h), err)
+		}
+	}
+	// Read last: the kubelet reports pressure only after its first eviction
+	// check, which may come after Ready.
+	if n, err := kc.CoreV1().Nodes().Get(ctx, h.Node, metav1.GetOptions{}); err == nil {
+		if msg := pressure(n); msg != "" {
+			p.event(h.Node, h.Node, msg, false)
 		}
 	}
 	return nil

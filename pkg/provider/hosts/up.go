@@ -255,7 +255,7 @@ func (p *Provider) waitAPIServer(ctx context.Context, cfg *rest.Config, cp *Host
 }
 
 // waitReady waits until the Node is registered and Ready.
-func waitReady(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) (*corev1.Node, error) {
+func waitReady(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	why := "not registered"
 	for {
@@ -265,18 +265,18 @@ func waitReady(ctx context.Context, client kubernetes.Interface, node string, ti
 			for _, c := range n.Status.Conditions {
 				if c.Type == corev1.NodeReady {
 					if c.Status == corev1.ConditionTrue {
-						return n, nil
+						return nil
 					}
 					why = "not Ready: " + c.Reason + ": " + c.Message
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("node %s %s after %s", node, why, timeout)
+			return fmt.Errorf("node %s %s after %s", node, why, timeout)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}

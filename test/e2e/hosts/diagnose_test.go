@@ -20,9 +20,10 @@ import (
 )
 
 // diagnose logs what names the cause of a failed up at once: each Node's
-// readiness, taints and labels; every Pod with its node and phase; the
-// events of the default and kube-system namespaces; and, over SSH, each
-// host's kubelet.env, the kubelet's command line and the end of its journal.
+// readiness, pressure conditions, taints and labels; every Pod with its node
+// and phase; the events of the default and kube-system namespaces; and, over
+// SSH, each host's kubelet.env, the kubelet's command line and the end of its
+// journal.
 // It reads what it can and logs what it cannot; it never fails the test.
 func diagnose(t *testing.T, state string, addrs []string, keyFile, known string) {
 	t.Helper()
@@ -49,7 +50,13 @@ func diagnoseAPI(ctx context.Context, b *strings.Builder, client kubernetes.Inte
 	}
 	if nodes != nil {
 		for _, n := range nodes.Items {
-			fmt.Fprintf(b, "node %s ready=%t unschedulable=%t taints=%v labels=%v\n", n.Name, ready(&n), n.Spec.Unschedulable, n.Spec.Taints, n.Labels)
+			var held []string
+			for _, c := range n.Status.Conditions {
+				if c.Type != corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					held = append(held, string(c.Type)+": "+c.Message)
+				}
+			}
+			fmt.Fprintf(b, "node %s ready=%t unschedulable=%t conditions=%v taints=%v labels=%v\n", n.Name, ready(&n), n.Spec.Unschedulable, held, n.Spec.Taints, n.Labels)
 		}
 	}
 	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
