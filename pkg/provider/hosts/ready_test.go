@@ -3,6 +3,7 @@ package hosts
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,5 +47,17 @@ func TestNodeReadyNamesPressure(t *testing.T) {
 	}
 	if msgs := got["workers-1"]; len(msgs) != 0 {
 		t.Errorf("workers-1, under none: %q", msgs)
+	}
+}
+
+// A built-in image whose binary is not built is named, not silently left off
+// the hosts (a workload running it would wait in ImagePullBackOff).
+func TestBuiltinImagesNamesMissing(t *testing.T) {
+	imgs, missing, err := builtinImages(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(imgs) != 0 || !slices.Contains(missing, "registry.k8s.io/e2e-test-images/agnhost:2.66.1") || slices.Contains(missing, "ghcr.io/kubeplug/kubeplug:latest") {
+		t.Errorf("from an empty directory: images %v, missing %v; want none, and every built-in but the on-demand one missing", imgs, missing)
 	}
 }
