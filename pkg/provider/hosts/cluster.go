@@ -257,25 +257,20 @@ func (p *Provider) images(cl *cluster) (map[string][]image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox image: %w", err)
 	}
-	common := []image{{sandboxImage, pause}}
 	imagesDir := os.Getenv("KUBEPLUG_IMAGES_DIR")
 	if imagesDir == "" {
 		imagesDir = filepath.Join(progs.LocalnodeBin, "..", "..", "images", "bin")
 	}
-	for _, b := range nodeimage.BuiltinImages {
-		if b.OnDemand {
-			continue
-		}
-		bin := filepath.Join(imagesDir, b.Binary)
-		if _, err := os.Stat(bin); err != nil {
-			continue
-		}
-		img, err := nodeimage.BinaryImage(bin)
-		if err != nil {
-			return nil, err
-		}
-		common = append(common, image{b.Image, img})
+	builtins, missing, err := builtinImages(imagesDir)
+	if err != nil {
+		return nil, err
 	}
+	if len(missing) > 0 {
+		// A workload running one waits in ImagePullBackOff on Ready Nodes:
+		// say so before it does, as the local provider does.
+		p.opts.Events(provider.Event{Time: time.Now(), Step: "registry", Message: fmt.Sprintf("built-in images not built (make images; %s), so not on the hosts: %s", imagesDir, strings.Join(missing, ", "))})
+	}
+	common := append([]image{{sandboxImage, pause}}, builtins...)
 	lc, err := filepath.EvalSymlinks(filepath.Join(progs.LocalclusterBin, "kubeplug-localcluster"))
 	if err != nil {
 		return nil, err
@@ -308,6 +303,27 @@ func (p *Provider) images(cl *cluster) (map[string][]image, error) {
 	}
 	out[model.ControlPlanePool] = cpImages
 	return out, nil
+}
+
+// builtinImages are the built-in images (not those built on demand) whose
+// binaries are in dir; missing names those that are not.
+func builtinImages(dir string) (imgs []image, missing []string, err error) {
+	for _, b := range nodeimage.BuiltinImages {
+		if b.OnDemand {
+			continue
+		}
+		bin := filepath.Join(dir, b.Binary)
+		if _, err := os.Stat(bin); err != nil {
+			missing = append(missing, b.Image)
+			continue
+		}
+		img, err := nodeimage.BinaryImage(bin)
+		if err != nil {
+			return nil, nil, err
+		}
+		imgs = append(imgs, image{b.Image, img})
+	}
+	return imgs, missing, nil
 }
 
 // pushImages starts the host's registry and pushes imgs into it through the

@@ -245,6 +245,13 @@ func (p *Provider) nodeReady(ctx context.Context, kc kubernetes.Interface, c *cl
 			return fmt.Errorf("%s: label the control-plane Node: %w", label(h), err)
 		}
 	}
+	// Read last: the kubelet reports pressure only after its first eviction
+	// check, which may come after Ready.
+	if n, err := kc.CoreV1().Nodes().Get(ctx, h.Node, metav1.GetOptions{}); err == nil {
+		if msg := pressure(n); msg != "" {
+			p.event(h.Node, h.Node, msg, false)
+		}
+	}
 	return nil
 }
 

@@ -289,6 +289,27 @@ func waitReady(ctx context.Context, client kubernetes.Interface, node string, ti
 	}
 }
 
+// pressure names the Node's pressure conditions that hold (disk, memory,
+// PIDs), each with the kubelet's message, or "". A Node under one is Ready
+// but tainted against new Pods, so a workload meant for it waits unscheduled
+// (on these test hosts: the disk they share with the machine that runs them
+// fell below the kubelet's eviction threshold).
+func pressure(n *corev1.Node) string {
+	var held []string
+	for _, c := range n.Status.Conditions {
+		switch c.Type {
+		case corev1.NodeDiskPressure, corev1.NodeMemoryPressure, corev1.NodePIDPressure:
+			if c.Status == corev1.ConditionTrue {
+				held = append(held, fmt.Sprintf("%s (%s)", c.Type, strings.TrimSuffix(c.Message, ".")))
+			}
+		}
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	return "Ready, but under " + strings.Join(held, ", ") + ": no new Pod is scheduled here until it passes (the kubelet's eviction-hard thresholds)"
+}
+
 // AfterDeploy implements provider.Provider: it starts each host's
 // kubeplug-after-deploy.service (the rendered afterDeploy trigger), which
 // runs the afterDeploy hooks; a failed start names the host.

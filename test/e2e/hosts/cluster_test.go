@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,19 +166,26 @@ func TestCluster(t *testing.T) {
 	write(t, filepath.Join(dir, "plugins", "web", "plugin.yaml"), webPlugin)
 	write(t, filepath.Join(dir, "plugins", "web", "manifests", "web.yaml"), webManifests)
 	write(t, file, clusterFile(key, known, addrs))
-	kp := func(args ...string) (int, string) {
+	// kpWhen runs kubeplug; once its output contains trigger (when not ""),
+	// it calls then (in its own goroutine, the run going on).
+	kpWhen := func(trigger string, then func(), args ...string) (int, string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 		defer cancel()
-		var out bytes.Buffer
+		out := &watched{trigger: trigger, then: then}
 		args = append(args, "-f", file, "--state-dir", state)
 		if args[0] == "up" {
 			args = append(args, "--no-kubeconfig-update")
 		}
 		began := time.Now()
-		code := cmd.Main(ctx, args, cmd.Streams{In: strings.NewReader(""), Out: &out, Err: &out})
+		code := cmd.Main(ctx, args, cmd.Streams{In: strings.NewReader(""), Out: out, Err: out})
 		t.Logf("kubeplug %s: exit %d in %s", strings.Join(args, " "), code, time.Since(began).Round(time.Millisecond))
+		out.wait()
 		return code, out.String()
+	}
+	kp := func(args ...string) (int, string) {
+		t.Helper()
+		return kpWhen("", nil, args...)
 	}
 	downed := false
 	t.Cleanup(func() {
@@ -194,8 +202,10 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("up without --accept-new-host-keys: exit %d, want the unknown host keys refused:\n%s", code, out)
 	}
 	if code, out = kp("up", "--accept-new-host-keys"); code != 0 {
+		diagnose(t, state, addrs, key, known)
 		t.Fatalf("up: exit %d\n%s", code, out)
 	}
+	t.Logf("first up's output:\n%s", out)
 	kubeconfig := filepath.Join(state, "kubeconfig")
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -263,15 +273,27 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("re-run output:\n%s", out)
 
-	// sshd stopped on a worker: the run fails naming it; the others finish.
-	if _, err := ms[2].Exec(ctx, "systemctl", "stop", "ssh.service", "ssh.socket"); err != nil {
-		t.Fatal(err)
-	}
+	// sshd stopped on a worker mid-run (once the run has connected to it and
+	// passed its preflight; its connections dropped too): the run fails
+	// naming it; the others finish.
 	cl.run(t, 1, "sudo rm /etc/fleet/greeting")
-	code, out = kp("up")
-	if code == 0 || !strings.Contains(out, addrs[2]) {
-		t.Fatalf("up with sshd stopped on %s: exit %d, want it named:\n%s", addrs[2], code, out)
+	stopped := make(chan error, 1)
+	code, out = kpWhen("node workers-1: preflight", func() {
+		_, err := ms[2].Exec(ctx, "sh", "-c", "systemctl stop ssh.service ssh.socket && (loginctl terminate-user "+sshUser+" || pkill -KILL -u "+sshUser+" || true)")
+		stopped <- err
+	}, "up")
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("stop sshd on %s mid-run: %v", addrs[2], err)
+		}
+	default:
+		t.Fatalf("the run never reached workers-1's preflight:\n%s", out)
 	}
+	if code == 0 || !strings.Contains(out, addrs[2]) {
+		t.Fatalf("up with sshd stopped on %s mid-run: exit %d, want it named:\n%s", addrs[2], code, out)
+	}
+	t.Logf("up with sshd stopped mid-run on %s:\n%s", addrs[2], out)
 	if got := cl.run(t, 1, "cat /etc/fleet/greeting"); got != "GREETING\n" {
 		t.Errorf("host %s did not finish while %s failed: %q", addrs[1], addrs[2], got)
 	}
@@ -319,7 +341,8 @@ func TestCluster(t *testing.T) {
 	// available, checked all through the roll.
 	cl = sshClients(t, addrs, key, known) // host 2's key changed
 	rollTo(t, ctx, client, cl, addrs, kp, dir, "CHANGED")
-	write(t, filepath.Join(dir, "plugins", "fleet", "plugin.yaml"), fleetPlugin)
+	// The changed plugin stays: going back to the old one would be a roll,
+	// which the next step's failed host holds back on the other worker.
 
 	// A user whose sudo needs a password, on one host: named, the others go on.
 	write(t, file, strings.Replace(clusterFile(key, known, addrs), "{address: "+addrs[1]+"}", "{address: "+addrs[1]+", ssh: {user: "+passwordUser+"}}", 1))
@@ -352,7 +375,11 @@ func TestCluster(t *testing.T) {
 		t.Errorf("the removed host's Node workers-1 is still there")
 	}
 	cl = sshClients(t, addrs, key, known)
-	if got := cl.run(t, 2, "ls /etc/fleet/greeting /usr/local/bin/kubeplug /etc/systemd/system/kubelet.service 2>/dev/null; pgrep -a -f '[c]ontainerd|[k]ubelet|[a]gnhost' || true"); strings.TrimSpace(got) != "" {
+	// Two commands: pgrep -f matches every command line, its shell's too, and
+	// the paths listed would match its pattern.
+	got := cl.run(t, 2, "ls /etc/fleet/greeting /usr/local/bin/kubeplug /etc/systemd/system/kubelet.service 2>/dev/null || true")
+	got += cl.run(t, 2, "pgrep -a -f '[c]ontainerd|[k]ubelet|[a]gnhost' || true")
+	if strings.TrimSpace(got) != "" {
 		t.Errorf("the removed host %s is not clean:\n%s", addrs[2], got)
 	}
 
@@ -522,3 +549,37 @@ func (cl *clients) run(t *testing.T, i int, cmd string) string {
 }
 
 var _ = realnode.ImageFile
+
+// watched is kubeplug's output, calling then once it contains trigger.
+type watched struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	trigger string
+	then    func()
+	fired   sync.WaitGroup
+	done    bool
+}
+
+func (w *watched) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if w.trigger != "" && !w.done && strings.Contains(w.buf.String(), w.trigger) {
+		w.done = true
+		w.fired.Add(1)
+		go func() {
+			defer w.fired.Done()
+			w.then()
+		}()
+	}
+	return n, err
+}
+
+// wait waits for then to return, when it was called.
+func (w *watched) wait() { w.fired.Wait() }
+
+func (w *watched) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
