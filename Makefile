@@ -68,11 +68,11 @@ fuzz:
 test: lint unit
 
 # The HA upgrade and fault tests (test/e2e/realnode TestHAUpgrade, TestHAFaults):
-# five or six machines each, 7-20 minutes on two cores; not part of `make test`
-# (TestHAFaults has passed, TestHAUpgrade's last run failed on its API gap
-# bound: docs/ha.md).
+# five or six machines each, 6-20 minutes on two cores; not part of `make test`,
+# whose CI runs every other package beside them (both passed on main alone:
+# docs/ha.md).
 # The hosts provider's e2e tests (test/e2e/hosts TestCluster, TestManagedCluster):
-# out of `make test` until their workload comes up again (docs/hosts.md).
+# out of `make test` until a clean-clone CI run has had them (docs/hosts.md).
 .PHONY: test-hosts
 test-hosts: localcluster localnode images node-deps machine-image
 	KUBEPLUG_E2E_HOSTS=1 $(GO) test -timeout 45m ./test/e2e/hosts -v
