@@ -71,40 +71,20 @@ func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.L
 		return nil, l
 	}
 	res := &DownResult{Cluster: name, Purged: a.Purge}
-	if s, ok := prov.(provider.Stateful); ok {
-		res.StateDir = s.StateDir()
-		// Purging nothing is most likely a wrong -f or --state-dir: say so
-		// rather than report a deletion that did not happen.
-		if _, err := os.Stat(res.StateDir); a.Purge && res.StateDir != "" && errors.Is(err, fs.ErrNotExist) {
-			l.Errorf("", 0, 0, "", "cluster %s has no state directory %s: nothing to purge (check -f and --state-dir)", name, res.StateDir)
-			return nil, l
-		}
+	if err := a.checkPurge(prov, res, name); err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
 	}
-	// Like a second up, down waits up to --lock-timeout for a run that holds
-	// the cluster on this machine (an up still bringing it up).
-	if lk, ok := prov.(provider.Locker); ok {
-		unlock, err := lk.Lock(ctx, "down", a.Uninstall.Lease.Wait, func(holder, op string, w time.Duration) {
-			if a.ProviderEvents != nil {
-				a.ProviderEvents(provider.Event{Time: time.Now(), Step: "lock", Message: fmt.Sprintf("waiting for the cluster's lock: %s by %s holds it (waited %s of up to %s, --lock-timeout)", op, holder, w.Round(time.Second), a.Uninstall.Lease.Wait)})
-			}
-		})
-		if err != nil {
-			l.Errorf("", 0, 0, "", "%v", err)
-			return nil, l
-		}
-		defer unlock()
+	unlock, err := a.lock(ctx, prov)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
 	}
-	var kubeconfig string
-	if loc, ok := prov.(provider.Locator); ok {
-		kubeconfig, err = loc.Locate(ctx)
-		switch {
-		case err == nil, errors.Is(err, provider.ErrNotRunning):
-		case a.Purge && errors.Is(err, provider.ErrIncompatibleState):
-			// An incompatible state dir is still purged.
-		default:
-			l.Errorf("", 0, 0, "", "%v", err)
-			return nil, l
-		}
+	defer unlock()
+	kubeconfig, err := a.locate(ctx, prov)
+	if err != nil {
+		l.Errorf("", 0, 0, "", "%v", err)
+		return nil, l
 	}
 	if kubeconfig != "" {
 		res.CA = KubeconfigCA(kubeconfig)
@@ -129,6 +109,54 @@ func (a *Down) Run(ctx context.Context, cl *config.Cluster) (*DownResult, diag.L
 		l = append(l, ul...)
 	}
 	return a.providerDown(ctx, prov, res, l)
+}
+
+// checkPurge records the provider's state directory in res, and refuses to
+// purge one that does not exist: purging nothing is most likely a wrong -f or
+// --state-dir, so say so rather than report a deletion that did not happen.
+func (a *Down) checkPurge(prov provider.Provider, res *DownResult, name string) error {
+	s, ok := prov.(provider.Stateful)
+	if !ok {
+		return nil
+	}
+	res.StateDir = s.StateDir()
+	if _, err := os.Stat(res.StateDir); a.Purge && res.StateDir != "" && errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cluster %s has no state directory %s: nothing to purge (check -f and --state-dir)", name, res.StateDir)
+	}
+	return nil
+}
+
+// lock takes the cluster's lock on this machine, when the provider has one:
+// like a second up, down waits up to --lock-timeout for a run that holds it
+// (an up still bringing it up).
+func (a *Down) lock(ctx context.Context, prov provider.Provider) (func(), error) {
+	lk, ok := prov.(provider.Locker)
+	if !ok {
+		return func() {}, nil
+	}
+	return lk.Lock(ctx, "down", a.Uninstall.Lease.Wait, func(holder, op string, w time.Duration) {
+		if a.ProviderEvents != nil {
+			a.ProviderEvents(provider.Event{Time: time.Now(), Step: "lock", Message: fmt.Sprintf("waiting for the cluster's lock: %s by %s holds it (waited %s of up to %s, --lock-timeout)", op, holder, w.Round(time.Second), a.Uninstall.Lease.Wait)})
+		}
+	})
+}
+
+// locate is the running cluster's kubeconfig, "" when it is not running (or,
+// purging, its state is incompatible: it is still purged).
+func (a *Down) locate(ctx context.Context, prov provider.Provider) (string, error) {
+	loc, ok := prov.(provider.Locator)
+	if !ok {
+		return "", nil
+	}
+	kubeconfig, err := loc.Locate(ctx)
+	switch {
+	case err == nil, errors.Is(err, provider.ErrNotRunning):
+	case a.Purge && errors.Is(err, provider.ErrIncompatibleState):
+		// An incompatible state dir is still purged.
+	default:
+		return "", err
+	}
+	return kubeconfig, nil
 }
 
 // noAPI is down of a running cluster whose API server does not answer (err):

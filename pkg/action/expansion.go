@@ -257,18 +257,8 @@ type ExpansionCreated struct {
 func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.Cluster, out string) (*ExpansionCreated, diag.List) {
 	var l diag.List
 	opts := expansion.CreateOptions{Images: a.Images, Archives: a.Archives, Plugins: a.Registry, Mirrors: a.Mirrors, Limits: a.Limits, Logger: a.cfg.logger()}
-	if a.Key != "" {
-		b, err := bounded.ReadFile(a.Key, bounded.MaxKeySize)
-		if err != nil {
-			l.Errorf(a.Key, 0, 0, "", "cannot read the private key: %v", err)
-			return nil, l
-		}
-		s, err := sign.LoadSigner(b, a.Password)
-		if err != nil {
-			l.Errorf(a.Key, 0, 0, "", "private key %s: %v", a.Key, err)
-			return nil, l
-		}
-		opts.Signer = s
+	if opts.Signer = a.signer(&l); l.HasFatal() {
+		return nil, l
 	}
 	res := &ExpansionCreated{File: out}
 	src := ""
@@ -281,56 +271,25 @@ func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.C
 	}
 	if cl != nil && src != "" {
 		// Render the cluster as up will with this expansion.
-		work, err := os.MkdirTemp("", "kubeplug-expansion-create-")
-		if err != nil {
-			l.Errorf(out, 0, 0, "", "%v", err)
+		merged, work := a.withExpansion(ctx, cl, src, out, &l)
+		if work != "" {
+			defer func() { _ = os.RemoveAll(work) }()
+		}
+		if merged == nil {
 			return nil, l
 		}
-		defer func() { _ = os.RemoveAll(work) }()
-		set, sl := expansion.OpenSourceSet(ctx, src, expansion.SourceOptions{WorkDir: work, Plugins: a.Registry, Limits: a.Limits})
-		l = append(l, sl...)
-		if set == nil || sl.HasFatal() {
-			return nil, l
-		}
-		opts.Pulled = work
-		merged, ml := mergedCluster(cl, set)
-		l = append(l, set.Locate(ml)...)
-		if ml.HasFatal() {
-			return nil, l
-		}
-		cl = merged
+		opts.Pulled, cl = work, merged
 	}
 	if cl != nil {
 		r := a.cfg.newRun(cl, true)
 		defer r.close()
-		rl := r.pipeline(ctx, append([]step{resolveStep}, through(stage.Render)...)...)
-		l = append(l, rl...)
-		if rl.HasFatal() {
-			return nil, l
-		}
-		in := r.renderInput()
-		in.Plan = r.plan.Doc(r.model)
-		files, fl := render.Files(ctx, in)
-		l = append(l, fl...)
-		if fl.HasFatal() {
-			return nil, l
-		}
-		uses, err := scanRender(files)
-		if err != nil {
-			l.Errorf(cl.File, 0, 0, "", "scanning the render for images: %v", err)
+		uses := renderedImages(ctx, r, cl, &l)
+		if l.HasFatal() {
 			return nil, l
 		}
 		res.RenderImages = uses
 		opts.URLFiles = r.urlFiles
-		opts.Why = map[string]string{}
-		for _, u := range uses {
-			opts.Images = append(opts.Images, u.Image)
-			if w := u.Object + " in " + u.File; opts.Why[u.Image] == "" {
-				opts.Why[u.Image] = w
-			} else if !strings.Contains(opts.Why[u.Image], w) {
-				opts.Why[u.Image] += " and " + w
-			}
-		}
+		opts.Images, opts.Why = imagesWhy(opts.Images, uses)
 		if src == "" {
 			dir, err := os.MkdirTemp(filepath.Dir(out), ".expansion-src-")
 			if err != nil {
@@ -358,6 +317,86 @@ func (a *ExpansionCreate) Run(ctx context.Context, manifest string, cl *config.C
 	res.Images = w.Images
 	l.Sort()
 	return res, l
+}
+
+// signer loads the private key the package is signed with, if a.Key is set;
+// an error goes to l.
+func (a *ExpansionCreate) signer(l *diag.List) *sign.Signer {
+	if a.Key == "" {
+		return nil
+	}
+	b, err := bounded.ReadFile(a.Key, bounded.MaxKeySize)
+	if err != nil {
+		l.Errorf(a.Key, 0, 0, "", "cannot read the private key: %v", err)
+		return nil
+	}
+	s, err := sign.LoadSigner(b, a.Password)
+	if err != nil {
+		l.Errorf(a.Key, 0, 0, "", "private key %s: %v", a.Key, err)
+		return nil
+	}
+	return s
+}
+
+// withExpansion is cl as the expansion source src changes it, merged as up
+// merges it, and the work directory the expansion's plugins were pulled into
+// (the caller removes it; "" when none was made); nil, with the errors in l,
+// when that fails.
+func (a *ExpansionCreate) withExpansion(ctx context.Context, cl *config.Cluster, src, out string, l *diag.List) (*config.Cluster, string) {
+	work, err := os.MkdirTemp("", "kubeplug-expansion-create-")
+	if err != nil {
+		l.Errorf(out, 0, 0, "", "%v", err)
+		return nil, ""
+	}
+	set, sl := expansion.OpenSourceSet(ctx, src, expansion.SourceOptions{WorkDir: work, Plugins: a.Registry, Limits: a.Limits})
+	*l = append(*l, sl...)
+	if set == nil || sl.HasFatal() {
+		return nil, work
+	}
+	merged, ml := mergedCluster(cl, set)
+	*l = append(*l, set.Locate(ml)...)
+	if ml.HasFatal() {
+		return nil, work
+	}
+	return merged, work
+}
+
+// renderedImages renders cl as render does, in the run r, and says every
+// image its Kubernetes objects and charts reference; errors go to l.
+func renderedImages(ctx context.Context, r *run, cl *config.Cluster, l *diag.List) []expansion.ImageUse {
+	rl := r.pipeline(ctx, append([]step{resolveStep}, through(stage.Render)...)...)
+	*l = append(*l, rl...)
+	if rl.HasFatal() {
+		return nil
+	}
+	in := r.renderInput()
+	in.Plan = r.plan.Doc(r.model)
+	files, fl := render.Files(ctx, in)
+	*l = append(*l, fl...)
+	if fl.HasFatal() {
+		return nil
+	}
+	uses, err := scanRender(files)
+	if err != nil {
+		l.Errorf(cl.File, 0, 0, "", "scanning the render for images: %v", err)
+		return nil
+	}
+	return uses
+}
+
+// imagesWhy adds the images of uses to images, and says for each what
+// references it: the objects and files, joined by "and".
+func imagesWhy(images []string, uses []expansion.ImageUse) ([]string, map[string]string) {
+	why := map[string]string{}
+	for _, u := range uses {
+		images = append(images, u.Image)
+		if w := u.Object + " in " + u.File; why[u.Image] == "" {
+			why[u.Image] = w
+		} else if !strings.Contains(why[u.Image], w) {
+			why[u.Image] += " and " + w
+		}
+	}
+	return images, why
 }
 
 // mergedCluster is cl with set merged into a copy of its spec, as a run with

@@ -102,21 +102,7 @@ func (a *Import) Run(ctx context.Context, src, input string) (*ImportResult, dia
 		l.Errorf(input, 0, 0, "", "%v", err)
 		return nil, l
 	}
-	opts := importer.Options{Namespace: a.Namespace, Charts: a.Charts}
-	// A kube-aws binary's url is pinned by a digest the import computes:
-	// downloaded once (bounded as render's downloads are) into the cache
-	// render reads, so the render after the import downloads nothing.
-	opts.Fetch = func(url string) (string, error) { return source.DefaultURLFiles().Fetch(ctx, url) }
-	opts.Keep = func(data []byte) { _, _ = source.DefaultURLFiles().Keep(data) } // else render downloads it
-	var res *importer.Result
-	var err error
-	if byRef := a.Repo != "" || strings.HasPrefix(input, "oci://"); src == ImportHelm && byRef {
-		res, err = a.importChartRef(ctx, input, opts)
-	} else if a.Version != "" || a.Repo != "" {
-		err = fmt.Errorf("--version and --repo name a chart by reference (oci://REGISTRY/REPO/CHART, or NAME --repo URL); %s is a local path", input)
-	} else {
-		res, err = from(input, opts)
-	}
+	res, err := a.imported(ctx, from, src, input)
 	if err != nil {
 		l.Errorf(input, 0, 0, "", "cannot import: %v", err)
 		return nil, l
@@ -126,15 +112,7 @@ func (a *Import) Run(ctx context.Context, src, input string) (*ImportResult, dia
 		dir = "."
 	}
 	tops := topDirs(res)
-	for _, t := range tops {
-		p := filepath.Join(dir, t)
-		if _, err := os.Lstat(p); err == nil {
-			l.Errorf(p, 0, 0, "", "already exists; remove it or import with another --dir")
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			l.Errorf(p, 0, 0, "", "cannot check the output: %v", err)
-		}
-	}
-	if l.HasFatal() {
+	if checkFree(dir, tops, &l); l.HasFatal() {
 		return nil, l
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -156,13 +134,54 @@ func (a *Import) Run(ctx context.Context, src, input string) (*ImportResult, dia
 	if l.HasFatal() {
 		return nil, l
 	}
+	if moveInPlace(tmp, dir, tops, out, &l); l.HasFatal() {
+		return nil, l
+	}
+	a.cfg.logger().Debug("imported", "source", src, "input", input, "plugins", len(out.Plugins))
+	return out, l
+}
+
+// imported is input imported in the format of src by from, or, for a Helm
+// chart named by reference (oci://, or --repo), pulled first.
+func (a *Import) imported(ctx context.Context, from func(string, importer.Options) (*importer.Result, error), src, input string) (*importer.Result, error) {
+	opts := importer.Options{Namespace: a.Namespace, Charts: a.Charts}
+	// A kube-aws binary's url is pinned by a digest the import computes:
+	// downloaded once (bounded as render's downloads are) into the cache
+	// render reads, so the render after the import downloads nothing.
+	opts.Fetch = func(url string) (string, error) { return source.DefaultURLFiles().Fetch(ctx, url) }
+	opts.Keep = func(data []byte) { _, _ = source.DefaultURLFiles().Keep(data) } // else render downloads it
+	if byRef := a.Repo != "" || strings.HasPrefix(input, "oci://"); src == ImportHelm && byRef {
+		return a.importChartRef(ctx, input, opts)
+	}
+	if a.Version != "" || a.Repo != "" {
+		return nil, fmt.Errorf("--version and --repo name a chart by reference (oci://REGISTRY/REPO/CHART, or NAME --repo URL); %s is a local path", input)
+	}
+	return from(input, opts)
+}
+
+// checkFree refuses, in l, each of the directories tops an import creates in
+// dir that exists already (or cannot be checked).
+func checkFree(dir string, tops []string, l *diag.List) {
+	for _, t := range tops {
+		p := filepath.Join(dir, t)
+		if _, err := os.Lstat(p); err == nil {
+			l.Errorf(p, 0, 0, "", "already exists; remove it or import with another --dir")
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			l.Errorf(p, 0, 0, "", "cannot check the output: %v", err)
+		}
+	}
+}
+
+// moveInPlace moves the directories tops of the import from tmp into dir,
+// and makes out's paths, checked and linted in tmp, name them where they now
+// are; an error goes to l.
+func moveInPlace(tmp, dir string, tops []string, out *ImportResult, l *diag.List) {
 	for _, t := range tops {
 		if err := os.Rename(filepath.Join(tmp, t), filepath.Join(dir, t)); err != nil {
 			l.Errorf(filepath.Join(dir, t), 0, 0, "", "cannot move the import into place: %v", err)
-			return nil, l
+			return
 		}
 	}
-	// Paths were checked and linted in tmp; report them where they now are.
 	rel := func(p string) string {
 		r, _ := filepath.Rel(tmp, p)
 		return filepath.Join(dir, r)
@@ -173,8 +192,6 @@ func (a *Import) Run(ctx context.Context, src, input string) (*ImportResult, dia
 	if out.Catalog != "" {
 		out.Catalog = rel(out.Catalog)
 	}
-	a.cfg.logger().Debug("imported", "source", src, "input", input, "plugins", len(out.Plugins))
-	return out, l
 }
 
 // topDirs are the directories an import creates in the output directory.

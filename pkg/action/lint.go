@@ -59,70 +59,75 @@ func (a *Lint) Run(ctx context.Context, dirs ...string) (int, diag.List) {
 			l.Errorf(dir, 0, 0, "", "%v", err)
 			break
 		}
-		fi, err := os.Stat(dir)
-		switch {
-		case err != nil:
-			l.Errorf(dir, 0, 0, "", "cannot read the plugin directory: %v", unwrapPathErr(err))
-			continue
-		case fi.Mode().IsRegular():
-			// An archive: unpacked with its checks, then checked whole.
-			src := source.Archive(plugin.OriginUser, dir)
-			vs, sl := src.List(ctx)
-			l = append(l, sl...)
-			for _, v := range vs {
-				pkg, pl := src.Fetch(ctx, v)
-				l = append(l, pl...)
-				lintDigests(pkg, &l)
-				if pkg != nil {
-					l = append(l, lintValueRefs(pkg)...)
-					l = append(l, lintTemplates(pkg)...)
-					n++
-				}
-			}
-			continue
-		case !fi.IsDir():
-			l.Errorf(dir, 0, 0, "", "expected a plugin directory (holding %s) or a package archive, found a %s", plugin.ManifestFile, fi.Mode().Type())
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(dir, plugin.ManifestFile)); err == nil {
-			a.cfg.logger().Debug("linting plugin", "dir", dir)
-			pkg, pl := plugin.Load(os.DirFS(dir), plugin.OriginUser, filepath.Clean(dir))
-			l = append(l, pl...)
-			lintDigests(pkg, &l)
-			l = append(l, lintValueRefs(pkg)...)
-			l = append(l, lintTemplates(pkg)...)
-			if pkg != nil && !pl.HasFatal() {
-				l = append(l, a.renderDefaults(ctx, dir, pkg)...)
-			}
-			n++
-			continue
-		}
-		// A tree: every package in it, whole; duplicates are no lint problem.
-		src := source.Dir(plugin.OriginUser, dir)
-		vs, sl := src.List(ctx)
-		l = append(l, sl...)
-		if len(vs) == 0 && len(sl) == 0 {
-			l.Errorf(dir, 0, 0, "", "no %s found in this directory or below it", plugin.ManifestFile)
-		}
-		for _, v := range vs {
-			pkg, pl := src.Fetch(ctx, v)
-			l = append(l, pl...)
-			lintDigests(pkg, &l)
-			if pkg != nil {
-				l = append(l, lintValueRefs(pkg)...)
-				l = append(l, lintTemplates(pkg)...)
-				n++
-				if fi, err := os.Stat(pkg.Location); err == nil && fi.IsDir() && !pl.HasFatal() {
-					l = append(l, a.renderDefaults(ctx, pkg.Location, pkg)...)
-				}
-			}
-		}
+		k, dl := a.lintPath(ctx, dir)
+		n += k
+		l = append(l, dl...)
 	}
 	if a.liveErr != nil {
 		l.Errorf("", 0, 0, "", "cannot validate against the cluster: %v", a.liveErr)
 	}
 	l.Sort()
 	return n, l
+}
+
+// lintPath checks one path of Run: a package archive, a package directory or
+// a tree of packages. It returns how many packages it checked and their
+// problems.
+func (a *Lint) lintPath(ctx context.Context, dir string) (int, diag.List) {
+	var l diag.List
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		l.Errorf(dir, 0, 0, "", "cannot read the plugin directory: %v", unwrapPathErr(err))
+		return 0, l
+	case fi.Mode().IsRegular():
+		// An archive: unpacked with its checks, then checked whole.
+		n, _, l := a.lintSource(ctx, source.Archive(plugin.OriginUser, dir), false)
+		return n, l
+	case !fi.IsDir():
+		l.Errorf(dir, 0, 0, "", "expected a plugin directory (holding %s) or a package archive, found a %s", plugin.ManifestFile, fi.Mode().Type())
+		return 0, l
+	}
+	if _, err := os.Stat(filepath.Join(dir, plugin.ManifestFile)); err == nil {
+		a.cfg.logger().Debug("linting plugin", "dir", dir)
+		pkg, pl := plugin.Load(os.DirFS(dir), plugin.OriginUser, filepath.Clean(dir))
+		l = append(l, pl...)
+		lintDigests(pkg, &l)
+		l = append(l, lintValueRefs(pkg)...)
+		l = append(l, lintTemplates(pkg)...)
+		if pkg != nil && !pl.HasFatal() {
+			l = append(l, a.renderDefaults(ctx, dir, pkg)...)
+		}
+		return 1, l
+	}
+	// A tree: every package in it, whole; duplicates are no lint problem.
+	n, listed, tl := a.lintSource(ctx, source.Dir(plugin.OriginUser, dir), true)
+	if listed == 0 && len(tl) == 0 {
+		tl.Errorf(dir, 0, 0, "", "no %s found in this directory or below it", plugin.ManifestFile)
+	}
+	return n, tl
+}
+
+// lintSource checks every package src lists; with renderDirs, those that are
+// directories are rendered with their default values too. It returns how
+// many packages it checked, how many src listed, and their problems.
+func (a *Lint) lintSource(ctx context.Context, src source.Source, renderDirs bool) (checked, listed int, l diag.List) {
+	vs, l := src.List(ctx)
+	for _, v := range vs {
+		pkg, pl := src.Fetch(ctx, v)
+		l = append(l, pl...)
+		lintDigests(pkg, &l)
+		if pkg == nil {
+			continue
+		}
+		l = append(l, lintValueRefs(pkg)...)
+		l = append(l, lintTemplates(pkg)...)
+		checked++
+		if fi, err := os.Stat(pkg.Location); renderDirs && err == nil && fi.IsDir() && !pl.HasFatal() {
+			l = append(l, a.renderDefaults(ctx, pkg.Location, pkg)...)
+		}
+	}
+	return checked, len(vs), l
 }
 
 // lintKubernetesVersion is the Kubernetes version lint renders a plugin for:
@@ -160,6 +165,39 @@ func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Packa
 		return nil
 	}
 	name := pkg.Manifest.Metadata.Name
+	sample := lintSample(dir, pkg)
+	if sample == nil {
+		return nil
+	}
+	// The manifests are rendered again, from the request the plugin got, to
+	// check their objects at the lines that wrote them.
+	cfg := *a.cfg
+	rec := &requestRecorder{next: a.cfg.InProcess[name]}
+	cfg.InProcess = maps.Clone(a.cfg.InProcess)
+	if cfg.InProcess == nil {
+		cfg.InProcess = map[string]stage.Runtime{}
+	}
+	cfg.InProcess[name] = rec
+	files, rl := NewRender(&cfg).Files(ctx, sample.cluster)
+	out := sample.problems(pkg, rl)
+	if !rl.HasFatal() {
+		out = append(out, a.lintObjects(ctx, pkg, sample.rel, rec.request(), files)...)
+	}
+	return out
+}
+
+// lintSampleCluster is the cluster renderDefaults renders a package in: its
+// cluster file (synthetic, never written), and the package's directory,
+// absolute and relative to the working directory.
+type lintSampleCluster struct {
+	cluster   *config.Cluster
+	synthetic string
+	abs, rel  string
+}
+
+// lintSample is the cluster of one worker pool that enables pkg, in dir,
+// alone; nil when it cannot be made.
+func lintSample(dir string, pkg *plugin.Package) *lintSampleCluster {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil
@@ -175,22 +213,22 @@ func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Packa
 	doc := "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: lint}\nspec:\n  kubernetesVersion: " + lintKubernetesVersion +
 		"\n  provider: " + lintProvider(pkg) +
 		"\n  nodePools: [{name: workers, count: 1}]\n  plugins:\n    sources: [{dir: " + strconv.Quote(filepath.ToSlash(rel)) +
-		"}]\n    enabled: [{name: " + strconv.Quote(name) + ", version: " + strconv.Quote(pkg.Manifest.Metadata.Version) + "}]\n"
+		"}]\n    enabled: [{name: " + strconv.Quote(pkg.Manifest.Metadata.Name) + ", version: " + strconv.Quote(pkg.Manifest.Metadata.Version) + "}]\n"
 	synthetic := filepath.Join(cwd, ".kubeplug-lint.yaml") // never written
 	cl, cl0 := config.Parse(synthetic, []byte(doc))
 	if cl == nil || cl0.HasFatal() {
 		return nil
 	}
-	// The manifests are rendered again, from the request the plugin got, to
-	// check their objects at the lines that wrote them.
-	cfg := *a.cfg
-	rec := &requestRecorder{next: a.cfg.InProcess[name]}
-	cfg.InProcess = maps.Clone(a.cfg.InProcess)
-	if cfg.InProcess == nil {
-		cfg.InProcess = map[string]stage.Runtime{}
-	}
-	cfg.InProcess[name] = rec
-	files, rl := NewRender(&cfg).Files(ctx, cl)
+	return &lintSampleCluster{cluster: cl, synthetic: synthetic, abs: abs, rel: rel}
+}
+
+// problems are the package pkg's own problems among the diagnostics rl of
+// rendering the sample: errors and warnings at its files, errors of it that
+// name no file (at its manifest); when it has none, the errors elsewhere (a
+// requirement no source here has, values without defaults) are one warning
+// saying it was not rendered with its default values.
+func (s *lintSampleCluster) problems(pkg *plugin.Package, rl diag.List) diag.List {
+	name := pkg.Manifest.Metadata.Name
 	var out diag.List
 	var elsewhere []string
 	for _, d := range rl {
@@ -200,34 +238,31 @@ func (a *Lint) renderDefaults(ctx context.Context, dir string, pkg *plugin.Packa
 		if d.Severity != diag.Fatal {
 			// A warning at a file of the package (a deprecated API) is the
 			// package's; the rest are the sample cluster's.
-			if f, ok := within(d.File, abs, rel); ok && d.Severity == diag.Warning {
+			if f, ok := within(d.File, s.abs, s.rel); ok && d.Severity == diag.Warning {
 				d.File = f
 				out = append(out, d)
 			}
 			continue
 		}
-		if f, ok := within(d.File, abs, rel); ok {
+		if f, ok := within(d.File, s.abs, s.rel); ok {
 			d.File = f
 			out = append(out, d)
 			continue
 		}
 		if d.File == "" && d.Plugin == name {
 			// A chart's error names its template in the message.
-			d.File = filepath.Join(rel, plugin.ManifestFile)
+			d.File = filepath.Join(s.rel, plugin.ManifestFile)
 			out = append(out, d)
 			continue
 		}
-		if d.File == synthetic {
+		if d.File == s.synthetic {
 			elsewhere = append(elsewhere, d.Message)
 		} else {
 			elsewhere = append(elsewhere, d.String())
 		}
 	}
 	if len(out) == 0 && len(elsewhere) > 0 {
-		out.Warnf(filepath.Join(rel, plugin.ManifestFile), 0, 0, "", "not rendered with its default values: %s", strings.Join(elsewhere, "; "))
-	}
-	if !rl.HasFatal() {
-		out = append(out, a.lintObjects(ctx, pkg, rel, rec.request(), files)...)
+		out.Warnf(filepath.Join(s.rel, plugin.ManifestFile), 0, 0, "", "not rendered with its default values: %s", strings.Join(elsewhere, "; "))
 	}
 	return out
 }

@@ -83,16 +83,10 @@ func crdKinds(crds []map[string]any) map[schema.GroupVersion][]string {
 	return out
 }
 
-// lintObjects validates every object the plugin renders with its default
-// values against its kind's schema: the manifests as rendered from their
-// files (so problems point at the file and line that wrote them), the charts'
-// objects as Helm rendered them (at the template their # Source names, the
-// line a best guess). CustomResourceDefinitions anywhere in the render give
-// the schemas of their kinds.
-func (a *Lint) lintObjects(ctx context.Context, pkg *plugin.Package, rel string, req *stage.Request, files map[string][]byte) diag.List {
-	var rendered []*yamldoc.Doc
-	var sources []string
-	var crds []map[string]any
+// chartObjects are, among the rendered files, the objects of the plugin's
+// Helm releases with the # Source each came from, and every
+// CustomResourceDefinition of the render.
+func chartObjects(pkg *plugin.Package, files map[string][]byte) (rendered []*yamldoc.Doc, sources []string, crds []map[string]any) {
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if !strings.HasPrefix(name, "kubernetes/") {
 			continue
@@ -111,6 +105,17 @@ func (a *Lint) lintObjects(ctx context.Context, pkg *plugin.Package, rel string,
 			}
 		}
 	}
+	return rendered, sources, crds
+}
+
+// lintObjects validates every object the plugin renders with its default
+// values against its kind's schema: the manifests as rendered from their
+// files (so problems point at the file and line that wrote them), the charts'
+// objects as Helm rendered them (at the template their # Source names, the
+// line a best guess). CustomResourceDefinitions anywhere in the render give
+// the schemas of their kinds.
+func (a *Lint) lintObjects(ctx context.Context, pkg *plugin.Package, rel string, req *stage.Request, files map[string][]byte) diag.List {
+	rendered, sources, crds := chartObjects(pkg, files)
 	var manifests []declarative.RenderedManifest
 	if req != nil {
 		manifests = declarative.RenderManifests(ctx, pkg, req)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
 	"github.com/kubeplug/kubeplug/pkg/action/internal/valuerefs"
 	"github.com/kubeplug/kubeplug/pkg/diag"
@@ -37,26 +38,7 @@ func lintValueRefs(pkg *plugin.Package) diag.List {
 	var l diag.List
 	c := pkg.Manifest.Spec.Contributes
 
-	// plugin.yaml: every string of the contributes block is a template.
-	if raw, err := json.Marshal(c); err == nil {
-		var tree any
-		if json.Unmarshal(raw, &tree) == nil {
-			manifest, _ := fs.ReadFile(pkg.FS, plugin.ManifestFile)
-			lines := strings.Split(string(manifest), "\n")
-			walkStrings(tree, "/spec/contributes", func(ptr, s string) {
-				found, err := known.Check(s)
-				if err != nil {
-					return // rendering reports it
-				}
-				for _, f := range found {
-					file, line, col, field := pkg.ManifestPos(ptr)
-					line, col = inScalar(lines, line, col, f.Line, f.Column)
-					l.Warnf(file, line, col, field, "%s", f.Message(owner))
-				}
-			})
-		}
-	}
-
+	lintManifestRefs(pkg, known, owner, &l)
 	// Manifest files: templates over the same values.
 	if k := c.Kubernetes; k != nil {
 		for _, ref := range k.Manifests {
@@ -69,27 +51,62 @@ func lintValueRefs(pkg *plugin.Package) diag.List {
 			if err != nil {
 				continue // reported by Load
 			}
-			// Keys the release's values files set are known too.
-			release := map[string]any{}
-			for _, f := range h.ValuesFiles {
-				if clean, err := plugin.CleanRef(f); err == nil {
-					if b, err := readBounded(pkg.FS, clean); err == nil {
-						if doc, dl := yamldoc.Parse(clean, b); doc != nil && !dl.HasFatal() {
-							if m, ok := doc.Value.(map[string]any); ok {
-								mergeKeys(release, m)
-							}
-						}
-					}
-				}
-			}
-			mergeKeys(release, h.Values)
-			ck := chartKnown(pkg.FS, dir, release)
+			ck := chartKnown(pkg.FS, dir, releaseKeys(pkg.FS, h))
 			for _, f := range chartTemplates(pkg.FS, dir) {
 				checkFile(pkg.FS, f, path.Join(pkg.Location, f), ck, "the chart's values", &l)
 			}
 		}
 	}
 	return l
+}
+
+// lintManifestRefs warns about the unknown value references of plugin.yaml's
+// contributes block, every string of which is a template.
+func lintManifestRefs(pkg *plugin.Package, known *valuerefs.Known, owner string, l *diag.List) {
+	raw, err := json.Marshal(pkg.Manifest.Spec.Contributes)
+	if err != nil {
+		return
+	}
+	var tree any
+	if json.Unmarshal(raw, &tree) != nil {
+		return
+	}
+	manifest, _ := fs.ReadFile(pkg.FS, plugin.ManifestFile)
+	lines := strings.Split(string(manifest), "\n")
+	walkStrings(tree, "/spec/contributes", func(ptr, s string) {
+		found, err := known.Check(s)
+		if err != nil {
+			return // rendering reports it
+		}
+		for _, f := range found {
+			file, line, col, field := pkg.ManifestPos(ptr)
+			line, col = inScalar(lines, line, col, f.Line, f.Column)
+			l.Warnf(file, line, col, field, "%s", f.Message(owner))
+		}
+	})
+}
+
+// releaseKeys are the values a Helm release sets, its values files' and its
+// own, merged: keys the chart's templates may use besides the chart's.
+func releaseKeys(fsys fs.FS, h v1alpha1.HelmRelease) map[string]any {
+	release := map[string]any{}
+	for _, f := range h.ValuesFiles {
+		clean, err := plugin.CleanRef(f)
+		if err != nil {
+			continue
+		}
+		b, err := readBounded(fsys, clean)
+		if err != nil {
+			continue
+		}
+		if doc, dl := yamldoc.Parse(clean, b); doc != nil && !dl.HasFatal() {
+			if m, ok := doc.Value.(map[string]any); ok {
+				mergeKeys(release, m)
+			}
+		}
+	}
+	mergeKeys(release, h.Values)
+	return release
 }
 
 // checkFile warns about the unknown value references of one template file.

@@ -57,53 +57,14 @@ type PluginTestResult struct {
 // sample cluster; fatal diagnostics locate what failed (the plugin's file and line
 // where the failure is the plugin's).
 func (a *PluginTest) Run(ctx context.Context, dir string) (*PluginTestResult, diag.List) {
-	var l diag.List
-	if err := ctx.Err(); err != nil {
-		l.Errorf(dir, 0, 0, "", "%v", err)
+	pkg, l := fetchOne(ctx, dir)
+	if pkg == nil {
 		return nil, l
-	}
-	if _, err := os.Stat(dir); err != nil {
-		l.Errorf(dir, 0, 0, "", "expected a plugin package directory (holding %s) or archive", plugin.ManifestFile)
-		return nil, l
-	}
-	src := source.Path(plugin.OriginUser, dir)
-	vs, vl := src.List(ctx)
-	l = append(l, vl...)
-	if vl.HasFatal() || len(vs) != 1 {
-		if len(vs) > 1 {
-			l.Errorf(dir, 0, 0, "", "expected one plugin package, found %d: test them one at a time", len(vs))
-		}
-		return nil, l
-	}
-	pkg, pl := src.Fetch(ctx, vs[0])
-	l = append(l, pl...)
-	if pkg == nil || pl.HasFatal() {
-		return nil, l
-	}
-	// The sample cluster file sits (never written) in the working directory and
-	// names the package relative to it, so that messages name the package's files
-	// as the user wrote DIR.
-	cwd, err := os.Getwd()
-	if err != nil {
-		l.Errorf(dir, 0, 0, "", "%v", err)
-		return nil, l
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		l.Errorf(dir, 0, 0, "", "%v", err)
-		return nil, l
-	}
-	rel, err := filepath.Rel(cwd, abs)
-	if err != nil {
-		rel = abs
 	}
 	name, version := pkg.Manifest.Metadata.Name, pkg.Manifest.Metadata.Version
-	doc := "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: plugin-test}\nspec:\n  kubernetesVersion: " + lintKubernetesVersion +
-		"\n  nodePools: [{name: workers, count: 1}]\n  plugins:\n    sources: [{dir: " + strconv.Quote(filepath.ToSlash(rel)) +
-		"}]\n    enabled: [{name: " + strconv.Quote(name) + ", version: " + strconv.Quote(version) + "}]\n"
-	cl, cl0 := config.Parse(filepath.Join(cwd, ".kubeplug-plugin-test.yaml"), []byte(doc))
-	if cl == nil || cl0.HasFatal() {
-		return nil, append(l, cl0...)
+	cl, abs, rel := testSample(dir, name, version, &l)
+	if cl == nil {
+		return nil, l
 	}
 	files, rl := NewRender(a.cfg).Files(ctx, cl)
 	for i := range rl {
@@ -137,4 +98,64 @@ func (a *PluginTest) Run(ctx context.Context, dir string) (*PluginTestResult, di
 		return nil, l
 	}
 	return res, l
+}
+
+// fetchOne fetches the one plugin package in dir (a directory or an
+// archive), checked whole; nil when there is none, several, or it has fatal
+// problems.
+func fetchOne(ctx context.Context, dir string) (*plugin.Package, diag.List) {
+	var l diag.List
+	if err := ctx.Err(); err != nil {
+		l.Errorf(dir, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	if _, err := os.Stat(dir); err != nil {
+		l.Errorf(dir, 0, 0, "", "expected a plugin package directory (holding %s) or archive", plugin.ManifestFile)
+		return nil, l
+	}
+	src := source.Path(plugin.OriginUser, dir)
+	vs, vl := src.List(ctx)
+	l = append(l, vl...)
+	if vl.HasFatal() || len(vs) != 1 {
+		if len(vs) > 1 {
+			l.Errorf(dir, 0, 0, "", "expected one plugin package, found %d: test them one at a time", len(vs))
+		}
+		return nil, l
+	}
+	pkg, pl := src.Fetch(ctx, vs[0])
+	l = append(l, pl...)
+	if pkg == nil || pl.HasFatal() {
+		return nil, l
+	}
+	return pkg, l
+}
+
+// testSample is the sample cluster of one worker pool that enables the
+// package name at version in dir, and dir absolute and relative to the
+// working directory; nil, with the errors in l, when it cannot be made. Its
+// cluster file sits (never written) in the working directory and names the
+// package relative to it, so that messages name the package's files as the
+// user wrote dir.
+func testSample(dir, name, version string, l *diag.List) (cl *config.Cluster, abs, rel string) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		l.Errorf(dir, 0, 0, "", "%v", err)
+		return nil, "", ""
+	}
+	if abs, err = filepath.Abs(dir); err != nil {
+		l.Errorf(dir, 0, 0, "", "%v", err)
+		return nil, "", ""
+	}
+	if rel, err = filepath.Rel(cwd, abs); err != nil {
+		rel = abs
+	}
+	doc := "apiVersion: kubeplug.dev/v1alpha1\nkind: Cluster\nmetadata: {name: plugin-test}\nspec:\n  kubernetesVersion: " + lintKubernetesVersion +
+		"\n  nodePools: [{name: workers, count: 1}]\n  plugins:\n    sources: [{dir: " + strconv.Quote(filepath.ToSlash(rel)) +
+		"}]\n    enabled: [{name: " + strconv.Quote(name) + ", version: " + strconv.Quote(version) + "}]\n"
+	cl, cl0 := config.Parse(filepath.Join(cwd, ".kubeplug-plugin-test.yaml"), []byte(doc))
+	if cl == nil || cl0.HasFatal() {
+		*l = append(*l, cl0...)
+		return nil, "", ""
+	}
+	return cl, abs, rel
 }

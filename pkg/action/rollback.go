@@ -92,21 +92,9 @@ func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag
 	}
 	recs := records(invs)
 	cur := recs[plugin]
-	// What the machines keep of the current revision, or miss of the restored
-	// one, unless they are reconciled.
-	var changed []string
-	for _, m := range cur.Machine {
-		if !slices.Contains(to.Machine, m) {
-			changed = append(changed, m+" (not in the revision restored)")
-		}
-	}
-	for _, m := range to.Machine {
-		if !slices.Contains(cur.Machine, m) {
-			changed = append(changed, m+" (only in the revision restored)")
-		}
-	}
 	var m *machines
 	var why []string
+	changed := machineChanges(cur, to)
 	if own && (len(cur.Machine) > 0 || len(to.Machine) > 0) {
 		want := maps.Clone(recs)
 		want[plugin] = to
@@ -124,16 +112,40 @@ func (a *Rollback) Run(ctx context.Context, plugin string) (*deploy.Record, diag
 	if err != nil {
 		return nil, unitDiags(err)
 	}
+	a.reconcileMachines(ctx, &l, m, plugin, cur, to, changed, why)
+	return rec, l
+}
+
+// machineChanges are what the machines keep of the current revision cur, or
+// miss of the restored one to, unless they are reconciled.
+func machineChanges(cur, to *deploy.Record) []string {
+	var changed []string
+	for _, m := range cur.Machine {
+		if !slices.Contains(to.Machine, m) {
+			changed = append(changed, m+" (not in the revision restored)")
+		}
+	}
+	for _, m := range to.Machine {
+		if !slices.Contains(cur.Machine, m) {
+			changed = append(changed, m+" (only in the revision restored)")
+		}
+	}
+	return changed
+}
+
+// reconcileMachines brings the machines m (nil when they are not this
+// action's to reconcile) to the restored revision, unless this is a dry run;
+// without m, it says what they keep or miss (changed), and why.
+func (a *Rollback) reconcileMachines(ctx context.Context, l *diag.List, m *machines, plugin string, cur, to *deploy.Record, changed, why []string) {
 	switch {
 	case m != nil && a.DryRun:
 	case m != nil:
 		mr, ml := m.provision(ctx)
-		l = append(l, ml...)
+		*l = append(*l, ml...)
 		if ml.HasFatal() {
-			notReconciled(&l, mr.Cluster, "run the rollback again", map[string][]string{plugin: slices.Compact(slices.Sorted(slices.Values(slices.Concat(cur.Machine, to.Machine))))})
+			notReconciled(l, mr.Cluster, "run the rollback again", map[string][]string{plugin: slices.Compact(slices.Sorted(slices.Values(slices.Concat(cur.Machine, to.Machine))))})
 		}
 	default:
-		leftBehind(&l, plugin, "rollback", changed, why)
+		leftBehind(l, plugin, "rollback", changed, why)
 	}
-	return rec, l
 }

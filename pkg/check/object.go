@@ -30,22 +30,7 @@ type resource struct {
 // same run may not be yet).
 func (r *Runner) resolve(o v1alpha1.ObjectRef) (resource, error) {
 	if o.APIVersion != "" {
-		gv, err := schema.ParseGroupVersion(o.APIVersion)
-		if err != nil {
-			return resource{}, fmt.Errorf("apiVersion %q: %w", o.APIVersion, err)
-		}
-		list, err := r.disc.ServerResourcesForGroupVersion(o.APIVersion)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return resource{}, fmt.Errorf("discover %s: %w", o.APIVersion, err)
-		}
-		if list != nil {
-			for _, ar := range list.APIResources {
-				if ar.Kind == o.Kind && !strings.Contains(ar.Name, "/") {
-					return resource{gvr: gv.WithResource(ar.Name), namespaced: ar.Namespaced}, nil
-				}
-			}
-		}
-		return resource{}, fmt.Errorf("the API server serves no kind %s in %s", o.Kind, o.APIVersion)
+		return r.resolveIn(o)
 	}
 	// Discovery may fail for some groups (an aggregated API that is down) and still
 	// answer for the others.
@@ -80,6 +65,26 @@ func (r *Runner) resolve(o v1alpha1.ObjectRef) (resource, error) {
 		return resource{}, fmt.Errorf("the API server serves no kind %s (discovery was incomplete: %w)", o.Kind, err)
 	}
 	return resource{}, fmt.Errorf("the API server serves no kind %s", o.Kind)
+}
+
+// resolveIn finds the resource of o's kind in o.APIVersion.
+func (r *Runner) resolveIn(o v1alpha1.ObjectRef) (resource, error) {
+	gv, err := schema.ParseGroupVersion(o.APIVersion)
+	if err != nil {
+		return resource{}, fmt.Errorf("apiVersion %q: %w", o.APIVersion, err)
+	}
+	list, err := r.disc.ServerResourcesForGroupVersion(o.APIVersion)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return resource{}, fmt.Errorf("discover %s: %w", o.APIVersion, err)
+	}
+	if list != nil {
+		for _, ar := range list.APIResources {
+			if ar.Kind == o.Kind && !strings.Contains(ar.Name, "/") {
+				return resource{gvr: gv.WithResource(ar.Name), namespaced: ar.Namespaced}, nil
+			}
+		}
+	}
+	return resource{}, fmt.Errorf("the API server serves no kind %s in %s", o.Kind, o.APIVersion)
 }
 
 // client returns the client for o's resource, in o's namespace ("default" for a

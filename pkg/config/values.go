@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/internal/yamldoc"
 	"github.com/kubeplug/kubeplug/pkg/diag"
 	"github.com/kubeplug/kubeplug/pkg/plugin"
@@ -131,58 +132,15 @@ func (c *Cluster) ValuesWith(i int, pkg *plugin.Package, opts ValuesOptions) (*V
 	}, {values: ref.Values, doc: c.doc, base: ptr + "/values"}}
 	for j, vf := range ref.ValuesFrom {
 		vp := ptr + "/valuesFrom/" + strconv.Itoa(j)
+		var ly *layer
 		if vf.File != "" {
-			file := c.path(vf.File)
-			if where, out := c.outside(file); out && !c.AllowValuesOutside && !opts.AllowOutside {
-				c.doc.Errorf(&l, vp+"/file", "values file %s is outside the cluster file's directory %s%s; "+
-					"move it there, or allow reading values from anywhere with --allow-values-outside", file, c.Dir, where)
-				continue
-			}
-			data, err := readFile(file)
-			if err != nil {
-				if !vf.Optional || !errors.Is(err, errNotFound) {
-					c.doc.Errorf(&l, vp+"/file", "values file %s: %v", file, err)
-				}
-				continue
-			}
-			fdoc, fl := yamldoc.Parse(file, data)
-			l = append(l, fl...)
-			if fdoc == nil {
-				continue
-			}
-			m, ok := fdoc.Value.(map[string]any)
-			if !ok {
-				found := "a scalar"
-				switch fdoc.Value.(type) {
-				case []any:
-					found = "a list"
-				case nil:
-					found = "null"
-				}
-				fdoc.Errorf(&l, "", "expected a mapping of values, found %s", found)
-				continue
-			}
-			if vf.Path != "" {
-				nested := map[string]any{}
-				_ = values.Set(nested, vf.Path, m)
-				m = nested
-			}
-			layers = append(layers, layer{values: m, doc: fdoc, strip: vf.Path})
-			continue
+			ly = c.fileLayer(vf, vp, opts, &l)
+		} else {
+			ly = c.envLayer(vf, vp, env, &l)
 		}
-		s, ok := env(vf.Env)
-		if !ok {
-			if !vf.Optional {
-				c.doc.Errorf(&l, vp+"/env", "environment variable %s is not set (mark the entry optional: true if it may be absent)", vf.Env)
-			}
-			continue
+		if ly != nil {
+			layers = append(layers, *ly)
 		}
-		m := map[string]any{}
-		if err := values.Set(m, vf.Path, s); err != nil {
-			c.doc.Errorf(&l, vp+"/path", "%v", err)
-			continue
-		}
-		layers = append(layers, layer{values: m, doc: c.doc, base: vp, covers: vf.Path, env: vf.Env})
 	}
 	out := &Values{Plugin: pkg, Sensitive: pkg.Sensitive(), Cluster: map[string]any{}}
 	for _, ly := range layers {
@@ -200,6 +158,68 @@ func (c *Cluster) ValuesWith(i int, pkg *plugin.Package, opts ValuesOptions) (*V
 		}
 	}
 	return out, l
+}
+
+// fileLayer is the layer of a valuesFrom entry vf (at vp) that names a
+// values file: a YAML mapping, nested at vf.Path when set. nil when there is
+// none (an optional file missing) or it is refused, in l: outside the cluster
+// file's directory without leave, unreadable, or not a mapping.
+func (c *Cluster) fileLayer(vf v1alpha1.ValuesSource, vp string, opts ValuesOptions, l *diag.List) *layer {
+	file := c.path(vf.File)
+	if where, out := c.outside(file); out && !c.AllowValuesOutside && !opts.AllowOutside {
+		c.doc.Errorf(l, vp+"/file", "values file %s is outside the cluster file's directory %s%s; "+
+			"move it there, or allow reading values from anywhere with --allow-values-outside", file, c.Dir, where)
+		return nil
+	}
+	data, err := readFile(file)
+	if err != nil {
+		if !vf.Optional || !errors.Is(err, errNotFound) {
+			c.doc.Errorf(l, vp+"/file", "values file %s: %v", file, err)
+		}
+		return nil
+	}
+	fdoc, fl := yamldoc.Parse(file, data)
+	*l = append(*l, fl...)
+	if fdoc == nil {
+		return nil
+	}
+	m, ok := fdoc.Value.(map[string]any)
+	if !ok {
+		found := "a scalar"
+		switch fdoc.Value.(type) {
+		case []any:
+			found = "a list"
+		case nil:
+			found = "null"
+		}
+		fdoc.Errorf(l, "", "expected a mapping of values, found %s", found)
+		return nil
+	}
+	if vf.Path != "" {
+		nested := map[string]any{}
+		_ = values.Set(nested, vf.Path, m)
+		m = nested
+	}
+	return &layer{values: m, doc: fdoc, strip: vf.Path}
+}
+
+// envLayer is the layer of a valuesFrom entry vf (at vp) that names an
+// environment variable, read with env, set at vf.Path; nil when it is unset
+// (an error in l unless the entry is optional) or the path is refused.
+func (c *Cluster) envLayer(vf v1alpha1.ValuesSource, vp string, env func(string) (string, bool), l *diag.List) *layer {
+	s, ok := env(vf.Env)
+	if !ok {
+		if !vf.Optional {
+			c.doc.Errorf(l, vp+"/env", "environment variable %s is not set (mark the entry optional: true if it may be absent)", vf.Env)
+		}
+		return nil
+	}
+	m := map[string]any{}
+	if err := values.Set(m, vf.Path, s); err != nil {
+		c.doc.Errorf(l, vp+"/path", "%v", err)
+		return nil
+	}
+	return &layer{values: m, doc: c.doc, base: vp, covers: vf.Path, env: vf.Env}
 }
 
 // checkValues validates merged values against the plugin's schema, reporting each

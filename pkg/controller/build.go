@@ -138,60 +138,84 @@ func (c *Controller) build(ctx context.Context, cl client.Client, obj client.Obj
 	return &built{raw: raw, file: file, digest: "sha256:" + hex.EncodeToString(sum[:]), unpack: pending, passing: passing}, nil
 }
 
-// valueFrom merges one valuesFrom entry into vals.
+// valueFrom merges one valuesFrom entry into vals: the key of a Secret or a
+// ConfigMap (a YAML map of values, or one string at path), or a field of the
+// target cluster at path.
 func (c *Controller) valueFrom(ctx context.Context, cl client.Client, ns string, tg *target, vf ctrlv1.InstallationValuesSource, vals map[string]any, field string) error {
-	var text string
-	var found bool
 	switch {
-	case vf.SecretKeyRef != nil:
-		sec := &corev1.Secret{}
-		err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: vf.SecretKeyRef.Name}, sec)
-		if err != nil && !apierrors.IsNotFound(err) {
+	case vf.SecretKeyRef != nil || vf.ConfigMapKeyRef != nil:
+		text, found, err := keyRefText(ctx, cl, ns, vf, field)
+		if err != nil || !found {
 			return err
 		}
-		if err == nil {
-			var b []byte
-			b, found = sec.Data[vf.SecretKeyRef.Key]
-			text = string(b)
-		}
-		if !found && !vf.Optional {
-			return specErrorf("%s.secretKeyRef: Secret %s/%s has no key %q", field, ns, vf.SecretKeyRef.Name, vf.SecretKeyRef.Key)
-		}
-	case vf.ConfigMapKeyRef != nil:
-		cm := &corev1.ConfigMap{}
-		err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: vf.ConfigMapKeyRef.Name}, cm)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		if err == nil {
-			text, found = cm.Data[vf.ConfigMapKeyRef.Key]
-		}
-		if !found && !vf.Optional {
-			return specErrorf("%s.configMapKeyRef: ConfigMap %s/%s has no key %q", field, ns, vf.ConfigMapKeyRef.Name, vf.ConfigMapKeyRef.Key)
-		}
+		return mergeValueText(vals, vf.Path, text, field)
 	case vf.TargetField != "":
-		if tg.object == nil {
-			return specErrorf("%s.targetField: the installation has no target cluster to read %s from", field, vf.TargetField)
-		}
-		v, ok := values.Get(targetFields(tg.object), vf.TargetField)
-		if !ok {
-			if vf.Optional {
-				return nil
-			}
-			return specErrorf("%s.targetField: TargetCluster %s has no field %s", field, tg.key, vf.TargetField)
-		}
-		if err := values.Set(vals, vf.Path, v); err != nil {
-			return specErrorf("%s.path: %v", field, err)
-		}
-		return nil
+		return targetFieldValue(tg, vf, vals, field)
 	default:
 		return specErrorf("%s: set one of secretKeyRef, configMapKeyRef and targetField", field)
 	}
-	if !found {
-		return nil
+}
+
+// keyRefText reads the key a valuesFrom entry's secretKeyRef (or else its
+// configMapKeyRef) names; a missing object or key is refused unless the entry
+// is optional, then found is false.
+func keyRefText(ctx context.Context, cl client.Client, ns string, vf ctrlv1.InstallationValuesSource, field string) (text string, found bool, err error) {
+	if ref := vf.SecretKeyRef; ref != nil {
+		sec := &corev1.Secret{}
+		err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, sec)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", false, err
+		}
+		if err == nil {
+			var b []byte
+			b, found = sec.Data[ref.Key]
+			text = string(b)
+		}
+		if !found && !vf.Optional {
+			return "", false, specErrorf("%s.secretKeyRef: Secret %s/%s has no key %q", field, ns, ref.Name, ref.Key)
+		}
+		return text, found, nil
 	}
-	if vf.Path != "" {
-		if err := values.Set(vals, vf.Path, text); err != nil {
+	ref := vf.ConfigMapKeyRef
+	cm := &corev1.ConfigMap{}
+	err = cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, cm)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", false, err
+	}
+	if err == nil {
+		text, found = cm.Data[ref.Key]
+	}
+	if !found && !vf.Optional {
+		return "", false, specErrorf("%s.configMapKeyRef: ConfigMap %s/%s has no key %q", field, ns, ref.Name, ref.Key)
+	}
+	return text, found, nil
+}
+
+// targetFieldValue sets the target cluster's field a valuesFrom entry names
+// at its path in vals; a missing field is refused unless the entry is
+// optional.
+func targetFieldValue(tg *target, vf ctrlv1.InstallationValuesSource, vals map[string]any, field string) error {
+	if tg.object == nil {
+		return specErrorf("%s.targetField: the installation has no target cluster to read %s from", field, vf.TargetField)
+	}
+	v, ok := values.Get(targetFields(tg.object), vf.TargetField)
+	if !ok {
+		if vf.Optional {
+			return nil
+		}
+		return specErrorf("%s.targetField: TargetCluster %s has no field %s", field, tg.key, vf.TargetField)
+	}
+	if err := values.Set(vals, vf.Path, v); err != nil {
+		return specErrorf("%s.path: %v", field, err)
+	}
+	return nil
+}
+
+// mergeValueText merges the text of a key into vals: as one string at path
+// when path is set, else as a YAML map of values.
+func mergeValueText(vals map[string]any, path, text, field string) error {
+	if path != "" {
+		if err := values.Set(vals, path, text); err != nil {
 			return specErrorf("%s.path: %v", field, err)
 		}
 		return nil
@@ -222,72 +246,106 @@ func (c *Controller) catalogSources(ctx context.Context, cl client.Client, ns, n
 	var pending unpacks
 	for i, s := range obj.Spec.Sources {
 		where := fmt.Sprintf("PluginCatalog %s/%s spec.sources[%d]", ns, name, i)
-		var keys []string
-		if s.VerifyKeys != "" {
-			cm := &corev1.ConfigMap{}
-			if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.VerifyKeys}, cm); err != nil {
-				if apierrors.IsNotFound(err) {
-					return nil, nil, specErrorf("%s.verifyKeys: ConfigMap %s does not exist", where, s.VerifyKeys)
-				}
-				return nil, nil, err
-			}
-			files, u := c.unpack(filepath.Join("keys", ns, cm.Name+"@"+cm.ResourceVersion), textData(cm.Data), cm.BinaryData)
-			pending = append(pending, u)
-			if len(files) == 0 {
-				return nil, nil, specErrorf("%s.verifyKeys: ConfigMap %s holds no keys", where, s.VerifyKeys)
-			}
-			keys = files
+		srcs, u, err := c.catalogSource(ctx, cl, ns, where, s)
+		if err != nil {
+			return nil, nil, err
 		}
-		verify := func() *v1alpha1.SourceVerify {
-			if keys == nil {
-				return nil
-			}
-			return &v1alpha1.SourceVerify{Keys: keys, Required: true}
-		}
-		switch {
-		case s.Type != "" && s.URL == "":
-			return nil, nil, specErrorf("%s.type: %q applies to a url; this source has none", where, s.Type)
-		case s.Type == source.SourceTypeHelm && s.VerifyKeys != "" && !strings.HasPrefix(s.URL, "oci://"):
-			return nil, nil, specErrorf("%s.verifyKeys: a Helm repository's charts are not signed with kubeplug keys; leave verifyKeys out for an https:// type: helm source (an oci:// one takes the cosign keys of its charts)", where)
-		case s.URL != "":
-			out = append(out, v1alpha1.Source{Catalog: s.URL, Type: s.Type, Verify: verify()})
-		case s.ConfigMap != "" || s.Secret != "":
-			var data map[string][]byte
-			var version, kind, holder string
-			if s.ConfigMap != "" {
-				cm := &corev1.ConfigMap{}
-				if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.ConfigMap}, cm); err != nil {
-					if apierrors.IsNotFound(err) {
-						return nil, nil, specErrorf("%s.configMap: ConfigMap %s does not exist", where, s.ConfigMap)
-					}
-					return nil, nil, err
-				}
-				data, version, kind, holder = mergeData(textData(cm.Data), cm.BinaryData), cm.ResourceVersion, "cm", cm.Name
-			} else {
-				sec := &corev1.Secret{}
-				if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.Secret}, sec); err != nil {
-					if apierrors.IsNotFound(err) {
-						return nil, nil, specErrorf("%s.secret: Secret %s does not exist", where, s.Secret)
-					}
-					return nil, nil, err
-				}
-				data, version, kind, holder = sec.Data, sec.ResourceVersion, "secret", sec.Name
-			}
-			files, u := c.unpack(filepath.Join("catalogs", ns, kind+"-"+holder+"@"+version), nil, data)
-			pending = append(pending, u)
-			n := 0
-			for _, f := range files {
-				if strings.HasSuffix(f, ".tgz") || strings.HasSuffix(f, ".tar.gz") {
-					out = append(out, v1alpha1.Source{Dir: f, Verify: verify()})
-					n++
-				}
-			}
-			if n == 0 {
-				return nil, nil, specErrorf("%s: %s %s holds no package archive (a key ending in .tgz)", where, map[string]string{"cm": "ConfigMap", "secret": "Secret"}[kind], holder)
-			}
-		}
+		out, pending = append(out, srcs...), append(pending, u...)
 	}
 	return out, pending, nil
+}
+
+// catalogSource turns one source of a PluginCatalog (at where) into
+// cluster-file sources: its URL, or the package archives its ConfigMap or
+// Secret holds, verified with the keys of its verifyKeys ConfigMap.
+func (c *Controller) catalogSource(ctx context.Context, cl client.Client, ns, where string, s ctrlv1.CatalogSource) ([]v1alpha1.Source, unpacks, error) {
+	var pending unpacks
+	var verify *v1alpha1.SourceVerify
+	if s.VerifyKeys != "" {
+		keys, u, err := c.verifyKeys(ctx, cl, ns, where, s.VerifyKeys)
+		if err != nil {
+			return nil, nil, err
+		}
+		pending = append(pending, u)
+		verify = &v1alpha1.SourceVerify{Keys: keys, Required: true}
+	}
+	switch {
+	case s.Type != "" && s.URL == "":
+		return nil, nil, specErrorf("%s.type: %q applies to a url; this source has none", where, s.Type)
+	case s.Type == source.SourceTypeHelm && s.VerifyKeys != "" && !strings.HasPrefix(s.URL, "oci://"):
+		return nil, nil, specErrorf("%s.verifyKeys: a Helm repository's charts are not signed with kubeplug keys; leave verifyKeys out for an https:// type: helm source (an oci:// one takes the cosign keys of its charts)", where)
+	case s.URL != "":
+		return []v1alpha1.Source{{Catalog: s.URL, Type: s.Type, Verify: verify}}, pending, nil
+	case s.ConfigMap != "" || s.Secret != "":
+		out, u, err := c.archiveSources(ctx, cl, ns, where, s, verify)
+		if err != nil {
+			return nil, nil, err
+		}
+		return out, append(pending, u), nil
+	}
+	return nil, pending, nil
+}
+
+// archiveSources are the package archives (keys ending in .tgz) of the
+// ConfigMap or Secret a catalog source names, as directory sources verified
+// as verify says, once the unpack returned ran; one holding none is refused.
+func (c *Controller) archiveSources(ctx context.Context, cl client.Client, ns, where string, s ctrlv1.CatalogSource, verify *v1alpha1.SourceVerify) ([]v1alpha1.Source, func() error, error) {
+	data, version, kind, holder, err := catalogData(ctx, cl, ns, where, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	files, u := c.unpack(filepath.Join("catalogs", ns, kind+"-"+holder+"@"+version), nil, data)
+	var out []v1alpha1.Source
+	for _, f := range files {
+		if strings.HasSuffix(f, ".tgz") || strings.HasSuffix(f, ".tar.gz") {
+			out = append(out, v1alpha1.Source{Dir: f, Verify: verify})
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil, specErrorf("%s: %s %s holds no package archive (a key ending in .tgz)", where, map[string]string{"cm": "ConfigMap", "secret": "Secret"}[kind], holder)
+	}
+	return out, u, nil
+}
+
+// verifyKeys are the key files of a catalog source's verifyKeys ConfigMap
+// name, once the unpack returned ran; a ConfigMap missing or holding no keys
+// is refused.
+func (c *Controller) verifyKeys(ctx context.Context, cl client.Client, ns, where, name string) ([]string, func() error, error) {
+	cm := &corev1.ConfigMap{}
+	if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, specErrorf("%s.verifyKeys: ConfigMap %s does not exist", where, name)
+		}
+		return nil, nil, err
+	}
+	files, u := c.unpack(filepath.Join("keys", ns, cm.Name+"@"+cm.ResourceVersion), textData(cm.Data), cm.BinaryData)
+	if len(files) == 0 {
+		return nil, u, specErrorf("%s.verifyKeys: ConfigMap %s holds no keys", where, name)
+	}
+	return files, u, nil
+}
+
+// catalogData reads the ConfigMap (or else the Secret) a catalog source
+// names: its data, resource version, kind ("cm" or "secret") and name.
+func catalogData(ctx context.Context, cl client.Client, ns, where string, s ctrlv1.CatalogSource) (data map[string][]byte, version, kind, holder string, err error) {
+	if s.ConfigMap != "" {
+		cm := &corev1.ConfigMap{}
+		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.ConfigMap}, cm); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, "", "", "", specErrorf("%s.configMap: ConfigMap %s does not exist", where, s.ConfigMap)
+			}
+			return nil, "", "", "", err
+		}
+		return mergeData(textData(cm.Data), cm.BinaryData), cm.ResourceVersion, "cm", cm.Name, nil
+	}
+	sec := &corev1.Secret{}
+	if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: s.Secret}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, "", "", "", specErrorf("%s.secret: Secret %s does not exist", where, s.Secret)
+		}
+		return nil, "", "", "", err
+	}
+	return sec.Data, sec.ResourceVersion, "secret", sec.Name, nil
 }
 
 // targetFields is a TargetCluster as the JSON object that targetField

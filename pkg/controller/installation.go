@@ -27,6 +27,7 @@ import (
 	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy"
+	"github.com/kubeplug/kubeplug/pkg/diag"
 )
 
 // Finalizer makes deleting an installation uninstall its plugins first.
@@ -287,7 +288,10 @@ func (r *installationReconciler) Reconcile(ctx context.Context, req reconcile.Re
 
 // apply runs `kubeplug apply` of the installation against its target, and
 // records the outcome in obj's status; status writes it on the way when the
-// apply brings a change, so that it shows while the apply runs.
+// apply brings a change, so that it shows while the apply runs. Its steps:
+// reach the target, build the installation, skip when nothing is due, load
+// and pull what it uses, say it progresses, run the apply under the cluster's
+// lease, and record its failure or success.
 func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginInstallation, spec *ctrlv1.PluginInstallationSpec, status *statusPatcher) (reconcile.Result, error) {
 	st := &obj.Status
 	gen := obj.Generation
@@ -299,70 +303,28 @@ func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginIn
 		}
 		return reconcile.Result{}, err
 	}
-	vctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	version, err := tg.client.ServerVersion(vctx)
-	cancel()
+	version, err := serverVersion(ctx, tg)
 	if err != nil {
 		_, msg := unreachable(err)
 		failing(&st.Conditions, gen, ReasonApplyFailed, msg)
 		return reconcile.Result{}, fmt.Errorf("installation %s: cannot reach its cluster: %w", ownerOf(obj), err)
 	}
-	version = strings.TrimPrefix(version, "v")
-	if i := strings.IndexAny(version, "+-"); i > 0 {
-		version = version[:i]
-	}
 	b, err := r.c.build(ctx, r.client, obj, spec, tg, version)
-	var se *specError
-	if errors.As(err, &se) {
-		stalled(&st.Conditions, gen, ReasonInvalidSpec, se.msg)
-		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%s", se.msg)
-		return reconcile.Result{}, nil
-	}
 	if err != nil {
-		failing(&st.Conditions, gen, ReasonApplyFailed, err.Error())
-		return reconcile.Result{}, err
+		return r.refused(obj, ReasonInvalidSpec, err)
 	}
-	// Nothing changed since the last apply and the interval is not up: nothing
-	// to do (a controller restart, an unrelated watch event).
-	if meta.IsStatusConditionTrue(st.Conditions, "Ready") && st.LastAppliedGeneration == gen && st.LastAppliedDigest == b.digest {
-		if last, err := time.Parse(time.RFC3339, st.LastAppliedTime); err == nil {
-			if left := parseDuration(spec.Interval, r.c.opts.DefaultInterval) - time.Since(last); left > 0 {
-				due, err := r.renewalDue(ctx, tg, ownerOf(obj))
-				if err != nil {
-					return reconcile.Result{}, err
-				}
-				if due.IsZero() || time.Now().Before(due) {
-					return reconcile.Result{RequeueAfter: untilRenewal(left, due)}, nil
-				}
-				r.c.opts.Logger.Info("serving certificates due: applying to renew them", "installation", ownerOf(obj), "due", due)
-			}
-		}
+	if wait, err := r.notDue(ctx, obj, spec, tg, b); err != nil || wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, err
 	}
-	if err := b.load(); errors.As(err, &se) {
-		stalled(&st.Conditions, gen, ReasonInvalidSpec, se.msg)
-		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%s", se.msg)
-		return reconcile.Result{}, nil
-	} else if err != nil {
-		failing(&st.Conditions, gen, ReasonApplyFailed, err.Error())
-		return reconcile.Result{}, err
+	if err := b.load(); err != nil {
+		return r.refused(obj, ReasonInvalidSpec, err)
 	}
 	use, applied, err := r.c.pull(ctx, b.passing, spec.Target)
-	if errors.As(err, &se) {
-		stalled(&st.Conditions, gen, ReasonExpansionRefused, se.msg)
-		r.events.Eventf(obj, nil, corev1.EventTypeWarning, ReasonExpansionRefused, "Apply", "%s", se.msg)
-		return reconcile.Result{}, nil
-	} else if err != nil {
-		failing(&st.Conditions, gen, ReasonApplyFailed, err.Error())
-		return reconcile.Result{}, err
+	if err != nil {
+		return r.refused(obj, ReasonExpansionRefused, err)
 	}
-	stall := meta.FindStatusCondition(st.Conditions, "Stalled")
-	if st.LastAppliedGeneration != gen && !meta.IsStatusConditionTrue(st.Conditions, "Reconciling") && (stall == nil || stall.ObservedGeneration != gen) {
-		// A change (not a drift check, nor a retry of a generation that
-		// stalled): say so while it is applied.
-		progressing(&st.Conditions, gen, ReasonProgressing, "applying generation "+fmt.Sprint(gen))
-		if err := status.patch(ctx, obj); err != nil {
-			return reconcile.Result{}, err
-		}
+	if err := r.sayProgressing(ctx, obj, status); err != nil {
+		return reconcile.Result{}, err
 	}
 	lctx, release, err := r.c.leases.acquire(ctx, tg.key, tg.client, tg.heads)
 	if err != nil {
@@ -370,6 +332,97 @@ func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginIn
 		return reconcile.Result{}, err
 	}
 	defer release()
+	a := r.newApply(obj, spec, tg, use)
+	var adopting []string
+	if spec.Adopt {
+		if adopting, err = r.cliPlugins(lctx, tg, spec); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	res, l := a.Run(lctx, b.cluster)
+	st.KubernetesVersion = version
+	if l.HasFatal() {
+		return r.applyFailed(ctx, obj, tg, b, l)
+	}
+	return r.applied(ctx, obj, spec, tg, b, status, res, applied, adopting)
+}
+
+// serverVersion is the target's Kubernetes version, without its "v" and
+// its pre-release or build suffix.
+func serverVersion(ctx context.Context, tg *target) (string, error) {
+	vctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	version, err := tg.client.ServerVersion(vctx)
+	cancel()
+	if err != nil {
+		return "", err
+	}
+	version = strings.TrimPrefix(version, "v")
+	if i := strings.IndexAny(version, "+-"); i > 0 {
+		version = version[:i]
+	}
+	return version, nil
+}
+
+// refused records err of building, loading or pulling the installation: a
+// specError stalls it with reason and an event (retrying does not help until
+// a new spec), any other error fails it, to be retried.
+func (r *installationReconciler) refused(obj *ctrlv1.PluginInstallation, reason string, err error) (reconcile.Result, error) {
+	st := &obj.Status
+	var se *specError
+	if errors.As(err, &se) {
+		stalled(&st.Conditions, obj.Generation, reason, se.msg)
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Apply", "%s", se.msg)
+		return reconcile.Result{}, nil
+	}
+	failing(&st.Conditions, obj.Generation, ReasonApplyFailed, err.Error())
+	return reconcile.Result{}, err
+}
+
+// notDue says how long to wait when nothing changed since the last apply
+// (a controller restart, an unrelated watch event): until the interval is up
+// or the serving certificates are due, whichever is first (always positive);
+// zero when an apply is due now.
+func (r *installationReconciler) notDue(ctx context.Context, obj *ctrlv1.PluginInstallation, spec *ctrlv1.PluginInstallationSpec, tg *target, b *built) (time.Duration, error) {
+	st := &obj.Status
+	if !meta.IsStatusConditionTrue(st.Conditions, "Ready") || st.LastAppliedGeneration != obj.Generation || st.LastAppliedDigest != b.digest {
+		return 0, nil
+	}
+	last, err := time.Parse(time.RFC3339, st.LastAppliedTime)
+	if err != nil {
+		return 0, nil
+	}
+	left := parseDuration(spec.Interval, r.c.opts.DefaultInterval) - time.Since(last)
+	if left <= 0 {
+		return 0, nil
+	}
+	due, err := r.renewalDue(ctx, tg, ownerOf(obj))
+	if err != nil {
+		return 0, err
+	}
+	if due.IsZero() || time.Now().Before(due) {
+		return untilRenewal(left, due), nil
+	}
+	r.c.opts.Logger.Info("serving certificates due: applying to renew them", "installation", ownerOf(obj), "due", due)
+	return 0, nil
+}
+
+// sayProgressing writes a Progressing condition before a change is applied
+// (not a drift check, nor a retry of a generation that stalled), so that it
+// shows while the apply runs.
+func (r *installationReconciler) sayProgressing(ctx context.Context, obj *ctrlv1.PluginInstallation, status *statusPatcher) error {
+	st, gen := &obj.Status, obj.Generation
+	stall := meta.FindStatusCondition(st.Conditions, "Stalled")
+	if st.LastAppliedGeneration == gen || meta.IsStatusConditionTrue(st.Conditions, "Reconciling") || stall != nil && stall.ObservedGeneration == gen {
+		return nil
+	}
+	progressing(&st.Conditions, gen, ReasonProgressing, "applying generation "+fmt.Sprint(gen))
+	return status.patch(ctx, obj)
+}
+
+// newApply is the apply of the installation to its target, with the
+// expansions use: rolled back on failure, taking drift back, under the
+// lease the controller holds.
+func (r *installationReconciler) newApply(obj *ctrlv1.PluginInstallation, spec *ctrlv1.PluginInstallationSpec, tg *target, use action.ExpansionUse) *action.Apply {
 	cfg := *r.c.opts.Action
 	cfg.Expansions = use
 	if p := r.c.opts.ServingCerts; p.CAValidity > 0 || p.CertValidity > 0 || p.Now != nil {
@@ -386,42 +439,48 @@ func (r *installationReconciler) apply(ctx context.Context, obj *ctrlv1.PluginIn
 	a.Owner = ownerOf(obj)
 	a.Adopt = spec.Adopt
 	a.Remedies = remedies
-	var adopting []string
-	if spec.Adopt {
-		if adopting, err = r.cliPlugins(lctx, tg, spec); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
 	a.Lease = action.Lease{External: true}
 	a.Client = tg.client
 	a.Heads = tg.heads
-	res, l := a.Run(lctx, b.cluster)
-	st.KubernetesVersion = version
-	if l.HasFatal() {
-		msg := describe(l, b.file)
-		reason, stall := classify(msg)
-		for _, d := range l.Fatal() {
-			if d.File != "" && d.Line > 0 && !stall {
-				// Located in a file (a package's template, a values file): retrying
-				// does not help until a new spec or package.
-				reason, stall = ReasonInvalidSpec, true
-			}
+	return a
+}
+
+// applyFailed records an apply that failed with l's fatal diagnostics: it
+// stalls when retrying does not help until a new spec or package (the
+// message says so, or a diagnostic is located in a file), else fails, to be
+// retried.
+func (r *installationReconciler) applyFailed(ctx context.Context, obj *ctrlv1.PluginInstallation, tg *target, b *built, l diag.List) (reconcile.Result, error) {
+	st, gen := &obj.Status, obj.Generation
+	msg := describe(l, b.file)
+	reason, stall := classify(msg)
+	for _, d := range l.Fatal() {
+		if d.File != "" && d.Line > 0 && !stall {
+			// Located in a file (a package's template, a values file): retrying
+			// does not help until a new spec or package.
+			reason, stall = ReasonInvalidSpec, true
 		}
-		if stall {
-			stalled(&st.Conditions, gen, reason, msg)
-		} else {
-			failing(&st.Conditions, gen, reason, msg)
-		}
-		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Apply", "%s", truncate(msg, 1000))
-		r.c.opts.Logger.Warn("installation not applied", "installation", ownerOf(obj), "reason", reason, "error", msg)
-		if _, err := r.readPlugins(ctx, tg, obj, st); err != nil {
-			return reconcile.Result{}, err
-		}
-		if stall {
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, errors.New(truncate(msg, 300))
 	}
+	if stall {
+		stalled(&st.Conditions, gen, reason, msg)
+	} else {
+		failing(&st.Conditions, gen, reason, msg)
+	}
+	r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Apply", "%s", truncate(msg, 1000))
+	r.c.opts.Logger.Warn("installation not applied", "installation", ownerOf(obj), "reason", reason, "error", msg)
+	if _, err := r.readPlugins(ctx, tg, obj, st); err != nil {
+		return reconcile.Result{}, err
+	}
+	if stall {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{}, errors.New(truncate(msg, 300))
+}
+
+// applied records a successful apply: the plugins installed, the next
+// renewal of serving certificates, the plugins adopted from the CLI, the
+// expansions applied, and Ready; an event says what changed, if anything.
+func (r *installationReconciler) applied(ctx context.Context, obj *ctrlv1.PluginInstallation, spec *ctrlv1.PluginInstallationSpec, tg *target, b *built, status *statusPatcher, res *action.ApplyResult, applied []ctrlv1.AppliedExpansion, adopting []string) (reconcile.Result, error) {
+	st, gen := &obj.Status, obj.Generation
 	recs, err := r.readPlugins(ctx, tg, obj, st)
 	if err != nil {
 		return reconcile.Result{}, err

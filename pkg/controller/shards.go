@@ -124,23 +124,8 @@ func (s *shards) round(ctx context.Context) {
 		s.log.Warn("cannot list the shard leases", "error", err)
 		return
 	}
-	members := 0
-	byName := map[string]*coordinationv1.Lease{}
-	for i := range leases.Items {
-		l := &leases.Items[i]
-		byName[l.Name] = l
-		if isMemberLease(l) && !s.expired(l, now) {
-			members++
-		}
-	}
+	byName, members, held := s.census(leases.Items, now)
 	fair := (s.n + max(members, 1) - 1) / max(members, 1)
-	held := 0
-	for i := range s.n {
-		l := byName[shardLeaseName(i)]
-		if l != nil && holder(l) == s.id && !s.expired(l, now) {
-			held++
-		}
-	}
 	for i := range s.n {
 		name := shardLeaseName(i)
 		l := byName[name]
@@ -149,36 +134,75 @@ func (s *shards) round(ctx context.Context) {
 		case mine && held > fair:
 			// Beyond the fair share (a replica joined): give it up, the
 			// lowest first, so that the newcomer takes it.
-			s.drop(i)
-			if err := s.release(ctx, l); err != nil {
-				s.log.Warn("cannot give up a shard", "shard", i, "error", err)
-			}
+			s.yieldShard(ctx, i, l, members)
 			held--
-			s.log.Info("shard given up", "shard", i, "replica", s.id, "members", members)
 		case mine:
-			if err := s.update(ctx, l, now); err != nil {
-				s.drop(i)
-				s.log.Warn("shard lost", "shard", i, "replica", s.id, "error", err)
-				continue
-			}
-			s.keep(i, now)
+			s.holdShard(ctx, i, l, now)
 		case held < fair && (l == nil || holder(l) == "" || s.expired(l, now)):
-			if err := s.take(ctx, name, l, now); err != nil {
-				continue // another replica was faster
-			}
-			held++
-			s.keep(i, now)
-			s.log.Info("shard taken", "shard", i, "replica", s.id, "members", members)
-			for _, ch := range s.gained {
-				select {
-				case ch <- event.GenericEvent{}:
-				default: // one is pending: it enqueues everything anyway
-				}
+			if s.takeShard(ctx, i, name, l, now, members) {
+				held++
 			}
 		default:
 			s.drop(i)
 		}
 	}
+}
+
+// census indexes the Leases by name, and counts the replicas' live member
+// Leases and the shards this replica holds unexpired.
+func (s *shards) census(leases []coordinationv1.Lease, now time.Time) (byName map[string]*coordinationv1.Lease, members, held int) {
+	byName = map[string]*coordinationv1.Lease{}
+	for i := range leases {
+		l := &leases[i]
+		byName[l.Name] = l
+		if isMemberLease(l) && !s.expired(l, now) {
+			members++
+		}
+	}
+	for i := range s.n {
+		l := byName[shardLeaseName(i)]
+		if l != nil && holder(l) == s.id && !s.expired(l, now) {
+			held++
+		}
+	}
+	return byName, members, held
+}
+
+// yieldShard gives up shard i, held in l, beyond this replica's fair share.
+func (s *shards) yieldShard(ctx context.Context, i int, l *coordinationv1.Lease, members int) {
+	s.drop(i)
+	if err := s.release(ctx, l); err != nil {
+		s.log.Warn("cannot give up a shard", "shard", i, "error", err)
+	}
+	s.log.Info("shard given up", "shard", i, "replica", s.id, "members", members)
+}
+
+// holdShard renews shard i's Lease l, and drops the shard when that fails.
+func (s *shards) holdShard(ctx context.Context, i int, l *coordinationv1.Lease, now time.Time) {
+	if err := s.update(ctx, l, now); err != nil {
+		s.drop(i)
+		s.log.Warn("shard lost", "shard", i, "replica", s.id, "error", err)
+		return
+	}
+	s.keep(i, now)
+}
+
+// takeShard takes free or expired shard i (its Lease l, nil when there is
+// none yet) and tells the gained channels; false when another replica was
+// faster.
+func (s *shards) takeShard(ctx context.Context, i int, name string, l *coordinationv1.Lease, now time.Time, members int) bool {
+	if err := s.take(ctx, name, l, now); err != nil {
+		return false // another replica was faster
+	}
+	s.keep(i, now)
+	s.log.Info("shard taken", "shard", i, "replica", s.id, "members", members)
+	for _, ch := range s.gained {
+		select {
+		case ch <- event.GenericEvent{}:
+		default: // one is pending: it enqueues everything anyway
+		}
+	}
+	return true
 }
 
 func holder(l *coordinationv1.Lease) string {

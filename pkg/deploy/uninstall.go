@@ -27,33 +27,9 @@ func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool
 	for _, inv := range invs {
 		byName[inv.Plugin] = inv
 	}
-	remove := map[string]bool{}
-	for _, p := range plugins {
-		if r := byName[p]; r != nil {
-			if r.Owner != "" && r.Owner != d.opts.Owner && !d.opts.AnyOwner {
-				return nil, fmt.Errorf("cannot uninstall %s: it is managed by PluginInstallation %s; remove it from that installation, or delete the installation", p, r.Owner)
-			}
-			remove[p] = true
-		}
-	}
-	// Dependents of what is removed: refuse, or add them with cascade.
-	for changed := true; changed; {
-		changed = false
-		for _, inv := range invs {
-			if remove[inv.Plugin] {
-				continue
-			}
-			for _, r := range inv.Requires {
-				if !remove[r] {
-					continue
-				}
-				if !cascade {
-					return nil, fmt.Errorf("cannot uninstall %s: %w %s (uninstall it too, or use --cascade)", r, ErrRequired, inv.Plugin)
-				}
-				remove[inv.Plugin] = true
-				changed = true
-			}
-		}
+	remove, err := d.toRemove(invs, byName, plugins, cascade)
+	if err != nil {
+		return nil, err
 	}
 	order, err := reverseOrder(byName, remove)
 	if err != nil {
@@ -76,6 +52,41 @@ func (d *Deployer) Uninstall(ctx context.Context, plugins []string, cascade bool
 		done = append(done, p)
 	}
 	return done, nil
+}
+
+// toRemove is the set of plugins Uninstall removes: those of plugins that
+// are installed (refusing one another installation manages), and, with
+// cascade, every installed plugin that requires one of them; without
+// cascade, such a dependent is refused (ErrRequired).
+func (d *Deployer) toRemove(invs []*Record, byName map[string]*Record, plugins []string, cascade bool) (map[string]bool, error) {
+	remove := map[string]bool{}
+	for _, p := range plugins {
+		if r := byName[p]; r != nil {
+			if r.Owner != "" && r.Owner != d.opts.Owner && !d.opts.AnyOwner {
+				return nil, fmt.Errorf("cannot uninstall %s: it is managed by PluginInstallation %s; remove it from that installation, or delete the installation", p, r.Owner)
+			}
+			remove[p] = true
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, inv := range invs {
+			if remove[inv.Plugin] {
+				continue
+			}
+			for _, r := range inv.Requires {
+				if !remove[r] {
+					continue
+				}
+				if !cascade {
+					return nil, fmt.Errorf("cannot uninstall %s: %w %s (uninstall it too, or use --cascade)", r, ErrRequired, inv.Plugin)
+				}
+				remove[inv.Plugin] = true
+				changed = true
+			}
+		}
+	}
+	return remove, nil
 }
 
 // remove deletes what a plugin's newest release record lists, then every record of

@@ -745,56 +745,69 @@ func (p *Plan) LocatePatches(m *model.Model, l diag.List) diag.List {
 			out[n] = p.locate(d)
 			continue
 		}
-		i, _ := strconv.Atoi(sm[2])
-		var by []string
-		var opsOf func(int) []model.PatchOp
-		if sm[1] == "cloud" {
-			for _, pt := range m.Cloud.Patches {
-				by = append(by, pt.By)
-			}
-			opsOf = func(i int) []model.PatchOp { return m.Cloud.Patches[i].Ops }
-		} else {
-			for _, pt := range m.Kubernetes.Patches {
-				by = append(by, pt.By)
-			}
-			opsOf = func(i int) []model.PatchOp { return m.Kubernetes.Patches[i].Ops }
-		}
-		if i >= len(by) || by[i] != d.Plugin {
-			continue
-		}
-		k := 0
-		for _, b := range by[:i] {
-			if b == by[i] {
-				k++
-			}
-		}
-		pl := slices.IndexFunc(p.Plugins, func(pl *Planned) bool { return pl.Package.Name == d.Plugin })
-		if pl < 0 {
-			continue
-		}
-		pkg := p.Plugins[pl].Package
-		var ptr string
-		var ok bool
-		if sm[3] != "" {
-			j, _ := strconv.Atoi(sm[3])
-			if ops := opsOf(i); j < len(ops) {
-				ptr, ok = declarative.PatchPtr(pkg, sm[1], k, j, ops[j].Op, ops[j].Path)
-				ptr += "/path" // what every patch error is about
-			}
-		} else {
-			ptr, ok = declarative.PatchPtr(pkg, sm[1], k, -1, "", "")
-			if ok && sm[4] != "" {
-				ptr += "/target/kind"
-			}
-		}
-		if !ok {
-			continue
-		}
-		if file, line, col, field := pkg.ManifestPos(ptr); line > 0 {
-			out[n].File, out[n].Line, out[n].Column, out[n].Field = file, line, col, field
-		}
+		out[n] = p.locatePatch(m, d, sm)
 	}
 	return out
+}
+
+// locatePatch points d, about the patch (or its operation) that sm, the
+// submatches of patchField, names, at the line of the plugin.yaml that wrote
+// it; d is returned as is when that is not a declarative plugin's.
+func (p *Plan) locatePatch(m *model.Model, d diag.Diagnostic, sm []string) diag.Diagnostic {
+	i, _ := strconv.Atoi(sm[2])
+	var by []string
+	var ops [][]model.PatchOp
+	if sm[1] == "cloud" {
+		for _, pt := range m.Cloud.Patches {
+			by, ops = append(by, pt.By), append(ops, pt.Ops)
+		}
+	} else {
+		for _, pt := range m.Kubernetes.Patches {
+			by, ops = append(by, pt.By), append(ops, pt.Ops)
+		}
+	}
+	if i >= len(by) || by[i] != d.Plugin {
+		return d
+	}
+	// k: the plugin's own index of the patch.
+	k := 0
+	for _, b := range by[:i] {
+		if b == by[i] {
+			k++
+		}
+	}
+	pl := slices.IndexFunc(p.Plugins, func(pl *Planned) bool { return pl.Package.Name == d.Plugin })
+	if pl < 0 {
+		return d
+	}
+	pkg := p.Plugins[pl].Package
+	ptr, ok := patchPtr(pkg, sm, k, ops[i])
+	if !ok {
+		return d
+	}
+	if file, line, col, field := pkg.ManifestPos(ptr); line > 0 {
+		d.File, d.Line, d.Column, d.Field = file, line, col, field
+	}
+	return d
+}
+
+// patchPtr is the pointer, in pkg's plugin.yaml, of what sm names: the
+// operation's path, or the patch (its target's kind when sm says so); k is
+// the plugin's own index of the patch, ops its operations as rendered.
+func patchPtr(pkg *plugin.Package, sm []string, k int, ops []model.PatchOp) (string, bool) {
+	if sm[3] == "" {
+		ptr, ok := declarative.PatchPtr(pkg, sm[1], k, -1, "", "")
+		if ok && sm[4] != "" {
+			ptr += "/target/kind"
+		}
+		return ptr, ok
+	}
+	j, _ := strconv.Atoi(sm[3])
+	if j >= len(ops) {
+		return "", false
+	}
+	ptr, ok := declarative.PatchPtr(pkg, sm[1], k, j, ops[j].Op, ops[j].Path)
+	return ptr + "/path", ok // what every patch error is about
 }
 
 // Names returns the plan's plugin names in order.

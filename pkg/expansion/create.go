@@ -104,18 +104,42 @@ func Create(ctx context.Context, src, out string, opts CreateOptions) (*Written,
 		return nil, l
 	}
 	defer func() { _ = os.RemoveAll(stage) }()
+	if !stageFiles(pkg, src, out, stage, opts.URLFiles, &l) || !stagePlugins(ctx, pkg, stage, opts, log, &l) {
+		return nil, l
+	}
+	if !stageImages(ctx, src, stage, pkg.Manifest, opts, log, &l) {
+		return nil, l
+	}
+	w, err := writeStaged(ctx, out, stage, pkg.Manifest, opts.Signer)
+	if err != nil {
+		l.Errorf(out, 0, 0, "", "%v", err)
+		return nil, l
+	}
+	return w, l
+}
+
+// stageFiles puts the source files of pkg (from src) and the URL files in
+// stage; false, with the error in l, when one cannot be.
+func stageFiles(pkg *Package, src, out, stage string, urlFiles map[string][]byte, l *diag.List) bool {
 	for _, f := range sortedKeys(pkg.Files) {
 		if err := linkOrCopy(filepath.Join(src, filepath.FromSlash(f)), filepath.Join(stage, filepath.FromSlash(f))); err != nil {
 			l.Errorf(pkg.where(f), 0, 0, "", "cannot stage: %v", err)
-			return nil, l
+			return false
 		}
 	}
-	if err := writeURLFiles(stage, opts.URLFiles); err != nil {
+	if err := writeURLFiles(stage, urlFiles); err != nil {
 		l.Errorf(out, 0, 0, "", "cannot stage: %v", err)
-		return nil, l
+		return false
 	}
-	m := pkg.Manifest
-	for i, p := range m.Spec.Plugins {
+	return true
+}
+
+// stagePlugins puts every plugin the manifest names by reference in stage:
+// from opts.Pulled when it is there (checked against its digest when it was
+// pulled), else pulled and checked; false, with the error at the plugin's ref
+// in l, when one cannot be.
+func stagePlugins(ctx context.Context, pkg *Package, stage string, opts CreateOptions, log *slog.Logger, l *diag.List) bool {
+	for i, p := range pkg.Manifest.Spec.Plugins {
 		if p.Ref == "" {
 			continue
 		}
@@ -126,11 +150,18 @@ func Create(ctx context.Context, src, out string, opts CreateOptions) (*Written,
 			}
 		}
 		if err := pullPlugin(ctx, opts.Plugins, p.Ref, p.Digest, dst); err != nil {
-			pkg.doc.Errorf(&l, fmt.Sprintf("/spec/plugins/%d/ref", i), "%v", err)
-			return nil, l
+			pkg.doc.Errorf(l, fmt.Sprintf("/spec/plugins/%d/ref", i), "%v", err)
+			return false
 		}
 		log.Info("pulled plugin", "ref", p.Ref, "digest", p.Digest)
 	}
+	return true
+}
+
+// stageImages loads opts.Archives and pulls every image the manifest and
+// opts.Images name into stage's images/ for one platform (linux/amd64 unless
+// opts.Platform); false, with the error in l, when one cannot be.
+func stageImages(ctx context.Context, src, stage string, m *v1alpha1.Expansion, opts CreateOptions, log *slog.Logger, l *diag.List) bool {
 	images := slices.Clone(m.Spec.Images)
 	images = append(images, opts.Images...)
 	platform := opts.Platform
@@ -139,19 +170,24 @@ func Create(ctx context.Context, src, out string, opts CreateOptions) (*Written,
 	}
 	if _, err := loadArchives(ctx, filepath.Join(stage, ImagesDir), opts.Archives, platform, log); err != nil {
 		l.Errorf("", 0, 0, "", "%v", err) // the error names the archive
-		return nil, l
+		return false
 	}
 	if err := pullImages(ctx, filepath.Join(stage, ImagesDir), images, opts, log); err != nil {
 		l.Errorf(src, 0, 0, "", "%v", err)
-		return nil, l
+		return false
 	}
+	return true
+}
+
+// writeStaged writes the staged package to out atomically, through a
+// temporary file beside it: on any error out is left as it was.
+func writeStaged(ctx context.Context, out, stage string, m *v1alpha1.Expansion, signer *sign.Signer) (*Written, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".expansion-*.tar")
 	if err != nil {
-		l.Errorf(out, 0, 0, "", "%v", err)
-		return nil, l
+		return nil, err
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }()
-	w, err := Write(ctx, tmp, stage, WriteOptions{Signer: opts.Signer, Executable: scripts(m)})
+	w, err := Write(ctx, tmp, stage, WriteOptions{Signer: signer, Executable: scripts(m)})
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -165,10 +201,9 @@ func Create(ctx context.Context, src, out string, opts CreateOptions) (*Written,
 		err = os.Rename(tmp.Name(), out)
 	}
 	if err != nil {
-		l.Errorf(out, 0, 0, "", "cannot write the expansion: %v", err)
-		return nil, l
+		return nil, fmt.Errorf("cannot write the expansion: %w", err)
 	}
-	return w, l
+	return w, nil
 }
 
 // linkOrCopy puts src at dst: a hard link when the file system allows, else a copy.
@@ -218,28 +253,9 @@ func pullPlugin(ctx context.Context, c *oci.Client, ref, digest, dst string) err
 // pullImages pulls each image into the OCI image layout at dir (created when
 // absent), annotated with its full reference, unless the layout has it already.
 func pullImages(ctx context.Context, dir string, images []string, opts CreateOptions, log *slog.Logger) error {
-	var lp layout.Path
-	var have map[string]bool
-	if _, err := os.Stat(filepath.Join(dir, "index.json")); err == nil {
-		if lp, err = layout.FromPath(dir); err != nil {
-			return fmt.Errorf("%s: not an OCI image layout: %w", dir, err)
-		}
-		idx, err := lp.ImageIndex()
-		if err != nil {
-			return err
-		}
-		im, err := idx.IndexManifest()
-		if err != nil {
-			return err
-		}
-		have = map[string]bool{}
-		for _, d := range im.Manifests {
-			have[NormalizeImage(d.Annotations[RefName])] = true
-		}
-	} else if len(images) > 0 {
-		if lp, err = layout.Write(dir, empty.Index); err != nil {
-			return err
-		}
+	lp, have, err := openLayout(dir, len(images) > 0)
+	if err != nil {
+		return err
 	}
 	kc := opts.Keychain
 	if kc == nil {
@@ -256,23 +272,9 @@ func pullImages(ctx context.Context, dir string, images []string, opts CreateOpt
 			continue
 		}
 		seen[full] = true
-		ref, err := name.ParseReference(img, name.WeakValidation)
+		im, err := pullImage(ctx, img, opts, remote.WithAuthFromKeychain(kc), remote.WithPlatform(*platform))
 		if err != nil {
-			return fmt.Errorf("image %q: %w", img, err)
-		}
-		what := img
-		if from, ok, err := mirrored(ref, opts.Mirrors); err != nil {
 			return err
-		} else if ok {
-			what = img + " from mirror " + from.Name()
-			ref = from
-		}
-		im, err := remote.Image(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(*platform))
-		if err != nil {
-			if why := opts.Why[img]; why != "" {
-				return fmt.Errorf("pull image %s, referenced by %s: %w", what, why, err)
-			}
-			return fmt.Errorf("pull image %s: %w", what, err)
 		}
 		if err := lp.AppendImage(im, layout.WithAnnotations(map[string]string{RefName: full})); err != nil {
 			return fmt.Errorf("write image %s into the layout: %w", img, err)
@@ -280,6 +282,60 @@ func pullImages(ctx context.Context, dir string, images []string, opts CreateOpt
 		log.Info("pulled image", "image", full)
 	}
 	return nil
+}
+
+// openLayout opens the OCI image layout at dir and says which images (by
+// full reference) it has; when there is none, it creates an empty one if
+// create.
+func openLayout(dir string, create bool) (layout.Path, map[string]bool, error) {
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+		if !create {
+			return "", nil, nil
+		}
+		lp, err := layout.Write(dir, empty.Index)
+		return lp, nil, err
+	}
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: not an OCI image layout: %w", dir, err)
+	}
+	idx, err := lp.ImageIndex()
+	if err != nil {
+		return "", nil, err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return "", nil, err
+	}
+	have := map[string]bool{}
+	for _, d := range im.Manifests {
+		have[NormalizeImage(d.Annotations[RefName])] = true
+	}
+	return lp, have, nil
+}
+
+// pullImage pulls img, from its mirror in opts.Mirrors if it has one; the
+// error says what referenced it (opts.Why).
+func pullImage(ctx context.Context, img string, opts CreateOptions, ro ...remote.Option) (v1.Image, error) {
+	ref, err := name.ParseReference(img, name.WeakValidation)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: %w", img, err)
+	}
+	what := img
+	if from, ok, err := mirrored(ref, opts.Mirrors); err != nil {
+		return nil, err
+	} else if ok {
+		what = img + " from mirror " + from.Name()
+		ref = from
+	}
+	im, err := remote.Image(ref, append([]remote.Option{remote.WithContext(ctx)}, ro...)...)
+	if err != nil {
+		if why := opts.Why[img]; why != "" {
+			return nil, fmt.Errorf("pull image %s, referenced by %s: %w", what, why, err)
+		}
+		return nil, fmt.Errorf("pull image %s: %w", what, err)
+	}
+	return im, nil
 }
 
 // scripts are the files the manifest runs: installer and node hook scripts.

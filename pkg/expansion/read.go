@@ -279,6 +279,13 @@ func sizeOK(name string, size int64, total *int64, lim Limits) error {
 // gzipMagic starts a gzip stream.
 var gzipMagic = []byte{0x1f, 0x8b}
 
+// readTar reads the package's archive (a tar, gzipped or not) entry by entry
+// into p.Files within lim, recording each file's offset when it is not
+// compressed; an entry that breaks a rule ends it with an error naming it.
+//
+// Branches: the archive rules in the order an entry meets them while the archive
+// streams (end, global header, entry count, entry name, duplicate, entry type,
+// sizes), as archive.Extract checks them; the running totals stay in one place.
 func (p *Package) readTar(ctx context.Context, lim Limits, keep map[string][]byte) error {
 	f, _, err := bounded.OpenFile(p.Location)
 	if err != nil {
@@ -508,6 +515,10 @@ func (p *Package) compareChecksums(l *diag.List) {
 
 // checkRefs checks that every file the manifest names is in the package, and
 // every image it lists is in the image layout.
+//
+// Branches: one check per kind of reference the manifest makes (a plugin's path,
+// a pulled plugin, a chart, a node file's source, a node hook's script, an
+// executable installer hook script, an image), as plugin.yaml's are checked.
 func (p *Package) checkRefs(l *diag.List) {
 	s := p.Manifest.Spec
 	need := func(ptr, name string, exec bool) {

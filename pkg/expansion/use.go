@@ -293,10 +293,6 @@ func (s *Set) MergePlugins(c *v1alpha1.Cluster) diag.List {
 		c.Spec.Plugins = &v1alpha1.ClusterPlugins{}
 	}
 	ps := c.Spec.Plugins
-	type setBy struct {
-		value any
-		by    *Loaded
-	}
 	values := map[string]setBy{} // plugin + pointer -> value
 	crd := true                  // the first expansion that delegates brings the SiteCondition CRD
 	for _, e := range s.Expansions {
@@ -322,23 +318,7 @@ func (s *Set) MergePlugins(c *v1alpha1.Cluster) diag.List {
 			ps.Enabled = append(ps.Enabled, v1alpha1.PluginRef{Name: PluginPrefix + m.Metadata.Name})
 		}
 		if o := m.Spec.Overrides; o != nil {
-			for _, name := range sortedKeys(o.Plugins) {
-				base := yamldoc.Pointer("spec", "overrides", "plugins", name)
-				for ptr, v := range flatten(o.Plugins[name], "") {
-					key := name + "\x00" + ptr
-					if prev, ok := values[key]; ok && !reflect.DeepEqual(prev.value, v) {
-						e.doc.Errorf(&l, base+ptr, "expansions %s and %s set plugin %s's value %s differently (%s and %s): remove one", prev.by.Manifest.Metadata.Name, m.Metadata.Name, name, ptr, show(prev.value), show(v))
-						continue
-					}
-					values[key] = setBy{v, e}
-				}
-				i := slices.IndexFunc(ps.Enabled, func(r v1alpha1.PluginRef) bool { return r.Name == name })
-				if i < 0 {
-					ps.Enabled = append(ps.Enabled, v1alpha1.PluginRef{Name: name})
-					i = len(ps.Enabled) - 1
-				}
-				ps.Enabled[i].Values = mergeValues(ps.Enabled[i].Values, o.Plugins[name])
-			}
+			mergeOverrides(ps, e, o.Plugins, values, &l)
 		}
 		for _, st := range m.Spec.SkipSteps {
 			if name, ok := strings.CutPrefix(st, PluginStepPrefix); ok {
@@ -348,6 +328,35 @@ func (s *Set) MergePlugins(c *v1alpha1.Cluster) diag.List {
 	}
 	l.Sort()
 	return l
+}
+
+// setBy is a plugin's value an expansion's overrides set, and the expansion.
+type setBy struct {
+	value any
+	by    *Loaded
+}
+
+// mergeOverrides merges the plugins' values the expansion e overrides into
+// ps, enabling those not enabled yet; a value two expansions set differently
+// (values records who set what) is an error.
+func mergeOverrides(ps *v1alpha1.ClusterPlugins, e *Loaded, plugins map[string]map[string]any, values map[string]setBy, l *diag.List) {
+	for _, name := range sortedKeys(plugins) {
+		base := yamldoc.Pointer("spec", "overrides", "plugins", name)
+		for ptr, v := range flatten(plugins[name], "") {
+			key := name + "\x00" + ptr
+			if prev, ok := values[key]; ok && !reflect.DeepEqual(prev.value, v) {
+				e.doc.Errorf(l, base+ptr, "expansions %s and %s set plugin %s's value %s differently (%s and %s): remove one", prev.by.Manifest.Metadata.Name, e.Manifest.Metadata.Name, name, ptr, show(prev.value), show(v))
+				continue
+			}
+			values[key] = setBy{v, e}
+		}
+		i := slices.IndexFunc(ps.Enabled, func(r v1alpha1.PluginRef) bool { return r.Name == name })
+		if i < 0 {
+			ps.Enabled = append(ps.Enabled, v1alpha1.PluginRef{Name: name})
+			i = len(ps.Enabled) - 1
+		}
+		ps.Enabled[i].Values = mergeValues(ps.Enabled[i].Values, plugins[name])
+	}
 }
 
 // expansionPlugin writes the plugin carrying e's node files and hooks and the

@@ -26,11 +26,25 @@ func (e *CycleError) Error() string {
 // report, as is the hook in other that names it.
 // other maps the IDs of the machine's hooks in other phases to their phase.
 func Schedule(hooks []Hook, other map[string]string) (sorted []Hook, deps [][]int, err error) {
+	after, err := hookEdges(hooks, other)
+	if err != nil {
+		return nil, nil, err
+	}
+	if chain := findCycle(hooks, after); chain != nil {
+		return nil, nil, &CycleError{Chain: chain}
+	}
+	sorted, deps = kahn(hooks, after)
+	return sorted, deps, nil
+}
+
+// hookEdges says for each hook the hooks that must end before it, in the
+// manifest's indexes, sorted: those it requires, and those that name it in
+// before. A requires or before naming a hook of another phase is an error.
+func hookEdges(hooks []Hook, other map[string]string) ([][]int, error) {
 	index := make(map[string]int, len(hooks))
 	for i := range hooks {
 		index[hooks[i].ID()] = i
 	}
-	// after[i] are the hooks that must end before hook i, in the manifest's indexes.
 	after := make([][]int, len(hooks))
 	add := func(first, then int) {
 		if !slices.Contains(after[then], first) {
@@ -43,25 +57,27 @@ func Schedule(hooks []Hook, other map[string]string) (sorted []Hook, deps [][]in
 			if j, ok := index[h.Ref(r)]; ok {
 				add(j, i)
 			} else if at, ok := other[h.Ref(r)]; ok {
-				return nil, nil, fmt.Errorf("hook %s requires %s, which runs in phase %s", h.ID(), h.Ref(r), at)
+				return nil, fmt.Errorf("hook %s requires %s, which runs in phase %s", h.ID(), h.Ref(r), at)
 			}
 		}
 		for _, b := range h.Before {
 			if j, ok := index[h.Ref(b)]; ok {
 				add(i, j)
 			} else if at, ok := other[h.Ref(b)]; ok {
-				return nil, nil, fmt.Errorf("hook %s is to run before %s, which runs in phase %s", h.ID(), h.Ref(b), at)
+				return nil, fmt.Errorf("hook %s is to run before %s, which runs in phase %s", h.ID(), h.Ref(b), at)
 			}
 		}
 	}
 	for i := range after {
 		slices.Sort(after[i])
 	}
-	if chain := findCycle(hooks, after); chain != nil {
-		return nil, nil, &CycleError{Chain: chain}
-	}
+	return after, nil
+}
 
-	// Kahn's algorithm, always taking the earliest ready hook in manifest order.
+// kahn orders the hooks, whose edges after has no cycle, by Kahn's
+// algorithm, always taking the earliest ready hook in manifest order; deps[i]
+// holds the indexes (into sorted) of the hooks that must end before the i-th.
+func kahn(hooks []Hook, after [][]int) (sorted []Hook, deps [][]int) {
 	pending := make([]int, len(hooks))
 	then := make([][]int, len(hooks))
 	for i, a := range after {
@@ -94,7 +110,7 @@ func Schedule(hooks []Hook, other map[string]string) (sorted []Hook, deps [][]in
 		}
 		slices.Sort(deps[pos[i]])
 	}
-	return sorted, deps, nil
+	return sorted, deps
 }
 
 // findCycle returns a loop in the graph as hook IDs, or nil. It searches from hooks in

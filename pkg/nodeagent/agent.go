@@ -206,16 +206,7 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 	}
 	log := a.opts.Logger.With("phase", phase, "node", node.Name)
 
-	var hooks []hookspec.Hook
-	elsewhere := map[string]string{} // hook ID -> phase, for the hooks of other phases
-	for _, h := range m.Hooks {
-		if h.At == phase {
-			hooks = append(hooks, h)
-		} else {
-			elsewhere[h.ID()] = h.At
-		}
-	}
-	hooks, deps, err := hookspec.Schedule(hooks, elsewhere)
+	hooks, deps, err := hookspec.Schedule(phaseHooks(m.Hooks, phase))
 	if err != nil {
 		return nil, &hookspec.ManifestError{Path: manifestPath, Err: fmt.Errorf("phase %s: %w", phase, err)}
 	}
@@ -303,20 +294,39 @@ func (a *Agent) Run(ctx context.Context, phase string) (*Report, error) {
 		a.opts.SyncDone(held)
 	}
 	wg.Wait()
+	return rep, a.finish(ctx, rep, errors.Join(errs...), node.Name)
+}
 
+// phaseHooks are the hooks of phase, in manifest order, and the phases of
+// the others by hook ID.
+func phaseHooks(all []hookspec.Hook, phase string) (hooks []hookspec.Hook, elsewhere map[string]string) {
+	elsewhere = map[string]string{}
+	for _, h := range all {
+		if h.At == phase {
+			hooks = append(hooks, h)
+		} else {
+			elsewhere[h.ID()] = h.At
+		}
+	}
+	return hooks, elsewhere
+}
+
+// finish completes the report of a run whose enforced failures are err, with
+// ctx's error when it was canceled, and writes it to ReportDir; it returns
+// the run's error.
+func (a *Agent) finish(ctx context.Context, rep *Report, err error, node string) error {
 	rep.FinishedAt = time.Now().UTC()
-	err = errors.Join(errs...)
 	rep.Failed = err != nil
 	if cerr := ctx.Err(); cerr != nil {
-		err = errors.Join(fmt.Errorf("run phase %s on node %s: %w", phase, node.Name, cerr), err)
+		err = errors.Join(fmt.Errorf("run phase %s on node %s: %w", rep.Phase, node, cerr), err)
 	}
 	if err != nil {
 		rep.Error = err.Error()
 	}
-	if werr := writeJSON(filepath.Join(a.opts.ReportDir, phase+".json"), rep); werr != nil {
+	if werr := writeJSON(filepath.Join(a.opts.ReportDir, rep.Phase+".json"), rep); werr != nil {
 		err = errors.Join(err, fmt.Errorf("write the report: %w", werr))
 	}
-	return rep, err
+	return err
 }
 
 // unmet says why h cannot run for its requires, or "" when every hook it requires
@@ -529,16 +539,7 @@ func (a *Agent) runHook(ctx context.Context, phase string, h *hookspec.Hook, nod
 		err = a.kill(cmd, done)
 	}
 	if h.Sync() {
-		// A sync hook's run is its processes' lifetime: what it left running
-		// (`daemon &`, `setsid daemon`) is ended, and the result says so. An
-		// async hook's children are its own business.
-		left := contained.Sweep()
-		_ = signalGroup(cmd.Process, syscall.SIGKILL)
-		if len(left) > 0 {
-			msg := proc.Describe(left)
-			res.Warning = strings.TrimPrefix(res.Warning+"; ", "; ") + msg
-			log.Warn("hook left processes behind", "ended", msg)
-		}
+		sweep(cmd, contained, res, log)
 	}
 	res.Stdout, res.Stderr = stdout.String(), stderr.String()
 	code := cmd.ProcessState.ExitCode()
@@ -550,18 +551,37 @@ func (a *Agent) runHook(ctx context.Context, phase string, h *hookspec.Hook, nod
 			res.Status = StatusSucceeded
 		}
 	}
-	if res.Status == StatusSucceeded {
-		if err := st.record(h.ID(), a.digest(h), time.Now()); err != nil {
-			// The hook ran; only the next run's skip is lost.
-			res.Warning = strings.TrimPrefix(res.Warning+"; ", "; ") + "not recorded as succeeded: " + err.Error()
-		}
-		log.Info("hook succeeded", "duration", time.Since(res.StartedAt))
-	} else {
+	a.recordOutcome(h, res, st, log)
+}
+
+// sweep ends what a sync hook left running (`daemon &`, `setsid daemon`), and
+// res says so: a sync hook's run is its processes' lifetime. An async hook's
+// children are its own business.
+func sweep(cmd *exec.Cmd, contained *proc.Containment, res *HookResult, log *slog.Logger) {
+	left := contained.Sweep()
+	_ = signalGroup(cmd.Process, syscall.SIGKILL)
+	if len(left) > 0 {
+		msg := proc.Describe(left)
+		res.Warning = strings.TrimPrefix(res.Warning+"; ", "; ") + msg
+		log.Warn("hook left processes behind", "ended", msg)
+	}
+}
+
+// recordOutcome records in st that h succeeded, so that the next run skips
+// it, or forgets an earlier success when it did not.
+func (a *Agent) recordOutcome(h *hookspec.Hook, res *HookResult, st *state, log *slog.Logger) {
+	if res.Status != StatusSucceeded {
 		if err := st.forget(h.ID()); err != nil {
 			log.Warn("hook state not updated", "error", err)
 		}
 		log.Warn("hook failed", "status", res.Status, "reason", res.Reason)
+		return
 	}
+	if err := st.record(h.ID(), a.digest(h), time.Now()); err != nil {
+		// The hook ran; only the next run's skip is lost.
+		res.Warning = strings.TrimPrefix(res.Warning+"; ", "; ") + "not recorded as succeeded: " + err.Error()
+	}
+	log.Info("hook succeeded", "duration", time.Since(res.StartedAt))
 }
 
 // kill ends the hook's group: SIGTERM, then SIGKILL after the grace period. It

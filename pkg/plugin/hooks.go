@@ -17,6 +17,11 @@ import (
 // requires naming a hook this plugin does not have (in the same phase), and hooks
 // ordering each other in a loop. Names of other plugins' hooks can only be checked
 // on the machine, where the agent reports a requirement that is missing.
+//
+// Branches: one check per rule the node agent enforces at boot (when compiles,
+// url scheme, sha256 valid, sha256 only with a url, each before/requires ref
+// well formed, present and in the same phase, no cycle per phase), each
+// reported at its own field, as hookspec/manifest.go checks them on the agent.
 func checkHooks(doc *yamldoc.Doc, l *diag.List, ptr string, hooks []v1alpha1.NodeHook) {
 	if len(hooks) == 0 {
 		return

@@ -61,20 +61,7 @@ func (r *renderer) staticPod(name string) ([]byte, bool) {
 	for _, f := range sortedKeys(flags) {
 		command = append(command, "--"+f+"="+flags[f].Value)
 	}
-	var mounts, volumes []any
-	for _, vn := range sortedKeys(c.Volumes) {
-		v := c.Volumes[vn]
-		if !nameRE.MatchString(vn) || v.HostPath == "" || !strings.HasPrefix(v.HostPath, "/") || !strings.HasPrefix(v.MountPath, "/") {
-			r.fatalf(v.By, field+".volumes."+vn, "a volume needs a lower-case name and absolute hostPath and mountPath, found name %q, hostPath %q, mountPath %q", vn, v.HostPath, v.MountPath)
-			continue
-		}
-		m := map[string]any{"name": vn, "mountPath": v.MountPath}
-		if v.ReadOnly {
-			m["readOnly"] = true
-		}
-		mounts = append(mounts, m)
-		volumes = append(volumes, map[string]any{"name": vn, "hostPath": map[string]any{"path": v.HostPath}})
-	}
+	mounts, volumes := r.podVolumes(field, c.Volumes)
 	image := "registry.k8s.io/" + name + ":v" + r.version
 	if name == model.Etcd && r.in.EtcdVersion != "" {
 		image = "registry.k8s.io/etcd:" + strings.TrimPrefix(r.in.EtcdVersion, "v") + "-0"
@@ -111,6 +98,26 @@ func (r *renderer) staticPod(name string) ([]byte, bool) {
 		return nil, false
 	}
 	return b, !r.diags.HasFatal()
+}
+
+// podVolumes are the volume mounts and host-path volumes of a component's
+// static Pod (at field) for its volumes; a volume without a lower-case name
+// and absolute paths is fatal.
+func (r *renderer) podVolumes(field string, vols map[string]model.Volume) (mounts, volumes []any) {
+	for _, vn := range sortedKeys(vols) {
+		v := vols[vn]
+		if !nameRE.MatchString(vn) || v.HostPath == "" || !strings.HasPrefix(v.HostPath, "/") || !strings.HasPrefix(v.MountPath, "/") {
+			r.fatalf(v.By, field+".volumes."+vn, "a volume needs a lower-case name and absolute hostPath and mountPath, found name %q, hostPath %q, mountPath %q", vn, v.HostPath, v.MountPath)
+			continue
+		}
+		m := map[string]any{"name": vn, "mountPath": v.MountPath}
+		if v.ReadOnly {
+			m["readOnly"] = true
+		}
+		mounts = append(mounts, m)
+		volumes = append(volumes, map[string]any{"name": vn, "hostPath": map[string]any{"path": v.HostPath}})
+	}
+	return mounts, volumes
 }
 
 // mergeGates merges feature gates with a feature-gates flag set directly (a plugin may

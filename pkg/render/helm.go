@@ -269,6 +269,45 @@ func fetchable(d *chartv2.Dependency) bool {
 	return strings.HasPrefix(d.Repository, "https://") || strings.HasPrefix(d.Repository, "http://") || strings.HasPrefix(d.Repository, "oci://")
 }
 
+// dependencyLabel names a dependency: its name, version and repository.
+func dependencyLabel(d *chartv2.Dependency) string {
+	m := d.Name
+	if d.Version != "" {
+		m += " " + d.Version
+	}
+	if d.Repository != "" {
+		m += " from " + d.Repository
+	}
+	return m
+}
+
+// fetchDependency fetches the dependency d of chart c (at the exact version
+// of c's Chart.lock when it pins one) and loads its archive; an error names
+// the chart (in) and the dependency.
+func fetchDependency(c *chartv2.Chart, d *chartv2.Dependency, fetch FetchDependency, in string) (*chartv2.Chart, error) {
+	dep := *d
+	if c.Lock != nil {
+		for _, l := range c.Lock.Dependencies {
+			if l != nil && l.Name == d.Name && l.Repository == d.Repository && l.Version != "" {
+				dep.Version = l.Version // Chart.lock's exact version
+			}
+		}
+	}
+	m := dependencyLabel(d)
+	data, err := fetch(&dep)
+	if err != nil {
+		return nil, fmt.Errorf("%s depends on %s: %w", in, m, err)
+	}
+	sub, err := readArchive(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s depends on %s: loading its archive: %w", in, m, err)
+	}
+	if sub.Name() != d.Name {
+		return nil, fmt.Errorf("%s depends on %s, but the fetched archive holds chart %s", in, m, sub.Name())
+	}
+	return sub, nil
+}
+
 // resolveDependencies completes a chart, and each subchart, with the
 // dependencies its Chart.yaml declares and its charts/ lacks, fetched with
 // fetch (nil fetches nothing); a dependency that cannot be fetched is an error
@@ -290,35 +329,13 @@ func resolveDependencies(c *chartv2.Chart, chain []string, fetch FetchDependency
 		if d == nil || slices.ContainsFunc(c.Dependencies(), func(s *chartv2.Chart) bool { return s.Name() == d.Name }) {
 			continue
 		}
-		m := d.Name
-		if d.Version != "" {
-			m += " " + d.Version
-		}
-		if d.Repository != "" {
-			m += " from " + d.Repository
-		}
 		if fetch == nil || !fetchable(d) {
-			missing = append(missing, m)
+			missing = append(missing, dependencyLabel(d))
 			continue
 		}
-		dep := *d
-		if c.Lock != nil {
-			for _, l := range c.Lock.Dependencies {
-				if l != nil && l.Name == d.Name && l.Repository == d.Repository && l.Version != "" {
-					dep.Version = l.Version // Chart.lock's exact version
-				}
-			}
-		}
-		data, err := fetch(&dep)
+		sub, err := fetchDependency(c, d, fetch, in)
 		if err != nil {
-			return fmt.Errorf("%s depends on %s: %w", in, m, err)
-		}
-		sub, err := readArchive(bytes.NewReader(data))
-		if err != nil {
-			return fmt.Errorf("%s depends on %s: loading its archive: %w", in, m, err)
-		}
-		if sub.Name() != d.Name {
-			return fmt.Errorf("%s depends on %s, but the fetched archive holds chart %s", in, m, sub.Name())
+			return err
 		}
 		c.AddDependency(sub)
 	}

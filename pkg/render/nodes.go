@@ -370,51 +370,18 @@ func (r *renderer) kubeletEnv(p *model.Pool) (string, bool) {
 			r.fatalf(s.By, base+".flags.node-labels", "set node labels as kubelet labels, not as the node-labels flag, so they merge with other plugins' labels")
 			ok = false
 		}
-		var parts []string
-		for _, l := range sortedKeys(k.Labels) {
-			s := k.Labels[l]
-			if errs := append(content.IsLabelKey(l), content.IsLabelValue(s.Value)...); len(errs) > 0 {
-				r.fatalf(s.By, base+".labels."+l, "invalid label %s=%s: %s", l, s.Value, strings.Join(errs, "; "))
-				ok = false
-				continue
-			}
-			parts = append(parts, l+"="+s.Value)
-		}
-		flags["node-labels"] = model.Setting[string]{Value: strings.Join(parts, ",")}
+		labels, lok := r.labelsFlag(base, k.Labels)
+		ok = ok && lok
+		flags["node-labels"] = model.Setting[string]{Value: labels}
 	}
 	if len(k.Taints) > 0 {
 		if s, set := flags["register-with-taints"]; set {
 			r.fatalf(s.By, base+".flags.register-with-taints", "set taints as kubelet taints, not as the register-with-taints flag, so they merge with other plugins' taints")
 			ok = false
 		}
-		taints := slices.Clone(k.Taints)
-		slices.SortFunc(taints, func(a, b model.Taint) int {
-			if c := strings.Compare(a.Key, b.Key); c != 0 {
-				return c
-			}
-			return strings.Compare(a.Effect, b.Effect)
-		})
-		var parts []string
-		for _, t := range taints {
-			errs := content.IsLabelKey(t.Key)
-			if t.Value != "" {
-				errs = append(errs, content.IsLabelValue(t.Value)...)
-			}
-			if !slices.Contains(effects, t.Effect) {
-				errs = append(errs, fmt.Sprintf("effect must be one of %s", strings.Join(effects, ", ")))
-			}
-			if len(errs) > 0 {
-				r.fatalf(t.By, base+".taints."+t.Key, "invalid taint %s=%s:%s: %s", t.Key, t.Value, t.Effect, strings.Join(errs, "; "))
-				ok = false
-				continue
-			}
-			s := t.Key
-			if t.Value != "" {
-				s += "=" + t.Value
-			}
-			parts = append(parts, s+":"+t.Effect)
-		}
-		flags["register-with-taints"] = model.Setting[string]{Value: strings.Join(parts, ",")}
+		taints, tok := r.taintsFlag(base, k.Taints)
+		ok = ok && tok
+		flags["register-with-taints"] = model.Setting[string]{Value: taints}
 	}
 	args := make([]string, 0, len(flags))
 	for _, f := range sortedKeys(flags) {
@@ -428,6 +395,58 @@ func (r *renderer) kubeletEnv(p *model.Pool) (string, bool) {
 	}
 	return "# Written by kubeplug: the kubelet's flags, read by " + kubeletUnit + ".d/" + kubeletDropIn + ".\n" +
 		"KUBELET_ARGS=" + strings.Join(args, " ") + "\n", ok
+}
+
+// labelsFlag is the kubelet's --node-labels value for labels, sorted; an
+// invalid label is fatal (at base's labels), and ok false.
+func (r *renderer) labelsFlag(base string, labels map[string]model.Setting[string]) (string, bool) {
+	ok := true
+	var parts []string
+	for _, l := range sortedKeys(labels) {
+		s := labels[l]
+		if errs := append(content.IsLabelKey(l), content.IsLabelValue(s.Value)...); len(errs) > 0 {
+			r.fatalf(s.By, base+".labels."+l, "invalid label %s=%s: %s", l, s.Value, strings.Join(errs, "; "))
+			ok = false
+			continue
+		}
+		parts = append(parts, l+"="+s.Value)
+	}
+	return strings.Join(parts, ","), ok
+}
+
+// taintsFlag is the kubelet's --register-with-taints value for taints,
+// sorted by key and effect; an invalid taint is fatal (at base's taints),
+// and ok false.
+func (r *renderer) taintsFlag(base string, taints []model.Taint) (string, bool) {
+	ok := true
+	taints = slices.Clone(taints)
+	slices.SortFunc(taints, func(a, b model.Taint) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Effect, b.Effect)
+	})
+	var parts []string
+	for _, t := range taints {
+		errs := content.IsLabelKey(t.Key)
+		if t.Value != "" {
+			errs = append(errs, content.IsLabelValue(t.Value)...)
+		}
+		if !slices.Contains(effects, t.Effect) {
+			errs = append(errs, fmt.Sprintf("effect must be one of %s", strings.Join(effects, ", ")))
+		}
+		if len(errs) > 0 {
+			r.fatalf(t.By, base+".taints."+t.Key, "invalid taint %s=%s:%s: %s", t.Key, t.Value, t.Effect, strings.Join(errs, "; "))
+			ok = false
+			continue
+		}
+		s := t.Key
+		if t.Value != "" {
+			s += "=" + t.Value
+		}
+		parts = append(parts, s+":"+t.Effect)
+	}
+	return strings.Join(parts, ","), ok
 }
 
 // agentUnits are the node agent's units, the same in both node formats.

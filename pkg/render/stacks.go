@@ -67,39 +67,11 @@ func (r *renderer) stacks(context.Context) {
 	if len(m.Cloud.Stacks) == 0 {
 		return
 	}
-	known := func(s string) bool { _, ok := m.Cloud.Stacks[s]; return ok || s == CoreStack }
 	var idx StackIndex
 	for _, name := range sortedKeys(m.Cloud.Stacks) {
 		s := m.Cloud.Stacks[name]
 		field := "cloud.stacks." + name
-		ok := true
-		if name == CoreStack || !stackNameRE.MatchString(name) {
-			r.fatalf(s.By, field, "expected a stack name of lower-case letters, digits and '-' other than %q, found %q", CoreStack, name)
-			ok = false
-		}
-		if res, _ := s.Value.Template["Resources"].(map[string]any); len(res) == 0 {
-			r.fatalf(s.By, field+".template.Resources", "expected at least one resource in the stack's template")
-			ok = false
-		}
-		for _, p := range sortedKeys(s.Value.Inputs) {
-			in := s.Value.Inputs[p]
-			sm := inputRE.FindStringSubmatch(in)
-			switch {
-			case sm == nil:
-				r.fatalf(s.By, field+".inputs."+p, "expected STACK.OUTPUT such as core.VpcId, found %q", in)
-				ok = false
-			case sm[1] == name || !known(sm[1]):
-				r.fatalf(s.By, field+".inputs."+p, "stack %s is not another stack of the cluster (expected %s)", sm[1], strings.Join(otherStacks(m, name), ", "))
-				ok = false
-			}
-		}
-		for _, d := range s.Value.DependsOn {
-			if d == name || !known(d) {
-				r.fatalf(s.By, field+".dependsOn", "stack %s is not another stack of the cluster (expected %s)", d, strings.Join(otherStacks(m, name), ", "))
-				ok = false
-			}
-		}
-		if !ok {
+		if !r.checkStack(m, name, s) {
 			continue
 		}
 		b, err := json.Marshal(s.Value.Template)
@@ -120,6 +92,43 @@ func (r *renderer) stacks(context.Context) {
 		return
 	}
 	r.out[StacksPath] = append(b, '\n')
+}
+
+// checkStack reports, fatal, what is wrong with the plugins' stack name (s):
+// its name, a template without resources, an input that is not STACK.OUTPUT
+// of another stack, a dependency on a stack that is not another one. It says
+// whether the stack is sound.
+func (r *renderer) checkStack(m *model.Model, name string, s model.Setting[model.Stack]) bool {
+	known := func(s string) bool { _, ok := m.Cloud.Stacks[s]; return ok || s == CoreStack }
+	field := "cloud.stacks." + name
+	ok := true
+	if name == CoreStack || !stackNameRE.MatchString(name) {
+		r.fatalf(s.By, field, "expected a stack name of lower-case letters, digits and '-' other than %q, found %q", CoreStack, name)
+		ok = false
+	}
+	if res, _ := s.Value.Template["Resources"].(map[string]any); len(res) == 0 {
+		r.fatalf(s.By, field+".template.Resources", "expected at least one resource in the stack's template")
+		ok = false
+	}
+	for _, p := range sortedKeys(s.Value.Inputs) {
+		in := s.Value.Inputs[p]
+		sm := inputRE.FindStringSubmatch(in)
+		switch {
+		case sm == nil:
+			r.fatalf(s.By, field+".inputs."+p, "expected STACK.OUTPUT such as core.VpcId, found %q", in)
+			ok = false
+		case sm[1] == name || !known(sm[1]):
+			r.fatalf(s.By, field+".inputs."+p, "stack %s is not another stack of the cluster (expected %s)", sm[1], strings.Join(otherStacks(m, name), ", "))
+			ok = false
+		}
+	}
+	for _, d := range s.Value.DependsOn {
+		if d == name || !known(d) {
+			r.fatalf(s.By, field+".dependsOn", "stack %s is not another stack of the cluster (expected %s)", d, strings.Join(otherStacks(m, name), ", "))
+			ok = false
+		}
+	}
+	return ok
 }
 
 func otherStacks(m *model.Model, name string) []string {

@@ -55,34 +55,49 @@ func writeDir(ctx context.Context, dir string, files map[string][]byte) (leftove
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("setting the mode of %s: %w", tmp, err)
 	}
-	marker := []byte("Written by kubeplug render; the whole directory is replaced on the next render.\n")
-	if err := os.WriteFile(filepath.Join(tmp, MarkerFile), marker, 0o644); err != nil {
-		return nil, fmt.Errorf("writing %s: %w", MarkerFile, err)
-	}
-	for _, name := range sortedKeys(files) {
-		p := filepath.FromSlash(name)
-		if !filepath.IsLocal(p) || name == MarkerFile {
-			return nil, fmt.Errorf("refusing to write %q: not a file inside %s", name, dir)
-		}
-		full := filepath.Join(tmp, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return nil, fmt.Errorf("creating the directory of %s: %w", name, err)
-		}
-		if err := os.WriteFile(full, files[name], 0o644); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", name, err)
-		}
+	if err := writeTree(tmp, dir, files); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", dir, err)
 	}
+	return swapIn(tmp, dir, exists)
+}
+
+// writeTree writes the marker file and files into tmp, the directory that
+// becomes dir; a name that is not a file inside it is refused.
+func writeTree(tmp, dir string, files map[string][]byte) error {
+	marker := []byte("Written by kubeplug render; the whole directory is replaced on the next render.\n")
+	if err := os.WriteFile(filepath.Join(tmp, MarkerFile), marker, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", MarkerFile, err)
+	}
+	for _, name := range sortedKeys(files) {
+		p := filepath.FromSlash(name)
+		if !filepath.IsLocal(p) || name == MarkerFile {
+			return fmt.Errorf("refusing to write %q: not a file inside %s", name, dir)
+		}
+		full := filepath.Join(tmp, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return fmt.Errorf("creating the directory of %s: %w", name, err)
+		}
+		if err := os.WriteFile(full, files[name], 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// swapIn moves the written tmp into dir's place. When dir exists, two
+// renames: the old render moves aside, the new one takes its place, and the
+// old one comes back if that fails. Between them dir is briefly missing,
+// never partial. leftover is an old render that could not be removed.
+func swapIn(tmp, dir string, exists bool) (leftover, err error) {
 	if !exists {
 		if err := os.Rename(tmp, dir); err != nil {
 			return nil, fmt.Errorf("moving the render into %s: %w", dir, err)
 		}
 		return nil, nil
 	}
-	// Two renames: the old render moves aside, the new one takes its place, and the old
-	// one comes back if that fails. Between them dir is briefly missing, never partial.
 	old := tmp + ".old"
 	if err := os.Rename(dir, old); err != nil {
 		return nil, fmt.Errorf("moving the previous render %s aside: %w", dir, err)

@@ -214,38 +214,8 @@ func (g *graph) after(listed []bool, listedOrder []int) map[string][]string {
 
 // cycle finds a cycle among the nodes Kahn could not place (indeg > 0).
 func (g *graph) cycle(indeg []int) *CycleError {
-	left := make([]bool, len(g.pkgs))
-	for n := range indeg {
-		left[n] = indeg[n] > 0
-	}
-	// Drop nodes stuck only behind others (or the barrier) until every node
-	// left waits for another node left: then a walk must close a cycle.
-	for changed := true; changed; {
-		changed = false
-		for n := range left {
-			if !left[n] {
-				continue
-			}
-			waits := false
-			for _, e := range g.preds[n] {
-				if left[e.from] {
-					waits = true
-					break
-				}
-			}
-			if !waits {
-				left[n] = false
-				changed = true
-			}
-		}
-	}
-	start := -1
-	for n := range left {
-		if left[n] {
-			start = n
-			break
-		}
-	}
+	left := g.stuck(indeg)
+	start := slices.Index(left, true)
 	// Walk from the smallest name, always to the smallest predecessor left.
 	pos := make(map[int]int)
 	var path []int
@@ -280,4 +250,25 @@ func (g *graph) cycle(indeg []int) *CycleError {
 	}
 	e.Chain = append(e.Chain, e.Chain[0])
 	return e
+}
+
+// stuck says which of the nodes Kahn could not place (indeg > 0) wait for
+// another of them: nodes stuck only behind others (or the barrier) are
+// dropped until every node left waits for another node left, so that a walk
+// among them must close a cycle.
+func (g *graph) stuck(indeg []int) []bool {
+	left := make([]bool, len(g.pkgs))
+	for n := range indeg {
+		left[n] = indeg[n] > 0
+	}
+	for changed := true; changed; {
+		changed = false
+		for n := range left {
+			if left[n] && !slices.ContainsFunc(g.preds[n], func(e edge) bool { return left[e.from] }) {
+				left[n] = false
+				changed = true
+			}
+		}
+	}
+	return left
 }

@@ -432,26 +432,7 @@ func (s *solver) unchoose(st *nameState, v *Package, nReq, nConf int) {
 // it will get is already known, so the search rarely has to come back and
 // lower a version it picked too early.
 func (s *solver) rank(roots []*nameState) {
-	nodes := append([]*nameState(nil), roots...)
-	for _, st := range roots {
-		st.seen = true
-	}
-	for i := 0; i < len(nodes); i++ {
-		st := nodes[i]
-		for _, p := range st.versions {
-			for _, r := range p.Requires {
-				rs := s.state(r.Name)
-				if !rs.seen {
-					rs.seen = true
-					nodes = append(nodes, rs)
-				}
-				if n := len(st.deps); n == 0 || !containsState(st.deps, rs) {
-					st.deps = append(st.deps, rs)
-					rs.indeg++
-				}
-			}
-		}
-	}
+	nodes := s.reachable(roots)
 	byName := append([]*nameState(nil), nodes...)
 	sort.Slice(byName, func(i, j int) bool { return byName[i].name < byName[j].name })
 	var ready nameHeap
@@ -485,6 +466,33 @@ func (s *solver) rank(roots []*nameState) {
 		}
 		st.deps = nil
 	}
+}
+
+// reachable are the names reachable from roots through the requirements of
+// any of their versions, roots first; each records the names it may require
+// (deps) and how many names may require it (indeg).
+func (s *solver) reachable(roots []*nameState) []*nameState {
+	nodes := append([]*nameState(nil), roots...)
+	for _, st := range roots {
+		st.seen = true
+	}
+	for i := 0; i < len(nodes); i++ {
+		st := nodes[i]
+		for _, p := range st.versions {
+			for _, r := range p.Requires {
+				rs := s.state(r.Name)
+				if !rs.seen {
+					rs.seen = true
+					nodes = append(nodes, rs)
+				}
+				if n := len(st.deps); n == 0 || !containsState(st.deps, rs) {
+					st.deps = append(st.deps, rs)
+					rs.indeg++
+				}
+			}
+		}
+	}
+	return nodes
 }
 
 func containsState(sts []*nameState, st *nameState) bool {

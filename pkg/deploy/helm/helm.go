@@ -677,23 +677,9 @@ func (m *Manager) Restore(ctx context.Context, ref kube.ReleaseRef, revision int
 	if err != nil {
 		return nil, err
 	}
-	hist, err := history(cfg, ref.Name)
+	hist, err := m.settledHistory(ctx, cfg, ref, revision)
 	if err != nil {
-		return nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
-	}
-	if len(hist) == 0 {
-		return nil, fmt.Errorf("Helm release %s is no longer installed, so its revision %d cannot be restored; apply the cluster file of that version instead", ref, revision) //nolint:staticcheck // Helm is a name
-	}
-	if last := hist[len(hist)-1]; last.Info.Status.IsPending() {
-		if err := m.recoverPending(ctx, cfg, hist); err != nil {
-			return nil, fmt.Errorf("recover Helm release %s from %s: %w", ref, last.Info.Status, err)
-		}
-		if hist, err = history(cfg, ref.Name); err != nil {
-			return nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
-		}
-		if len(hist) == 0 {
-			return nil, fmt.Errorf("Helm release %s had no deployed revision and was uninstalled; its revision %d cannot be restored", ref, revision) //nolint:staticcheck // Helm is a name
-		}
+		return nil, err
 	}
 	last := hist[len(hist)-1]
 	var want *releasev1.Release
@@ -726,6 +712,33 @@ func (m *Manager) Restore(ctx context.Context, ref kube.ReleaseRef, revision int
 		return &Done{ref: ref, changed: true, previous: previous}, fmt.Errorf("Helm release %s has no revision after its rollback to %d", ref, revision) //nolint:staticcheck // Helm is a name
 	}
 	return &Done{ref: ref, changed: true, previous: previous, rel: hist[len(hist)-1]}, nil
+}
+
+// settledHistory is the history of the installed release ref, after
+// recovering it from an operation left pending; an error says why its
+// revision cannot be restored when it is not installed (any more).
+func (m *Manager) settledHistory(ctx context.Context, cfg *action.Configuration, ref kube.ReleaseRef, revision int) ([]*releasev1.Release, error) {
+	hist, err := history(cfg, ref.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
+	}
+	if len(hist) == 0 {
+		return nil, fmt.Errorf("Helm release %s is no longer installed, so its revision %d cannot be restored; apply the cluster file of that version instead", ref, revision) //nolint:staticcheck // Helm is a name
+	}
+	last := hist[len(hist)-1]
+	if !last.Info.Status.IsPending() {
+		return hist, nil
+	}
+	if err := m.recoverPending(ctx, cfg, hist); err != nil {
+		return nil, fmt.Errorf("recover Helm release %s from %s: %w", ref, last.Info.Status, err)
+	}
+	if hist, err = history(cfg, ref.Name); err != nil {
+		return nil, fmt.Errorf("read the history of Helm release %s: %w", ref, err)
+	}
+	if len(hist) == 0 {
+		return nil, fmt.Errorf("Helm release %s had no deployed revision and was uninstalled; its revision %d cannot be restored", ref, revision) //nolint:staticcheck // Helm is a name
+	}
+	return hist, nil
 }
 
 // Status is the status Helm records for the release's last revision.

@@ -314,24 +314,10 @@ func (a *Applier) podReasons(o *unstructured.Unstructured) string {
 	var reasons []string
 	seen := map[string]bool{}
 	for _, pod := range list.Items {
-		statuses, _, _ := unstructured.NestedSlice(pod.Object, "status", "containerStatuses")
-		for _, cs := range statuses {
-			m, _ := cs.(map[string]any)
-			name, _, _ := unstructured.NestedString(m, "name")
-			for _, state := range []string{"waiting", "terminated"} {
-				reason, _, _ := unstructured.NestedString(m, "state", state, "reason")
-				msg, _, _ := unstructured.NestedString(m, "state", state, "message")
-				if reason == "" || reason == "ContainerCreating" || reason == "PodInitializing" || reason == "Completed" {
-					continue
-				}
-				text := "container " + name + ": " + reason
-				if msg != "" {
-					text += ": " + msg
-				}
-				if !seen[text] {
-					seen[text] = true
-					reasons = append(reasons, "pod "+pod.GetName()+" "+text)
-				}
+		for _, text := range containerReasons(pod) {
+			if !seen[text] {
+				seen[text] = true
+				reasons = append(reasons, "pod "+pod.GetName()+" "+text)
 			}
 		}
 		if len(reasons) >= 3 {
@@ -342,6 +328,31 @@ func (a *Applier) podReasons(o *unstructured.Unstructured) string {
 		return ""
 	}
 	return " (" + strings.Join(reasons, "; ") + ")"
+}
+
+// containerReasons are the reasons, with their messages, of the waiting and
+// terminated states of pod's containers, but those of a container on its way
+// (creating, initializing) or done.
+func containerReasons(pod unstructured.Unstructured) []string {
+	var out []string
+	statuses, _, _ := unstructured.NestedSlice(pod.Object, "status", "containerStatuses")
+	for _, cs := range statuses {
+		m, _ := cs.(map[string]any)
+		name, _, _ := unstructured.NestedString(m, "name")
+		for _, state := range []string{"waiting", "terminated"} {
+			reason, _, _ := unstructured.NestedString(m, "state", state, "reason")
+			msg, _, _ := unstructured.NestedString(m, "state", state, "message")
+			if reason == "" || reason == "ContainerCreating" || reason == "PodInitializing" || reason == "Completed" {
+				continue
+			}
+			text := "container " + name + ": " + reason
+			if msg != "" {
+				text += ": " + msg
+			}
+			out = append(out, text)
+		}
+	}
+	return out
 }
 
 // ReadyNow says whether a live object is ready by the same rules a wait uses

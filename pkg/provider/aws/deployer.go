@@ -170,19 +170,8 @@ func (d *Deployer) Deploy(ctx context.Context, b Bundle) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	params := map[string][]string{}
-	for _, s := range stacks {
-		if !stackNameRE.MatchString(s.Name) || len(d.StackName(s.Name)) > 128 {
-			return nil, fmt.Errorf("stack %q: expected a name of letters, digits and '-' starting with a letter, at most %d characters", s.Name, 127-len(d.opts.StackPrefix))
-		}
-		if params[s.Name], err = checkTemplate(s.label(), s.Template); err != nil {
-			return nil, err
-		}
-		for _, p := range append(sortedKeys(s.Parameters), sortedKeys(s.Inputs)...) {
-			if !slices.Contains(params[s.Name], p) {
-				return nil, fmt.Errorf("%w: %s: parameter %s is given a value but the template declares no such parameter (it declares %s)", ErrTemplate, s.label(), p, orNone(params[s.Name]))
-			}
-		}
+	if err := d.checkStacks(stacks); err != nil {
+		return nil, err
 	}
 	st, err := d.State()
 	if err != nil {
@@ -198,17 +187,9 @@ func (d *Deployer) Deploy(ctx context.Context, b Bundle) (*Result, error) {
 	}
 	outputs := map[string]map[string]string{}
 	for _, s := range stacks {
-		values := map[string]string{}
-		for k, v := range s.Parameters {
-			values[k] = v
-		}
-		for _, p := range sortedKeys(s.Inputs) {
-			in := s.Inputs[p]
-			v, ok := outputs[in.Stack][in.Output]
-			if !ok {
-				return res, fmt.Errorf("%s: parameter %s takes output %s of stack %s, which has no such output (it has %s)", s.label(), p, in.Output, in.Stack, orNone(sortedKeys(outputs[in.Stack])))
-			}
-			values[p] = v
+		values, err := stackValues(s, outputs)
+		if err != nil {
+			return res, err
 		}
 		sr, err := d.deployStack(ctx, st, s, values)
 		if sr != nil {
@@ -223,6 +204,45 @@ func (d *Deployer) Deploy(ctx context.Context, b Bundle) (*Result, error) {
 		}
 	}
 	return res, d.prune(ctx, st, stacks)
+}
+
+// checkStacks refuses, before anything is deployed, a stack whose name is
+// not a stack name, whose template does not check, or that gives a value to
+// a parameter its template does not declare.
+func (d *Deployer) checkStacks(stacks []Stack) error {
+	for _, s := range stacks {
+		if !stackNameRE.MatchString(s.Name) || len(d.StackName(s.Name)) > 128 {
+			return fmt.Errorf("stack %q: expected a name of letters, digits and '-' starting with a letter, at most %d characters", s.Name, 127-len(d.opts.StackPrefix))
+		}
+		params, err := checkTemplate(s.label(), s.Template)
+		if err != nil {
+			return err
+		}
+		for _, p := range append(sortedKeys(s.Parameters), sortedKeys(s.Inputs)...) {
+			if !slices.Contains(params, p) {
+				return fmt.Errorf("%w: %s: parameter %s is given a value but the template declares no such parameter (it declares %s)", ErrTemplate, s.label(), p, orNone(params))
+			}
+		}
+	}
+	return nil
+}
+
+// stackValues are the parameter values of stack s: its own, and its inputs
+// taken from the outputs of the stacks deployed before it.
+func stackValues(s Stack, outputs map[string]map[string]string) (map[string]string, error) {
+	values := map[string]string{}
+	for k, v := range s.Parameters {
+		values[k] = v
+	}
+	for _, p := range sortedKeys(s.Inputs) {
+		in := s.Inputs[p]
+		v, ok := outputs[in.Stack][in.Output]
+		if !ok {
+			return nil, fmt.Errorf("%s: parameter %s takes output %s of stack %s, which has no such output (it has %s)", s.label(), p, in.Output, in.Stack, orNone(sortedKeys(outputs[in.Stack])))
+		}
+		values[p] = v
+	}
+	return values, nil
 }
 
 // prune deletes the recorded stacks that the bundle no longer has (a plugin that

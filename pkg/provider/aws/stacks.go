@@ -299,38 +299,9 @@ func (d *Deployer) createChangeSet(ctx context.Context, st *State, s Stack, stac
 func (d *Deployer) waitChangeSet(ctx context.Context, stack, name string) (*cloudformation.DescribeChangeSetOutput, []Change, error) {
 	deadline := time.Now().Add(d.opts.StackTimeout)
 	for {
-		var changes []Change
-		var first *cloudformation.DescribeChangeSetOutput
-		var token *string
-		for {
-			out, err := call(ctx, d, "describe change set "+name+" of stack "+stack, func(ctx context.Context) (*cloudformation.DescribeChangeSetOutput, error) {
-				return d.c.cfn.DescribeChangeSet(ctx, &cloudformation.DescribeChangeSetInput{StackName: aws.String(stack), ChangeSetName: aws.String(name), NextToken: token})
-			})
-			if err != nil {
-				return nil, nil, err
-			}
-			if first == nil {
-				first = out
-			}
-			for _, c := range out.Changes {
-				if rc := c.ResourceChange; rc != nil {
-					ch := Change{Action: string(rc.Action), LogicalID: aws.ToString(rc.LogicalResourceId), Type: aws.ToString(rc.ResourceType), Replacement: string(rc.Replacement)}
-					for _, s := range rc.Scope {
-						ch.Scope = append(ch.Scope, string(s))
-					}
-					for _, det := range rc.Details {
-						if det.Target != nil && det.Target.Name != nil {
-							ch.Details = append(ch.Details, string(det.Target.Attribute)+"."+aws.ToString(det.Target.Name))
-						}
-					}
-					slices.Sort(ch.Details)
-					ch.Details = slices.Compact(ch.Details)
-					changes = append(changes, ch)
-				}
-			}
-			if token = out.NextToken; token == nil || first.Status != cfntypes.ChangeSetStatusCreateComplete {
-				break
-			}
+		first, changes, err := d.describeChangeSet(ctx, stack, name)
+		if err != nil {
+			return nil, nil, err
 		}
 		switch first.Status {
 		case cfntypes.ChangeSetStatusCreateComplete:
@@ -350,6 +321,50 @@ func (d *Deployer) waitChangeSet(ctx context.Context, stack, name string) (*clou
 			return nil, nil, err
 		}
 	}
+}
+
+// describeChangeSet describes the change set: its first page, and, once it
+// is created, the changes of all its pages.
+func (d *Deployer) describeChangeSet(ctx context.Context, stack, name string) (*cloudformation.DescribeChangeSetOutput, []Change, error) {
+	var changes []Change
+	var first *cloudformation.DescribeChangeSetOutput
+	var token *string
+	for {
+		out, err := call(ctx, d, "describe change set "+name+" of stack "+stack, func(ctx context.Context) (*cloudformation.DescribeChangeSetOutput, error) {
+			return d.c.cfn.DescribeChangeSet(ctx, &cloudformation.DescribeChangeSetInput{StackName: aws.String(stack), ChangeSetName: aws.String(name), NextToken: token})
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if first == nil {
+			first = out
+		}
+		for _, c := range out.Changes {
+			if rc := c.ResourceChange; rc != nil {
+				changes = append(changes, resourceChange(rc))
+			}
+		}
+		if token = out.NextToken; token == nil || first.Status != cfntypes.ChangeSetStatusCreateComplete {
+			return first, changes, nil
+		}
+	}
+}
+
+// resourceChange is a change set's change of one resource: its action,
+// replacement, scope and the attributes it changes, sorted.
+func resourceChange(rc *cfntypes.ResourceChange) Change {
+	ch := Change{Action: string(rc.Action), LogicalID: aws.ToString(rc.LogicalResourceId), Type: aws.ToString(rc.ResourceType), Replacement: string(rc.Replacement)}
+	for _, s := range rc.Scope {
+		ch.Scope = append(ch.Scope, string(s))
+	}
+	for _, det := range rc.Details {
+		if det.Target != nil && det.Target.Name != nil {
+			ch.Details = append(ch.Details, string(det.Target.Attribute)+"."+aws.ToString(det.Target.Name))
+		}
+	}
+	slices.Sort(ch.Details)
+	ch.Details = slices.Compact(ch.Details)
+	return ch
 }
 
 // errNoChanges says that CloudFormation refused a change set because it would
@@ -559,25 +574,8 @@ func (d *Deployer) Destroy(ctx context.Context) error {
 		return err
 	}
 	for i := len(st.Stacks) - 1; i >= 0; i-- {
-		s := st.Stacks[i]
-		id := s.StackID
-		if id == "" {
-			id = s.StackName
-		}
-		cur, err := d.describe(ctx, id)
-		if err != nil {
+		if err := d.destroyStack(ctx, st.Stacks[i]); err != nil {
 			return err
-		}
-		if cur != nil {
-			if inProgress(cur.StackStatus) && cur.StackStatus != cfntypes.StackStatusDeleteInProgress {
-				d.event("stack", s.StackName, "%s from an earlier run; waiting for it to settle before deleting", cur.StackStatus)
-				if _, err := d.wait(ctx, s.StackName, aws.ToString(cur.StackId), nil); err != nil && !errors.Is(err, ErrStackFailed) {
-					return err
-				}
-			}
-			if err := d.deleteStack(ctx, s.StackName, aws.ToString(cur.StackId)); err != nil {
-				return err
-			}
 		}
 		st.Stacks = st.Stacks[:i]
 		if err := st.write(d.opts.StateFile); err != nil {
@@ -594,4 +592,24 @@ func (d *Deployer) Destroy(ctx context.Context) error {
 		return removeState(d.opts.StateFile)
 	}
 	return nil
+}
+
+// destroyStack deletes the recorded stack s, if it is still there, after
+// waiting for an operation of an earlier run still in progress on it.
+func (d *Deployer) destroyStack(ctx context.Context, s StackState) error {
+	id := s.StackID
+	if id == "" {
+		id = s.StackName
+	}
+	cur, err := d.describe(ctx, id)
+	if err != nil || cur == nil {
+		return err
+	}
+	if inProgress(cur.StackStatus) && cur.StackStatus != cfntypes.StackStatusDeleteInProgress {
+		d.event("stack", s.StackName, "%s from an earlier run; waiting for it to settle before deleting", cur.StackStatus)
+		if _, err := d.wait(ctx, s.StackName, aws.ToString(cur.StackId), nil); err != nil && !errors.Is(err, ErrStackFailed) {
+			return err
+		}
+	}
+	return d.deleteStack(ctx, s.StackName, aws.ToString(cur.StackId))
 }

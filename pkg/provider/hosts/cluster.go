@@ -171,6 +171,25 @@ func (p *Provider) prepareCluster(d *provider.Desired) (*cluster, error) {
 	for i, h := range p.hosts {
 		cl.index[h.Node] = i
 	}
+	var err error
+	if cl.cpPods, err = staticPods(m); err != nil {
+		return nil, err
+	}
+	if err := cl.readRanges(cp); err != nil {
+		return nil, err
+	}
+	if err := p.clusterPKI(cl, cp); err != nil {
+		return nil, err
+	}
+	if cl.images, err = p.images(cl); err != nil {
+		return nil, err
+	}
+	return cl, nil
+}
+
+// staticPods reads the static Pods of the rendered control-plane machine m.
+func staticPods(m *render.Machine) ([]staticPod, error) {
+	var pods []staticPod
 	for _, f := range m.Files {
 		if path.Dir(f.Path) != render.StaticPodDir || !strings.HasSuffix(f.Path, ".yaml") {
 			continue
@@ -179,8 +198,15 @@ func (p *Provider) prepareCluster(d *provider.Desired) (*cluster, error) {
 		if err := sigsyaml.Unmarshal(f.Content, &sp.pod); err != nil {
 			return nil, fmt.Errorf("static Pod %s: %w", f.Path, err)
 		}
-		cl.cpPods = append(cl.cpPods, sp)
+		pods = append(pods, sp)
 	}
+	return pods, nil
+}
+
+// readRanges checks that the API server's static Pod carries the
+// control-plane host cp's facts, and reads the Pods' and the Services'
+// ranges and the cluster DNS address from the static Pods' flags.
+func (cl *cluster) readRanges(cp *Host) error {
 	var apiArgs, cmArgs []string
 	for _, sp := range cl.cpPods {
 		for _, c := range sp.pod.Spec.Containers {
@@ -193,7 +219,7 @@ func (p *Provider) prepareCluster(d *provider.Desired) (*cluster, error) {
 		}
 	}
 	if apiArgs == nil {
-		return nil, fmt.Errorf("the rendered control plane (nodes/%s) has no kube-apiserver static Pod: enable the control-plane plugin", model.ControlPlanePool)
+		return fmt.Errorf("the rendered control plane (nodes/%s) has no kube-apiserver static Pod: enable the control-plane plugin", model.ControlPlanePool)
 	}
 	for flag, want := range map[string]string{
 		"advertise-address":           cp.Address,
@@ -201,37 +227,38 @@ func (p *Provider) prepareCluster(d *provider.Desired) (*cluster, error) {
 		"enable-bootstrap-token-auth": "true",
 	} {
 		if got := flagValue(apiArgs, flag); got != want {
-			return nil, fmt.Errorf("the rendered kube-apiserver static Pod has --%s=%s; on the control-plane host %s it must be %s: render with the hosts provider's facts", flag, got, cp.Address, want)
+			return fmt.Errorf("the rendered kube-apiserver static Pod has --%s=%s; on the control-plane host %s it must be %s: render with the hosts provider's facts", flag, got, cp.Address, want)
 		}
 	}
 	cl.clusterCIDR, cl.serviceCIDR = flagValue(cmArgs, "cluster-cidr"), flagValue(apiArgs, "service-cluster-ip-range")
 	if cl.clusterCIDR == "" || cl.serviceCIDR == "" {
-		return nil, errors.New("the hosts need the controller manager's --cluster-cidr and the API server's --service-cluster-ip-range (the control-plane plugin sets both)")
+		return errors.New("the hosts need the controller manager's --cluster-cidr and the API server's --service-cluster-ip-range (the control-plane plugin sets both)")
 	}
+	var err error
+	cl.clusterDNS, err = nthIP(cl.serviceCIDR, 10)
+	return err
+}
+
+// clusterPKI makes or keeps the PKI in the state directory, its API server
+// certificate naming the first Service address and the control-plane host
+// cp's, and writes the cluster-admin kubeconfig.
+func (p *Provider) clusterPKI(cl *cluster, cp *Host) error {
 	svcIP, err := nthIP(cl.serviceCIDR, 1)
 	if err != nil {
-		return nil, err
-	}
-	if cl.clusterDNS, err = nthIP(cl.serviceCIDR, 10); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.MkdirAll(cl.stateDir, 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	ips := []net.IP{}
 	if ip := net.ParseIP(cp.Address); ip != nil {
 		ips = append(ips, ip)
 	}
 	if err := clusterpki.EnsurePKI(cl.pkiDir, net.ParseIP(svcIP), ips...); err != nil {
-		return nil, err
+		return err
 	}
-	if _, err := clusterpki.WriteAdminKubeconfig(cl.pkiDir, cl.server, "kubeplug-"+p.opts.ClusterName, p.Kubeconfig()); err != nil {
-		return nil, err
-	}
-	if cl.images, err = p.images(cl); err != nil {
-		return nil, err
-	}
-	return cl, nil
+	_, err = clusterpki.WriteAdminKubeconfig(cl.pkiDir, cl.server, "kubeplug-"+p.opts.ClusterName, p.Kubeconfig())
+	return err
 }
 
 func first(s []string) string {
@@ -479,43 +506,57 @@ conntrack: {maxPerCore: 0}
 		files = append(files, memFile(render.KubeletBootstrapKubeconfigPath, 0o600, "", kubeconfig(map[string]string{"token": token})))
 	}
 	if h.Pool == model.ControlPlanePool {
-		entries, err := os.ReadDir(cl.pkiDir)
+		cpFiles, err := controlPlaneHostFiles(cl, h, issue)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range entries {
-			if e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") || e.Name() == "ca.crt" {
-				continue
-			}
-			b, err := bounded.ReadFile(filepath.Join(cl.pkiDir, e.Name()), 1<<20)
-			if err != nil {
-				return nil, err
-			}
-			mode := uint32(0o644)
-			if strings.HasSuffix(e.Name(), ".key") {
-				mode = 0o600
-			}
-			files = append(files, memFile(path.Join(factPKIDir, e.Name()), mode, "", b))
-		}
-		admin, err := clusterpki.WriteAdminKubeconfig(cl.pkiDir, cl.server, "kubernetes-admin")
-		if err != nil {
-			return nil, err
-		}
-		b, err := clientcmd.Write(*admin)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, memFile(factKubeconfig, 0o600, "", b))
-		cert, key, err := issue("kubelet-client", "system:node:"+h.Node, "system:nodes")
-		if err != nil {
-			return nil, err
-		}
-		kubelet := *admin
-		kubelet.AuthInfos = map[string]*clientcmdapi.AuthInfo{"kubernetes-admin": {ClientCertificateData: cert, ClientKeyData: key}}
-		if b, err = clientcmd.Write(kubelet); err != nil {
-			return nil, err
-		}
-		files = append(files, memFile(render.KubeletKubeconfigPath, 0o600, "", b))
+		files = append(files, cpFiles...)
 	}
+	return files, nil
+}
+
+// controlPlaneHostFiles are the control-plane host's own part of nodeFiles:
+// the PKI (but its CA, delivered to every host), the components' kubeconfig
+// and the kubelet's own kubeconfig (kubeadm's kubelet.conf), with a client
+// certificate issue makes.
+func controlPlaneHostFiles(cl *cluster, h *Host, issue func(base, cn string, orgs ...string) (cert, key []byte, err error)) ([]*bootFile, error) {
+	var files []*bootFile
+	entries, err := os.ReadDir(cl.pkiDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") || e.Name() == "ca.crt" {
+			continue
+		}
+		b, err := bounded.ReadFile(filepath.Join(cl.pkiDir, e.Name()), 1<<20)
+		if err != nil {
+			return nil, err
+		}
+		mode := uint32(0o644)
+		if strings.HasSuffix(e.Name(), ".key") {
+			mode = 0o600
+		}
+		files = append(files, memFile(path.Join(factPKIDir, e.Name()), mode, "", b))
+	}
+	admin, err := clusterpki.WriteAdminKubeconfig(cl.pkiDir, cl.server, "kubernetes-admin")
+	if err != nil {
+		return nil, err
+	}
+	b, err := clientcmd.Write(*admin)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, memFile(factKubeconfig, 0o600, "", b))
+	cert, key, err := issue("kubelet-client", "system:node:"+h.Node, "system:nodes")
+	if err != nil {
+		return nil, err
+	}
+	kubelet := *admin
+	kubelet.AuthInfos = map[string]*clientcmdapi.AuthInfo{"kubernetes-admin": {ClientCertificateData: cert, ClientKeyData: key}}
+	if b, err = clientcmd.Write(kubelet); err != nil {
+		return nil, err
+	}
+	files = append(files, memFile(render.KubeletKubeconfigPath, 0o600, "", b))
 	return files, nil
 }

@@ -67,12 +67,8 @@ func (p *Provider) Locate(ctx context.Context) (string, error) {
 // A host that fails is named by its address in the error (a *HostError)
 // while the others go on, unless it is the control-plane host.
 func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Running, error) {
-	// Plugins' key pairs would travel to the hosts over SSH as the cluster's
-	// PKI does; that is not built yet, so they are refused, not dropped.
-	for _, pool := range d.Model.PoolNames() {
-		if what, ok := provider.KeyPairPools(d.Model)[pool]; ok {
-			return nil, fmt.Errorf("%s goes to pool %s: the hosts provider does not deliver plugins' key pairs yet (the aws provider does, and the local provider to machine pools)", what, pool)
-		}
+	if err := refuseKeyPairs(d); err != nil {
+		return nil, err
 	}
 	scripts, progs, err := p.plan(d)
 	if err != nil {
@@ -97,58 +93,108 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := p.writeRecord(removed); err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	changed := map[string]bool{}
-	rolls := map[string]*roll{}
-	failed := map[string]error{}
-	fail := func(herr error) {
-		var he *HostError
-		if errors.As(herr, &he) {
-			mu.Lock()
-			for a, e := range he.Failed {
-				failed[a] = e
-			}
-			mu.Unlock()
-		}
-	}
-	err = p.eachHost(ctx, p.hosts, func(ctx context.Context, c *client) error {
-		ch, r, err := p.prepareHost(ctx, c, cl, scripts[c.host.Pool].Files, progs, tokens)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		changed[c.host.Node] = ch
-		if r != nil {
-			rolls[c.host.Node] = r
-		}
-		mu.Unlock()
-		return nil
-	})
-	fail(err)
+	u := &upRun{changed: map[string]bool{}, rolls: map[string]*roll{}, failed: map[string]error{}}
+	err = p.prepareHosts(ctx, u, cl, scripts, progs, tokens)
+	u.fail(err)
 	cp := p.controlPlaneHost()
-	if e := failed[cp.Address]; e != nil {
+	if e := u.failed[cp.Address]; e != nil {
 		return nil, err
 	}
 	if err := tokens.save(); err != nil {
 		return nil, err
 	}
+	running, kc, err := p.upControlPlane(ctx, u, cl, scripts, tokens)
+	if err != nil {
+		return nil, err
+	}
+	p.joinWorkers(ctx, u, kc, cl, scripts)
+	p.rollChanged(ctx, u, kc, cl, scripts)
+	if err := p.removeOrKeep(ctx, u, kc, removed); err != nil {
+		return running, err
+	}
+	for _, h := range p.hosts {
+		running.Nodes = append(running.Nodes, provider.NodeStatus{Name: h.Node, Pool: h.Pool, Role: roleOf(d, h.Pool), Ready: u.failed[h.Address] == nil})
+	}
+	slices.SortFunc(running.Nodes, func(a, b provider.NodeStatus) int { return strings.Compare(a.Name, b.Name) })
+	if len(u.failed) > 0 {
+		return running, &HostError{Failed: u.failed}
+	}
+	return running, nil
+}
+
+// refuseKeyPairs refuses plugins' key pairs for any pool: they would travel
+// to the hosts over SSH as the cluster's PKI does; that is not built yet, so
+// they are refused, not dropped.
+func refuseKeyPairs(d *provider.Desired) error {
+	for _, pool := range d.Model.PoolNames() {
+		if what, ok := provider.KeyPairPools(d.Model)[pool]; ok {
+			return fmt.Errorf("%s goes to pool %s: the hosts provider does not deliver plugins' key pairs yet (the aws provider does, and the local provider to machine pools)", what, pool)
+		}
+	}
+	return nil
+}
+
+// upRun is what one Up learns of its hosts, host by host in parallel: which
+// had their files changed, which are to be rolled, which failed (by address).
+type upRun struct {
+	mu      sync.Mutex
+	changed map[string]bool
+	rolls   map[string]*roll
+	failed  map[string]error
+}
+
+// fail records the hosts a *HostError names as failed.
+func (u *upRun) fail(herr error) {
+	var he *HostError
+	if errors.As(herr, &he) {
+		u.mu.Lock()
+		for a, e := range he.Failed {
+			u.failed[a] = e
+		}
+		u.mu.Unlock()
+	}
+}
+
+// prepareHosts puts every host's files, programs and images in place (step 1
+// of Up), recording which changed and which are to be rolled.
+func (p *Provider) prepareHosts(ctx context.Context, u *upRun, cl *cluster, scripts map[string]*bootScript, progs []*bootFile, tokens *tokenSet) error {
+	return p.eachHost(ctx, p.hosts, func(ctx context.Context, c *client) error {
+		ch, r, err := p.prepareHost(ctx, c, cl, scripts[c.host.Pool].Files, progs, tokens)
+		if err != nil {
+			return err
+		}
+		u.mu.Lock()
+		u.changed[c.host.Node] = ch
+		if r != nil {
+			u.rolls[c.host.Node] = r
+		}
+		u.mu.Unlock()
+		return nil
+	})
+}
+
+// upControlPlane boots the control-plane host when its files changed, waits
+// for its API server and stores the bootstrap token (step 2 of Up), and
+// returns the running cluster so far and a client of it.
+func (p *Provider) upControlPlane(ctx context.Context, u *upRun, cl *cluster, scripts map[string]*bootScript, tokens *tokenSet) (*provider.Running, kubernetes.Interface, error) {
+	cp := p.controlPlaneHost()
 	running := &provider.Running{Kubeconfig: p.Kubeconfig()}
 	began := time.Now()
-	if changed[cp.Node] {
+	if u.changed[cp.Node] {
 		running.Started = true
 		if err := p.eachHost(ctx, []*Host{cp}, func(ctx context.Context, c *client) error {
 			p.event(cp.Node, cp.Node, "starting the kubelet and the control plane's static Pods", false)
 			return c.boot(ctx, scripts[cp.Pool].Runcmd)
 		}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := p.waitAPIServer(ctx, cfg, cp, p.timeouts.ready); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if running.Started {
 		p.event(cp.Node, cp.Node, fmt.Sprintf("control plane ready at %s in %s", cl.server, time.Since(began).Round(time.Millisecond)), false)
@@ -156,69 +202,77 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	running.RESTConfig = cfg
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := bootstraptoken.Store(ctx, kc, bootstraptoken.Token{Token: tokens.current, Group: bootstrapGroup, Owner: "hosts", TTL: tokenTTL}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	return running, kc, nil
+}
+
+// joinWorkers boots the workers whose files changed (step 3 of Up), then
+// waits until every host that is not to be rolled is Ready (step 4).
+func (p *Provider) joinWorkers(ctx context.Context, u *upRun, kc kubernetes.Interface, cl *cluster, scripts map[string]*bootScript) {
+	cp := p.controlPlaneHost()
 	var workers []*Host
 	for _, h := range p.hosts {
-		if h != cp && failed[h.Address] == nil && changed[h.Node] {
+		if h != cp && u.failed[h.Address] == nil && u.changed[h.Node] {
 			workers = append(workers, h)
 		}
 	}
-	fail(p.eachHost(ctx, workers, func(ctx context.Context, c *client) error {
+	u.fail(p.eachHost(ctx, workers, func(ctx context.Context, c *client) error {
 		p.event(c.host.Node, c.host.Node, "joining", false)
 		return c.boot(ctx, scripts[c.host.Pool].Runcmd)
 	}))
 	var ready []*Host
 	for _, h := range p.hosts {
-		if failed[h.Address] == nil && rolls[h.Node] == nil {
+		if u.failed[h.Address] == nil && u.rolls[h.Node] == nil {
 			ready = append(ready, h)
 		}
 	}
-	fail(p.eachHost(ctx, ready, func(ctx context.Context, c *client) error {
+	u.fail(p.eachHost(ctx, ready, func(ctx context.Context, c *client) error {
 		if err := p.nodeReady(ctx, kc, c, cl); err != nil {
 			return err
 		}
 		p.event(c.host.Node, c.host.Node, "Ready", true)
 		return nil
 	}))
-	if len(rolls) > 0 {
-		if len(failed) > 0 {
-			// Draining a host while another is down could take the last
-			// replicas: the roll waits for a run where every host is up.
-			for node, r := range rolls {
-				failed[r.host.Address] = fmt.Errorf("%s: not rolled (its files changed) while other hosts failed", label(r.host))
-				p.event(node, node, "not rolled: other hosts failed", true)
-			}
-		} else {
-			fail(p.rollAll(ctx, kc, cl, scripts, rolls))
+}
+
+// rollChanged rolls the hosts whose files changed, unless another host
+// failed: draining a host while another is down could take the last
+// replicas, so the roll waits for a run where every host is up.
+func (p *Provider) rollChanged(ctx context.Context, u *upRun, kc kubernetes.Interface, cl *cluster, scripts map[string]*bootScript) {
+	if len(u.rolls) == 0 {
+		return
+	}
+	if len(u.failed) == 0 {
+		u.fail(p.rollAll(ctx, kc, cl, scripts, u.rolls))
+		return
+	}
+	for node, r := range u.rolls {
+		u.failed[r.host.Address] = fmt.Errorf("%s: not rolled (its files changed) while other hosts failed", label(r.host))
+		p.event(node, node, "not rolled: other hosts failed", true)
+	}
+}
+
+// removeOrKeep drains and cleans the hosts removed from cluster.yaml, unless
+// another host failed, and records those still to remove.
+func (p *Provider) removeOrKeep(ctx context.Context, u *upRun, kc kubernetes.Interface, removed []*Host) error {
+	if len(removed) == 0 {
+		return nil
+	}
+	kept := removed
+	if len(u.failed) > 0 {
+		for _, h := range removed {
+			u.failed[h.Address] = fmt.Errorf("%s: not removed (drained, cleaned) while other hosts failed", label(h))
 		}
+	} else {
+		var err error
+		kept, err = p.removeHosts(ctx, kc, removed, p.opts.ForgetRemovedHosts)
+		u.fail(err)
 	}
-	if len(removed) > 0 {
-		kept := removed
-		if len(failed) > 0 {
-			for _, h := range removed {
-				failed[h.Address] = fmt.Errorf("%s: not removed (drained, cleaned) while other hosts failed", label(h))
-			}
-		} else {
-			var err error
-			kept, err = p.removeHosts(ctx, kc, removed, p.opts.ForgetRemovedHosts)
-			fail(err)
-		}
-		if err := p.writeRecord(kept); err != nil {
-			return running, err
-		}
-	}
-	for _, h := range p.hosts {
-		running.Nodes = append(running.Nodes, provider.NodeStatus{Name: h.Node, Pool: h.Pool, Role: roleOf(d, h.Pool), Ready: failed[h.Address] == nil})
-	}
-	slices.SortFunc(running.Nodes, func(a, b provider.NodeStatus) int { return strings.Compare(a.Name, b.Name) })
-	if len(failed) > 0 {
-		return running, &HostError{Failed: failed}
-	}
-	return running, nil
+	return p.writeRecord(kept)
 }
 
 func roleOf(d *provider.Desired, pool string) string {

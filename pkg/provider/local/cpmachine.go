@@ -154,13 +154,104 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 	cp := cps[0]
 	ha := len(cps) > 1
 	network := *p.cpNet
-	clusterCIDR := flagValue(args[controlplane.ControllerManager], "cluster-cidr")
 	serviceCIDR := flagValue(args[controlplane.APIServer], "service-cluster-ip-range")
-	for _, c := range []string{clusterCIDR, serviceCIDR} {
-		if overlaps(network.Subnet, c) {
-			return nil, fmt.Errorf("the node network %s overlaps %s of the control-plane plugin's values: choose another clusterCIDR or serviceClusterIPRange", network.Subnet, c)
+	if err := checkNodeNetwork(network, flagValue(args[controlplane.ControllerManager], "cluster-cidr"), serviceCIDR); err != nil {
+		return nil, err
+	}
+	if err := p.recordControlPlaneMachines(st, network, cps); err != nil {
+		return nil, err
+	}
+	rc, err := p.ensureRealCluster(ctx, st, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.pushComponentImages(ctx, rc, cp.machine); err != nil {
+		return nil, err
+	}
+	members := haMembers(network, len(cps))
+	lbIP := network.NodeIP(haLBIndex)
+	pkiDir, server, err := p.controlPlanePKI(cp, members, lbIP, serviceCIDR, ha)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := Kubeconfig(p.opts.StateDir)
+	if err := p.prepareControlPlaneMachines(d, rc, cps); err != nil {
+		return nil, err
+	}
+	h := &haPlane{rc: rc, cps: cps, members: members, clusterID: network.ID, pkiDir: pkiDir, server: server, kubeconfig: kubeconfig}
+	if ha {
+		if err := p.upLoadBalancer(ctx, rc, members); err != nil {
+			return nil, err
 		}
 	}
+	stopped, outdated := p.stoppedAndOutdated(ctx, cps)
+	if len(stopped) == 0 {
+		if err := p.connectControlPlane(ctx, cp.sys, kubeconfig); err != nil {
+			return nil, err
+		}
+		return rc, p.rollControlPlane(ctx, h, outdated)
+	}
+	join, err := p.etcdJoin(ctx, h, stopped)
+	if err != nil {
+		return nil, err
+	}
+	token, err := p.pendingToken(early)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	if err := p.bootStopped(ctx, h, stopped, join); err != nil {
+		return nil, err
+	}
+	if err := p.bootEarly(ctx, d, rc, early, indexes, token); err != nil {
+		return nil, err
+	}
+	if err := p.waitBootedControlPlane(ctx, h, stopped, cl, lbIP, began); err != nil {
+		return nil, err
+	}
+	return rc, p.rollControlPlane(ctx, h, outdated)
+}
+
+// waitBootedControlPlane waits until the stopped machines, which booted at
+// began, have booted, marks the cluster started, connects to the API server
+// and says where the control plane is ready.
+func (p *Provider) waitBootedControlPlane(ctx context.Context, h *haPlane, stopped []int, cl *provider.Running, lbIP net.IP, began time.Time) error {
+	// Several machines boot at once on this host's cores: give them longer.
+	bootTimeout := 3 * time.Minute * time.Duration(min(len(stopped), 2))
+	for _, i := range stopped {
+		if err := h.cps[i].sys.WaitBooted(ctx, bootTimeout); err != nil {
+			return err
+		}
+	}
+	cl.Started = true
+	cp := h.cps[0]
+	if err := p.connectControlPlane(ctx, cp.sys, h.kubeconfig); err != nil {
+		return err
+	}
+	where := "static Pods on machine " + cp.name
+	if len(h.cps) > 1 {
+		where = fmt.Sprintf("static Pods on %d machines behind the load balancer %s", len(h.cps), lbIP)
+	}
+	p.event("control-plane", "", fmt.Sprintf("control plane ready at %s in %s (%s)", h.server, time.Since(began).Round(time.Millisecond), where))
+	return nil
+}
+
+// checkNodeNetwork refuses a node network that overlaps the Pods' or the
+// Services' range of the control-plane plugin's values.
+func checkNodeNetwork(network realnode.Network, clusterCIDR, serviceCIDR string) error {
+	for _, c := range []string{clusterCIDR, serviceCIDR} {
+		if overlaps(network.Subnet, c) {
+			return fmt.Errorf("the node network %s overlaps %s of the control-plane plugin's values: choose another clusterCIDR or serviceClusterIPRange", network.Subnet, c)
+		}
+	}
+	return nil
+}
+
+// recordControlPlaneMachines refuses a changed count of control-plane
+// machines, then records the machines (and the load balancer's, with several)
+// in st and writes it, before anything of them exists, so that Down finds
+// them after a crash.
+func (p *Provider) recordControlPlaneMachines(st *state, network realnode.Network, cps []*desiredNode) error {
 	recorded := 0
 	for _, ns := range st.Nodes {
 		if ns.Role == model.RoleControlPlane && ns.Machine {
@@ -168,10 +259,8 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 		}
 	}
 	if recorded > 0 && recorded != len(cps) {
-		return nil, fmt.Errorf("spec.controlPlane.count is %d, cluster %s runs %d control-plane machines: changing the count of a running cluster's control plane is not built; run `kubeplug down --purge` first (take a snapshot with `kubeplug etcd snapshot` to keep its objects)", len(cps), p.opts.ClusterName, recorded)
+		return fmt.Errorf("spec.controlPlane.count is %d, cluster %s runs %d control-plane machines: changing the count of a running cluster's control plane is not built; run `kubeplug down --purge` first (take a snapshot with `kubeplug etcd snapshot` to keep its objects)", len(cps), p.opts.ClusterName, recorded)
 	}
-	// The machines are recorded before anything of them exists, so that
-	// Down finds them after a crash.
 	st.Network = &network
 	for i, n := range cps {
 		j := slices.IndexFunc(st.Nodes, func(ns nodeState) bool { return ns.Name == n.name })
@@ -183,172 +272,164 @@ func (p *Provider) upControlPlaneMachine(ctx context.Context, d *provider.Desire
 			st.Nodes[j] = entry
 		}
 	}
-	if ha {
+	if len(cps) > 1 {
 		st.LoadBalancer = &nodeState{Name: haLBName, Pool: model.ControlPlanePool, Role: "load-balancer", Real: true, RealIndex: haLBIndex, Machine: true}
 	}
-	if err := writeState(p.opts.StateDir, st); err != nil {
-		return nil, err
-	}
-	rc, err := p.ensureRealCluster(ctx, st, args)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.pushComponentImages(ctx, rc, cp.machine); err != nil {
-		return nil, err
-	}
-	members := haMembers(network, len(cps))
+	return writeState(p.opts.StateDir, st)
+}
+
+// controlPlanePKI makes the cluster's PKI in the first control-plane
+// machine's root and the admin kubeconfig, and says where the PKI is and the
+// API server's URL: the first machine's, or, with several (ha), the load
+// balancer's at lbIP, which the API server's certificate names too, with
+// etcd's peer certificates.
+func (p *Provider) controlPlanePKI(cp *desiredNode, members []haMember, lbIP net.IP, serviceCIDR string, ha bool) (pkiDir, server string, err error) {
 	var ips []net.IP
 	for _, m := range members {
 		ips = append(ips, m.IP)
 	}
 	svcIP, err := nthIP(serviceCIDR, 1)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	pkiDir := filepath.Join(p.machineRoot(cp.name), "etc", "kubernetes", "pki")
-	lbIP := network.NodeIP(haLBIndex)
-	server := "https://" + net.JoinHostPort(ips[0].String(), strconv.Itoa(machineAPIServerPort))
+	pkiDir = filepath.Join(p.machineRoot(cp.name), "etc", "kubernetes", "pki")
+	server = "https://" + net.JoinHostPort(ips[0].String(), strconv.Itoa(machineAPIServerPort))
 	if ha {
-		// The API server's certificate names the load balancer too.
 		if err := clusterpki.EnsurePKI(pkiDir, net.ParseIP(svcIP), append(slices.Clone(ips), lbIP)...); err != nil {
-			return nil, err
+			return "", "", err
 		}
 		if err := clusterpki.EnsureEtcdPeerPKI(pkiDir, ips...); err != nil {
-			return nil, err
+			return "", "", err
 		}
 		server = "https://" + net.JoinHostPort(lbIP.String(), strconv.Itoa(machineAPIServerPort))
 	} else if err := clusterpki.EnsurePKI(pkiDir, net.ParseIP(svcIP), ips[0]); err != nil {
-		return nil, err
+		return "", "", err
 	}
-	kubeconfig := Kubeconfig(p.opts.StateDir)
-	if _, err := clusterpki.WriteAdminKubeconfig(pkiDir, server, p.cpOptions().ContextName, kubeconfig); err != nil {
-		return nil, err
+	if _, err := clusterpki.WriteAdminKubeconfig(pkiDir, server, p.cpOptions().ContextName, Kubeconfig(p.opts.StateDir)); err != nil {
+		return "", "", err
 	}
-	ud, err := userData(d, cp.pool)
+	return pkiDir, server, nil
+}
+
+// prepareControlPlaneMachines gives each of cps its machine from the pool's
+// user data, refusing to replace the one machine of a single control plane:
+// etcd's data is on it.
+func (p *Provider) prepareControlPlaneMachines(d *provider.Desired, rc *realCluster, cps []*desiredNode) error {
+	ud, err := userData(d, cps[0].pool)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i, n := range cps {
 		m, err := p.machineFor(rc, n, i, ud)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		n.sys, n.real = m, m.Node
-		if p.replacing(n) && !ha {
-			return nil, fmt.Errorf("machine %s: the control-plane pool's boot files changed (a new Kubernetes version, a control-plane flag or file), and replacing the one control-plane machine would lose etcd's data on it: run `kubeplug down` and `kubeplug up` to make the cluster anew (`kubeplug etcd snapshot` and `up --restore-from` keep its objects), or run three control-plane machines (spec.controlPlane.count: 3), which are replaced one at a time", n.name)
+		if p.replacing(n) && len(cps) == 1 {
+			return fmt.Errorf("machine %s: the control-plane pool's boot files changed (a new Kubernetes version, a control-plane flag or file), and replacing the one control-plane machine would lose etcd's data on it: run `kubeplug down` and `kubeplug up` to make the cluster anew (`kubeplug etcd snapshot` and `up --restore-from` keep its objects), or run three control-plane machines (spec.controlPlane.count: 3), which are replaced one at a time", n.name)
 		}
 	}
-	h := &haPlane{rc: rc, cps: cps, members: members, clusterID: network.ID, pkiDir: pkiDir, server: server, kubeconfig: kubeconfig}
-	if ha {
-		if err := p.upLoadBalancer(ctx, rc, members); err != nil {
-			return nil, err
-		}
-	}
-	var stopped []int
+	return nil
+}
+
+// stoppedAndOutdated says which of cps are not running, and, with several,
+// which running ones have older boot files (a new Kubernetes version):
+// those are replaced one at a time once the control plane answers
+// (cpupgrade.go). A stopped one boots anew from the new files anyway.
+func (p *Provider) stoppedAndOutdated(ctx context.Context, cps []*desiredNode) (stopped, outdated []int) {
 	for i, n := range cps {
 		if !n.sys.Running(ctx) {
 			stopped = append(stopped, i)
 		}
 	}
-	// The running machines of older boot files (a new Kubernetes version):
-	// replaced one at a time once the control plane answers (cpupgrade.go).
-	// A stopped one boots anew from the new files below anyway.
-	var outdated []int
 	for i, n := range cps {
-		if ha && p.replacing(n) && !slices.Contains(stopped, i) {
+		if len(cps) > 1 && p.replacing(n) && !slices.Contains(stopped, i) {
 			outdated = append(outdated, i)
 		}
 	}
-	if len(stopped) == 0 {
-		if err := p.connectControlPlane(ctx, cp.sys, kubeconfig); err != nil {
-			return nil, err
-		}
-		return rc, p.rollControlPlane(ctx, h, outdated)
+	return stopped, outdated
+}
+
+// pendingToken makes the bootstrap token the machines of early boot with,
+// if any, and keeps it in a file until it is stored in the cluster: an up
+// interrupted before that stores it the next time, or the machines that
+// boot with it could never join.
+func (p *Provider) pendingToken(early []*desiredNode) (string, error) {
+	if len(early) == 0 {
+		return "", nil
 	}
-	// Which machines boot, and how their etcd members start: all of them
-	// (a new cluster, or one whose machines all stopped: their data is
-	// there), or, with several, the lost ones as new members of the others.
-	initial, state := initialCluster(members), "new"
-	if ha && len(stopped) < len(cps) {
-		var endpoints []string
-		for i, m := range members {
-			if !slices.Contains(stopped, i) {
-				endpoints = append(endpoints, m.clientURL())
-			}
-		}
-		if _, err := etcdMembers(ctx, endpoints); err != nil {
-			return nil, fmt.Errorf("cluster %s: %d of %d control-plane machines are gone: %w", p.opts.ClusterName, len(stopped), len(cps), err)
-		}
-		state = "existing"
+	token, err := bootstraptoken.New()
+	if err != nil {
+		return "", err
 	}
-	var token string
-	if len(early) > 0 {
-		if token, err = bootstraptoken.New(); err != nil {
-			return nil, err
-		}
-		// Kept until it is stored in the cluster: an up interrupted
-		// before that stores it the next time, or the machines that
-		// boot with it could never join.
-		if err := os.WriteFile(p.pendingTokenFile(), []byte(token), 0o600); err != nil {
-			return nil, err
+	if err := os.WriteFile(p.pendingTokenFile(), []byte(token), 0o600); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// etcdJoin says how the etcd members of the stopped control-plane machines
+// start: all of them as a new cluster (a new cluster, or one whose machines
+// all stopped: their data is there), or, with several machines of which only
+// some are lost, the lost ones as new members of the others' cluster, which
+// must answer.
+func (p *Provider) etcdJoin(ctx context.Context, h *haPlane, stopped []int) (etcdJoin, error) {
+	join := etcdJoin{initial: initialCluster(h.members), state: "new"}
+	if len(h.cps) == 1 || len(stopped) == len(h.cps) {
+		return join, nil
+	}
+	for i, m := range h.members {
+		if !slices.Contains(stopped, i) {
+			join.endpoints = append(join.endpoints, m.clientURL())
 		}
 	}
-	began := time.Now()
+	if _, err := etcdMembers(ctx, join.endpoints); err != nil {
+		return join, fmt.Errorf("cluster %s: %d of %d control-plane machines are gone: %w", p.opts.ClusterName, len(stopped), len(h.cps), err)
+	}
+	join.state = "existing"
+	return join, nil
+}
+
+// etcdJoin is how stopped control-plane machines' etcd members start: the
+// initial cluster and state of etcd's flags, and, joining an existing
+// cluster, the endpoints of its running members.
+type etcdJoin struct {
+	initial, state string
+	endpoints      []string
+}
+
+// bootStopped boots the stopped control-plane machines: the one machine of a
+// single control plane, or each of several as join says, a lost one replaced
+// with its etcd member.
+func (p *Provider) bootStopped(ctx context.Context, h *haPlane, stopped []int, join etcdJoin) error {
+	if len(h.cps) == 1 {
+		extra, err := p.controlPlaneFiles(h.pkiDir, h.server, h.server, h.cps[0].name)
+		if err != nil {
+			return err
+		}
+		return p.startCPMachine(ctx, h, 0, extra, false, true)
+	}
 	for _, i := range stopped {
-		n, m := cps[i], cps[i].sys
-		if !ha {
-			extra, err := p.controlPlaneFiles(pkiDir, server, server, n.name)
-			if err != nil {
-				return nil, err
-			}
-			if err := p.startCPMachine(ctx, h, i, extra, false, true); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		memberInitial := initial
-		if state == "existing" {
+		n := h.cps[i]
+		memberInitial := join.initial
+		if join.state == "existing" {
 			// A machine lost with its etcd member: a new machine, a new
 			// member in its place (kops' etcd-manager and kubeadm's
 			// documented replacement).
 			p.event("control-plane", n.name, fmt.Sprintf("machine %s is gone: replacing it and its etcd member", n.name))
-			if err := m.Remove(ctx); err != nil {
-				return nil, err
+			if err := n.sys.Remove(ctx); err != nil {
+				return err
 			}
-			var endpoints []string
-			for j, o := range members {
-				if !slices.Contains(stopped, j) {
-					endpoints = append(endpoints, o.clientURL())
-				}
-			}
-			if memberInitial, err = replaceEtcdMember(ctx, endpoints, n.name, members[i].peerURL()); err != nil {
-				return nil, fmt.Errorf("machine %s: %w", n.name, err)
+			var err error
+			if memberInitial, err = replaceEtcdMember(ctx, join.endpoints, n.name, h.members[i].peerURL()); err != nil {
+				return fmt.Errorf("machine %s: %w", n.name, err)
 			}
 		}
-		if err := p.bootMember(ctx, h, i, memberInitial, state, true); err != nil {
-			return nil, err
+		if err := p.bootMember(ctx, h, i, memberInitial, join.state, true); err != nil {
+			return err
 		}
 	}
-	if err := p.bootEarly(ctx, d, rc, early, indexes, token); err != nil {
-		return nil, err
-	}
-	// Several machines boot at once on this host's cores: give them longer.
-	bootTimeout := 3 * time.Minute * time.Duration(min(len(stopped), 2))
-	for _, i := range stopped {
-		if err := cps[i].sys.WaitBooted(ctx, bootTimeout); err != nil {
-			return nil, err
-		}
-	}
-	cl.Started = true
-	if err := p.connectControlPlane(ctx, cp.sys, kubeconfig); err != nil {
-		return nil, err
-	}
-	where := "static Pods on machine " + cp.name
-	if ha {
-		where = fmt.Sprintf("static Pods on %d machines behind the load balancer %s", len(cps), lbIP)
-	}
-	p.event("control-plane", "", fmt.Sprintf("control plane ready at %s in %s (%s)", server, time.Since(began).Round(time.Millisecond), where))
-	return rc, p.rollControlPlane(ctx, h, outdated)
+	return nil
 }
 
 // connectControlPlane waits for the API server and connects to it, and

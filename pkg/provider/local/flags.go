@@ -115,41 +115,63 @@ func staticPodArgs(m *render.Machine, root string) (map[controlplane.Component][
 		if len(pod.Spec.Containers) != 1 || len(pod.Spec.Containers[0].Command) == 0 || pod.Spec.Containers[0].Command[0] != name {
 			return nil, fmt.Errorf("control-plane machine: static Pod %s: expected one container running %s", file, name)
 		}
-		volumes := map[string]string{} // mountPath -> hostPath
-		for _, v := range pod.Spec.Volumes {
-			if v.HostPath == nil {
-				continue
-			}
-			for _, vm := range pod.Spec.Containers[0].VolumeMounts {
-				if vm.Name == v.Name {
-					volumes[vm.MountPath] = v.HostPath.Path
-				}
-			}
-			host := underRoot(root, v.HostPath.Path)
-			if fi, err := os.Stat(host); err == nil && !fi.IsDir() {
-				continue // a file of the machine mounted as a file
-			}
-			if err := os.MkdirAll(host, 0o755); err != nil {
-				return nil, fmt.Errorf("static Pod %s: volume %s: create %s: %w", file, v.Name, host, err)
-			}
+		volumes, err := podVolumes(&pod, file, root)
+		if err != nil {
+			return nil, err
 		}
-		var args []string
-		for _, arg := range pod.Spec.Containers[0].Command[1:] {
-			flag, value, ok := strings.Cut(arg, "=")
-			if ok {
-				var rewritten bool
-				if value, rewritten = machinePath(value, volumes, root); rewritten {
-					if err := os.MkdirAll(filepath.Dir(value), 0o755); err != nil {
-						return nil, fmt.Errorf("static Pod %s: %s: create the directory of %s: %w", file, flag, value, err)
-					}
-				}
-				arg = flag + "=" + value
-			}
-			args = append(args, arg)
+		args, err := machineArgs(pod.Spec.Containers[0].Command[1:], volumes, file, root)
+		if err != nil {
+			return nil, err
 		}
 		out[controlplane.Component(name)] = args
 	}
 	return out, nil
+}
+
+// podVolumes maps the mount paths of the static Pod pod's (in file) host-path
+// volumes to their host paths, and creates those under root that are not
+// files of the machine.
+func podVolumes(pod *corev1.Pod, file, root string) (map[string]string, error) {
+	volumes := map[string]string{} // mountPath -> hostPath
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath == nil {
+			continue
+		}
+		for _, vm := range pod.Spec.Containers[0].VolumeMounts {
+			if vm.Name == v.Name {
+				volumes[vm.MountPath] = v.HostPath.Path
+			}
+		}
+		host := underRoot(root, v.HostPath.Path)
+		if fi, err := os.Stat(host); err == nil && !fi.IsDir() {
+			continue // a file of the machine mounted as a file
+		}
+		if err := os.MkdirAll(host, 0o755); err != nil {
+			return nil, fmt.Errorf("static Pod %s: volume %s: create %s: %w", file, v.Name, host, err)
+		}
+	}
+	return volumes, nil
+}
+
+// machineArgs are the arguments of a static Pod's (in file) command with
+// each path on the machine moved under root by machinePath, the parent
+// directories of rewritten paths created.
+func machineArgs(command []string, volumes map[string]string, file, root string) ([]string, error) {
+	var args []string
+	for _, arg := range command {
+		flag, value, ok := strings.Cut(arg, "=")
+		if ok {
+			var rewritten bool
+			if value, rewritten = machinePath(value, volumes, root); rewritten {
+				if err := os.MkdirAll(filepath.Dir(value), 0o755); err != nil {
+					return nil, fmt.Errorf("static Pod %s: %s: create the directory of %s: %w", file, flag, value, err)
+				}
+			}
+			arg = flag + "=" + value
+		}
+		args = append(args, arg)
+	}
+	return args, nil
 }
 
 // machinePath maps a flag value that is a clean absolute path on the

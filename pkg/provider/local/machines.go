@@ -273,59 +273,19 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 	}
 	_, getErr := client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
 	created = apierrors.IsNotFound(getErr)
-	idFile := p.instanceIDFile(n.name)
 	if p.replacing(n) {
-		// kops' rolling update: cordon, drain, a new machine from the new
-		// files; the caller holds the roll lock until it is Ready.
-		p.event("node", n.name, "machine "+n.name+": its pool's boot files changed, replacing it")
-		if !created {
-			if err := provider.Drain(ctx, client, n.name, 3*time.Minute); err != nil {
-				return false, fmt.Errorf("machine %s: drain before replacing it: %w", n.name, err)
-			}
-		}
-		if err := m.Remove(ctx); err != nil {
-			return false, err
-		}
-		if err := p.cp.DeleteNode(ctx, n.name); err != nil {
+		if err := p.replaceMachine(ctx, client, n, created); err != nil {
 			return false, err
 		}
 		created = true
 	}
 	if !m.Running(ctx) {
-		if token == "" {
-			return false, fmt.Errorf("machine %s: no bootstrap token to boot it with", n.name)
-		}
-		kp, err := p.keyPairFiles(m.Node.PKIDir, n)
-		if err != nil {
-			return false, fmt.Errorf("machine %s: %w", n.name, err)
-		}
-		vd, err := p.vendorData(m, rc, token, kp...)
-		if err != nil {
-			return false, fmt.Errorf("machine %s: %w", n.name, err)
-		}
-		m.VendorData = vd
-		p.nodeEvent(n.name, n.name, "machine "+n.name+" booting", false)
-		if err := m.Start(ctx); err != nil {
-			return false, err
-		}
-		if err := os.WriteFile(idFile, []byte(m.InstanceID), 0o644); err != nil {
+		if err := p.bootMachine(ctx, n, rc, token); err != nil {
 			return false, err
 		}
 	}
 	if err := m.WaitBooted(ctx, 3*time.Minute); err != nil {
-		// A boot that failed on an enforced hook names it, from the
-		// machine's own report.
-		var be *realnode.BootError
-		if errors.As(err, &be) {
-			if rep, rerr := readReport(ctx, m, hookspec.PhaseBeforeNodeup); rerr == nil && rep.Failed {
-				sum, herr := p.summarize(ctx, &desiredNode{name: n.name}, hookspec.PhaseBeforeNodeup, rep, nil)
-				status.Hooks[hookspec.PhaseBeforeNodeup] = sum
-				if herr != nil {
-					return false, fmt.Errorf("machine %s: %w\njournal of %s:\n%s", n.name, herr, n.name, be.Journal)
-				}
-			}
-		}
-		return false, err
+		return false, p.bootFailed(ctx, n, err, status)
 	}
 	sum, err := p.machinePhase(ctx, n, hookspec.PhaseBeforeNodeup, "")
 	status.Hooks[hookspec.PhaseBeforeNodeup] = sum
@@ -339,6 +299,66 @@ func (p *Provider) upMachine(ctx context.Context, n *desiredNode, rc *realCluste
 		return false, err
 	}
 	return created, nil
+}
+
+// replaceMachine removes machine n, whose pool's boot files changed, and its
+// Node, drained first unless the Node is not there (created), as kops'
+// rolling update does: cordon, drain, a new machine from the new files; the
+// caller holds the roll lock until it is Ready.
+func (p *Provider) replaceMachine(ctx context.Context, client kubernetes.Interface, n *desiredNode, created bool) error {
+	p.event("node", n.name, "machine "+n.name+": its pool's boot files changed, replacing it")
+	if !created {
+		if err := provider.Drain(ctx, client, n.name, 3*time.Minute); err != nil {
+			return fmt.Errorf("machine %s: drain before replacing it: %w", n.name, err)
+		}
+	}
+	if err := n.sys.Remove(ctx); err != nil {
+		return err
+	}
+	return p.cp.DeleteNode(ctx, n.name)
+}
+
+// bootMachine starts machine n with its vendor data (the cluster's files, the
+// bootstrap token, its plugins' key pairs) and records its instance ID.
+func (p *Provider) bootMachine(ctx context.Context, n *desiredNode, rc *realCluster, token string) error {
+	m := n.sys
+	if token == "" {
+		return fmt.Errorf("machine %s: no bootstrap token to boot it with", n.name)
+	}
+	kp, err := p.keyPairFiles(m.Node.PKIDir, n)
+	if err != nil {
+		return fmt.Errorf("machine %s: %w", n.name, err)
+	}
+	vd, err := p.vendorData(m, rc, token, kp...)
+	if err != nil {
+		return fmt.Errorf("machine %s: %w", n.name, err)
+	}
+	m.VendorData = vd
+	p.nodeEvent(n.name, n.name, "machine "+n.name+" booting", false)
+	if err := m.Start(ctx); err != nil {
+		return err
+	}
+	return os.WriteFile(p.instanceIDFile(n.name), []byte(m.InstanceID), 0o644)
+}
+
+// bootFailed is the error of machine n's boot that failed with err: one that
+// failed on an enforced hook names it, from the machine's own report, which
+// goes to status.
+func (p *Provider) bootFailed(ctx context.Context, n *desiredNode, err error, status *provider.NodeStatus) error {
+	var be *realnode.BootError
+	if !errors.As(err, &be) {
+		return err
+	}
+	rep, rerr := readReport(ctx, n.sys, hookspec.PhaseBeforeNodeup)
+	if rerr != nil || !rep.Failed {
+		return err
+	}
+	sum, herr := p.summarize(ctx, &desiredNode{name: n.name}, hookspec.PhaseBeforeNodeup, rep, nil)
+	status.Hooks[hookspec.PhaseBeforeNodeup] = sum
+	if herr != nil {
+		return fmt.Errorf("machine %s: %w\njournal of %s:\n%s", n.name, herr, n.name, be.Journal)
+	}
+	return err
 }
 
 var errBadReport = errors.New("unreadable report")

@@ -213,20 +213,7 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 	if clusterCIDR == "" || serviceCIDR == "" {
 		return nil, errors.New("real nodes need the controller manager's --cluster-cidr and the API server's --service-cluster-ip-range (the control-plane plugin sets both)")
 	}
-	if st.Network == nil {
-		id := realnode.ClusterID(p.opts.StateDir)
-		subnet, err := realnode.ChooseSubnet(ctx, id, clusterCIDR, serviceCIDR)
-		if err != nil {
-			return nil, err
-		}
-		st.Network = &realnode.Network{ID: id, Subnet: subnet}
-	}
-	st.Network.APIServerPort = 0 // a control-plane machine's API server is not on this host
-	if !p.cpMachine() {
-		st.Network.APIServerPort = portOf(p.cp.Host())
-	}
-	// Recorded before anything exists, so that Down finds it after a crash.
-	if err := writeState(p.opts.StateDir, st); err != nil {
+	if err := p.recordNetwork(ctx, st, clusterCIDR, serviceCIDR); err != nil {
 		return nil, err
 	}
 	network := *st.Network
@@ -238,45 +225,12 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 	if err := reg.Start(ctx); err != nil {
 		return nil, err
 	}
-	sandbox, err := reg.PushBinary(ctx, pauseRepo, pauseTag, filepath.Join(dir, "pause"))
-	if err != nil {
-		return nil, fmt.Errorf("sandbox image: %w", err)
-	}
-	if len(p.opts.MachinePools) > 0 {
-		// The machine image's containerd names the upstream sandbox image,
-		// which every machine pulls through the cluster's registry.
-		t, err := name.NewTag(machineSandboxImage)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := reg.PushBinary(ctx, t.RepositoryStr(), t.TagStr(), filepath.Join(dir, "pause")); err != nil {
-			return nil, fmt.Errorf("sandbox image %s: %w", machineSandboxImage, err)
-		}
-	}
-	imagesDir, err := p.imagesDir()
+	sandbox, err := p.pushSandbox(ctx, reg, filepath.Join(dir, "pause"))
 	if err != nil {
 		return nil, err
 	}
-	missing, err := reg.PushBuiltins(ctx, imagesDir)
-	if err != nil {
+	if err := p.pushImages(ctx, reg); err != nil {
 		return nil, err
-	}
-	// The on-demand images the model runs that are not built: this kubeplug.
-	for _, img := range p.onDemand {
-		if img.Binary == filepath.Join(imagesDir, img.BuiltinImage.Binary) {
-			continue // pushed above
-		}
-		t, err := name.NewTag(img.Image)
-		if err != nil {
-			return nil, err
-		}
-		p.event("registry", "", "image "+img.Image+" ("+img.By+"): pushing this kubeplug, "+img.Binary)
-		if _, err := reg.PushBinary(ctx, t.RepositoryStr(), t.TagStr(), img.Binary); err != nil {
-			return nil, fmt.Errorf("image %s: %w", img.Image, err)
-		}
-	}
-	if len(missing) > 0 {
-		p.event("registry", "", fmt.Sprintf("built-in images not built (make images), so not in the registry: %s", strings.Join(missing, ", ")))
 	}
 	if !p.cpMachine() { // on a machine, its API server keeps its own endpoint
 		if err := p.ensureAPIEndpoint(ctx, network); err != nil {
@@ -288,6 +242,79 @@ func (p *Provider) ensureRealCluster(ctx context.Context, st *state, args map[co
 		return nil, err
 	}
 	return &realCluster{network: network, registry: reg, bins: bins, clusterCIDR: clusterCIDR, clusterDNS: dns, sandbox: sandbox}, nil
+}
+
+// recordNetwork chooses the node network once (apart from the Pods' and the
+// Services' ranges) and records it in the state, with the port of the API
+// server when it runs on this host, before anything exists, so that Down
+// finds it after a crash.
+func (p *Provider) recordNetwork(ctx context.Context, st *state, clusterCIDR, serviceCIDR string) error {
+	if st.Network == nil {
+		id := realnode.ClusterID(p.opts.StateDir)
+		subnet, err := realnode.ChooseSubnet(ctx, id, clusterCIDR, serviceCIDR)
+		if err != nil {
+			return err
+		}
+		st.Network = &realnode.Network{ID: id, Subnet: subnet}
+	}
+	st.Network.APIServerPort = 0 // a control-plane machine's API server is not on this host
+	if !p.cpMachine() {
+		st.Network.APIServerPort = portOf(p.cp.Host())
+	}
+	return writeState(p.opts.StateDir, st)
+}
+
+// pushSandbox pushes the pause binary as the sandbox image, and says its
+// reference; with machine pools also as the upstream sandbox image the
+// machine image's containerd names, which every machine pulls through the
+// cluster's registry.
+func (p *Provider) pushSandbox(ctx context.Context, reg *realnode.Registry, pause string) (string, error) {
+	sandbox, err := reg.PushBinary(ctx, pauseRepo, pauseTag, pause)
+	if err != nil {
+		return "", fmt.Errorf("sandbox image: %w", err)
+	}
+	if len(p.opts.MachinePools) == 0 {
+		return sandbox, nil
+	}
+	t, err := name.NewTag(machineSandboxImage)
+	if err != nil {
+		return "", err
+	}
+	if _, err := reg.PushBinary(ctx, t.RepositoryStr(), t.TagStr(), pause); err != nil {
+		return "", fmt.Errorf("sandbox image %s: %w", machineSandboxImage, err)
+	}
+	return sandbox, nil
+}
+
+// pushImages pushes the built-in images that are built, and the on-demand
+// images the model runs that are not built: this kubeplug. It says which
+// built-in images are missing.
+func (p *Provider) pushImages(ctx context.Context, reg *realnode.Registry) error {
+	imagesDir, err := p.imagesDir()
+	if err != nil {
+		return err
+	}
+	missing, err := reg.PushBuiltins(ctx, imagesDir)
+	if err != nil {
+		return err
+	}
+	for _, img := range p.onDemand {
+		if img.Binary == filepath.Join(imagesDir, img.BuiltinImage.Binary) {
+			continue // pushed above
+		}
+		t, err := name.NewTag(img.Image)
+		if err != nil {
+			return err
+		}
+		p.event("registry", "", "image "+img.Image+" ("+img.By+"): pushing this kubeplug, "+img.Binary)
+		if _, err := reg.PushBinary(ctx, t.RepositoryStr(), t.TagStr(), img.Binary); err != nil {
+			return fmt.Errorf("image %s: %w", img.Image, err)
+		}
+	}
+	if len(missing) > 0 {
+		p.event("registry", "", fmt.Sprintf("built-in images not built (make images), so not in the registry: %s", strings.Join(missing, ", ")))
+	}
+	return nil
 }
 
 // ensureAPIEndpoint points the kubernetes Service at the gateway, where Pods on

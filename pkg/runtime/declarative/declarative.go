@@ -472,7 +472,24 @@ func controlPlane(cp *v1alpha1.ControlPlane) *model.ControlPlane {
 // addNode adds a rendered node contribution to p; data is what the pool's
 // templates see, for source files that are templates.
 func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContribution, data map[string]any) {
-	for i, f := range n.Files {
+	r.addFiles(ptr, p, n.Files, data)
+	addUnits(p, n.SystemdUnits)
+	if k := n.Kubelet; k != nil {
+		p.Kubelet.Flags = settings(k.Flags)
+		p.Kubelet.Labels = settings(k.Labels)
+		p.Kubelet.FeatureGates = boolSettings(k.FeatureGates)
+		for _, t := range k.Taints {
+			p.Kubelet.Taints = append(p.Kubelet.Taints, model.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		}
+	}
+	r.addHooks(ptr, p, n.Hooks)
+}
+
+// addFiles adds a node contribution's files (at ptr) to p: their content, or
+// their source file's, rendered with data when it is a template; the mode
+// defaults to DefaultFileMode.
+func (r *renderer) addFiles(ptr string, p *model.Pool, files []v1alpha1.NodeFile, data map[string]any) {
+	for i, f := range files {
 		content := f.Content
 		if f.Source != "" {
 			b, err := r.read(f.Source)
@@ -501,7 +518,11 @@ func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContributi
 		}
 		p.Files[path.Clean(f.Path)] = model.File{Content: content, URL: f.URL, SHA256: f.SHA256, Mode: mode, Owner: f.Owner}
 	}
-	for _, u := range n.SystemdUnits {
+}
+
+// addUnits adds a node contribution's systemd units, with their drop-ins, to p.
+func addUnits(p *model.Pool, units []v1alpha1.SystemdUnit) {
+	for _, u := range units {
 		if p.Units == nil {
 			p.Units = map[string]*model.Unit{}
 		}
@@ -514,15 +535,12 @@ func (r *renderer) addNode(ptr string, p *model.Pool, n *v1alpha1.NodeContributi
 		}
 		p.Units[u.Name] = mu
 	}
-	if k := n.Kubelet; k != nil {
-		p.Kubelet.Flags = settings(k.Flags)
-		p.Kubelet.Labels = settings(k.Labels)
-		p.Kubelet.FeatureGates = boolSettings(k.FeatureGates)
-		for _, t := range k.Taints {
-			p.Kubelet.Taints = append(p.Kubelet.Taints, model.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
-		}
-	}
-	for i, h := range n.Hooks {
+}
+
+// addHooks adds a node contribution's hooks (at ptr) to p, with the default
+// behavior and timeout, and their script files read.
+func (r *renderer) addHooks(ptr string, p *model.Pool, hooks []v1alpha1.NodeHook) {
+	for i, h := range hooks {
 		mh := model.Hook{Name: h.Name, At: h.At, Command: h.Run.Command, Behavior: h.Behavior, Timeout: h.Timeout, When: h.When,
 			URL: h.Run.URL, SHA256: h.Run.SHA256, Before: h.Before, Requires: h.Requires, Once: h.Once}
 		if mh.Behavior == "" {
@@ -672,44 +690,51 @@ func (r *renderer) manifests(ptr, ref string, k *model.Kubernetes, data map[stri
 			continue
 		}
 		sameLines := strings.Count(text, "\n") == strings.Count(string(b), "\n")
-		docs, dl := yamldoc.ParseAll(name+" (rendered)", []byte(text))
-		for i := range dl {
-			dl[i].Plugin = r.pkg.Name
-		}
-		r.l = append(r.l, dl...)
-		clean := len(dl) == 0
-		var objs []map[string]any
-		for _, d := range docs {
-			obj, ok := d.Value.(map[string]any)
-			if !ok {
-				d.Errorf(&r.l, "", "expected a Kubernetes object (a mapping), found %T", d.Value)
-				clean = false
-				continue
-			}
-			if missing := missingObjectFields(obj); missing != "" {
-				d.Errorf(&r.l, "", "expected a Kubernetes object with %s", missing)
-				clean = false
-				continue
-			}
-			objs = append(objs, obj)
-			line, col := d.Pos("")
-			where := fmt.Sprintf("%s:%d:%d", d.File, line, col)
-			if prev, dup := r.seen(obj, where); dup {
-				d.Errorf(&r.l, "", "%s is defined twice by plugin %s: here and at %s; the second would replace the first at apply", objectID(obj), r.pkg.Name, prev)
-				continue
-			}
-			// The object's line in the file as written: the rendered one when
-			// rendering kept the lines where they were.
-			at := 0
-			if sameLines {
-				at = line
-			}
-			k.Objects = append(k.Objects, model.Object{Object: obj, File: name, Line: at})
-		}
-		if clean {
+		if objs, clean := r.parseManifest(name, text, sameLines, k); clean {
 			manifestCache.put(key, len(text), objs)
 		}
 	}
+}
+
+// parseManifest parses the rendered manifest text of the file name and adds
+// its objects to k, at their lines when sameLines (rendering kept the lines
+// where they were). It returns the objects, and whether the text had no
+// problem (then they may be cached).
+func (r *renderer) parseManifest(name, text string, sameLines bool, k *model.Kubernetes) (objs []map[string]any, clean bool) {
+	docs, dl := yamldoc.ParseAll(name+" (rendered)", []byte(text))
+	for i := range dl {
+		dl[i].Plugin = r.pkg.Name
+	}
+	r.l = append(r.l, dl...)
+	clean = len(dl) == 0
+	for _, d := range docs {
+		obj, ok := d.Value.(map[string]any)
+		if !ok {
+			d.Errorf(&r.l, "", "expected a Kubernetes object (a mapping), found %T", d.Value)
+			clean = false
+			continue
+		}
+		if missing := missingObjectFields(obj); missing != "" {
+			d.Errorf(&r.l, "", "expected a Kubernetes object with %s", missing)
+			clean = false
+			continue
+		}
+		objs = append(objs, obj)
+		line, col := d.Pos("")
+		where := fmt.Sprintf("%s:%d:%d", d.File, line, col)
+		if prev, dup := r.seen(obj, where); dup {
+			d.Errorf(&r.l, "", "%s is defined twice by plugin %s: here and at %s; the second would replace the first at apply", objectID(obj), r.pkg.Name, prev)
+			continue
+		}
+		// The object's line in the file as written: the rendered one when
+		// rendering kept the lines where they were.
+		at := 0
+		if sameLines {
+			at = line
+		}
+		k.Objects = append(k.Objects, model.Object{Object: obj, File: name, Line: at})
+	}
+	return objs, clean
 }
 
 // manifestFiles lists the manifest files at clean (a file or a directory,

@@ -228,6 +228,10 @@ func nodePtr(n v1alpha1.NodeContribution, base, rest string) (string, bool) {
 // op and opPath are the operation as rendered; ok is false when the manifest's
 // operation there is another one (the patch came from plugin code), while a
 // templated path is taken as rendered from it.
+//
+// Branches: one case per patch layer (cloud's single patch, kubernetes' list of
+// patches), each guarding the manifest's absent sections and out-of-range
+// indexes before it names a pointer, as ContributionPtr does per kind.
 func PatchPtr(pkg *plugin.Package, layer string, k, j int, op, opPath string) (ptr string, ok bool) {
 	if pkg == nil || pkg.Manifest == nil || pkg.Manifest.Spec.Contributes == nil || k < 0 {
 		return "", false

@@ -53,41 +53,15 @@ func (k *Known) Lookup(path []string) (ok bool, depth int, near []string) {
 		}
 	}
 	for i, key := range path {
-		var nextMaps []map[string]any
-		var nextSchemas []map[string]any
-		found := false
-		for _, m := range maps {
-			v, has := m[key]
-			if !has {
-				continue
-			}
-			found = true
-			sub, isMap := v.(map[string]any)
-			if !isMap {
-				// A scalar, a list or null: what lies below is not the
-				// defaults' to say (and a field of a scalar fails at render).
-				return true, 0, nil
-			}
-			if len(sub) == 0 {
-				// `resources: {}`: a place for anything, Helm's idiom.
-				return true, 0, nil
-			}
-			nextMaps = append(nextMaps, sub)
+		nextMaps, inDefaults, open := defaultsBelow(maps, key)
+		if open {
+			return true, 0, nil
 		}
-		for _, s := range schemas {
-			sub, has, open := property(s, key)
-			if open {
-				return true, 0, nil
-			}
-			if !has {
-				continue
-			}
-			found = true
-			if k.expand(sub, 0, &nextSchemas) {
-				return true, 0, nil
-			}
+		nextSchemas, inSchema, open := k.schemasBelow(schemas, key)
+		if open {
+			return true, 0, nil
 		}
-		if !found {
+		if !inDefaults && !inSchema {
 			return false, i, suggest.Closest(key, names(maps, schemas))
 		}
 		maps, schemas = nextMaps, nextSchemas
@@ -99,9 +73,57 @@ func (k *Known) Lookup(path []string) (ok bool, depth int, near []string) {
 	return true, 0, nil
 }
 
+// defaultsBelow are the maps that key holds in the defaults maps, and
+// whether any holds it; open when one holds what the defaults say nothing
+// below of: a scalar, a list, null or an empty map.
+func defaultsBelow(maps []map[string]any, key string) (next []map[string]any, found, open bool) {
+	for _, m := range maps {
+		v, has := m[key]
+		if !has {
+			continue
+		}
+		found = true
+		sub, isMap := v.(map[string]any)
+		if !isMap {
+			// A scalar, a list or null: what lies below is not the
+			// defaults' to say (and a field of a scalar fails at render).
+			return nil, true, true
+		}
+		if len(sub) == 0 {
+			// `resources: {}`: a place for anything, Helm's idiom.
+			return nil, true, true
+		}
+		next = append(next, sub)
+	}
+	return next, found, false
+}
+
+// schemasBelow are the object schemas of key's property in schemas, and
+// whether any declares it; open when one lets key hold anything.
+func (k *Known) schemasBelow(schemas []map[string]any, key string) (next []map[string]any, found, open bool) {
+	for _, s := range schemas {
+		sub, has, open := property(s, key)
+		if open {
+			return nil, true, true
+		}
+		if !has {
+			continue
+		}
+		found = true
+		if k.expand(sub, 0, &next) {
+			return nil, true, true
+		}
+	}
+	return next, found, false
+}
+
 // expand appends to out the object schemas that s stands for, following $ref
 // and composition, and reports whether s accepts any value below it (true, an
 // empty schema, an object schema that lists no properties).
+//
+// Branches: one case per JSON Schema keyword that stands for other schemas
+// ($ref, allOf/anyOf/oneOf, then/else) or says what properties there are
+// (properties, patternProperties, additionalProperties), as the spec lists them.
 func (k *Known) expand(s any, depth int, out *[]map[string]any) (open bool) {
 	if depth > maxRefDepth {
 		return true

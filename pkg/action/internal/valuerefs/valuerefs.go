@@ -136,41 +136,48 @@ func (w *walker) pipe(p *parse.PipeNode, s scope) [][]string {
 	s.cond = false
 	var tested [][]string
 	for _, c := range p.Cmds {
-		id, isFunc := firstIdent(c)
-		cs := s
-		if cond && (!isFunc || presenceFuncs[id]) {
-			// {{ if .Values.x }}, {{ if and .Values.a (not .Values.b) }}:
-			// tests whether the value is there. Other functions of a
-			// condition (eq, semverCompare, ...) use the value.
-			cs.guarded, cs.cond = true, true
-		}
-		var first []string // the path of the command's first reference argument
-		for i, a := range c.Args {
-			path := w.arg(a, cs, &tested)
-			if path == nil {
-				continue
-			}
-			if first == nil && i == 1 {
-				first = path
-			}
-		}
-		if first != nil && len(c.Args) > 2 {
-			keys := stringArgs(c.Args[2:])
-			switch {
-			case id == "hasKey" && len(keys) == 1:
-				tested = append(tested, append(append([]string(nil), first...), keys...))
-			case id == "index" && keys != nil:
-				// index .Values "a" "b" is .Values.a.b.
-				last := &w.refs[len(w.refs)-1]
-				if slices.Equal(last.Path, first) {
-					last.Path = append(append([]string(nil), first...), keys...)
-					last.Guarded = w.guarded(last.Path, s)
-					tested = append(tested, last.Path)
-				}
-			}
-		}
+		w.command(c, s, cond, &tested)
 	}
 	return tested
+}
+
+// command records the references in c, a command of a pipeline in scope s
+// (a condition's when cond), and adds the paths it tests to tested.
+func (w *walker) command(c *parse.CommandNode, s scope, cond bool, tested *[][]string) {
+	id, isFunc := firstIdent(c)
+	cs := s
+	if cond && (!isFunc || presenceFuncs[id]) {
+		// {{ if .Values.x }}, {{ if and .Values.a (not .Values.b) }}:
+		// tests whether the value is there. Other functions of a
+		// condition (eq, semverCompare, ...) use the value.
+		cs.guarded, cs.cond = true, true
+	}
+	var first []string // the path of the command's first reference argument
+	for i, a := range c.Args {
+		path := w.arg(a, cs, tested)
+		if path == nil {
+			continue
+		}
+		if first == nil && i == 1 {
+			first = path
+		}
+	}
+	if first == nil || len(c.Args) <= 2 {
+		return
+	}
+	keys := stringArgs(c.Args[2:])
+	switch {
+	case id == "hasKey" && len(keys) == 1:
+		*tested = append(*tested, append(append([]string(nil), first...), keys...))
+	case id == "index" && keys != nil:
+		// index .Values "a" "b" is .Values.a.b.
+		last := &w.refs[len(w.refs)-1]
+		if slices.Equal(last.Path, first) {
+			last.Path = append(append([]string(nil), first...), keys...)
+			last.Guarded = w.guarded(last.Path, s)
+			*tested = append(*tested, last.Path)
+		}
+	}
 }
 
 // arg records a reference argument and returns its path (nil for anything

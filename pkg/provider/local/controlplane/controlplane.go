@@ -143,7 +143,40 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	return c, nil
 }
 
+// start prepares and starts the control plane's components, records its
+// state, and makes the default namespace's service account.
 func (c *ControlPlane) start(ctx context.Context) error {
+	if err := c.prepare(); err != nil {
+		return err
+	}
+	if err := c.startComponents(ctx); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	err := c.saveStateLocked()
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// The ServiceAccount admission plugin rejects Pods in a namespace without
+	// its "default" service account. The controller manager's service account
+	// controller makes it, once its informers have synced (0.2–0.7 s after the
+	// controller manager is healthy, on a busy machine): made here, it need
+	// not be waited for. The controller finds it there and leaves it; the
+	// other namespaces' are still its.
+	return c.poll(ctx, ControllerManager, "default service account", func(ctx context.Context) error {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: metav1.NamespaceDefault}}
+		_, err := c.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Create(ctx, sa, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err // the namespace not made yet, say: tried again
+	})
+}
+
+// prepare makes what the components start from: the log directory, the PKI,
+// the ports, the kubeconfig, kwok's stages and the components' arguments.
+func (c *ControlPlane) prepare() error {
 	if err := os.MkdirAll(filepath.Join(c.dataDir, "logs"), 0o755); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}
@@ -172,9 +205,13 @@ func (c *ControlPlane) start(ctx context.Context) error {
 		return fmt.Errorf("write kwok's stages: %w", err)
 	}
 	c.buildArgs()
+	return nil
+}
 
-	// etcd and the API server must come up in order; the rest only need the API
-	// server and start together.
+// startComponents starts the components and waits until each is ready:
+// etcd and the API server in order; the rest only need the API server and
+// start together.
+func (c *ControlPlane) startComponents(ctx context.Context) error {
 	for _, comp := range []Component{Etcd, APIServer} {
 		began := time.Now()
 		c.tell(comp, ComponentStarting, began)
@@ -200,26 +237,7 @@ func (c *ControlPlane) start(ctx context.Context) error {
 		}
 		c.tell(comp, ComponentReady, began)
 	}
-	c.mu.Lock()
-	err = c.saveStateLocked()
-	c.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	// The ServiceAccount admission plugin rejects Pods in a namespace without
-	// its "default" service account. The controller manager's service account
-	// controller makes it, once its informers have synced (0.2–0.7 s after the
-	// controller manager is healthy, on a busy machine): made here, it need
-	// not be waited for. The controller finds it there and leaves it; the
-	// other namespaces' are still its.
-	return c.poll(ctx, ControllerManager, "default service account", func(ctx context.Context) error {
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: metav1.NamespaceDefault}}
-		_, err := c.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Create(ctx, sa, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err // the namespace not made yet, say: tried again
-	})
+	return nil
 }
 
 // portsChosen, when set (by tests), is called once start has chosen the ports
