@@ -13,7 +13,6 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
 )
@@ -90,19 +89,8 @@ func (c *Client) PushExpansion(ctx context.Context, file, ref string, cfg Expans
 			return nil, describe(r, err)
 		}
 	}
-	man, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, ExpansionArtifactType, oras.PackManifestOptions{
-		ConfigDescriptor: &cfgDesc,
-		Layers:           []ocispec.Descriptor{layer},
-		ManifestAnnotations: map[string]string{
-			ocispec.AnnotationTitle:   cfg.Name,
-			ocispec.AnnotationVersion: cfg.Version,
-			ocispec.AnnotationCreated: "1970-01-01T00:00:00Z",
-		},
-	})
+	man, err := packAndTag(ctx, repo, ExpansionArtifactType, cfgDesc, layer, cfg.Name, cfg.Version, r.Reference)
 	if err != nil {
-		return nil, describe(r, err)
-	}
-	if err := repo.Tag(ctx, man, r.Reference); err != nil {
 		return nil, describe(r, err)
 	}
 	return &PushedExpansion{Ref: r.String(), Manifest: man.Digest.String(), Layer: layer.Digest.String()}, nil

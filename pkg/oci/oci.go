@@ -261,23 +261,30 @@ func (c *Client) Push(ctx context.Context, file, prefix string) (*Pushed, error)
 			return nil, describe(target, err)
 		}
 	}
-	man, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, ArtifactType, oras.PackManifestOptions{
+	man, err := packAndTag(ctx, repo, ArtifactType, cfgDesc, layer, cfg.Name, cfg.Version, cfg.Version)
+	if err != nil {
+		return nil, describe(target, err)
+	}
+	return &Pushed{Name: cfg.Name, Version: cfg.Version, Ref: target.String(), Manifest: man.Digest.String(), Digest: cfg.Digest}, nil
+}
+
+// packAndTag writes the manifest of an artifact of one config and one layer,
+// titled name and version, and tags it. Its creation date is fixed, so that
+// pushing the same content twice gives the same manifest.
+func packAndTag(ctx context.Context, repo *remote.Repository, artifactType string, cfgDesc, layer ocispec.Descriptor, name, version, tag string) (ocispec.Descriptor, error) {
+	man, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, artifactType, oras.PackManifestOptions{
 		ConfigDescriptor: &cfgDesc,
 		Layers:           []ocispec.Descriptor{layer},
 		ManifestAnnotations: map[string]string{
-			ocispec.AnnotationTitle:   cfg.Name,
-			ocispec.AnnotationVersion: cfg.Version,
-			// Fixed, so that pushing the same archive twice gives the same manifest.
+			ocispec.AnnotationTitle:   name,
+			ocispec.AnnotationVersion: version,
 			ocispec.AnnotationCreated: "1970-01-01T00:00:00Z",
 		},
 	})
 	if err != nil {
-		return nil, describe(target, err)
+		return ocispec.Descriptor{}, err
 	}
-	if err := repo.Tag(ctx, man, cfg.Version); err != nil {
-		return nil, describe(target, err)
-	}
-	return &Pushed{Name: cfg.Name, Version: cfg.Version, Ref: target.String(), Manifest: man.Digest.String(), Digest: cfg.Digest}, nil
+	return man, repo.Tag(ctx, man, tag)
 }
 
 func pushBlob(ctx context.Context, repo *remote.Repository, d ocispec.Descriptor, b []byte) error {
