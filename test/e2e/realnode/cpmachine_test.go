@@ -10,15 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
-	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // The control plane's plugin for TestControlPlaneMachine: an API server flag
@@ -177,16 +174,7 @@ func TestControlPlaneMachine(t *testing.T) {
 	}
 
 	// A workload on the worker, which joined the machine's API server.
-	img, err := nodeimage.BinaryImage(buildApp(t, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, _ := name.NewTag("example.com/demo/app:v1")
-	archive := filepath.Join(dir, "app.tar")
-	if err := tarball.WriteToFile(archive, tag, img); err != nil {
-		t.Fatal(err)
-	}
-	kp("image", "load", archive)
+	kp("image", "load", demoAppArchive(t, dir))
 	write(t, file, cpMachineCluster("web"))
 	kp("up")
 	pod := runningPod(t, client, "app=web")

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
-	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // TestHAFaults: on three control-plane machines behind the load balancer
@@ -99,16 +96,7 @@ func TestHAFaults(t *testing.T) {
 
 	// A Pod on the worker, which must keep running while the API is
 	// unreachable.
-	img, err := nodeimage.BinaryImage(buildApp(t, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, _ := name.NewTag("example.com/demo/app:v1")
-	archive := filepath.Join(dir, "app.tar")
-	if err := tarball.WriteToFile(archive, tag, img); err != nil {
-		t.Fatal(err)
-	}
-	kp("image", "load", archive)
+	kp("image", "load", demoAppArchive(t, dir))
 	pod := keptPod(ctx, t, client, "m-0")
 
 	// The load balancer's machine killed: no API through it until up boots

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -24,7 +22,6 @@ import (
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
-	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // haUpgradeCluster is three control-plane machines and two workers at
@@ -122,16 +119,7 @@ func TestHAUpgrade(t *testing.T) {
 	before := members(t, endpoints)
 
 	// The workload: two replicas, one per worker, at least one available.
-	img, err := nodeimage.BinaryImage(buildApp(t, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, _ := name.NewTag("example.com/demo/app:v1")
-	archive := filepath.Join(dir, "app.tar")
-	if err := tarball.WriteToFile(archive, tag, img); err != nil {
-		t.Fatal(err)
-	}
-	kp("image", "load", archive)
+	kp("image", "load", demoAppArchive(t, dir))
 	deployWeb(ctx, t, client)
 
 	// The writer through the load balancer and the workload's prober, while

@@ -14,13 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplug/kubeplug/pkg/cmd"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/realnode"
-	"github.com/kubeplug/kubeplug/pkg/provider/nodeimage"
 )
 
 // The machines' plugin: a kubelet flag, a label and a taint, a node file, a
@@ -188,16 +185,7 @@ func TestMachines(t *testing.T) {
 	// Phase 1: the machines boot and join; then the workload's image.
 	write(t, file, machinesCluster())
 	kp("up")
-	img, err := nodeimage.BinaryImage(buildApp(t, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, _ := name.NewTag("example.com/demo/app:v1")
-	archive := filepath.Join(dir, "app.tar")
-	if err := tarball.WriteToFile(archive, tag, img); err != nil {
-		t.Fatal(err)
-	}
-	kp("image", "load", archive)
+	kp("image", "load", demoAppArchive(t, dir))
 
 	kubeconfig := filepath.Join(state, "controlplane", "kubeconfig")
 	client := clientFor(t, kubeconfig)

@@ -139,15 +139,7 @@ func TestRealNode(t *testing.T) {
 	kp("up")
 	// The workload's image, built from Go without a daemon, loaded as a
 	// docker-archive tarball through the CLI.
-	img, err := nodeimage.BinaryImage(buildApp(t, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, _ := name.NewTag("example.com/demo/app:v1")
-	archive := filepath.Join(dir, "app.tar")
-	if err := tarball.WriteToFile(archive, tag, img); err != nil {
-		t.Fatal(err)
-	}
+	archive := demoAppArchive(t, dir)
 	if out := kp("image", "load", archive); !strings.Contains(out, "loaded example.com/demo/app:v1") {
 		t.Fatalf("kubeplug image load printed %q", out)
 	}
@@ -446,6 +438,23 @@ func copyDir(t *testing.T, from, to string) {
 }
 
 // buildApp builds testdata/app as a static binary named app.
+// demoAppArchive builds the demo workload (testdata/app) into an image tagged
+// example.com/demo/app:v1, without a daemon, and writes it in dir as a
+// docker-archive tarball for `kubeplug image load`; it returns the tarball.
+func demoAppArchive(t *testing.T, dir string) string {
+	t.Helper()
+	img, err := nodeimage.BinaryImage(buildApp(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag("example.com/demo/app:v1")
+	archive := filepath.Join(dir, "app.tar")
+	if err := tarball.WriteToFile(archive, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	return archive
+}
+
 func buildApp(t *testing.T, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, "app")
