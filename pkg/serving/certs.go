@@ -165,6 +165,14 @@ func (c *ca) issue(names []string, p Policy) (certPEM, keyPEM []byte, err error)
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
+	return c.sign(tmpl, key)
+}
+
+// servingOK reports whether a serving certificate and key can stay: a pair,
+// signed by c, for every one of names, and fresh.
+// sign issues tmpl for key, signed by the CA, and returns the certificate
+// and the key as PEM.
+func (c *ca) sign(tmpl *x509.Certificate, key *ecdsa.PrivateKey) (certPEM, keyPEM []byte, err error) {
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, key.Public(), c.key)
 	if err != nil {
 		return nil, nil, err
@@ -177,8 +185,6 @@ func (c *ca) issue(names []string, p Policy) (certPEM, keyPEM []byte, err error)
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }
 
-// servingOK reports whether a serving certificate and key can stay: a pair,
-// signed by c, for every one of names, and fresh.
 func (c *ca) servingOK(certPEM, keyPEM []byte, names []string, now time.Time) bool {
 	cert, err := parseCert(certPEM)
 	if err != nil {
