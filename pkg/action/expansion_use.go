@@ -386,6 +386,21 @@ func (r *run) chartObjects(ctx context.Context) ([]expansion.ChartObject, diag.L
 	return out, l.Fatal()
 }
 
+// site is what the provider learns of the run's expansions (provider.Site):
+// nil without any.
+func (r *run) site() *provider.Site {
+	if r.exp == nil || len(r.exp.set.Expansions) == 0 {
+		return nil
+	}
+	use := r.cfg.Expansions
+	s := &provider.Site{Registry: use.SiteRegistry, PlainHTTP: use.SiteRegistryPlainHTTP || use.SiteRegistry != "" && oci.IsLoopback(use.SiteRegistry)}
+	for _, e := range r.exp.set.Expansions {
+		s.Expansions = append(s.Expansions, e.Manifest.Metadata.Name+" "+e.Manifest.Metadata.Version+" from "+e.Location)
+		s.Images = append(s.Images, e.Images...)
+	}
+	return s
+}
+
 // siteHas reports whether the site registry holds img (under its rewritten name).
 func (r *run) siteHas(ctx context.Context, img string) bool {
 	use := r.cfg.Expansions

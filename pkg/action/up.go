@@ -330,7 +330,7 @@ func (u *Up) provisionStep(res *UpResult) step {
 		for _, name := range slices.Sorted(maps.Keys(skip)) {
 			l.Warnf("", 0, 0, "", "step %s%s of the %s provider skipped: expansion %s says the site provides it (skipSteps)", provider.StepPrefix, name, providerName(r.cluster), skip[name])
 		}
-		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines, Files: files, Sensitive: sensitive, Skip: skip})
+		running, err := prov.Up(ctx, &provider.Desired{ClusterName: res.Cluster, KubernetesVersion: in.KubernetesVersion, Model: r.model, Machines: machines, Files: files, Sensitive: sensitive, Skip: skip, Site: r.site()})
 		if running != nil {
 			// Valid with a node's failure too: the control plane runs.
 			res.Kubeconfig, res.Nodes, res.Restarted = running.Kubeconfig, running.Nodes, running.Restarted

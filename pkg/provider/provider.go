@@ -35,6 +35,30 @@ type Desired struct {
 	// steps are named; a provider that runs steps as data (the local one)
 	// skips them and says so in an Event, the others ignore it.
 	Skip map[string]string
+	// Site is set when the run uses expansions (an air-gapped site,
+	// docs/expansions.md): what the cluster needs comes from them and the
+	// site registry, never from the internet. Nil without expansions. The
+	// local provider loads the expansions' images into its own registry
+	// (ImageLoader) and ignores it; the hosts provider points the hosts'
+	// container runtime at the site registry, and refuses what a host would
+	// fetch from the internet.
+	Site *Site
+}
+
+// Site is where an air-gapped site's cluster gets what it needs.
+type Site struct {
+	// Expansions name the expansions the run uses, for messages
+	// ("site 1.0.0 from exp/site.tar").
+	Expansions []string
+	// Images are the images the expansions carry (their own names).
+	Images []string
+	// Registry is host:port of the site registry (--site-registry): every
+	// image of the rendered objects was rewritten to it, and the
+	// expansions' images pushed there. Empty without one.
+	Registry string
+	// PlainHTTP says the registry speaks plain HTTP (--site-registry-plain-http);
+	// else HTTPS, trusted through the nodes' own certificate store.
+	PlainHTTP bool
 }
 
 // Event is a step of progress, for the user: "starting kube-apiserver",

@@ -116,6 +116,8 @@ type cluster struct {
 	index            map[string]int // node name → ordinal (its Pod range)
 	cpPods           []staticPod
 	images           map[string][]image // by pool
+	// site is the run's expansions' site, nil without (site.go).
+	site *provider.Site
 }
 
 // image is an image a host's registry gets, under repo:tag.
@@ -167,7 +169,7 @@ func (p *Provider) prepareCluster(d *provider.Desired) (*cluster, error) {
 		return nil, errors.New("no rendered control-plane machine")
 	}
 	cl := &cluster{stateDir: p.opts.StateDir, pkiDir: filepath.Join(p.opts.StateDir, "pki"),
-		server: "https://" + net.JoinHostPort(cp.Address, strconv.Itoa(apiServerPort)), index: map[string]int{}}
+		server: "https://" + net.JoinHostPort(cp.Address, strconv.Itoa(apiServerPort)), index: map[string]int{}, site: d.Site}
 	for i, h := range p.hosts {
 		cl.index[h.Node] = i
 	}
@@ -415,7 +417,8 @@ func (c *client) pushImages(ctx context.Context, imgs []image, progress func(str
 // nodeFiles are the provider's part of a host's boot (what a cloud's vendor
 // data gives a machine, in the paths the rendered kubelet drop-in names): the
 // cluster's CA, the kubelet's configuration and flags, the CNI configuration,
-// containerd's registry mirror, kube-proxy's configuration and identity, and
+// containerd's registry mirror (and, under expansions, its configuration of
+// the site registry: site.go), kube-proxy's configuration and identity, and
 // the registry's unit; on the control-plane host also the PKI, the
 // components' kubeconfig and the kubelet's own kubeconfig (kubeadm's
 // kubelet.conf). token, when set, is the bootstrap token of a worker's first
@@ -502,6 +505,7 @@ conntrack: {maxPerCore: 0}
 		return nil, err
 	}
 	files = append(files, reg)
+	files = append(files, siteFiles(cl.site)...)
 	if token != "" {
 		files = append(files, memFile(render.KubeletBootstrapKubeconfigPath, 0o600, "", kubeconfig(map[string]string{"token": token})))
 	}

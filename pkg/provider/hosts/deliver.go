@@ -65,8 +65,8 @@ func parseCloudConfig(name string, b []byte) (*bootScript, error) {
 		}
 	}
 	var cc struct {
-		WriteFiles []map[string]string `yaml:"write_files"`
-		Runcmd     [][]string          `yaml:"runcmd"`
+		WriteFiles []map[string]yaml.Node `yaml:"write_files"`
+		Runcmd     [][]string             `yaml:"runcmd"`
 	}
 	if err := yaml.Unmarshal(b, &cc); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -84,12 +84,19 @@ func parseCloudConfig(name string, b []byte) (*bootScript, error) {
 
 // writeFile is one write_files entry (at names it in errors): a clean
 // absolute path, octal permissions (default 0644), content plain or base64,
-// an owner without shell syntax.
-func writeFile(at string, wf map[string]string) (*bootFile, error) {
-	for k := range wf {
+// an owner without shell syntax. Any other setting is refused by name:
+// cloud-init's source (a file the host would download) among them.
+func writeFile(at string, raw map[string]yaml.Node) (*bootFile, error) {
+	wf := map[string]string{}
+	for _, k := range slices.Sorted(mapKeys(raw)) {
 		if !slices.Contains([]string{"path", "permissions", "owner", "encoding", "content"}, k) {
 			return nil, fmt.Errorf("%s: %s is not applied by the hosts provider", at, k)
 		}
+		v := raw[k]
+		if v.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("%s: %s is not a string", at, k)
+		}
+		wf[k] = v.Value
 	}
 	p := wf["path"]
 	if !path.IsAbs(p) || path.Clean(p) != p {

@@ -279,6 +279,9 @@ func (p *Provider) plan(d *provider.Desired) (map[string]*bootScript, []*bootFil
 	if err != nil {
 		errs = append(errs, err)
 	}
+	if err := checkSite(d); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, nil, errors.Join(errs...)
 	}
