@@ -141,3 +141,23 @@ func TestWriteFilesFromAURLRefused(t *testing.T) {
 		t.Errorf("err = %v, want write_files' source refused by name", err)
 	}
 }
+
+// TestSiteAddedRolls: an expansion's site registry added to a running
+// cluster is a changed delivered file, so the host is rolled (containerd
+// restarted with it); removed, the file is among those the roll removes.
+func TestSiteAddedRolls(t *testing.T) {
+	a := memFile("/etc/a", 0o644, "", []byte("a"))
+	was := map[string]string{"/etc/a": a.SHA256}
+	site := siteFiles(&provider.Site{Registry: "10.0.0.1:5000", PlainHTTP: true})
+	ch, rm := diffDelivered(was, append([]*bootFile{a}, site...))
+	if len(ch) != 1 || ch[0] != site[0].Path || rm != nil {
+		t.Fatalf("site added: changed %v, removed %v; want %s changed", ch, rm, site[0].Path)
+	}
+	if got := restarts(ch); len(got) != 1 || got[0] != "containerd.service" {
+		t.Errorf("restarts = %v, want containerd.service", got)
+	}
+	was[site[0].Path] = site[0].SHA256
+	if ch, rm = diffDelivered(was, []*bootFile{a}); ch != nil || len(rm) != 1 || rm[0] != site[0].Path {
+		t.Errorf("site removed: changed %v, removed %v; want %s removed", ch, rm, site[0].Path)
+	}
+}
