@@ -3,6 +3,7 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -210,10 +211,38 @@ users:
 	go func() { opDone <- answerAsOperator(opCtx, kubeconfig, "site-dns", "DNSReady") }()
 	defer func() { stopOp(); <-opDone }()
 
-	out = kp("up", "-f", file, "--state-dir", state, "--no-kubeconfig-update", "--expansion-dir", exp, "--site-registry", site)
-	t.Logf("up with the expansion:\n%s", out)
-	if !strings.Contains(out, "step provider/node-routes of the local provider skipped: expansion site says the site provides it (skipSteps)") {
-		t.Errorf("up did not say it skipped provider/node-routes:\n%s", out)
+	var upOut, upErr bytes.Buffer
+	upCtx, cancelUp := context.WithTimeout(context.Background(), 6*time.Minute)
+	code = cmd.Main(upCtx, []string{"up", "-f", file, "--state-dir", state, "--no-kubeconfig-update", "--expansion-dir", exp, "--site-registry", site, "-o", "json"},
+		cmd.Streams{In: strings.NewReader(""), Out: &upOut, Err: &upErr})
+	cancelUp()
+	t.Logf("up with the expansion:\n%s", upErr.String())
+	if code != 0 {
+		t.Fatalf("up with the expansion: exit %d\n%s", code, upOut.String())
+	}
+	if !strings.Contains(upErr.String(), "step provider/node-routes of the local provider skipped: expansion site says the site provides it (skipSteps)") {
+		t.Errorf("up did not say it skipped provider/node-routes")
+	}
+	// The cluster's DNS readiness was the site operator's to say: up's
+	// provider check is the wait for its condition, not kubeplug's own.
+	var res struct {
+		Checks []struct {
+			Plugin, Name string
+			OK           bool
+		}
+	}
+	if err := json.Unmarshal(upOut.Bytes(), &res); err != nil {
+		t.Fatalf("up -o json: %v\n%s", err, upOut.String())
+	}
+	const delegatedDNS = "dns-ready (delegated by expansion site to operator site-dns: condition DNSReady on SiteCondition site-dns)"
+	var providerChecks []string
+	for _, c := range res.Checks {
+		if c.Plugin == "provider" {
+			providerChecks = append(providerChecks, fmt.Sprintf("%s ok=%v", c.Name, c.OK))
+		}
+	}
+	if len(providerChecks) != 1 || providerChecks[0] != delegatedDNS+" ok=true" {
+		t.Errorf("up's provider checks: %q, want only %q passed", providerChecks, delegatedDNS)
 	}
 	stopOp()
 	if err := <-opDone; err != nil {
