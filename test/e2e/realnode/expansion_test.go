@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -209,7 +210,8 @@ users:
 	opCtx, stopOp := context.WithCancel(context.Background())
 	opDone := make(chan error, 1)
 	go func() { opDone <- answerAsOperator(opCtx, kubeconfig, "site-dns", "DNSReady") }()
-	defer func() { stopOp(); <-opDone }()
+	stopOperator := sync.OnceValue(func() error { stopOp(); return <-opDone })
+	defer func() { _ = stopOperator() }()
 
 	var upOut, upErr bytes.Buffer
 	upCtx, cancelUp := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -244,11 +246,9 @@ users:
 	if len(providerChecks) != 1 || providerChecks[0] != delegatedDNS+" ok=true" {
 		t.Errorf("up's provider checks: %q, want only %q passed", providerChecks, delegatedDNS)
 	}
-	stopOp()
-	if err := <-opDone; err != nil {
+	if err := stopOperator(); err != nil {
 		t.Errorf("the site's DNS operator: %v", err)
 	}
-	opDone <- nil // for the deferred stop
 	client := clientFor(t, kubeconfig)
 	pod := runningPod(t, client, "app=demo")
 	// The delegated checks: up waited for the operators — the site-operator
