@@ -220,25 +220,39 @@ users:
 	cancelUp()
 	t.Logf("up with the expansion:\n%s", upErr.String())
 	if code != 0 {
-		t.Fatalf("up with the expansion: exit %d\n%s", code, upOut.String())
+		o := upOut.String()
+		t.Fatalf("up with the expansion: exit %d\n%s\n…%s", code, upErr.String(), o[max(0, len(o)-4000):])
 	}
 	if !strings.Contains(upErr.String(), "step provider/node-routes of the local provider skipped: expansion site says the site provides it (skipSteps)") {
 		t.Errorf("up did not say it skipped provider/node-routes")
 	}
 	// The cluster's DNS readiness was the site operator's to say: up's
 	// provider check is the wait for its condition, not kubeplug's own.
+	// up -o json is a stream of events, then {"failed": …, "result": …}.
 	var res struct {
-		Checks []struct {
-			Plugin, Name string
-			OK           bool
+		Result struct {
+			Checks []struct {
+				Plugin, Name string
+				OK           bool
+			}
 		}
 	}
-	if err := json.Unmarshal(upOut.Bytes(), &res); err != nil {
-		t.Fatalf("up -o json: %v\n%s", err, upOut.String())
+	for dec := json.NewDecoder(&upOut); ; {
+		var line struct{ Result json.RawMessage }
+		if err := dec.Decode(&line); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("up -o json: %v", err)
+		}
+		if line.Result != nil {
+			if err := json.Unmarshal(line.Result, &res.Result); err != nil {
+				t.Fatalf("up -o json: the result: %v", err)
+			}
+		}
 	}
 	const delegatedDNS = "dns-ready (delegated by expansion site to operator site-dns: condition DNSReady on SiteCondition site-dns)"
 	var providerChecks []string
-	for _, c := range res.Checks {
+	for _, c := range res.Result.Checks {
 		if c.Plugin == "provider" {
 			providerChecks = append(providerChecks, fmt.Sprintf("%s ok=%v", c.Name, c.OK))
 		}
