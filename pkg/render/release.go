@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -85,7 +86,24 @@ type patcher struct {
 	namespace string
 }
 
-var _ postrenderer.PostRenderer = (*patcher)(nil)
+// A patcher is a post-renderer that says what it does (deploy/helm's
+// PostRenderDigester).
+var _ interface {
+	postrenderer.PostRenderer
+	Digest() string
+} = (*patcher)(nil)
+
+// Digest identifies what Run does: the patches and the release's namespace.
+// Release installs compare it with the installed revision's, so that a
+// patch that changes, or goes (an expansion's site-registry rewrite of a
+// chart's images, when the expansion is removed), upgrades the release.
+func (p *patcher) Digest() string {
+	b, _ := json.Marshal(struct {
+		Patches   []model.ObjectPatch
+		Namespace string
+	}{p.patches, p.namespace}) // plain data: cannot fail
+	return string(b)
+}
 
 func (p *patcher) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	var out bytes.Buffer

@@ -1,8 +1,10 @@
 // Package helm brings a plugin's Helm releases to their state through the Helm
 // SDK, as real releases whose records live in the cluster (helm list shows them).
 //
-// A release is installed when absent and upgraded only when its chart or values
-// differ from the deployed revision; Helm waits for nothing (the deployer waits
+// A release is installed when absent and upgraded only when its chart, its values
+// or its post-renderer (the model's object patches to its objects, recorded on
+// the release as the label PostRenderLabel) differ from the deployed revision;
+// a post-renderer that is not a PostRenderDigester upgrades it on every run. Helm waits for nothing (the deployer waits
 // for the objects of the manifest, with kstatus and health expressions), and what
 // Helm applies is owned by the field manager HelmFieldManager, so that Helm never
 // takes kubeplug's own fields away. A release a crashed run left pending-* — which

@@ -211,11 +211,19 @@ func (m *Manager) Install(ctx context.Context, plugin string, h Release) (*Done,
 		dryRun = action.DryRunServer
 	}
 	labels := map[string]string{"kubeplug.dev/plugin": plugin}
+	digest := postRenderDigest(h.PostRenderer)
 	if last == nil {
+		if digest != "" {
+			labels[PostRenderLabel] = digest
+		}
 		return m.install(ctx, cfg, ref, h, dryRun, labels)
 	}
 	if last.Info.Status == rcommon.StatusDeployed && sameRelease(last, h) {
 		return &Done{ref: ref, rel: last, previous: last.Version}, nil
+	}
+	labels[PostRenderLabel] = digest
+	if digest == "" {
+		labels[PostRenderLabel] = "null" // Helm's upgrade removes a label set to "null"
 	}
 	up := action.NewUpgrade(cfg)
 	up.Namespace = h.Namespace
@@ -443,7 +451,35 @@ func truncate(s string, n int) string {
 // sameRelease reports whether the deployed release has the chart and values h asks
 // for, compared by content (metadata, templates, values, schema and files).
 func sameRelease(rel *releasev1.Release, h Release) bool {
-	return ChartDigest(rel.Chart) == ChartDigest(h.Chart) && ValuesDigest(rel.Config) == ValuesDigest(h.Values)
+	if h.PostRenderer != nil && postRenderDigest(h.PostRenderer) == "" {
+		return false // a post-renderer that cannot say what it does
+	}
+	return ChartDigest(rel.Chart) == ChartDigest(h.Chart) && ValuesDigest(rel.Config) == ValuesDigest(h.Values) &&
+		rel.Labels[PostRenderLabel] == postRenderDigest(h.PostRenderer)
+}
+
+// PostRenderLabel is the release label that records what its post-renderer
+// did (its PostRenderDigester's digest, shortened to fit a label), so that a
+// change of the post-renderer alone — an object patch added, changed or gone,
+// with the chart and values as they were — upgrades the release.
+const PostRenderLabel = "kubeplug.dev/post-render"
+
+// PostRenderDigester is a post-renderer that can say what it does: two with
+// one digest change what Helm renders alike.
+type PostRenderDigester interface {
+	postrenderer.PostRenderer
+	Digest() string
+}
+
+// postRenderDigest is p's digest as a label value; "" for none, and for one
+// that is not a PostRenderDigester.
+func postRenderDigest(p postrenderer.PostRenderer) string {
+	d, ok := p.(PostRenderDigester)
+	if !ok || p == nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(d.Digest()))
+	return hex.EncodeToString(sum[:16]) // a label value is at most 63 characters
 }
 
 // ChartDigest identifies a chart by its content: metadata, templates, files,

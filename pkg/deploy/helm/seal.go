@@ -121,5 +121,6 @@ func (d sealDriver) through(rls ri.Releaser, fn func(context.Context, []byte) ([
 	if err := json.Unmarshal(out, sealed); err != nil {
 		return nil, fmt.Errorf("decode Helm release %s/%s: %w", r.Namespace, r.Name, err)
 	}
+	sealed.Labels = r.Labels // not in the JSON: the driver stores them as the record's labels
 	return sealed, nil
 }
