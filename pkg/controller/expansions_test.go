@@ -28,6 +28,13 @@ import (
 // from-site, signed with key, and pushes it to ref.
 func pushExpansion(t *testing.T, prefix string, key *sign.Signer, ref string) {
 	t.Helper()
+	pushExpansionWith(t, prefix, key, ref, "")
+}
+
+// pushExpansionWith is pushExpansion with more of the manifest's spec (YAML
+// lines indented by two spaces).
+func pushExpansionWith(t *testing.T, prefix string, key *sign.Signer, ref, spec string) {
+	t.Helper()
 	src := t.TempDir()
 	manifest := `apiVersion: kubeplug.dev/v1alpha1
 kind: Expansion
@@ -36,7 +43,7 @@ spec:
   overrides:
     plugins:
       ` + prefix + `app: {message: from-site}
-`
+` + spec
 	if err := os.WriteFile(filepath.Join(src, "expansion.yaml"), []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
