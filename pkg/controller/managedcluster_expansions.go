@@ -2,10 +2,10 @@ package controller
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
