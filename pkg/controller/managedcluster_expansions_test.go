@@ -112,7 +112,7 @@ func TestManagedClusterExpansions(t *testing.T) {
 	rogue, _ := signer(t)
 	signedRef := "oci://" + host + "/expansions/site:1.0.0"
 	rogueRef := "oci://" + host + "/expansions/rogue:1.0.0"
-	const skips = "  skipSteps: [validate]\n  delegateConditions: [{check: provider/dns-ready, operator: site-dns, condition: DNSReady}]\n"
+	const skips = "  skipSteps: [validate]\n  delegateConditions: [{check: app/ready, operator: site-app, condition: AppReady}]\n"
 	pushExpansionWith(t, "mc", trusted, signedRef, skips)
 	pushExpansionWith(t, "mc", rogue, rogueRef, "")
 	for _, o := range []any{
@@ -146,9 +146,9 @@ spec:
   clusterFile: |
 ` + indent(hostsClusterFile(name, ""), "    ")
 	}
-	create(t, dc, mclGVR, mgmt, mc("edge", signedRef, `{skipSteps: [validate], delegateConditions: ["provider/*"]}`))
+	create(t, dc, mclGVR, mgmt, mc("edge", signedRef, `{skipSteps: [validate], delegateConditions: ["app/*"]}`))
 	create(t, dc, mclGVR, mgmt, mc("rogue", rogueRef, `{skipSteps: [validate]}`))
-	create(t, dc, mclGVR, mgmt, mc("strict", signedRef, `{skipSteps: [after-deploy], delegateConditions: ["provider/*"]}`))
+	create(t, dc, mclGVR, mgmt, mc("strict", signedRef, `{skipSteps: [after-deploy], delegateConditions: ["app/*"]}`))
 
 	// Trusted and allowed: up reads the expansion, the status names it.
 	if _, msg := conditionOf(t, dc, mgmt, "edge", "Ready", "True"); !strings.Contains(msg, "with expansion(s) site 1.0.0 ("+signedRef+", signed by "+trusted.KeyID()+")") {
@@ -163,7 +163,7 @@ spec:
 	}
 	exps, _, _ := unstructured.NestedSlice(u.Object, "status", "expansions")
 	if got := fmt.Sprint(exps); len(exps) != 1 || !strings.Contains(got, "target:edge") || !strings.Contains(got, "signedBy:"+trusted.KeyID()) ||
-		!strings.Contains(got, "skips:[step validate check provider/dns-ready delegated to operator site-dns]") {
+		!strings.Contains(got, "skips:[step validate check app/ready delegated to operator site-app]") {
 		t.Errorf("edge status.expansions = %s", got)
 	}
 
