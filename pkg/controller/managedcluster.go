@@ -214,10 +214,7 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if !obj.DeletionTimestamp.IsZero() {
 		return r.remove(ctx, obj)
 	}
-	in, err := r.inputs(ctx, obj)
-	if err == nil {
-		err = r.expansionInputs(ctx, obj, in)
-	}
+	in, err := r.upInputs(ctx, obj)
 	if err != nil {
 		return r.refused(obj, err)
 	}

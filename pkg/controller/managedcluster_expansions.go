@@ -28,6 +28,15 @@ type clusterExpansions struct {
 	applied []ctrlv1.AppliedExpansion
 }
 
+// upInputs are the inputs of an up: inputs, with the expansions.
+func (r *clusterReconciler) upInputs(ctx context.Context, obj *ctrlv1.ManagedCluster) (*clusterInputs, error) {
+	in, err := r.inputs(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return in, r.expansionInputs(ctx, obj, in)
+}
+
 // expansionInputs reads a ManagedCluster's spec.expansions, its
 // suspendExpansions and expansionSite into in, and adds what identifies them
 // to its digest (which stays as it was without expansions: an upgraded
