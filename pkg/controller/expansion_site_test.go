@@ -2,14 +2,17 @@ package controller_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
@@ -40,6 +43,23 @@ func imageRef(t *testing.T, s string) name.Reference {
 	return r
 }
 
+// authedRegistry starts a registry on loopback that answers only requests
+// with the basic credentials user and password, until the test ends.
+func authedRegistry(t *testing.T, user, password string) string {
+	t.Helper()
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="site"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
 // TestExpansionSitePolicy: an installation's spec.expansionSite gives the
 // expansions it passes a site registry and an allowlist, as --site-registry
 // and the cluster file's spec.expansions.allow give them to the CLI. An
@@ -47,8 +67,10 @@ func imageRef(t *testing.T, s string) name.Reference {
 // (Stalled, ExpansionRefused, naming the expansion, the step and the field)
 // and nothing is applied; once the allowlist lists it, the expansion is
 // merged, its image is pushed to the site registry under its rewritten name,
-// and status.expansions names the skip. A site registry whose credentials
-// Secret does not exist is refused naming the field.
+// and status.expansions names the skip; moved to a registry that refuses
+// anonymous requests, the credentials of its dockerconfigjson Secret push it
+// there. A site registry whose credentials Secret does not exist, or whose CA
+// Secret holds no certificate, is refused naming the field.
 func TestExpansionSitePolicy(t *testing.T) {
 	rc := testcluster.RESTConfig(t)
 	cs := testcluster.Client(t)
@@ -105,6 +127,24 @@ spec:
     registry: {address: "`+site+`", credentialsSecret: absent}
 `)
 
+	if _, err := cs.CoreV1().Secrets(mgmt).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "not-a-ca", Namespace: mgmt},
+		Data:       map[string][]byte{"ca.crt": []byte("not a certificate")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	create(t, dc, instGVR, mgmt, `apiVersion: kubeplug.dev/v1alpha1
+kind: PluginInstallation
+metadata: {name: badca}
+spec:
+  catalogs: [main]
+  target: self
+  plugins: [{name: sxapp, version: 1.0.0}]
+  expansions: [{ref: "`+expRef+`", verifyKeys: site-keys}]
+  expansionSite:
+    registry: {address: "`+site+`", caSecret: {name: not-a-ca}}
+`)
+
 	stalledWith := func(name string) (reason, msg string) {
 		waitFor(t, time.Minute, name+" Stalled", func() (bool, string) {
 			u, err := dc.Resource(instGVR).Namespace(mgmt).Get(t.Context(), name, metav1.GetOptions{})
@@ -134,6 +174,9 @@ spec:
 	if reason, msg := stalledWith("nocreds"); !strings.Contains(msg, "spec.expansionSite.registry.credentialsSecret: Secret absent does not exist") {
 		t.Errorf("nocreds Stalled: %s: %s", reason, msg)
 	}
+	if reason, msg := stalledWith("badca"); !strings.Contains(msg, `spec.expansionSite.registry.caSecret: Secret not-a-ca key "ca.crt" holds no PEM certificate`) {
+		t.Errorf("badca Stalled: %s: %s", reason, msg)
+	}
 
 	// The allowlist lists the step: merged, the image in the site registry.
 	edit(t, dc, instGVR, mgmt, "web", func(spec map[string]any) {
@@ -152,7 +195,28 @@ spec:
 		t.Errorf("the site registry's team/app:v1: %v, %v; want %s", d, err, want)
 	}
 
-	for _, name := range []string{"web", "nocreds"} {
+	// A site registry that refuses anonymous requests: the credentials of
+	// the dockerconfigjson Secret push the image there.
+	authed := authedRegistry(t, "site", "s3cret")
+	if _, err := cs.CoreV1().Secrets(mgmt).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "site-pull", Namespace: mgmt}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: fmt.Appendf(nil, `{"auths": {%q: {"auth": %q}}}`, authed, base64.StdEncoding.EncodeToString([]byte("site:s3cret")))},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	edit(t, dc, instGVR, mgmt, "web", func(spec map[string]any) {
+		spec["expansionSite"].(map[string]any)["registry"] = map[string]any{"address": authed, "credentialsSecret": "site-pull"}
+	})
+	readyAt(t, dc, instGVR, mgmt, "web", 2*time.Minute)
+	if _, err := remote.Head(imageRef(t, authed+"/team/app:v1")); err == nil {
+		t.Error("the authenticated registry answers anonymous requests: the test proves nothing")
+	}
+	basic := remote.WithAuth(&authn.Basic{Username: "site", Password: "s3cret"})
+	if d, err := remote.Head(imageRef(t, authed+"/team/app:v1"), basic); err != nil || d.Digest != want {
+		t.Errorf("the authenticated site registry's team/app:v1: %v, %v; want %s", d, err, want)
+	}
+
+	for _, name := range []string{"web", "nocreds", "badca"} {
 		if err := dc.Resource(instGVR).Namespace(mgmt).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 			t.Error(err)
 		}
