@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
@@ -69,7 +70,8 @@ func authedRegistry(t *testing.T, user, password string) string {
 // merged, its image is pushed to the site registry under its rewritten name,
 // and status.expansions names the skip; moved to a registry that refuses
 // anonymous requests, the credentials of its dockerconfigjson Secret push it
-// there. A site registry whose credentials Secret does not exist, or whose CA
+// there; moved to a registry serving TLS with a certificate of its own CA,
+// the CA Secret's certificate verifies it. A site registry whose credentials Secret does not exist, or whose CA
 // Secret holds no certificate, is refused naming the field.
 func TestExpansionSitePolicy(t *testing.T) {
 	rc := testcluster.RESTConfig(t)
@@ -214,6 +216,25 @@ spec:
 	basic := remote.WithAuth(&authn.Basic{Username: "site", Password: "s3cret"})
 	if d, err := remote.Head(imageRef(t, authed+"/team/app:v1"), basic); err != nil || d.Digest != want {
 		t.Errorf("the authenticated site registry's team/app:v1: %v, %v; want %s", d, err, want)
+	}
+
+	// A site registry serving TLS with a certificate of its own CA: the CA
+	// Secret's certificate verifies it.
+	tlsSrv := httptest.NewTLSServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(tlsSrv.Close)
+	tlsHost := strings.TrimPrefix(tlsSrv.URL, "https://")
+	if _, err := cs.CoreV1().Secrets(mgmt).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "site-ca", Namespace: mgmt},
+		Data:       map[string][]byte{"ca.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw})},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	edit(t, dc, instGVR, mgmt, "web", func(spec map[string]any) {
+		spec["expansionSite"].(map[string]any)["registry"] = map[string]any{"address": tlsHost, "caSecret": map[string]any{"name": "site-ca"}}
+	})
+	readyAt(t, dc, instGVR, mgmt, "web", 2*time.Minute)
+	if d, err := remote.Head(imageRef(t, tlsHost+"/team/app:v1"), remote.WithTransport(tlsSrv.Client().Transport)); err != nil || d.Digest != want {
+		t.Errorf("the TLS site registry's team/app:v1: %v, %v; want %s", d, err, want)
 	}
 
 	for _, name := range []string{"web", "nocreds", "badca"} {
