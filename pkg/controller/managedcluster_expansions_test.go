@@ -4,19 +4,25 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/controller"
 	"github.com/kubeplug/kubeplug/pkg/expansion"
+	_ "github.com/kubeplug/kubeplug/pkg/provider/local" // the provider of TestManagedClusterExpansionUp
 	"github.com/kubeplug/kubeplug/pkg/sign"
 	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
@@ -200,5 +206,120 @@ spec:
 
 	for _, name := range []string{"edge", "rogue", "strict"} {
 		deleted(t, dc, mgmt, name)
+	}
+}
+
+// TestManagedClusterExpansionUp runs a ManagedCluster's up for real, with
+// action.Up (the controller's own runner) on the local provider, allowed for
+// the test: its expansion, pulled from a registry on loopback, skips the
+// provider's step node-routes under spec.expansionSite.allow and runs an
+// afterInstall hook, which gets a KUBECONFIG reaching the cluster being
+// built, the one the ManagedCluster then publishes. Deleting it runs down.
+func TestManagedClusterExpansionUp(t *testing.T) {
+	rc := testcluster.RESTConfig(t)
+	cs := testcluster.Client(t)
+	dc := dynamic.NewForConfigOrDie(rc)
+	installCRDs(t, rc)
+	const mgmt = "ctrl-mcexpup"
+	namespace(t, cs, mgmt)
+	host := loopbackRegistry(t)
+	trusted, trustedPub := signer(t)
+	ref := "oci://" + host + "/expansions/site:1.0.0"
+	pushExpansionFiles(t, trusted, ref, map[string]string{
+		"expansion.yaml": `apiVersion: kubeplug.dev/v1alpha1
+kind: Expansion
+metadata: {name: site, version: 1.0.0}
+spec:
+  skipSteps: [provider/node-routes]
+  hooks:
+  - {name: mark, at: afterInstall, script: hooks/mark.sh}
+`,
+		"hooks/mark.sh": "#!/bin/sh\ncp \"$KUBECONFIG\" \"$KP_TEST_MARK\"\n",
+	})
+	mark := filepath.Join(t.TempDir(), "hook.kubeconfig")
+	t.Setenv("KP_TEST_MARK", mark)
+	if _, err := cs.CoreV1().ConfigMaps(mgmt).Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "site-keys", Namespace: mgmt}, Data: map[string]string{"site.pub": string(trustedPub)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startClusterController(t, rc, nil, func(o *controller.Options) {
+		o.ClusterRunner, o.ClusterProviders, o.Action = nil, []string{"local"}, &action.Config{}
+	})
+	create(t, dc, mclGVR, mgmt, `apiVersion: kubeplug.dev/v1alpha1
+kind: ManagedCluster
+metadata: {name: loc}
+spec:
+  expansions: [{ref: "`+ref+`", verifyKeys: site-keys}]
+  expansionSite:
+    allow: {skipSteps: [provider/node-routes]}
+  clusterFile: |
+    apiVersion: kubeplug.dev/v1alpha1
+    kind: Cluster
+    metadata: {name: loc}
+    spec:
+      kubernetesVersion: 1.37.1
+      provider: {local: {}}
+      nodePools: [{name: workers, count: 1}]
+      plugins:
+        enabled: [{name: control-plane}]
+`)
+	// Down, even when the test fails: the cluster's processes are the
+	// controller's children. (t.Context is done when cleanups run.)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := dc.Resource(mclGVR).Namespace(mgmt).Delete(ctx, "loc", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete ManagedCluster loc: %v", err)
+			return
+		}
+		for ctx.Err() == nil {
+			if _, err := dc.Resource(mclGVR).Namespace(mgmt).Get(ctx, "loc", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+		t.Errorf("ManagedCluster loc not gone (down not done) after 3 min")
+	})
+	waitFor(t, 5*time.Minute, "ManagedCluster loc Ready", func() (bool, string) {
+		u, err := dc.Resource(mclGVR).Namespace(mgmt).Get(t.Context(), "loc", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		st, reason, msg := condition(u, "Ready")
+		if f, _, fmsg := condition(u, "Failed"); f == "True" {
+			t.Fatalf("Failed: %s", fmsg)
+		}
+		return st == "True", reason + ": " + msg
+	})
+	u, err := dc.Resource(mclGVR).Namespace(mgmt).Get(t.Context(), "loc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exps, _, _ := unstructured.NestedSlice(u.Object, "status", "expansions")
+	if got := fmt.Sprint(exps); len(exps) != 1 || !strings.Contains(got, "skips:[step provider/node-routes]") {
+		t.Errorf("status.expansions = %s", got)
+	}
+	// The hook's KUBECONFIG reaches the cluster published, and only it.
+	hook, err := clientcmd.LoadFromFile(mark)
+	if err != nil {
+		t.Fatalf("the afterInstall hook did not run: %v", err)
+	}
+	sec, err := cs.CoreV1().Secrets(mgmt).Get(t.Context(), "loc-kubeconfig", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	published, err := clientcmd.Load(sec.Data["kubeconfig"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := func(c *clientcmdapi.Config) string {
+		if ctx := c.Contexts[c.CurrentContext]; ctx != nil && c.Clusters[ctx.Cluster] != nil {
+			return c.Clusters[ctx.Cluster].Server
+		}
+		return ""
+	}
+	if len(hook.Clusters) != 1 || server(hook) == "" || server(hook) != server(published) {
+		t.Errorf("the hook's KUBECONFIG reaches %q (%d clusters); the published kubeconfig %q", server(hook), len(hook.Clusters), server(published))
 	}
 }
