@@ -43,6 +43,10 @@ type ExpansionUse struct {
 	SiteRegistry string
 	// SiteRegistryPlainHTTP talks plain HTTP to the site registry.
 	SiteRegistryPlainHTTP bool
+	// SiteRegistryRemote are options of every request to the site registry
+	// (the controller's: its CA and credentials, read from Secrets). Empty:
+	// the defaults (the system's CAs, anonymous).
+	SiteRegistryRemote []remote.Option
 }
 
 // expansions is a run's use of its expansions: the hook points of the pipeline
@@ -412,7 +416,7 @@ func (r *run) siteHas(ctx context.Context, img string) bool {
 	if err != nil {
 		return false
 	}
-	_, err = remote.Head(ref, remote.WithContext(ctx))
+	_, err = remote.Head(ref, append(slices.Clone(use.SiteRegistryRemote), remote.WithContext(ctx))...)
 	return err == nil
 }
 
@@ -450,7 +454,7 @@ func (r *run) pushExpansionImages(ctx context.Context) diag.List {
 		r.log().Info("expansions' images not pushed: no --site-registry, and the provider runs no registry the nodes pull from")
 		return l
 	}
-	opts := expansion.PushOptions{Insecure: use.SiteRegistryPlainHTTP}
+	opts := expansion.PushOptions{Insecure: use.SiteRegistryPlainHTTP, Remote: use.SiteRegistryRemote}
 	pushed, err := x.set.PushImages(ctx, use.SiteRegistry, opts)
 	if err != nil {
 		l.Errorf("", 0, 0, "", "pushing the expansions' images to the site registry %s: %v", use.SiteRegistry, err)

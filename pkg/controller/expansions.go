@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
+	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/expansion"
 	"github.com/kubeplug/kubeplug/pkg/oci"
@@ -35,28 +36,42 @@ type passing struct {
 	suspendedBy string
 	// stamp identifies what is passed, for the installation's digest.
 	stamp string
+	// site is the site registry's use (address, CA, credentials), for the
+	// run's action.ExpansionUse.
+	site action.ExpansionUse
+	// allow is the site's allowlist (nil allows everything), at allowField
+	// of allowWhere.
+	allow                  *v1alpha1.ExpansionAllow
+	allowWhere, allowField string
 }
 
 // passingOf reads the keys an installation's spec.expansions name, or says
 // that pass-through is suspended, by the installation or by its target.
 func (c *Controller) passingOf(ctx context.Context, cl client.Client, ns string, spec *ctrlv1.PluginInstallationSpec, tg *target) (*passing, unpacks, error) {
-	p := &passing{}
-	if len(spec.Expansions) == 0 {
-		return p, nil, nil
-	}
+	suspendedBy := ""
 	switch {
 	case spec.SuspendExpansions:
-		p.suspendedBy = "spec.suspendExpansions of the installation"
+		suspendedBy = "spec.suspendExpansions of the installation"
 	case tg.object != nil && tg.object.Spec.SuspendExpansions:
-		p.suspendedBy = fmt.Sprintf("spec.suspendExpansions of TargetCluster %s/%s", tg.object.Namespace, tg.object.Name)
+		suspendedBy = fmt.Sprintf("spec.suspendExpansions of TargetCluster %s/%s", tg.object.Namespace, tg.object.Name)
 	}
-	if p.suspendedBy != "" {
-		p.stamp = "suspended"
+	return c.passingRefs(ctx, cl, ns, spec.Expansions, suspendedBy, sitePolicy{site: spec.ExpansionSite, where: "the installation"})
+}
+
+// passingRefs reads the keys and the site of refs, a resource's
+// spec.expansions, unless suspendedBy says pass-through is suspended.
+func (c *Controller) passingRefs(ctx context.Context, cl client.Client, ns string, refs []ctrlv1.ExpansionRef, suspendedBy string, sp sitePolicy) (*passing, unpacks, error) {
+	p := &passing{}
+	if len(refs) == 0 {
+		return p, nil, nil
+	}
+	if suspendedBy != "" {
+		p.suspendedBy, p.stamp = suspendedBy, "suspended"
 		return p, nil, nil
 	}
 	var pending unpacks
 	var stamp strings.Builder
-	for i, e := range spec.Expansions {
+	for i, e := range refs {
 		field := fmt.Sprintf("spec.expansions[%d]", i)
 		if _, err := oci.ParseRef(e.Ref); err != nil {
 			return nil, nil, specErrorf("%s.ref: %v", field, err)
@@ -78,7 +93,11 @@ func (c *Controller) passingOf(ctx context.Context, cl client.Client, ns string,
 		p.keyMaps = append(p.keyMaps, ns+"/"+cm.Name)
 		fmt.Fprintf(&stamp, "%s keys=%s@%s\n", e.Ref, cm.Name, cm.ResourceVersion)
 	}
-	p.stamp = stamp.String()
+	siteStamp, err := c.siteOf(ctx, cl, ns, sp, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.stamp = stamp.String() + siteStamp
 	return p, pending, nil
 }
 
@@ -118,13 +137,17 @@ func (c *Controller) pull(ctx context.Context, p *passing, target string) (actio
 		if pulled.Digest != "" && pulled.Digest != v.Digest {
 			return use, nil, specErrorf("%s: expansion %s from %s has digest %s, but the artifact announces %s", field, pkg.Name(), e.Ref, v.Digest, pulled.Digest)
 		}
+		if al := pkg.CheckAllowedAt(p.allow, p.allowWhere, p.allowField); al.HasFatal() {
+			return use, nil, specErrorf("%s: expansion %s from %s is refused: %s", field, pkg.Name(), e.Ref, strings.TrimSpace(al.Err().Error()))
+		}
 		use.Dirs = append(use.Dirs, dir)
 		use.Keys = append(use.Keys, p.keys[i]...)
 		applied = append(applied, ctrlv1.AppliedExpansion{
 			Ref: e.Ref, Manifest: pulled.Manifest, Name: pkg.Manifest.Metadata.Name, Version: pkg.Manifest.Metadata.Version,
-			Digest: v.Digest, SignedBy: v.KeyID, Target: target,
+			Digest: v.Digest, SignedBy: v.KeyID, Target: target, Skips: skipsOf(pkg),
 		})
 	}
+	use.SiteRegistry, use.SiteRegistryPlainHTTP, use.SiteRegistryRemote = p.site.SiteRegistry, p.site.SiteRegistryPlainHTTP, p.site.SiteRegistryRemote
 	return use, applied, nil
 }
 

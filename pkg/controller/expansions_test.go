@@ -28,17 +28,36 @@ import (
 // from-site, signed with key, and pushes it to ref.
 func pushExpansion(t *testing.T, prefix string, key *sign.Signer, ref string) {
 	t.Helper()
-	src := t.TempDir()
-	manifest := `apiVersion: kubeplug.dev/v1alpha1
+	pushExpansionWith(t, prefix, key, ref, "")
+}
+
+// pushExpansionWith is pushExpansion with more of the manifest's spec (YAML
+// lines indented by two spaces).
+func pushExpansionWith(t *testing.T, prefix string, key *sign.Signer, ref, spec string) {
+	t.Helper()
+	pushExpansionFiles(t, key, ref, map[string]string{"expansion.yaml": `apiVersion: kubeplug.dev/v1alpha1
 kind: Expansion
 metadata: {name: site, version: 1.0.0}
 spec:
   overrides:
     plugins:
       ` + prefix + `app: {message: from-site}
-`
-	if err := os.WriteFile(filepath.Join(src, "expansion.yaml"), []byte(manifest), 0o644); err != nil {
-		t.Fatal(err)
+` + spec})
+}
+
+// pushExpansionFiles packs the expansion of files (expansion.yaml and what
+// it names), signed with key, and pushes it to ref.
+func pushExpansionFiles(t *testing.T, key *sign.Signer, ref string, files map[string]string) {
+	t.Helper()
+	src := t.TempDir()
+	for name, text := range files {
+		path := filepath.Join(src, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out := filepath.Join(t.TempDir(), "site.tar")
 	if _, l := expansion.Create(t.Context(), src, out, expansion.CreateOptions{Signer: key}); l.HasFatal() {

@@ -125,9 +125,7 @@ func installationRefs(o client.Object) []string {
 	for _, d := range spec.DependsOn {
 		out = append(out, ref("PluginInstallation", d))
 	}
-	for _, e := range spec.Expansions {
-		out = append(out, ref("ConfigMap", e.VerifyKeys))
-	}
+	out = append(out, expansionRefs(spec.Expansions, spec.ExpansionSite)...)
 	for _, p := range spec.Plugins {
 		for _, vf := range p.ValuesFrom {
 			switch {

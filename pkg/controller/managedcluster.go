@@ -88,6 +88,9 @@ type ClusterRun struct {
 	Options []provider.Option
 	// Events receives the provider's progress.
 	Events func(provider.Event)
+	// Expansions are merged into up as `kubeplug up --expansion-dir` merges
+	// them (the ManagedCluster's spec.expansions, pulled and verified).
+	Expansions action.ExpansionUse
 }
 
 // actionRunner runs up and down with the actions of the CLI.
@@ -95,6 +98,7 @@ type actionRunner struct{ cfg *action.Config }
 
 func (a actionRunner) Up(ctx context.Context, cl *config.Cluster, run ClusterRun) ([]byte, error) {
 	cfg := *a.cfg
+	cfg.Expansions = run.Expansions
 	u := action.NewUp(&cfg)
 	u.StateDir, u.ProviderOptions, u.ProviderEvents = run.StateDir, run.Options, run.Events
 	res, l := u.Run(ctx, cl)
@@ -182,7 +186,7 @@ func managedClusterRefs(o client.Object) []string {
 	if s := mc.Spec.SSHKeySecret; s != nil {
 		out = append(out, ref("Secret", s.Name))
 	}
-	return out
+	return append(out, expansionRefs(mc.Spec.Expansions, mc.Spec.ExpansionSite)...)
 }
 
 // kubeconfigSecretName is the Secret a ManagedCluster's kubeconfig is
@@ -210,12 +214,15 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if !obj.DeletionTimestamp.IsZero() {
 		return r.remove(ctx, obj)
 	}
-	in, err := r.inputs(ctx, obj)
+	in, err := r.upInputs(ctx, obj)
 	if err != nil {
 		return r.refused(obj, err)
 	}
 	if in.digest == st.AppliedDigest && meta.IsStatusConditionTrue(st.Conditions, "Ready") {
 		return reconcile.Result{}, nil // up to date: an up is not repeated for nothing
+	}
+	if err := r.pullExpansions(ctx, obj, in); err != nil {
+		return r.expansionRefused(obj, err), nil
 	}
 	r.clusterCondition(obj, "Provisioning", ReasonProvisioning, "running up on the "+providerOf(in.cluster)+" provider")
 	machines := newMachineTracker(in.cluster, st.Machines, false)
@@ -246,7 +253,7 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	st.KubernetesVersion = in.cluster.KubernetesVersion.String()
 	st.KubeconfigSecret = kubeconfigSecretName(obj.Name)
 	r.clusterCondition(obj, "Ready", ReasonProvisioned, fmt.Sprintf("the cluster is up (Kubernetes %s); its kubeconfig is in Secret %s and TargetCluster %s targets it",
-		st.KubernetesVersion, st.KubeconfigSecret, obj.Name))
+		st.KubernetesVersion, st.KubeconfigSecret, obj.Name)+upExpansions(obj, in))
 	return reconcile.Result{}, nil
 }
 
@@ -326,12 +333,14 @@ type clusterInputs struct {
 	options  []provider.Option
 	// digest identifies the cluster file, the key and the options.
 	digest string
+	// expansions are spec.expansions' (nil when inputs were read for down).
+	expansions *clusterExpansions
 }
 
 func (in *clusterInputs) run(log interface {
 	Info(msg string, args ...any)
 }, machines *machineTracker) ClusterRun {
-	return ClusterRun{StateDir: in.stateDir, Options: in.options, Events: func(e provider.Event) {
+	return ClusterRun{StateDir: in.stateDir, Options: in.options, Expansions: in.expansionsUse(), Events: func(e provider.Event) {
 		log.Info("provider", "step", e.Step, "node", e.Node, "message", e.Message)
 		machines.event(e)
 	}}

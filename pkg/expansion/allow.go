@@ -15,18 +15,24 @@ import (
 // Each refusal is an error at its field of the package's expansion.yaml, naming
 // the expansion, what it skips and where the allowlist is.
 func (p *Package) CheckAllowed(allow *v1alpha1.ExpansionAllow, policy string) diag.List {
+	return p.CheckAllowedAt(allow, policy, "spec.expansions.allow")
+}
+
+// CheckAllowedAt is [Package.CheckAllowed] with the allowlist at field of
+// policy (the controller's spec.expansionSite.allow of a resource).
+func (p *Package) CheckAllowedAt(allow *v1alpha1.ExpansionAllow, policy, field string) diag.List {
 	var l diag.List
 	if allow == nil || p.Manifest == nil {
 		return l
 	}
 	name := p.Manifest.Metadata.Name
 	s := p.Manifest.Spec
-	refuse := func(ptr, what, entry, field string, allowed []string) {
-		list := "it allows none"
+	refuse := func(ptr, what, entry, list string, allowed []string) {
+		says := "it allows none"
 		if len(allowed) > 0 {
-			list = "it allows " + strings.Join(allowed, ", ")
+			says = "it allows " + strings.Join(allowed, ", ")
 		}
-		p.doc.Errorf(&l, ptr, "expansion %s %s %s, which the site's allowlist does not allow (%s: spec.expansions.allow.%s; %s)", name, what, entry, policy, field, list)
+		p.doc.Errorf(&l, ptr, "expansion %s %s %s, which the site's allowlist does not allow (%s: %s.%s; %s)", name, what, entry, policy, field, list, says)
 	}
 	for i, st := range s.SkipSteps {
 		if !allowed(allow.SkipSteps, st) {

@@ -63,6 +63,10 @@ type PluginInstallationSpec struct {
 	// apply runs without them, which returns the cluster to the default. A
 	// rollout sets it for all its clusters in its template.
 	SuspendExpansions bool `json:"suspendExpansions,omitempty"`
+	// ExpansionSite is the site registry and the allowlist the expansions of
+	// spec.expansions are merged with (as --site-registry and the cluster
+	// file's spec.expansions.allow).
+	ExpansionSite *ExpansionSite `json:"expansionSite,omitempty"`
 }
 
 // ExpansionRef is an expansion in an OCI registry, as `kubeplug expansion
@@ -157,8 +161,12 @@ type AppliedExpansion struct {
 	// SignedBy is the ID of the key whose signature verified it.
 	SignedBy string `json:"signedBy,omitempty"`
 	// Target is the TargetCluster it was applied to; empty: the controller's
-	// own cluster.
+	// own cluster. For a ManagedCluster, the ManagedCluster.
 	Target string `json:"target,omitempty"`
+	// Skips are the steps and checks it skips or delegates, as its manifest
+	// says and the site's allowlist allowed: "step NAME", "check
+	// PLUGIN/CHECK", "check PLUGIN/CHECK delegated to operator OPERATOR".
+	Skips []string `json:"skips,omitempty" jsonschema:"maxItems=64"`
 }
 
 // PluginState is one installed plugin.

@@ -52,6 +52,18 @@ type ManagedClusterSpec struct {
 	// DeletionPolicy says what deleting the resource does: Delete (the
 	// default) runs `kubeplug down` on the cluster; Retain leaves it running.
 	DeletionPolicy string `json:"deletionPolicy,omitempty" jsonschema:"enum=,enum=Delete,enum=Retain"`
+	// Expansions are expansion packages pulled from OCI references, verified
+	// against their keys (a ConfigMap of the resource's namespace) and merged
+	// into every up of the cluster, as `kubeplug up --expansion-dir` merges
+	// them: an expansion signed by no key of its ConfigMap is refused
+	// (Stalled, reason ExpansionRefused) and up does not run.
+	Expansions []ExpansionRef `json:"expansions,omitempty" jsonschema:"maxItems=8"`
+	// SuspendExpansions runs up without spec.expansions.
+	SuspendExpansions bool `json:"suspendExpansions,omitempty"`
+	// ExpansionSite is the site registry and the allowlist the expansions
+	// are merged with; the cluster file's own spec.expansions.allow is used
+	// when this sets none (setting both is refused).
+	ExpansionSite *ExpansionSite `json:"expansionSite,omitempty"`
 }
 
 // ManagedClusterStatus is what the controller last did with the cluster.
@@ -79,6 +91,9 @@ type ManagedClusterStatus struct {
 	// provider's progress last reported for it: the events `kubeplug up`'s
 	// live display shows, not a query of the machines.
 	Machines []MachineStatus `json:"machines,omitempty" jsonschema:"maxItems=1000"`
+	// Expansions are the expansions the last successful up merged, with the
+	// steps and checks they skipped or delegated: empty when it merged none.
+	Expansions []AppliedExpansion `json:"expansions,omitempty" jsonschema:"maxItems=8"`
 }
 
 // The phases of a ManagedCluster's machine.
