@@ -178,16 +178,55 @@ func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
 		if out, ok := s.shared.all(); ok {
 			return out, nil // what the store knows is the shared view: knownHeads
 		}
-		s.shared.begin()
-		out, err := s.listHeads(ctx, plugin)
-		if err != nil {
-			s.shared.end(nil)
-			return nil, err
-		}
-		s.shared.end(out)
-		return out, nil
+		return s.fill(ctx)
 	}
 	return s.listHeads(ctx, plugin)
+}
+
+// fill lists every head and legacy inventory into the shared view, and
+// returns the heads.
+func (s *Secrets) fill(ctx context.Context) ([]*Record, error) {
+	s.shared.begin()
+	out, err := s.listHeads(ctx, "")
+	var legacy []*Record
+	if err == nil {
+		legacy, err = s.listLegacy(ctx)
+	}
+	if err != nil {
+		s.shared.end(nil, nil)
+		return nil, err
+	}
+	s.shared.end(out, legacy)
+	return out, nil
+}
+
+// HistoriesFor is Histories of the named plugins and of every plugin whose
+// newest revision is owner's (the CLI's: ""). On shared heads it reads those
+// plugins' records only, from the shared view, listing nothing once that is
+// filled: what one installation's apply reads of a cluster holding thousands.
+func (s *Secrets) HistoriesFor(ctx context.Context, owner string, plugins []string) (map[string][]*Record, error) {
+	for range 2 {
+		if s.shared == nil {
+			break
+		}
+		if hs, ok := s.shared.histories(owner, plugins); ok {
+			return hs, nil
+		}
+		if _, err := s.fill(ctx); err != nil {
+			return nil, err
+		}
+	}
+	all, err := s.Histories(ctx) // no shared view, or one invalidated meanwhile
+	if err != nil {
+		return nil, err
+	}
+	hs := map[string][]*Record{}
+	for p, h := range all {
+		if h[len(h)-1].Owner == owner || slices.Contains(plugins, p) {
+			hs[p] = h
+		}
+	}
+	return hs, nil
 }
 
 // listHeads is heads from a LIST.
@@ -333,13 +372,17 @@ func (s *Secrets) migrate(ctx context.Context, r *Record) error {
 }
 
 func (s *Secrets) deleteLegacy(ctx context.Context, plugin string) error {
-	return s.c.Retry(ctx, func(ctx context.Context) error {
+	err := s.c.Retry(ctx, func(ctx context.Context) error {
 		err := s.c.Core.CoreV1().ConfigMaps(s.namespace).Delete(ctx, legacyInventoryName(plugin), metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return err
 	})
+	if err == nil {
+		s.shared.dropLegacy(plugin)
+	}
+	return err
 }
 
 // Write stores a revision. With objects, it encodes them and keeps them in the
@@ -791,8 +834,22 @@ func (s *Secrets) Histories(ctx context.Context) (map[string][]*Record, error) {
 	for _, r := range recs {
 		hs[r.Plugin] = append(hs[r.Plugin], r) // sorted by plugin and revision
 	}
+	legacy, err := s.listLegacy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range legacy {
+		if hs[r.Plugin] == nil {
+			hs[r.Plugin] = []*Record{r}
+		}
+	}
+	return hs, nil
+}
+
+// listLegacy lists the ConfigMap inventories of an older kubeplug.
+func (s *Secrets) listLegacy(ctx context.Context) ([]*Record, error) {
 	var list *corev1.ConfigMapList
-	err = s.c.Retry(ctx, func(ctx context.Context) error {
+	err := s.c.Retry(ctx, func(ctx context.Context) error {
 		var err error
 		list, err = s.c.Core.CoreV1().ConfigMaps(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelInventory + "=true"})
 		return err
@@ -800,18 +857,17 @@ func (s *Secrets) Histories(ctx context.Context) (map[string][]*Record, error) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("list inventories: %w", err)
 	}
+	var out []*Record
 	if list != nil {
 		for i := range list.Items {
 			r, err := decodeLegacy(&list.Items[i])
 			if err != nil {
 				return nil, err
 			}
-			if hs[r.Plugin] == nil {
-				hs[r.Plugin] = []*Record{r}
-			}
+			out = append(out, r)
 		}
 	}
-	return hs, nil
+	return out, nil
 }
 
 // Delete removes every revision of a plugin (heads first, so that no reader sees a

@@ -1,6 +1,9 @@
 package state
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Heads is one namespace's record heads, decoded, shared by the Secrets stores
 // of many runs against the same cluster (a controller's applies): the first
@@ -24,22 +27,33 @@ type Heads struct {
 	mu    sync.Mutex
 	valid bool
 	// recs holds each head by name; sorted is them by plugin and revision,
-	// nil when it must be sorted again.
+	// nil when it must be sorted again (only a read of every head needs it).
 	recs   map[string]*Record
 	sorted []*Record
-	// byPlugin holds each plugin's part of sorted, made with it.
+	// byPlugin holds each plugin's heads by revision, and byOwner the plugins
+	// whose newest head is the owner's ("" the CLI's): both kept current by
+	// every write and delete, so that a run reads its own plugins without
+	// copying or sorting every head of the cluster.
 	byPlugin map[string][]*Record
+	byOwner  map[string]map[string]bool
+	// legacy holds the ConfigMap inventories of an older kubeplug, listed with
+	// the heads, by plugin; deleting one drops it.
+	legacy map[string]*Record
 	// listing counts the LISTs in flight; pending holds what was written (a
 	// record) or deleted (nil) meanwhile, by head name, which a LIST that
 	// began before may not show.
 	listing int
 	pending map[string]*Record
+	// pendingLegacy names the legacy inventories deleted meanwhile.
+	pendingLegacy []string
 	// lists counts the LISTs made.
 	lists int
 }
 
 // NewHeads returns an empty shared view: its first read lists.
-func NewHeads() *Heads { return &Heads{recs: map[string]*Record{}} }
+func NewHeads() *Heads {
+	return &Heads{recs: map[string]*Record{}, byPlugin: map[string][]*Record{}, byOwner: map[string]map[string]bool{}}
+}
 
 // Invalidate makes the next read list the heads again.
 func (h *Heads) Invalidate() {
@@ -78,11 +92,91 @@ func (h *Heads) of(plugin string) (out []*Record, ok bool) {
 	if !h.valid {
 		return nil, false
 	}
-	h.sort()
 	return shallow(h.byPlugin[plugin]), true
 }
 
-// sort makes sorted and byPlugin, when a change dropped them.
+// histories returns shallow copies of the heads of plugins and of every
+// plugin whose newest head is owner's, by plugin, oldest first, with the
+// legacy inventories of those that have no head; ok is false when they must be
+// listed first. Its cost is that of the plugins it returns, whatever the
+// number of heads.
+func (h *Heads) histories(owner string, plugins []string) (out map[string][]*Record, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.valid {
+		return nil, false
+	}
+	out = map[string][]*Record{}
+	add := func(p string) {
+		if _, done := out[p]; done {
+			return
+		}
+		if hs := h.byPlugin[p]; len(hs) > 0 {
+			out[p] = shallow(hs)
+		} else if r := h.legacy[p]; r != nil {
+			out[p] = shallow([]*Record{r})
+		}
+	}
+	for p := range h.byOwner[owner] {
+		add(p)
+	}
+	for p, r := range h.legacy {
+		if r.Owner == owner && len(h.byPlugin[p]) == 0 {
+			add(p)
+		}
+	}
+	for _, p := range plugins {
+		add(p)
+	}
+	return out, true
+}
+
+// index makes byPlugin and byOwner say what plugin's heads are now.
+func (h *Heads) index(plugin string) {
+	for o, ps := range h.byOwner {
+		if ps[plugin] {
+			delete(ps, plugin)
+			if len(ps) == 0 {
+				delete(h.byOwner, o)
+			}
+			break
+		}
+	}
+	hs := h.byPlugin[plugin]
+	if len(hs) == 0 {
+		delete(h.byPlugin, plugin)
+		return
+	}
+	o := hs[len(hs)-1].Owner
+	if h.byOwner[o] == nil {
+		h.byOwner[o] = map[string]bool{}
+	}
+	h.byOwner[o][plugin] = true
+}
+
+// setHead puts r (owned by h) in byPlugin in place of the head of its
+// revision, if any, and indexes its plugin.
+func (h *Heads) setHead(r *Record) {
+	hs := slices.DeleteFunc(slices.Clone(h.byPlugin[r.Plugin]), func(k *Record) bool { return k.Revision == r.Revision })
+	i, _ := slices.BinarySearchFunc(hs, r.Revision, func(k *Record, rev int) int { return k.Revision - rev })
+	h.byPlugin[r.Plugin] = slices.Insert(hs, i, r)
+	h.index(r.Plugin)
+}
+
+// dropLegacy forgets a plugin's legacy inventory, deleted.
+func (h *Heads) dropLegacy(plugin string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.legacy, plugin)
+	if h.pending != nil {
+		h.pendingLegacy = append(h.pendingLegacy, plugin)
+	}
+}
+
+// sort makes sorted, when a change dropped it.
 func (h *Heads) sort() {
 	if h.sorted != nil {
 		return
@@ -92,15 +186,6 @@ func (h *Heads) sort() {
 		h.sorted = append(h.sorted, r)
 	}
 	sortRecords(h.sorted)
-	h.byPlugin = map[string][]*Record{}
-	for i := 0; i < len(h.sorted); {
-		j := i + 1
-		for j < len(h.sorted) && h.sorted[j].Plugin == h.sorted[i].Plugin {
-			j++
-		}
-		h.byPlugin[h.sorted[i].Plugin] = h.sorted[i:j:j]
-		i = j
-	}
 }
 
 // shallow copies recs' records, in one allocation.
@@ -125,9 +210,10 @@ func (h *Heads) begin() {
 	h.listing++
 }
 
-// end closes a LIST begun; recs, when not nil, replace what is known, with
-// the writes and deletes made while it ran applied on top.
-func (h *Heads) end(recs []*Record) {
+// end closes a LIST begun; recs, when not nil, replace what is known (and
+// legacy the legacy inventories), with the writes and deletes made while it
+// ran applied on top.
+func (h *Heads) end(recs []*Record, legacy []*Record) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if recs != nil {
@@ -142,11 +228,39 @@ func (h *Heads) end(recs []*Record) {
 				h.recs[name] = r
 			}
 		}
+		h.legacy = make(map[string]*Record, len(legacy))
+		for _, r := range legacy {
+			h.legacy[r.Plugin] = r.Clone()
+		}
+		for _, p := range h.pendingLegacy {
+			delete(h.legacy, p)
+		}
+		h.reindex()
 		h.valid, h.sorted = true, nil
 		h.lists++
 	}
 	if h.listing--; h.listing == 0 {
-		h.pending = nil
+		h.pending, h.pendingLegacy = nil, nil
+	}
+}
+
+// reindex makes byPlugin and byOwner from recs.
+func (h *Heads) reindex() {
+	all := make([]*Record, 0, len(h.recs))
+	for _, r := range h.recs {
+		all = append(all, r)
+	}
+	sortRecords(all)
+	h.byPlugin, h.byOwner = map[string][]*Record{}, map[string]map[string]bool{}
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].Plugin == all[i].Plugin {
+			j++
+		}
+		p := all[i].Plugin
+		h.byPlugin[p] = slices.Clone(all[i:j])
+		h.index(p)
+		i = j
 	}
 }
 
@@ -159,6 +273,7 @@ func (h *Heads) put(r *Record) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.recs[name], h.sorted = r.Clone(), nil
+	h.setHead(h.recs[name])
 	if h.pending != nil {
 		h.pending[name] = h.recs[name]
 	}
@@ -171,9 +286,11 @@ func (h *Heads) drop(name string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.recs[name]; ok {
+	if r, ok := h.recs[name]; ok {
 		delete(h.recs, name)
 		h.sorted = nil
+		h.byPlugin[r.Plugin] = slices.DeleteFunc(slices.Clone(h.byPlugin[r.Plugin]), func(k *Record) bool { return k.Revision == r.Revision })
+		h.index(r.Plugin)
 	}
 	if h.pending != nil {
 		h.pending[name] = nil
