@@ -171,33 +171,37 @@ func gunzip(b []byte) ([]byte, error) {
 	return out.Bytes(), err
 }
 
+// headsPage is how many heads one request of a LIST of them reads.
+var headsPage int64 = 250
+
 // heads lists the record heads in the namespace, of one plugin or (plugin "") all,
 // and remembers them.
 func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
-	if plugin == "" && s.shared != nil {
+	for range 2 {
+		if plugin != "" || s.shared == nil {
+			break
+		}
 		if out, ok := s.shared.all(); ok {
 			return out, nil // what the store knows is the shared view: knownHeads
 		}
-		return s.fill(ctx)
+		if err := s.fill(ctx); err != nil {
+			return nil, err
+		}
 	}
-	return s.listHeads(ctx, plugin)
+	return s.listHeads(ctx, plugin) // or the shared view invalidated meanwhile
 }
 
-// fill lists every head and legacy inventory into the shared view, and
-// returns the heads.
-func (s *Secrets) fill(ctx context.Context) ([]*Record, error) {
-	s.shared.begin()
-	out, err := s.listHeads(ctx, "")
-	var legacy []*Record
-	if err == nil {
-		legacy, err = s.listLegacy(ctx)
-	}
-	if err != nil {
-		s.shared.end(nil, nil)
-		return nil, err
-	}
-	s.shared.end(out, legacy)
-	return out, nil
+// fill lists every head and legacy inventory into the shared view, unless
+// another store's fill did meanwhile.
+func (s *Secrets) fill(ctx context.Context) error {
+	return s.shared.fill(ctx, func() ([]*Record, []*Record, error) {
+		heads, err := s.listHeads(ctx, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		legacy, err := s.listLegacy(ctx)
+		return heads, legacy, err
+	})
 }
 
 // HistoriesFor is Histories of the named plugins and of every plugin whose
@@ -212,7 +216,7 @@ func (s *Secrets) HistoriesFor(ctx context.Context, owner string, plugins []stri
 		if hs, ok := s.shared.histories(owner, plugins); ok {
 			return hs, nil
 		}
-		if _, err := s.fill(ctx); err != nil {
+		if err := s.fill(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -235,36 +239,44 @@ func (s *Secrets) listHeads(ctx context.Context, plugin string) ([]*Record, erro
 	if plugin != "" {
 		sel += "," + kube.LabelPlugin + "=" + plugin
 	}
-	var list *corev1.SecretList
-	err := s.c.Retry(ctx, func(ctx context.Context) error {
-		var err error
-		list, err = s.c.Core.CoreV1().Secrets(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		if plugin == "" {
-			return nil, fmt.Errorf("list the release records in %s: %w", s.namespace, err)
-		}
-		return nil, fmt.Errorf("list the release records of %s: %w", plugin, err)
-	}
-	out := make([]*Record, 0, len(list.Items))
+	var out []*Record
 	inline := map[string]inlineObjects{}
-	for i := range list.Items {
-		sec := &list.Items[i]
-		if sec.Type != RecordType {
-			continue
+	// By pages: each decoded and let go before the next is read, so that
+	// reading thousands of heads holds one page of Secrets at a time.
+	opts := metav1.ListOptions{LabelSelector: sel, Limit: headsPage}
+	for {
+		var list *corev1.SecretList
+		err := s.c.Retry(ctx, func(ctx context.Context) error {
+			var err error
+			list, err = s.c.Core.CoreV1().Secrets(s.namespace).List(ctx, opts)
+			return err
+		})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
 		}
-		r, err := s.decodeHead(ctx, sec)
 		if err != nil {
-			return nil, err
+			if plugin == "" {
+				return nil, fmt.Errorf("list the release records in %s: %w", s.namespace, err)
+			}
+			return nil, fmt.Errorf("list the release records of %s: %w", plugin, err)
 		}
-		if r.Inline {
-			inline[sec.Name] = inlineObjects{digest: digestOf(sec.Data[objectsKey]), payload: sec.Data[objectsKey]}
+		for i := range list.Items {
+			sec := &list.Items[i]
+			if sec.Type != RecordType {
+				continue
+			}
+			r, err := s.decodeHead(ctx, sec)
+			if err != nil {
+				return nil, err
+			}
+			if r.Inline {
+				inline[sec.Name] = inlineObjects{digest: digestOf(sec.Data[objectsKey]), payload: bytes.Clone(sec.Data[objectsKey])}
+			}
+			out = append(out, r)
 		}
-		out = append(out, r)
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			break
+		}
 	}
 	sortRecords(out)
 	s.mu.Lock()

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"slices"
 	"sync"
 )
@@ -36,6 +37,7 @@ type Heads struct {
 	// copying or sorting every head of the cluster.
 	byPlugin map[string][]*Record
 	byOwner  map[string]map[string]bool
+	owner    map[string]string // plugin -> owner of its newest head
 	// legacy holds the ConfigMap inventories of an older kubeplug, listed with
 	// the heads, by plugin; deleting one drops it.
 	legacy map[string]*Record
@@ -44,6 +46,8 @@ type Heads struct {
 	// began before may not show.
 	listing int
 	pending map[string]*Record
+	// filling is held by the one fill listing.
+	filling chan struct{}
 	// pendingLegacy names the legacy inventories deleted meanwhile.
 	pendingLegacy []string
 	// lists counts the LISTs made.
@@ -52,7 +56,34 @@ type Heads struct {
 
 // NewHeads returns an empty shared view: its first read lists.
 func NewHeads() *Heads {
-	return &Heads{recs: map[string]*Record{}, byPlugin: map[string][]*Record{}, byOwner: map[string]map[string]bool{}}
+	return &Heads{recs: map[string]*Record{}, byPlugin: map[string][]*Record{}, byOwner: map[string]map[string]bool{}, owner: map[string]string{}, filling: make(chan struct{}, 1)}
+}
+
+// fill lists into h with list, unless h is valid: one LIST at a time, the
+// others waiting for it (the first reads after a restart, or after the lease
+// is taken anew, would each list every head at once otherwise: N workers
+// holding N copies of every head of the cluster).
+func (h *Heads) fill(ctx context.Context, list func() (heads, legacy []*Record, err error)) error {
+	select {
+	case h.filling <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-h.filling }()
+	h.mu.Lock()
+	valid := h.valid
+	h.mu.Unlock()
+	if valid {
+		return nil
+	}
+	h.begin()
+	heads, legacy, err := list()
+	if err != nil {
+		h.end(nil, nil)
+		return err
+	}
+	h.end(heads, legacy)
+	return nil
 }
 
 // Invalidate makes the next read list the heads again.
@@ -133,14 +164,12 @@ func (h *Heads) histories(owner string, plugins []string) (out map[string][]*Rec
 
 // index makes byPlugin and byOwner say what plugin's heads are now.
 func (h *Heads) index(plugin string) {
-	for o, ps := range h.byOwner {
-		if ps[plugin] {
-			delete(ps, plugin)
-			if len(ps) == 0 {
-				delete(h.byOwner, o)
-			}
-			break
+	if o, ok := h.owner[plugin]; ok {
+		delete(h.byOwner[o], plugin)
+		if len(h.byOwner[o]) == 0 {
+			delete(h.byOwner, o)
 		}
+		delete(h.owner, plugin)
 	}
 	hs := h.byPlugin[plugin]
 	if len(hs) == 0 {
@@ -148,6 +177,7 @@ func (h *Heads) index(plugin string) {
 		return
 	}
 	o := hs[len(hs)-1].Owner
+	h.owner[plugin] = o
 	if h.byOwner[o] == nil {
 		h.byOwner[o] = map[string]bool{}
 	}
@@ -251,7 +281,7 @@ func (h *Heads) reindex() {
 		all = append(all, r)
 	}
 	sortRecords(all)
-	h.byPlugin, h.byOwner = map[string][]*Record{}, map[string]map[string]bool{}
+	h.byPlugin, h.byOwner, h.owner = map[string][]*Record{}, map[string]map[string]bool{}, map[string]string{}
 	for i := 0; i < len(all); {
 		j := i + 1
 		for j < len(all) && all[j].Plugin == all[i].Plugin {

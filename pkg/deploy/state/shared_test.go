@@ -2,8 +2,10 @@ package state_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -150,5 +152,34 @@ func TestSharedHeadsByOwner(t *testing.T) {
 	}
 	if n := h.Lists(); n != 1 {
 		t.Errorf("the shared heads were listed %d times, want 1", n)
+	}
+	// After Invalidate, stores reading at once list once between them (the
+	// others wait for that LIST), by pages.
+	defer state.SetHeadsPage(1)()
+	for i := range 4 {
+		write(fmt.Sprint("p", i), "inst/z", 1)
+	}
+	h.Invalidate()
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	for i := range got {
+		wg.Go(func() {
+			o := state.NewSecrets(c, ns, 3)
+			o.ShareHeads(h)
+			hs, err := o.HistoriesFor(ctx, "inst/z", nil)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = strings.Join(slices.Sorted(maps.Keys(hs)), " ")
+		})
+	}
+	wg.Wait()
+	for i, g := range got {
+		if g != "p0 p1 p2 p3" {
+			t.Errorf("reader %d read %q, want p0 p1 p2 p3", i, g)
+		}
+	}
+	if n := h.Lists(); n != 2 {
+		t.Errorf("after Invalidate, 8 readers at once listed the heads %d times, want once", n-1)
 	}
 }
