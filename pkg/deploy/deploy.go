@@ -234,19 +234,20 @@ type Deployer struct {
 	// installed. nil when nothing was read ahead. The operation lease keeps other
 	// writers out while a run holds it; a Deployer is one run's.
 	// histAll says hist holds every plugin's; else it holds those of the
-	// plugins named and the owner's (state.OwnedHistories), and a plugin
-	// without an entry is read from the store.
-	histMu   sync.Mutex
-	hist     map[string][]*state.Record
-	histUsed map[string]bool
-	histAll  bool
+	// plugins histNamed names and the owner's (state.OwnedHistories), and
+	// another plugin without an entry is read from the store.
+	histMu    sync.Mutex
+	hist      map[string][]*state.Record
+	histUsed  map[string]bool
+	histAll   bool
+	histNamed []string
 }
 
 // history returns a plugin's newest revision and its history: from what the
 // run read at its start when it has it, else from the store.
 func (d *Deployer) history(ctx context.Context, plugin string) (*state.Record, []*state.Record, error) {
 	d.histMu.Lock()
-	if _, had := d.hist[plugin]; d.hist != nil && !d.histUsed[plugin] && (had || d.histAll) {
+	if _, had := d.hist[plugin]; d.hist != nil && !d.histUsed[plugin] && (had || d.histAll || slices.Contains(d.histNamed, plugin)) {
 		d.histUsed[plugin] = true
 		h := d.hist[plugin]
 		d.histMu.Unlock()
@@ -277,7 +278,7 @@ func (d *Deployer) readAhead(ctx context.Context, plugins []string) (hs map[stri
 		return nil, false, err
 	}
 	d.histMu.Lock()
-	d.hist, d.histUsed, d.histAll = hs, map[string]bool{}, !can
+	d.hist, d.histUsed, d.histAll, d.histNamed = hs, map[string]bool{}, !can, plugins
 	d.histMu.Unlock()
 	return hs, true, nil
 }
