@@ -194,13 +194,20 @@ func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
 // fill lists every head and legacy inventory into the shared view, unless
 // another store's fill did meanwhile.
 func (s *Secrets) fill(ctx context.Context) error {
-	return s.shared.fill(ctx, func() ([]*Record, []*Record, error) {
-		heads, err := s.listHeads(ctx, "")
-		if err != nil {
-			return nil, nil, err
+	return s.shared.fill(ctx, func() (l listed, err error) {
+		if l.heads, err = s.listHeads(ctx, ""); err != nil {
+			return listed{}, err
 		}
-		legacy, err := s.listLegacy(ctx)
-		return heads, legacy, err
+		if l.legacy, err = s.listLegacy(ctx); err != nil {
+			return listed{}, err
+		}
+		if l.chunks, err = s.listChunks(ctx); err != nil {
+			return listed{}, err
+		}
+		if l.heads == nil {
+			l.heads = []*Record{} // none: listed all the same
+		}
+		return l, nil
 	})
 }
 
@@ -538,13 +545,9 @@ func (s *Secrets) createChunk(ctx context.Context, r *Record, name string, data 
 	})
 	if err == nil {
 		s.mu.Lock()
-		if s.chunks != nil {
-			if s.chunks[r.Plugin] == nil {
-				s.chunks[r.Plugin] = map[string]bool{}
-			}
-			s.chunks[r.Plugin][name] = true
-		}
+		setChunk(s.chunks, r.Plugin, name, true)
 		s.mu.Unlock()
+		s.shared.chunk(r.Plugin, name, true)
 	}
 	return err
 }
@@ -697,36 +700,47 @@ func (s *Secrets) forget(r *Record) {
 
 func (s *Secrets) forgetChunk(plugin, name string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.chunks != nil {
 		delete(s.chunks[plugin], name)
 	}
+	s.mu.Unlock()
+	s.shared.chunk(plugin, name, false)
+}
+
+// listChunks lists every chunk Secret's name by plugin, by metadata only.
+func (s *Secrets) listChunks(ctx context.Context) (map[string]map[string]bool, error) {
+	var list *metav1.PartialObjectMetadataList
+	err := s.c.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		list, err = s.c.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(s.namespace).
+			List(ctx, metav1.ListOptions{LabelSelector: LabelOwner + "=kubeplug," + LabelPart + "=chunk"})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the release record chunks in %s: %w", s.namespace, err)
+	}
+	all := map[string]map[string]bool{}
+	for _, m := range list.Items {
+		setChunk(all, m.Labels[kube.LabelPlugin], m.Name, true)
+	}
+	return all, nil
 }
 
 // chunkNames is a plugin's chunk Secrets: the first call lists every plugin's
 // by metadata only (chunks are large), later ones use what the store knows.
 func (s *Secrets) chunkNames(ctx context.Context, plugin string) ([]string, error) {
-	s.mu.Lock()
-	listed := s.chunks != nil
-	s.mu.Unlock()
-	if !listed {
-		var list *metav1.PartialObjectMetadataList
-		err := s.c.Retry(ctx, func(ctx context.Context) error {
-			var err error
-			list, err = s.c.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(s.namespace).
-				List(ctx, metav1.ListOptions{LabelSelector: LabelOwner + "=kubeplug," + LabelPart + "=chunk"})
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list the release record chunks in %s: %w", s.namespace, err)
+	if s.shared != nil {
+		if names, ok := s.shared.chunksOf(plugin); ok {
+			return names, nil // kept current by every store's creates and deletes
 		}
-		all := map[string]map[string]bool{}
-		for _, m := range list.Items {
-			p := m.Labels[kube.LabelPlugin]
-			if all[p] == nil {
-				all[p] = map[string]bool{}
-			}
-			all[p][m.Name] = true
+	}
+	s.mu.Lock()
+	known := s.chunks != nil
+	s.mu.Unlock()
+	if !known {
+		all, err := s.listChunks(ctx)
+		if err != nil {
+			return nil, err
 		}
 		s.mu.Lock()
 		if s.chunks == nil {

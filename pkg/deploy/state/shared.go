@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -41,6 +42,10 @@ type Heads struct {
 	// legacy holds the ConfigMap inventories of an older kubeplug, listed with
 	// the heads, by plugin; deleting one drops it.
 	legacy map[string]*Record
+	// chunks holds every chunk Secret's name by plugin, listed (by metadata)
+	// with the heads, kept current by every store's creates and deletes: the
+	// cleanup after each write asks it instead of a LIST per run.
+	chunks map[string]map[string]bool
 	// listing counts the LISTs in flight; pending holds what was written (a
 	// record) or deleted (nil) meanwhile, by head name, which a LIST that
 	// began before may not show.
@@ -48,8 +53,10 @@ type Heads struct {
 	pending map[string]*Record
 	// filling is held by the one fill listing.
 	filling chan struct{}
-	// pendingLegacy names the legacy inventories deleted meanwhile.
+	// pendingLegacy names the legacy inventories deleted meanwhile, and
+	// pendingChunks the chunks created or deleted.
 	pendingLegacy []string
+	pendingChunks []chunkChange
 	// lists counts the LISTs made.
 	lists int
 }
@@ -63,7 +70,7 @@ func NewHeads() *Heads {
 // others waiting for it (the first reads after a restart, or after the lease
 // is taken anew, would each list every head at once otherwise: N workers
 // holding N copies of every head of the cluster).
-func (h *Heads) fill(ctx context.Context, list func() (heads, legacy []*Record, err error)) error {
+func (h *Heads) fill(ctx context.Context, list func() (listed, error)) error {
 	select {
 	case h.filling <- struct{}{}:
 	case <-ctx.Done():
@@ -77,13 +84,60 @@ func (h *Heads) fill(ctx context.Context, list func() (heads, legacy []*Record, 
 		return nil
 	}
 	h.begin()
-	heads, legacy, err := list()
+	l, err := list()
 	if err != nil {
-		h.end(nil, nil)
+		h.end(listed{})
 		return err
 	}
-	h.end(heads, legacy)
+	h.end(l)
 	return nil
+}
+
+// listed is what fills Heads: every head, legacy inventory and chunk name.
+type listed struct {
+	heads, legacy []*Record
+	chunks        map[string]map[string]bool
+}
+
+// chunksOf returns a plugin's chunk names, sorted; ok is false when they must
+// be listed first.
+func (h *Heads) chunksOf(plugin string) (out []string, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.valid || h.chunks == nil {
+		return nil, false
+	}
+	return slices.Sorted(maps.Keys(h.chunks[plugin])), true
+}
+
+// chunk records a chunk created (present) or deleted.
+func (h *Heads) chunk(plugin, name string, present bool) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	setChunk(h.chunks, plugin, name, present)
+	if h.pending != nil {
+		h.pendingChunks = append(h.pendingChunks, chunkChange{plugin, name, present})
+	}
+}
+
+type chunkChange struct {
+	plugin, name string
+	present      bool
+}
+
+func setChunk(chunks map[string]map[string]bool, plugin, name string, present bool) {
+	switch {
+	case chunks == nil:
+	case present && chunks[plugin] == nil:
+		chunks[plugin] = map[string]bool{name: true}
+	case present:
+		chunks[plugin][name] = true
+	default:
+		delete(chunks[plugin], name)
+	}
 }
 
 // Invalidate makes the next read list the heads again.
@@ -243,7 +297,8 @@ func (h *Heads) begin() {
 // end closes a LIST begun; recs, when not nil, replace what is known (and
 // legacy the legacy inventories), with the writes and deletes made while it
 // ran applied on top.
-func (h *Heads) end(recs []*Record, legacy []*Record) {
+func (h *Heads) end(l listed) {
+	recs, legacy := l.heads, l.legacy
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if recs != nil {
@@ -265,12 +320,16 @@ func (h *Heads) end(recs []*Record, legacy []*Record) {
 		for _, p := range h.pendingLegacy {
 			delete(h.legacy, p)
 		}
+		h.chunks = l.chunks
+		for _, c := range h.pendingChunks {
+			setChunk(h.chunks, c.plugin, c.name, c.present)
+		}
 		h.reindex()
 		h.valid, h.sorted = true, nil
 		h.lists++
 	}
 	if h.listing--; h.listing == 0 {
-		h.pending, h.pendingLegacy = nil, nil
+		h.pending, h.pendingLegacy, h.pendingChunks = nil, nil, nil
 	}
 }
 
