@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/Masterminds/semver/v3"
 	"sigs.k8s.io/yaml"
@@ -60,15 +61,18 @@ type Table struct {
 	Artifacts []Artifact `json:"artifacts"`
 }
 
-// Default is the embedded table. Parse errors are a build defect, caught by the
-// package's tests.
-func Default() *Table {
+// Default is the embedded table, parsed once and shared by every caller (an
+// apply asks for it; a controller runs thousands): read it, never change it.
+// Parse errors are a build defect, caught by the package's tests.
+func Default() *Table { return defaultTable() }
+
+var defaultTable = sync.OnceValue(func() *Table {
 	t, err := Parse(versionsYAML)
 	if err != nil {
 		panic(fmt.Sprintf("%s: %v", File, err))
 	}
 	return t
-}
+})
 
 // Parse reads and checks a table: every version strict semver and listed once,
 // every artifact with a URL and a known checksum algorithm and kind.

@@ -233,16 +233,21 @@ type Deployer struct {
 	// it), after which the store is read again; a plugin without an entry was not
 	// installed. nil when nothing was read ahead. The operation lease keeps other
 	// writers out while a run holds it; a Deployer is one run's.
-	histMu   sync.Mutex
-	hist     map[string][]*state.Record
-	histUsed map[string]bool
+	// histAll says hist holds every plugin's; else it holds those of the
+	// plugins histNamed names and the owner's (state.OwnedHistories), and
+	// another plugin without an entry is read from the store.
+	histMu    sync.Mutex
+	hist      map[string][]*state.Record
+	histUsed  map[string]bool
+	histAll   bool
+	histNamed []string
 }
 
 // history returns a plugin's newest revision and its history: from what the
 // run read at its start when it has it, else from the store.
 func (d *Deployer) history(ctx context.Context, plugin string) (*state.Record, []*state.Record, error) {
 	d.histMu.Lock()
-	if d.hist != nil && !d.histUsed[plugin] {
+	if _, had := d.hist[plugin]; d.hist != nil && !d.histUsed[plugin] && (had || d.histAll || slices.Contains(d.histNamed, plugin)) {
 		d.histUsed[plugin] = true
 		h := d.hist[plugin]
 		d.histMu.Unlock()
@@ -255,18 +260,25 @@ func (d *Deployer) history(ctx context.Context, plugin string) (*state.Record, [
 	return state.Latest(ctx, d.store, plugin)
 }
 
-// readAhead reads every plugin's history at once, when the store can, for
+// readAhead reads at once the histories of plugins and of the owner's (when
+// the store can read those only), else every plugin's (when it can), for
 // history to serve; ok is false when it cannot.
-func (d *Deployer) readAhead(ctx context.Context) (hs map[string][]*state.Record, ok bool, err error) {
-	all, can := d.store.(state.AllHistories)
-	if !can {
+func (d *Deployer) readAhead(ctx context.Context, plugins []string) (hs map[string][]*state.Record, ok bool, err error) {
+	some, can := d.store.(state.OwnedHistories)
+	all, canAll := d.store.(state.AllHistories)
+	switch {
+	case can:
+		hs, err = some.HistoriesFor(ctx, d.opts.Owner, plugins)
+	case canAll:
+		hs, err = all.Histories(ctx)
+	default:
 		return nil, false, nil
 	}
-	if hs, err = all.Histories(ctx); err != nil {
+	if err != nil {
 		return nil, false, err
 	}
 	d.histMu.Lock()
-	d.hist, d.histUsed = hs, map[string]bool{}
+	d.hist, d.histUsed, d.histAll, d.histNamed = hs, map[string]bool{}, !can, plugins
 	d.histMu.Unlock()
 	return hs, true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -92,7 +93,7 @@ func (d *Deployer) CheckDowngrade(ctx context.Context, plugin, version string) e
 func (d *Deployer) CheckDowngrades(ctx context.Context, versions map[string]string) error {
 	// The histories read here serve the run's waves too (history), so that a
 	// plugin's wave does not read its records again.
-	hs, ok, err := d.readAhead(ctx)
+	hs, ok, err := d.readAhead(ctx, slices.Sorted(maps.Keys(versions)))
 	var recs []*Record
 	switch {
 	case err != nil:
@@ -136,7 +137,16 @@ func (d *Deployer) Owned(ctx context.Context) ([]*Record, error) {
 	}
 	read := d.hist != nil
 	d.histMu.Unlock()
-	if !read {
+	if some, ok := d.store.(state.OwnedHistories); !read && ok {
+		// The owner's plugins only, not every plugin's records.
+		hs, err := some.HistoriesFor(ctx, d.opts.Owner, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hs {
+			invs = append(invs, h[len(h)-1])
+		}
+	} else if !read {
 		var err error
 		if invs, err = d.Inventories(ctx); err != nil {
 			return nil, err

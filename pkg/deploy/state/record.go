@@ -44,6 +44,16 @@ type AllHistories interface {
 	Histories(ctx context.Context) (map[string][]*Record, error)
 }
 
+// OwnedHistories is a Store that reads the revisions of some plugins only:
+// the ones a run applies and the ones its owner has, without reading every
+// plugin's (Secrets on shared heads).
+type OwnedHistories interface {
+	// HistoriesFor returns the revisions, oldest first, by plugin, of the
+	// plugins named and of every plugin whose newest revision is owner's; a
+	// plugin that is not installed has no entry.
+	HistoriesFor(ctx context.Context, owner string, plugins []string) (map[string][]*Record, error)
+}
+
 // Latest is the newest of a plugin's revisions with the whole history, oldest
 // first; nil when the plugin is not installed.
 func Latest(ctx context.Context, s Store, plugin string) (*Record, []*Record, error) {

@@ -171,23 +171,73 @@ func gunzip(b []byte) ([]byte, error) {
 	return out.Bytes(), err
 }
 
+// headsPage is how many heads one request of a LIST of them reads.
+var headsPage int64 = 250
+
 // heads lists the record heads in the namespace, of one plugin or (plugin "") all,
 // and remembers them.
 func (s *Secrets) heads(ctx context.Context, plugin string) ([]*Record, error) {
-	if plugin == "" && s.shared != nil {
+	for range 2 {
+		if plugin != "" || s.shared == nil {
+			break
+		}
 		if out, ok := s.shared.all(); ok {
 			return out, nil // what the store knows is the shared view: knownHeads
 		}
-		s.shared.begin()
-		out, err := s.listHeads(ctx, plugin)
-		if err != nil {
-			s.shared.end(nil)
+		if err := s.fill(ctx); err != nil {
 			return nil, err
 		}
-		s.shared.end(out)
-		return out, nil
 	}
-	return s.listHeads(ctx, plugin)
+	return s.listHeads(ctx, plugin) // or the shared view invalidated meanwhile
+}
+
+// fill lists every head and legacy inventory into the shared view, unless
+// another store's fill did meanwhile.
+func (s *Secrets) fill(ctx context.Context) error {
+	return s.shared.fill(ctx, func() (l listed, err error) {
+		if l.heads, err = s.listHeads(ctx, ""); err != nil {
+			return listed{}, err
+		}
+		if l.legacy, err = s.listLegacy(ctx); err != nil {
+			return listed{}, err
+		}
+		if l.chunks, err = s.listChunks(ctx); err != nil {
+			return listed{}, err
+		}
+		if l.heads == nil {
+			l.heads = []*Record{} // none: listed all the same
+		}
+		return l, nil
+	})
+}
+
+// HistoriesFor is Histories of the named plugins and of every plugin whose
+// newest revision is owner's (the CLI's: ""). On shared heads it reads those
+// plugins' records only, from the shared view, listing nothing once that is
+// filled: what one installation's apply reads of a cluster holding thousands.
+func (s *Secrets) HistoriesFor(ctx context.Context, owner string, plugins []string) (map[string][]*Record, error) {
+	for range 2 {
+		if s.shared == nil {
+			break
+		}
+		if hs, ok := s.shared.histories(owner, plugins); ok {
+			return hs, nil
+		}
+		if err := s.fill(ctx); err != nil {
+			return nil, err
+		}
+	}
+	all, err := s.Histories(ctx) // no shared view, or one invalidated meanwhile
+	if err != nil {
+		return nil, err
+	}
+	hs := map[string][]*Record{}
+	for p, h := range all {
+		if h[len(h)-1].Owner == owner || slices.Contains(plugins, p) {
+			hs[p] = h
+		}
+	}
+	return hs, nil
 }
 
 // listHeads is heads from a LIST.
@@ -196,36 +246,44 @@ func (s *Secrets) listHeads(ctx context.Context, plugin string) ([]*Record, erro
 	if plugin != "" {
 		sel += "," + kube.LabelPlugin + "=" + plugin
 	}
-	var list *corev1.SecretList
-	err := s.c.Retry(ctx, func(ctx context.Context) error {
-		var err error
-		list, err = s.c.Core.CoreV1().Secrets(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		if plugin == "" {
-			return nil, fmt.Errorf("list the release records in %s: %w", s.namespace, err)
-		}
-		return nil, fmt.Errorf("list the release records of %s: %w", plugin, err)
-	}
-	out := make([]*Record, 0, len(list.Items))
+	var out []*Record
 	inline := map[string]inlineObjects{}
-	for i := range list.Items {
-		sec := &list.Items[i]
-		if sec.Type != RecordType {
-			continue
+	// By pages: each decoded and let go before the next is read, so that
+	// reading thousands of heads holds one page of Secrets at a time.
+	opts := metav1.ListOptions{LabelSelector: sel, Limit: headsPage}
+	for {
+		var list *corev1.SecretList
+		err := s.c.Retry(ctx, func(ctx context.Context) error {
+			var err error
+			list, err = s.c.Core.CoreV1().Secrets(s.namespace).List(ctx, opts)
+			return err
+		})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
 		}
-		r, err := s.decodeHead(ctx, sec)
 		if err != nil {
-			return nil, err
+			if plugin == "" {
+				return nil, fmt.Errorf("list the release records in %s: %w", s.namespace, err)
+			}
+			return nil, fmt.Errorf("list the release records of %s: %w", plugin, err)
 		}
-		if r.Inline {
-			inline[sec.Name] = inlineObjects{digest: digestOf(sec.Data[objectsKey]), payload: sec.Data[objectsKey]}
+		for i := range list.Items {
+			sec := &list.Items[i]
+			if sec.Type != RecordType {
+				continue
+			}
+			r, err := s.decodeHead(ctx, sec)
+			if err != nil {
+				return nil, err
+			}
+			if r.Inline {
+				inline[sec.Name] = inlineObjects{digest: digestOf(sec.Data[objectsKey]), payload: bytes.Clone(sec.Data[objectsKey])}
+			}
+			out = append(out, r)
 		}
-		out = append(out, r)
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			break
+		}
 	}
 	sortRecords(out)
 	s.mu.Lock()
@@ -333,13 +391,17 @@ func (s *Secrets) migrate(ctx context.Context, r *Record) error {
 }
 
 func (s *Secrets) deleteLegacy(ctx context.Context, plugin string) error {
-	return s.c.Retry(ctx, func(ctx context.Context) error {
+	err := s.c.Retry(ctx, func(ctx context.Context) error {
 		err := s.c.Core.CoreV1().ConfigMaps(s.namespace).Delete(ctx, legacyInventoryName(plugin), metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return err
 	})
+	if err == nil {
+		s.shared.dropLegacy(plugin)
+	}
+	return err
 }
 
 // Write stores a revision. With objects, it encodes them and keeps them in the
@@ -483,13 +545,9 @@ func (s *Secrets) createChunk(ctx context.Context, r *Record, name string, data 
 	})
 	if err == nil {
 		s.mu.Lock()
-		if s.chunks != nil {
-			if s.chunks[r.Plugin] == nil {
-				s.chunks[r.Plugin] = map[string]bool{}
-			}
-			s.chunks[r.Plugin][name] = true
-		}
+		setChunk(s.chunks, r.Plugin, name, true)
 		s.mu.Unlock()
+		s.shared.chunk(r.Plugin, name, true)
 	}
 	return err
 }
@@ -642,36 +700,47 @@ func (s *Secrets) forget(r *Record) {
 
 func (s *Secrets) forgetChunk(plugin, name string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.chunks != nil {
 		delete(s.chunks[plugin], name)
 	}
+	s.mu.Unlock()
+	s.shared.chunk(plugin, name, false)
+}
+
+// listChunks lists every chunk Secret's name by plugin, by metadata only.
+func (s *Secrets) listChunks(ctx context.Context) (map[string]map[string]bool, error) {
+	var list *metav1.PartialObjectMetadataList
+	err := s.c.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		list, err = s.c.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(s.namespace).
+			List(ctx, metav1.ListOptions{LabelSelector: LabelOwner + "=kubeplug," + LabelPart + "=chunk"})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the release record chunks in %s: %w", s.namespace, err)
+	}
+	all := map[string]map[string]bool{}
+	for _, m := range list.Items {
+		setChunk(all, m.Labels[kube.LabelPlugin], m.Name, true)
+	}
+	return all, nil
 }
 
 // chunkNames is a plugin's chunk Secrets: the first call lists every plugin's
 // by metadata only (chunks are large), later ones use what the store knows.
 func (s *Secrets) chunkNames(ctx context.Context, plugin string) ([]string, error) {
-	s.mu.Lock()
-	listed := s.chunks != nil
-	s.mu.Unlock()
-	if !listed {
-		var list *metav1.PartialObjectMetadataList
-		err := s.c.Retry(ctx, func(ctx context.Context) error {
-			var err error
-			list, err = s.c.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(s.namespace).
-				List(ctx, metav1.ListOptions{LabelSelector: LabelOwner + "=kubeplug," + LabelPart + "=chunk"})
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list the release record chunks in %s: %w", s.namespace, err)
+	if s.shared != nil {
+		if names, ok := s.shared.chunksOf(plugin); ok {
+			return names, nil // kept current by every store's creates and deletes
 		}
-		all := map[string]map[string]bool{}
-		for _, m := range list.Items {
-			p := m.Labels[kube.LabelPlugin]
-			if all[p] == nil {
-				all[p] = map[string]bool{}
-			}
-			all[p][m.Name] = true
+	}
+	s.mu.Lock()
+	known := s.chunks != nil
+	s.mu.Unlock()
+	if !known {
+		all, err := s.listChunks(ctx)
+		if err != nil {
+			return nil, err
 		}
 		s.mu.Lock()
 		if s.chunks == nil {
@@ -791,8 +860,22 @@ func (s *Secrets) Histories(ctx context.Context) (map[string][]*Record, error) {
 	for _, r := range recs {
 		hs[r.Plugin] = append(hs[r.Plugin], r) // sorted by plugin and revision
 	}
+	legacy, err := s.listLegacy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range legacy {
+		if hs[r.Plugin] == nil {
+			hs[r.Plugin] = []*Record{r}
+		}
+	}
+	return hs, nil
+}
+
+// listLegacy lists the ConfigMap inventories of an older kubeplug.
+func (s *Secrets) listLegacy(ctx context.Context) ([]*Record, error) {
 	var list *corev1.ConfigMapList
-	err = s.c.Retry(ctx, func(ctx context.Context) error {
+	err := s.c.Retry(ctx, func(ctx context.Context) error {
 		var err error
 		list, err = s.c.Core.CoreV1().ConfigMaps(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelInventory + "=true"})
 		return err
@@ -800,18 +883,17 @@ func (s *Secrets) Histories(ctx context.Context) (map[string][]*Record, error) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("list inventories: %w", err)
 	}
+	var out []*Record
 	if list != nil {
 		for i := range list.Items {
 			r, err := decodeLegacy(&list.Items[i])
 			if err != nil {
 				return nil, err
 			}
-			if hs[r.Plugin] == nil {
-				hs[r.Plugin] = []*Record{r}
-			}
+			out = append(out, r)
 		}
 	}
-	return hs, nil
+	return out, nil
 }
 
 // Delete removes every revision of a plugin (heads first, so that no reader sees a

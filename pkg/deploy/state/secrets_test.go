@@ -50,8 +50,28 @@ func configMaps(n int) []*unstructured.Unstructured {
 // them back: objects split in chunks and joined again, history oldest first and
 // bounded, the newest revision per plugin, a head-only rewrite keeping the chunks,
 // and Delete leaving nothing behind.
+//
+// On shared heads (a controller's stores) the same holds, and the cleanup
+// knows the chunks from the shared view.
 func TestSecretsStoreRoundTrip(t *testing.T) {
+	t.Run("alone", func(t *testing.T) { roundTrip(t, nil) })
+	h := state.NewHeads()
+	t.Run("shared", func(t *testing.T) {
+		roundTrip(t, h)
+		if n := h.Lists(); n != 1 {
+			t.Errorf("the shared heads were listed %d times, want once", n)
+		}
+	})
+}
+
+func roundTrip(t *testing.T, h *state.Heads) {
 	s, ns := newStore(t, 2)
+	if h != nil {
+		s.ShareHeads(h)
+		if _, err := s.Histories(t.Context()); err != nil { // fills h
+			t.Fatal(err)
+		}
+	}
 	ctx := t.Context()
 	c := testcluster.Client(t)
 	if _, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
