@@ -54,8 +54,8 @@ var Layers = []Layer{
 	},
 	{
 		Name:     "cluster",
-		Prefixes: []string{"pkg/deploy", "pkg/check", "pkg/nodeagent", "pkg/provider", "pkg/lease", "sdk/apiserver", "sdk/siteoperator"},
-		Why:      "everything that talks to a cluster, a machine or a cloud: deploy, checks, the node agent, providers and the local control plane",
+		Prefixes: []string{"pkg/deploy", "pkg/check", "pkg/nodeagent", "pkg/provider", "pkg/lease", "pkg/s3lite", "sdk/apiserver", "sdk/siteoperator"},
+		Why:      "everything that talks to a cluster, a machine or a cloud: deploy, checks, the node agent, providers, their S3 calls (s3lite) and the local control plane",
 	},
 	{
 		Name:     "actions",
