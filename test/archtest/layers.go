@@ -141,6 +141,12 @@ var ActionNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/"}
 // providers (pkg/provider/internal/..., pkg/provider/nodeimage).
 var ControllerBinaryNoDeps = []string{"github.com/aws/", Module + "/pkg/provider/aws", Module + "/pkg/provider/local"}
 
+// CLIBinaryNoDeps is what the CLI's binary (cmd/kubeplug) does not link
+// although its features talk to what these serve (issue 42: the binary under
+// 100 MB): the AWS SDK's S3 client, about 6 MB for the eight calls pkg/s3lite
+// makes with the SDK's signer and credentials.
+var CLIBinaryNoDeps = []string{"github.com/aws/aws-sdk-go-v2/service/s3"}
+
 // ControllerBinaryLinks are the providers the controller's binary registers
 // at its edge by blank import (pkg/controller reaches providers only through
 // the registry, ControllerNoDeps): those of controller.DefaultClusterProviders.
