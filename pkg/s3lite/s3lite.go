@@ -379,7 +379,7 @@ func retryable(ctx context.Context, err error) bool {
 		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 	}
 	switch e.Code {
-	case "SlowDown", "RequestTimeout", "RequestTimeTooSkewed", "Throttling", "ThrottlingException":
+	case "SlowDown", "RequestTimeout", "Throttling", "ThrottlingException":
 		return true
 	}
 	return e.Status >= 500 || e.Status == http.StatusTooManyRequests
