@@ -87,10 +87,30 @@ test-ha: localcluster localcluster-1.36 localnode node-deps machine-image
 # The Kubernetes binaries come from the release locations (or $KUBEPLUG_K8S_MIRROR)
 # into the binary cache when they can, verified by their published digests; else
 # (offline) they are built from Go modules (make localcluster). docs/versions.md.
+#
+# What the quickstart needs is built side by side (make -j$(UP_JOBS), up-deps):
+# kubeplug, the real node's programs, each of the three images and the
+# Kubernetes binaries' download are independent Go builds of separate modules,
+# so on a fresh machine one's module downloads and single-threaded link overlap
+# the others' compiles (issue 42: `make up` on a fresh machine under 12 min).
+# Nothing else (the machine image, the 1.36 control plane, the test tools) is
+# built before `up`; `make test` builds those.
 QUICKSTART_K8S := $(shell sed -n 's|^[[:space:]]*kubernetesVersion:[[:space:]]*\([0-9.]*\).*|\1|p' examples/quickstart/cluster.yaml)
-up: build localnode images node-deps
-	@$(GO) run ./cmd/kubeplug-k8s-fetch $(QUICKSTART_K8S) || { echo "make up: building Kubernetes $(QUICKSTART_K8S) from Go modules instead"; $(MAKE) localcluster; }
+UP_JOBS ?= 4
+up:
+	@$(MAKE) --no-print-directory -j$(UP_JOBS) up-deps
 	$(KUBEPLUG) up -f examples/quickstart/cluster.yaml
+
+.PHONY: up-deps k8s-binaries
+up-deps: build localnode images node-deps k8s-binaries
+
+# The quickstart's Kubernetes binaries: those of $KUBEPLUG_LOCALCLUSTER_BIN when
+# they are the quickstart's version (kubeplug up then uses them), else the release's in the binary cache,
+# else the local control plane built from Go modules.
+k8s-binaries:
+	@if [ -n "$$KUBEPLUG_LOCALCLUSTER_BIN" ] && "$$KUBEPLUG_LOCALCLUSTER_BIN/kube-apiserver" --version 2>/dev/null | grep -qx 'Kubernetes v$(QUICKSTART_K8S)'; then \
+	  echo "make up: Kubernetes binaries from KUBEPLUG_LOCALCLUSTER_BIN=$$KUBEPLUG_LOCALCLUSTER_BIN"; \
+	else $(GO) run ./cmd/kubeplug-k8s-fetch $(QUICKSTART_K8S) || { echo "make up: building Kubernetes $(QUICKSTART_K8S) from Go modules instead"; $(MAKE) localcluster; }; fi
 
 down: build
 	$(KUBEPLUG) down -f examples/quickstart/cluster.yaml
@@ -219,18 +239,30 @@ registry:
 # workload) from k8s.io/kubernetes in ./localcluster. `up` makes each an image of
 # one layer and pushes it into a cluster with real nodes under the upstream name
 # the plugins use (pkg/provider/nodeimage.BuiltinImages).
+# Each image's program is a target of its own, so that `make -j` builds the three
+# side by side.
 IMAGES_BIN := $(ROOT)/_output/images/bin
 IMAGES := $(IMAGES_BIN)/.built
-IMAGES_SRCS := $(shell find images -type f \( -name go.mod -o -name go.sum \)) localcluster/go.mod
 .PHONY: images
 images: $(IMAGES)
 
-$(IMAGES): $(IMAGES_SRCS)
-	@mkdir -p $(IMAGES_BIN)
-	cd images/coredns && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(IMAGES_BIN)/ github.com/coredns/coredns
-	cd images/metrics-server && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(IMAGES_BIN)/ sigs.k8s.io/metrics-server/cmd/metrics-server
-	cd localcluster && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(IMAGES_BIN)/ k8s.io/kubernetes/test/images/agnhost
+$(IMAGES): $(IMAGES_BIN)/coredns $(IMAGES_BIN)/metrics-server $(IMAGES_BIN)/agnhost
 	touch $@
+
+$(IMAGES_BIN)/coredns: images/coredns/go.mod images/coredns/go.sum
+	@mkdir -p $(IMAGES_BIN)
+	cd images/coredns && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $@.tmp github.com/coredns/coredns
+	mv -f $@.tmp $@
+
+$(IMAGES_BIN)/metrics-server: images/metrics-server/go.mod images/metrics-server/go.sum
+	@mkdir -p $(IMAGES_BIN)
+	cd images/metrics-server && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $@.tmp sigs.k8s.io/metrics-server/cmd/metrics-server
+	mv -f $@.tmp $@
+
+$(IMAGES_BIN)/agnhost: localcluster/go.mod localcluster/go.sum
+	@mkdir -p $(IMAGES_BIN)
+	cd localcluster && CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $@.tmp k8s.io/kubernetes/test/images/agnhost
+	mv -f $@.tmp $@
 
 # kubeplug's own image, which the built-in kubeplug-controller plugin runs: the
 # controller's binary (cmd/kubeplug-controller: kubeplug with only its controller

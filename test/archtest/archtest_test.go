@@ -254,6 +254,7 @@ func TestLoadingLinksNoClusterCode(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the CLI binary links no heavy client it can do without", func(t *testing.T) { check(t, "cmd/kubeplug", archtest.CLIBinaryNoDeps) })
 	t.Run("pkg/render", func(t *testing.T) {
 		check(t, "pkg/render", archtest.RenderNoDeps)
 		for _, imp := range matching(g[archtest.Module+"/pkg/render"].imports, archtest.RenderNoImport) {

@@ -1,18 +1,13 @@
 package aws
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"mime"
 	"path"
 	"slices"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
+	"github.com/kubeplug/kubeplug/pkg/s3lite"
 )
 
 // objectKey is the key of content in the bucket: under the cluster's prefix, by
@@ -48,11 +43,10 @@ func (d *Deployer) upload(ctx context.Context, st *State, assets []Asset, res *R
 		if ctype == "" {
 			ctype = "application/octet-stream"
 		}
-		_, err = call(ctx, d, "upload "+a.Path+" to "+uri, func(ctx context.Context) (*s3.PutObjectOutput, error) {
-			return d.c.s3.PutObject(ctx, &s3.PutObjectInput{
-				Bucket: aws.String(d.opts.Bucket), Key: aws.String(key), Body: bytes.NewReader(a.Content),
-				ContentType: aws.String(ctype),
-				Metadata:    map[string]string{"kubeplug-cluster": d.opts.ClusterName, "kubeplug-path": a.Path},
+		_, err = call(ctx, d, "upload "+a.Path+" to "+uri, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, d.c.s3.PutObject(ctx, s3lite.PutInput{
+				Bucket: d.opts.Bucket, Key: key, Body: a.Content, ContentType: ctype,
+				Metadata: map[string]string{"kubeplug-cluster": d.opts.ClusterName, "kubeplug-path": a.Path},
 			})
 		})
 		if err != nil {
@@ -83,8 +77,8 @@ func compare(a, b string) int {
 
 // ensureBucket creates the bucket when it does not exist and records that.
 func (d *Deployer) ensureBucket(ctx context.Context, st *State) error {
-	_, err := call(ctx, d, "look for bucket "+d.opts.Bucket, func(ctx context.Context) (*s3.HeadBucketOutput, error) {
-		return d.c.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(d.opts.Bucket)})
+	_, err := call(ctx, d, "look for bucket "+d.opts.Bucket, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.c.s3.HeadBucket(ctx, d.opts.Bucket)
 	})
 	if err == nil {
 		return nil
@@ -92,12 +86,8 @@ func (d *Deployer) ensureBucket(ctx context.Context, st *State) error {
 	if !isNotFound(err) {
 		return fmt.Errorf("spec.provider.aws.bucket %s: %w", d.opts.Bucket, err)
 	}
-	in := &s3.CreateBucketInput{Bucket: aws.String(d.opts.Bucket)}
-	if d.c.region != "us-east-1" {
-		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(d.c.region)}
-	}
-	if _, err := call(ctx, d, "create bucket "+d.opts.Bucket, func(ctx context.Context) (*s3.CreateBucketOutput, error) {
-		return d.c.s3.CreateBucket(ctx, in)
+	if _, err := call(ctx, d, "create bucket "+d.opts.Bucket, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.c.s3.CreateBucket(ctx, d.opts.Bucket)
 	}); err != nil {
 		return err
 	}
@@ -107,8 +97,8 @@ func (d *Deployer) ensureBucket(ctx context.Context, st *State) error {
 }
 
 func (d *Deployer) objectExists(ctx context.Context, key string) (bool, error) {
-	_, err := call(ctx, d, "look for s3://"+d.opts.Bucket+"/"+key, func(ctx context.Context) (*s3.HeadObjectOutput, error) {
-		return d.c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(d.opts.Bucket), Key: aws.String(key)})
+	_, err := call(ctx, d, "look for s3://"+d.opts.Bucket+"/"+key, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.c.s3.HeadObject(ctx, d.opts.Bucket, key)
 	})
 	if err == nil {
 		return true, nil
@@ -120,16 +110,7 @@ func (d *Deployer) objectExists(ctx context.Context, key string) (bool, error) {
 }
 
 // isNotFound is whether an S3 error says the bucket or object does not exist.
-func isNotFound(err error) bool {
-	var nf *s3types.NotFound
-	var nsb *s3types.NoSuchBucket
-	var nsk *s3types.NoSuchKey
-	if errors.As(err, &nf) || errors.As(err, &nsb) || errors.As(err, &nsk) {
-		return true
-	}
-	var ae smithy.APIError
-	return errors.As(err, &ae) && (ae.ErrorCode() == "NotFound" || ae.ErrorCode() == "NoSuchBucket" || ae.ErrorCode() == "NoSuchKey")
-}
+func isNotFound(err error) bool { return s3lite.IsNotFound(err) }
 
 // deleteObjects deletes the objects st records as uploaded by this cluster, and
 // the bucket when this cluster created it and nothing else is left in it.
@@ -137,19 +118,15 @@ func (d *Deployer) deleteObjects(ctx context.Context, st *State) error {
 	for len(st.Objects) > 0 {
 		n := min(len(st.Objects), 1000)
 		batch := st.Objects[:n]
-		ids := make([]s3types.ObjectIdentifier, 0, n)
-		for _, k := range batch {
-			ids = append(ids, s3types.ObjectIdentifier{Key: aws.String(k)})
-		}
-		out, err := call(ctx, d, "delete the cluster's objects in bucket "+st.Bucket, func(ctx context.Context) (*s3.DeleteObjectsOutput, error) {
-			return d.c.s3.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(st.Bucket), Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		failed, err := call(ctx, d, "delete the cluster's objects in bucket "+st.Bucket, func(ctx context.Context) ([]s3lite.DeleteError, error) {
+			return d.c.s3.DeleteObjects(ctx, st.Bucket, batch)
 		})
 		if err != nil && !isNotFound(err) {
 			return err
 		}
-		if out != nil && len(out.Errors) > 0 {
-			e := out.Errors[0]
-			return fmt.Errorf("delete s3://%s/%s: %s: %s", st.Bucket, aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message))
+		if len(failed) > 0 {
+			e := failed[0]
+			return fmt.Errorf("delete s3://%s/%s: %s: %s", st.Bucket, e.Key, e.Code, e.Message)
 		}
 		st.Objects = st.Objects[n:]
 		d.event("asset", "", "deleted %d objects from s3://%s", n, st.Bucket)
@@ -161,8 +138,8 @@ func (d *Deployer) deleteObjects(ctx context.Context, st *State) error {
 	if !st.BucketCreated {
 		return nil
 	}
-	list, err := call(ctx, d, "list bucket "+st.Bucket, func(ctx context.Context) (*s3.ListObjectsV2Output, error) {
-		return d.c.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(st.Bucket), MaxKeys: aws.Int32(1)})
+	left, err := call(ctx, d, "list bucket "+st.Bucket, func(ctx context.Context) ([]string, error) {
+		return d.c.s3.ListKeys(ctx, st.Bucket, 1)
 	})
 	if isNotFound(err) {
 		st.BucketCreated = false
@@ -171,12 +148,12 @@ func (d *Deployer) deleteObjects(ctx context.Context, st *State) error {
 	if err != nil {
 		return err
 	}
-	if len(list.Contents) > 0 {
+	if len(left) > 0 {
 		d.event("asset", "", "kept bucket %s: it holds objects this cluster did not upload", st.Bucket)
 		return nil
 	}
-	if _, err := call(ctx, d, "delete bucket "+st.Bucket, func(ctx context.Context) (*s3.DeleteBucketOutput, error) {
-		return d.c.s3.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(st.Bucket)})
+	if _, err := call(ctx, d, "delete bucket "+st.Bucket, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.c.s3.DeleteBucket(ctx, st.Bucket)
 	}); err != nil && !isNotFound(err) {
 		return err
 	}

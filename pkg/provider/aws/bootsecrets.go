@@ -11,9 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -25,6 +22,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/provider/bootstraptoken"
 	"github.com/kubeplug/kubeplug/pkg/provider/internal/clusterpki"
 	"github.com/kubeplug/kubeplug/pkg/render"
+	"github.com/kubeplug/kubeplug/pkg/s3lite"
 	"github.com/kubeplug/kubeplug/pkg/serving"
 )
 
@@ -323,13 +321,11 @@ func (d *Deployer) putBootSecrets(ctx context.Context, secrets map[string]*nodea
 		}
 		key := BootSecretsKey(d.opts.StackPrefix, pool)
 		uri := "s3://" + d.opts.Bucket + "/" + key
-		_, err = call(ctx, d, "upload the boot secrets of pool "+pool+" to "+uri, func(ctx context.Context) (*s3.PutObjectOutput, error) {
-			return d.c.s3.PutObject(ctx, &s3.PutObjectInput{
-				Bucket: aws.String(d.opts.Bucket), Key: aws.String(key), Body: bytes.NewReader(body),
-				ContentType:          aws.String("application/json"),
-				ServerSideEncryption: s3types.ServerSideEncryptionAwsKms,
-				SSEKMSKeyId:          aws.String(keyARN),
-				Metadata:             map[string]string{"kubeplug-cluster": d.opts.ClusterName, "kubeplug-pool": pool},
+		_, err = call(ctx, d, "upload the boot secrets of pool "+pool+" to "+uri, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, d.c.s3.PutObject(ctx, s3lite.PutInput{
+				Bucket: d.opts.Bucket, Key: key, Body: body, ContentType: "application/json",
+				KMSKeyID: keyARN,
+				Metadata: map[string]string{"kubeplug-cluster": d.opts.ClusterName, "kubeplug-pool": pool},
 			})
 		})
 		if err != nil {

@@ -13,7 +13,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/kubeplug/kubeplug/pkg/s3lite"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -37,7 +38,7 @@ var (
 // clients are the AWS service clients of one Deployer.
 type clients struct {
 	cfn    *cloudformation.Client
-	s3     *s3.Client
+	s3     *s3lite.Client
 	region string
 	// endpoint is the endpoint override (Options.Endpoint, else
 	// AWS_ENDPOINT_URL), empty for AWS's own endpoints.
@@ -76,15 +77,17 @@ func newClients(ctx context.Context, o Options) (*clients, error) {
 		return nil, fmt.Errorf("%w: looked in %s: %w", ErrNoCredentials, lookedAt(o.Profile), err)
 	}
 	endpoint := aws.ToString(cfg.BaseEndpoint)
+	// Emulators and private endpoints rarely serve bucket.host names: on an
+	// endpoint override s3lite addresses buckets path-style.
+	s3c, err := s3lite.New(cfg, "")
+	if err != nil {
+		return nil, err
+	}
 	return &clients{
 		region:   cfg.Region,
 		endpoint: endpoint,
 		cfn:      cloudformation.NewFromConfig(cfg),
-		s3: s3.NewFromConfig(cfg, func(so *s3.Options) {
-			// Emulators and private endpoints rarely serve bucket.host names.
-			so.UsePathStyle = endpoint != ""
-			so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-		}),
+		s3:       s3c,
 	}, nil
 }
 

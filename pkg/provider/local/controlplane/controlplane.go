@@ -208,23 +208,44 @@ func (c *ControlPlane) prepare() error {
 	return nil
 }
 
-// startComponents starts the components and waits until each is ready:
-// etcd and the API server in order; the rest only need the API server and
-// start together.
+// startComponents starts the components and waits until each is ready.
+// etcd and the API server start together (issue 42: `up` toward 3 s): the API
+// server's own start (loading its certificates, building its admission chain
+// and API groups) overlaps etcd's, and its etcd client connects once etcd
+// listens, as a kubelet starts the two static Pods of a kubeadm node
+// together. etcd is waited for first; when it had to move to another port
+// (onFreshPort), the API server, whose command line named the old one, is
+// started again. The rest need the API server ready (the controller manager
+// gives up on one that does not answer soon) and start together after it.
 func (c *ControlPlane) startComponents(ctx context.Context) error {
-	for _, comp := range []Component{Etcd, APIServer} {
-		began := time.Now()
-		c.tell(comp, ComponentStarting, began)
-		err := c.startComponent(comp)
-		if err == nil {
-			err = c.waitReady(ctx, comp)
-		}
-		if err = c.onFreshPort(ctx, comp, err); err != nil {
+	began := time.Now()
+	c.tell(Etcd, ComponentStarting, began)
+	err := c.startComponent(Etcd)
+	etcdPort := c.ports[Etcd]
+	if err == nil {
+		c.tell(APIServer, ComponentStarting, began)
+		err = c.startComponent(APIServer)
+	}
+	if err == nil {
+		err = c.waitReady(ctx, Etcd)
+	}
+	if err = c.onFreshPort(ctx, Etcd, err); err != nil {
+		return err
+	}
+	c.tell(Etcd, ComponentReady, began)
+	c.mu.Lock()
+	apiStarted := c.procs[APIServer] != nil
+	c.mu.Unlock()
+	if c.ports[Etcd] != etcdPort || !apiStarted {
+		if err := c.startAgain(ctx, APIServer); err != nil {
 			return err
 		}
-		c.tell(comp, ComponentReady, began)
 	}
-	began := time.Now()
+	if err := c.onFreshPort(ctx, APIServer, c.waitReady(ctx, APIServer)); err != nil {
+		return err
+	}
+	c.tell(APIServer, ComponentReady, began)
+	began = time.Now()
 	for _, comp := range []Component{ControllerManager, Scheduler, Kwok} {
 		c.tell(comp, ComponentStarting, began)
 		if err := c.startComponent(comp); err != nil {
@@ -238,6 +259,22 @@ func (c *ControlPlane) startComponents(ctx context.Context) error {
 		c.tell(comp, ComponentReady, began)
 	}
 	return nil
+}
+
+// startAgain stops comp, when it runs, and starts it with its current command
+// line, without waiting for it.
+func (c *ControlPlane) startAgain(ctx context.Context, comp Component) error {
+	c.mu.Lock()
+	p := c.procs[comp]
+	delete(c.procs, comp)
+	c.mu.Unlock()
+	if p != nil {
+		if err := p.stop(ctx, c.opts.StopGracePeriod); err != nil {
+			return fmt.Errorf("stop %s: %w", comp, err)
+		}
+	}
+	c.tell(comp, ComponentStarting, time.Now())
+	return c.startComponent(comp)
 }
 
 // portsChosen, when set (by tests), is called once start has chosen the ports

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,15 +34,22 @@ func TestControlPlane(t *testing.T) {
 	defer cancel()
 
 	began := time.Now()
+	var events []string // "component state", in order (Progress is called from Start's goroutine)
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		Logger: testLogger(t),
 		// Exercise the override path with a harmless flag.
 		APIServerFlags: map[string]string{"event-ttl": "30m"},
+		Progress:       func(e controlplane.ComponentEvent) { events = append(events, string(e.Component)+" "+string(e.State)) },
 	})
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	t.Logf("start-to-ready: %s", time.Since(began).Round(time.Millisecond))
+	// etcd and the API server start together (issue 42): the API server's own
+	// start overlaps etcd's instead of waiting for it to be ready.
+	if apiStart, etcdReady := slices.Index(events, "kube-apiserver starting"), slices.Index(events, "etcd ready"); apiStart < 0 || etcdReady < 0 || apiStart > etcdReady {
+		t.Errorf("start events %v: want kube-apiserver starting before etcd ready", events)
+	}
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
