@@ -47,6 +47,7 @@ type Client struct {
 	endpoint *url.URL // nil: AWS S3 in cfg.Region
 	signer   *v4.Signer
 	attempts int
+	host     string // AWS S3's host in cfg.Region: FIPS and dual-stack as configured
 }
 
 // New returns a client of cfg. endpoint, when not empty, is the URL of an
@@ -75,8 +76,57 @@ func New(cfg aws.Config, endpoint string) (*Client, error) {
 		}
 		u.Path = strings.TrimSuffix(u.Path, "/")
 		c.endpoint = u
+		return c, nil
 	}
+	host, err := awsHost(context.Background(), c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.host = host
 	return c, nil
+}
+
+// awsHost is AWS S3's host in cfg's region, honouring the FIPS and
+// dual-stack settings of the SDK's configuration chain (AWS_USE_FIPS_ENDPOINT,
+// AWS_USE_DUALSTACK_ENDPOINT, the profile's use_fips_endpoint and
+// use_dualstack_endpoint) as the SDK's S3 client did. A region of a partition
+// whose S3 host this package does not know (the isolated ISO partitions) is
+// refused by name rather than sent to a wrong host: such sites set
+// AWS_ENDPOINT_URL_S3.
+func awsHost(ctx context.Context, cfg aws.Config) (string, error) {
+	region := cfg.Region
+	suffix := ".amazonaws.com"
+	switch {
+	case strings.HasPrefix(region, "cn-"):
+		suffix = ".amazonaws.com.cn"
+	case strings.HasPrefix(region, "us-iso"), strings.HasPrefix(region, "eu-isoe-"):
+		return "", fmt.Errorf("s3 in region %s: kubeplug does not know this partition's S3 endpoint; set AWS_ENDPOINT_URL_S3 to it", region)
+	}
+	fips, dual := false, false
+	for _, src := range cfg.ConfigSources {
+		if s, ok := src.(interface {
+			GetUseFIPSEndpoint(context.Context) (aws.FIPSEndpointState, bool, error)
+		}); ok {
+			if v, found, err := s.GetUseFIPSEndpoint(ctx); err == nil && found {
+				fips = v == aws.FIPSEndpointStateEnabled
+			}
+		}
+		if s, ok := src.(interface {
+			GetUseDualStackEndpoint(context.Context) (aws.DualStackEndpointState, bool, error)
+		}); ok {
+			if v, found, err := s.GetUseDualStackEndpoint(ctx); err == nil && found {
+				dual = v == aws.DualStackEndpointStateEnabled
+			}
+		}
+	}
+	host := "s3"
+	if fips {
+		host = "s3-fips"
+	}
+	if dual {
+		host += ".dualstack"
+	}
+	return host + "." + region + suffix, nil
 }
 
 // Error is an S3 call's failure as S3 answered it. It is a smithy.APIError,
@@ -299,10 +349,7 @@ func (c *Client) once(ctx context.Context, op, method, bucket, key, query string
 // request is the unsigned request: path-style on an endpoint override or for a
 // bucket name with a dot, else virtual-hosted on AWS S3.
 func (c *Client) request(ctx context.Context, method, bucket, key, query string, h http.Header, body []byte) (*http.Request, error) {
-	u := url.URL{Scheme: "https", Host: "s3." + c.cfg.Region + ".amazonaws.com"}
-	if strings.HasPrefix(c.cfg.Region, "cn-") {
-		u.Host += ".cn"
-	}
+	u := url.URL{Scheme: "https", Host: c.host}
 	var prefix string
 	switch {
 	case c.endpoint != nil:

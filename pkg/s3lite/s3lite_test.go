@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go"
 )
@@ -90,6 +91,45 @@ func TestAWSAddressing(t *testing.T) {
 		if err != nil || r.URL.String() != want {
 			t.Errorf("bucket %s: %v %v, want %s", bucket, r.URL, err, want)
 		}
+	}
+}
+
+// TestAWSHostHonoursFIPSAndDualStack: the SDK chain's FIPS and dual-stack
+// settings pick S3's FIPS and dual-stack hosts, China's regions their own
+// domain, and a region of a partition this package does not know is refused
+// by name, never sent to a guessed host.
+func TestAWSHostHonoursFIPSAndDualStack(t *testing.T) {
+	for _, tc := range []struct {
+		region     string
+		fips, dual bool
+		want       string
+	}{
+		{"eu-west-1", false, false, "s3.eu-west-1.amazonaws.com"},
+		{"eu-west-1", true, false, "s3-fips.eu-west-1.amazonaws.com"},
+		{"eu-west-1", false, true, "s3.dualstack.eu-west-1.amazonaws.com"},
+		{"us-gov-west-1", true, true, "s3-fips.dualstack.us-gov-west-1.amazonaws.com"},
+		{"cn-north-1", false, false, "s3.cn-north-1.amazonaws.com.cn"},
+	} {
+		cfg := testConfig(tc.region)
+		var opts config.LoadOptions
+		if tc.fips {
+			opts.UseFIPSEndpoint = aws.FIPSEndpointStateEnabled
+		}
+		if tc.dual {
+			opts.UseDualStackEndpoint = aws.DualStackEndpointStateEnabled
+		}
+		cfg.ConfigSources = []any{opts}
+		c, err := New(cfg, "")
+		if err != nil {
+			t.Errorf("%s: %v", tc.region, err)
+			continue
+		}
+		if c.host != tc.want {
+			t.Errorf("%s fips=%v dual=%v: %q, want %s", tc.region, tc.fips, tc.dual, c.host, tc.want)
+		}
+	}
+	if _, err := New(testConfig("us-iso-east-1"), ""); err == nil || !strings.Contains(err.Error(), "us-iso-east-1") || !strings.Contains(err.Error(), "AWS_ENDPOINT_URL_S3") {
+		t.Errorf("an ISO region: %v, want a refusal naming it and AWS_ENDPOINT_URL_S3", err)
 	}
 }
 
