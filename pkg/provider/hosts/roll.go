@@ -190,6 +190,13 @@ func (p *Provider) rollHost(ctx context.Context, kc kubernetes.Interface, c *cli
 	if err := p.nodeReady(ctx, kc, c, cl); err != nil {
 		return err
 	}
+	if h.Pool == model.ControlPlanePool {
+		// The version skew order: the API server of the new version (and its
+		// etcd) up before any kubelet moves.
+		if err := p.waitAPIVersion(ctx, kc, h); err != nil {
+			return err
+		}
+	}
 	if err := provider.Cordon(ctx, kc, h.Node, false); err != nil {
 		return fmt.Errorf("%s: node %s: %w", label(h), h.Node, err)
 	}
@@ -255,17 +262,12 @@ func (p *Provider) nodeReady(ctx context.Context, kc kubernetes.Interface, c *cl
 	return nil
 }
 
-// rollAll rolls the hosts of rolls one at a time, in host order (the
-// control-plane host first). The first that fails stops the roll: the error
+// rollAll rolls the hosts of rolls one at a time, the control-plane host
+// first, then the others in host order (rollOrder). The first that fails stops the roll: the error
 // names it and the hosts not rolled yet, which keep their old files; a re-run
 // rolls them (and the failed one again).
 func (p *Provider) rollAll(ctx context.Context, kc kubernetes.Interface, cl *cluster, scripts map[string]*bootScript, rolls map[string]*roll) error {
-	var order []*roll
-	for _, h := range p.hosts {
-		if r := rolls[h.Node]; r != nil {
-			order = append(order, r)
-		}
-	}
+	order := rollOrder(p.hosts, rolls)
 	for i, r := range order {
 		began := time.Now()
 		err := p.eachHost(ctx, []*Host{r.host}, func(ctx context.Context, c *client) error {
@@ -285,6 +287,21 @@ func (p *Provider) rollAll(ctx context.Context, kc kubernetes.Interface, cl *clu
 		p.opts.Logger.Info("rolled", "node", r.host.Node, "took", time.Since(began))
 	}
 	return nil
+}
+
+// rollOrder is the order hosts are rolled in: the control-plane host first
+// (Kubernetes' version skew policy: the API server moves before the kubelets
+// it serves), then the workers in host order.
+func rollOrder(hosts []*Host, rolls map[string]*roll) []*roll {
+	var order []*roll
+	for _, cp := range []bool{true, false} {
+		for _, h := range hosts {
+			if r := rolls[h.Node]; r != nil && (h.Pool == model.ControlPlanePool) == cp {
+				order = append(order, r)
+			}
+		}
+	}
+	return order
 }
 
 // failedOf is host's error out of eachHost's *HostError.

@@ -70,6 +70,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := refuseKeyPairs(d); err != nil {
 		return nil, err
 	}
+	if err := p.selectVersion(d.KubernetesVersion); err != nil {
+		return nil, err
+	}
 	scripts, progs, err := p.plan(d)
 	if err != nil {
 		return nil, err
@@ -89,9 +92,16 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err != nil {
 		return nil, err
 	}
-	// Every host this run may touch is recorded before it is touched.
+	// Every host this run may touch is recorded before it is touched, and
+	// the version it brings them to.
 	if err := p.writeRecord(removed); err != nil {
 		return nil, err
+	}
+	if err := p.recordVersion(); err != nil {
+		return nil, err
+	}
+	if p.movedFrom != "" {
+		p.opts.Events(provider.Event{Time: time.Now(), Step: "upgrade", Message: fmt.Sprintf("moving cluster %s from Kubernetes %s to %s: the control-plane host first, then the workers one at a time", p.opts.ClusterName, p.movedFrom, p.version)})
 	}
 	u := &upRun{changed: map[string]bool{}, rolls: map[string]*roll{}, failed: map[string]error{}}
 	err = p.prepareHosts(ctx, u, cl, scripts, progs, tokens)
