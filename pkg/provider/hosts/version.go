@@ -105,10 +105,9 @@ func (p *Provider) selectVersion(v string) error {
 	if v == "" || p.version == v {
 		return nil
 	}
-	progs, err := p.opts.Programs.withDefaults()
-	if err != nil {
-		return nil
-	}
+	// The other node programs missing is Up's to name; the Kubernetes
+	// programs are looked for all the same.
+	progs, _ := p.opts.Programs.withDefaults()
 	have, err := progs.kubernetesPrograms()
 	if err != nil {
 		return err
