@@ -100,9 +100,6 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := p.recordVersion(); err != nil {
 		return nil, err
 	}
-	if p.movedFrom != "" {
-		p.opts.Events(provider.Event{Time: time.Now(), Step: "upgrade", Message: fmt.Sprintf("moving cluster %s from Kubernetes %s to %s: the control-plane host first, then the workers one at a time", p.opts.ClusterName, p.movedFrom, p.version)})
-	}
 	u := &upRun{changed: map[string]bool{}, rolls: map[string]*roll{}, failed: map[string]error{}}
 	err = p.prepareHosts(ctx, u, cl, scripts, progs, tokens)
 	u.fail(err)

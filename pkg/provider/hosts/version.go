@@ -167,10 +167,13 @@ func (p *Provider) runningVersion() (string, error) {
 // recordVersion writes the version Up brings the hosts to, before any host
 // is touched: a move that stops halfway is recorded as the new version, so
 // that going back (a downgrade of the hosts already moved) is refused and a
-// re-run goes on with the move.
+// re-run goes on with the move. A move is announced.
 func (p *Provider) recordVersion() error {
 	if p.version == "" {
 		return nil
+	}
+	if p.movedFrom != "" {
+		p.opts.Events(provider.Event{Time: time.Now(), Step: "upgrade", Message: fmt.Sprintf("moving cluster %s from Kubernetes %s to %s: the control-plane host first, then the workers one at a time", p.opts.ClusterName, p.movedFrom, p.version)})
 	}
 	if err := os.MkdirAll(p.opts.StateDir, 0o700); err != nil {
 		return err
