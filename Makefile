@@ -74,7 +74,7 @@ test: lint unit
 # The hosts provider's e2e tests (test/e2e/hosts TestCluster, TestManagedCluster):
 # out of `make test` until a clean-clone CI run has had them (docs/hosts.md).
 .PHONY: test-hosts
-test-hosts: localcluster localnode images node-deps machine-image
+test-hosts: localcluster localcluster-1.36 localnode images node-deps machine-image
 	KUBEPLUG_E2E_HOSTS=1 $(GO) test -timeout 45m ./test/e2e/hosts -v
 
 .PHONY: test-ha

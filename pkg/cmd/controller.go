@@ -12,11 +12,13 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/controller"
 	"github.com/kubeplug/kubeplug/pkg/dashboard"
+	"github.com/kubeplug/kubeplug/pkg/provider"
 )
 
 func newControllerCmd(o *options) *cobra.Command {
 	var target action.KubeconfigTarget
 	var withDashboard bool
+	var kubernetesBins []string
 	opts := controller.Options{}
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -58,7 +60,11 @@ A ManagedCluster may use only the providers --cluster-providers names (hosts by
 default): local would run the cluster inside the controller, aws deploys with
 the controller's credentials. The hosts provider gets the node programs as
 'kubeplug up' does (KUBEPLUG_LOCALNODE_BIN, KUBEPLUG_NODE_AGENT), from the
-controller's environment; the cluster's state (its PKI, the accepted host keys)
+controller's environment, and the Kubernetes programs of each version it may run
+from KUBEPLUG_LOCALCLUSTER_BIN and each --kubernetes-bin: a ManagedCluster's
+spec.kubernetesVersion picks among them, and changing it upgrades the cluster
+(the control-plane host first, then the workers one at a time; a downgrade or a
+skipped minor version is refused, Stalled). The cluster's state (its PKI, the accepted host keys)
 is kept in the Secret NAME-state (docs/controller.md).
 
 The controller runs until interrupted (SIGINT, SIGTERM), then finishes what it
@@ -90,6 +96,13 @@ yourself) and show no values. Whoever reaches the metrics port sees them.`,
 			}
 			opts.Logger = o.cfg.Logger
 			opts.Action = o.cfg
+			for _, dir := range kubernetesBins {
+				po, err := provider.FlagOptions("--kubernetes-bin", dir)
+				if err != nil {
+					return fmt.Errorf("--kubernetes-bin %s: %w", dir, err)
+				}
+				opts.ClusterProviderOptions = append(opts.ClusterProviderOptions, po...)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			if withDashboard {
@@ -118,6 +131,7 @@ yourself) and show no values. Whoever reaches the metrics port sees them.`,
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-elect-namespace", "kubeplug-system", "the namespace of the leader election Lease (and of the shard Leases)")
 	f.IntVar(&opts.Shards, "shards", 1, "split the target clusters among replicas in this many shards (a Lease each); every replica gets the same value")
 	f.StringSliceVar(&opts.ClusterProviders, "cluster-providers", controller.DefaultClusterProviders, "the providers a ManagedCluster may use")
+	f.StringArrayVar(&kubernetesBins, "kubernetes-bin", nil, "a directory of kubeplug-localcluster of one Kubernetes version a ManagedCluster on the hosts provider may run, besides $KUBEPLUG_LOCALCLUSTER_BIN's (repeatable)")
 	f.StringVar(&opts.ReplicaID, "replica-id", "", "this replica's name in the shard Leases (default: host name and process id)")
 	cmd.MarkFlagsMutuallyExclusive("shards", "leader-elect")
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", `where Prometheus metrics are served ("0": nowhere)`)

@@ -396,6 +396,11 @@ func (r *clusterReconciler) inputs(ctx context.Context, obj *ctrlv1.ManagedClust
 			name, prov, strings.Join(r.c.opts.ClusterProviders, ", "))}
 	}
 	in := &clusterInputs{cluster: cl, stateDir: filepath.Join(r.c.opts.WorkDir, "clusters", obj.Namespace, obj.Name)}
+	for _, o := range r.c.opts.ClusterProviderOptions {
+		if o.Provider() == prov {
+			in.options = append(in.options, o)
+		}
+	}
 	if err := r.restoreState(ctx, obj, in.stateDir); err != nil {
 		return nil, err
 	}

@@ -39,11 +39,13 @@ var mclGVR = schema.GroupVersionResource{Group: v1alpha1.Group, Version: v1alpha
 type fakeRunner struct {
 	kubeconfig []byte
 
-	mu                  sync.Mutex
-	ups, downs          []string
-	failUps, failDowns  int
-	problems            []string
-	acceptNew           bool
+	mu                 sync.Mutex
+	ups, downs         []string
+	failUps, failDowns int
+	problems           []string
+	acceptNew          bool
+	// options are the provider options of the last up but the key policy.
+	options             []string
 	keyFile, knownHosts string
 	// cas is the CA each up found in the state directory.
 	cas []string
@@ -70,6 +72,12 @@ func (f *fakeRunner) check(cl *config.Cluster, run controller.ClusterRun) {
 		f.problems = append(f.problems, "known_hosts "+hp.KnownHostsFile+" is not in the state directory "+run.StateDir)
 	}
 	f.acceptNew = slices.ContainsFunc(run.Options, func(o provider.Option) bool { _, ok := o.(hosts.AcceptNewHostKeys); return ok })
+	f.options = nil
+	for _, o := range run.Options {
+		if _, ok := o.(hosts.AcceptNewHostKeys); !ok {
+			f.options = append(f.options, o.String())
+		}
+	}
 }
 
 func (f *fakeRunner) Up(_ context.Context, cl *config.Cluster, run controller.ClusterRun) ([]byte, error) {

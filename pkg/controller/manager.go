@@ -33,6 +33,7 @@ import (
 	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/deploy/state"
+	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/serving"
 )
 
@@ -91,6 +92,12 @@ type Options struct {
 	// DefaultClusterProviders (hosts); a ManagedCluster of another is refused
 	// with the condition ProviderNotAllowed.
 	ClusterProviders []string
+	// ClusterProviderOptions are given to the provider of every
+	// ManagedCluster whose provider takes them (provider.Option.Provider):
+	// the hosts provider's programs of each Kubernetes version (the
+	// controller's --kubernetes-bin), which the cluster file's
+	// spec.kubernetesVersion picks among.
+	ClusterProviderOptions []provider.Option
 	// ClusterRunner brings ManagedClusters up and down. Default action.Up and
 	// action.Down with Action, what `kubeplug up` and `kubeplug down` run.
 	ClusterRunner ClusterRunner

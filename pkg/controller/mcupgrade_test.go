@@ -16,14 +16,23 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/config"
 	"github.com/kubeplug/kubeplug/pkg/controller"
 	"github.com/kubeplug/kubeplug/pkg/provider"
+	"github.com/kubeplug/kubeplug/pkg/provider/hosts"
 	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
+
+// otherProviderOption is an option of a provider other than hosts.
+type otherProviderOption struct{}
+
+func (otherProviderOption) Provider() string { return "aws" }
+func (otherProviderOption) String() string   { return "--aws-only" }
 
 // TestManagedClusterUpgrade moves a ManagedCluster's Kubernetes version
 // through its resource. The fake provider run answers for the cluster through
 // a versionProxy (TestTargetVersionMove) that reports the version the last up
 // brought up, and refuses 1.38.0 as the hosts provider refuses a version its
 // node programs are not (provider.ErrUnsupportedVersion, before any host):
+//   - the controller's provider options reach the hosts provider's run, those
+//     of other providers not;
 //   - 1.36.4 → Ready; two installations target it: vm-app 1.0.0, vm-legacy;
 //   - spec.clusterFile at 1.38.0 → Stalled and Failed, reason
 //     KubernetesVersionNotSupported, naming the version; up is not retried
@@ -56,7 +65,11 @@ func TestManagedClusterUpgrade(t *testing.T) {
 		proxy.set("v" + v)
 		return nil
 	}}
-	startClusterController(t, rc, runner, func(o *controller.Options) { o.TargetResync = time.Hour })
+	startClusterController(t, rc, runner, func(o *controller.Options) {
+		o.TargetResync = time.Hour
+		// The controller's --kubernetes-bin, and an option of another provider.
+		o.ClusterProviderOptions = []provider.Option{hosts.KubernetesBin{Dir: "/k8s/1.36"}, otherProviderOption{}}
+	})
 	at := func(version string) string {
 		return indent(strings.Replace(hostsClusterFile("edge", ""), "kubernetesVersion: 1.37.1", "kubernetesVersion: "+version, 1), "    ")
 	}
@@ -96,6 +109,11 @@ spec:
 		t.Fatalf("on 1.36.4, vm-app %s, want 1.0.0", got)
 	}
 	ups, _, _ := runner.counts()
+	runner.mu.Lock()
+	if got := strings.Join(runner.options, " "); got != "--kubernetes-bin /k8s/1.36" {
+		t.Errorf("the hosts provider's options: %q, want the controller's --kubernetes-bin alone (not another provider's)", got)
+	}
+	runner.mu.Unlock()
 
 	// A version the provider cannot run: Stalled, not retried.
 	setClusterFile(t, dc, mgmt, "edge", at("1.38.0"))

@@ -179,7 +179,13 @@ type Programs struct {
 	LocalnodeBin string
 	// LocalclusterBin holds kubeplug-localcluster, which runs as the kubelet
 	// and kube-proxy (make localcluster). Default $KUBEPLUG_LOCALCLUSTER_BIN.
+	// The cluster's spec.kubernetesVersion replaces it with the directory of
+	// its version among it and KubernetesBins (CheckKubernetesVersion).
 	LocalclusterBin string
+	// KubernetesBins are directories of kubeplug-localcluster of other
+	// Kubernetes versions (up's --kubernetes-bin), each one's version read
+	// from its kube-apiserver.
+	KubernetesBins []string
 }
 
 func (p Programs) withDefaults() (Programs, error) {

@@ -39,6 +39,7 @@ func (AcceptNewHostKeys) String() string { return "--accept-new-host-keys" }
 func defineFlags(fs *pflag.FlagSet, opts *[]provider.Option) func(bool) error {
 	provider.BoolOptionVar(fs, opts, AcceptNewHostKeys{}, "accept-new-host-keys", "hosts provider: add the key of a host not in the known_hosts file to it (a changed key is always refused)")
 	provider.BoolOptionVar(fs, opts, ForgetRemovedHosts{}, "forget-removed-hosts", "hosts provider: forget a host removed from the file that cannot be reached (its Node is deleted, its files stay on it)")
+	defineKubernetesBinFlag(fs, opts)
 	return nil
 }
 
@@ -66,6 +67,8 @@ func init() {
 				opts.ForgetRemovedHosts = true
 			case ManagementClient:
 				opts.Management = o.Client
+			case KubernetesBin:
+				opts.Programs.KubernetesBins = append(opts.Programs.KubernetesBins, o.Dir)
 			}
 		}
 		return New(opts)
@@ -106,6 +109,10 @@ type Provider struct {
 	hosts    []*Host
 	keys     *hostKeys
 	timeouts timeouts
+	// version is the Kubernetes version whose programs the hosts get, once
+	// selectVersion chose them; movedFrom the version the cluster ran
+	// before, when this run moves it.
+	version, movedFrom string
 }
 
 // New checks opts (every error names its field of cluster.yaml) and connects
@@ -308,8 +315,12 @@ func (p *Provider) Down(ctx context.Context, _ bool) error {
 	})
 	if err == nil && len(removed) > 0 {
 		if _, serr := os.Stat(p.opts.StateDir); serr == nil {
-			return p.writeRecord(nil)
+			err = p.writeRecord(nil)
 		}
+	}
+	if err == nil {
+		// The hosts run no Kubernetes any more: any version may come up.
+		err = p.forgetVersion()
 	}
 	return err
 }

@@ -153,11 +153,13 @@ func removeScript(removed []string) string {
 
 // rollHost brings one running host to its new files, as kops rolls a
 // machine: cordon and drain its Node (PodDisruptionBudgets hold; bounded by
-// the drain timeout, naming the Pods left), deliver the new files and remove
+// the drain timeout, naming the Pods left), stop its kubelet and delete the
+// Node so that the kubelet registers it anew with the rendered labels and
+// taints (as a replaced machine does), deliver the new files and remove
 // those no longer delivered, restart the services whose files or programs
-// changed and the pool's units (restartRuncmd), delete the Node so that the
-// kubelet registers it anew with the rendered labels and taints (as a
-// replaced machine does), wait until it is Ready, uncordon it. Only then is
+// changed and the pool's units (restartRuncmd), wait until it is Ready (on
+// the control-plane host, its API server at the cluster's version with etcd
+// healthy), uncordon it. Only then is
 // the delivered list written: a roll that failed is rolled again by the next
 // run.
 func (p *Provider) rollHost(ctx context.Context, kc kubernetes.Interface, c *client, cl *cluster, script *bootScript, r *roll) error {
@@ -174,6 +176,9 @@ func (p *Provider) rollHost(ctx context.Context, kc kubernetes.Interface, c *cli
 			return fmt.Errorf("%s: node %s: %w", label(h), h.Node, err)
 		}
 	}
+	if err := p.stopHost(ctx, kc, c, registered); err != nil {
+		return err
+	}
 	n, err := c.deliver(ctx, r.files, false, func(msg string) { p.event(h.Node, h.Node, msg, false) })
 	if err != nil {
 		return err
@@ -184,11 +189,18 @@ func (p *Provider) rollHost(ctx context.Context, kc kubernetes.Interface, c *cli
 			return err
 		}
 	}
-	if err := p.restartHost(ctx, kc, c, cl, script, r, registered); err != nil {
+	if err := p.restartHost(ctx, c, cl, script, r); err != nil {
 		return err
 	}
 	if err := p.nodeReady(ctx, kc, c, cl); err != nil {
 		return err
+	}
+	if h.Pool == model.ControlPlanePool {
+		// The version skew order: the API server of the new version (and its
+		// etcd) up before any kubelet moves.
+		if err := p.waitAPIVersion(ctx, kc, h); err != nil {
+			return err
+		}
 	}
 	if err := provider.Cordon(ctx, kc, h.Node, false); err != nil {
 		return fmt.Errorf("%s: node %s: %w", label(h), h.Node, err)
@@ -200,27 +212,42 @@ func (p *Provider) rollHost(ctx context.Context, kc kubernetes.Interface, c *cli
 	return nil
 }
 
-// restartHost is step 3–5 of rollHost: stop the kubelet and kube-proxy,
-// restart what changed, push the images, delete the Node (when it was
-// registered), restart the pool's units (the kubelet through the node
-// agent's boot) and start kube-proxy.
-func (p *Provider) restartHost(ctx context.Context, kc kubernetes.Interface, c *client, cl *cluster, script *bootScript, r *roll, registered bool) error {
+// stopHost stops the kubelet and kube-proxy of a drained host and deletes its
+// Node (when it was registered), before the new files are delivered: the
+// kubelet would start a control-plane host's new static Pods as soon as
+// their manifests changed, before their images are in the host's registry,
+// and the API server that deletes the Node is that host's own. A stopped
+// kubelet leaves the static Pods' containers running, the old API server
+// among them, until the kubelet starts from the new files.
+func (p *Provider) stopHost(ctx context.Context, kc kubernetes.Interface, c *client, registered bool) error {
 	h := c.host
-	stop := "systemctl daemon-reload && systemctl stop kubelet.service kube-proxy.service"
-	if rs := restarts(r.changed); len(rs) > 0 {
-		p.event(h.Node, h.Node, "restarting "+strings.Join(rs, ", "), false)
-		stop += " && systemctl restart " + strings.Join(rs, " ")
-	}
-	if _, err := c.run(ctx, "stop the kubelet", stop, nil); err != nil {
-		return err
-	}
-	if err := c.pushImages(ctx, cl.images[h.Pool], func(msg string) { p.event(h.Node, h.Node, msg, false) }); err != nil {
+	if _, err := c.run(ctx, "stop the kubelet", "systemctl stop kubelet.service kube-proxy.service", nil); err != nil {
 		return err
 	}
 	if registered {
 		if err := kc.CoreV1().Nodes().Delete(ctx, h.Node, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("%s: delete node %s before its kubelet registers it anew: %w", label(h), h.Node, err)
 		}
+	}
+	return nil
+}
+
+// restartHost is step 4–5 of rollHost, on a host whose kubelet stopHost
+// stopped and whose new files are delivered: restart what changed, push the
+// images, restart the pool's units (the kubelet through the node agent's
+// boot) and start kube-proxy.
+func (p *Provider) restartHost(ctx context.Context, c *client, cl *cluster, script *bootScript, r *roll) error {
+	h := c.host
+	restart := "systemctl daemon-reload"
+	if rs := restarts(r.changed); len(rs) > 0 {
+		p.event(h.Node, h.Node, "restarting "+strings.Join(rs, ", "), false)
+		restart += " && systemctl restart " + strings.Join(rs, " ")
+	}
+	if _, err := c.run(ctx, "restart what changed", restart, nil); err != nil {
+		return err
+	}
+	if err := c.pushImages(ctx, cl.images[h.Pool], func(msg string) { p.event(h.Node, h.Node, msg, false) }); err != nil {
+		return err
 	}
 	p.event(h.Node, h.Node, "restarting the pool's units and the kubelet", false)
 	// boot starts kube-proxy, stopped above, from its new files.
@@ -255,17 +282,12 @@ func (p *Provider) nodeReady(ctx context.Context, kc kubernetes.Interface, c *cl
 	return nil
 }
 
-// rollAll rolls the hosts of rolls one at a time, in host order (the
-// control-plane host first). The first that fails stops the roll: the error
+// rollAll rolls the hosts of rolls one at a time, the control-plane host
+// first, then the others in host order (rollOrder). The first that fails stops the roll: the error
 // names it and the hosts not rolled yet, which keep their old files; a re-run
 // rolls them (and the failed one again).
 func (p *Provider) rollAll(ctx context.Context, kc kubernetes.Interface, cl *cluster, scripts map[string]*bootScript, rolls map[string]*roll) error {
-	var order []*roll
-	for _, h := range p.hosts {
-		if r := rolls[h.Node]; r != nil {
-			order = append(order, r)
-		}
-	}
+	order := rollOrder(p.hosts, rolls)
 	for i, r := range order {
 		began := time.Now()
 		err := p.eachHost(ctx, []*Host{r.host}, func(ctx context.Context, c *client) error {
@@ -285,6 +307,21 @@ func (p *Provider) rollAll(ctx context.Context, kc kubernetes.Interface, cl *clu
 		p.opts.Logger.Info("rolled", "node", r.host.Node, "took", time.Since(began))
 	}
 	return nil
+}
+
+// rollOrder is the order hosts are rolled in: the control-plane host first
+// (Kubernetes' version skew policy: the API server moves before the kubelets
+// it serves), then the workers in host order.
+func rollOrder(hosts []*Host, rolls map[string]*roll) []*roll {
+	var order []*roll
+	for _, cp := range []bool{true, false} {
+		for _, h := range hosts {
+			if r := rolls[h.Node]; r != nil && (h.Pool == model.ControlPlanePool) == cp {
+				order = append(order, r)
+			}
+		}
+	}
+	return order
 }
 
 // failedOf is host's error out of eachHost's *HostError.

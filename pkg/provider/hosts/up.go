@@ -70,6 +70,9 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err := refuseKeyPairs(d); err != nil {
 		return nil, err
 	}
+	if err := p.selectVersion(d.KubernetesVersion); err != nil {
+		return nil, err
+	}
 	scripts, progs, err := p.plan(d)
 	if err != nil {
 		return nil, err
@@ -89,8 +92,12 @@ func (p *Provider) Up(ctx context.Context, d *provider.Desired) (*provider.Runni
 	if err != nil {
 		return nil, err
 	}
-	// Every host this run may touch is recorded before it is touched.
+	// Every host this run may touch is recorded before it is touched, and
+	// the version it brings them to.
 	if err := p.writeRecord(removed); err != nil {
+		return nil, err
+	}
+	if err := p.recordVersion(); err != nil {
 		return nil, err
 	}
 	u := &upRun{changed: map[string]bool{}, rolls: map[string]*roll{}, failed: map[string]error{}}

@@ -33,6 +33,7 @@ import (
 	"github.com/kubeplug/kubeplug/pkg/action"
 	"github.com/kubeplug/kubeplug/pkg/archive"
 	"github.com/kubeplug/kubeplug/pkg/controller"
+	"github.com/kubeplug/kubeplug/pkg/provider"
 	"github.com/kubeplug/kubeplug/pkg/provider/local/controlplane"
 	"github.com/kubeplug/kubeplug/test/harness/testcluster"
 )
@@ -52,12 +53,12 @@ spec:
 
 // managedClusterFile is the ManagedCluster's cluster file: no key file, no
 // known_hosts file (the resource gives them).
-func managedClusterFile(addrs []string) string {
+func managedClusterFile(version string, addrs []string) string {
 	return fmt.Sprintf(`apiVersion: kubeplug.dev/v1alpha1
 kind: Cluster
 metadata: {name: managed}
 spec:
-  kubernetesVersion: 1.37.1
+  kubernetesVersion: %s
   provider:
     hosts:
       ssh: {user: %s}
@@ -73,17 +74,19 @@ spec:
       - name: control-plane
         values: {clusterCIDR: 10.246.0.0/16}
       - name: host-kubelet
-`, sshUser, addrs[0], addrs[1], addrs[2])
+`, version, sshUser, addrs[0], addrs[1], addrs[2])
 }
 
 // nodePrograms points the hosts provider at the built node programs, as
-// TestCluster does.
-func nodePrograms(t *testing.T, dir string) {
+// TestCluster does, and returns the directory of the Kubernetes programs of
+// the version before (make localcluster-1.36, beside make localcluster's).
+func nodePrograms(t *testing.T, dir string) (previous string) {
 	t.Helper()
 	bin, err := controlplane.FindBinDir("")
 	if err != nil {
 		t.Fatalf("the local control plane is not built (make localcluster): %v", err)
 	}
+	previous = filepath.Join(filepath.Dir(filepath.Dir(bin)), "localcluster-1.36", "bin")
 	nodeBin := os.Getenv("KUBEPLUG_LOCALNODE_BIN")
 	if nodeBin == "" {
 		nodeBin = filepath.Join(filepath.Dir(filepath.Dir(bin)), "localnode", "bin")
@@ -102,19 +105,31 @@ func nodePrograms(t *testing.T, dir string) {
 		}
 		t.Setenv("KUBEPLUG_NODE_AGENT", agent)
 	}
+	return previous
 }
 
-// TestManagedCluster: a management API server and a controller; a
-// ManagedCluster on the three sshd machines → the controller brings the
-// cluster up with the hosts provider (the key from a Secret, the host keys
-// trusted on first use), publishes its kubeconfig and a TargetCluster, and an
-// installation targeting it by name installs a plugin there. Deleting the
-// ManagedCluster runs down: no kubeplug file, unit or process is left on the
-// hosts, and the Secret and TargetCluster are gone.
+// TestManagedCluster: a management API server and a controller with the
+// Kubernetes programs of 1.37.1 and 1.36.3 (its --kubernetes-bin); a
+// ManagedCluster at 1.36.3 on the three sshd machines → the controller brings
+// the cluster up with the hosts provider (the key from a Secret, the host
+// keys trusted on first use), publishes its kubeconfig and a TargetCluster,
+// and an installation targeting it by name installs hello 1.0.0 there (its
+// 2.0.0 needs Kubernetes >=1.37). The resource's version moves
+// (upgradeThroughResource) upgrade the cluster to 1.37.1 and the
+// installation to hello 2.0.0. Deleting the ManagedCluster runs down: no
+// kubeplug file, unit or process (kubelet, etcd, containerd and its shims) is
+// left on the hosts, and the Secret and TargetCluster are gone.
 func TestManagedCluster(t *testing.T) {
 	requireHostsE2E(t)
 	dir := t.TempDir()
-	nodePrograms(t, dir)
+	previous := nodePrograms(t, dir)
+	if _, err := os.Stat(filepath.Join(previous, "kube-apiserver")); err != nil {
+		t.Fatalf("the Kubernetes programs of 1.36 are not built (make localcluster-1.36): %v", err)
+	}
+	binOpts, err := provider.FlagOptions("--kubernetes-bin", previous)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ms, key := sshHosts(t, 3)
 	var addrs []string
 	for i, m := range ms {
@@ -129,6 +144,7 @@ func TestManagedCluster(t *testing.T) {
 	ctl, err := controller.New(rc, controller.Options{
 		Logger: testcluster.Logger(t), Action: &action.Config{PluginDirs: []string{filepath.Join(dir, "plugins")}},
 		MetricsAddr: "0", ProbeAddr: "0", WorkDir: workDir, TargetResync: 5 * time.Second, ClusterRetry: 10 * time.Second,
+		ClusterProviderOptions: binOpts,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -161,20 +177,24 @@ func TestManagedCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkg := pluginArchive(t, map[string]string{
-		"plugin.yaml": "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: hello, version: 1.0.0}\nspec:\n  contributes:\n    kubernetes: {manifests: [m.yaml]}\n",
-		"m.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hello, namespace: default}\ndata: {greeting: from-the-fleet}\n",
-	})
+	hello := func(version, kubernetes, greeting string) []byte {
+		return pluginArchive(t, map[string]string{
+			"plugin.yaml": "apiVersion: kubeplug.dev/v1alpha1\nkind: Plugin\nmetadata: {name: hello, version: " + version + "}\nspec:\n  kubernetesVersion: \"" + kubernetes + "\"\n  contributes:\n    kubernetes: {manifests: [m.yaml]}\n",
+			"m.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hello, namespace: default}\ndata: {greeting: " + greeting + "}\n",
+		})
+	}
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hosts-key"}, Type: corev1.SecretTypeSSHAuth, Data: map[string][]byte{corev1.SSHAuthPrivateKey: pem}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "packages"}, BinaryData: map[string][]byte{"hello-1.0.0.tgz": pkg}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "packages"}, BinaryData: map[string][]byte{
+			"hello-1.0.0.tgz": hello("1.0.0", "<1.37", "from-the-fleet"), "hello-2.0.0.tgz": hello("2.0.0", ">=1.37", "from-the-fleet-2"),
+		}},
 		&ctrlv1.PluginCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"}, Spec: ctrlv1.PluginCatalogSpec{Sources: []ctrlv1.CatalogSource{{ConfigMap: "packages"}}}},
 		&ctrlv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: ctrlv1.ManagedClusterSpec{
-			ClusterFile: managedClusterFile(addrs), SSHKeySecret: &ctrlv1.KeyRefOptionalKey{Name: "hosts-key"}, AcceptNewHostKeys: true,
+			ClusterFile: managedClusterFile("1.36.3", addrs), SSHKeySecret: &ctrlv1.KeyRefOptionalKey{Name: "hosts-key"}, AcceptNewHostKeys: true,
 		}},
 		&ctrlv1.PluginInstallation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello"}, Spec: ctrlv1.PluginInstallationSpec{
-			Target: "edge", Catalogs: []string{"main"}, Plugins: []ctrlv1.InstalledPlugin{{Name: "hello", Version: "1.0.0"}},
+			Target: "edge", Catalogs: []string{"main"}, Plugins: []ctrlv1.InstalledPlugin{{Name: "hello", Version: ">=1.0.0 <3"}},
 		}},
 	} {
 		if err := c.Create(ctx, o); err != nil {
@@ -191,7 +211,7 @@ func TestManagedCluster(t *testing.T) {
 		return meta.IsStatusConditionTrue(mc.Status.Conditions, "Ready"), fmt.Sprint(mc.Status.Conditions)
 	})
 	t.Logf("ManagedCluster Ready in %s: %v", time.Since(began).Round(time.Second), meta.FindStatusCondition(mc.Status.Conditions, "Ready").Message)
-	if mc.Status.KubernetesVersion != "1.37.1" || mc.Status.KubeconfigSecret != "edge-kubeconfig" {
+	if mc.Status.KubernetesVersion != "1.36.3" || mc.Status.KubeconfigSecret != "edge-kubeconfig" {
 		t.Errorf("status: %+v", mc.Status)
 	}
 	// The hosts' keys the controller accepted, for the test's own connections.
@@ -233,6 +253,15 @@ func TestManagedCluster(t *testing.T) {
 	}
 
 	upgradeThroughResource(t, c, edge, mc)
+	poll(t, 3*time.Minute, "installation hello moved to 2.0.0 on the upgraded cluster", func() (bool, string) {
+		cm, err := edge.CoreV1().ConfigMaps("default").Get(ctx, "hello", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "hello"}, inst)
+		return cm.Data["greeting"] == "from-the-fleet-2", fmt.Sprint(cm.Data, inst.Status.Conditions)
+	})
+	downgradeRefused(t, c, edge, mc)
 
 	// Delete: the installation first (it uninstalls), then the cluster (down).
 	if err := c.Delete(ctx, inst); err != nil {
@@ -276,14 +305,16 @@ func machinesSay(mc *ctrlv1.ManagedCluster) string {
 
 // upgradeThroughResource changes a Ready ManagedCluster's spec:
 //   - each machine is listed Ready, with its pool, role and address;
-//   - spec.kubernetesVersion 1.36.3, which the controller's node programs
-//     (1.37.1) cannot run: Stalled, reason KubernetesVersionNotSupported,
-//     naming both versions; no host touched (the Nodes stay Ready, the
-//     status stays at 1.37.1);
-//   - back at 1.37.1, with a pool file change (a label on the workers'
-//     pool): up runs again through the resource, rolls the workers, and the
-//     ManagedCluster is Ready with every machine Ready and the label on the
-//     workers' Nodes.
+//   - spec.kubernetesVersion 1.38.0, which none of the controller's programs
+//     (1.37.1, 1.36.3) are: Stalled, reason KubernetesVersionNotSupported,
+//     naming the versions; no host touched (the Nodes stay Ready, the status
+//     stays at 1.36.3);
+//   - 1.37.1, with a pool file change (a label on the workers' pool): up
+//     runs again through the resource and rolls every host, the control-plane
+//     host first (its Node registered anew before the workers'), then the
+//     workers one at a time; the ManagedCluster is Ready at 1.37.1 with every
+//     machine Ready, every Node's kubelet and the API server's /version say
+//     v1.37.1, and the label is on the workers' Nodes.
 func upgradeThroughResource(t *testing.T, c client.Client, edge kubernetes.Interface, mc *ctrlv1.ManagedCluster) {
 	t.Helper()
 	ctx := t.Context()
@@ -301,33 +332,16 @@ func upgradeThroughResource(t *testing.T, c client.Client, edge kubernetes.Inter
 	if got, want := machinesSay(mc), fmt.Sprintf("control-plane-0 control-plane control-plane %s Ready\nworkers-0 workers worker %s Ready\nworkers-1 workers worker %s Ready\n", addrs[0], addrs[1], addrs[2]); got != want {
 		t.Errorf("status.machines when Ready:\n%s\nwant\n%s", got, want)
 	}
+	versions(t, edge, "v1.36.3")
 	file := mc.Spec.ClusterFile
-	setFile := func(text string) {
-		t.Helper()
-		if err := c.Get(ctx, key, mc); err != nil {
-			t.Fatal(err)
-		}
-		mc.Spec.ClusterFile = text
-		if err := c.Update(ctx, mc); err != nil {
-			t.Fatal(err)
-		}
-	}
 
-	setFile(strings.Replace(file, "kubernetesVersion: 1.37.1", "kubernetesVersion: 1.36.3", 1))
-	poll(t, 2*time.Minute, "ManagedCluster edge Stalled at 1.36.3", func() (bool, string) {
-		if err := c.Get(ctx, key, mc); err != nil {
-			return false, err.Error()
-		}
-		s := meta.FindStatusCondition(mc.Status.Conditions, "Stalled")
-		return s != nil && s.Status == metav1.ConditionTrue && s.ObservedGeneration == mc.Generation, fmt.Sprint(mc.Status.Conditions)
-	})
-	s := meta.FindStatusCondition(mc.Status.Conditions, "Stalled")
-	t.Logf("Stalled: %s: %s", s.Reason, s.Message)
-	if s.Reason != controller.ReasonVersionNotSupported || !strings.Contains(s.Message, "1.36.3") || !strings.Contains(s.Message, "are Kubernetes 1.37.1") {
-		t.Errorf("Stalled: %s: %s; want the refusal naming 1.36.3 and the programs' 1.37.1", s.Reason, s.Message)
+	setClusterFile(t, c, mc, strings.Replace(file, "kubernetesVersion: 1.36.3", "kubernetesVersion: 1.38.0", 1))
+	s := waitStalled(t, c, mc)
+	if s.Reason != controller.ReasonVersionNotSupported || !strings.Contains(s.Message, "1.38.0") || !strings.Contains(s.Message, "are Kubernetes 1.37.1") || !strings.Contains(s.Message, "are Kubernetes 1.36.3") {
+		t.Errorf("Stalled: %s: %s; want the refusal naming 1.38.0 and the programs' 1.37.1 and 1.36.3", s.Reason, s.Message)
 	}
-	if mc.Status.KubernetesVersion != "1.37.1" {
-		t.Errorf("status.kubernetesVersion %s after a refused move, want 1.37.1", mc.Status.KubernetesVersion)
+	if mc.Status.KubernetesVersion != "1.36.3" {
+		t.Errorf("status.kubernetesVersion %s after a refused move, want 1.36.3", mc.Status.KubernetesVersion)
 	}
 	for _, node := range []string{"control-plane-0", "workers-0", "workers-1"} {
 		if n, err := edge.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil || !ready(n) || n.Spec.Unschedulable {
@@ -336,9 +350,10 @@ func upgradeThroughResource(t *testing.T, c client.Client, edge kubernetes.Inter
 	}
 
 	const label = "fleet.kubeplug.dev/pool"
-	setFile(strings.Replace(file, "{name: workers, role: worker, count: 2}", "{name: workers, role: worker, count: 2, labels: {"+label+": upgraded}}", 1))
+	file = strings.Replace(file, "kubernetesVersion: 1.36.3", "kubernetesVersion: 1.37.1", 1)
+	setClusterFile(t, c, mc, strings.Replace(file, "{name: workers, role: worker, count: 2}", "{name: workers, role: worker, count: 2, labels: {"+label+": upgraded}}", 1))
 	began := time.Now()
-	poll(t, 15*time.Minute, "ManagedCluster edge Ready with the new pool file", func() (bool, string) {
+	poll(t, 20*time.Minute, "ManagedCluster edge Ready at 1.37.1", func() (bool, string) {
 		if err := c.Get(ctx, key, mc); err != nil {
 			return false, err.Error()
 		}
@@ -346,18 +361,97 @@ func upgradeThroughResource(t *testing.T, c client.Client, edge kubernetes.Inter
 		return r != nil && r.Status == metav1.ConditionTrue && r.ObservedGeneration == mc.Generation && meta.FindStatusCondition(mc.Status.Conditions, "Stalled") == nil,
 			fmt.Sprint(mc.Status.Conditions) + "\n" + machinesSay(mc)
 	})
-	t.Logf("the pool file change rolled through the resource in %s", time.Since(began).Round(time.Second))
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("the upgrade 1.36.3 → 1.37.1 (control-plane host, then 2 workers) through the resource took %s (load %s)", time.Since(began).Round(time.Second), strings.TrimSpace(string(load)))
+	if mc.Status.KubernetesVersion != "1.37.1" {
+		t.Errorf("status.kubernetesVersion %s after the upgrade, want 1.37.1", mc.Status.KubernetesVersion)
+	}
 	if got := machinesSay(mc); strings.Count(got, " Ready\n") != 3 {
-		t.Errorf("status.machines after the roll:\n%s", got)
+		t.Errorf("status.machines after the upgrade:\n%s", got)
+	}
+	created := versions(t, edge, "v1.37.1")
+	// Each rolled host's Node is registered anew once the host is rolled.
+	if !created["control-plane-0"].Before(created["workers-0"]) || !created["workers-0"].Before(created["workers-1"]) {
+		t.Errorf("the Nodes were registered anew at %v: want the control-plane host first, then workers-0, then workers-1", created)
 	}
 	for _, node := range []string{"workers-0", "workers-1"} {
 		n, err := edge.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
-			t.Errorf("node %s after the roll: %v", node, err)
-		} else if !ready(n) || n.Labels[label] != "upgraded" {
-			t.Errorf("node %s after the roll: Ready %v, labels %v", node, ready(n), n.Labels)
+			t.Errorf("node %s after the upgrade: %v", node, err)
+		} else if !ready(n) || n.Spec.Unschedulable || n.Labels[label] != "upgraded" {
+			t.Errorf("node %s after the upgrade: Ready %v, unschedulable %v, labels %v", node, ready(n), n.Spec.Unschedulable, n.Labels)
 		}
 	}
+}
+
+// downgradeRefused sets a ManagedCluster at 1.37.1 back to 1.36.3, whose
+// programs the controller has: Stalled, naming the downgrade; no host is
+// touched (every kubelet still 1.37.1, the Nodes not registered anew).
+func downgradeRefused(t *testing.T, c client.Client, edge kubernetes.Interface, mc *ctrlv1.ManagedCluster) {
+	t.Helper()
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(mc), mc); err != nil {
+		t.Fatal(err)
+	}
+	before := versions(t, edge, "v1.37.1")
+	setClusterFile(t, c, mc, strings.Replace(mc.Spec.ClusterFile, "kubernetesVersion: 1.37.1", "kubernetesVersion: 1.36.3", 1))
+	s := waitStalled(t, c, mc)
+	t.Logf("Stalled: %s: %s", s.Reason, s.Message)
+	if s.Reason != controller.ReasonVersionNotSupported || !strings.Contains(s.Message, "runs Kubernetes 1.37.1; a downgrade is not supported") {
+		t.Errorf("Stalled: %s: %s; want the downgrade refused", s.Reason, s.Message)
+	}
+	if after := versions(t, edge, "v1.37.1"); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("a refused downgrade registered Nodes anew: %v, were %v", after, before)
+	}
+}
+
+// setClusterFile sets a ManagedCluster's spec.clusterFile.
+func setClusterFile(t *testing.T, c client.Client, mc *ctrlv1.ManagedCluster, text string) {
+	t.Helper()
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(mc), mc); err != nil {
+		t.Fatal(err)
+	}
+	mc.Spec.ClusterFile = text
+	if err := c.Update(t.Context(), mc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitStalled waits until the ManagedCluster is Stalled at its generation.
+func waitStalled(t *testing.T, c client.Client, mc *ctrlv1.ManagedCluster) *metav1.Condition {
+	t.Helper()
+	poll(t, 2*time.Minute, "ManagedCluster "+mc.Name+" Stalled", func() (bool, string) {
+		if err := c.Get(t.Context(), client.ObjectKeyFromObject(mc), mc); err != nil {
+			return false, err.Error()
+		}
+		s := meta.FindStatusCondition(mc.Status.Conditions, "Stalled")
+		return s != nil && s.Status == metav1.ConditionTrue && s.ObservedGeneration == mc.Generation, fmt.Sprint(mc.Status.Conditions)
+	})
+	return meta.FindStatusCondition(mc.Status.Conditions, "Stalled")
+}
+
+// versions checks that every Node's kubelet and the API server (/version)
+// are Kubernetes want, and returns when each Node was registered.
+func versions(t *testing.T, edge kubernetes.Interface, want string) map[string]time.Time {
+	t.Helper()
+	info, err := edge.Discovery().ServerVersion()
+	if err != nil || info.GitVersion != want {
+		t.Errorf("the API server's /version: %v, %v; want %s", info, err, want)
+	}
+	nodes, err := edge.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := map[string]time.Time{}
+	for _, n := range nodes.Items {
+		created[n.Name] = n.CreationTimestamp.Time
+		if v := n.Status.NodeInfo.KubeletVersion; v != want {
+			t.Errorf("node %s: kubelet %s, want %s", n.Name, v, want)
+		}
+	}
+	if len(created) != 3 {
+		t.Errorf("the cluster's Nodes: %v, want 3", created)
+	}
+	return created
 }
 
 // applyCRDs applies the controller's CRDs and waits until they serve.
