@@ -264,6 +264,16 @@ func (c *ControlPlane) startComponents(ctx context.Context) error {
 // startAgain stops comp, when it runs, and starts it with its current command
 // line, without waiting for it.
 func (c *ControlPlane) startAgain(ctx context.Context, comp Component) error {
+	if err := c.forget(ctx, comp); err != nil {
+		return err
+	}
+	c.tell(comp, ComponentStarting, time.Now())
+	return c.startComponent(comp)
+}
+
+// forget stops comp's process, when it runs, and removes it from the running
+// ones.
+func (c *ControlPlane) forget(ctx context.Context, comp Component) error {
 	c.mu.Lock()
 	p := c.procs[comp]
 	delete(c.procs, comp)
@@ -273,8 +283,7 @@ func (c *ControlPlane) startAgain(ctx context.Context, comp Component) error {
 			return fmt.Errorf("stop %s: %w", comp, err)
 		}
 	}
-	c.tell(comp, ComponentStarting, time.Now())
-	return c.startComponent(comp)
+	return nil
 }
 
 // portsChosen, when set (by tests), is called once start has chosen the ports
@@ -293,14 +302,8 @@ const portAttempts = 3
 func (c *ControlPlane) onFreshPort(ctx context.Context, comp Component, err error) error {
 	for attempt := 1; err != nil && attempt < portAttempts && strings.Contains(err.Error(), "address already in use") && !c.portFixed(comp); attempt++ {
 		c.log.Warn("a port chosen for a component was taken before it bound it; choosing another", "component", comp, "error", err)
-		c.mu.Lock()
-		p := c.procs[comp]
-		delete(c.procs, comp)
-		c.mu.Unlock()
-		if p != nil {
-			if err := p.stop(ctx, c.opts.StopGracePeriod); err != nil {
-				return fmt.Errorf("stop %s: %w", comp, err)
-			}
+		if err := c.forget(ctx, comp); err != nil {
+			return err
 		}
 		if err := c.choosePortAgain(comp); err != nil {
 			return err
