@@ -50,10 +50,11 @@ type Client struct {
 	host     string // AWS S3's host in cfg.Region: FIPS and dual-stack as configured
 }
 
-// New returns a client of cfg. endpoint, when not empty, is the URL of an
+// New returns a client of cfg (ctx bounds reading cfg's FIPS and dual-stack
+// settings). endpoint, when not empty, is the URL of an
 // S3-compatible store, addressed path-style; else AWS_ENDPOINT_URL_S3, else
 // cfg.BaseEndpoint, else AWS S3 in cfg.Region.
-func New(cfg aws.Config, endpoint string) (*Client, error) {
+func New(ctx context.Context, cfg aws.Config, endpoint string) (*Client, error) {
 	if endpoint == "" {
 		endpoint = os.Getenv("AWS_ENDPOINT_URL_S3")
 	}
@@ -78,7 +79,7 @@ func New(cfg aws.Config, endpoint string) (*Client, error) {
 		c.endpoint = u
 		return c, nil
 	}
-	host, err := awsHost(context.Background(), c.cfg)
+	host, err := awsHost(ctx, c.cfg)
 	if err != nil {
 		return nil, err
 	}

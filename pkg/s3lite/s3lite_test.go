@@ -36,7 +36,7 @@ func TestRequestsArePathStyleSignedAndEscaped(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c, err := New(testConfig("eu-west-1"), srv.URL+"/")
+	c, err := New(context.Background(), testConfig("eu-west-1"), srv.URL+"/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestRequestsArePathStyleSignedAndEscaped(t *testing.T) {
 // TestAWSAddressing: without an override a bucket is addressed virtual-hosted
 // on the region's endpoint, path-style when its name has a dot.
 func TestAWSAddressing(t *testing.T) {
-	c, err := New(testConfig("eu-west-1"), "")
+	c, err := New(context.Background(), testConfig("eu-west-1"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestAWSHostHonoursFIPSAndDualStack(t *testing.T) {
 			opts.UseDualStackEndpoint = aws.DualStackEndpointStateEnabled
 		}
 		cfg.ConfigSources = []any{opts}
-		c, err := New(cfg, "")
+		c, err := New(context.Background(), cfg, "")
 		if err != nil {
 			t.Errorf("%s: %v", tc.region, err)
 			continue
@@ -128,7 +128,7 @@ func TestAWSHostHonoursFIPSAndDualStack(t *testing.T) {
 			t.Errorf("%s fips=%v dual=%v: %q, want %s", tc.region, tc.fips, tc.dual, c.host, tc.want)
 		}
 	}
-	if _, err := New(testConfig("us-iso-east-1"), ""); err == nil || !strings.Contains(err.Error(), "us-iso-east-1") || !strings.Contains(err.Error(), "AWS_ENDPOINT_URL_S3") {
+	if _, err := New(context.Background(), testConfig("us-iso-east-1"), ""); err == nil || !strings.Contains(err.Error(), "us-iso-east-1") || !strings.Contains(err.Error(), "AWS_ENDPOINT_URL_S3") {
 		t.Errorf("an ISO region: %v, want a refusal naming it and AWS_ENDPOINT_URL_S3", err)
 	}
 }
@@ -158,7 +158,7 @@ func TestErrorsAndRetries(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c, err := New(testConfig(""), srv.URL)
+	c, err := New(context.Background(), testConfig(""), srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestDeleteObjects(t *testing.T) {
 		_, _ = io.WriteString(w, `<DeleteResult><Error><Key>z</Key><Code>AccessDenied</Code><Message>no</Message></Error></DeleteResult>`)
 	}))
 	defer srv.Close()
-	c, err := New(testConfig("us-east-1"), srv.URL)
+	c, err := New(context.Background(), testConfig("us-east-1"), srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestDeleteObjects(t *testing.T) {
 }
 
 func TestBadEndpoint(t *testing.T) {
-	if _, err := New(testConfig(""), "s3.example.com"); err == nil || !strings.Contains(err.Error(), `"s3.example.com": not an http(s) URL`) {
+	if _, err := New(context.Background(), testConfig(""), "s3.example.com"); err == nil || !strings.Contains(err.Error(), `"s3.example.com": not an http(s) URL`) {
 		t.Errorf("New with a bare host: %v", err)
 	}
 }

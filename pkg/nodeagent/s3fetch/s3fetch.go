@@ -71,7 +71,7 @@ func client(ctx context.Context, endpoint string) (*s3lite.Client, error) {
 	}
 	// Signing needs a region (s3lite takes us-east-1 when none is set); an
 	// S3-compatible store, addressed path-style, mostly ignores it.
-	c, err := s3lite.New(cfg, endpoint)
+	c, err := s3lite.New(ctx, cfg, endpoint)
 	if err != nil {
 		return nil, err
 	}

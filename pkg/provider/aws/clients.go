@@ -79,7 +79,7 @@ func newClients(ctx context.Context, o Options) (*clients, error) {
 	endpoint := aws.ToString(cfg.BaseEndpoint)
 	// Emulators and private endpoints rarely serve bucket.host names: on an
 	// endpoint override s3lite addresses buckets path-style.
-	s3c, err := s3lite.New(cfg, "")
+	s3c, err := s3lite.New(lctx, cfg, "")
 	if err != nil {
 		return nil, err
 	}
