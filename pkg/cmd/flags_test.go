@@ -54,6 +54,8 @@ func nonDefault(t *testing.T, f *pflag.Flag) string {
 		return "37"
 	case "stringArray":
 		return "some-value"
+	case "dir":
+		return "/some-dir"
 	case "string":
 		if f.Name == "dry-run" {
 			return "server"
