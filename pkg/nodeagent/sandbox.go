@@ -18,8 +18,11 @@ mount --bind "$root" "$root"
 failed=""
 # Field 5 of mountinfo is the mount point with space, tab, newline and
 # backslash octal-escaped: unescaped (a process) only where it has one, as
-# most do not and a hook waits for this loop.
-mounts=$(awk '{print $5}' /proc/self/mountinfo | sort -u)
+# most do not and a hook waits for this loop. A namespace handle (nsfs, such
+# as /run/netns/NAME) holds no file to write, so read-only would add nothing;
+# it is left out, as the handles other clusters on this host make and remove
+# at any moment could fail the remount of one that is going away.
+mounts=$(awk '{for (i = 7; i < NF; i++) if ($i == "-") break; if ($(i+1) != "nsfs") print $5}' /proc/self/mountinfo | sort -u)
 while IFS= read -r m; do
 	case "$m" in
 	*\\*) m=$(printf '%s' "$m" | sed -e 's/\\040/ /g' -e 's/\\011/\t/g' -e 's/\\134/\\/g') ;;
@@ -27,7 +30,9 @@ while IFS= read -r m; do
 	case "$m" in
 	"$root" | "$root"/* | /proc | /proc/*) continue ;;
 	esac
-	mount -o remount,bind,ro "$m" 2>/dev/null || failed="$failed $m"
+	# A mount gone since the list was read (another process's, unmounted in
+	# the meantime) is not a gap in the sandbox.
+	mount -o remount,bind,ro "$m" 2>/dev/null || ! mountpoint -q "$m" || failed="$failed $m"
 done <<EOF
 $mounts
 EOF
@@ -60,12 +65,12 @@ func SandboxArgv(root string) []string {
 }
 
 // SandboxAvailable says whether SandboxArgv can work here: running as root,
-// with unshare, mount and awk on PATH.
+// with unshare, mount, mountpoint and awk on PATH.
 func SandboxAvailable() bool {
 	if os.Geteuid() != 0 {
 		return false
 	}
-	for _, p := range []string{"unshare", "mount", "awk"} {
+	for _, p := range []string{"unshare", "mount", "mountpoint", "awk"} {
 		if _, err := exec.LookPath(p); err != nil {
 			return false
 		}

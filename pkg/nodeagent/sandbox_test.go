@@ -88,3 +88,33 @@ func TestSandboxMakesAMountWithASpaceReadOnly(t *testing.T) {
 		t.Errorf("a write to the mount %q: err %v, output %q; want Read-only file system", dir, err, out)
 	}
 }
+
+// TestSandboxLeavesNamespaceHandlesAlone: a namespace handle (an nsfs mount,
+// as /run/netns/NAME of another cluster on this host) is not remounted — it
+// holds no file to write, and one going away while the sandbox starts must not
+// stop the hook — while every other mount still is.
+func TestSandboxLeavesNamespaceHandlesAlone(t *testing.T) {
+	if !SandboxAvailable() {
+		t.Fatal("the sandbox needs root, unshare, mount, mountpoint and awk (util-linux, as on every machine this project runs on)")
+	}
+	root := t.TempDir()
+	handle := filepath.Join(t.TempDir(), "net")
+	if err := os.WriteFile(handle, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The handle is bound in a mount namespace of the test's own, in which
+	// the sandbox runs a hook that prints the handle's and /usr's mount options.
+	argv := append([]string{"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+		`mount --bind /proc/self/ns/net "$0" && exec "$@"`, handle}, SandboxArgv(root)...)
+	argv = append(argv, "/bin/sh", "-c", `awk -v h="$0" '$5 == h || $5 == "/" {print $5, $6}' /proc/self/mountinfo`, handle)
+	out, err := exec.CommandContext(context.Background(), argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the hook did not run: %v: %s", err, out)
+	}
+	if !strings.Contains(string(out), handle+" rw") {
+		t.Errorf("the namespace handle %s in the sandbox: %q, want it left rw (not remounted)", handle, out)
+	}
+	if !strings.Contains(string(out), "/ ro") {
+		t.Errorf("the host's / in the sandbox: %q, want ro", out)
+	}
+}
