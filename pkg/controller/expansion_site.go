@@ -2,12 +2,9 @@ package controller
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -20,6 +17,7 @@ import (
 	ctrlv1 "github.com/kubeplug/kubeplug/api/controller/v1alpha1"
 	"github.com/kubeplug/kubeplug/api/v1alpha1"
 	"github.com/kubeplug/kubeplug/pkg/expansion"
+	"github.com/kubeplug/kubeplug/pkg/oci"
 )
 
 // sitePolicy is a resource's spec.expansionSite and how its messages name it.
@@ -68,16 +66,11 @@ func (c *Controller) siteOf(ctx context.Context, cl client.Client, ns string, sp
 		if err != nil {
 			return "", err
 		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
+		pool := oci.SystemRoots()
 		if !pool.AppendCertsFromPEM(pem) {
 			return "", specErrorf("spec.expansionSite.registry.caSecret: Secret %s key %q holds no PEM certificate", reg.CASecret.Name, key)
 		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-		p.site.SiteRegistryRemote = append(p.site.SiteRegistryRemote, remote.WithTransport(tr))
+		p.site.SiteRegistryRemote = append(p.site.SiteRegistryRemote, remote.WithTransport(oci.TransportTrusting(pool)))
 		fmt.Fprintf(&stamp, "ca=%s@%s/%s\n", reg.CASecret.Name, version, key)
 	}
 	if name := reg.CredentialsSecret; name != "" {

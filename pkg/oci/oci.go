@@ -110,15 +110,30 @@ type Client struct {
 	plain sync.Map // registry -> bool
 }
 
+// SystemRoots is a copy of the system's root CAs, or an empty pool where the
+// system has none: the pool a CA of the user's is added to.
+func SystemRoots() *x509.CertPool {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		return x509.NewCertPool()
+	}
+	return pool
+}
+
+// TransportTrusting is a clone of http.DefaultTransport whose TLS trusts
+// exactly pool (TLS 1.2 at least).
+func TransportTrusting(pool *x509.CertPool) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return tr
+}
+
 // New builds a Client: it reads the CA files and the credential store now, so a bad
 // file is reported before any network traffic.
 func New(opts Options) (*Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if len(opts.CAFiles) > 0 {
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
+		pool := SystemRoots()
 		for _, f := range opts.CAFiles {
 			pem, err := bounded.ReadFileAs("CA file", f, MaxCAFileSize)
 			if err != nil {
@@ -128,7 +143,7 @@ func New(opts Options) (*Client, error) {
 				return nil, fmt.Errorf("CA file %s holds no PEM certificate", f)
 			}
 		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		tr = TransportTrusting(pool)
 	}
 	timeout := opts.Timeout
 	if timeout == 0 {

@@ -3,8 +3,6 @@ package source
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -327,10 +325,7 @@ func HTTPCatalog(origin plugin.Origin, indexURL string, opts HTTPOptions) Source
 
 // clientTrusting is an HTTP client trusting the system's roots and the CAs in files.
 func clientTrusting(files []string) (*http.Client, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
+	pool := oci.SystemRoots()
 	for _, f := range files {
 		pem, err := bounded.ReadFileAs("CA file", f, oci.MaxCAFileSize)
 		if err != nil {
@@ -340,9 +335,7 @@ func clientTrusting(files []string) (*http.Client, error) {
 			return nil, fmt.Errorf("CA file %s: no PEM certificate in it", f)
 		}
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return &http.Client{Transport: tr}, nil
+	return &http.Client{Transport: oci.TransportTrusting(pool)}, nil
 }
 
 // String names the source in logs.
