@@ -101,6 +101,7 @@ func BenchmarkApplySizes(b *testing.B) {
 		})
 	}
 	printTable(os.Stdout, sizes, samples)
+	summariseApply(b, sizes, samples)
 }
 
 // applySample is iteration n at size objects.

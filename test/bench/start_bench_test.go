@@ -79,6 +79,15 @@ func BenchmarkStart(b *testing.B) {
 	}
 	size := float64(fi.Size()) / 1e6
 	fmt.Printf("| binary < %d MB (-trimpath -s -w) | %.1f MB | - | - | %s |\n", binaryMaxMB, size, met(size < binaryMaxMB))
+	for _, args := range startRuns[:2] {
+		w, r := wall(args), rss(args)
+		summarise(b, summaryRow{
+			target:   fmt.Sprintf("`kubeplug %s` ≤ %d ms, ≤ %d MiB", args[0], startTarget.Milliseconds(), startRSSMiB),
+			kubeplug: fmt.Sprintf("%.1f ms, %.1f MiB", ms(w), r), anchor: fmt.Sprintf("the whole CLI's start %.1f ms, %.1f MiB", ms(wall(anchor)), rss(anchor)),
+			ratio: fmt.Sprintf("%.2f, %.2f", float64(w)/float64(wall(anchor)), r/rss(anchor)), met: met(w <= startTarget && r <= startRSSMiB),
+		})
+	}
+	summarise(b, summaryRow{target: fmt.Sprintf("CLI binary < %d MB (-trimpath -s -w)", binaryMaxMB), kubeplug: fmt.Sprintf("%.1f MB", size), met: met(size < binaryMaxMB)})
 	b.ReportMetric(ms(wall(startRuns[0])), "help-ms")
 	b.ReportMetric(rss(startRuns[0]), "help-MiB")
 	b.ReportMetric(size, "binary-MB")
