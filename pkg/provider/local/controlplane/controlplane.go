@@ -215,8 +215,17 @@ func (c *ControlPlane) prepare() error {
 // listens, as a kubelet starts the two static Pods of a kubeadm node
 // together. etcd is waited for first; when it had to move to another port
 // (onFreshPort), the API server, whose command line named the old one, is
-// started again. The rest need the API server ready (the controller manager
-// gives up on one that does not answer soon) and start together after it.
+// started again.
+//
+// The rest (the controller manager, the scheduler, kwok) start as soon as the
+// API server serves, not once it is ready: between the two its post-start
+// hooks run (the system priority classes alone wait a fixed second before
+// their first try), and the rest's own starts fill that second. Not earlier:
+// a controller manager whose command line names no request-header CA file
+// (kubeadm's and the control-plane plugin's do not) looks the CA up in the
+// cluster at once and exits when the API server does not answer, and kwok
+// retries its first LIST after 1, 2, 4… s. Readiness is still waited for in
+// the same order: the API server's, then each of the rest's.
 func (c *ControlPlane) startComponents(ctx context.Context) error {
 	began := time.Now()
 	c.tell(Etcd, ComponentStarting, began)
@@ -229,7 +238,7 @@ func (c *ControlPlane) startComponents(ctx context.Context) error {
 	if err == nil {
 		err = c.waitReady(ctx, Etcd)
 	}
-	if err = c.onFreshPort(ctx, Etcd, err); err != nil {
+	if err = c.onFreshPort(ctx, Etcd, err, c.waitReady); err != nil {
 		return err
 	}
 	c.tell(Etcd, ComponentReady, began)
@@ -241,22 +250,55 @@ func (c *ControlPlane) startComponents(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := c.onFreshPort(ctx, APIServer, c.waitReady(ctx, APIServer)); err != nil {
+	if err := c.onFreshPort(ctx, APIServer, c.waitServing(ctx, APIServer), c.waitServing); err != nil {
 		return err
 	}
-	c.tell(APIServer, ComponentReady, began)
-	began = time.Now()
-	for _, comp := range []Component{ControllerManager, Scheduler, Kwok} {
-		c.tell(comp, ComponentStarting, began)
+	rest := []Component{ControllerManager, Scheduler, Kwok}
+	restBegan := time.Now()
+	for _, comp := range rest {
+		c.tell(comp, ComponentStarting, restBegan)
 		if err := c.startComponent(comp); err != nil {
 			return err
 		}
 	}
-	for _, comp := range []Component{ControllerManager, Scheduler, Kwok} {
-		if err := c.onFreshPort(ctx, comp, c.waitReady(ctx, comp)); err != nil {
+	if err := c.onFreshPort(ctx, APIServer, c.waitReady(ctx, APIServer), c.waitReady); err != nil {
+		return err
+	}
+	c.tell(APIServer, ComponentReady, began)
+	if err := c.startExitedAgain(ctx, rest); err != nil {
+		return err
+	}
+	for _, comp := range rest {
+		if err := c.onFreshPort(ctx, comp, c.waitReady(ctx, comp), c.waitReady); err != nil {
 			return err
 		}
-		c.tell(comp, ComponentReady, began)
+		c.tell(comp, ComponentReady, restBegan)
+	}
+	return nil
+}
+
+// startExitedAgain starts again, once, each of comps that exited while the
+// API server was not yet ready, other than for a taken port (onFreshPort's
+// case): the controller manager gives up when the API server's /healthz is not
+// ok within 10 s of its first look, which a loaded machine's post-start hooks
+// can exceed. Started again now, it finds the API server ready, as it did when
+// it was started only then. One that exits again fails Start with its log.
+func (c *ControlPlane) startExitedAgain(ctx context.Context, comps []Component) error {
+	for _, comp := range comps {
+		c.mu.Lock()
+		p := c.procs[comp]
+		c.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		exited, exitErr := p.exited()
+		if !exited || strings.Contains(tail(c.LogPath(comp), 2048), "address already in use") {
+			continue
+		}
+		c.log.Warn("a component exited before the API server was ready; starting it again", "component", comp, "error", exitErr, "log", c.LogPath(comp))
+		if err := c.startAgain(ctx, comp); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -298,8 +340,8 @@ const portAttempts = 3
 // the choice and the bind, which a machine running many clusters and tests
 // sees — and that port was not one the caller fixed: comp is then started
 // again on a newly chosen port (the later components' command lines follow),
-// up to portAttempts times in all.
-func (c *ControlPlane) onFreshPort(ctx context.Context, comp Component, err error) error {
+// up to portAttempts times in all, each start waited for by wait.
+func (c *ControlPlane) onFreshPort(ctx context.Context, comp Component, err error, wait func(context.Context, Component) error) error {
 	for attempt := 1; err != nil && attempt < portAttempts && strings.Contains(err.Error(), "address already in use") && !c.portFixed(comp); attempt++ {
 		c.log.Warn("a port chosen for a component was taken before it bound it; choosing another", "component", comp, "error", err)
 		if err := c.forget(ctx, comp); err != nil {
@@ -309,7 +351,7 @@ func (c *ControlPlane) onFreshPort(ctx context.Context, comp Component, err erro
 			return err
 		}
 		if err = c.startComponent(comp); err == nil {
-			err = c.waitReady(ctx, comp)
+			err = wait(ctx, comp)
 		}
 	}
 	return err
@@ -705,6 +747,29 @@ func (c *ControlPlane) waitReady(ctx context.Context, comp Component) error {
 	}
 	c.log.Info("component ready", "component", comp, "duration", time.Since(began))
 	return nil
+}
+
+// waitServing polls the API server comp until it serves: its /readyz answers
+// over TLS with the cluster's CA, whatever it says (not ready while its
+// post-start hooks run).
+func (c *ControlPlane) waitServing(ctx context.Context, comp Component) error {
+	hc, err := rest.HTTPClientFor(c.restConfig)
+	if err != nil {
+		return fmt.Errorf("build api server client: %w", err)
+	}
+	url := c.restConfig.Host + "/readyz"
+	return c.poll(ctx, comp, "serving", func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("build request %s: %w", url, err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("get %s: %w", url, err)
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return resp.Body.Close()
+	})
 }
 
 // Polls start pollFirst apart and double up to pollMax: a component or Node
