@@ -73,7 +73,7 @@ var upSteps = []upStep{
 	{provider.CreationStep{Name: "state", Means: "the state directory's lock and state: its cluster, the version change (upgrade), a restore's snapshot checked"}, (*upRun).loadState},
 	{provider.CreationStep{Name: "layout", Means: "the nodes wanted, the control-plane machine's files, the static Pods' flags checked against the provider's facts"}, (*upRun).layout},
 	{provider.CreationStep{Name: "etcd-restore", Means: "etcd's data restored from --restore-from's snapshot (only then)"}, (*upRun).etcdRestore},
-	{provider.CreationStep{Name: "control-plane", Means: "the control-plane node's beforeNodeup hooks, then each component started and ready in turn: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (or the control-plane machines booted)"}, (*upRun).controlPlane},
+	{provider.CreationStep{Name: "control-plane", Means: "the control-plane node's beforeNodeup hooks, then the components: etcd and kube-apiserver started together, kube-controller-manager, kube-scheduler and kwok once the API server serves, each waited for until ready (or the control-plane machines booted)"}, (*upRun).controlPlane},
 	{provider.CreationStep{Name: "stale-nodes", Means: "the nodes recorded, then those no longer wanted stopped and their Nodes deleted"}, (*upRun).staleNodes},
 	{provider.CreationStep{Name: "machines", Means: "the real nodes' network and registry, each machine created from its pool's user data, a bootstrap token for those that boot"}, (*upRun).machines},
 	{provider.CreationStep{Name: "node-join", Means: "every node at once: its files, beforeNodeup hooks, join, Ready, afterNodeup hooks"}, (*upRun).nodeJoin},
