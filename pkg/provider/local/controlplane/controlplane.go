@@ -217,15 +217,20 @@ func (c *ControlPlane) prepare() error {
 // (onFreshPort), the API server, whose command line named the old one, is
 // started again.
 //
-// The rest (the controller manager, the scheduler, kwok) start as soon as the
-// API server serves, not once it is ready: between the two its post-start
-// hooks run (the system priority classes alone wait a fixed second before
-// their first try), and the rest's own starts fill that second. Not earlier:
-// a controller manager whose command line names no request-header CA file
-// (kubeadm's and the control-plane plugin's do not) looks the CA up in the
-// cluster at once and exits when the API server does not answer, and kwok
-// retries its first LIST after 1, 2, 4… s. Readiness is still waited for in
-// the same order: the API server's, then each of the rest's.
+// The scheduler and kwok start as soon as the API server serves, not once it
+// is ready: between the two its post-start hooks run (the system priority
+// classes alone wait a fixed second before their first try, the RBAC roles
+// take up to seconds on a loaded machine), and their own starts fill that
+// time. Not earlier: kwok retries its first LIST after 1, 2, 4… s. The
+// controller manager starts once the API server is ready, as before: it looks
+// at the API server's /healthz once a second until it is ok, only then starts
+// its controllers, so started earlier its controllers (which every
+// Deployment waits on) would start up to a second after the API server is
+// ready instead of at once; and without a request-header CA file on its
+// command line (kubeadm's and the control-plane plugin's name none) it looks
+// the CA up in the cluster at once and exits when the API server does not
+// answer. Readiness is waited for in the same order as ever: the API
+// server's, then each of the rest's.
 func (c *ControlPlane) startComponents(ctx context.Context) error {
 	began := time.Now()
 	c.tell(Etcd, ComponentStarting, began)
@@ -253,10 +258,11 @@ func (c *ControlPlane) startComponents(ctx context.Context) error {
 	if err := c.onFreshPort(ctx, APIServer, c.waitServing(ctx, APIServer), c.waitServing); err != nil {
 		return err
 	}
-	rest := []Component{ControllerManager, Scheduler, Kwok}
-	restBegan := time.Now()
-	for _, comp := range rest {
-		c.tell(comp, ComponentStarting, restBegan)
+	early := []Component{Scheduler, Kwok}
+	started := map[Component]time.Time{}
+	for _, comp := range early {
+		started[comp] = time.Now()
+		c.tell(comp, ComponentStarting, started[comp])
 		if err := c.startComponent(comp); err != nil {
 			return err
 		}
@@ -265,24 +271,29 @@ func (c *ControlPlane) startComponents(ctx context.Context) error {
 		return err
 	}
 	c.tell(APIServer, ComponentReady, began)
-	if err := c.startExitedAgain(ctx, rest); err != nil {
+	started[ControllerManager] = time.Now()
+	c.tell(ControllerManager, ComponentStarting, started[ControllerManager])
+	if err := c.startComponent(ControllerManager); err != nil {
 		return err
 	}
-	for _, comp := range rest {
+	if err := c.startExitedAgain(ctx, early); err != nil {
+		return err
+	}
+	for _, comp := range []Component{ControllerManager, Scheduler, Kwok} {
 		if err := c.onFreshPort(ctx, comp, c.waitReady(ctx, comp), c.waitReady); err != nil {
 			return err
 		}
-		c.tell(comp, ComponentReady, restBegan)
+		c.tell(comp, ComponentReady, started[comp])
 	}
 	return nil
 }
 
 // startExitedAgain starts again, once, each of comps that exited while the
 // API server was not yet ready, other than for a taken port (onFreshPort's
-// case): the controller manager gives up when the API server's /healthz is not
-// ok within 10 s of its first look, which a loaded machine's post-start hooks
-// can exceed. Started again now, it finds the API server ready, as it did when
-// it was started only then. One that exits again fails Start with its log.
+// case): kwok gives up when its LIST of Nodes fails for ~30 s, which the
+// post-start hooks of a very loaded machine could exceed. Started again now,
+// it finds the API server ready, as it did when it was started only then. One
+// that exits again fails Start with its log.
 func (c *ControlPlane) startExitedAgain(ctx context.Context, comps []Component) error {
 	for _, comp := range comps {
 		c.mu.Lock()

@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// TestComponentThatExitedEarlyIsStartedAgainOnce: the controller manager,
-// started while the API server runs its post-start hooks, gave up waiting for
-// it (on a loaded machine); once the API server is ready it is started again,
-// and runs. One that exited on a taken port is left to onFreshPort, which
+// TestComponentThatExitedEarlyIsStartedAgainOnce: kwok, started while the
+// API server runs its post-start hooks, gave up waiting for it (on a very
+// loaded machine); once the API server is ready it is started again, and
+// runs. One that exited on a taken port is left to onFreshPort, which
 // moves it.
 func TestComponentThatExitedEarlyIsStartedAgainOnce(t *testing.T) {
 	dir := t.TempDir()
@@ -23,8 +23,7 @@ func TestComponentThatExitedEarlyIsStartedAgainOnce(t *testing.T) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Exits at its first start with the controller manager's message, runs at
-	// the second.
+	// Exits at its first start with firstWords, runs at the second.
 	fake := func(name, firstWords string) {
 		marker := filepath.Join(dir, name+".started")
 		script := "#!/bin/sh\nif [ ! -e " + marker + " ]; then : > " + marker + "; echo '" + firstWords + "'; exit 1; fi\nexec sleep 60\n"
@@ -32,7 +31,7 @@ func TestComponentThatExitedEarlyIsStartedAgainOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fake(string(ControllerManager), "failed to wait for apiserver being healthy: timed out")
+	fake(string(Kwok), "Execute exit err=timed out waiting for the condition")
 	fake(string(Scheduler), "listen tcp 127.0.0.1:1: bind: address already in use")
 	c := &ControlPlane{
 		opts:    Options{StopGracePeriod: time.Second},
@@ -43,7 +42,7 @@ func TestComponentThatExitedEarlyIsStartedAgainOnce(t *testing.T) {
 		args:    map[Component][]string{},
 	}
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	comps := []Component{ControllerManager, Scheduler}
+	comps := []Component{Kwok, Scheduler}
 	first := map[Component]*process{}
 	for _, comp := range comps {
 		if err := c.startComponent(comp); err != nil {
@@ -58,13 +57,13 @@ func TestComponentThatExitedEarlyIsStartedAgainOnce(t *testing.T) {
 	if err := c.startExitedAgain(t.Context(), comps); err != nil {
 		t.Fatalf("start again: %v", err)
 	}
-	kcm := c.procs[ControllerManager]
-	if kcm == first[ControllerManager] {
-		t.Fatal("the controller manager that exited was not started again")
+	kwok := c.procs[Kwok]
+	if kwok == first[Kwok] {
+		t.Fatal("kwok, which exited, was not started again")
 	}
 	time.Sleep(200 * time.Millisecond)
-	if exited, err := kcm.exited(); exited {
-		t.Errorf("the controller manager started again exited: %v", err)
+	if exited, err := kwok.exited(); exited {
+		t.Errorf("kwok started again exited: %v", err)
 	}
 	if c.procs[Scheduler] != first[Scheduler] {
 		t.Error("the scheduler that could not bind its port was started again on it; onFreshPort moves it")
