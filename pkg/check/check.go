@@ -53,7 +53,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Cluster is the cluster's name, given to exec checks as KUBEPLUG_CLUSTER.
 	Cluster string
-	// Interval is how long a failed check waits before its next attempt. Default 1s.
+	// Interval is the longest a failed check waits before its next attempt
+	// (default 1s): the first retry comes Interval/10 after the first
+	// attempt, each wait twice the one before, up to Interval, so that what
+	// turns true a moment after it is first looked at (an EndpointSlice a
+	// controller updates once the Pod behind it is Ready) is not seen a whole
+	// Interval late.
 	Interval time.Duration
 }
 
@@ -209,13 +214,13 @@ func (r *Runner) prepare(p Plugin, c v1alpha1.Check) (prepared, error) {
 	return a, err
 }
 
-// poll tries a every Interval until it passes, fails for good (a terminal
+// poll tries a, then again after Interval/10, doubling up to every Interval, until it passes, fails for good (a terminal
 // error) or its timeout ends, and says whether it passed and what to report.
 func (r *Runner) poll(ctx context.Context, p Plugin, name string, a prepared, start time.Time) (bool, string) {
 	tctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	var last error
-	for {
+	for wait := r.opts.Interval / 10; ; wait = min(2*wait, r.opts.Interval) {
 		msg, err := a.try(tctx)
 		if err == nil {
 			return true, msg
@@ -233,7 +238,7 @@ func (r *Runner) poll(ctx context.Context, p Plugin, name string, a prepared, st
 		select {
 		case <-tctx.Done():
 			return false, timedOut(ctx, a, last, start)
-		case <-time.After(r.opts.Interval):
+		case <-time.After(wait):
 		}
 	}
 }

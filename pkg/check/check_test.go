@@ -387,3 +387,31 @@ func liveProcesses(t *testing.T, pgid int) []string {
 	}
 	return left
 }
+
+// TestFirstRetryComesSoon: a check that fails its first attempt tries again
+// a tenth of Interval later, doubling up to Interval, so what turns true a
+// moment after the first look (up's dns-ready, once the EndpointSlice
+// controller has seen CoreDNS Ready) passes well before a whole Interval.
+func TestFirstRetryComesSoon(t *testing.T) {
+	ns := testcluster.Namespace(t)
+	const interval = 5 * time.Second
+	r, err := check.New(testcluster.RESTConfig(t), check.Options{Cluster: "test", Logger: testcluster.Logger(t), Interval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := testcluster.Client(t)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later", Namespace: ns}, Data: map[string]string{"mode": "on"}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Error(err)
+		}
+	}()
+	res := r.Run(t.Context(), check.Plugin{Name: "demo", Checks: []v1alpha1.Check{{Expression: &v1alpha1.ExpressionCheck{
+		ObjectRef:  v1alpha1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "later"},
+		Expression: `object.data.mode == "on"`, Timeout: "30s",
+	}}}})
+	if !res[0].OK || res[0].Duration >= interval {
+		t.Errorf("a check true 0.1 s after its first attempt: ok=%v after %s (%s), want it passed before one Interval (%s)", res[0].OK, res[0].Duration, res[0].Message, interval)
+	}
+}

@@ -121,9 +121,11 @@ func TestRetryEventsAcrossARestart(t *testing.T) {
 		started = append(started, string(e.Component)+" "+string(e.State))
 	}
 	mu.Unlock()
-	// etcd and the API server start together (controlplane.startComponents).
-	want := []string{"etcd starting", "kube-apiserver starting", "etcd ready", "kube-apiserver ready",
-		"kube-controller-manager starting", "kube-scheduler starting", "kwok starting",
+	// etcd and the API server start together, the scheduler and kwok once it
+	// serves, the controller manager once it is ready
+	// (controlplane.startComponents).
+	want := []string{"etcd starting", "kube-apiserver starting", "etcd ready",
+		"kube-scheduler starting", "kwok starting", "kube-apiserver ready", "kube-controller-manager starting",
 		"kube-controller-manager ready", "kube-scheduler ready", "kwok ready"}
 	if !slices.Equal(started, want) {
 		t.Errorf("component events of a start:\n%v\nwant\n%v", started, want)

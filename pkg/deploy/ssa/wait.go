@@ -22,6 +22,18 @@ import (
 // pollInterval is how often objects that are not ready yet are looked at again.
 const pollInterval = 250 * time.Millisecond
 
+// The waits for readiness (WaitReady, WaitEstablished) look again
+// pollFirst after their first look, the interval doubling up to pollInterval:
+// a Deployment on a cluster that runs its Pods at once (simulated nodes) or a
+// CustomResourceDefinition is ready within a few tens of milliseconds to a
+// few hundred, which a fixed pollInterval would see up to 250 ms late at each
+// wave; one that takes seconds costs a look every pollInterval as before.
+const pollFirst = 20 * time.Millisecond
+
+// backoff is the interval after interval in a wait's sequence: doubled, at
+// most pollInterval.
+func backoff(interval time.Duration) time.Duration { return min(2*interval, pollInterval) }
+
 // WaitEstablished waits until every object among objs whose rule says so (the
 // CustomResourceDefinitions) is Established and its names accepted, so that its
 // custom resources can be applied.
@@ -42,7 +54,7 @@ func (a *Applier) WaitEstablished(ctx context.Context, objs []*unstructured.Unst
 		if err != nil {
 			return err
 		}
-		for {
+		for interval := pollFirst; ; interval = backoff(interval) {
 			got, err := ri.Get(ctx, c.GetName(), metav1.GetOptions{})
 			if err == nil && conditionTrue(got, "Established") && conditionTrue(got, "NamesAccepted") {
 				break
@@ -54,7 +66,7 @@ func (a *Applier) WaitEstablished(ctx context.Context, objs []*unstructured.Unst
 					why = conditionsText(got)
 				}
 				return fmt.Errorf("CustomResourceDefinition %s did not become Established within %s: %s", c.GetName(), a.opts.Timeout, why)
-			case <-time.After(pollInterval):
+			case <-time.After(interval):
 			}
 		}
 	}
@@ -125,7 +137,7 @@ func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructur
 		}
 	}
 	done := len(objs) - len(pending)
-	for len(pending) > 0 {
+	for interval := pollFirst; len(pending) > 0; interval = backoff(interval) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, a.opts.Concurrency)
@@ -189,7 +201,7 @@ func (a *Applier) WaitReady(ctx context.Context, objs []*unstructured.Unstructur
 				return fmt.Errorf("%w while waiting for %d object(s) to become ready", context.Canceled, len(pending))
 			}
 			return notReady(objs, pending, a.opts.Timeout, a.podReasons)
-		case <-time.After(pollInterval):
+		case <-time.After(interval):
 		}
 	}
 	return nil

@@ -285,13 +285,17 @@ func (p *Provider) desiredNodes(d *provider.Desired) []*desiredNode {
 
 // upNode brings one node to its pool's state: machine files, beforeNodeup,
 // join and Ready, afterNodeup. The control-plane node ran beforeNodeup before
-// the control plane started.
-func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.NodeStatus, isControlPlane bool) error {
+// the control plane started; a worker whose files and beforeNodeup ran while
+// it started (early, see startEarlyHooks) takes their outcome.
+func (p *Provider) upNode(ctx context.Context, n *desiredNode, status *provider.NodeStatus, isControlPlane bool, early *earlyPhase) error {
 	if !isControlPlane {
-		if err := p.writeMachine(n.name, n.machine); err != nil {
-			return err
+		var sum provider.HookSummary
+		var err error
+		if early != nil {
+			sum, err = early.outcome(ctx, n.name)
+		} else {
+			sum, err = p.beforeNodeup(ctx, n)
 		}
-		sum, err := p.runPhase(ctx, n, hookspec.PhaseBeforeNodeup)
 		status.Hooks[hookspec.PhaseBeforeNodeup] = sum
 		if err != nil {
 			// The node does not join; a Node from an earlier Up stays, so a

@@ -232,6 +232,28 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// firstStart is when the component whose log is path was first started, as
+// the log's first "=== kubeplug controlplane: starting BIN at TIME" line says.
+func firstStart(t *testing.T, path string) time.Time {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "=== kubeplug controlplane: starting "); ok {
+			_, at, _ := strings.Cut(strings.TrimSpace(rest), " at ")
+			when, err := time.Parse(time.RFC3339Nano, at)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			return when
+		}
+	}
+	t.Fatalf("%s names no start", path)
+	return time.Time{}
+}
+
 // recordedPIDs reads the control plane's pids from its state file.
 func recordedPIDs(t *testing.T, dir string) []int {
 	t.Helper()
@@ -381,6 +403,18 @@ func TestLifecycle(t *testing.T) {
 		}
 		if rep.Node != "workers-1" || len(rep.Hooks) != 2 {
 			t.Errorf("afterNodeup report = %+v", rep)
+		}
+		// A new cluster's simulated workers run their beforeNodeup while the
+		// control plane starts (issue 42), not after it is ready: before kwok,
+		// started once the API server serves, started.
+		var before nodeagent.Report
+		if b, err := os.ReadFile(filepath.Join(root, nodeagent.ReportsDir, hookspec.PhaseBeforeNodeup+".json")); err != nil {
+			t.Error(err)
+		} else if err := json.Unmarshal(b, &before); err != nil {
+			t.Error(err)
+		}
+		if kwokStarted := firstStart(t, filepath.Join(dir, "controlplane", "logs", "kwok.log")); !before.StartedAt.Before(kwokStarted) {
+			t.Errorf("workers-1's beforeNodeup started at %s, kwok at %s: want the hooks while the control plane starts", before.StartedAt, kwokStarted)
 		}
 		// The bypass failure is reported, not fatal.
 		for _, ns := range cl.Nodes {

@@ -56,6 +56,11 @@ type upRun struct {
 	rc    *realCluster
 	token string
 
+	// early are the simulated workers' files and beforeNodeup phases that
+	// run while a new cluster's control plane starts (startEarlyHooks), by
+	// node name; nil otherwise.
+	early map[string]*earlyPhase
+
 	// errs are the nodes' failures: the steps after node-join still run,
 	// and Up returns them joined.
 	errs []error
@@ -73,7 +78,7 @@ var upSteps = []upStep{
 	{provider.CreationStep{Name: "state", Means: "the state directory's lock and state: its cluster, the version change (upgrade), a restore's snapshot checked"}, (*upRun).loadState},
 	{provider.CreationStep{Name: "layout", Means: "the nodes wanted, the control-plane machine's files, the static Pods' flags checked against the provider's facts"}, (*upRun).layout},
 	{provider.CreationStep{Name: "etcd-restore", Means: "etcd's data restored from --restore-from's snapshot (only then)"}, (*upRun).etcdRestore},
-	{provider.CreationStep{Name: "control-plane", Means: "the control-plane node's beforeNodeup hooks, then each component started and ready in turn: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (or the control-plane machines booted)"}, (*upRun).controlPlane},
+	{provider.CreationStep{Name: "control-plane", Means: "the control-plane node's beforeNodeup hooks, then the components: etcd and kube-apiserver started together, kube-scheduler and kwok once the API server serves, kube-controller-manager once it is ready, each waited for until ready (or the control-plane machines booted)"}, (*upRun).controlPlane},
 	{provider.CreationStep{Name: "stale-nodes", Means: "the nodes recorded, then those no longer wanted stopped and their Nodes deleted"}, (*upRun).staleNodes},
 	{provider.CreationStep{Name: "machines", Means: "the real nodes' network and registry, each machine created from its pool's user data, a bootstrap token for those that boot"}, (*upRun).machines},
 	{provider.CreationStep{Name: "node-join", Means: "every node at once: its files, beforeNodeup hooks, join, Ready, afterNodeup hooks"}, (*upRun).nodeJoin},
@@ -371,6 +376,9 @@ func (u *upRun) controlPlane(ctx context.Context) error {
 		}
 		u.rc = rc
 	} else {
+		if err := u.startEarlyHooks(ctx); err != nil {
+			return err
+		}
 		sum, err := p.runPhase(ctx, u.cpNode, hookspec.PhaseBeforeNodeup)
 		u.statuses[u.cpNode.name].Hooks[hookspec.PhaseBeforeNodeup] = sum
 		if err != nil {
@@ -490,7 +498,7 @@ func (u *upRun) nodeJoin(ctx context.Context) error {
 			if n.sys != nil {
 				err = p.upMachineNode(ctx, n, u.rc, u.token, status)
 			} else {
-				err = p.upNode(ctx, n, status, n.name == u.cpNode.name)
+				err = p.upNode(ctx, n, status, n.name == u.cpNode.name, u.early[n.name])
 			}
 			mu.Lock()
 			defer mu.Unlock()

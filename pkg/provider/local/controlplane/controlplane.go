@@ -215,8 +215,22 @@ func (c *ControlPlane) prepare() error {
 // listens, as a kubelet starts the two static Pods of a kubeadm node
 // together. etcd is waited for first; when it had to move to another port
 // (onFreshPort), the API server, whose command line named the old one, is
-// started again. The rest need the API server ready (the controller manager
-// gives up on one that does not answer soon) and start together after it.
+// started again.
+//
+// The scheduler and kwok start as soon as the API server serves, not once it
+// is ready: between the two its post-start hooks run (the system priority
+// classes alone wait a fixed second before their first try, the RBAC roles
+// take up to seconds on a loaded machine), and their own starts fill that
+// time. Not earlier: kwok retries its first LIST after 1, 2, 4… s. The
+// controller manager starts once the API server is ready, as before: it looks
+// at the API server's /healthz once a second until it is ok, only then starts
+// its controllers, so started earlier its controllers (which every
+// Deployment waits on) would start up to a second after the API server is
+// ready instead of at once; and without a request-header CA file on its
+// command line (kubeadm's and the control-plane plugin's name none) it looks
+// the CA up in the cluster at once and exits when the API server does not
+// answer. Readiness is waited for in the same order as ever: the API
+// server's, then each of the rest's.
 func (c *ControlPlane) startComponents(ctx context.Context) error {
 	began := time.Now()
 	c.tell(Etcd, ComponentStarting, began)
@@ -229,7 +243,7 @@ func (c *ControlPlane) startComponents(ctx context.Context) error {
 	if err == nil {
 		err = c.waitReady(ctx, Etcd)
 	}
-	if err = c.onFreshPort(ctx, Etcd, err); err != nil {
+	if err = c.onFreshPort(ctx, Etcd, err, c.waitReady); err != nil {
 		return err
 	}
 	c.tell(Etcd, ComponentReady, began)
@@ -241,22 +255,61 @@ func (c *ControlPlane) startComponents(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := c.onFreshPort(ctx, APIServer, c.waitReady(ctx, APIServer)); err != nil {
+	if err := c.onFreshPort(ctx, APIServer, c.waitServing(ctx, APIServer), c.waitServing); err != nil {
 		return err
 	}
-	c.tell(APIServer, ComponentReady, began)
-	began = time.Now()
-	for _, comp := range []Component{ControllerManager, Scheduler, Kwok} {
-		c.tell(comp, ComponentStarting, began)
+	early := []Component{Scheduler, Kwok}
+	started := map[Component]time.Time{}
+	for _, comp := range early {
+		started[comp] = time.Now()
+		c.tell(comp, ComponentStarting, started[comp])
 		if err := c.startComponent(comp); err != nil {
 			return err
 		}
 	}
+	if err := c.onFreshPort(ctx, APIServer, c.waitReady(ctx, APIServer), c.waitReady); err != nil {
+		return err
+	}
+	c.tell(APIServer, ComponentReady, began)
+	started[ControllerManager] = time.Now()
+	c.tell(ControllerManager, ComponentStarting, started[ControllerManager])
+	if err := c.startComponent(ControllerManager); err != nil {
+		return err
+	}
+	if err := c.startExitedAgain(ctx, early); err != nil {
+		return err
+	}
 	for _, comp := range []Component{ControllerManager, Scheduler, Kwok} {
-		if err := c.onFreshPort(ctx, comp, c.waitReady(ctx, comp)); err != nil {
+		if err := c.onFreshPort(ctx, comp, c.waitReady(ctx, comp), c.waitReady); err != nil {
 			return err
 		}
-		c.tell(comp, ComponentReady, began)
+		c.tell(comp, ComponentReady, started[comp])
+	}
+	return nil
+}
+
+// startExitedAgain starts again, once, each of comps that exited while the
+// API server was not yet ready, other than for a taken port (onFreshPort's
+// case): kwok gives up when its LIST of Nodes fails for ~30 s, which the
+// post-start hooks of a very loaded machine could exceed. Started again now,
+// it finds the API server ready, as it did when it was started only then. One
+// that exits again fails Start with its log.
+func (c *ControlPlane) startExitedAgain(ctx context.Context, comps []Component) error {
+	for _, comp := range comps {
+		c.mu.Lock()
+		p := c.procs[comp]
+		c.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		exited, exitErr := p.exited()
+		if !exited || strings.Contains(tail(c.LogPath(comp), 2048), "address already in use") {
+			continue
+		}
+		c.log.Warn("a component exited before the API server was ready; starting it again", "component", comp, "error", exitErr, "log", c.LogPath(comp))
+		if err := c.startAgain(ctx, comp); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -298,8 +351,8 @@ const portAttempts = 3
 // the choice and the bind, which a machine running many clusters and tests
 // sees — and that port was not one the caller fixed: comp is then started
 // again on a newly chosen port (the later components' command lines follow),
-// up to portAttempts times in all.
-func (c *ControlPlane) onFreshPort(ctx context.Context, comp Component, err error) error {
+// up to portAttempts times in all, each start waited for by wait.
+func (c *ControlPlane) onFreshPort(ctx context.Context, comp Component, err error, wait func(context.Context, Component) error) error {
 	for attempt := 1; err != nil && attempt < portAttempts && strings.Contains(err.Error(), "address already in use") && !c.portFixed(comp); attempt++ {
 		c.log.Warn("a port chosen for a component was taken before it bound it; choosing another", "component", comp, "error", err)
 		if err := c.forget(ctx, comp); err != nil {
@@ -309,7 +362,7 @@ func (c *ControlPlane) onFreshPort(ctx context.Context, comp Component, err erro
 			return err
 		}
 		if err = c.startComponent(comp); err == nil {
-			err = c.waitReady(ctx, comp)
+			err = wait(ctx, comp)
 		}
 	}
 	return err
@@ -705,6 +758,29 @@ func (c *ControlPlane) waitReady(ctx context.Context, comp Component) error {
 	}
 	c.log.Info("component ready", "component", comp, "duration", time.Since(began))
 	return nil
+}
+
+// waitServing polls the API server comp until it serves: its /readyz answers
+// over TLS with the cluster's CA, whatever it says (not ready while its
+// post-start hooks run).
+func (c *ControlPlane) waitServing(ctx context.Context, comp Component) error {
+	hc, err := rest.HTTPClientFor(c.restConfig)
+	if err != nil {
+		return fmt.Errorf("build api server client: %w", err)
+	}
+	url := c.restConfig.Host + "/readyz"
+	return c.poll(ctx, comp, "serving", func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("build request %s: %w", url, err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("get %s: %w", url, err)
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return resp.Body.Close()
+	})
 }
 
 // Polls start pollFirst apart and double up to pollMax: a component or Node

@@ -50,6 +50,18 @@ func TestControlPlane(t *testing.T) {
 	if apiStart, etcdReady := slices.Index(events, "kube-apiserver starting"), slices.Index(events, "etcd ready"); apiStart < 0 || etcdReady < 0 || apiStart > etcdReady {
 		t.Errorf("start events %v: want kube-apiserver starting before etcd ready", events)
 	}
+	// The scheduler and kwok start while the API server runs its post-start
+	// hooks, the controller manager once it is ready; each is reported ready
+	// after it.
+	apiReady := slices.Index(events, "kube-apiserver ready")
+	for _, comp := range []string{"kube-scheduler", "kwok"} {
+		if start, ready := slices.Index(events, comp+" starting"), slices.Index(events, comp+" ready"); start < 0 || start > apiReady || ready < apiReady {
+			t.Errorf("start events %v: want %s starting before kube-apiserver ready, and ready after it", events, comp)
+		}
+	}
+	if start := slices.Index(events, "kube-controller-manager starting"); start < apiReady {
+		t.Errorf("start events %v: want kube-controller-manager starting after kube-apiserver ready", events)
+	}
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
