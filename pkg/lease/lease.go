@@ -152,9 +152,6 @@ func Lock(ctx context.Context, c *kube.Client, opts Options) (context.Context, f
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.EnsureNamespace(ctx, opts.Namespace); err != nil {
-		return nil, nil, err
-	}
 	if err := l.acquire(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -268,6 +265,11 @@ func (l *leaser) acquire(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read the operation lease %s/%s: %w", l.opts.Namespace, Name, err)
 		}
+		if cur != nil {
+			// The lease is there, so is its namespace: the records written
+			// next need not make sure of it.
+			l.c.NamespaceExists(l.opts.Namespace)
+		}
 		var expiresIn time.Duration
 		ours := cur != nil && cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity == l.opts.Identity
 		if cur != nil && !ours {
@@ -280,7 +282,10 @@ func (l *leaser) acquire(ctx context.Context) error {
 		}
 		switch {
 		case cur == nil:
-			err = l.write(ctx, nil)
+			// The first lease of the cluster: its namespace may not exist yet.
+			if err = l.c.EnsureNamespace(ctx, l.opts.Namespace); err == nil {
+				err = l.write(ctx, nil)
+			}
 		case ours:
 			// A write whose answer was lost, retried.
 			err = l.write(ctx, cur)
