@@ -369,7 +369,8 @@ func TestLockNamesTheCluster(t *testing.T) {
 // TestLockMakesItsNamespaceOnlyWhenNoLeaseIsThere takes the lease in a
 // namespace that does not exist (Lock makes it), then again with a new client:
 // the lease found there shows its namespace exists, so that run creates no
-// namespace — neither for the lease nor for the records written after it.
+// namespace — neither for the lease nor for the records written after it —
+// and its release is one write.
 func TestLockMakesItsNamespaceOnlyWhenNoLeaseIsThere(t *testing.T) {
 	ns := "kp-lease-ns-" + strings.ToLower(time.Now().Format("150405.000000"))
 	ns = strings.ReplaceAll(ns, ".", "")
@@ -390,13 +391,14 @@ func TestLockMakesItsNamespaceOnlyWhenNoLeaseIsThere(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var creates atomic.Int32
+	var creates, requests atomic.Int32
 	cfg := testcluster.RESTConfig(t)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(r *http.Request) (*http.Response, error) {
 			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/api/v1/namespaces") {
 				creates.Add(1)
 			}
+			requests.Add(1)
 			return rt.RoundTrip(r)
 		})
 	}
@@ -408,16 +410,22 @@ func TestLockMakesItsNamespaceOnlyWhenNoLeaseIsThere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if err := release(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
 	if err := c.EnsureNamespace(ctx, ns); err != nil { // what the records' first write does
 		t.Fatal(err)
 	}
 	if n := creates.Load(); n != 0 {
 		t.Errorf("%d namespace create(s) with the lease already there, want none", n)
+	}
+	// Freed in one write, of the version this holder wrote: no read first.
+	requests.Store(0)
+	if err := release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("release sent %d requests, want 1", n)
+	}
+	if h := holder(getLease(t, ns)); h != "" {
+		t.Errorf("holder %q after release, want none", h)
 	}
 }
 
