@@ -97,10 +97,17 @@ var connectStep = step{stepConnect, func(ctx context.Context, r *run) diag.List 
 		return l
 	}
 	lv.deployer = d
-	if l = append(l, checkServerVersion(ctx, r, d)...); l.HasFatal() {
+	// The version and discovery are asked at once, not one after the other:
+	// every run, a no-op too, waits for both.
+	var problems []string
+	var discovered sync.WaitGroup
+	discovered.Go(func() { problems = d.DiscoveryProblems() })
+	raw, err := d.ServerVersion(ctx)
+	discovered.Wait()
+	if l = append(l, checkServerVersion(r, raw, err)...); l.HasFatal() {
 		return l
 	}
-	for _, p := range d.DiscoveryProblems() {
+	for _, p := range problems {
 		// An aggregated API whose server is down: the rest still works.
 		l.Warnf("", 0, 0, "", "API discovery is incomplete, going on without %s", p)
 	}
@@ -428,12 +435,11 @@ func unitDiags(err error) diag.List {
 }
 
 // checkServerVersion holds the plan to the Kubernetes version the cluster really
-// runs: a file that names another minor version is an error (its plugins were
+// runs, raw as it reported it (or err, why it could not be read): a file that names another minor version is an error (its plugins were
 // chosen for that one), another patch level a warning; every plugin's
 // kubernetesVersion constraint must accept the live version.
-func checkServerVersion(ctx context.Context, r *run, d *deploy.Deployer) diag.List {
+func checkServerVersion(r *run, raw string, err error) diag.List {
 	var l diag.List
-	raw, err := d.ServerVersion(ctx)
 	if err != nil {
 		l.Errorf("", 0, 0, "", "cannot read the cluster's Kubernetes version: %v", err)
 		return l

@@ -81,6 +81,7 @@ func (lv *live) schedule(ctx context.Context, r *run) diag.List {
 		}
 		s.waves = append(s.waves, wp)
 	}
+	chains := waitChains(r.plan.Plugins)
 	var wg sync.WaitGroup
 	// Units are made and begun ahead — rendered into objects, their records
 	// written — in plan order, while the plugins before them apply: the first
@@ -100,6 +101,7 @@ func (lv *live) schedule(ctx context.Context, r *run) diag.List {
 				continue
 			}
 			u.Machine = lv.machine[pl.Package.Name]
+			u.Priority = chains[pl.Package.Name]
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
@@ -116,6 +118,37 @@ func (lv *live) schedule(ctx context.Context, r *run) diag.List {
 	}
 	wg.Wait()
 	return s.diags
+}
+
+// waitChains is, for each plugin of the plan, how long the longest chain of
+// plugins waiting on it is (0: none waits for it), as its unit's Priority:
+// when plugins apply at once, the objects of those that others wait for go
+// first, deepest chain first, so that the next plugins start while the pipe
+// is still full rather than after the rest, in a pipe that empties.
+func waitChains(plugins []*engine.Planned) map[string]int {
+	waiters := map[string][]string{}
+	for _, pl := range plugins {
+		for _, a := range pl.After {
+			waiters[a] = append(waiters[a], pl.Package.Name)
+		}
+	}
+	chains := map[string]int{}
+	var chain func(name string, seen int) int
+	chain = func(name string, seen int) int {
+		if n, ok := chains[name]; ok || seen > len(plugins) {
+			return n // known, or a cycle the plan would have refused
+		}
+		n := 0
+		for _, w := range waiters[name] {
+			n = max(n, chain(w, seen+1)+1)
+		}
+		chains[name] = n
+		return n
+	}
+	for _, pl := range plugins {
+		chain(pl.Package.Name, 0)
+	}
+	return chains
 }
 
 // plugin waits for what pl waits for, runs its deploy stage (after wave 0),

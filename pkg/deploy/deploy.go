@@ -350,6 +350,13 @@ type Unit struct {
 	// DriftIgnore names fields of the plugin's objects that others may change
 	// (an autoscaler's /spec/replicas): not drift, and no reason to re-apply.
 	DriftIgnore []DriftIgnore
+	// Priority orders the applies of units applied at once (ApplyUnit): when
+	// the pipe is full, an object of the unit of the highest priority goes
+	// first. A scheduler gives it to the plugins others wait for, by how long
+	// a chain of plugins waits on each, so that their dependents start sooner.
+	// It changes no order the plan sets: a unit starts only when those it
+	// waits for are ready.
+	Priority int
 
 	// rollback is the revision a rollback restores: its objects are Objects, its
 	// Helm releases are rolled back to the revisions it recorded.

@@ -8,7 +8,10 @@
 // Established), then every other object, then APIServices and webhook
 // configurations — each stage concurrently through a client tuned for it. It then waits until each plugin's
 // objects are Current (kstatus), so that a plugin's dependents, in later waves, only
-// start once it is ready (ApplyUnit says when, before it prunes and records). A plugin may add health checks: CEL expressions over the
+// start once it is ready (ApplyUnit says when, before it prunes and records).
+// Units applied at once share one pipe of applies, in which the objects of the
+// unit of the highest Unit.Priority go first (the CLI's scheduler gives it to
+// the plugins others wait for). A plugin may add health checks: CEL expressions over the
 // live object, per kind, that must hold too.
 //
 // A plugin's Helm releases are installed after its objects through the Helm SDK, as

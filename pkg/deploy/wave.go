@@ -420,7 +420,13 @@ func (w *wave) applyJobs(ctx context.Context, jobs []applyJob) {
 			metadataOnly[j.obj] = true
 		}
 	}
-	for i, res := range w.d.ssa.ApplyAll(ctx, objs, func(o *unstructured.Unstructured) bool { return metadataOnly[o] }) {
+	priority := 0 // of the units whose objects these are: a wave's, or ApplyUnit's one
+	for i, j := range jobs {
+		if i == 0 || j.run.unit.Priority > priority {
+			priority = j.run.unit.Priority
+		}
+	}
+	for i, res := range w.d.ssa.ApplyAll(ctx, objs, priority, func(o *unstructured.Unstructured) bool { return metadataOnly[o] }) {
 		r := jobs[i].run
 		if res.Err != nil {
 			if r.err == nil {

@@ -152,9 +152,6 @@ func Lock(ctx context.Context, c *kube.Client, opts Options) (context.Context, f
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.EnsureNamespace(ctx, opts.Namespace); err != nil {
-		return nil, nil, err
-	}
 	if err := l.acquire(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -268,6 +265,11 @@ func (l *leaser) acquire(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read the operation lease %s/%s: %w", l.opts.Namespace, Name, err)
 		}
+		if cur != nil {
+			// The lease is there, so is its namespace: the records written
+			// next need not make sure of it.
+			l.c.NamespaceExists(l.opts.Namespace)
+		}
 		var expiresIn time.Duration
 		ours := cur != nil && cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity == l.opts.Identity
 		if cur != nil && !ours {
@@ -280,7 +282,10 @@ func (l *leaser) acquire(ctx context.Context) error {
 		}
 		switch {
 		case cur == nil:
-			err = l.write(ctx, nil)
+			// The first lease of the cluster: its namespace may not exist yet.
+			if err = l.c.EnsureNamespace(ctx, l.opts.Namespace); err == nil {
+				err = l.write(ctx, nil)
+			}
 		case ours:
 			// A write whose answer was lost, retried.
 			err = l.write(ctx, cur)
@@ -501,6 +506,18 @@ func (l *leaser) renewOnce(ctx context.Context) error {
 // release frees the lease if this holder still has it, keeping the object (its
 // leaseTransitions count and the cluster's name) for the next run.
 func (l *leaser) release(ctx context.Context) error {
+	// The version this holder last wrote, freed at once: the write is
+	// conditioned on it, so a lease written since (taken over) is not touched,
+	// and only then is it read again. One request, where a read first made two.
+	if l.lease != nil {
+		err := l.free(ctx, l.lease.DeepCopy())
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err):
+			return fmt.Errorf("release the operation lease: %w", err)
+		}
+	}
 	for range 5 {
 		var cur *coordinationv1.Lease
 		err := l.c.Retry(ctx, func(ctx context.Context) error {
@@ -517,16 +534,7 @@ func (l *leaser) release(ctx context.Context) error {
 		if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != l.opts.Identity {
 			return nil // taken over: not ours to free
 		}
-		cur.Spec.HolderIdentity = nil
-		cur.Spec.AcquireTime = nil
-		cur.Spec.RenewTime = nil
-		delete(cur.Annotations, AnnotationOperation)
-		delete(cur.Annotations, AnnotationHolder)
-		delete(cur.Annotations, AnnotationSince)
-		err = l.c.Retry(ctx, func(ctx context.Context) error {
-			_, err := l.leases().Update(ctx, cur, metav1.UpdateOptions{FieldManager: kube.FieldManager})
-			return err
-		})
+		err = l.free(ctx, cur)
 		if !apierrors.IsConflict(err) {
 			if err != nil {
 				return fmt.Errorf("release the operation lease: %w", err)
@@ -536,6 +544,21 @@ func (l *leaser) release(ctx context.Context) error {
 		// Renewed between the read and the write: look again.
 	}
 	return fmt.Errorf("release the operation lease: it kept changing")
+}
+
+// free writes cur, a version of the Lease this holder holds, with no holder,
+// conditioned on cur's resourceVersion.
+func (l *leaser) free(ctx context.Context, cur *coordinationv1.Lease) error {
+	cur.Spec.HolderIdentity = nil
+	cur.Spec.AcquireTime = nil
+	cur.Spec.RenewTime = nil
+	delete(cur.Annotations, AnnotationOperation)
+	delete(cur.Annotations, AnnotationHolder)
+	delete(cur.Annotations, AnnotationSince)
+	return l.c.Retry(ctx, func(ctx context.Context) error {
+		_, err := l.leases().Update(ctx, cur, metav1.UpdateOptions{FieldManager: kube.FieldManager})
+		return err
+	})
 }
 
 // serverClock estimates the API server's clock from the Date headers of its

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -364,3 +365,70 @@ func TestLockNamesTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLockMakesItsNamespaceOnlyWhenNoLeaseIsThere takes the lease in a
+// namespace that does not exist (Lock makes it), then again with a new client:
+// the lease found there shows its namespace exists, so that run creates no
+// namespace — neither for the lease nor for the records written after it —
+// and its release is one write.
+func TestLockMakesItsNamespaceOnlyWhenNoLeaseIsThere(t *testing.T) {
+	ns := "kp-lease-ns-" + strings.ToLower(time.Now().Format("150405.000000"))
+	ns = strings.ReplaceAll(ns, ".", "")
+	cs := testcluster.Client(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete namespace %s: %v", ns, err)
+		}
+	})
+	ctx := t.Context()
+	_, release, err := lease.Lock(ctx, newClient(t), lease.Options{Namespace: ns, Operation: "apply"})
+	if err != nil {
+		t.Fatalf("Lock in a namespace that does not exist: %v", err)
+	}
+	if err := release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	var creates, requests atomic.Int32
+	cfg := testcluster.RESTConfig(t)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/api/v1/namespaces") {
+				creates.Add(1)
+			}
+			requests.Add(1)
+			return rt.RoundTrip(r)
+		})
+	}
+	c, err := kube.New(cfg, kube.Options{Logger: testcluster.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, release, err = lease.Lock(ctx, c, lease.Options{Namespace: ns, Operation: "apply"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureNamespace(ctx, ns); err != nil { // what the records' first write does
+		t.Fatal(err)
+	}
+	if n := creates.Load(); n != 0 {
+		t.Errorf("%d namespace create(s) with the lease already there, want none", n)
+	}
+	// Freed in one write, of the version this holder wrote: no read first.
+	requests.Store(0)
+	if err := release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("release sent %d requests, want 1", n)
+	}
+	if h := holder(getLease(t, ns)); h != "" {
+		t.Errorf("holder %q after release, want none", h)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -425,7 +425,8 @@ const ensuredFor = time.Minute
 
 // EnsureNamespace creates the namespace kubeplug keeps its own objects in (release
 // records, the operation lease) when it does not exist. A namespace it made sure
-// of in the last minute is not asked for again.
+// of, or was told exists (NamespaceExists), in the last minute is not asked for
+// again.
 func (c *Client) EnsureNamespace(ctx context.Context, name string) error {
 	if at, ok := c.ensured.Load(name); ok && time.Since(at.(time.Time)) < ensuredFor {
 		return nil
@@ -444,3 +445,9 @@ func (c *Client) EnsureNamespace(ctx context.Context, name string) error {
 	}
 	return err
 }
+
+// NamespaceExists tells the client that namespace name exists, as an object
+// just read in it shows: EnsureNamespace then asks nothing for a minute. The
+// operation lease, read at every run's start, saves a create of kubeplug's
+// namespace that would only find it there.
+func (c *Client) NamespaceExists(name string) { c.ensured.Store(name, time.Now()) }

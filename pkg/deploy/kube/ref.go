@@ -48,21 +48,49 @@ func RefsOf(objs []*unstructured.Unstructured) []ObjRef {
 
 // SortRefs sorts refs by Key, in place, and returns them.
 func SortRefs(refs []ObjRef) []ObjRef {
-	slices.SortFunc(refs, func(a, b ObjRef) int { return strings.Compare(a.Key(), b.Key()) })
+	keyed := make([]keyedRef, len(refs))
+	for i, r := range refs {
+		keyed[i] = keyedRef{r.Key(), r}
+	}
+	sortKeyed(keyed)
+	for i := range keyed {
+		refs[i] = keyed[i].ref
+	}
 	return refs
+}
+
+// keyedRef is a ref with its Key, made once: a sort that made it at every
+// comparison spent most of an unchanged re-apply's inventory work on it.
+type keyedRef struct {
+	key string
+	ref ObjRef
+}
+
+func sortKeyed(k []keyedRef) {
+	slices.SortFunc(k, func(a, b keyedRef) int { return strings.Compare(a.key, b.key) })
 }
 
 // Union returns a ∪ b (one entry per Key, the first seen), sorted.
 func Union(a, b []ObjRef) []ObjRef {
-	seen := map[string]bool{}
-	var out []ObjRef
-	for _, r := range append(slices.Clone(a), b...) {
-		if !seen[r.Key()] {
-			seen[r.Key()] = true
-			out = append(out, r)
+	seen := make(map[string]bool, len(a)+len(b))
+	keyed := make([]keyedRef, 0, len(a)+len(b))
+	for _, refs := range [][]ObjRef{a, b} {
+		for _, r := range refs {
+			if k := r.Key(); !seen[k] {
+				seen[k] = true
+				keyed = append(keyed, keyedRef{k, r})
+			}
 		}
 	}
-	return SortRefs(out)
+	if len(keyed) == 0 {
+		return nil
+	}
+	sortKeyed(keyed)
+	out := make([]ObjRef, len(keyed))
+	for i := range keyed {
+		out[i] = keyed[i].ref
+	}
+	return out
 }
 
 // Minus returns the refs of a that b does not have, in a's order.

@@ -43,8 +43,9 @@ type Applier struct {
 	c    *kube.Client
 	opts Options
 	// applies bounds the applies in flight across every ApplyAll call: units
-	// applied at once share one pipe as wide as a wave's.
-	applies chan struct{}
+	// applied at once share one pipe as wide as a wave's, the objects of the
+	// highest priority first.
+	applies *pipe
 	// idle hands an apply to a worker waiting for one (run).
 	idle chan func()
 
@@ -65,7 +66,7 @@ func New(c *kube.Client, opts Options) *Applier {
 		opts.Timeout = 5 * time.Minute
 	}
 	return &Applier{
-		c: c, opts: opts, applies: make(chan struct{}, opts.Concurrency), idle: make(chan func()),
+		c: c, opts: opts, applies: newPipe(opts.Concurrency), idle: make(chan func()),
 		askers: map[scope]map[string]bool{}, shared: map[scope]*sharedList{}, written: map[scope]bool{},
 	}
 }
@@ -97,18 +98,19 @@ type Result struct {
 
 // ApplyAll applies objects concurrently and returns one Result per object, in
 // their order. Options.Concurrency bounds the applies in flight of every
-// ApplyAll call of the Applier together, not of each. An object for which
-// metadataOnly (when not nil) is true is answered with its metadata only
-// (ApplyMetadata).
-func (a *Applier) ApplyAll(ctx context.Context, objs []*unstructured.Unstructured, metadataOnly func(*unstructured.Unstructured) bool) []Result {
+// ApplyAll call of the Applier together, not of each; when the pipe is full,
+// a place that frees up goes to the call of the highest priority waiting, the
+// first come among equals. An object for which metadataOnly (when not nil) is
+// true is answered with its metadata only (ApplyMetadata).
+func (a *Applier) ApplyAll(ctx context.Context, objs []*unstructured.Unstructured, priority int, metadataOnly func(*unstructured.Unstructured) bool) []Result {
 	out := make([]Result, len(objs))
 	var wg sync.WaitGroup
 	for i, o := range objs {
-		a.applies <- struct{}{}
+		a.applies.acquire(priority)
 		wg.Add(1)
 		a.run(func() {
 			defer wg.Done()
-			defer func() { <-a.applies }()
+			defer a.applies.release()
 			if metadataOnly != nil && metadataOnly(o) {
 				out[i].Obj, out[i].Err = a.ApplyMetadata(ctx, o)
 			} else {

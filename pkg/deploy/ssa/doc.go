@@ -3,7 +3,10 @@
 // records or Helm.
 //
 // Apply and ApplyAll apply under the "kubeplug" field manager (forcing conflicts
-// only when told to); Order is the table of rules that puts a wave's objects in
+// only when told to). Every ApplyAll call of an Applier shares one pipe of
+// Options.Concurrency applies in flight; a place that frees up goes to the
+// waiting call of the highest priority (the caller's: the deployer gives it to
+// plugins others wait for), the first come among equals. Order is the table of rules that puts a wave's objects in
 // stages (CustomResourceDefinitions and Namespaces first, APIServices and webhook
 // configurations last) and DeleteAll deletes in the reverse of it. Objects the
 // cluster already holds as desired need no request at all: Prepare returns the

@@ -852,17 +852,23 @@ func (s *Secrets) Latest(ctx context.Context) ([]*Record, error) {
 // heads, and the ConfigMap inventories of an older kubeplug (revision 1 of a
 // plugin that has no head).
 func (s *Secrets) Histories(ctx context.Context) (map[string][]*Record, error) {
+	// The inventories are listed while the heads are: every run reads both
+	// before it can begin, one after the other cost a round trip more.
+	var legacy []*Record
+	var legacyErr error
+	var listed sync.WaitGroup
+	listed.Go(func() { legacy, legacyErr = s.listLegacy(ctx) })
 	recs, err := s.heads(ctx, "")
+	listed.Wait()
 	if err != nil {
 		return nil, err
+	}
+	if legacyErr != nil {
+		return nil, legacyErr
 	}
 	hs := map[string][]*Record{}
 	for _, r := range recs {
 		hs[r.Plugin] = append(hs[r.Plugin], r) // sorted by plugin and revision
-	}
-	legacy, err := s.listLegacy(ctx)
-	if err != nil {
-		return nil, err
 	}
 	for _, r := range legacy {
 		if hs[r.Plugin] == nil {
