@@ -121,6 +121,8 @@ func TestReadmeNamesOnlyRealFlags(t *testing.T) {
 	anywhere := map[string]bool{}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
+		// Cobra adds --help to every command when it runs one.
+		c.InitDefaultHelpFlag()
 		c.Flags().VisitAll(func(f *pflag.Flag) { anywhere[f.Name] = true })
 		c.InheritedFlags().VisitAll(func(f *pflag.Flag) { anywhere[f.Name] = true })
 		for _, sub := range c.Commands() {
