@@ -770,16 +770,8 @@ func (c *ControlPlane) waitServing(ctx context.Context, comp Component) error {
 	}
 	url := c.restConfig.Host + "/readyz"
 	return c.poll(ctx, comp, "serving", func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return fmt.Errorf("build request %s: %w", url, err)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return fmt.Errorf("get %s: %w", url, err)
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return resp.Body.Close()
+		_, _, err := getHealth(ctx, hc, url)
+		return err
 	})
 }
 
@@ -830,24 +822,34 @@ func (c *ControlPlane) poll(ctx context.Context, comp Component, what string, ch
 
 func (c *ControlPlane) httpCheck(hc *http.Client, url, want string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		status, body, err := getHealth(ctx, hc, url)
 		if err != nil {
-			return fmt.Errorf("build request %s: %w", url, err)
+			return err
 		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return fmt.Errorf("get %s: %w", url, err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if err != nil {
-			return fmt.Errorf("read %s: %w", url, err)
-		}
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
-			return fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, healthSummary(string(body)))
+		if status != http.StatusOK || !strings.Contains(string(body), want) {
+			return fmt.Errorf("get %s: status %d: %s", url, status, healthSummary(string(body)))
 		}
 		return nil
 	}
+}
+
+// getHealth GETs a health endpoint and returns its status and the first 64 KiB
+// of its answer; an error only when nothing was answered.
+func getHealth(ctx context.Context, hc *http.Client, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("build request %s: %w", url, err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("get %s: %w", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return 0, nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	return resp.StatusCode, body, nil
 }
 
 // healthSummary shortens a health endpoint's answer for an error: of a verbose
