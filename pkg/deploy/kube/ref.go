@@ -52,11 +52,7 @@ func SortRefs(refs []ObjRef) []ObjRef {
 	for i, r := range refs {
 		keyed[i] = keyedRef{r.Key(), r}
 	}
-	sortKeyed(keyed)
-	for i := range keyed {
-		refs[i] = keyed[i].ref
-	}
-	return refs
+	return sortInto(keyed, refs)
 }
 
 // keyedRef is a ref with its Key, made once: a sort that made it at every
@@ -66,8 +62,14 @@ type keyedRef struct {
 	ref ObjRef
 }
 
-func sortKeyed(k []keyedRef) {
-	slices.SortFunc(k, func(a, b keyedRef) int { return strings.Compare(a.key, b.key) })
+// sortInto sorts keyed by key and writes their refs, in that order, into out
+// (of the same length), which it returns.
+func sortInto(keyed []keyedRef, out []ObjRef) []ObjRef {
+	slices.SortFunc(keyed, func(a, b keyedRef) int { return strings.Compare(a.key, b.key) })
+	for i := range keyed {
+		out[i] = keyed[i].ref
+	}
+	return out
 }
 
 // Union returns a ∪ b (one entry per Key, the first seen), sorted.
@@ -85,12 +87,7 @@ func Union(a, b []ObjRef) []ObjRef {
 	if len(keyed) == 0 {
 		return nil
 	}
-	sortKeyed(keyed)
-	out := make([]ObjRef, len(keyed))
-	for i := range keyed {
-		out[i] = keyed[i].ref
-	}
-	return out
+	return sortInto(keyed, make([]ObjRef, len(keyed)))
 }
 
 // Minus returns the refs of a that b does not have, in a's order.
