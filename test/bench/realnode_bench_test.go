@@ -18,7 +18,7 @@ import (
 // real node, the node's images already in its store (a second `make up`).
 const realQuickstartTarget = 15 * time.Second
 
-// realUp is one `kubeplug up` of the quickstart with its real node.
+// realUp is one `kubeplug up` of the quickstart (upReal).
 type realUp struct {
 	took, cpu, cluster time.Duration
 	// ready is when each plugin's objects were ready, from up's progress
@@ -145,7 +145,8 @@ func realNodeMissing() string {
 var progressReady = regexp.MustCompile(`(?m)^\s+([a-z0-9][a-z0-9-]*): ready \d+/\d+ \[([0-9.a-zµ]+)\]`)
 
 // upReal runs kubeplug up of cluster in state and returns its time, CPU (its
-// own and the cluster's processes') and when each plugin was ready.
+// own and the cluster's processes') and when each plugin was ready. A failed
+// up is taken down with --purge and fails the benchmark.
 func upReal(b *testing.B, bin, cluster, state string) realUp {
 	cmd := exec.Command(bin, "up", "-f", cluster, "--state-dir", state, "--no-kubeconfig-update")
 	var out bytes.Buffer
@@ -155,7 +156,7 @@ func upReal(b *testing.B, bin, cluster, state string) realUp {
 	r := realUp{took: time.Since(start), ready: map[string]time.Duration{}}
 	if err != nil {
 		downReal(b, bin, cluster, state, true)
-		b.Fatalf("kubeplug up (real node): %v\n%s", err, out.String())
+		b.Fatalf("kubeplug up: %v\n%s", err, out.String())
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -121,22 +120,9 @@ func simulatedQuickstart(b *testing.B, dir string) string {
 // --purge (not timed), and returns up's time, its CPU, and the control plane's
 // CPU when up returned.
 func upOnce(b *testing.B, bin, cluster, state string) (time.Duration, time.Duration, time.Duration) {
-	cmd := exec.Command(bin, "up", "-f", cluster, "--state-dir", state, "--no-kubeconfig-update")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	err := cmd.Run()
-	took := time.Since(start)
-	defer func() {
-		if out, err := exec.Command(bin, "down", "-f", cluster, "--state-dir", state, "--purge").CombinedOutput(); err != nil {
-			b.Errorf("kubeplug down: %v\n%s", err, out)
-		}
-	}()
-	if err != nil {
-		b.Fatalf("kubeplug up: %v\n%s", err, out.String())
-	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return took, time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), cpuOf(state)
+	r := upReal(b, bin, cluster, state)
+	downReal(b, bin, cluster, state, true)
+	return r.took, r.cpu, r.cluster
 }
 
 // anchorOnce starts the kwok-only control plane in dataDir with nodes Nodes
